@@ -1,0 +1,304 @@
+//! The claims of a bound service-account token, exactly as kube-apiserver writes them.
+//!
+//! Field order in these structs is the wire order: kube-apiserver's JWT library sorts object keys
+//! at every level, so the fields are declared alphabetically and serialised in that order. With
+//! [`Claims::to_json`] the payload is byte-identical to kube-apiserver's for the same values.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::gojson;
+
+/// The registered and private claims of a service-account token.
+///
+/// Every field is optional on the way in, because a token is untrusted input and kube-apiserver
+/// checks each claim only when it is present (warrant additionally requires `exp`, see
+/// [`crate::Verifier`]). Tokens that warrant issues always carry all of them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Claims {
+    /// Audiences. Always written as a JSON array, even with one element; read from a string or
+    /// an array, as go-jose accepts both.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "string_or_array"
+    )]
+    pub aud: Vec<String>,
+    /// Expiry, in seconds since the Unix epoch.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "numeric_date"
+    )]
+    pub exp: Option<i64>,
+    /// Issued at, in seconds since the Unix epoch.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "numeric_date"
+    )]
+    pub iat: Option<i64>,
+    /// Issuer: the first `--service-account-issuer`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub iss: String,
+    /// Token ID: a random UUIDv4, reported to reviewers as the credential ID.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub jti: String,
+    /// The Kubernetes-specific private claim.
+    #[serde(rename = "kubernetes.io", default)]
+    pub kubernetes: KubernetesClaims,
+    /// Not before, in seconds since the Unix epoch (equal to `iat` in issued tokens).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "numeric_date"
+    )]
+    pub nbf: Option<i64>,
+    /// Subject: `system:serviceaccount:<namespace>:<name>`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sub: String,
+}
+
+/// The `kubernetes.io` claim: which service account the token is for and what it is bound to.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct KubernetesClaims {
+    /// The service account's namespace.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// The node: the bound object of a node-bound token, or, on a pod-bound token, the node the
+    /// pod was scheduled to when the token was issued (its `uid` is absent if that node was not
+    /// found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<ObjectRef>,
+    /// The bound pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<ObjectRef>,
+    /// The bound secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<ObjectRef>,
+    /// The service account. Always written (Go cannot omit an embedded struct).
+    #[serde(default)]
+    pub serviceaccount: ObjectRef,
+    /// For tokens whose lifetime was extended (see [`crate::Lifetime`]): the time after which
+    /// the token would have expired had it not been extended. Reviewers count tokens used after
+    /// it as stale; it never causes rejection.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "numeric_date"
+    )]
+    pub warnafter: Option<i64>,
+}
+
+/// A reference to a Kubernetes object by name and UID.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ObjectRef {
+    /// The object's name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The object's UID; empty when unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+impl ObjectRef {
+    /// A reference with both name and UID.
+    pub fn new(name: impl Into<String>, uid: impl Into<String>) -> Self {
+        ObjectRef {
+            name: name.into(),
+            uid: uid.into(),
+        }
+    }
+}
+
+/// The one object a token is bound to, if any. A token binds to at most one object; the
+/// enum makes a Secret-and-Pod token (which kube-apiserver rejects as an internal error)
+/// unrepresentable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Binding {
+    /// Not bound: valid while the service account exists.
+    None,
+    /// Bound to a pod; `node` is the pod's node when it is scheduled.
+    Pod {
+        /// The pod.
+        pod: ObjectRef,
+        /// The pod's node (`spec.nodeName`), with the node's UID if the node was found.
+        node: Option<ObjectRef>,
+    },
+    /// Bound to a secret.
+    Secret(ObjectRef),
+    /// Bound to a node.
+    Node(ObjectRef),
+}
+
+impl Binding {
+    /// True for a pod binding, the only kind whose lifetime may be extended.
+    pub fn is_pod(&self) -> bool {
+        matches!(self, Binding::Pod { .. })
+    }
+}
+
+/// Everything that goes into a new token's claims.
+#[derive(Debug, Clone)]
+pub struct NewToken<'a> {
+    /// The issuer written to `iss` (the first configured issuer).
+    pub issuer: &'a str,
+    /// The service account's namespace.
+    pub namespace: &'a str,
+    /// The service account, with its UID.
+    pub service_account: ObjectRef,
+    /// The audiences, already defaulted.
+    pub audiences: Vec<String>,
+    /// The bound object.
+    pub binding: Binding,
+    /// Issue time, expiry and warn-after, in seconds since the Unix epoch.
+    pub issued_at: i64,
+    /// `exp`.
+    pub expires_at: i64,
+    /// `warnafter`, for extended tokens only.
+    pub warn_after: Option<i64>,
+    /// The token ID, normally [`new_jti`].
+    pub jti: String,
+}
+
+/// A fresh random token ID in canonical lowercase UUIDv4 form, as kube-apiserver uses.
+pub fn new_jti() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// The username of a service account: `system:serviceaccount:<namespace>:<name>`.
+pub fn service_account_username(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+impl Claims {
+    /// Builds the claims of a new token.
+    pub fn new(token: NewToken<'_>) -> Claims {
+        let (pod, secret, node) = match token.binding {
+            Binding::None => (None, None, None),
+            Binding::Pod { pod, node } => (Some(pod), None, node),
+            Binding::Secret(secret) => (None, Some(secret), None),
+            Binding::Node(node) => (None, None, Some(node)),
+        };
+        Claims {
+            aud: token.audiences,
+            exp: Some(token.expires_at),
+            iat: Some(token.issued_at),
+            iss: token.issuer.to_owned(),
+            jti: token.jti,
+            kubernetes: KubernetesClaims {
+                namespace: token.namespace.to_owned(),
+                node,
+                pod,
+                secret,
+                serviceaccount: token.service_account.clone(),
+                warnafter: token.warn_after,
+            },
+            nbf: Some(token.issued_at),
+            sub: service_account_username(token.namespace, &token.service_account.name),
+        }
+    }
+
+    /// The payload JSON, byte-identical to kube-apiserver's for the same values.
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serialising plain strings, integers and options into a Vec cannot fail.
+        gojson::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// go-jose reads `aud` from a string or an array of strings.
+fn string_or_array<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Audience {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Option::<Audience>::deserialize(d)? {
+        None => Vec::new(),
+        Some(Audience::One(s)) => vec![s],
+        Some(Audience::Many(v)) => v,
+    })
+}
+
+/// go-jose reads a NumericDate from any JSON number and truncates it to whole seconds.
+fn numeric_date<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if let Some(i) = n.as_i64() {
+        return Ok(Some(i));
+    }
+    match n.as_f64() {
+        // Saturating float-to-int conversion; a date out of i64 range fails later as expired or
+        // not yet valid.
+        #[allow(clippy::cast_possible_truncation)]
+        Some(f) if f.is_finite() => Ok(Some(f.trunc() as i64)),
+        _ => Err(serde::de::Error::custom("numeric date out of range")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aud_is_always_an_array_and_keys_are_sorted() {
+        let claims = Claims::new(NewToken {
+            issuer: "https://example.com",
+            namespace: "ns",
+            service_account: ObjectRef::new("sa", "u1"),
+            audiences: vec!["one".into()],
+            binding: Binding::None,
+            issued_at: 100,
+            expires_at: 200,
+            warn_after: None,
+            jti: "j".into(),
+        });
+        assert_eq!(
+            String::from_utf8(claims.to_json()).unwrap(),
+            r#"{"aud":["one"],"exp":200,"iat":100,"iss":"https://example.com","jti":"j","kubernetes.io":{"namespace":"ns","serviceaccount":{"name":"sa","uid":"u1"}},"nbf":100,"sub":"system:serviceaccount:ns:sa"}"#
+        );
+    }
+
+    #[test]
+    fn pod_binding_carries_node_without_uid_when_unknown() {
+        let claims = Claims::new(NewToken {
+            issuer: "i",
+            namespace: "ns",
+            service_account: ObjectRef::new("sa", "u1"),
+            audiences: vec!["a".into(), "b".into()],
+            binding: Binding::Pod {
+                pod: ObjectRef::new("p", "pu"),
+                node: Some(ObjectRef::new("n1", "")),
+            },
+            issued_at: 1,
+            expires_at: 2,
+            warn_after: Some(3),
+            jti: "j".into(),
+        });
+        let json = String::from_utf8(claims.to_json()).unwrap();
+        assert!(
+            json.contains(r#""kubernetes.io":{"namespace":"ns","node":{"name":"n1"},"pod":{"name":"p","uid":"pu"},"serviceaccount":{"name":"sa","uid":"u1"},"warnafter":3}"#),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn reads_string_audience_and_float_dates() {
+        let c: Claims =
+            serde_json::from_str(r#"{"aud":"x","exp":12.9,"iat":-1.5,"iss":"i"}"#).unwrap();
+        assert_eq!(c.aud, vec!["x"]);
+        assert_eq!(c.exp, Some(12));
+        assert_eq!(c.iat, Some(-1));
+        assert_eq!(c.nbf, None);
+        assert_eq!(c.kubernetes, KubernetesClaims::default());
+    }
+
+    #[test]
+    fn rejects_wrong_types() {
+        assert!(serde_json::from_str::<Claims>(r#"{"exp":"soon"}"#).is_err());
+        assert!(serde_json::from_str::<Claims>(r#"{"aud":[1]}"#).is_err());
+        assert!(serde_json::from_str::<Claims>(r#"{"iss":5}"#).is_err());
+        assert!(serde_json::from_str::<Claims>(r#"{"kubernetes.io":"x"}"#).is_err());
+    }
+}

@@ -1,0 +1,100 @@
+//! Compact JWS: `base64url(header).base64url(payload).base64url(signature)`, no padding.
+
+use base64::Engine as _;
+use base64::alphabet::URL_SAFE;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, URL_SAFE_NO_PAD};
+
+use crate::claims::Claims;
+use crate::error::KeyError;
+use crate::keys::SigningKey;
+
+impl SigningKey {
+    /// Signs `claims` into a compact JWS with header `{"alg":…,"kid":…}` (no `typ`, as
+    /// kube-apiserver writes it). The key is already parsed, so this costs one JSON encoding and
+    /// one signature.
+    pub fn sign(&self, claims: &Claims) -> Result<String, KeyError> {
+        self.sign_payload(&claims.to_json())
+    }
+
+    /// Signs an already-encoded payload. Used by tests that need tokens kube would never write.
+    pub fn sign_payload(&self, payload: &[u8]) -> Result<String, KeyError> {
+        let header = self.encoded_header();
+        let mut token = String::with_capacity(header.len() + payload.len() * 4 / 3 + 700);
+        token.push_str(header);
+        token.push('.');
+        URL_SAFE_NO_PAD.encode_string(payload, &mut token);
+        let signature = self.sign_bytes(token.as_bytes())?;
+        token.push('.');
+        URL_SAFE_NO_PAD.encode_string(signature, &mut token);
+        Ok(token)
+    }
+}
+
+/// The three parts of a compact JWS, still encoded.
+pub(crate) struct Parts<'a> {
+    pub(crate) header: &'a str,
+    pub(crate) payload: &'a str,
+    pub(crate) signature: &'a str,
+    /// `header.payload`: the bytes the signature covers.
+    pub(crate) signing_input: &'a str,
+}
+
+/// Splits a token into exactly three dot-separated parts.
+pub(crate) fn split(token: &str) -> Option<Parts<'_>> {
+    let (signing_input, signature) = token.rsplit_once('.')?;
+    let (header, payload) = signing_input.split_once('.')?;
+    if payload.contains('.') || signature.contains('.') {
+        return None;
+    }
+    Some(Parts {
+        header,
+        payload,
+        signature,
+        signing_input,
+    })
+}
+
+/// Go's `base64.RawURLEncoding`, which kube-apiserver decodes tokens with: padding is an error,
+/// but non-zero bits after the last full byte are ignored (Go's non-strict mode). Without the
+/// latter, a token with a damaged signature would count as "not mine" here and as a signature
+/// failure in kube-apiserver.
+const GO_RAW_URL: GeneralPurpose = GeneralPurpose::new(
+    &URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_encode_padding(false)
+        .with_decode_padding_mode(DecodePaddingMode::RequireNone)
+        .with_decode_allow_trailing_bits(true),
+);
+
+/// Decodes one part of a token.
+pub(crate) fn decode(part: &str) -> Option<Vec<u8>> {
+    GO_RAW_URL.decode(part).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_requires_exactly_three_parts() {
+        assert!(split("a.b.c").is_some());
+        assert!(split("a.b").is_none());
+        assert!(split("a.b.c.d").is_none());
+        assert!(split("abc").is_none());
+        let p = split("h.p.s").unwrap();
+        assert_eq!(
+            (p.header, p.payload, p.signature, p.signing_input),
+            ("h", "p", "s", "h.p")
+        );
+    }
+
+    #[test]
+    fn decode_rejects_padding() {
+        assert_eq!(decode("YQ"), Some(b"a".to_vec()));
+        assert_eq!(decode("YQ=="), None);
+        assert_eq!(decode("Y+Q"), None);
+        // "YR" has non-zero trailing bits; Go's non-strict decoder reads it as "a".
+        assert_eq!(decode("YR"), Some(b"a".to_vec()));
+    }
+}

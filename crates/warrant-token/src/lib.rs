@@ -1,0 +1,78 @@
+//! The token core of warrant: Kubernetes-compatible bound service-account tokens.
+//!
+//! This crate is pure: it performs no I/O and never reads the clock. Every function that depends
+//! on the time takes `now` as an argument, so every time rule is testable to the second.
+//!
+//! - [`Claims`] are the claims kube-apiserver writes, serialised byte-identically.
+//! - [`SigningKey`] and [`VerifyingKey`] hold RSA and ECDSA keys parsed once, with
+//!   kube-apiserver's key ID ([`key_id`]); [`parse_pem_keys`] and friends read them from PEM.
+//! - [`SigningKey::sign`] makes a compact JWS; [`Verifier::verify`] runs kube-apiserver's
+//!   validation pipeline and returns a [`VerifiedToken`] or a [`TokenError`] whose message is
+//!   kube-apiserver's.
+//! - [`render_jwks`] and [`render_discovery`] build the documents relying parties fetch.
+//! - [`ExpirationPolicy`] decides a requested token's lifetime; [`UserInfo`] is what a valid
+//!   token authenticates as.
+//!
+//! ```no_run
+//! use warrant_token::*;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let key = SigningKey::generate(KeyType::P256)?;
+//! let now = jiff::Timestamp::from_second(1_800_000_000)?;
+//! let claims = Claims::new(NewToken {
+//!     issuer: "https://issuer.example",
+//!     namespace: "default",
+//!     service_account: ObjectRef::new("app", "9f0c…"),
+//!     audiences: vec!["vault".into()],
+//!     binding: Binding::None,
+//!     issued_at: now.as_second(),
+//!     expires_at: now.as_second() + 3600,
+//!     warn_after: None,
+//!     jti: new_jti(),
+//! });
+//! let token = key.sign(&claims)?;
+//! let verifier = Verifier::new(
+//!     vec!["https://issuer.example".into()],
+//!     vec!["https://issuer.example".into()],
+//!     vec![key.verifying_key().clone()],
+//! );
+//! let verified = verifier.verify(&token, &["vault".into()], now)?;
+//! assert_eq!(verified.user_info().username, "system:serviceaccount:default:app");
+//! # Ok(())
+//! # }
+//! ```
+
+mod claims;
+mod der;
+mod documents;
+mod error;
+mod gojson;
+mod goquote;
+mod jws;
+mod keys;
+mod lifetime;
+mod pem;
+mod userinfo;
+mod verify;
+
+pub use claims::{
+    Binding, Claims, KubernetesClaims, NewToken, ObjectRef, new_jti, service_account_username,
+};
+pub use documents::{render_discovery, render_jwks, validate_issuer_url, validate_jwks_uri};
+pub use error::{DocumentError, KeyError, TokenError};
+pub use keys::{Algorithm, KeyType, PrivateKeyPem, SigningKey, VerifyingKey, key_id};
+pub use lifetime::{
+    DEFAULT_EXPIRATION_SECONDS, EXTENDED_EXPIRATION_SECONDS, ExpirationPolicy, Lifetime,
+    MAX_EXPIRATION_SECONDS, MIN_EXPIRATION_SECONDS, WARN_ONLY_EXPIRATION_SECONDS,
+    validate_expiration_seconds,
+};
+pub use pem::{PemKey, parse_pem_keys, signing_key_from_pem, verifying_keys_from_pem};
+pub use userinfo::{
+    EXTRA_CREDENTIAL_ID, EXTRA_NODE_NAME, EXTRA_NODE_UID, EXTRA_POD_NAME, EXTRA_POD_UID,
+    GROUP_AUTHENTICATED, GROUP_SERVICE_ACCOUNTS, UserInfo,
+};
+pub use verify::{LEEWAY_SECONDS, MAX_TOKEN_BYTES, VerifiedToken, Verifier};
+
+/// Go's `%q` quoting, for messages that must match kube-apiserver's.
+pub fn go_quote(s: &str) -> String {
+    goquote::quote(s)
+}
