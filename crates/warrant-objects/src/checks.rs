@@ -1,0 +1,329 @@
+//! The checks a TokenReview runs against the objects a token names (spec §3.3, kube-apiserver
+//! v1.32+ order): the service account must exist with the claimed UID and not be deleted; a
+//! bound secret, pod or node likewise. "Deleted" means a deletion timestamp more than
+//! [`LEEWAY_SECONDS`] before `now`.
+//!
+//! A node named on a pod-bound token is not looked up (it is informational, as in kube). The
+//! pod's service account is not re-checked either: that was checked when the token was issued.
+
+use jiff::{SignedDuration, Timestamp};
+use warrant_token::{Claims, LEEWAY_SECONDS, ObjectRef, go_quote};
+
+use crate::record::Kind;
+use crate::source::{LookupError, Objects};
+
+/// Why a token's objects do not check out. `Display` is kube-apiserver's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ObjectError {
+    /// The service account does not exist.
+    #[error("serviceaccounts {} not found", go_quote(.0))]
+    ServiceAccountNotFound(String),
+    /// The service account was deleted and re-created since the token was issued.
+    #[error("service account UID ({live}) does not match claim ({claim})")]
+    ServiceAccountUid {
+        /// The UID of the service account that exists now.
+        live: String,
+        /// The UID in the token.
+        claim: String,
+    },
+    /// The service account is being deleted (for more than the leeway).
+    #[error("service account {namespace}/{name} has been deleted")]
+    ServiceAccountDeleted {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The bound secret, pod or node is gone or being deleted.
+    #[error("service account token has been invalidated")]
+    Invalidated,
+    /// The bound object was deleted and re-created under the same name.
+    #[error("{} UID ({live}) does not match service account {} ref claim ({claim})", kind_word(*.kind), kind_word(*.kind))]
+    BoundUid {
+        /// Secret, Pod or Node.
+        kind: Kind,
+        /// The UID of the object that exists now.
+        live: String,
+        /// The UID in the token.
+        claim: String,
+    },
+    /// An object could not be looked up at all (its source is unavailable). The token is not
+    /// accepted; the message says why, so the failure is not mistaken for a revocation.
+    #[error("{0}")]
+    Lookup(#[from] LookupError),
+}
+
+fn kind_word(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Secret => "secret",
+        Kind::Pod => "pod",
+        Kind::Node => "node",
+        Kind::ServiceAccount => "service account",
+    }
+}
+
+/// Checks that the objects `claims` names still exist, with the same UIDs, and are not deleted.
+pub async fn check_token_objects(
+    objects: &Objects,
+    claims: &Claims,
+    now: Timestamp,
+) -> Result<(), ObjectError> {
+    let cutoff = now - SignedDuration::from_secs(LEEWAY_SECONDS);
+    let k = &claims.kubernetes;
+    let namespace = k.namespace.as_str();
+    let sa = &k.serviceaccount;
+
+    let Some(account) = objects
+        .get(Kind::ServiceAccount, namespace, &sa.name)
+        .await?
+    else {
+        return Err(ObjectError::ServiceAccountNotFound(sa.name.clone()));
+    };
+    if account.uid != sa.uid {
+        return Err(ObjectError::ServiceAccountUid {
+            live: account.uid.clone(),
+            claim: sa.uid.clone(),
+        });
+    }
+    if account.deleted_before(cutoff) {
+        return Err(ObjectError::ServiceAccountDeleted {
+            namespace: namespace.to_owned(),
+            name: sa.name.clone(),
+        });
+    }
+
+    if let Some(secret) = &k.secret {
+        check_bound(objects, Kind::Secret, namespace, secret, cutoff).await?;
+    }
+    if let Some(pod) = &k.pod {
+        check_bound(objects, Kind::Pod, namespace, pod, cutoff).await?;
+    } else if let Some(node) = &k.node {
+        check_bound(objects, Kind::Node, "", node, cutoff).await?;
+    }
+    Ok(())
+}
+
+async fn check_bound(
+    objects: &Objects,
+    kind: Kind,
+    namespace: &str,
+    claim: &ObjectRef,
+    cutoff: Timestamp,
+) -> Result<(), ObjectError> {
+    let Some(record) = objects.get(kind, namespace, &claim.name).await? else {
+        return Err(ObjectError::Invalidated);
+    };
+    if record.uid != claim.uid {
+        return Err(ObjectError::BoundUid {
+            kind,
+            live: record.uid.clone(),
+            claim: claim.uid.clone(),
+        });
+    }
+    if record.deleted_before(cutoff) {
+        return Err(ObjectError::Invalidated);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    use warrant_token::{Binding, NewToken};
+
+    use super::*;
+    use crate::record::Record;
+    use crate::source::{LiveLookup, ObjectSource};
+
+    /// An in-memory source whose live lookups can be made to fail.
+    #[derive(Default)]
+    struct MapSource {
+        records: Mutex<HashMap<(Kind, String, String), Arc<Record>>>,
+        unavailable: Mutex<Option<Kind>>,
+    }
+
+    impl MapSource {
+        fn put(&self, kind: Kind, ns: &str, name: &str, uid: &str, deleted: Option<i64>) {
+            let record = Record {
+                uid: uid.into(),
+                deletion_timestamp: deleted.map(|s| Timestamp::from_second(s).unwrap()),
+                pod: None,
+            };
+            self.records
+                .lock()
+                .unwrap()
+                .insert((kind, ns.into(), name.into()), Arc::new(record));
+        }
+
+        fn remove(&self, kind: Kind, ns: &str, name: &str) {
+            self.records
+                .lock()
+                .unwrap()
+                .remove(&(kind, ns.into(), name.into()));
+        }
+    }
+
+    impl ObjectSource for MapSource {
+        fn cached(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Record>> {
+            let key = (kind, namespace.to_owned(), name.to_owned());
+            self.records.lock().unwrap().get(&key).cloned()
+        }
+        fn live<'a>(&'a self, kind: Kind, _: &'a str, _: &'a str) -> LiveLookup<'a> {
+            let down = *self.unavailable.lock().unwrap() == Some(kind);
+            Box::pin(std::future::ready(if down {
+                Err(LookupError::Unavailable("connection refused".into()))
+            } else {
+                Ok(None)
+            }))
+        }
+        fn ready(&self) -> bool {
+            true
+        }
+        fn count(&self, _: Kind) -> usize {
+            0
+        }
+    }
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn claims(binding: Binding) -> Claims {
+        Claims::new(NewToken {
+            issuer: "https://i",
+            namespace: "ns",
+            service_account: ObjectRef::new("app", "sa-1"),
+            audiences: vec!["a".into()],
+            binding,
+            issued_at: NOW,
+            expires_at: NOW + 3600,
+            warn_after: None,
+            jti: "j".into(),
+        })
+    }
+
+    fn setup() -> (Arc<MapSource>, Objects) {
+        let source = Arc::new(MapSource::default());
+        source.put(Kind::ServiceAccount, "ns", "app", "sa-1", None);
+        source.put(Kind::Pod, "ns", "p", "pod-1", None);
+        source.put(Kind::Secret, "ns", "s", "sec-1", None);
+        source.put(Kind::Node, "", "n", "node-1", None);
+        (source.clone(), Objects::new(source))
+    }
+
+    async fn check(objects: &Objects, binding: Binding) -> Result<(), String> {
+        let now = Timestamp::from_second(NOW).unwrap();
+        check_token_objects(objects, &claims(binding), now)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    fn pod() -> Binding {
+        Binding::Pod {
+            pod: ObjectRef::new("p", "pod-1"),
+            node: Some(ObjectRef::new("gone", "x")),
+        }
+    }
+
+    #[tokio::test]
+    async fn every_binding_checks_out_while_its_objects_exist() {
+        let (_, objects) = setup();
+        for binding in [
+            Binding::None,
+            pod(),
+            Binding::Secret(ObjectRef::new("s", "sec-1")),
+            Binding::Node(ObjectRef::new("n", "node-1")),
+        ] {
+            assert_eq!(check(&objects, binding).await, Ok(()));
+        }
+    }
+
+    #[tokio::test]
+    async fn service_account_rules_and_messages() {
+        let (source, objects) = setup();
+        source.put(Kind::ServiceAccount, "ns", "app", "sa-2", None);
+        assert_eq!(
+            check(&objects, Binding::None).await.unwrap_err(),
+            "service account UID (sa-2) does not match claim (sa-1)"
+        );
+        source.put(Kind::ServiceAccount, "ns", "app", "sa-1", Some(NOW - 60));
+        assert_eq!(check(&objects, Binding::None).await, Ok(()));
+        source.put(Kind::ServiceAccount, "ns", "app", "sa-1", Some(NOW - 61));
+        assert_eq!(
+            check(&objects, Binding::None).await.unwrap_err(),
+            "service account ns/app has been deleted"
+        );
+        source.remove(Kind::ServiceAccount, "ns", "app");
+        assert_eq!(
+            check(&objects, Binding::None).await.unwrap_err(),
+            r#"serviceaccounts "app" not found"#
+        );
+    }
+
+    #[tokio::test]
+    async fn bound_object_rules_and_messages() {
+        let cases = [
+            (
+                Kind::Pod,
+                "ns",
+                "p",
+                pod(),
+                "pod UID (other) does not match service account pod ref claim (pod-1)",
+            ),
+            (
+                Kind::Secret,
+                "ns",
+                "s",
+                Binding::Secret(ObjectRef::new("s", "sec-1")),
+                "secret UID (other) does not match service account secret ref claim (sec-1)",
+            ),
+            (
+                Kind::Node,
+                "",
+                "n",
+                Binding::Node(ObjectRef::new("n", "node-1")),
+                "node UID (other) does not match service account node ref claim (node-1)",
+            ),
+        ];
+        for (kind, ns, name, binding, uid_message) in cases {
+            let (source, objects) = setup();
+            let uid = source.cached(kind, ns, name).unwrap().uid.clone();
+            source.put(kind, ns, name, "other", None);
+            assert_eq!(
+                check(&objects, binding.clone()).await.unwrap_err(),
+                uid_message
+            );
+            source.put(kind, ns, name, &uid, Some(NOW - 60));
+            assert_eq!(
+                check(&objects, binding.clone()).await,
+                Ok(()),
+                "{kind:?} within leeway"
+            );
+            source.put(kind, ns, name, &uid, Some(NOW - 61));
+            let invalidated = "service account token has been invalidated";
+            assert_eq!(
+                check(&objects, binding.clone()).await.unwrap_err(),
+                invalidated
+            );
+            source.remove(kind, ns, name);
+            assert_eq!(
+                check(&objects, binding.clone()).await.unwrap_err(),
+                invalidated
+            );
+            // A source that cannot answer fails the review with its reason, never passes it.
+            *source.unavailable.lock().unwrap() = Some(kind);
+            assert_eq!(
+                check(&objects, binding).await.unwrap_err(),
+                "connection refused"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_node_of_a_pod_bound_token_is_not_looked_up() {
+        let (source, objects) = setup();
+        source.remove(Kind::Node, "", "n");
+        *source.unavailable.lock().unwrap() = Some(Kind::Node);
+        assert_eq!(check(&objects, pod()).await, Ok(()));
+    }
+}

@@ -1,0 +1,84 @@
+//! Where records come from, and the handle that reads them.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::record::{Kind, Record};
+
+/// Why an object could not be looked up (as opposed to "it does not exist").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The source that would know is unreachable or failed; the message says how.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// A live lookup in flight.
+pub type LiveLookup<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Arc<Record>>, LookupError>> + Send + 'a>>;
+
+/// A store of records: a manifest file, or a cluster's watch cache.
+///
+/// `namespace` is empty for nodes.
+pub trait ObjectSource: Send + Sync + 'static {
+    /// The record in memory, without waiting. `None` is a miss, not necessarily "absent".
+    fn cached(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Record>>;
+
+    /// Asks the authority after a miss. A file source is its own authority, so the default
+    /// answers "absent" at once; a cluster source does a GET.
+    fn live<'a>(&'a self, _kind: Kind, _namespace: &'a str, _name: &'a str) -> LiveLookup<'a> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// True once the source has loaded everything it needs to answer (readiness).
+    fn ready(&self) -> bool;
+
+    /// How many records of `kind` are held (a metric).
+    fn count(&self, kind: Kind) -> usize;
+}
+
+/// The handle the server uses to look objects up. Cheap to clone.
+#[derive(Clone)]
+pub struct Objects {
+    source: Arc<dyn ObjectSource>,
+}
+
+impl Objects {
+    /// Wraps a source.
+    pub fn new(source: Arc<dyn ObjectSource>) -> Self {
+        Objects { source }
+    }
+
+    /// The object, from memory, or after a miss from a live lookup. `Ok(None)` means it does
+    /// not exist.
+    pub async fn get(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Record>>, LookupError> {
+        match self.source.cached(kind, namespace, name) {
+            Some(record) => Ok(Some(record)),
+            None => self.source.live(kind, namespace, name).await,
+        }
+    }
+
+    /// See [`ObjectSource::ready`].
+    pub fn ready(&self) -> bool {
+        self.source.ready()
+    }
+
+    /// See [`ObjectSource::count`].
+    pub fn count(&self, kind: Kind) -> usize {
+        self.source.count(kind)
+    }
+}
+
+impl std::fmt::Debug for Objects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Objects")
+            .field("ready", &self.ready())
+            .finish()
+    }
+}
