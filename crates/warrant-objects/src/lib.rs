@@ -8,9 +8,11 @@
 //! GET, as kube-apiserver's token getter does; a file source has nothing more to ask).
 
 mod checks;
+mod memory;
 mod record;
 mod source;
 
 pub use checks::{ObjectError, check_token_objects};
+pub use memory::MemorySource;
 pub use record::{Kind, PodInfo, Record};
 pub use source::{LiveLookup, LookupError, ObjectSource, Objects};

@@ -1,0 +1,222 @@
+//! The read-only endpoints: OIDC discovery and JWKS for relying parties, Kubernetes API
+//! discovery for kubectl and kube-apiserver's aggregator, version, health and metrics.
+//!
+//! Every body here except health and metrics is fixed once the server starts (or, for the key
+//! documents, once per key-set change), so handlers copy prepared bytes.
+
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::{AUTHENTICATION_V1, WARRANT_V1ALPHA1};
+
+fn json_response(value: &Value) -> Response {
+    let mut response = serde_json::to_vec(value)
+        .unwrap_or_default()
+        .into_response();
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// `GET /.well-known/openid-configuration`.
+pub(crate) async fn openid_configuration(State(state): State<AppState>) -> Response {
+    let published = state.published();
+    match published.discovery() {
+        Ok(doc) => {
+            let mut response = doc.clone().into_response();
+            let headers = response.headers_mut();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(CACHE_CONTROL, published.cache_control().clone());
+            response
+        }
+        // As kube-apiserver: without a publishable issuer the endpoints are not served.
+        Err(_) => ApiError::no_such_path().into_response(),
+    }
+}
+
+/// `GET /openid/v1/jwks`.
+pub(crate) async fn jwks(State(state): State<AppState>) -> Response {
+    let published = state.published();
+    if published.discovery().is_err() {
+        return ApiError::no_such_path().into_response();
+    }
+    let mut response = published.jwks().clone().into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/jwk-set+json"),
+    );
+    headers.insert(CACHE_CONTROL, published.cache_control().clone());
+    response
+}
+
+/// The version warrant reports: the Kubernetes API level it emulates, with warrant's own
+/// version as build metadata, so kubectl's version-skew check is satisfied.
+pub(crate) async fn version() -> Response {
+    json_response(&json!({
+        "major": "1",
+        "minor": "36",
+        "gitVersion": concat!("v1.36.0+warrant-", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    }))
+}
+
+/// `GET /api`.
+pub(crate) async fn core_versions() -> Response {
+    json_response(
+        &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": null}),
+    )
+}
+
+fn token_request_resource(group: &str, version: &str) -> Value {
+    json!({
+        "name": "serviceaccounts/token",
+        "singularName": "",
+        "namespaced": true,
+        "group": group,
+        "version": version,
+        "kind": "TokenRequest",
+        "verbs": ["create"],
+    })
+}
+
+fn token_review_resource() -> Value {
+    json!({
+        "name": "tokenreviews",
+        "singularName": "tokenreview",
+        "namespaced": false,
+        "kind": "TokenReview",
+        "verbs": ["create"],
+    })
+}
+
+/// `GET /api/v1`: the core group's resources that warrant serves.
+pub(crate) async fn core_v1() -> Response {
+    json_response(&json!({
+        "kind": "APIResourceList",
+        "groupVersion": "v1",
+        "resources": [token_request_resource("authentication.k8s.io", "v1")],
+    }))
+}
+
+/// An `APIGroup`; inside an `APIGroupList` it carries no kind of its own.
+fn group(name: &str, version: &str, standalone: bool) -> Value {
+    let gv = json!({"groupVersion": format!("{name}/{version}"), "version": version});
+    if standalone {
+        json!({"kind": "APIGroup", "apiVersion": "v1", "name": name, "versions": [gv], "preferredVersion": gv})
+    } else {
+        json!({"name": name, "versions": [gv], "preferredVersion": gv})
+    }
+}
+
+/// `GET /apis`.
+pub(crate) async fn groups() -> Response {
+    json_response(&json!({
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [group("authentication.k8s.io", "v1", false), group("warrant.dev", "v1alpha1", false)],
+    }))
+}
+
+/// `GET /apis/authentication.k8s.io`.
+pub(crate) async fn authentication_group() -> Response {
+    json_response(&group("authentication.k8s.io", "v1", true))
+}
+
+/// `GET /apis/warrant.dev`.
+pub(crate) async fn warrant_group() -> Response {
+    json_response(&group("warrant.dev", "v1alpha1", true))
+}
+
+/// `GET /apis/authentication.k8s.io/v1`.
+pub(crate) async fn authentication_v1() -> Response {
+    json_response(&json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": AUTHENTICATION_V1,
+        "resources": [token_review_resource()],
+    }))
+}
+
+/// `GET /apis/warrant.dev/v1alpha1`: what kube-apiserver's aggregator checks for availability
+/// and reads for discovery.
+pub(crate) async fn warrant_v1alpha1() -> Response {
+    json_response(&json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": WARRANT_V1ALPHA1,
+        "resources": [token_request_resource("warrant.dev", "v1alpha1"), token_review_resource()],
+    }))
+}
+
+/// `GET /livez`: the process is serving.
+pub(crate) async fn livez() -> Response {
+    "ok".into_response()
+}
+
+/// `GET /readyz` (and `/healthz`): ready once the objects are loaded (keys are loaded before
+/// the server starts). `?verbose` lists each check, as kube-apiserver's does.
+pub(crate) async fn readyz(
+    State(state): State<AppState>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let ready = state.objects().ready();
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    if !query.contains_key("verbose") {
+        return (
+            code,
+            if ready {
+                "ok"
+            } else {
+                "not ready: objects not loaded yet"
+            },
+        )
+            .into_response();
+    }
+    let mut body = String::from("[+]keys ok\n");
+    body.push_str(if ready {
+        "[+]objects ok\n"
+    } else {
+        "[-]objects failed: not loaded yet\n"
+    });
+    match state.published().discovery() {
+        Ok(_) => body.push_str("[+]discovery ok\n"),
+        // Informational: a non-https issuer disables discovery, not readiness.
+        Err(e) => body.push_str(&format!("[+]discovery disabled: {e}\n")),
+    }
+    body.push_str(if ready {
+        "readyz check passed\n"
+    } else {
+        "readyz check failed\n"
+    });
+    (code, body).into_response()
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, state.registry()).is_err() {
+        return ApiError::internal("failed to encode metrics").into_response();
+    }
+    let mut response = text.into_response();
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    response
+}

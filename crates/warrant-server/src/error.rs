@@ -1,0 +1,258 @@
+//! The one place errors become HTTP responses: a Kubernetes `Status` with kube-apiserver's code,
+//! reason and message format (`k8s.io/apimachinery/pkg/api/errors`).
+
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use http::header::{CONTENT_TYPE, HeaderValue};
+use warrant_token::go_quote;
+
+use crate::wire::{Status, StatusCause, StatusDetails};
+
+/// An API error, rendered as a `Status` body. Boxed: errors are the rare path, and a small
+/// `Result` keeps the common one cheap.
+#[derive(Debug, Clone)]
+pub struct ApiError(Box<Inner>);
+
+#[derive(Debug, Clone)]
+struct Inner {
+    code: StatusCode,
+    reason: &'static str,
+    message: String,
+    details: Option<StatusDetails>,
+}
+
+impl ApiError {
+    fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError(Box::new(Inner {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }))
+    }
+
+    fn with_details(mut self, details: StatusDetails) -> Self {
+        self.0.details = Some(details);
+        self
+    }
+
+    /// 400 BadRequest with `message` as given.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
+    }
+
+    /// 401 Unauthorized, as kube-apiserver answers an unauthenticated request.
+    pub fn unauthorized() -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized")
+    }
+
+    /// 404 NotFound for a named object: `pods "p1" not found`.
+    pub fn not_found(resource: &str, name: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("{resource} {} not found", go_quote(name)),
+        )
+        .with_details(StatusDetails {
+            name: name.to_owned(),
+            kind: resource.to_owned(),
+            ..StatusDetails::default()
+        })
+    }
+
+    /// 404 for a path warrant does not serve.
+    pub fn no_such_path() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    /// 405 for a method a path does not take.
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+    }
+
+    /// 409 Conflict: `Operation cannot be fulfilled on <resource[.group]> "<name>": <why>`.
+    pub fn conflict(group: &str, resource: &str, name: &str, why: impl std::fmt::Display) -> Self {
+        let qualified = qualified(resource, group);
+        Self::new(
+            StatusCode::CONFLICT,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {qualified} {}: {why}",
+                go_quote(name)
+            ),
+        )
+        .with_details(StatusDetails {
+            name: name.to_owned(),
+            group: group.to_owned(),
+            kind: resource.to_owned(),
+            ..StatusDetails::default()
+        })
+    }
+
+    /// 422 Invalid for one field: `<Kind.group> "<name>" is invalid: <field>: Invalid value:
+    /// <value>: <detail>`. `value` is already rendered as Go renders it (`60`, `"x"`).
+    pub fn invalid(
+        group: &str,
+        kind: &str,
+        name: &str,
+        field: &str,
+        value: &str,
+        detail: &str,
+    ) -> Self {
+        let body = format!("Invalid value: {value}: {detail}");
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            format!(
+                "{} {} is invalid: {field}: {body}",
+                qualified(kind, group),
+                go_quote(name)
+            ),
+        )
+        .with_details(StatusDetails {
+            name: name.to_owned(),
+            group: group.to_owned(),
+            kind: kind.to_owned(),
+            causes: vec![StatusCause {
+                reason: "FieldValueInvalid",
+                message: body,
+                field: field.to_owned(),
+            }],
+        })
+    }
+
+    /// 413 for a body over the limit.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    /// 415 for a body in a format warrant does not read.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format ({content_type}) - accepted media types include: application/json, application/yaml"
+            ),
+        )
+    }
+
+    /// 500 InternalError: `Internal error occurred: <why>`.
+    pub fn internal(why: impl std::fmt::Display) -> Self {
+        let why = why.to_string();
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            format!("Internal error occurred: {why}"),
+        )
+        .with_details(StatusDetails {
+            causes: vec![StatusCause {
+                reason: "",
+                message: why,
+                field: String::new(),
+            }],
+            ..StatusDetails::default()
+        })
+    }
+
+    /// 503: a source warrant depends on cannot answer right now; the client may retry.
+    pub fn unavailable(why: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", why)
+    }
+
+    /// The HTTP status code.
+    pub fn code(&self) -> StatusCode {
+        self.0.code
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.0.message
+    }
+
+    /// The `Status` body.
+    pub fn status(&self) -> Status {
+        Status {
+            kind: "Status",
+            api_version: "v1",
+            metadata: Default::default(),
+            status: "Failure",
+            message: self.0.message.clone(),
+            reason: self.0.reason,
+            details: self.0.details.clone(),
+            code: self.0.code.as_u16(),
+        }
+    }
+}
+
+/// Go's `GroupResource.String()` / `GroupKind.String()`: `name` or `name.group`.
+fn qualified(name: &str, group: &str) -> String {
+    if group.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{name}.{group}")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.status()).unwrap_or_default();
+        let mut response = (self.0.code, body).into_response();
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(e: &ApiError) -> String {
+        serde_json::to_string(&e.status()).unwrap()
+    }
+
+    #[test]
+    fn bodies_match_kube_apiserver() {
+        assert_eq!(
+            json(&ApiError::not_found("serviceaccounts", "app")),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"serviceaccounts \"app\" not found","reason":"NotFound","details":{"name":"app","kind":"serviceaccounts"},"code":404}"#
+        );
+        assert_eq!(
+            json(&ApiError::invalid(
+                "authentication.k8s.io",
+                "TokenRequest",
+                "",
+                "spec.expirationSeconds",
+                "60",
+                "may not specify a duration less than 10 minutes"
+            )),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes","reason":"Invalid","details":{"group":"authentication.k8s.io","kind":"TokenRequest","causes":[{"reason":"FieldValueInvalid","message":"Invalid value: 60: may not specify a duration less than 10 minutes","field":"spec.expirationSeconds"}]},"code":422}"#
+        );
+        assert_eq!(
+            ApiError::conflict("", "Pod", "p1", "the UID differs").message(),
+            r#"Operation cannot be fulfilled on Pod "p1": the UID differs"#
+        );
+        assert_eq!(
+            json(&ApiError::unauthorized()),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+        );
+        assert_eq!(
+            json(&ApiError::internal("boom")),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Internal error occurred: boom","reason":"InternalError","details":{"causes":[{"message":"boom"}]},"code":500}"#
+        );
+    }
+}

@@ -1,0 +1,228 @@
+//! Prometheus metrics for the API. Label values are static strings chosen from small fixed sets,
+//! so recording a request allocates nothing and the series count stays bounded.
+
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use http::Method;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::state::AppState;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: &'static str,
+    method: &'static str,
+    code: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IssueLabels {
+    binding: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReviewLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// The outcome of a TokenReview, for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewResult {
+    /// Valid.
+    Authenticated,
+    /// Ours, and invalid (expired, revoked, wrong audience, bad signature, …).
+    Invalid,
+    /// Not a token of ours at all.
+    NotMine,
+    /// Could not be decided: an object source was unavailable.
+    Unavailable,
+}
+
+impl ReviewResult {
+    fn label(self) -> &'static str {
+        match self {
+            ReviewResult::Authenticated => "authenticated",
+            ReviewResult::Invalid => "invalid",
+            ReviewResult::NotMine => "not_mine",
+            ReviewResult::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// The API's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    requests: Family<RequestLabels, Counter>,
+    durations: Family<RouteLabels, Histogram>,
+    issued: Family<IssueLabels, Counter>,
+    reviews: Family<ReviewLabels, Counter>,
+    stale: Counter,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them (prefix `warrant_`).
+    pub fn register(registry: &mut Registry) -> Metrics {
+        let metrics = Metrics {
+            requests: Family::default(),
+            durations: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
+            }),
+            issued: Family::default(),
+            reviews: Family::default(),
+            stale: Counter::default(),
+        };
+        registry.register(
+            "warrant_http_requests",
+            "HTTP requests by route, method and status code",
+            metrics.requests.clone(),
+        );
+        registry.register(
+            "warrant_http_request_duration_seconds",
+            "Time to answer an HTTP request, by route",
+            metrics.durations.clone(),
+        );
+        registry.register(
+            "warrant_tokens_issued",
+            "Tokens issued, by the kind of object they are bound to",
+            metrics.issued.clone(),
+        );
+        registry.register(
+            "warrant_token_reviews",
+            "Tokens reviewed, by result",
+            metrics.reviews.clone(),
+        );
+        registry.register(
+            "warrant_stale_tokens",
+            "Extended tokens used after their warnafter time (the client should have refreshed them)",
+            metrics.stale.clone(),
+        );
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register("warrant_build_info", "warrant's version", build);
+        metrics
+    }
+
+    /// Counts an issued token.
+    pub fn token_issued(&self, binding: &'static str) {
+        self.issued.get_or_create(&IssueLabels { binding }).inc();
+    }
+
+    /// Counts a review.
+    pub fn token_reviewed(&self, result: ReviewResult, stale: bool) {
+        self.reviews
+            .get_or_create(&ReviewLabels {
+                result: result.label(),
+            })
+            .inc();
+        if stale {
+            self.stale.inc();
+        }
+    }
+
+    fn request(&self, route: &'static str, method: &'static str, code: u16, elapsed: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                route,
+                method,
+                code,
+            })
+            .inc();
+        self.durations
+            .get_or_create(&RouteLabels { route })
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
+/// The route template a path belongs to, as a metric label.
+fn route_label(path: &str) -> &'static str {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["api", "v1", "namespaces", _, "serviceaccounts", _, "token"] => "tokenrequest",
+        [
+            "apis",
+            "warrant.dev",
+            "v1alpha1",
+            "namespaces",
+            _,
+            "serviceaccounts",
+            _,
+            "token",
+        ] => "tokenrequest",
+        ["apis", "authentication.k8s.io", _, "tokenreviews"]
+        | ["apis", "warrant.dev", "v1alpha1", "tokenreviews"] => "tokenreview",
+        [".well-known", "openid-configuration"] => "openid-configuration",
+        ["openid", "v1", "jwks"] => "jwks",
+        ["livez"] | ["readyz"] | ["healthz"] => "health",
+        ["metrics"] => "metrics",
+        ["version"] => "version",
+        ["api", ..] | ["apis", ..] => "discovery",
+        _ => "unmatched",
+    }
+}
+
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// Middleware: counts and times every request.
+pub(crate) async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let start = tokio::time::Instant::now();
+    let route = route_label(request.uri().path());
+    let method = method_label(request.method());
+    let response = next.run(request).await;
+    state
+        .metrics()
+        .request(route, method, response.status().as_u16(), start.elapsed());
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_map_to_fixed_labels() {
+        assert_eq!(
+            route_label("/api/v1/namespaces/a/serviceaccounts/b/token"),
+            "tokenrequest"
+        );
+        assert_eq!(
+            route_label("/apis/authentication.k8s.io/v1beta1/tokenreviews"),
+            "tokenreview"
+        );
+        assert_eq!(route_label("/apis/warrant.dev/v1alpha1"), "discovery");
+        assert_eq!(route_label("/openid/v1/jwks"), "jwks");
+        assert_eq!(route_label("/random/path"), "unmatched");
+    }
+}

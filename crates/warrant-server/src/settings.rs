@@ -1,0 +1,106 @@
+//! The issuer settings the API works with, validated once at startup with kube-apiserver's rules
+//! and messages.
+
+use warrant_token::ExpirationPolicy;
+
+/// What the server issues and accepts.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--service-account-issuer`: the first signs, all are accepted.
+    pub issuers: Vec<String>,
+    /// `--api-audiences`: the audiences of tokens for warrant's own API, the default audiences of
+    /// a TokenRequest, and those a TokenReview without audiences checks against.
+    pub api_audiences: Vec<String>,
+    /// Where the discovery document says the JWKS is.
+    pub jwks_uri: String,
+    /// `--service-account-max-token-expiration` and `--service-account-extend-token-expiration`.
+    pub expiration: ExpirationPolicy,
+}
+
+/// Why the issuer settings are unusable (kube-apiserver's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// No issuer.
+    #[error("service-account-issuer is a required flag")]
+    NoIssuer,
+    /// An empty issuer.
+    #[error("service-account-issuer should not be an empty string")]
+    EmptyIssuer,
+    /// The same issuer twice.
+    #[error("service-account-issuer {0:?} is already specified")]
+    DuplicateIssuer(String),
+    /// An issuer with a colon that does not parse as a URL.
+    #[error("service-account-issuer {0:?} contained a ':' but was not a valid URL: {1}")]
+    IssuerNotUrl(String, String),
+    /// A max expiration outside 1 h to 2^32 s.
+    #[error("the service-account-max-token-expiration must be between 1 hour and 2^32 seconds")]
+    MaxExpiration,
+}
+
+/// Checks `--service-account-issuer` values as kube-apiserver does.
+pub fn validate_issuers(issuers: &[String]) -> Result<(), SettingsError> {
+    if issuers.is_empty() {
+        return Err(SettingsError::NoIssuer);
+    }
+    for (i, issuer) in issuers.iter().enumerate() {
+        if issuer.is_empty() {
+            return Err(SettingsError::EmptyIssuer);
+        }
+        if issuers.get(..i).is_some_and(|seen| seen.contains(issuer)) {
+            return Err(SettingsError::DuplicateIssuer(issuer.clone()));
+        }
+        if issuer.contains(':')
+            && let Err(e) = url::Url::parse(issuer)
+        {
+            return Err(SettingsError::IssuerNotUrl(issuer.clone(), e.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// Checks `--service-account-max-token-expiration` (seconds) as kube-apiserver does.
+pub fn validate_max_expiration(seconds: i64) -> Result<(), SettingsError> {
+    if (3600..=warrant_token::MAX_EXPIRATION_SECONDS).contains(&seconds) {
+        Ok(())
+    } else {
+        Err(SettingsError::MaxExpiration)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(issuers: &[&str]) -> Result<(), String> {
+        validate_issuers(&issuers.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn issuer_rules() {
+        assert_eq!(
+            v(&[]).unwrap_err(),
+            "service-account-issuer is a required flag"
+        );
+        assert_eq!(
+            v(&[""]).unwrap_err(),
+            "service-account-issuer should not be an empty string"
+        );
+        assert_eq!(
+            v(&["https://a", "https://a"]).unwrap_err(),
+            r#"service-account-issuer "https://a" is already specified"#
+        );
+        assert!(v(&["https://a:x"]).unwrap_err().starts_with(
+            r#"service-account-issuer "https://a:x" contained a ':' but was not a valid URL"#
+        ));
+        assert_eq!(v(&["https://a", "kubernetes/serviceaccount-ish"]), Ok(()));
+    }
+
+    #[test]
+    fn max_expiration_bounds() {
+        assert!(validate_max_expiration(3599).is_err());
+        assert!(validate_max_expiration(3600).is_ok());
+        assert!(validate_max_expiration(1 << 32).is_ok());
+        assert!(validate_max_expiration((1 << 32) + 1).is_err());
+    }
+}

@@ -1,0 +1,116 @@
+//! Everything a request handler needs, shared by all of them.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use prometheus_client::registry::Registry;
+use warrant_keys::KeySet;
+use warrant_objects::Objects;
+
+use crate::authn::Authenticator;
+use crate::clock::Clock;
+use crate::metrics::Metrics;
+use crate::published::Published;
+use crate::settings::Settings;
+
+/// The server's shared state. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: Settings,
+    published: ArcSwap<Published>,
+    objects: Objects,
+    authenticator: Authenticator,
+    metrics: Metrics,
+    registry: Registry,
+    clock: Clock,
+}
+
+/// What it takes to build the state.
+pub struct StateParts {
+    /// Issuer settings.
+    pub settings: Settings,
+    /// The initial keys.
+    pub keys: KeySet,
+    /// Where objects come from.
+    pub objects: Objects,
+    /// Who may call.
+    pub authenticator: Authenticator,
+    /// A registry other components have already registered their metrics in.
+    pub registry: Registry,
+    /// The clock.
+    pub clock: Clock,
+}
+
+impl AppState {
+    /// Builds the state, registering the API's own metrics.
+    pub fn new(parts: StateParts) -> AppState {
+        let StateParts {
+            settings,
+            keys,
+            objects,
+            authenticator,
+            mut registry,
+            clock,
+        } = parts;
+        let metrics = Metrics::register(&mut registry);
+        let published = ArcSwap::from_pointee(Published::new(&settings, keys));
+        AppState {
+            inner: Arc::new(Inner {
+                settings,
+                published,
+                objects,
+                authenticator,
+                metrics,
+                registry,
+                clock,
+            }),
+        }
+    }
+
+    /// Issuer settings.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The keys and documents in force. A handler loads this once and uses that snapshot
+    /// throughout, so a key change never splits a request between two key sets.
+    pub fn published(&self) -> Arc<Published> {
+        self.inner.published.load_full()
+    }
+
+    /// Replaces the keys; documents are re-rendered once, here.
+    pub fn set_keys(&self, keys: KeySet) {
+        self.inner
+            .published
+            .store(Arc::new(Published::new(&self.inner.settings, keys)));
+    }
+
+    /// The objects tokens bind to.
+    pub fn objects(&self) -> &Objects {
+        &self.inner.objects
+    }
+
+    /// Caller authentication.
+    pub fn authenticator(&self) -> &Authenticator {
+        &self.inner.authenticator
+    }
+
+    /// API metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The registry `/metrics` renders.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+}

@@ -1,0 +1,331 @@
+//! TokenRequest: `POST …/namespaces/{ns}/serviceaccounts/{name}/token`, step for step as
+//! kube-apiserver's token REST storage does it (spec §4), with its status codes and messages.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{HeaderMap, StatusCode};
+use jiff::{SignedDuration, Timestamp};
+use warrant_objects::{Kind, LookupError, Record};
+use warrant_token::{
+    Binding, Claims, DEFAULT_EXPIRATION_SECONDS, NewToken, ObjectRef, new_jti,
+    validate_expiration_seconds,
+};
+
+use crate::authn::Caller;
+use crate::body;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::{AUTHENTICATION_V1, BoundObjectReference, TokenRequest, TokenRequestStatus};
+
+const GROUP: &str = "authentication.k8s.io";
+const KIND: &str = "TokenRequest";
+
+/// The handler.
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let user = caller.require()?.clone();
+        let request: TokenRequest = body::decode(&headers, body).await?;
+        let issued = issue(&state, &namespace, &name, request).await?;
+        tracing::info!(
+            user = %user.name,
+            namespace = %namespace,
+            serviceaccount = %name,
+            audiences = ?issued.audiences,
+            binding = issued.binding,
+            credential_id = %format!("JTI={}", issued.jti),
+            "issued a token"
+        );
+        Ok::<_, ApiError>(issued)
+    }
+    .await;
+    match result {
+        Ok(issued) => {
+            state.metrics().token_issued(issued.binding);
+            let body = serde_json::to_vec(&issued.response).unwrap_or_default();
+            let mut response = (StatusCode::CREATED, body).into_response();
+            let headers = response.headers_mut();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            if let Some(warning) = issued.warning.and_then(|w| HeaderValue::from_str(&w).ok()) {
+                headers.insert(http::header::WARNING, warning);
+            }
+            response
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A token issued, with what the handler reports about it.
+pub(crate) struct Issued {
+    pub(crate) response: TokenRequest,
+    pub(crate) warning: Option<String>,
+    pub(crate) binding: &'static str,
+    pub(crate) audiences: Vec<String>,
+    pub(crate) jti: String,
+}
+
+/// Issues a token for `namespace/name` as asked by `request`.
+pub(crate) async fn issue(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    mut request: TokenRequest,
+) -> Result<Issued, ApiError> {
+    if let Some(kind) = request
+        .kind
+        .as_deref()
+        .filter(|k| !k.is_empty() && *k != KIND)
+    {
+        return Err(ApiError::bad_request(format!(
+            "expected a TokenRequest, got a {kind}"
+        )));
+    }
+    if let Some(version) = request
+        .api_version
+        .as_deref()
+        .filter(|v| !v.is_empty() && *v != AUTHENTICATION_V1)
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({version}) does not match the expected API version ({AUTHENTICATION_V1})"
+        )));
+    }
+
+    // The body may name the service account only as the URL does.
+    let meta = &mut request.metadata;
+    if let Some(given) = meta.name.as_deref().filter(|n| !n.is_empty() && *n != name) {
+        return Err(ApiError::invalid(
+            GROUP,
+            KIND,
+            name,
+            "metadata.name",
+            &warrant_token::go_quote(given),
+            "must match the service account name if specified",
+        ));
+    }
+    if let Some(given) = meta
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty() && *n != namespace)
+    {
+        return Err(ApiError::invalid(
+            GROUP,
+            KIND,
+            name,
+            "metadata.namespace",
+            &warrant_token::go_quote(given),
+            "must match the service account namespace if specified",
+        ));
+    }
+
+    let account = lookup(state, Kind::ServiceAccount, namespace, name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Kind::ServiceAccount.resource(), name))?;
+    if let Some(uid) = meta
+        .uid
+        .as_deref()
+        .filter(|u| !u.is_empty() && *u != account.uid)
+    {
+        return Err(ApiError::conflict(
+            GROUP,
+            KIND,
+            name,
+            format!(
+                "the UID in the token request ({uid}) does not match the UID of the service account ({})",
+                account.uid
+            ),
+        ));
+    }
+
+    let settings = state.settings();
+    let audiences = match request.spec.audiences.take() {
+        Some(auds) if !auds.is_empty() => auds,
+        _ => settings.api_audiences.clone(),
+    };
+    meta.name = Some(name.to_owned());
+    meta.namespace = Some(namespace.to_owned());
+    meta.uid = Some(account.uid.clone());
+    let now = state.clock().now();
+    meta.creation_timestamp = Some(rfc3339(now));
+
+    let requested = request
+        .spec
+        .expiration_seconds
+        .unwrap_or(DEFAULT_EXPIRATION_SECONDS);
+    if let Err(detail) = validate_expiration_seconds(requested) {
+        return Err(ApiError::invalid(
+            GROUP,
+            KIND,
+            "",
+            "spec.expirationSeconds",
+            &requested.to_string(),
+            detail,
+        ));
+    }
+
+    let binding = match &request.spec.bound_object_ref {
+        Some(reference) => bind(state, namespace, name, reference).await?,
+        None => Binding::None,
+    };
+
+    let api_only = audiences.iter().all(|a| settings.api_audiences.contains(a));
+    let lifetime = settings
+        .expiration
+        .lifetime(requested, binding.is_pod(), api_only);
+    let warning = lifetime.shortened_from.map(|from| {
+        format!(
+            "299 - \"requested expiration of {from} seconds shortened to {} seconds\"",
+            lifetime.expiration_seconds
+        )
+    });
+
+    let issued_at = now.as_second();
+    let jti = new_jti();
+    let binding_label = binding_label(&binding);
+    let published = state.published();
+    let claims = Claims::new(NewToken {
+        issuer: settings
+            .issuers
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default(),
+        namespace,
+        service_account: ObjectRef::new(name, account.uid.clone()),
+        audiences: audiences.clone(),
+        binding,
+        issued_at,
+        expires_at: issued_at + lifetime.token_seconds,
+        warn_after: lifetime.warn_after_seconds.map(|w| issued_at + w),
+        jti: jti.clone(),
+    });
+    let token = published
+        .keys()
+        .signing()
+        .sign(&claims)
+        .map_err(|e| ApiError::internal(format!("failed to generate token: {e}")))?;
+
+    request.kind = Some(KIND.to_owned());
+    request.api_version = Some(AUTHENTICATION_V1.to_owned());
+    request.spec.audiences = Some(audiences.clone());
+    request.spec.expiration_seconds = Some(lifetime.expiration_seconds);
+    request.status = Some(TokenRequestStatus {
+        token,
+        expiration_timestamp: rfc3339(now + SignedDuration::from_secs(lifetime.expiration_seconds)),
+    });
+    Ok(Issued {
+        response: request,
+        warning,
+        binding: binding_label,
+        audiences,
+        jti,
+    })
+}
+
+/// Resolves `boundObjectRef` (spec §4.3): only the group of its apiVersion is compared.
+async fn bind(
+    state: &AppState,
+    namespace: &str,
+    service_account: &str,
+    reference: &BoundObjectReference,
+) -> Result<Binding, ApiError> {
+    let (group, version) = match reference.api_version.split_once('/') {
+        Some((group, version)) if !version.contains('/') => (group, version),
+        Some(_) => ("", ""),
+        None => ("", reference.api_version.as_str()),
+    };
+    let kind = match (group, reference.kind.as_str()) {
+        ("", "Pod") => Kind::Pod,
+        ("", "Secret") => Kind::Secret,
+        ("", "Node") => Kind::Node,
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "cannot bind token to object of type {group}/{version}, Kind={}",
+                reference.kind
+            )));
+        }
+    };
+    if reference.name.is_empty() {
+        return Err(ApiError::bad_request("Name parameter required."));
+    }
+    let scope = if kind.namespaced() { namespace } else { "" };
+    let record = lookup(state, kind, scope, &reference.name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(kind.resource(), &reference.name))?;
+
+    let mut node = None;
+    if kind == Kind::Pod {
+        let pod = record.pod.clone().unwrap_or_default();
+        if pod.service_account_name != service_account {
+            return Err(ApiError::bad_request(format!(
+                "cannot bind token for serviceaccount {} to pod running with different serviceaccount name.",
+                warrant_token::go_quote(service_account)
+            )));
+        }
+        if !pod.node_name.is_empty() {
+            // A node that does not exist still has its name embedded, without a UID.
+            let uid = lookup(state, Kind::Node, "", &pod.node_name)
+                .await?
+                .map(|n| n.uid.clone())
+                .unwrap_or_default();
+            node = Some(ObjectRef::new(pod.node_name, uid));
+        }
+    }
+    if !reference.uid.is_empty() && reference.uid != record.uid {
+        return Err(ApiError::conflict(
+            "",
+            kind.name(),
+            &reference.name,
+            format!(
+                "the UID in the bound object reference ({}) does not match the UID in record. The object might have been deleted and then recreated",
+                reference.uid
+            ),
+        ));
+    }
+    let object = ObjectRef::new(reference.name.clone(), record.uid.clone());
+    Ok(match kind {
+        Kind::Pod => Binding::Pod { pod: object, node },
+        Kind::Secret => Binding::Secret(object),
+        _ => Binding::Node(object),
+    })
+}
+
+async fn lookup(
+    state: &AppState,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Arc<Record>>, ApiError> {
+    state
+        .objects()
+        .get(kind, namespace, name)
+        .await
+        .map_err(|LookupError::Unavailable(why)| {
+            ApiError::unavailable(format!(
+                "cannot look up {} {namespace}/{name}: {why}",
+                kind.name()
+            ))
+        })
+}
+
+fn binding_label(binding: &Binding) -> &'static str {
+    match binding {
+        Binding::None => "none",
+        Binding::Pod { .. } => "pod",
+        Binding::Secret(_) => "secret",
+        Binding::Node(_) => "node",
+    }
+}
+
+/// `metav1.Time` on the wire: RFC 3339 in UTC, whole seconds.
+pub(crate) fn rfc3339(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}

@@ -1,0 +1,152 @@
+//! TokenReview: `POST /apis/authentication.k8s.io/{v1,v1beta1}/tokenreviews` (and in warrant's
+//! own group). Always 201 with the spec echoed and the verdict in `status`, replying in the
+//! request's version, as kube-apiserver does and as its webhook client expects.
+
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{HeaderMap, StatusCode};
+use warrant_objects::{ObjectError, check_token_objects};
+use warrant_token::TokenError;
+
+use crate::authn::Caller;
+use crate::body;
+use crate::error::ApiError;
+use crate::metrics::ReviewResult;
+use crate::state::AppState;
+use crate::wire::{ObjectMeta, TokenReview, TokenReviewStatus};
+
+/// The handler for one served version (`authentication.k8s.io/v1`, …).
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Extension(ServedVersion(version)): Extension<ServedVersion>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        caller.require()?;
+        let request: TokenReview = body::decode(&headers, body).await?;
+        review(&state, version, request).await
+    }
+    .await;
+    match result {
+        Ok(review) => {
+            let body = serde_json::to_vec(&review).unwrap_or_default();
+            let mut response = (StatusCode::CREATED, body).into_response();
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The API version a route serves, attached to its requests.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServedVersion(pub(crate) &'static str);
+
+/// Reviews the token in `request`.
+pub(crate) async fn review(
+    state: &AppState,
+    served: &'static str,
+    request: TokenReview,
+) -> Result<TokenReview, ApiError> {
+    if let Some(kind) = request
+        .kind
+        .as_deref()
+        .filter(|k| !k.is_empty() && *k != "TokenReview")
+    {
+        return Err(ApiError::bad_request(format!(
+            "expected a TokenReview, got a {kind}"
+        )));
+    }
+    let version = match request.api_version.as_deref() {
+        None | Some("") => served.to_owned(),
+        Some(v) if accepted_version(served, v) => v.to_owned(),
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({served})"
+            )));
+        }
+    };
+    if let Some(ns) = request
+        .metadata
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    {
+        return Err(ApiError::bad_request(format!(
+            "namespace is not allowed on this type: {ns}"
+        )));
+    }
+    if request.spec.token.is_empty() {
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
+    }
+
+    let now = state.clock().now();
+    let published = state.published();
+    let mut status = TokenReviewStatus::default();
+    let (result, stale) =
+        match published
+            .verifier()
+            .verify(&request.spec.token, &request.spec.audiences, now)
+        {
+            Err(e) => {
+                status.error = e.to_string();
+                (
+                    if e == TokenError::NotMine {
+                        ReviewResult::NotMine
+                    } else {
+                        ReviewResult::Invalid
+                    },
+                    false,
+                )
+            }
+            Ok(verified) => match check_token_objects(state.objects(), &verified.claims, now).await
+            {
+                Err(e) => {
+                    status.error = e.to_string();
+                    let result = match e {
+                        ObjectError::Lookup(_) => ReviewResult::Unavailable,
+                        _ => ReviewResult::Invalid,
+                    };
+                    (result, false)
+                }
+                Ok(()) => {
+                    status.authenticated = true;
+                    status.user = verified.user_info();
+                    status.audiences = verified.audiences.clone();
+                    (ReviewResult::Authenticated, verified.is_stale(now))
+                }
+            },
+        };
+    state.metrics().token_reviewed(result, stale);
+    if stale {
+        tracing::info!(user = %status.user.username, "stale token: used after its warnafter time");
+    }
+    Ok(TokenReview {
+        kind: Some("TokenReview".to_owned()),
+        api_version: Some(version),
+        metadata: ObjectMeta {
+            creation_timestamp: None,
+            ..request.metadata
+        },
+        spec: request.spec,
+        status,
+    })
+}
+
+/// The versions a route accepts in a body: the authentication group's routes take v1 and
+/// v1beta1 (field-identical), warrant's own only its own.
+fn accepted_version(served: &str, given: &str) -> bool {
+    use crate::wire::{AUTHENTICATION_V1, AUTHENTICATION_V1BETA1};
+    given == served
+        || (served.starts_with("authentication.k8s.io/")
+            && (given == AUTHENTICATION_V1 || given == AUTHENTICATION_V1BETA1))
+}

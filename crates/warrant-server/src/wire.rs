@@ -1,0 +1,209 @@
+//! Kubernetes wire types for the APIs warrant serves, as kube-apiserver writes them: field order
+//! is Go's struct order, empty optional fields are omitted where Go omits them.
+//!
+//! Why not k8s-openapi's types: they insist on an exact `apiVersion` (so a webhook's v1beta1
+//! TokenReview would not parse), make fields required that kube-apiserver's own clients send as
+//! `null` (`status.expirationTimestamp` in every kubectl TokenRequest), and serialise in a
+//! different order. Requests are parsed leniently, as kube-apiserver parses them: unknown fields
+//! are ignored and `null` is as good as absent.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `apiVersion` of TokenRequest and of TokenReview v1.
+pub const AUTHENTICATION_V1: &str = "authentication.k8s.io/v1";
+/// `apiVersion` of TokenReview v1beta1 (kube-apiserver's default webhook version).
+pub const AUTHENTICATION_V1BETA1: &str = "authentication.k8s.io/v1beta1";
+/// warrant's own API group, for serving behind kube-apiserver's aggregator.
+pub const WARRANT_V1ALPHA1: &str = "warrant.dev/v1alpha1";
+
+/// The parts of `metadata` that warrant reads or fills in; other fields are echoed back as sent.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// `metadata.name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `metadata.namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// `metadata.uid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// `metadata.creationTimestamp` (RFC 3339, whole seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    /// Everything else the client sent (labels, annotations, …), echoed unchanged.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// `authentication.k8s.io/v1` TokenRequest.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenRequest {
+    /// Always `TokenRequest` on the way out.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Always `authentication.k8s.io/v1` on the way out.
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Name and namespace must match the URL if given.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What is asked for.
+    #[serde(default)]
+    pub spec: TokenRequestSpec,
+    /// The token, on the way out.
+    #[serde(default, skip_deserializing)]
+    pub status: Option<TokenRequestStatus>,
+}
+
+/// What a TokenRequest asks for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenRequestSpec {
+    /// Audiences; empty means the API audiences. Go writes `null` when nil, never omits it.
+    #[serde(default)]
+    pub audiences: Option<Vec<String>>,
+    /// Lifetime in seconds; defaults to 3600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiration_seconds: Option<i64>,
+    /// The object to bind the token to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_object_ref: Option<BoundObjectReference>,
+}
+
+/// The object a TokenRequest binds its token to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BoundObjectReference {
+    /// `Pod`, `Secret` or `Node`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Only its group matters; the core group is `v1` or empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// The object's name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The object's UID; if given it must match.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+/// The issued token.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenRequestStatus {
+    /// The JWT.
+    pub token: String,
+    /// Now plus `spec.expirationSeconds` (not the extended `exp` of an extended token).
+    pub expiration_timestamp: String,
+}
+
+/// TokenReview, v1 or v1beta1 (field-identical).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenReview {
+    /// Always `TokenReview` on the way out.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// The request's version, echoed.
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// kube-apiserver sends `{}` or `{"creationTimestamp":null}`; both are accepted.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The token and audiences to review.
+    #[serde(default)]
+    pub spec: TokenReviewSpec,
+    /// The verdict, on the way out. Requests carry `{"user":{}}`, which is ignored.
+    #[serde(default, skip_deserializing)]
+    pub status: TokenReviewStatus,
+}
+
+/// What to review.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenReviewSpec {
+    /// The bearer token.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
+    /// The audiences the caller accepts; empty means the API audiences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+}
+
+/// The verdict. `user` is always written (Go cannot omit a struct), the rest only when set.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenReviewStatus {
+    /// True when the token is valid.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub authenticated: bool,
+    /// Who the token stands for.
+    pub user: warrant_token::UserInfo,
+    /// The audiences the token was accepted for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+    /// Why the token is not valid.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// `metav1.Status`, the body of every error.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// `Status`.
+    pub kind: &'static str,
+    /// `v1`.
+    #[serde(rename = "apiVersion")]
+    pub api_version: &'static str,
+    /// Always `{}`.
+    pub metadata: BTreeMap<String, Value>,
+    /// `Failure`.
+    pub status: &'static str,
+    /// Human-readable, and exactly kube-apiserver's where it has one.
+    pub message: String,
+    /// Machine-readable reason (`NotFound`, `Invalid`, …).
+    pub reason: &'static str,
+    /// Which object and which fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<StatusDetails>,
+    /// The HTTP status code.
+    pub code: u16,
+}
+
+/// `metav1.StatusDetails`.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusDetails {
+    /// The object's name.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The API group.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    /// The kind or resource.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Field-level causes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<StatusCause>,
+}
+
+/// `metav1.StatusCause`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusCause {
+    /// e.g. `FieldValueInvalid`.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub reason: &'static str,
+    /// What is wrong.
+    pub message: String,
+    /// Which field.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub field: String,
+}

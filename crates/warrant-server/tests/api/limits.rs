@@ -1,0 +1,119 @@
+//! Bad requests get a clear Status and never take the server down.
+
+use axum::body::Body;
+use http::{Request, StatusCode};
+use serde_json::json;
+
+use crate::support::*;
+
+fn post(uri: &str, content_type: &str, body: impl Into<Body>) -> Request<Body> {
+    Request::builder()
+        .method("POST")
+        .uri(uri)
+        .header("authorization", format!("Bearer {ADMIN}"))
+        .header("content-type", content_type)
+        .body(body.into())
+        .unwrap()
+}
+
+const TOKEN_PATH: &str = "/api/v1/namespaces/demo/serviceaccounts/app/token";
+const REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+
+#[tokio::test]
+async fn oversized_body_is_413() {
+    let api = api();
+    let big = vec![b' '; warrant_server::MAX_BODY_BYTES + 1];
+    let r = api.send(post(TOKEN_PATH, "application/json", big)).await;
+    assert_eq!(r.code, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(r.json["reason"], "RequestEntityTooLarge");
+    assert_eq!(
+        r.json["message"],
+        "Request entity too large: limit is 3145728"
+    );
+}
+
+#[tokio::test]
+async fn malformed_json_is_400_without_echoing_values() {
+    let api = api();
+    let r = api
+        .send(post(TOKEN_PATH, "application/json", "{\"spec\": {"))
+        .await;
+    assert_eq!(r.code, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json["reason"], "BadRequest");
+    let r = api
+        .send(post(
+            REVIEW_PATH,
+            "application/json",
+            r#"{"spec":{"token":"eyJ.secret.value","audiences":"eyJ.secret.value"}}"#,
+        ))
+        .await;
+    assert_eq!(r.code, StatusCode::BAD_REQUEST);
+    assert!(!r.text.contains("secret"), "{}", r.text);
+    assert!(
+        r.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("line 1, column"),
+        "{}",
+        r.text
+    );
+}
+
+#[tokio::test]
+async fn yaml_is_accepted_and_other_types_are_415() {
+    let api = api();
+    let r = api
+        .send(post(
+            TOKEN_PATH,
+            "application/yaml",
+            "spec:\n  audiences: [vault]\n",
+        ))
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let r = api
+        .send(post(
+            TOKEN_PATH,
+            "application/vnd.kubernetes.protobuf",
+            "\x6b\x38\x73",
+        ))
+        .await;
+    assert_eq!(r.code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(r.json["reason"], "UnsupportedMediaType");
+}
+
+#[tokio::test]
+async fn wrong_method_and_unknown_path() {
+    let api = api();
+    let r = api.get(TOKEN_PATH).await;
+    assert_eq!(r.code, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.json["reason"], "MethodNotAllowed");
+    let r = api.get("/api/v1/pods").await;
+    assert_eq!(r.code, StatusCode::NOT_FOUND);
+    assert_eq!(r.json["kind"], "Status");
+}
+
+#[tokio::test]
+async fn oversized_tokens_are_refused_unread() {
+    let api = api();
+    let token = "e".repeat(warrant_token::MAX_TOKEN_BYTES + 1);
+    let r = api.review("authentication.k8s.io/v1", &token, &[]).await;
+    assert_eq!(r.code, StatusCode::CREATED);
+    assert_eq!(
+        r.json["status"],
+        json!({"user": {}, "error": "invalid bearer token"})
+    );
+}
+
+#[tokio::test]
+async fn wrong_kinds_of_body() {
+    let api = api();
+    for body in [
+        json!([]),
+        json!("string"),
+        json!({"kind": "TokenReview"}),
+        json!({"spec": {"expirationSeconds": "long"}}),
+    ] {
+        let r = api.post(TOKEN_PATH, body.clone()).await;
+        assert_eq!(r.code, StatusCode::BAD_REQUEST, "{body}: {}", r.text);
+    }
+}

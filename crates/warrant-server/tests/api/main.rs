@@ -1,0 +1,17 @@
+//! The API through its router, without a socket: every TokenRequest and TokenReview rule and
+//! message of spec §3–§5, the documents, and the limits. The end-to-end tests under `tests/e2e`
+//! repeat the essentials through the real binary with kubectl.
+
+// Test helpers outside #[test] functions: a panic is how a test fails.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod documents;
+mod limits;
+mod support;
+mod tokenrequest;
+mod tokenreview;

@@ -1,0 +1,198 @@
+//! A server with known keys, objects, callers and clock.
+
+use std::sync::{Arc, OnceLock};
+
+use axum::Router;
+use axum::body::Body;
+use base64::Engine as _;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use jiff::Timestamp;
+use prometheus_client::registry::Registry;
+use serde_json::Value;
+use tower::ServiceExt;
+use warrant_keys::KeySet;
+use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
+use warrant_server::{AppState, Authenticator, Clock, Settings, StateParts, TokenFile, router};
+use warrant_token::{Claims, ExpirationPolicy, KeyType, SigningKey};
+
+pub(crate) const ISSUER: &str = "https://warrant.test";
+pub(crate) const ADMIN: &str = "admin-token";
+pub(crate) const NOW: i64 = 1_800_000_000;
+pub(crate) const SA_UID: &str = "11111111-1111-1111-1111-111111111111";
+pub(crate) const POD_UID: &str = "22222222-2222-2222-2222-222222222222";
+pub(crate) const NODE_UID: &str = "33333333-3333-3333-3333-333333333333";
+pub(crate) const SECRET_UID: &str = "44444444-4444-4444-4444-444444444444";
+
+pub(crate) fn key() -> &'static SigningKey {
+    static KEY: OnceLock<SigningKey> = OnceLock::new();
+    KEY.get_or_init(|| SigningKey::generate(KeyType::P256).unwrap())
+}
+
+pub(crate) struct Api {
+    pub(crate) state: AppState,
+    pub(crate) objects: Arc<MemorySource>,
+    router: Router,
+}
+
+fn record(uid: &str) -> Record {
+    Record {
+        uid: uid.into(),
+        deletion_timestamp: None,
+        pod: None,
+    }
+}
+
+pub(crate) fn pod(uid: &str, service_account: &str, node: &str) -> Record {
+    Record {
+        uid: uid.into(),
+        deletion_timestamp: None,
+        pod: Some(PodInfo {
+            service_account_name: service_account.into(),
+            node_name: node.into(),
+            token_audiences: vec![],
+        }),
+    }
+}
+
+/// A server whose namespace `demo` holds ServiceAccount `app`, Pod `app-0` on Node `node-1`,
+/// Secret `app-token`, Pod `other-0` of ServiceAccount `other`, an unscheduled Pod `pending`
+/// and Pod `orphan` on a node that does not exist.
+pub(crate) fn api_with(expiration: ExpirationPolicy) -> Api {
+    let objects = Arc::new(MemorySource::new());
+    objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID));
+    objects.put(
+        Kind::ServiceAccount,
+        "demo",
+        "other",
+        record("other-sa-uid"),
+    );
+    objects.put(Kind::Pod, "demo", "app-0", pod(POD_UID, "app", "node-1"));
+    objects.put(
+        Kind::Pod,
+        "demo",
+        "other-0",
+        pod("other-pod-uid", "other", "node-1"),
+    );
+    objects.put(Kind::Pod, "demo", "pending", pod("pending-uid", "app", ""));
+    objects.put(
+        Kind::Pod,
+        "demo",
+        "orphan",
+        pod("orphan-uid", "app", "node-gone"),
+    );
+    objects.put(Kind::Node, "", "node-1", record(NODE_UID));
+    objects.put(Kind::Secret, "demo", "app-token", record(SECRET_UID));
+    let settings = Settings {
+        issuers: vec![ISSUER.into()],
+        api_audiences: vec![ISSUER.into()],
+        jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
+        expiration,
+    };
+    let token_file = TokenFile::parse(
+        format!("{ADMIN},admin,admin-uid,system:masters\n").as_bytes(),
+        "tokens.csv",
+    )
+    .unwrap();
+    let state = AppState::new(StateParts {
+        settings,
+        keys: KeySet::new(key().clone(), vec![]),
+        objects: Objects::new(objects.clone()),
+        authenticator: Authenticator {
+            token_file: Some(token_file),
+        },
+        registry: Registry::default(),
+        clock: Clock::manual(Timestamp::from_second(NOW).unwrap()),
+    });
+    Api {
+        router: router(state.clone()),
+        state,
+        objects,
+    }
+}
+
+pub(crate) fn api() -> Api {
+    api_with(ExpirationPolicy::default())
+}
+
+/// A response, with its body parsed as JSON when it is JSON.
+pub(crate) struct Reply {
+    pub(crate) code: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) text: String,
+    pub(crate) json: Value,
+}
+
+impl Api {
+    pub(crate) async fn send(&self, request: Request<Body>) -> Reply {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let code = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Reply {
+            code,
+            headers,
+            text,
+            json,
+        }
+    }
+
+    /// An authenticated POST of a JSON body.
+    pub(crate) async fn post(&self, uri: &str, body: Value) -> Reply {
+        self.send(
+            Request::builder()
+                .method(Method::POST)
+                .uri(uri)
+                .header("authorization", format!("Bearer {ADMIN}"))
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub(crate) async fn get(&self, uri: &str) -> Reply {
+        self.send(Request::builder().uri(uri).body(Body::empty()).unwrap())
+            .await
+    }
+
+    /// Requests a token for `demo/app` (or another SA) with `spec`.
+    pub(crate) async fn token(&self, sa: &str, spec: Value) -> Reply {
+        self.post(
+            &format!("/api/v1/namespaces/demo/serviceaccounts/{sa}/token"),
+            serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}),
+        )
+        .await
+    }
+
+    /// Reviews `token` for `audiences` in API version `version`.
+    pub(crate) async fn review(&self, version: &str, token: &str, audiences: &[&str]) -> Reply {
+        self.post(
+            &format!("/apis/{version}/tokenreviews"),
+            serde_json::json!({
+                "apiVersion": version, "kind": "TokenReview",
+                "metadata": {"creationTimestamp": null},
+                "spec": {"token": token, "audiences": audiences},
+                "status": {"user": {}},
+            }),
+        )
+        .await
+    }
+
+    pub(crate) fn set_now(&self, second: i64) {
+        self.state
+            .clock()
+            .set(Timestamp::from_second(second).unwrap());
+    }
+}
+
+/// The claims inside a token (not verified: the tests verify separately).
+pub(crate) fn claims(token: &str) -> Claims {
+    let payload = token.split('.').nth(1).unwrap();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}

@@ -1,0 +1,222 @@
+//! TokenReview (spec §3, §5): always 201, the spec echoed, the verdict and its exact message,
+//! replying in the request's version.
+
+use http::StatusCode;
+use jiff::Timestamp;
+use serde_json::json;
+use warrant_objects::Kind;
+
+use crate::support::*;
+
+async fn pod_token(api: &Api, audiences: &[&str]) -> String {
+    let r = api
+        .token("app", json!({"audiences": audiences, "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "app-0"}}))
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    r.json["status"]["token"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn valid_pod_bound_token() {
+    let api = api();
+    let token = pod_token(&api, &["vault"]).await;
+    let jti = claims(&token).jti;
+    let r = api
+        .review("authentication.k8s.io/v1", &token, &["vault"])
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(r.json["kind"], "TokenReview");
+    assert_eq!(r.json["apiVersion"], "authentication.k8s.io/v1");
+    assert_eq!(r.json["metadata"], json!({}));
+    assert_eq!(
+        r.json["spec"],
+        json!({"token": token, "audiences": ["vault"]})
+    );
+    assert_eq!(
+        r.json["status"],
+        json!({
+            "authenticated": true,
+            "user": {
+                "username": "system:serviceaccount:demo:app",
+                "uid": SA_UID,
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:demo", "system:authenticated"],
+                "extra": {
+                    "authentication.kubernetes.io/credential-id": [format!("JTI={jti}")],
+                    "authentication.kubernetes.io/node-name": ["node-1"],
+                    "authentication.kubernetes.io/node-uid": [NODE_UID],
+                    "authentication.kubernetes.io/pod-name": ["app-0"],
+                    "authentication.kubernetes.io/pod-uid": [POD_UID],
+                }
+            },
+            "audiences": ["vault"],
+        })
+    );
+    // Wire order is Go's: authenticated, user, audiences.
+    let status_at = r.text.find("\"status\"").unwrap();
+    let order: Vec<usize> = ["\"authenticated\"", "\"user\"", "\"audiences\""]
+        .iter()
+        .map(|k| r.text[status_at..].find(k).unwrap())
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{}", r.text);
+}
+
+#[tokio::test]
+async fn replies_in_the_requests_version() {
+    let api = api();
+    let token = pod_token(&api, &[]).await;
+    for version in [
+        "authentication.k8s.io/v1beta1",
+        "authentication.k8s.io/v1",
+        "warrant.dev/v1alpha1",
+    ] {
+        let r = api.review(version, &token, &[]).await;
+        assert_eq!(r.code, StatusCode::CREATED, "{version}: {}", r.text);
+        assert_eq!(r.json["apiVersion"], version);
+        assert_eq!(r.json["status"]["authenticated"], true, "{version}");
+        assert_eq!(r.json["status"]["audiences"], json!([ISSUER]));
+    }
+    // A v1beta1 body sent to the v1 path (kube's webhook posts to whatever URL it is given).
+    let r = api
+        .post("/apis/authentication.k8s.io/v1/tokenreviews", json!({"apiVersion": "authentication.k8s.io/v1beta1", "kind": "TokenReview", "spec": {"token": token}}))
+        .await;
+    assert_eq!(r.json["apiVersion"], "authentication.k8s.io/v1beta1");
+}
+
+#[tokio::test]
+async fn deleting_or_replacing_the_pod_revokes() {
+    let api = api();
+    let token = pod_token(&api, &[]).await;
+    api.objects.remove(Kind::Pod, "demo", "app-0");
+    let r = api.review("authentication.k8s.io/v1", &token, &[]).await;
+    assert_eq!(r.code, StatusCode::CREATED);
+    assert_eq!(
+        r.json["status"],
+        json!({"user": {}, "error": "service account token has been invalidated"})
+    );
+
+    api.objects
+        .put(Kind::Pod, "demo", "app-0", pod("new-uid", "app", "node-1"));
+    let r = api.review("authentication.k8s.io/v1", &token, &[]).await;
+    assert_eq!(
+        r.json["status"]["error"],
+        format!("pod UID (new-uid) does not match service account pod ref claim ({POD_UID})")
+    );
+
+    // Graceful deletion: valid until 60 s after the deletion timestamp.
+    let mut record = pod(POD_UID, "app", "node-1");
+    record.deletion_timestamp = Some(Timestamp::from_second(NOW).unwrap());
+    api.objects.put(Kind::Pod, "demo", "app-0", record);
+    api.set_now(NOW + 60);
+    assert_eq!(
+        api.review("authentication.k8s.io/v1", &token, &[])
+            .await
+            .json["status"]["authenticated"],
+        true
+    );
+    api.set_now(NOW + 61);
+    assert_eq!(
+        api.review("authentication.k8s.io/v1", &token, &[])
+            .await
+            .json["status"]["error"],
+        "service account token has been invalidated"
+    );
+
+    api.objects.remove(Kind::ServiceAccount, "demo", "app");
+    assert_eq!(
+        api.review("authentication.k8s.io/v1", &token, &[])
+            .await
+            .json["status"]["error"],
+        r#"serviceaccounts "app" not found"#
+    );
+}
+
+#[tokio::test]
+async fn time_and_audience_failures() {
+    let api = api();
+    let token = pod_token(&api, &["vault"]).await;
+    let r = api.review("authentication.k8s.io/v1", &token, &[]).await;
+    assert_eq!(
+        r.json["status"]["error"],
+        format!(r#"token audiences ["vault"] is invalid for the target audiences ["{ISSUER}"]"#)
+    );
+    api.set_now(NOW + 3600 + 60);
+    assert_eq!(
+        api.review("authentication.k8s.io/v1", &token, &["vault"])
+            .await
+            .json["status"]["authenticated"],
+        true
+    );
+    api.set_now(NOW + 3600 + 61);
+    assert_eq!(
+        api.review("authentication.k8s.io/v1", &token, &["vault"])
+            .await
+            .json["status"]["error"],
+        "service account token has expired"
+    );
+}
+
+#[tokio::test]
+async fn tokens_that_are_not_ours() {
+    let api = api();
+    let token = pod_token(&api, &[]).await;
+    let truncated = &token[..token.len() / 2];
+    let other_key = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    let foreign = other_key.sign(&claims(&token)).unwrap();
+    for (name, t, error) in [
+        ("garbage", "not-a-token", "invalid bearer token"),
+        ("truncated", truncated, "invalid bearer token"),
+        (
+            "another key",
+            foreign.as_str(),
+            "invalid signature, no keys found",
+        ),
+    ] {
+        let r = api.review("authentication.k8s.io/v1", t, &[]).await;
+        assert_eq!(r.code, StatusCode::CREATED, "{name}");
+        assert_eq!(
+            r.json["status"],
+            json!({"user": {}, "error": error}),
+            "{name}"
+        );
+    }
+    // Another issuer's token, signed by our own key: still not ours.
+    let mut c = claims(&token);
+    c.iss = "https://someone.else".into();
+    let r = api
+        .review("authentication.k8s.io/v1", &key().sign(&c).unwrap(), &[])
+        .await;
+    assert_eq!(r.json["status"]["error"], "invalid bearer token");
+}
+
+#[tokio::test]
+async fn request_errors() {
+    let api = api();
+    let r = api
+        .post(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            json!({"kind": "TokenReview", "spec": {}}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json["message"],
+        "token is required for TokenReview in authentication"
+    );
+    let r = api
+        .post(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            json!({"metadata": {"namespace": "x"}, "spec": {"token": "t"}}),
+        )
+        .await;
+    assert_eq!(
+        r.json["message"],
+        "namespace is not allowed on this type: x"
+    );
+    let r = api
+        .post(
+            "/apis/warrant.dev/v1alpha1/tokenreviews",
+            json!({"apiVersion": "authentication.k8s.io/v1", "spec": {"token": "t"}}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::BAD_REQUEST);
+}
