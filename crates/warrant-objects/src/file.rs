@@ -1,0 +1,578 @@
+//! The manifest-file object source (`--objects-file`): the standalone issuer's objects, read
+//! from a file of ordinary Kubernetes YAML or JSON and reloaded when it changes.
+//!
+//! A load builds a complete snapshot of the file and swaps it in at once, so a reader sees the
+//! old file or the new one, never half of each. A reload that fails (a syntax error, a file
+//! that is missing for a moment) keeps the last good snapshot: nothing is lost, the error is
+//! logged with its line, and it is counted in `warrant_objects_reloads_total{result="failure"}`.
+//! An object removed from the file is gone after the next successful reload, so the tokens
+//! bound to it stop passing review.
+//!
+//! Costs:
+//! - A lookup is two hash lookups by `&str` in the current snapshot and an `Arc` clone: no lock,
+//!   no allocation. It never waits for a reload.
+//! - Memory is a [`Record`] (about 150 bytes) plus its namespace and name per object. During a
+//!   reload the old and the new snapshot exist together, and the file's text is held while it
+//!   is parsed.
+//! - A reload reads and parses the whole file on a runtime worker thread; its time grows with
+//!   the file's size, and lookups go on meanwhile against the previous snapshot.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::sync::{Mutex, watch};
+use uuid::Uuid;
+
+use crate::manifest::{self, Entry, ManifestError};
+use crate::record::{Kind, Record};
+use crate::source::ObjectSource;
+
+/// Objects from a manifest file, reloaded on change. Cheap to clone: clones share one snapshot,
+/// so the server can hold one as its [`ObjectSource`] while its owner reloads and watches it.
+///
+/// Each object keeps a stable UID while it stays in the file: an explicit `metadata.uid` is used
+/// as is; an object without one gets a random UUID when it first appears and keeps it across
+/// reloads (even if a UID it once had is later removed from the file). An object that leaves
+/// the file and comes back gets a new UID, as a re-created object does in Kubernetes, so tokens
+/// bound to its old incarnation stay revoked.
+#[derive(Clone)]
+pub struct FileSource {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    path: PathBuf,
+    /// The path as shown in messages.
+    label: String,
+    current: ArcSwap<Snapshot>,
+    /// One reload at a time, so two reloads cannot hand the same new object two UIDs.
+    reloading: Mutex<()>,
+    status: watch::Sender<ReloadStatus>,
+    metrics: Metrics,
+}
+
+/// What the latest reload did, published after every attempt so that the watcher's owner (and
+/// tests) can wait for a reload instead of sleeping.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadStatus {
+    /// How many reloads have been attempted since the initial load (0 until the first); it
+    /// increases once per attempt, successful or not.
+    pub generation: u64,
+    /// Why the latest attempt failed; `None` if it succeeded (or none was made). After a
+    /// failure the objects of the last good load are still served.
+    pub error: Option<ManifestError>,
+}
+
+impl FileSource {
+    /// Reads and parses the file. Fails if it is missing or invalid: at startup there is no
+    /// last good set to fall back on, so the caller should exit with the message.
+    ///
+    /// `now` is recorded as the time of the last successful load (a metric).
+    pub async fn load(path: impl Into<PathBuf>, now: Timestamp) -> Result<Self, ManifestError> {
+        let path = path.into();
+        let label = path.display().to_string();
+        let snapshot = read_snapshot(&path, &label, None).await?;
+        let metrics = Metrics::new();
+        metrics.loaded(&snapshot, now);
+        log_loaded(&label, &snapshot, "loaded objects file");
+        let (status, _) = watch::channel(ReloadStatus::default());
+        Ok(FileSource {
+            shared: Arc::new(Shared {
+                path,
+                label,
+                current: ArcSwap::from_pointee(snapshot),
+                reloading: Mutex::new(()),
+                status,
+                metrics,
+            }),
+        })
+    }
+
+    /// The file this source reads.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Reloads the file now, for a SIGHUP handler (and tests that drive reloads themselves).
+    /// On failure the last good objects stay in place; the error is also logged, counted and
+    /// published to subscribers (see [`subscribe`](Self::subscribe)), so a caller may ignore it.
+    pub async fn reload_now(&self, now: Timestamp) -> Result<(), ManifestError> {
+        self.shared.reload(now).await
+    }
+
+    /// A receiver of the [`ReloadStatus`], updated after every reload attempt (by the watcher
+    /// or [`reload_now`](Self::reload_now)). Await `changed()` or `wait_for(..)` on it to know
+    /// a reload has happened.
+    pub fn subscribe(&self) -> watch::Receiver<ReloadStatus> {
+        self.shared.status.subscribe()
+    }
+
+    /// Registers this source's metrics (names prefixed `warrant_objects_`) into the server's
+    /// registry: objects held by kind, reloads by result, and the time of the last successful
+    /// load. Call it once per registry.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        self.shared.metrics.register(registry);
+    }
+}
+
+impl ObjectSource for FileSource {
+    fn cached(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Record>> {
+        self.shared
+            .current
+            .load()
+            .get(kind, namespace, name)
+            .cloned()
+    }
+
+    // `live` keeps the default: the file is its own authority, so a miss means "absent".
+
+    /// Always true: a `FileSource` exists only once its file has loaded.
+    fn ready(&self) -> bool {
+        true
+    }
+
+    fn count(&self, kind: Kind) -> usize {
+        *self.shared.current.load().counts.get(kind)
+    }
+}
+
+impl std::fmt::Debug for FileSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSource")
+            .field("path", &self.shared.path)
+            .field("generation", &self.shared.status.borrow().generation)
+            .finish()
+    }
+}
+
+impl Shared {
+    async fn reload(&self, now: Timestamp) -> Result<(), ManifestError> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let previous = self.current.load_full();
+        let result = match read_snapshot(&self.path, &self.label, Some(&previous)).await {
+            Ok(snapshot) => {
+                self.metrics.loaded(&snapshot, now);
+                self.metrics.reloaded("success");
+                log_loaded(&self.label, &snapshot, "reloaded objects file");
+                self.current.store(Arc::new(snapshot));
+                Ok(())
+            }
+            Err(error) => {
+                self.metrics.reloaded("failure");
+                tracing::error!(
+                    %error,
+                    "reloading the objects file failed; still serving the objects of the last good load"
+                );
+                Err(error)
+            }
+        };
+        // Published after the swap, so a waiter that wakes sees the new objects.
+        self.status.send_modify(|status| {
+            status.generation = status.generation.wrapping_add(1);
+            status.error = result.as_ref().err().cloned();
+        });
+        result
+    }
+}
+
+async fn read_snapshot(
+    path: &Path,
+    label: &str,
+    previous: Option<&Snapshot>,
+) -> Result<Snapshot, ManifestError> {
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|source| ManifestError::Read {
+            path: label.to_owned(),
+            source: Arc::new(source),
+        })?;
+    let entries = manifest::parse(label, &text)?;
+    drop(text);
+    Ok(Snapshot::build(entries, previous))
+}
+
+fn log_loaded(label: &str, snapshot: &Snapshot, message: &str) {
+    let counts = &snapshot.counts;
+    tracing::info!(
+        path = label,
+        service_accounts = counts.service_account,
+        pods = counts.pod,
+        secrets = counts.secret,
+        nodes = counts.node,
+        "{message}"
+    );
+}
+
+/// Records by namespace (`""` for nodes), then by name: looked up by `&str` without allocating.
+type Namespaces = HashMap<String, HashMap<String, Arc<Record>>>;
+
+/// One complete load of the file.
+#[derive(Default)]
+struct Snapshot {
+    objects: ByKind<Namespaces>,
+    counts: ByKind<usize>,
+}
+
+impl Snapshot {
+    /// The snapshot of `entries`, giving each object without an explicit UID the UID it had in
+    /// `previous`, or a new one.
+    fn build(entries: Vec<Entry>, previous: Option<&Snapshot>) -> Snapshot {
+        let mut snapshot = Snapshot::default();
+        for entry in entries {
+            let uid = entry
+                .uid
+                .or_else(|| {
+                    previous
+                        .and_then(|p| p.get(entry.kind, &entry.namespace, &entry.name))
+                        .map(|record| record.uid.clone())
+                })
+                .unwrap_or_else(|| Uuid::new_v4().to_string());
+            let record = Record {
+                uid,
+                deletion_timestamp: entry.deletion_timestamp,
+                pod: entry.pod,
+            };
+            snapshot
+                .objects
+                .get_mut(entry.kind)
+                .entry(entry.namespace)
+                .or_default()
+                .insert(entry.name, Arc::new(record));
+            *snapshot.counts.get_mut(entry.kind) += 1;
+        }
+        snapshot
+    }
+
+    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Arc<Record>> {
+        self.objects.get(kind).get(namespace)?.get(name)
+    }
+}
+
+/// One value per kind.
+#[derive(Debug, Default)]
+struct ByKind<T> {
+    service_account: T,
+    pod: T,
+    secret: T,
+    node: T,
+}
+
+impl<T> ByKind<T> {
+    fn get(&self, kind: Kind) -> &T {
+        match kind {
+            Kind::ServiceAccount => &self.service_account,
+            Kind::Pod => &self.pod,
+            Kind::Secret => &self.secret,
+            Kind::Node => &self.node,
+        }
+    }
+
+    fn get_mut(&mut self, kind: Kind) -> &mut T {
+        match kind {
+            Kind::ServiceAccount => &mut self.service_account,
+            Kind::Pod => &mut self.pod,
+            Kind::Secret => &mut self.secret,
+            Kind::Node => &mut self.node,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+/// The source's metrics. They are kept whether or not a registry shows them; registering
+/// exposes the same handles.
+#[derive(Clone, Default)]
+struct Metrics {
+    held: Family<KindLabel, Gauge>,
+    reloads: Family<ResultLabel, Counter>,
+    last_success: Gauge,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let metrics = Metrics::default();
+        // Both results exist from the start, so a dashboard's rate() sees the first failure.
+        for result in ["success", "failure"] {
+            metrics
+                .reloads
+                .get_or_create(&ResultLabel { result })
+                .inc_by(0);
+        }
+        metrics
+    }
+
+    fn loaded(&self, snapshot: &Snapshot, now: Timestamp) {
+        for kind in Kind::ALL {
+            let count = i64::try_from(*snapshot.counts.get(kind)).unwrap_or(i64::MAX);
+            self.held
+                .get_or_create(&KindLabel { kind: kind.name() })
+                .set(count);
+        }
+        self.last_success.set(now.as_second());
+    }
+
+    fn reloaded(&self, result: &'static str) {
+        self.reloads.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "warrant_objects_held",
+            "Objects held from the objects file, by kind",
+            self.held.clone(),
+        );
+        registry.register(
+            "warrant_objects_reloads",
+            "Reloads of the objects file, by result; a failed reload keeps the last good objects",
+            self.reloads.clone(),
+        );
+        registry.register(
+            "warrant_objects_last_success_timestamp_seconds",
+            "When the objects file was last loaded successfully, in Unix seconds",
+            self.last_success.clone(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+    use tempfile::TempDir;
+
+    use super::*;
+    use crate::source::Objects;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    /// A YAML document for a namespaced object; `uid` may be left out.
+    fn object(kind: &str, namespace: &str, name: &str, uid: Option<&str>) -> String {
+        let uid = uid.map(|u| format!("  uid: {u}\n")).unwrap_or_default();
+        format!(
+            "---\napiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {namespace}\n{uid}"
+        )
+    }
+
+    fn pod(name: &str, uid: &str) -> String {
+        object("Pod", "demo", name, Some(uid)) + "spec:\n  serviceAccountName: app\n"
+    }
+
+    struct Fixture {
+        _dir: TempDir,
+        path: PathBuf,
+    }
+
+    impl Fixture {
+        fn new(text: &str) -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("objects.yaml");
+            std::fs::write(&path, text).unwrap();
+            Fixture { _dir: dir, path }
+        }
+
+        /// Rewrites the file in place.
+        fn write(&self, text: &str) {
+            std::fs::write(&self.path, text).unwrap();
+        }
+    }
+
+    fn uid(source: &FileSource, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        source
+            .cached(kind, namespace, name)
+            .map(|record| record.uid.clone())
+    }
+
+    /// The value of one sample in the source's metrics, e.g. `warrant_objects_held{kind="Pod"}`.
+    fn metric(source: &FileSource, sample: &str) -> f64 {
+        let mut registry = Registry::default();
+        source.register_metrics(&mut registry);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {sample} in\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_loaded_file_answers_lookups() {
+        let text = object("ServiceAccount", "demo", "app", Some("sa-1"))
+            + &pod("app-0", "pod-1")
+            + "  nodeName: node-1\n"
+            + &object("Secret", "demo", "token", Some("sec-1"))
+            + "data:\n  token: c2VjcmV0\n"
+            + "---\napiVersion: v1\nkind: Node\nmetadata: {name: node-1, uid: node-uid}\n";
+        let fixture = Fixture::new(&text);
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+
+        assert!(source.ready());
+        assert_eq!(source.path(), fixture.path);
+        let pod = source.cached(Kind::Pod, "demo", "app-0").unwrap();
+        assert_eq!(pod.uid, "pod-1");
+        let info = pod.pod.as_ref().unwrap();
+        assert_eq!(
+            (info.service_account_name.as_str(), info.node_name.as_str()),
+            ("app", "node-1")
+        );
+        assert_eq!(
+            uid(&source, Kind::Node, "", "node-1").as_deref(),
+            Some("node-uid")
+        );
+        assert_eq!(
+            uid(&source, Kind::Secret, "demo", "token").as_deref(),
+            Some("sec-1")
+        );
+        // Names are per namespace and per kind.
+        assert_eq!(source.cached(Kind::Pod, "other", "app-0"), None);
+        assert_eq!(source.cached(Kind::Secret, "demo", "app-0"), None);
+        for kind in Kind::ALL {
+            assert_eq!(source.count(kind), 1, "{kind:?}");
+        }
+
+        // Through the server's handle, a miss is "absent": the file is its own authority.
+        let objects = Objects::new(Arc::new(source.clone()));
+        assert_eq!(objects.get(Kind::Pod, "demo", "gone").await, Ok(None));
+        assert!(
+            objects
+                .get(Kind::ServiceAccount, "demo", "app")
+                .await
+                .unwrap()
+                .is_some()
+        );
+
+        for kind in ["ServiceAccount", "Pod", "Secret", "Node"] {
+            assert_eq!(
+                metric(&source, &format!("warrant_objects_held{{kind=\"{kind}\"}}")),
+                1.0
+            );
+        }
+        assert_eq!(
+            metric(&source, "warrant_objects_last_success_timestamp_seconds"),
+            NOW as f64
+        );
+        for result in ["success", "failure"] {
+            let sample = format!("warrant_objects_reloads_total{{result=\"{result}\"}}");
+            assert_eq!(metric(&source, &sample), 0.0);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_or_invalid_file_fails_the_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("objects.yaml");
+        let error = FileSource::load(&missing, at(NOW)).await.unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("{}: cannot read: ", missing.display())),
+            "{message}"
+        );
+
+        let fixture = Fixture::new(&(pod("app-0", "a") + &pod("app-0", "b")));
+        let error = FileSource::load(&fixture.path, at(NOW)).await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{}: line 11: Pod \"demo/app-0\" appears twice (first at line 2)",
+                fixture.path.display()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn uids_are_given_kept_and_renewed() {
+        let sa = object("ServiceAccount", "demo", "app", None);
+        let fixture = Fixture::new(&(sa.clone() + &pod("app-0", "explicit")));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let generated = uid(&source, Kind::ServiceAccount, "demo", "app").unwrap();
+        assert_eq!(
+            Uuid::parse_str(&generated).unwrap().get_version_num(),
+            4,
+            "{generated}"
+        );
+
+        // Reloads keep it while the object stays, whatever else changes.
+        fixture.write(&(sa.clone() + &pod("app-0", "explicit") + &pod("app-1", "p1")));
+        source.reload_now(at(NOW + 1)).await.unwrap();
+        assert_eq!(
+            uid(&source, Kind::ServiceAccount, "demo", "app"),
+            Some(generated.clone())
+        );
+
+        // An explicit UID removed from the file is kept too.
+        fixture.write(&(sa.clone() + &object("Pod", "demo", "app-0", None)));
+        source.reload_now(at(NOW + 2)).await.unwrap();
+        assert_eq!(
+            uid(&source, Kind::Pod, "demo", "app-0").as_deref(),
+            Some("explicit")
+        );
+        assert_eq!(
+            uid(&source, Kind::ServiceAccount, "demo", "app"),
+            Some(generated.clone())
+        );
+
+        // Gone, then back: a new object, with a new UID (its old tokens stay revoked).
+        fixture.write(&object("Pod", "demo", "app-0", None));
+        source.reload_now(at(NOW + 3)).await.unwrap();
+        assert_eq!(uid(&source, Kind::ServiceAccount, "demo", "app"), None);
+        fixture.write(&(sa + &object("Pod", "demo", "app-0", None)));
+        source.reload_now(at(NOW + 4)).await.unwrap();
+        let renewed = uid(&source, Kind::ServiceAccount, "demo", "app").unwrap();
+        assert_ne!(renewed, generated);
+        assert_eq!(
+            uid(&source, Kind::Pod, "demo", "app-0").as_deref(),
+            Some("explicit")
+        );
+
+        // A failed reload in between does not forget UIDs.
+        fixture.write("kind: [");
+        source.reload_now(at(NOW + 5)).await.unwrap_err();
+        fixture.write(&object("ServiceAccount", "demo", "app", None));
+        source.reload_now(at(NOW + 6)).await.unwrap();
+        assert_eq!(
+            uid(&source, Kind::ServiceAccount, "demo", "app"),
+            Some(renewed)
+        );
+
+        let status = source.subscribe().borrow().clone();
+        assert_eq!(status.generation, 6);
+        assert!(status.error.is_none());
+        assert_eq!(
+            metric(
+                &source,
+                r#"warrant_objects_reloads_total{result="success"}"#
+            ),
+            5.0
+        );
+        assert_eq!(
+            metric(
+                &source,
+                r#"warrant_objects_reloads_total{result="failure"}"#
+            ),
+            1.0
+        );
+        assert_eq!(
+            metric(&source, "warrant_objects_last_success_timestamp_seconds"),
+            (NOW + 6) as f64
+        );
+    }
+}
