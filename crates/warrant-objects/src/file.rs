@@ -16,24 +16,37 @@
 //!   is parsed.
 //! - A reload reads and parses the whole file on a runtime worker thread; its time grows with
 //!   the file's size, and lookups go on meanwhile against the previous snapshot.
+//!
+//! Watching: the file's directory is watched, not the file, because editors and Kubernetes
+//! ConfigMap volumes replace a file by renaming another over it (or by swapping a symlink),
+//! which a watch on the old file would never see. Bursts of events are debounced.
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use jiff::Timestamp;
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher as _};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tokio::sync::{Mutex, watch};
+use tokio::sync::{Mutex, mpsc, watch};
+use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::manifest::{self, Entry, ManifestError};
 use crate::record::{Kind, Record};
 use crate::source::ObjectSource;
+
+/// How long the watcher waits after the first change event before it reloads, so a save that
+/// arrives as several events (truncate, write, close, rename) is read once, complete.
+const DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// Objects from a manifest file, reloaded on change. Cheap to clone: clones share one snapshot,
 /// so the server can hold one as its [`ObjectSource`] while its owner reloads and watches it.
@@ -115,6 +128,52 @@ impl FileSource {
         self.shared.status.subscribe()
     }
 
+    /// Starts reloading the file whenever it changes, until the returned [`FileWatch`] is
+    /// dropped. `clock` gives the time of each reload (the last-success metric); the binary
+    /// passes its one clock, so this crate never reads the time itself.
+    ///
+    /// Must be called within a Tokio runtime, which runs the reload task.
+    pub fn watch<C>(&self, clock: C) -> Result<FileWatch, ManifestError>
+    where
+        C: Fn() -> Timestamp + Send + 'static,
+    {
+        let shared = &self.shared;
+        let watch_error = |source: notify::Error| ManifestError::Watch {
+            path: shared.label.clone(),
+            source: Arc::new(source),
+        };
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| ManifestError::NoRuntime {
+                path: shared.label.clone(),
+            })?;
+        let file_name = shared
+            .path
+            .file_name()
+            .ok_or_else(|| watch_error(notify::Error::generic("the path names no file")))?
+            .to_owned();
+        let directory = shared
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+
+        let (events, receiver) = mpsc::unbounded_channel();
+        let mut watcher = notify::recommended_watcher(move |event| {
+            // The receiver is gone only once the watch task has ended; nothing is left to tell.
+            let _ = events.send(event);
+        })
+        .map_err(watch_error)?;
+        watcher
+            .watch(directory, RecursiveMode::NonRecursive)
+            .map_err(watch_error)?;
+        let task = runtime.spawn(watch_loop(shared.clone(), receiver, clock, file_name));
+        tracing::info!(path = %shared.label, "watching objects file for changes");
+        Ok(FileWatch {
+            _watcher: watcher,
+            task,
+        })
+    }
+
     /// Registers this source's metrics (names prefixed `warrant_objects_`) into the server's
     /// registry: objects held by kind, reloads by result, and the time of the last successful
     /// load. Call it once per registry.
@@ -153,6 +212,26 @@ impl std::fmt::Debug for FileSource {
     }
 }
 
+/// Keeps a [`FileSource`] reloading on change; dropping it stops the watching.
+pub struct FileWatch {
+    _watcher: notify::RecommendedWatcher,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FileWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for FileWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileWatch")
+            .field("running", &!self.task.is_finished())
+            .finish()
+    }
+}
+
 impl Shared {
     async fn reload(&self, now: Timestamp) -> Result<(), ManifestError> {
         let _one_at_a_time = self.reloading.lock().await;
@@ -181,6 +260,47 @@ impl Shared {
         });
         result
     }
+}
+
+async fn watch_loop<C>(
+    shared: Arc<Shared>,
+    mut events: mpsc::UnboundedReceiver<notify::Result<notify::Event>>,
+    clock: C,
+    file_name: OsString,
+) where
+    C: Fn() -> Timestamp,
+{
+    while let Some(event) = events.recv().await {
+        if !concerns(&shared, &file_name, &event) {
+            continue;
+        }
+        tokio::time::sleep(DEBOUNCE).await;
+        while events.try_recv().is_ok() {}
+        // A failure is logged, counted and published by `reload`; the watch goes on.
+        let _ = shared.reload(clock()).await;
+    }
+}
+
+/// True if `event` may have changed the file.
+fn concerns(shared: &Shared, file_name: &OsStr, event: &notify::Result<notify::Event>) -> bool {
+    let event = match event {
+        Ok(event) => event,
+        Err(error) => {
+            tracing::warn!(path = %shared.label, %error, "file watcher error; reloading to be safe");
+            return true;
+        }
+    };
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+        // Opening and reading the file (our own reloads included) change nothing.
+        EventKind::Access(_) => return false,
+        _ => {}
+    }
+    event.need_rescan()
+        || event.paths.iter().any(|p| p.file_name() == Some(file_name))
+        // A symlinked file (a ConfigMap volume) changes when a link elsewhere in its directory
+        // is swapped, in an event that never names the file.
+        || shared.path.is_symlink()
 }
 
 async fn read_snapshot(
@@ -352,10 +472,14 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use prometheus_client::encoding::text::encode;
     use tempfile::TempDir;
+    use warrant_token::{Binding, Claims, NewToken, ObjectRef};
 
     use super::*;
+    use crate::checks::check_token_objects;
     use crate::source::Objects;
 
     const NOW: i64 = 1_800_000_000;
@@ -393,12 +517,40 @@ mod tests {
         fn write(&self, text: &str) {
             std::fs::write(&self.path, text).unwrap();
         }
+
+        /// Replaces the file by renaming a new one over it, as editors and `kubectl cp` do.
+        fn replace(&self, text: &str) {
+            let staged = self.path.with_extension("yaml.new");
+            std::fs::write(&staged, text).unwrap();
+            std::fs::rename(&staged, &self.path).unwrap();
+        }
     }
 
     fn uid(source: &FileSource, kind: Kind, namespace: &str, name: &str) -> Option<String> {
         source
             .cached(kind, namespace, name)
             .map(|record| record.uid.clone())
+    }
+
+    /// Waits until the source has published a status for which `done` holds. The timeout only
+    /// keeps a broken watcher from hanging the test run.
+    async fn until(
+        source: &FileSource,
+        what: &str,
+        mut done: impl FnMut(&ReloadStatus) -> bool,
+    ) -> ReloadStatus {
+        let mut status = source.subscribe();
+        let waited = tokio::time::timeout(Duration::from_secs(30), status.wait_for(|s| done(s)))
+            .await
+            .map(|found| found.map(|s| s.clone()));
+        match waited {
+            Ok(Ok(status)) => status,
+            Ok(Err(_)) => panic!("the source went away while waiting for {what}"),
+            Err(_) => panic!(
+                "no reload brought {what}; last status: {:?}",
+                *status.borrow()
+            ),
+        }
     }
 
     /// The value of one sample in the source's metrics, e.g. `warrant_objects_held{kind="Pod"}`.
@@ -573,6 +725,195 @@ mod tests {
         assert_eq!(
             metric(&source, "warrant_objects_last_success_timestamp_seconds"),
             (NOW + 6) as f64
+        );
+    }
+
+    #[tokio::test]
+    async fn edits_are_picked_up_whether_written_in_place_or_renamed_over() {
+        let fixture = Fixture::new(&pod("app-0", "p0"));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+
+        fixture.write(&(pod("app-0", "p0") + &pod("app-1", "p1")));
+        until(&source, "app-1 from an in-place write", |_| {
+            source.cached(Kind::Pod, "demo", "app-1").is_some()
+        })
+        .await;
+        assert_eq!(source.count(Kind::Pod), 2);
+        assert_eq!(metric(&source, r#"warrant_objects_held{kind="Pod"}"#), 2.0);
+        assert_eq!(
+            metric(&source, "warrant_objects_last_success_timestamp_seconds"),
+            (NOW + 10) as f64
+        );
+
+        fixture.replace(&pod("app-2", "p2"));
+        until(&source, "app-2 from a rename", |_| {
+            source.cached(Kind::Pod, "demo", "app-2").is_some()
+        })
+        .await;
+        // The replaced file's other objects are gone with it.
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-0"), None);
+        assert_eq!(source.count(Kind::Pod), 1);
+    }
+
+    #[tokio::test]
+    async fn a_bad_edit_keeps_the_last_good_objects_until_it_is_fixed() {
+        let fixture = Fixture::new(&pod("app-0", "p0"));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+
+        fixture.write(&(pod("app-1", "p1") + "---\napiVersion: v1\nkind: Pod\nmetadata: {}\n"));
+        let status = until(&source, "a failed reload", |s| s.error.is_some()).await;
+        assert_eq!(
+            status.error.unwrap().to_string(),
+            format!(
+                "{}: line 11: Pod has no metadata.name",
+                fixture.path.display()
+            )
+        );
+        // Nothing of the bad file was applied, nothing of the good one lost.
+        assert_eq!(
+            uid(&source, Kind::Pod, "demo", "app-0").as_deref(),
+            Some("p0")
+        );
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-1"), None);
+        assert!(
+            metric(
+                &source,
+                r#"warrant_objects_reloads_total{result="failure"}"#
+            ) >= 1.0
+        );
+        assert_eq!(
+            metric(&source, "warrant_objects_last_success_timestamp_seconds"),
+            NOW as f64
+        );
+
+        fixture.write(&pod("app-1", "p1"));
+        let status = until(&source, "the fixed file", |s| {
+            s.error.is_none() && source.cached(Kind::Pod, "demo", "app-1").is_some()
+        })
+        .await;
+        assert!(status.generation >= 2);
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-0"), None);
+        assert!(
+            metric(
+                &source,
+                r#"warrant_objects_reloads_total{result="success"}"#
+            ) >= 1.0
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deleted_file_keeps_the_last_good_objects() {
+        let fixture = Fixture::new(&pod("app-0", "p0"));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+
+        std::fs::remove_file(&fixture.path).unwrap();
+        let status = until(&source, "a reload of the missing file", |s| {
+            s.error.is_some()
+        })
+        .await;
+        let message = status.error.unwrap().to_string();
+        assert!(
+            message.starts_with(&format!("{}: cannot read: ", fixture.path.display())),
+            "{message}"
+        );
+        assert_eq!(
+            uid(&source, Kind::Pod, "demo", "app-0").as_deref(),
+            Some("p0")
+        );
+
+        // When it comes back, it is read again.
+        fixture.write(&pod("app-1", "p1"));
+        until(&source, "the re-created file", |s| {
+            s.error.is_none() && source.cached(Kind::Pod, "demo", "app-1").is_some()
+        })
+        .await;
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-0"), None);
+    }
+
+    /// A Kubernetes ConfigMap volume: the file is a symlink through `..data`, and an update
+    /// swaps `..data` to a new directory in one rename, in an event that never names the file.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_configmap_volume_update_is_picked_up() {
+        use std::os::unix::fs::symlink;
+
+        let dir = tempfile::tempdir().unwrap();
+        let version = |name: &str, text: &str| {
+            std::fs::create_dir(dir.path().join(name)).unwrap();
+            std::fs::write(dir.path().join(name).join("objects.yaml"), text).unwrap();
+        };
+        version("..v1", &pod("app-0", "p0"));
+        symlink("..v1", dir.path().join("..data")).unwrap();
+        symlink("..data/objects.yaml", dir.path().join("objects.yaml")).unwrap();
+        let source = FileSource::load(dir.path().join("objects.yaml"), at(NOW))
+            .await
+            .unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+        assert!(source.cached(Kind::Pod, "demo", "app-0").is_some());
+
+        version("..v2", &pod("app-1", "p1"));
+        symlink("..v2", dir.path().join("..data_tmp")).unwrap();
+        std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+        until(&source, "the swapped ConfigMap version", |_| {
+            source.cached(Kind::Pod, "demo", "app-1").is_some()
+        })
+        .await;
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-0"), None);
+    }
+
+    #[tokio::test]
+    async fn a_pod_removed_from_the_file_invalidates_its_tokens() {
+        let sa = object("ServiceAccount", "demo", "app", Some("sa-1"));
+        let fixture = Fixture::new(&(sa.clone() + &pod("app-0", "pod-1")));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+        let objects = Objects::new(Arc::new(source.clone()));
+        let claims = Claims::new(NewToken {
+            issuer: "https://issuer.example",
+            namespace: "demo",
+            service_account: ObjectRef::new("app", "sa-1"),
+            audiences: vec!["vault".into()],
+            binding: Binding::Pod {
+                pod: ObjectRef::new("app-0", "pod-1"),
+                node: None,
+            },
+            issued_at: NOW,
+            expires_at: NOW + 3600,
+            warn_after: None,
+            jti: "jti-1".into(),
+        });
+        assert_eq!(
+            check_token_objects(&objects, &claims, at(NOW)).await,
+            Ok(())
+        );
+
+        fixture.write(&sa);
+        until(&source, "the pod's removal", |_| {
+            source.cached(Kind::Pod, "demo", "app-0").is_none()
+        })
+        .await;
+        assert_eq!(
+            check_token_objects(&objects, &claims, at(NOW))
+                .await
+                .unwrap_err()
+                .to_string(),
+            "service account token has been invalidated"
+        );
+    }
+
+    #[tokio::test]
+    async fn watching_outside_a_runtime_is_an_error_not_a_panic() {
+        let fixture = Fixture::new("");
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let outside = std::thread::spawn(move || source.watch(|| at(NOW)).map(drop));
+        let error = outside.join().unwrap().unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .ends_with(": cannot watch for changes outside a Tokio runtime")
         );
     }
 }

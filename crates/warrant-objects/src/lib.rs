@@ -17,7 +17,7 @@ mod record;
 mod source;
 
 pub use checks::{ObjectError, check_token_objects};
-pub use file::{FileSource, ReloadStatus};
+pub use file::{FileSource, FileWatch, ReloadStatus};
 pub use manifest::ManifestError;
 pub use record::{Kind, PodInfo, Record};
 pub use source::{LiveLookup, LookupError, ObjectSource, Objects};

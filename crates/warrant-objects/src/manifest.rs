@@ -105,6 +105,21 @@ pub enum ManifestError {
         /// `namespace/name`, or `name` for a node.
         object: String,
     },
+    /// The file's directory could not be watched for changes.
+    #[error("{path}: cannot watch its directory for changes: {source}")]
+    Watch {
+        /// The file.
+        path: String,
+        /// The watcher's error.
+        #[source]
+        source: Arc<notify::Error>,
+    },
+    /// Watching needs a Tokio runtime to run the reload task, and there was none.
+    #[error("{path}: cannot watch for changes outside a Tokio runtime")]
+    NoRuntime {
+        /// The file.
+        path: String,
+    },
 }
 
 fn position(line: Option<u64>, column: Option<u64>) -> String {
