@@ -6,13 +6,20 @@
 //! cache of a cluster beside one. [`Objects`] is the handle the server uses: it reads the
 //! in-memory copy, and only on a miss asks the source for a live lookup (a cluster source does a
 //! GET, as kube-apiserver's token getter does; a file source has nothing more to ask).
+//!
+//! [`FileSource`] is the standalone issuer's source: a manifest file (`--objects-file`) of
+//! ServiceAccounts, Pods, Secrets and Nodes, reloaded when it changes.
 
 mod checks;
+mod file;
+mod manifest;
 mod memory;
 mod record;
 mod source;
 
 pub use checks::{ObjectError, check_token_objects};
+pub use file::{FileSource, FileWatch, ReloadStatus};
+pub use manifest::ManifestError;
 pub use memory::MemorySource;
 pub use record::{Kind, PodInfo, Record};
 pub use source::{LiveLookup, LookupError, ObjectSource, Objects};

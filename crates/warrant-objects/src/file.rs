@@ -1,0 +1,919 @@
+//! The manifest-file object source (`--objects-file`): the standalone issuer's objects, read
+//! from a file of ordinary Kubernetes YAML or JSON and reloaded when it changes.
+//!
+//! A load builds a complete snapshot of the file and swaps it in at once, so a reader sees the
+//! old file or the new one, never half of each. A reload that fails (a syntax error, a file
+//! that is missing for a moment) keeps the last good snapshot: nothing is lost, the error is
+//! logged with its line, and it is counted in `warrant_objects_reloads_total{result="failure"}`.
+//! An object removed from the file is gone after the next successful reload, so the tokens
+//! bound to it stop passing review.
+//!
+//! Costs:
+//! - A lookup is two hash lookups by `&str` in the current snapshot and an `Arc` clone: no lock,
+//!   no allocation. It never waits for a reload.
+//! - Memory is a [`Record`] (about 150 bytes) plus its namespace and name per object. During a
+//!   reload the old and the new snapshot exist together, and the file's text is held while it
+//!   is parsed.
+//! - A reload reads and parses the whole file on a runtime worker thread; its time grows with
+//!   the file's size, and lookups go on meanwhile against the previous snapshot.
+//!
+//! Watching: the file's directory is watched, not the file, because editors and Kubernetes
+//! ConfigMap volumes replace a file by renaming another over it (or by swapping a symlink),
+//! which a watch on the old file would never see. Bursts of events are debounced.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use jiff::Timestamp;
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher as _};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::sync::{Mutex, mpsc, watch};
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::manifest::{self, Entry, ManifestError};
+use crate::record::{Kind, Record};
+use crate::source::ObjectSource;
+
+/// How long the watcher waits after the first change event before it reloads, so a save that
+/// arrives as several events (truncate, write, close, rename) is read once, complete.
+const DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// Objects from a manifest file, reloaded on change. Cheap to clone: clones share one snapshot,
+/// so the server can hold one as its [`ObjectSource`] while its owner reloads and watches it.
+///
+/// Each object keeps a stable UID while it stays in the file: an explicit `metadata.uid` is used
+/// as is; an object without one gets a random UUID when it first appears and keeps it across
+/// reloads (even if a UID it once had is later removed from the file). An object that leaves
+/// the file and comes back gets a new UID, as a re-created object does in Kubernetes, so tokens
+/// bound to its old incarnation stay revoked.
+#[derive(Clone)]
+pub struct FileSource {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    path: PathBuf,
+    /// The path as shown in messages.
+    label: String,
+    current: ArcSwap<Snapshot>,
+    /// One reload at a time, so two reloads cannot hand the same new object two UIDs.
+    reloading: Mutex<()>,
+    status: watch::Sender<ReloadStatus>,
+    metrics: Metrics,
+}
+
+/// What the latest reload did, published after every attempt so that the watcher's owner (and
+/// tests) can wait for a reload instead of sleeping.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadStatus {
+    /// How many reloads have been attempted since the initial load (0 until the first); it
+    /// increases once per attempt, successful or not.
+    pub generation: u64,
+    /// Why the latest attempt failed; `None` if it succeeded (or none was made). After a
+    /// failure the objects of the last good load are still served.
+    pub error: Option<ManifestError>,
+}
+
+impl FileSource {
+    /// Reads and parses the file. Fails if it is missing or invalid: at startup there is no
+    /// last good set to fall back on, so the caller should exit with the message.
+    ///
+    /// `now` is recorded as the time of the last successful load (a metric).
+    pub async fn load(path: impl Into<PathBuf>, now: Timestamp) -> Result<Self, ManifestError> {
+        let path = path.into();
+        let label = path.display().to_string();
+        let snapshot = read_snapshot(&path, &label, None).await?;
+        let metrics = Metrics::new();
+        metrics.loaded(&snapshot, now);
+        log_loaded(&label, &snapshot, "loaded objects file");
+        let (status, _) = watch::channel(ReloadStatus::default());
+        Ok(FileSource {
+            shared: Arc::new(Shared {
+                path,
+                label,
+                current: ArcSwap::from_pointee(snapshot),
+                reloading: Mutex::new(()),
+                status,
+                metrics,
+            }),
+        })
+    }
+
+    /// The file this source reads.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Reloads the file now, for a SIGHUP handler (and tests that drive reloads themselves).
+    /// On failure the last good objects stay in place; the error is also logged, counted and
+    /// published to subscribers (see [`subscribe`](Self::subscribe)), so a caller may ignore it.
+    pub async fn reload_now(&self, now: Timestamp) -> Result<(), ManifestError> {
+        self.shared.reload(now).await
+    }
+
+    /// A receiver of the [`ReloadStatus`], updated after every reload attempt (by the watcher
+    /// or [`reload_now`](Self::reload_now)). Await `changed()` or `wait_for(..)` on it to know
+    /// a reload has happened.
+    pub fn subscribe(&self) -> watch::Receiver<ReloadStatus> {
+        self.shared.status.subscribe()
+    }
+
+    /// Starts reloading the file whenever it changes, until the returned [`FileWatch`] is
+    /// dropped. `clock` gives the time of each reload (the last-success metric); the binary
+    /// passes its one clock, so this crate never reads the time itself.
+    ///
+    /// Must be called within a Tokio runtime, which runs the reload task.
+    pub fn watch<C>(&self, clock: C) -> Result<FileWatch, ManifestError>
+    where
+        C: Fn() -> Timestamp + Send + 'static,
+    {
+        let shared = &self.shared;
+        let watch_error = |source: notify::Error| ManifestError::Watch {
+            path: shared.label.clone(),
+            source: Arc::new(source),
+        };
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| ManifestError::NoRuntime {
+                path: shared.label.clone(),
+            })?;
+        let file_name = shared
+            .path
+            .file_name()
+            .ok_or_else(|| watch_error(notify::Error::generic("the path names no file")))?
+            .to_owned();
+        let directory = shared
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+
+        let (events, receiver) = mpsc::unbounded_channel();
+        let mut watcher = notify::recommended_watcher(move |event| {
+            // The receiver is gone only once the watch task has ended; nothing is left to tell.
+            let _ = events.send(event);
+        })
+        .map_err(watch_error)?;
+        watcher
+            .watch(directory, RecursiveMode::NonRecursive)
+            .map_err(watch_error)?;
+        let task = runtime.spawn(watch_loop(shared.clone(), receiver, clock, file_name));
+        tracing::info!(path = %shared.label, "watching objects file for changes");
+        Ok(FileWatch {
+            _watcher: watcher,
+            task,
+        })
+    }
+
+    /// Registers this source's metrics (names prefixed `warrant_objects_`) into the server's
+    /// registry: objects held by kind, reloads by result, and the time of the last successful
+    /// load. Call it once per registry.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        self.shared.metrics.register(registry);
+    }
+}
+
+impl ObjectSource for FileSource {
+    fn cached(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Record>> {
+        self.shared
+            .current
+            .load()
+            .get(kind, namespace, name)
+            .cloned()
+    }
+
+    // `live` keeps the default: the file is its own authority, so a miss means "absent".
+
+    /// Always true: a `FileSource` exists only once its file has loaded.
+    fn ready(&self) -> bool {
+        true
+    }
+
+    fn count(&self, kind: Kind) -> usize {
+        *self.shared.current.load().counts.get(kind)
+    }
+}
+
+impl std::fmt::Debug for FileSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSource")
+            .field("path", &self.shared.path)
+            .field("generation", &self.shared.status.borrow().generation)
+            .finish()
+    }
+}
+
+/// Keeps a [`FileSource`] reloading on change; dropping it stops the watching.
+pub struct FileWatch {
+    _watcher: notify::RecommendedWatcher,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FileWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for FileWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileWatch")
+            .field("running", &!self.task.is_finished())
+            .finish()
+    }
+}
+
+impl Shared {
+    async fn reload(&self, now: Timestamp) -> Result<(), ManifestError> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let previous = self.current.load_full();
+        let result = match read_snapshot(&self.path, &self.label, Some(&previous)).await {
+            Ok(snapshot) => {
+                self.metrics.loaded(&snapshot, now);
+                self.metrics.reloaded("success");
+                log_loaded(&self.label, &snapshot, "reloaded objects file");
+                self.current.store(Arc::new(snapshot));
+                Ok(())
+            }
+            Err(error) => {
+                self.metrics.reloaded("failure");
+                tracing::error!(
+                    %error,
+                    "reloading the objects file failed; still serving the objects of the last good load"
+                );
+                Err(error)
+            }
+        };
+        // Published after the swap, so a waiter that wakes sees the new objects.
+        self.status.send_modify(|status| {
+            status.generation = status.generation.wrapping_add(1);
+            status.error = result.as_ref().err().cloned();
+        });
+        result
+    }
+}
+
+async fn watch_loop<C>(
+    shared: Arc<Shared>,
+    mut events: mpsc::UnboundedReceiver<notify::Result<notify::Event>>,
+    clock: C,
+    file_name: OsString,
+) where
+    C: Fn() -> Timestamp,
+{
+    while let Some(event) = events.recv().await {
+        if !concerns(&shared, &file_name, &event) {
+            continue;
+        }
+        tokio::time::sleep(DEBOUNCE).await;
+        while events.try_recv().is_ok() {}
+        // A failure is logged, counted and published by `reload`; the watch goes on.
+        let _ = shared.reload(clock()).await;
+    }
+}
+
+/// True if `event` may have changed the file.
+fn concerns(shared: &Shared, file_name: &OsStr, event: &notify::Result<notify::Event>) -> bool {
+    let event = match event {
+        Ok(event) => event,
+        Err(error) => {
+            tracing::warn!(path = %shared.label, %error, "file watcher error; reloading to be safe");
+            return true;
+        }
+    };
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+        // Opening and reading the file (our own reloads included) change nothing.
+        EventKind::Access(_) => return false,
+        _ => {}
+    }
+    event.need_rescan()
+        || event.paths.iter().any(|p| p.file_name() == Some(file_name))
+        // A symlinked file (a ConfigMap volume) changes when a link elsewhere in its directory
+        // is swapped, in an event that never names the file.
+        || shared.path.is_symlink()
+}
+
+async fn read_snapshot(
+    path: &Path,
+    label: &str,
+    previous: Option<&Snapshot>,
+) -> Result<Snapshot, ManifestError> {
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|source| ManifestError::Read {
+            path: label.to_owned(),
+            source: Arc::new(source),
+        })?;
+    let entries = manifest::parse(label, &text)?;
+    drop(text);
+    Ok(Snapshot::build(entries, previous))
+}
+
+fn log_loaded(label: &str, snapshot: &Snapshot, message: &str) {
+    let counts = &snapshot.counts;
+    tracing::info!(
+        path = label,
+        service_accounts = counts.service_account,
+        pods = counts.pod,
+        secrets = counts.secret,
+        nodes = counts.node,
+        "{message}"
+    );
+}
+
+/// Records by namespace (`""` for nodes), then by name: looked up by `&str` without allocating.
+type Namespaces = HashMap<String, HashMap<String, Arc<Record>>>;
+
+/// One complete load of the file.
+#[derive(Default)]
+struct Snapshot {
+    objects: ByKind<Namespaces>,
+    counts: ByKind<usize>,
+}
+
+impl Snapshot {
+    /// The snapshot of `entries`, giving each object without an explicit UID the UID it had in
+    /// `previous`, or a new one.
+    fn build(entries: Vec<Entry>, previous: Option<&Snapshot>) -> Snapshot {
+        let mut snapshot = Snapshot::default();
+        for entry in entries {
+            let uid = entry
+                .uid
+                .or_else(|| {
+                    previous
+                        .and_then(|p| p.get(entry.kind, &entry.namespace, &entry.name))
+                        .map(|record| record.uid.clone())
+                })
+                .unwrap_or_else(|| Uuid::new_v4().to_string());
+            let record = Record {
+                uid,
+                deletion_timestamp: entry.deletion_timestamp,
+                pod: entry.pod,
+            };
+            snapshot
+                .objects
+                .get_mut(entry.kind)
+                .entry(entry.namespace)
+                .or_default()
+                .insert(entry.name, Arc::new(record));
+            *snapshot.counts.get_mut(entry.kind) += 1;
+        }
+        snapshot
+    }
+
+    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Arc<Record>> {
+        self.objects.get(kind).get(namespace)?.get(name)
+    }
+}
+
+/// One value per kind.
+#[derive(Debug, Default)]
+struct ByKind<T> {
+    service_account: T,
+    pod: T,
+    secret: T,
+    node: T,
+}
+
+impl<T> ByKind<T> {
+    fn get(&self, kind: Kind) -> &T {
+        match kind {
+            Kind::ServiceAccount => &self.service_account,
+            Kind::Pod => &self.pod,
+            Kind::Secret => &self.secret,
+            Kind::Node => &self.node,
+        }
+    }
+
+    fn get_mut(&mut self, kind: Kind) -> &mut T {
+        match kind {
+            Kind::ServiceAccount => &mut self.service_account,
+            Kind::Pod => &mut self.pod,
+            Kind::Secret => &mut self.secret,
+            Kind::Node => &mut self.node,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+/// The source's metrics. They are kept whether or not a registry shows them; registering
+/// exposes the same handles.
+#[derive(Clone, Default)]
+struct Metrics {
+    held: Family<KindLabel, Gauge>,
+    reloads: Family<ResultLabel, Counter>,
+    last_success: Gauge,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let metrics = Metrics::default();
+        // Both results exist from the start, so a dashboard's rate() sees the first failure.
+        for result in ["success", "failure"] {
+            metrics
+                .reloads
+                .get_or_create(&ResultLabel { result })
+                .inc_by(0);
+        }
+        metrics
+    }
+
+    fn loaded(&self, snapshot: &Snapshot, now: Timestamp) {
+        for kind in Kind::ALL {
+            let count = i64::try_from(*snapshot.counts.get(kind)).unwrap_or(i64::MAX);
+            self.held
+                .get_or_create(&KindLabel { kind: kind.name() })
+                .set(count);
+        }
+        self.last_success.set(now.as_second());
+    }
+
+    fn reloaded(&self, result: &'static str) {
+        self.reloads.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "warrant_objects_held",
+            "Objects held from the objects file, by kind",
+            self.held.clone(),
+        );
+        registry.register(
+            "warrant_objects_reloads",
+            "Reloads of the objects file, by result; a failed reload keeps the last good objects",
+            self.reloads.clone(),
+        );
+        registry.register(
+            "warrant_objects_last_success_timestamp_seconds",
+            "When the objects file was last loaded successfully, in Unix seconds",
+            self.last_success.clone(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use prometheus_client::encoding::text::encode;
+    use tempfile::TempDir;
+    use warrant_token::{Binding, Claims, NewToken, ObjectRef};
+
+    use super::*;
+    use crate::checks::check_token_objects;
+    use crate::source::Objects;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    /// A YAML document for a namespaced object; `uid` may be left out.
+    fn object(kind: &str, namespace: &str, name: &str, uid: Option<&str>) -> String {
+        let uid = uid.map(|u| format!("  uid: {u}\n")).unwrap_or_default();
+        format!(
+            "---\napiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {namespace}\n{uid}"
+        )
+    }
+
+    fn pod(name: &str, uid: &str) -> String {
+        object("Pod", "demo", name, Some(uid)) + "spec:\n  serviceAccountName: app\n"
+    }
+
+    struct Fixture {
+        _dir: TempDir,
+        path: PathBuf,
+    }
+
+    impl Fixture {
+        fn new(text: &str) -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("objects.yaml");
+            std::fs::write(&path, text).unwrap();
+            Fixture { _dir: dir, path }
+        }
+
+        /// Rewrites the file in place.
+        fn write(&self, text: &str) {
+            std::fs::write(&self.path, text).unwrap();
+        }
+
+        /// Replaces the file by renaming a new one over it, as editors and `kubectl cp` do.
+        fn replace(&self, text: &str) {
+            let staged = self.path.with_extension("yaml.new");
+            std::fs::write(&staged, text).unwrap();
+            std::fs::rename(&staged, &self.path).unwrap();
+        }
+    }
+
+    fn uid(source: &FileSource, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        source
+            .cached(kind, namespace, name)
+            .map(|record| record.uid.clone())
+    }
+
+    /// Waits until the source has published a status for which `done` holds. The timeout only
+    /// keeps a broken watcher from hanging the test run.
+    async fn until(
+        source: &FileSource,
+        what: &str,
+        mut done: impl FnMut(&ReloadStatus) -> bool,
+    ) -> ReloadStatus {
+        let mut status = source.subscribe();
+        let waited = tokio::time::timeout(Duration::from_secs(30), status.wait_for(|s| done(s)))
+            .await
+            .map(|found| found.map(|s| s.clone()));
+        match waited {
+            Ok(Ok(status)) => status,
+            Ok(Err(_)) => panic!("the source went away while waiting for {what}"),
+            Err(_) => panic!(
+                "no reload brought {what}; last status: {:?}",
+                *status.borrow()
+            ),
+        }
+    }
+
+    /// The value of one sample in the source's metrics, e.g. `warrant_objects_held{kind="Pod"}`.
+    fn metric(source: &FileSource, sample: &str) -> f64 {
+        let mut registry = Registry::default();
+        source.register_metrics(&mut registry);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {sample} in\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_loaded_file_answers_lookups() {
+        let text = object("ServiceAccount", "demo", "app", Some("sa-1"))
+            + &pod("app-0", "pod-1")
+            + "  nodeName: node-1\n"
+            + &object("Secret", "demo", "token", Some("sec-1"))
+            + "data:\n  token: c2VjcmV0\n"
+            + "---\napiVersion: v1\nkind: Node\nmetadata: {name: node-1, uid: node-uid}\n";
+        let fixture = Fixture::new(&text);
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+
+        assert!(source.ready());
+        assert_eq!(source.path(), fixture.path);
+        let pod = source.cached(Kind::Pod, "demo", "app-0").unwrap();
+        assert_eq!(pod.uid, "pod-1");
+        let info = pod.pod.as_ref().unwrap();
+        assert_eq!(
+            (info.service_account_name.as_str(), info.node_name.as_str()),
+            ("app", "node-1")
+        );
+        assert_eq!(
+            uid(&source, Kind::Node, "", "node-1").as_deref(),
+            Some("node-uid")
+        );
+        assert_eq!(
+            uid(&source, Kind::Secret, "demo", "token").as_deref(),
+            Some("sec-1")
+        );
+        // Names are per namespace and per kind.
+        assert_eq!(source.cached(Kind::Pod, "other", "app-0"), None);
+        assert_eq!(source.cached(Kind::Secret, "demo", "app-0"), None);
+        for kind in Kind::ALL {
+            assert_eq!(source.count(kind), 1, "{kind:?}");
+        }
+
+        // Through the server's handle, a miss is "absent": the file is its own authority.
+        let objects = Objects::new(Arc::new(source.clone()));
+        assert_eq!(objects.get(Kind::Pod, "demo", "gone").await, Ok(None));
+        assert!(
+            objects
+                .get(Kind::ServiceAccount, "demo", "app")
+                .await
+                .unwrap()
+                .is_some()
+        );
+
+        for kind in ["ServiceAccount", "Pod", "Secret", "Node"] {
+            assert_eq!(
+                metric(&source, &format!("warrant_objects_held{{kind=\"{kind}\"}}")),
+                1.0
+            );
+        }
+        assert_eq!(
+            metric(&source, "warrant_objects_last_success_timestamp_seconds"),
+            NOW as f64
+        );
+        for result in ["success", "failure"] {
+            let sample = format!("warrant_objects_reloads_total{{result=\"{result}\"}}");
+            assert_eq!(metric(&source, &sample), 0.0);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_or_invalid_file_fails_the_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("objects.yaml");
+        let error = FileSource::load(&missing, at(NOW)).await.unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("{}: cannot read: ", missing.display())),
+            "{message}"
+        );
+
+        let fixture = Fixture::new(&(pod("app-0", "a") + &pod("app-0", "b")));
+        let error = FileSource::load(&fixture.path, at(NOW)).await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{}: line 11: Pod \"demo/app-0\" appears twice (first at line 2)",
+                fixture.path.display()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn uids_are_given_kept_and_renewed() {
+        let sa = object("ServiceAccount", "demo", "app", None);
+        let fixture = Fixture::new(&(sa.clone() + &pod("app-0", "explicit")));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let generated = uid(&source, Kind::ServiceAccount, "demo", "app").unwrap();
+        assert_eq!(
+            Uuid::parse_str(&generated).unwrap().get_version_num(),
+            4,
+            "{generated}"
+        );
+
+        // Reloads keep it while the object stays, whatever else changes.
+        fixture.write(&(sa.clone() + &pod("app-0", "explicit") + &pod("app-1", "p1")));
+        source.reload_now(at(NOW + 1)).await.unwrap();
+        assert_eq!(
+            uid(&source, Kind::ServiceAccount, "demo", "app"),
+            Some(generated.clone())
+        );
+
+        // An explicit UID removed from the file is kept too.
+        fixture.write(&(sa.clone() + &object("Pod", "demo", "app-0", None)));
+        source.reload_now(at(NOW + 2)).await.unwrap();
+        assert_eq!(
+            uid(&source, Kind::Pod, "demo", "app-0").as_deref(),
+            Some("explicit")
+        );
+        assert_eq!(
+            uid(&source, Kind::ServiceAccount, "demo", "app"),
+            Some(generated.clone())
+        );
+
+        // Gone, then back: a new object, with a new UID (its old tokens stay revoked).
+        fixture.write(&object("Pod", "demo", "app-0", None));
+        source.reload_now(at(NOW + 3)).await.unwrap();
+        assert_eq!(uid(&source, Kind::ServiceAccount, "demo", "app"), None);
+        fixture.write(&(sa + &object("Pod", "demo", "app-0", None)));
+        source.reload_now(at(NOW + 4)).await.unwrap();
+        let renewed = uid(&source, Kind::ServiceAccount, "demo", "app").unwrap();
+        assert_ne!(renewed, generated);
+        assert_eq!(
+            uid(&source, Kind::Pod, "demo", "app-0").as_deref(),
+            Some("explicit")
+        );
+
+        // A failed reload in between does not forget UIDs.
+        fixture.write("kind: [");
+        source.reload_now(at(NOW + 5)).await.unwrap_err();
+        fixture.write(&object("ServiceAccount", "demo", "app", None));
+        source.reload_now(at(NOW + 6)).await.unwrap();
+        assert_eq!(
+            uid(&source, Kind::ServiceAccount, "demo", "app"),
+            Some(renewed)
+        );
+
+        let status = source.subscribe().borrow().clone();
+        assert_eq!(status.generation, 6);
+        assert!(status.error.is_none());
+        assert_eq!(
+            metric(
+                &source,
+                r#"warrant_objects_reloads_total{result="success"}"#
+            ),
+            5.0
+        );
+        assert_eq!(
+            metric(
+                &source,
+                r#"warrant_objects_reloads_total{result="failure"}"#
+            ),
+            1.0
+        );
+        assert_eq!(
+            metric(&source, "warrant_objects_last_success_timestamp_seconds"),
+            (NOW + 6) as f64
+        );
+    }
+
+    #[tokio::test]
+    async fn edits_are_picked_up_whether_written_in_place_or_renamed_over() {
+        let fixture = Fixture::new(&pod("app-0", "p0"));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+
+        fixture.write(&(pod("app-0", "p0") + &pod("app-1", "p1")));
+        until(&source, "app-1 from an in-place write", |_| {
+            source.cached(Kind::Pod, "demo", "app-1").is_some()
+        })
+        .await;
+        assert_eq!(source.count(Kind::Pod), 2);
+        assert_eq!(metric(&source, r#"warrant_objects_held{kind="Pod"}"#), 2.0);
+        assert_eq!(
+            metric(&source, "warrant_objects_last_success_timestamp_seconds"),
+            (NOW + 10) as f64
+        );
+
+        fixture.replace(&pod("app-2", "p2"));
+        until(&source, "app-2 from a rename", |_| {
+            source.cached(Kind::Pod, "demo", "app-2").is_some()
+        })
+        .await;
+        // The replaced file's other objects are gone with it.
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-0"), None);
+        assert_eq!(source.count(Kind::Pod), 1);
+    }
+
+    #[tokio::test]
+    async fn a_bad_edit_keeps_the_last_good_objects_until_it_is_fixed() {
+        let fixture = Fixture::new(&pod("app-0", "p0"));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+
+        fixture.write(&(pod("app-1", "p1") + "---\napiVersion: v1\nkind: Pod\nmetadata: {}\n"));
+        let status = until(&source, "a failed reload", |s| s.error.is_some()).await;
+        assert_eq!(
+            status.error.unwrap().to_string(),
+            format!(
+                "{}: line 11: Pod has no metadata.name",
+                fixture.path.display()
+            )
+        );
+        // Nothing of the bad file was applied, nothing of the good one lost.
+        assert_eq!(
+            uid(&source, Kind::Pod, "demo", "app-0").as_deref(),
+            Some("p0")
+        );
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-1"), None);
+        assert!(
+            metric(
+                &source,
+                r#"warrant_objects_reloads_total{result="failure"}"#
+            ) >= 1.0
+        );
+        assert_eq!(
+            metric(&source, "warrant_objects_last_success_timestamp_seconds"),
+            NOW as f64
+        );
+
+        fixture.write(&pod("app-1", "p1"));
+        let status = until(&source, "the fixed file", |s| {
+            s.error.is_none() && source.cached(Kind::Pod, "demo", "app-1").is_some()
+        })
+        .await;
+        assert!(status.generation >= 2);
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-0"), None);
+        assert!(
+            metric(
+                &source,
+                r#"warrant_objects_reloads_total{result="success"}"#
+            ) >= 1.0
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deleted_file_keeps_the_last_good_objects() {
+        let fixture = Fixture::new(&pod("app-0", "p0"));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+
+        std::fs::remove_file(&fixture.path).unwrap();
+        let status = until(&source, "a reload of the missing file", |s| {
+            s.error.is_some()
+        })
+        .await;
+        let message = status.error.unwrap().to_string();
+        assert!(
+            message.starts_with(&format!("{}: cannot read: ", fixture.path.display())),
+            "{message}"
+        );
+        assert_eq!(
+            uid(&source, Kind::Pod, "demo", "app-0").as_deref(),
+            Some("p0")
+        );
+
+        // When it comes back, it is read again.
+        fixture.write(&pod("app-1", "p1"));
+        until(&source, "the re-created file", |s| {
+            s.error.is_none() && source.cached(Kind::Pod, "demo", "app-1").is_some()
+        })
+        .await;
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-0"), None);
+    }
+
+    /// A Kubernetes ConfigMap volume: the file is a symlink through `..data`, and an update
+    /// swaps `..data` to a new directory in one rename, in an event that never names the file.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_configmap_volume_update_is_picked_up() {
+        use std::os::unix::fs::symlink;
+
+        let dir = tempfile::tempdir().unwrap();
+        let version = |name: &str, text: &str| {
+            std::fs::create_dir(dir.path().join(name)).unwrap();
+            std::fs::write(dir.path().join(name).join("objects.yaml"), text).unwrap();
+        };
+        version("..v1", &pod("app-0", "p0"));
+        symlink("..v1", dir.path().join("..data")).unwrap();
+        symlink("..data/objects.yaml", dir.path().join("objects.yaml")).unwrap();
+        let source = FileSource::load(dir.path().join("objects.yaml"), at(NOW))
+            .await
+            .unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+        assert!(source.cached(Kind::Pod, "demo", "app-0").is_some());
+
+        version("..v2", &pod("app-1", "p1"));
+        symlink("..v2", dir.path().join("..data_tmp")).unwrap();
+        std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+        until(&source, "the swapped ConfigMap version", |_| {
+            source.cached(Kind::Pod, "demo", "app-1").is_some()
+        })
+        .await;
+        assert_eq!(source.cached(Kind::Pod, "demo", "app-0"), None);
+    }
+
+    #[tokio::test]
+    async fn a_pod_removed_from_the_file_invalidates_its_tokens() {
+        let sa = object("ServiceAccount", "demo", "app", Some("sa-1"));
+        let fixture = Fixture::new(&(sa.clone() + &pod("app-0", "pod-1")));
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+        let objects = Objects::new(Arc::new(source.clone()));
+        let claims = Claims::new(NewToken {
+            issuer: "https://issuer.example",
+            namespace: "demo",
+            service_account: ObjectRef::new("app", "sa-1"),
+            audiences: vec!["vault".into()],
+            binding: Binding::Pod {
+                pod: ObjectRef::new("app-0", "pod-1"),
+                node: None,
+            },
+            issued_at: NOW,
+            expires_at: NOW + 3600,
+            warn_after: None,
+            jti: "jti-1".into(),
+        });
+        assert_eq!(
+            check_token_objects(&objects, &claims, at(NOW)).await,
+            Ok(())
+        );
+
+        fixture.write(&sa);
+        until(&source, "the pod's removal", |_| {
+            source.cached(Kind::Pod, "demo", "app-0").is_none()
+        })
+        .await;
+        assert_eq!(
+            check_token_objects(&objects, &claims, at(NOW))
+                .await
+                .unwrap_err()
+                .to_string(),
+            "service account token has been invalidated"
+        );
+    }
+
+    #[tokio::test]
+    async fn watching_outside_a_runtime_is_an_error_not_a_panic() {
+        let fixture = Fixture::new("");
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let outside = std::thread::spawn(move || source.watch(|| at(NOW)).map(drop));
+        let error = outside.join().unwrap().unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .ends_with(": cannot watch for changes outside a Tokio runtime")
+        );
+    }
+}
