@@ -22,7 +22,32 @@ fmt:
 build:
 	$(CARGO) build --workspace --locked
 
-## make run: the standalone issuer with a local example.
+## make run: the standalone issuer with a local example (deploy/local/objects.yaml).
+## The first run creates .warrant/ (CA, serving certificate, signing key, admin token,
+## kubeconfig); later runs reuse it, so tokens issued earlier stay valid.
+LOCAL   ?= .warrant
+ADDRESS ?= 127.0.0.1
+PORT    ?= 8443
+ISSUER  ?= https://$(ADDRESS):$(PORT)
+
 run:
-	@echo "make run: the standalone server (warrant serve) is coming in the next step."
-	@echo "Today the token library is complete: see docs/tokens.md, and run 'make test'."
+	$(CARGO) build --locked --bin warrant
+	./target/debug/warrant local-setup --dir $(LOCAL) --address $(ADDRESS) --port $(PORT)
+	@echo
+	@echo "warrant is starting on $(ISSUER). In another terminal, try:"
+	@echo
+	@echo "  export KUBECONFIG=$$PWD/$(LOCAL)/kubeconfig"
+	@echo "  kubectl create token app -n demo --audience vault"
+	@echo "  kubectl create token app -n demo --bound-object-kind Pod --bound-object-name app-0"
+	@echo "  kubectl get --raw /.well-known/openid-configuration"
+	@echo
+	@echo "docs/getting-started.md walks through reviewing and verifying tokens."
+	@echo
+	exec ./target/debug/warrant serve \
+		--service-account-issuer $(ISSUER) \
+		--service-account-signing-key-file $(LOCAL)/sa.key \
+		--tls-cert-file $(LOCAL)/serving.crt \
+		--tls-private-key-file $(LOCAL)/serving.key \
+		--token-auth-file $(LOCAL)/tokens.csv \
+		--objects-file deploy/local/objects.yaml \
+		--bind-address $(ADDRESS) --secure-port $(PORT)

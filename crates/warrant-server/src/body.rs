@@ -1,5 +1,5 @@
-//! Reading request bodies: a size limit, the content types kube-apiserver reads (JSON and
-//! YAML), and parse errors that say where without echoing what (a body may hold a token).
+//! Reading request bodies: a size limit, the content types kube-apiserver reads (JSON, YAML
+//! and Kubernetes protobuf), and parse errors that say where without echoing what (a body may hold a token).
 
 use axum::body::Body;
 use http::HeaderMap;
@@ -7,12 +7,13 @@ use http::header::CONTENT_TYPE;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::protobuf::FromProtobuf;
 
 /// The largest body accepted, as kube-apiserver's limit: 3 MiB.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Reads and decodes a request body.
-pub(crate) async fn decode<T: DeserializeOwned>(
+pub(crate) async fn decode<T: DeserializeOwned + FromProtobuf>(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<T, ApiError> {
@@ -21,6 +22,7 @@ pub(crate) async fn decode<T: DeserializeOwned>(
         .await
         .map_err(|_| ApiError::too_large(MAX_BODY_BYTES))?;
     match format {
+        Format::Protobuf => T::from_protobuf(&bytes),
         Format::Json => {
             // serde reads a struct from an array too; Kubernetes objects are JSON objects only.
             if bytes
@@ -50,6 +52,7 @@ pub(crate) async fn decode<T: DeserializeOwned>(
 enum Format {
     Json,
     Yaml,
+    Protobuf,
 }
 
 fn format(headers: &HeaderMap) -> Result<Format, ApiError> {
@@ -66,6 +69,7 @@ fn format(headers: &HeaderMap) -> Result<Format, ApiError> {
     match media.as_str() {
         "" | "application/json" | "*/*" => Ok(Format::Json),
         "application/yaml" | "application/x-yaml" | "text/yaml" => Ok(Format::Yaml),
+        "application/vnd.kubernetes.protobuf" => Ok(Format::Protobuf),
         _ => Err(ApiError::unsupported_media_type(&media)),
     }
 }

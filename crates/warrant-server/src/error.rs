@@ -144,7 +144,7 @@ impl ApiError {
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format ({content_type}) - accepted media types include: application/json, application/yaml"
+                "the body of the request was in an unknown format ({content_type}) - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
             ),
         )
     }

@@ -10,6 +10,7 @@ mod clock;
 mod discovery;
 mod error;
 mod metrics;
+mod protobuf;
 mod published;
 mod settings;
 mod state;

@@ -60,7 +60,7 @@ async fn malformed_json_is_400_without_echoing_values() {
 }
 
 #[tokio::test]
-async fn yaml_is_accepted_and_other_types_are_415() {
+async fn yaml_and_protobuf_are_accepted_and_other_types_are_415() {
     let api = api();
     let r = api
         .send(post(
@@ -70,12 +70,17 @@ async fn yaml_is_accepted_and_other_types_are_415() {
         ))
         .await;
     assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    // Kubernetes protobuf is read (kubectl and the kubelet send it); a malformed one is a 400.
     let r = api
         .send(post(
             TOKEN_PATH,
             "application/vnd.kubernetes.protobuf",
-            "\x6b\x38\x73",
+            "k8s\0garbage",
         ))
+        .await;
+    assert_eq!(r.code, StatusCode::BAD_REQUEST, "{}", r.text);
+    let r = api
+        .send(post(TOKEN_PATH, "application/cbor", "\x6b\x38\x73"))
         .await;
     assert_eq!(r.code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_eq!(r.json["reason"], "UnsupportedMediaType");

@@ -1,0 +1,69 @@
+//! Go's duration syntax (`1h`, `90m`, `1h30m`, `3600s`), which kube-apiserver's duration flags
+//! use, reduced to whole seconds.
+
+/// Parses a Go duration into whole seconds. Fractions of a second are refused rather than
+/// rounded: every duration warrant takes is a whole number of seconds.
+pub(crate) fn parse_seconds(text: &str) -> Result<i64, String> {
+    let invalid =
+        || format!("invalid duration {text:?}: use a number with a unit, e.g. 24h, 90m, 3600s");
+    if text == "0" {
+        return Ok(0);
+    }
+    let mut rest = text;
+    let mut total: i64 = 0;
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(invalid)?;
+        if digits == 0 {
+            return Err(invalid());
+        }
+        let (number, tail) = rest.split_at(digits);
+        let number: i64 = number.parse().map_err(|_| invalid())?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let scale = match unit {
+            "h" => 3600,
+            "m" => 60,
+            "s" => 1,
+            _ => return Err(invalid()),
+        };
+        total = number
+            .checked_mul(scale)
+            .and_then(|n| total.checked_add(n))
+            .ok_or_else(invalid)?;
+        rest = tail;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_seconds("24h"), Ok(86400));
+        assert_eq!(parse_seconds("1h30m"), Ok(5400));
+        assert_eq!(parse_seconds("3600s"), Ok(3600));
+        assert_eq!(parse_seconds("0"), Ok(0));
+        assert_eq!(parse_seconds("2h0m5s"), Ok(7205));
+        for bad in [
+            "",
+            "h",
+            "10",
+            "1.5h",
+            "1d",
+            "-1h",
+            "1h x",
+            "99999999999999999999h",
+        ] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+    }
+}

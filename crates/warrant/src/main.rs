@@ -1,0 +1,56 @@
+//! The `warrant` binary: command line, configuration and wiring. The behaviour lives in the
+//! library crates; this crate only assembles them.
+
+mod cli;
+mod duration;
+mod local;
+mod logging;
+mod objects;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format, &cli.log_level);
+    let result = match cli.command {
+        Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(Into::into)
+            .and_then(|runtime| runtime.block_on(serve::run(*args))),
+        Command::LocalSetup(args) => local_setup(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Startup errors go to the terminal as a sentence, with their causes.
+            let mut message = e.to_string();
+            let mut source = e.source();
+            while let Some(cause) = source {
+                let text = cause.to_string();
+                if !message.contains(&text) {
+                    message.push_str(": ");
+                    message.push_str(&text);
+                }
+                source = cause.source();
+            }
+            tracing::error!("{message}");
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("warrant: {message}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn local_setup(args: &cli::LocalSetupArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let files = local::setup(args)?;
+    tracing::info!(dir = %files.dir.display(), "local setup ready");
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! Client-certificate authentication (`--client-ca-file`): CN is the user, O the groups.
+
+use std::process::Command;
+
+use crate::support::*;
+use crate::tokens::OBJECTS;
+
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is required");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, and a client certificate for `cn` in organisation `o` signed by it.
+fn client_pki(dir: &std::path::Path, prefix: &str, cn: &str, o: &str) {
+    let ca = format!("{prefix}-ca");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{ca}.key"),
+            "-out",
+            &format!("{ca}.crt"),
+            "-subj",
+            &format!("/CN={prefix} client CA"),
+            "-days",
+            "1",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{prefix}.key"),
+            "-out",
+            &format!("{prefix}.csr"),
+            "-subj",
+            &format!("/CN={cn}/O={o}"),
+        ],
+    );
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{prefix}.csr"),
+            "-CA",
+            &format!("{ca}.crt"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-out",
+            &format!("{prefix}.crt"),
+            "-days",
+            "1",
+            "-extfile",
+            "client.ext",
+        ],
+    );
+}
+
+#[tokio::test]
+async fn client_certificates_authenticate() {
+    let pki = tempfile::tempdir().unwrap();
+    client_pki(pki.path(), "trusted", "alice", "dev");
+    client_pki(pki.path(), "stranger", "mallory", "dev");
+    let ca = pki.path().join("trusted-ca.crt");
+    let w = Warrant::start(OBJECTS, &["--client-ca-file", ca.to_str().unwrap()]).await;
+
+    // A kubeconfig that presents only the certificate (no token).
+    let with_cert = |name: &str| {
+        let kubeconfig = pki.path().join(format!("{name}.kubeconfig"));
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: c\n  context: {{cluster: w, user: u}}\ncurrent-context: c\n",
+            w.issuer(),
+            w.path("ca.crt").display(),
+            pki.path().join(format!("{name}.crt")).display(),
+            pki.path().join(format!("{name}.key")).display(),
+        );
+        std::fs::write(&kubeconfig, yaml).unwrap();
+        w.kubectl_with(&kubeconfig, &["create", "token", "app", "-n", "demo"])
+    };
+    let out = with_cert("trusted");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        claims(&String::from_utf8(out.stdout).unwrap()).sub,
+        "system:serviceaccount:demo:app"
+    );
+
+    // A certificate from another CA does not get through the handshake.
+    let out = with_cert("stranger");
+    assert!(!out.status.success());
+}

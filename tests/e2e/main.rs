@@ -1,0 +1,21 @@
+//! End-to-end tests: the real `warrant` binary, started as a user starts it (`local-setup`, then
+//! `serve`), driven by real clients: kubectl for TokenRequest and TokenReview, an HTTPS client
+//! for the rest. Nothing leaves the loopback interface.
+//!
+//! These tests need `kubectl` and `openssl` on the PATH (`.ci/run` checks).
+
+// Test helpers outside #[test] functions: a panic is how a test fails.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod bad_input;
+mod client_certs;
+mod errors;
+mod oidc;
+mod reviews;
+mod support;
+mod tokens;

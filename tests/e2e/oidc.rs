@@ -1,0 +1,57 @@
+//! A relying party's view: discovery document, then the JWKS it names, then a token verified
+//! with an independent JWT library.
+
+use jsonwebtoken::{DecodingKey, Validation, decode, jwk::JwkSet};
+use serde_json::Value;
+
+use crate::support::*;
+use crate::tokens::OBJECTS;
+
+#[tokio::test]
+async fn a_relying_party_verifies_tokens_through_discovery() {
+    let w = Warrant::start(OBJECTS, &[]).await;
+    // Served without authentication: relying parties have no credentials.
+    let r = w
+        .http
+        .get(w.url("/.well-known/openid-configuration"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    assert_eq!(r.headers()["cache-control"], "public, max-age=3600");
+    let discovery: Value = r.json().await.unwrap();
+    assert_eq!(discovery["issuer"], w.issuer());
+    assert_eq!(
+        discovery["id_token_signing_alg_values_supported"],
+        serde_json::json!(["RS256"])
+    );
+    let jwks_uri = discovery["jwks_uri"].as_str().unwrap();
+    assert_eq!(jwks_uri, format!("{}/openid/v1/jwks", w.issuer()));
+
+    let r = w.http.get(jwks_uri).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/jwk-set+json");
+    let jwks: JwkSet = r.json().await.unwrap();
+
+    let token = w.kubectl_ok(&[
+        "create",
+        "token",
+        "app",
+        "-n",
+        "demo",
+        "--audience",
+        "sts.example.com",
+    ]);
+    let token = token.trim();
+    let header = jsonwebtoken::decode_header(token).unwrap();
+    let jwk = jwks
+        .find(header.kid.as_deref().unwrap())
+        .expect("the token's kid is in the JWKS");
+    let mut validation = Validation::new(jsonwebtoken::Algorithm::RS256);
+    validation.set_audience(&["sts.example.com"]);
+    validation.set_issuer(&[w.issuer()]);
+    let verified =
+        decode::<Value>(token, &DecodingKey::from_jwk(jwk).unwrap(), &validation).unwrap();
+    assert_eq!(verified.claims["sub"], "system:serviceaccount:demo:app");
+}

@@ -1,0 +1,113 @@
+//! TokenReview with `kubectl create -f`, and revocation by editing the objects file.
+
+use serde_json::json;
+
+use crate::support::*;
+use crate::tokens::{NODE_UID, OBJECTS, POD_UID, SA_UID};
+
+#[tokio::test]
+async fn review_then_revoke_by_removing_the_pod() {
+    let w = Warrant::start(OBJECTS, &[]).await;
+    let token = w.kubectl_ok(&[
+        "create",
+        "token",
+        "app",
+        "-n",
+        "demo",
+        "--audience",
+        "vault",
+        "--bound-object-kind",
+        "Pod",
+        "--bound-object-name",
+        "app-0",
+    ]);
+    let token = token.trim();
+    let jti = claims(token).jti;
+
+    let status = w.review(token, &["vault"]);
+    assert_eq!(
+        status,
+        json!({
+            "authenticated": true,
+            "audiences": ["vault"],
+            "user": {
+                "username": "system:serviceaccount:demo:app",
+                "uid": SA_UID,
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:demo", "system:authenticated"],
+                "extra": {
+                    "authentication.kubernetes.io/credential-id": [format!("JTI={jti}")],
+                    "authentication.kubernetes.io/node-name": ["node-1"],
+                    "authentication.kubernetes.io/node-uid": [NODE_UID],
+                    "authentication.kubernetes.io/pod-name": ["app-0"],
+                    "authentication.kubernetes.io/pod-uid": [POD_UID],
+                }
+            }
+        })
+    );
+
+    // Remove the pod from the file: the next review fails.
+    let without_pod = OBJECTS.replace(
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: app-0, namespace: demo, uid: 5a7c4f6e-0000-4000-8000-00000000000b}\n  spec: {serviceAccountName: app, nodeName: node-1}\n",
+        "",
+    );
+    assert_ne!(without_pod, OBJECTS);
+    w.write_objects(&without_pod);
+    w.eventually("the pod's removal to revoke the token", || {
+        w.review(token, &["vault"])["error"] == "service account token has been invalidated"
+    })
+    .await;
+    assert_eq!(
+        w.review(token, &["vault"]),
+        json!({"user": {}, "error": "service account token has been invalidated"})
+    );
+
+    // Re-add it under the same name without a UID: it is a new pod with a new UID.
+    let readded = format!(
+        "{without_pod}- apiVersion: v1\n  kind: Pod\n  metadata: {{name: app-0, namespace: demo}}\n  spec: {{serviceAccountName: app, nodeName: node-1}}\n"
+    );
+    w.write_objects(&readded);
+    let prefix = "pod UID (";
+    w.eventually("the re-added pod to appear", || {
+        w.review(token, &["vault"])["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with(prefix))
+    })
+    .await;
+    let error = w.review(token, &["vault"])["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        error.ends_with(&format!(
+            ") does not match service account pod ref claim ({POD_UID})"
+        )),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn audiences_default_to_the_api_audiences() {
+    let w = Warrant::start(OBJECTS, &[]).await;
+    let token = w.kubectl_ok(&[
+        "create",
+        "token",
+        "app",
+        "-n",
+        "demo",
+        "--audience",
+        "vault",
+    ]);
+    let status = w.review(token.trim(), &[]);
+    assert_eq!(
+        status["error"],
+        format!(
+            r#"token audiences ["vault"] is invalid for the target audiences ["{}"]"#,
+            w.issuer()
+        )
+    );
+    let token = w.kubectl_ok(&["create", "token", "app", "-n", "demo"]);
+    assert_eq!(
+        w.review(token.trim(), &[])["audiences"],
+        json!([w.issuer()])
+    );
+}

@@ -1,0 +1,246 @@
+//! A running `warrant serve` in a temporary directory, and the clients that talk to it.
+
+use std::io::Read as _;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::Value;
+use warrant_token::Claims;
+
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_warrant");
+
+/// The objects `make run` uses, as a starting point.
+pub(crate) fn demo_objects() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/local/objects.yaml"
+    ))
+    .unwrap()
+}
+
+pub(crate) struct Warrant {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) port: u16,
+    child: Child,
+    pub(crate) http: reqwest::Client,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Warrant {
+    /// Sets up a local environment with `objects` and starts the server; `extra` flags are
+    /// appended to `warrant serve`.
+    pub(crate) async fn start(objects: &str, extra: &[&str]) -> Warrant {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let setup = Command::new(BIN)
+            .args(["local-setup", "--dir"])
+            .arg(dir.path())
+            .args(["--port", &port.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            setup.status.success(),
+            "local-setup: {}",
+            String::from_utf8_lossy(&setup.stderr)
+        );
+        std::fs::write(dir.path().join("objects.yaml"), objects).unwrap();
+        let issuer = format!("https://127.0.0.1:{port}");
+        let child = Command::new(BIN)
+            .arg("serve")
+            .args(["--service-account-issuer", &issuer])
+            .arg("--service-account-signing-key-file")
+            .arg(dir.path().join("sa.key"))
+            .arg("--tls-cert-file")
+            .arg(dir.path().join("serving.crt"))
+            .arg("--tls-private-key-file")
+            .arg(dir.path().join("serving.key"))
+            .arg("--token-auth-file")
+            .arg(dir.path().join("tokens.csv"))
+            .arg("--objects-file")
+            .arg(dir.path().join("objects.yaml"))
+            .args([
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                &port.to_string(),
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.path().join("ca.crt")).unwrap())
+            .unwrap();
+        let http = reqwest::Client::builder()
+            .tls_certs_only([ca])
+            .build()
+            .unwrap();
+        let mut warrant = Warrant {
+            dir,
+            port,
+            child,
+            http,
+        };
+        warrant.wait_ready().await;
+        warrant
+    }
+
+    /// Waits until `/readyz` answers 200; fails with the server's log if it exits first.
+    async fn wait_ready(&mut self) {
+        let url = self.url("/readyz");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(r) = self.http.get(&url).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "warrant exited with {status} before it was ready:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "warrant did not become ready"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The server's log so far (stops the server).
+    pub(crate) fn log(&mut self) -> String {
+        let _ = self.child.kill();
+        let mut text = String::new();
+        if let Some(stderr) = self.child.stderr.as_mut() {
+            let _ = stderr.read_to_string(&mut text);
+        }
+        text
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub(crate) fn issuer(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The admin bearer token from the local setup.
+    pub(crate) fn admin_token(&self) -> String {
+        let csv = std::fs::read_to_string(self.path("tokens.csv")).unwrap();
+        csv.split(',').next().unwrap().to_owned()
+    }
+
+    /// Runs kubectl against this server as the local setup's admin.
+    pub(crate) fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_with(&self.path("kubeconfig"), args)
+    }
+
+    /// Runs kubectl with another kubeconfig.
+    pub(crate) fn kubectl_with(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.path("kube-cache"))
+            .args(args)
+            .output()
+            .expect("kubectl must be installed for the end-to-end tests")
+    }
+
+    /// Runs kubectl and returns its stdout, failing the test with stderr if it fails.
+    pub(crate) fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `kubectl create -f` of a manifest, returning the created object as JSON.
+    pub(crate) fn kubectl_create(&self, manifest: &Value) -> Value {
+        let file = self.path(&format!("manifest-{}.json", rand_suffix()));
+        std::fs::write(&file, manifest.to_string()).unwrap();
+        let out = self.kubectl_ok(&[
+            "create",
+            "--validate=false",
+            "-o",
+            "json",
+            "-f",
+            file.to_str().unwrap(),
+        ]);
+        serde_json::from_str(&out).unwrap()
+    }
+
+    /// Reviews a token with kubectl, as a TokenReview manifest.
+    pub(crate) fn review(&self, token: &str, audiences: &[&str]) -> Value {
+        let manifest = serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token, "audiences": audiences},
+        });
+        self.kubectl_create(&manifest)["status"].clone()
+    }
+
+    /// Replaces the objects file (atomically, as an editor or a ConfigMap update does).
+    pub(crate) fn write_objects(&self, objects: &str) {
+        let tmp = self.path("objects.yaml.new");
+        std::fs::write(&tmp, objects).unwrap();
+        std::fs::rename(&tmp, self.path("objects.yaml")).unwrap();
+    }
+
+    /// Polls `check` until it holds (the server reloads files on its own schedule).
+    pub(crate) async fn eventually(&self, what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !check() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for: {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Warrant {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rand_suffix() -> String {
+    warrant_token::new_jti()
+}
+
+/// The claims inside a token (decoded, not verified).
+pub(crate) fn claims(token: &str) -> Claims {
+    let payload = token.trim().split('.').nth(1).unwrap();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// Text of a kubectl failure.
+pub(crate) fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).trim().to_owned()
+}
