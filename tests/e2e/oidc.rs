@@ -55,3 +55,49 @@ async fn a_relying_party_verifies_tokens_through_discovery() {
         decode::<Value>(token, &DecodingKey::from_jwk(jwk).unwrap(), &validation).unwrap();
     assert_eq!(verified.claims["sub"], "system:serviceaccount:demo:app");
 }
+
+#[tokio::test]
+async fn warrant_verify_checks_a_token_like_a_relying_party() {
+    let w = Warrant::start(OBJECTS, &[]).await;
+    let token = w.kubectl_ok(&[
+        "create",
+        "token",
+        "app",
+        "-n",
+        "demo",
+        "--audience",
+        "vault",
+    ]);
+    let verify = |audience: &str| {
+        std::process::Command::new(BIN)
+            .args([
+                "verify",
+                "--issuer",
+                &w.issuer(),
+                "--audience",
+                audience,
+                "--ca-file",
+            ])
+            .arg(w.path("ca.crt"))
+            .arg(token.trim())
+            .output()
+            .unwrap()
+    };
+    let out = verify("vault");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let claims: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(claims["sub"], "system:serviceaccount:demo:app");
+
+    let out = verify("s3");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(r#"token audiences ["vault"] is invalid for the target audiences ["s3"]"#),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -12,10 +12,10 @@ pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
     /// Log format.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
     pub(crate) log_format: LogFormat,
     /// Log filter, in tracing's syntax (e.g. `info`, `warrant_server=debug`); RUST_LOG overrides.
-    #[arg(long, global = true, default_value = "info")]
+    #[arg(long, global = true, default_value = "info", help_heading = "Logging")]
     pub(crate) log_level: String,
 }
 
@@ -34,6 +34,10 @@ pub(crate) enum Command {
     /// Create a local setup for trying warrant: a CA and serving certificate for this machine, a
     /// signing key, an admin token and a kubeconfig. Files that exist are kept.
     LocalSetup(LocalSetupArgs),
+    /// Verify a token as a relying party does: fetch the issuer's discovery document and JWKS,
+    /// then check signature, issuer, audience and time offline. (Whether the bound objects still
+    /// exist is only known to the issuer: use a TokenReview for that.)
+    Verify(VerifyArgs),
 }
 
 /// `warrant serve`.
@@ -115,4 +119,22 @@ pub(crate) struct LocalSetupArgs {
     /// Port the server will listen on.
     #[arg(long, default_value_t = 8443, value_name = "PORT")]
     pub(crate) port: u16,
+}
+
+/// `warrant verify`.
+#[derive(Debug, Args)]
+pub(crate) struct VerifyArgs {
+    /// The issuer to trust; its discovery document is fetched from
+    /// <issuer>/.well-known/openid-configuration.
+    #[arg(long, value_name = "URL")]
+    pub(crate) issuer: String,
+    /// Audience the token must carry (repeatable); default: the issuer.
+    #[arg(long = "audience", value_name = "AUDIENCE")]
+    pub(crate) audiences: Vec<String>,
+    /// Extra CA certificates (PEM) to trust for the issuer's HTTPS, e.g. .warrant/ca.crt.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) ca_file: Option<PathBuf>,
+    /// The token, or `-` to read it from standard input.
+    #[arg(value_name = "TOKEN")]
+    pub(crate) token: String,
 }

@@ -7,6 +7,7 @@ mod local;
 mod logging;
 mod objects;
 mod serve;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -24,6 +25,11 @@ fn main() -> ExitCode {
             .map_err(Into::into)
             .and_then(|runtime| runtime.block_on(serve::run(*args))),
         Command::LocalSetup(args) => local_setup(&args),
+        Command::Verify(args) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(Into::into)
+            .and_then(|runtime| runtime.block_on(verify::run(args))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
