@@ -69,7 +69,7 @@ async fn limits_and_malformed_requests() {
 #[tokio::test]
 async fn tokens_that_must_not_pass() {
     let w = Warrant::start(OBJECTS, &[]).await;
-    let token = w.kubectl_ok(&["create", "token", "app", "-n", "demo"]);
+    let token = w.token(&[]);
     let token = token.trim().to_owned();
     let stranger = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
     let mut c = claims(&token);
@@ -129,17 +129,7 @@ async fn tokens_that_must_not_pass() {
 #[tokio::test]
 async fn a_broken_objects_file_keeps_the_last_good_set() {
     let w = Warrant::start(OBJECTS, &[]).await;
-    let token = w.kubectl_ok(&[
-        "create",
-        "token",
-        "app",
-        "-n",
-        "demo",
-        "--bound-object-kind",
-        "Pod",
-        "--bound-object-name",
-        "app-0",
-    ]);
+    let token = w.token(&["--bound-object-kind", "Pod", "--bound-object-name", "app-0"]);
     let token = token.trim();
     let metric = |w: &Warrant| {
         let out = w.kubectl_ok(&["get", "--raw", "/metrics"]);

@@ -7,66 +7,28 @@ use crate::tokens::OBJECTS;
 #[tokio::test]
 async fn kubectl_shows_kubes_messages() {
     let w = Warrant::start(OBJECTS, &[]).await;
-    let cases: &[(&[&str], &str)] = &[
+    let pod = |name: &'static str| ["--bound-object-kind", "Pod", "--bound-object-name", name];
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        ("ghost", vec![], r#"serviceaccounts "ghost" not found"#),
         (
-            &["create", "token", "ghost", "-n", "demo"],
-            r#"serviceaccounts "ghost" not found"#,
-        ),
-        (
-            &["create", "token", "app", "-n", "demo", "--duration", "5m"],
+            "app",
+            vec!["--duration", "5m"],
             r#"TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes"#,
         ),
+        ("app", pod("nope").to_vec(), r#"pods "nope" not found"#),
         (
-            &[
-                "create",
-                "token",
-                "app",
-                "-n",
-                "demo",
-                "--bound-object-kind",
-                "Pod",
-                "--bound-object-name",
-                "nope",
-            ],
-            r#"pods "nope" not found"#,
-        ),
-        (
-            &[
-                "create",
-                "token",
-                "app",
-                "-n",
-                "demo",
-                "--bound-object-kind",
-                "Pod",
-                "--bound-object-name",
-                "web-0",
-            ],
+            "app",
+            pod("web-0").to_vec(),
             r#"cannot bind token for serviceaccount "app" to pod running with different serviceaccount name."#,
         ),
         (
-            &[
-                "create",
-                "token",
-                "app",
-                "-n",
-                "demo",
-                "--bound-object-kind",
-                "Pod",
-                "--bound-object-name",
-                "app-0",
-                "--bound-object-uid",
-                "stale",
-            ],
+            "app",
+            [&pod("app-0")[..], &["--bound-object-uid", "stale"]].concat(),
             r#"Operation cannot be fulfilled on Pod "app-0": the UID in the bound object reference (stale) does not match the UID in record. The object might have been deleted and then recreated"#,
         ),
         (
-            &[
-                "create",
-                "token",
-                "app",
-                "-n",
-                "demo",
+            "app",
+            vec![
                 "--bound-object-kind",
                 "Secret",
                 "--bound-object-name",
@@ -75,8 +37,8 @@ async fn kubectl_shows_kubes_messages() {
             r#"secrets "nope" not found"#,
         ),
     ];
-    for (args, message) in cases {
-        let out = w.kubectl(args);
+    for (sa, args, message) in cases {
+        let out = w.create_token_as(sa, &args);
         assert!(!out.status.success(), "{args:?} succeeded");
         let err = stderr(&out);
         assert!(

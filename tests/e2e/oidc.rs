@@ -34,15 +34,7 @@ async fn a_relying_party_verifies_tokens_through_discovery() {
     assert_eq!(r.headers()["content-type"], "application/jwk-set+json");
     let jwks: JwkSet = r.json().await.unwrap();
 
-    let token = w.kubectl_ok(&[
-        "create",
-        "token",
-        "app",
-        "-n",
-        "demo",
-        "--audience",
-        "sts.example.com",
-    ]);
+    let token = w.token(&["--audience", "sts.example.com"]);
     let token = token.trim();
     let header = jsonwebtoken::decode_header(token).unwrap();
     let jwk = jwks
@@ -59,15 +51,7 @@ async fn a_relying_party_verifies_tokens_through_discovery() {
 #[tokio::test]
 async fn warrant_verify_checks_a_token_like_a_relying_party() {
     let w = Warrant::start(OBJECTS, &[]).await;
-    let token = w.kubectl_ok(&[
-        "create",
-        "token",
-        "app",
-        "-n",
-        "demo",
-        "--audience",
-        "vault",
-    ]);
+    let token = w.token(&["--audience", "vault"]);
     let verify = |audience: &str| {
         std::process::Command::new(BIN)
             .args([

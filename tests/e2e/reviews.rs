@@ -8,12 +8,7 @@ use crate::tokens::{NODE_UID, OBJECTS, POD_UID, SA_UID};
 #[tokio::test]
 async fn review_then_revoke_by_removing_the_pod() {
     let w = Warrant::start(OBJECTS, &[]).await;
-    let token = w.kubectl_ok(&[
-        "create",
-        "token",
-        "app",
-        "-n",
-        "demo",
+    let token = w.token(&[
         "--audience",
         "vault",
         "--bound-object-kind",
@@ -88,15 +83,7 @@ async fn review_then_revoke_by_removing_the_pod() {
 #[tokio::test]
 async fn audiences_default_to_the_api_audiences() {
     let w = Warrant::start(OBJECTS, &[]).await;
-    let token = w.kubectl_ok(&[
-        "create",
-        "token",
-        "app",
-        "-n",
-        "demo",
-        "--audience",
-        "vault",
-    ]);
+    let token = w.token(&["--audience", "vault"]);
     let status = w.review(token.trim(), &[]);
     assert_eq!(
         status["error"],
@@ -105,7 +92,7 @@ async fn audiences_default_to_the_api_audiences() {
             w.issuer()
         )
     );
-    let token = w.kubectl_ok(&["create", "token", "app", "-n", "demo"]);
+    let token = w.token(&[]);
     assert_eq!(
         w.review(token.trim(), &[])["audiences"],
         json!([w.issuer()])

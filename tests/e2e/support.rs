@@ -175,6 +175,24 @@ impl Warrant {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// `kubectl create token <sa> -n demo <extra…>`, as run, for tests of failures.
+    pub(crate) fn create_token_as(&self, sa: &str, extra: &[&str]) -> Output {
+        let mut args = vec!["create", "token", sa, "-n", "demo"];
+        args.extend_from_slice(extra);
+        self.kubectl(&args)
+    }
+
+    /// A token for `demo/app` from `kubectl create token app -n demo <extra…>`.
+    pub(crate) fn token(&self, extra: &[&str]) -> String {
+        let out = self.create_token_as("app", extra);
+        assert!(
+            out.status.success(),
+            "kubectl create token {extra:?}: {}",
+            stderr(&out)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
     /// `kubectl create -f` of a manifest, returning the created object as JSON.
     pub(crate) fn kubectl_create(&self, manifest: &Value) -> Value {
         let file = self.path(&format!("manifest-{}.json", rand_suffix()));

@@ -35,15 +35,7 @@ pub(crate) const SECRET_UID: &str = "5a7c4f6e-0000-4000-8000-00000000000d";
 async fn kubectl_creates_every_kind_of_token() {
     let w = Warrant::start(OBJECTS, &[]).await;
 
-    let token = w.kubectl_ok(&[
-        "create",
-        "token",
-        "app",
-        "-n",
-        "demo",
-        "--audience",
-        "vault",
-    ]);
+    let token = w.token(&["--audience", "vault"]);
     let c = claims(&token);
     assert_eq!(c.iss, w.issuer());
     assert_eq!(c.sub, "system:serviceaccount:demo:app");
@@ -55,21 +47,11 @@ async fn kubectl_creates_every_kind_of_token() {
     );
 
     // Default audiences are the API audiences (the issuer).
-    let c = claims(&w.kubectl_ok(&["create", "token", "app", "-n", "demo", "--duration", "2h"]));
+    let c = claims(&w.token(&["--duration", "2h"]));
     assert_eq!(c.aud, [w.issuer()]);
     assert_eq!(c.exp.unwrap() - c.iat.unwrap(), 7200);
 
-    let token = w.kubectl_ok(&[
-        "create",
-        "token",
-        "app",
-        "-n",
-        "demo",
-        "--bound-object-kind",
-        "Pod",
-        "--bound-object-name",
-        "app-0",
-    ]);
+    let token = w.token(&["--bound-object-kind", "Pod", "--bound-object-name", "app-0"]);
     let k = claims(&token).kubernetes;
     assert_eq!(k.pod.unwrap().uid, POD_UID);
     let node = k.node.unwrap();
@@ -78,12 +60,7 @@ async fn kubectl_creates_every_kind_of_token() {
         ("node-1", NODE_UID)
     );
 
-    let token = w.kubectl_ok(&[
-        "create",
-        "token",
-        "app",
-        "-n",
-        "demo",
+    let token = w.token(&[
         "--bound-object-kind",
         "Secret",
         "--bound-object-name",
@@ -115,12 +92,7 @@ async fn kubectl_creates_every_kind_of_token() {
 async fn the_make_run_example_works_as_shipped() {
     // deploy/local/objects.yaml has no UIDs: warrant assigns them, and tokens bind to them.
     let w = Warrant::start(&demo_objects(), &[]).await;
-    let token = w.kubectl_ok(&[
-        "create",
-        "token",
-        "app",
-        "-n",
-        "demo",
+    let token = w.token(&[
         "--audience",
         "vault",
         "--bound-object-kind",
