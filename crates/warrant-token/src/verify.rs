@@ -37,8 +37,8 @@ pub struct Verifier {
 /// A token whose signature, issuer, audience and times are valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedToken {
-    /// Its claims.
-    pub claims: Claims,
+    /// Its claims, shared with whatever cached them (see [`Verifier::verify_signature`]).
+    pub claims: Arc<Claims>,
     /// The audiences it was accepted for: the requested audiences that the token carries, in
     /// the requested order, duplicates kept (kube's `Audiences.Intersect`).
     pub audiences: Vec<String>,
@@ -112,6 +112,16 @@ impl Verifier {
         requested: &[String],
         now: Timestamp,
     ) -> Result<VerifiedToken, TokenError> {
+        let claims = self.verify_signature(token)?;
+        self.validate(Arc::new(claims), requested, now)
+    }
+
+    /// The part of [`verify`](Self::verify) that depends only on the token and these keys: the
+    /// "not mine" pre-filter, key choice, signature and issuer. Its result for a token never
+    /// changes while the keys do not, so a caller may cache it (keyed by the token, for no
+    /// longer than the token's `exp` plus leeway) and run only [`validate`](Self::validate) on
+    /// a repeat.
+    pub fn verify_signature(&self, token: &str) -> Result<Claims, TokenError> {
         // 1. Pre-filter: is this plausibly ours? (kube's hasCorrectIssuer, before any crypto.)
         if token.len() > MAX_TOKEN_BYTES || token.trim_start().starts_with('{') {
             return Err(TokenError::NotMine);
@@ -163,7 +173,17 @@ impl Verifier {
         if !self.issuers.contains(&claims.iss) {
             return Err(TokenError::Issuer(claims.iss));
         }
+        Ok(claims)
+    }
 
+    /// The rest of [`verify`](Self::verify), for claims whose signature is verified: audience,
+    /// then time.
+    pub fn validate(
+        &self,
+        claims: Arc<Claims>,
+        requested: &[String],
+        now: Timestamp,
+    ) -> Result<VerifiedToken, TokenError> {
         // 6. Audience.
         let audiences = self.audiences(&claims.aud, requested)?;
 

@@ -53,7 +53,7 @@ proptest! {
             vec![key.verifying_key().clone()],
         );
         let verified = verifier.verify(&token, &audiences, now()).unwrap();
-        prop_assert_eq!(&verified.claims, &claims);
+        prop_assert_eq!(&*verified.claims, &claims);
         prop_assert_eq!(&verified.audiences, &audiences);
         // serde_json, which escapes differently, reads the same claims from the payload.
         let plain: Claims = serde_json::from_slice(&claims.to_json()).unwrap();

@@ -135,7 +135,7 @@ fn real_claims_resign_round_trip() {
         let verified = verifier
             .verify(&token, &[], at(original.iat.unwrap()))
             .unwrap();
-        assert_eq!(verified.claims, original);
+        assert_eq!(*verified.claims, original);
     }
 }
 
