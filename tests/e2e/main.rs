@@ -19,3 +19,4 @@ mod oidc;
 mod reviews;
 mod support;
 mod tokens;
+mod validation;

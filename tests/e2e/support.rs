@@ -193,18 +193,18 @@ impl Warrant {
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     }
 
-    /// `kubectl create -f` of a manifest, returning the created object as JSON.
-    pub(crate) fn kubectl_create(&self, manifest: &Value) -> Value {
+    /// Writes `manifest` to a new file in the server's directory.
+    pub(crate) fn manifest(&self, manifest: &Value) -> PathBuf {
         let file = self.path(&format!("manifest-{}.json", rand_suffix()));
         std::fs::write(&file, manifest.to_string()).unwrap();
-        let out = self.kubectl_ok(&[
-            "create",
-            "--validate=false",
-            "-o",
-            "json",
-            "-f",
-            file.to_str().unwrap(),
-        ]);
+        file
+    }
+
+    /// `kubectl create -f` of a manifest, as a user types it (so with kubectl's default,
+    /// strict, client-side validation against warrant's OpenAPI), returning the created object.
+    pub(crate) fn kubectl_create(&self, manifest: &Value) -> Value {
+        let file = self.manifest(manifest);
+        let out = self.kubectl_ok(&["create", "-o", "json", "-f", file.to_str().unwrap()]);
         serde_json::from_str(&out).unwrap()
     }
 

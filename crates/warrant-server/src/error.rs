@@ -149,6 +149,18 @@ impl ApiError {
         )
     }
 
+    /// 406 for an `Accept` header that takes none of the media types a document is in.
+    pub fn not_acceptable(offered: &[&str]) -> Self {
+        Self::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: {}",
+                offered.join(", ")
+            ),
+        )
+    }
+
     /// 500 InternalError: `Internal error occurred: <why>`.
     pub fn internal(why: impl std::fmt::Display) -> Self {
         let why = why.to_string();

@@ -1,5 +1,5 @@
 //! warrant's HTTP API over TLS: TokenRequest and TokenReview as kube-apiserver serves them, the
-//! OIDC discovery document and JWKS, Kubernetes API discovery, health and metrics.
+//! OIDC discovery document and JWKS, Kubernetes API discovery and OpenAPI, health and metrics.
 //!
 //! [`router`] builds the whole API as an axum `Router` (handlers are testable without a socket);
 //! [`serve`] runs it on a TLS listener.
@@ -10,6 +10,7 @@ mod clock;
 mod discovery;
 mod error;
 mod metrics;
+mod openapi;
 mod protobuf;
 mod published;
 mod settings;
@@ -90,6 +91,12 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/apis/warrant.dev/v1alpha1",
             get(discovery::warrant_v1alpha1),
+        )
+        .route("/openapi/v2", get(openapi::v2))
+        .route("/openapi/v3", get(openapi::v3_index))
+        .route(
+            "/openapi/v3/{*group_version}",
+            get(openapi::v3_group_version),
         )
         .route("/version", get(discovery::version))
         .route("/livez", get(discovery::livez))

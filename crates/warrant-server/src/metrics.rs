@@ -177,6 +177,7 @@ fn route_label(path: &str) -> &'static str {
         ["livez"] | ["readyz"] | ["healthz"] => "health",
         ["metrics"] => "metrics",
         ["version"] => "version",
+        ["openapi", ..] => "openapi",
         ["api", ..] | ["apis", ..] => "discovery",
         _ => "unmatched",
     }
@@ -223,6 +224,7 @@ mod tests {
         );
         assert_eq!(route_label("/apis/warrant.dev/v1alpha1"), "discovery");
         assert_eq!(route_label("/openid/v1/jwks"), "jwks");
+        assert_eq!(route_label("/openapi/v3/api/v1"), "openapi");
         assert_eq!(route_label("/random/path"), "unmatched");
     }
 }

@@ -20,7 +20,10 @@ fn claims() -> Claims {
         audiences: vec!["vault".into()],
         binding: Binding::Pod {
             pod: ObjectRef::new("app-0", "8f5b8d1c-5a0e-4c39-9d55-2b7f4e0f8c11"),
-            node: Some(ObjectRef::new("node-1", "3d9c2a47-0d8e-4b5e-8f0e-7c1d9e2b6a22")),
+            node: Some(ObjectRef::new(
+                "node-1",
+                "3d9c2a47-0d8e-4b5e-8f0e-7c1d9e2b6a22",
+            )),
         },
         issued_at: NOW,
         expires_at: NOW + 3600,
@@ -34,7 +37,9 @@ fn bench(c: &mut Criterion) {
     let claims = claims();
     for (name, key_type) in [("RS256", KeyType::Rsa2048), ("ES256", KeyType::P256)] {
         let key = SigningKey::generate(key_type).unwrap();
-        c.bench_function(&format!("sign/{name}"), |b| b.iter(|| key.sign(black_box(&claims)).unwrap()));
+        c.bench_function(&format!("sign/{name}"), |b| {
+            b.iter(|| key.sign(black_box(&claims)).unwrap())
+        });
         let token = key.sign(&claims).unwrap();
         let verifier = Verifier::new(
             vec![ISSUER.into()],

@@ -1,6 +1,6 @@
 //! The API through its router, without a socket: every TokenRequest and TokenReview rule and
-//! message of spec §3–§5, the documents, and the limits. The end-to-end tests under `tests/e2e`
-//! repeat the essentials through the real binary with kubectl.
+//! message of spec §3–§5, the documents (OpenAPI included), and the limits. The end-to-end
+//! tests under `tests/e2e` repeat the essentials through the real binary with kubectl.
 
 // Test helpers outside #[test] functions: a panic is how a test fails.
 #![allow(
@@ -12,6 +12,7 @@
 
 mod documents;
 mod limits;
+mod openapi;
 mod support;
 mod tokenrequest;
 mod tokenreview;

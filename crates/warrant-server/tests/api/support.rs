@@ -121,6 +121,7 @@ pub(crate) struct Reply {
     pub(crate) headers: HeaderMap,
     pub(crate) text: String,
     pub(crate) json: Value,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl Api {
@@ -136,6 +137,7 @@ impl Api {
             headers,
             text,
             json,
+            bytes: bytes.to_vec(),
         }
     }
 
@@ -154,8 +156,16 @@ impl Api {
     }
 
     pub(crate) async fn get(&self, uri: &str) -> Reply {
-        self.send(Request::builder().uri(uri).body(Body::empty()).unwrap())
-            .await
+        self.get_with(uri, &[]).await
+    }
+
+    /// An unauthenticated GET with `headers`.
+    pub(crate) async fn get_with(&self, uri: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut request = Request::builder().uri(uri);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.send(request.body(Body::empty()).unwrap()).await
     }
 
     /// Requests a token for `demo/app` (or another SA) with `spec`.

@@ -1,0 +1,400 @@
+//! OpenAPI descriptions of warrant's API: `/openapi/v2` (JSON, or gnostic protobuf as client-go
+//! asks for it) and `/openapi/v3` with one document per group-version.
+//!
+//! Why: `kubectl create -f` validates manifests by default, and to do that it downloads the
+//! server's OpenAPI; without it, it refuses the manifest ("failed to download openapi").
+//! kube-apiserver's aggregator also merges these documents into the cluster's.
+//!
+//! The documents describe only what warrant serves: the POST operations of TokenRequest and
+//! TokenReview, and the types they take, with the fields warrant reads and writes. They are
+//! rendered once, on first use, from one model (`openapi/definitions.rs` and
+//! `openapi/endpoints.rs`), under 100 KB in all; requests copy prepared bytes.
+//!
+//! Which documents a request gets depends on whether kube-apiserver's aggregator relayed it
+//! (see [`View`]): the aggregator always sends `X-Remote-User` with what it relays, and a
+//! client talking to warrant directly has no reason to.
+
+mod definitions;
+mod endpoints;
+mod gnostic;
+mod schema;
+mod v2;
+mod v3;
+
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+
+use axum::extract::Path;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::header::{
+    ACCEPT, CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderName, HeaderValue, IF_NONE_MATCH, LOCATION,
+    VARY,
+};
+use http::{HeaderMap, StatusCode, Uri};
+use serde_json::{Value, json};
+
+use self::endpoints::View;
+use crate::error::ApiError;
+
+/// The header kube-apiserver's aggregator names the user in, on every request it relays.
+const RELAYED_FOR: HeaderName = HeaderName::from_static("x-remote-user");
+
+/// The media type client-go asks `/openapi/v2` for, and the one kube-apiserver answers with
+/// (it accepts both).
+const PROTOBUF_V2_REQUESTED: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+const PROTOBUF_V2: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+const JSON: &str = "application/json";
+
+/// A rendered document with its entity tag.
+#[derive(Debug)]
+struct Prepared {
+    body: Bytes,
+    /// Quoted, as the header carries it.
+    etag: HeaderValue,
+    /// The unquoted tag; `/openapi/v3` puts it in URLs as `hash`.
+    hash: String,
+}
+
+impl Prepared {
+    fn new(body: Vec<u8>) -> Result<Prepared, ApiError> {
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &body);
+        let hash = digest.as_ref().iter().fold(String::new(), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02X}");
+            hex
+        });
+        let etag = HeaderValue::from_str(&format!("\"{hash}\""))
+            .map_err(|_| ApiError::internal("the OpenAPI entity tag is not a header value"))?;
+        Ok(Prepared {
+            body: Bytes::from(body),
+            etag,
+            hash,
+        })
+    }
+
+    fn json(value: &Value) -> Result<Prepared, ApiError> {
+        let body = serde_json::to_vec(value)
+            .map_err(|e| ApiError::internal(format!("failed to render OpenAPI: {e}")))?;
+        Prepared::new(body)
+    }
+}
+
+/// One view's documents.
+#[derive(Debug)]
+struct ViewDocuments {
+    v2_json: Prepared,
+    v2_protobuf: Prepared,
+    v3_index: Prepared,
+}
+
+/// Every document, rendered.
+#[derive(Debug)]
+struct Documents {
+    direct: ViewDocuments,
+    aggregated: ViewDocuments,
+    /// `(api/v1, document)`, …: the same for both views; a view's index lists its own.
+    v3: Vec<(String, Prepared)>,
+}
+
+impl Documents {
+    fn render() -> Result<Documents, ApiError> {
+        let catalogue = definitions::catalogue();
+        let v3: Vec<(String, Prepared)> = View::Direct
+            .group_versions()
+            .into_iter()
+            .map(|gv| Ok((gv.path(), Prepared::json(&v3::document(gv, &catalogue))?)))
+            .collect::<Result<_, ApiError>>()?;
+        let view = |view: View| -> Result<ViewDocuments, ApiError> {
+            let v2 = v2::document(view, &catalogue);
+            let listed: Vec<String> = view.group_versions().iter().map(|gv| gv.path()).collect();
+            let index = v3::index(
+                v3.iter()
+                    .filter(|(path, _)| listed.contains(path))
+                    .map(|(path, doc)| (path.clone(), doc.hash.as_str())),
+            );
+            Ok(ViewDocuments {
+                v2_protobuf: Prepared::new(gnostic::encode(&v2)?)?,
+                v2_json: Prepared::json(&v2)?,
+                v3_index: Prepared::json(&index)?,
+            })
+        };
+        Ok(Documents {
+            direct: view(View::Direct)?,
+            aggregated: view(View::Aggregated)?,
+            v3,
+        })
+    }
+
+    fn view(&self, headers: &HeaderMap) -> &ViewDocuments {
+        if headers.contains_key(RELAYED_FOR) {
+            &self.aggregated
+        } else {
+            &self.direct
+        }
+    }
+}
+
+/// The documents, rendered on first use.
+fn documents() -> Result<&'static Documents, ApiError> {
+    static DOCUMENTS: OnceLock<Result<Documents, ApiError>> = OnceLock::new();
+    DOCUMENTS
+        .get_or_init(Documents::render)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// `info` for every document.
+fn info() -> Value {
+    json!({"title": "warrant", "version": concat!("v", env!("CARGO_PKG_VERSION"))})
+}
+
+/// The media type to answer with: the first of `offered` that the `Accept` header takes,
+/// honouring its order of preference as kube-apiserver does (by quality, then specific types
+/// before wildcards, then the client's order). No header takes anything.
+fn negotiate<'a>(headers: &HeaderMap, offered: &[&'a str]) -> Option<&'a str> {
+    let accept = headers
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or("*/*");
+    let mut ranges: Vec<(f32, &str, &str)> = accept
+        .split(',')
+        .filter_map(|clause| {
+            let mut parts = clause.split(';');
+            let (kind, sub) = parts.next()?.trim().split_once('/')?;
+            let quality = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            Some((quality, kind.trim(), sub.trim()))
+        })
+        .filter(|(quality, _, _)| *quality > 0.0)
+        .collect();
+    ranges.sort_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then((a.1 == "*").cmp(&(b.1 == "*")))
+            .then((a.2 == "*").cmp(&(b.2 == "*")))
+    });
+    ranges.iter().find_map(|(_, kind, sub)| {
+        offered.iter().copied().find(|media: &&str| {
+            let (k, s) = media.split_once('/').unwrap_or((*media, ""));
+            (*kind == "*" || kind.eq_ignore_ascii_case(k))
+                && (*sub == "*" || sub.eq_ignore_ascii_case(s))
+        })
+    })
+}
+
+/// True when the client already has this version (`If-None-Match`).
+fn not_modified(headers: &HeaderMap, etag: &HeaderValue) -> bool {
+    let Some(wanted) = headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let ours = etag.to_str().unwrap_or_default();
+    wanted.split(',').map(str::trim).any(|tag| {
+        tag == "*" || tag == ours || tag.strip_prefix("W/").is_some_and(|weak| weak == ours)
+    })
+}
+
+/// The document, or 304 if the client has it.
+fn answer(headers: &HeaderMap, document: &Prepared, content_type: &'static str) -> Response {
+    let mut response = if not_modified(headers, &document.etag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        document.body.clone().into_response()
+    };
+    let ok = response.status() == StatusCode::OK;
+    let out = response.headers_mut();
+    out.insert(ETAG, document.etag.clone());
+    if ok {
+        out.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    }
+    response
+}
+
+fn not_acceptable(offered: &[&str]) -> Response {
+    ApiError::not_acceptable(offered).into_response()
+}
+
+/// `GET /openapi/v2`.
+pub(crate) async fn v2(headers: HeaderMap) -> Response {
+    let documents = match documents() {
+        Ok(d) => d,
+        Err(e) => return e.into_response(),
+    };
+    let view = documents.view(&headers);
+    let offered = [JSON, PROTOBUF_V2_REQUESTED, PROTOBUF_V2];
+    let mut response = match negotiate(&headers, &offered) {
+        Some(JSON) => answer(&headers, &view.v2_json, JSON),
+        Some(_) => answer(&headers, &view.v2_protobuf, PROTOBUF_V2),
+        None => not_acceptable(&offered),
+    };
+    response
+        .headers_mut()
+        .insert(VARY, HeaderValue::from_static("Accept, X-Remote-User"));
+    response
+}
+
+/// `GET /openapi/v3`: the index.
+pub(crate) async fn v3_index(headers: HeaderMap) -> Response {
+    let documents = match documents() {
+        Ok(d) => d,
+        Err(e) => return e.into_response(),
+    };
+    let mut response = answer(&headers, &documents.view(&headers).v3_index, JSON);
+    response
+        .headers_mut()
+        .insert(VARY, HeaderValue::from_static("X-Remote-User"));
+    response
+}
+
+/// `GET /openapi/v3/{group-version}`: `api/v1`, `apis/<group>/<version>`.
+pub(crate) async fn v3_group_version(
+    Path(group_version): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let documents = match documents() {
+        Ok(d) => d,
+        Err(e) => return e.into_response(),
+    };
+    let Some((path, document)) = documents.v3.iter().find(|(path, _)| *path == group_version)
+    else {
+        return ApiError::no_such_path().into_response();
+    };
+    if negotiate(&headers, &[JSON]).is_none() {
+        return not_acceptable(&[JSON]);
+    }
+    let hash = uri.query().and_then(|q| {
+        url::form_urlencoded::parse(q.as_bytes()).find_map(|(k, v)| (k == "hash").then_some(v))
+    });
+    let mut response = match hash.as_deref() {
+        // An out-of-date link: send the client to the current one, as kube-apiserver does.
+        Some(hash) if hash != document.hash => {
+            let mut response = StatusCode::MOVED_PERMANENTLY.into_response();
+            if let Ok(location) =
+                HeaderValue::from_str(&format!("/openapi/v3/{path}?hash={}", document.hash))
+            {
+                response.headers_mut().insert(LOCATION, location);
+            }
+            response
+        }
+        // A document named by its hash never changes.
+        Some(_) => {
+            let mut response = answer(&headers, document, JSON);
+            response.headers_mut().insert(
+                CACHE_CONTROL,
+                HeaderValue::from_static("public, immutable, max-age=31536000"),
+            );
+            response
+        }
+        None => answer(&headers, document, JSON),
+    };
+    response
+        .headers_mut()
+        .insert(VARY, HeaderValue::from_static("Accept"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    use super::*;
+
+    fn accept(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(ACCEPT, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn negotiation_follows_preference() {
+        let offered = [JSON, PROTOBUF_V2_REQUESTED, PROTOBUF_V2];
+        assert_eq!(negotiate(&HeaderMap::new(), &offered), Some(JSON));
+        assert_eq!(negotiate(&accept("*/*"), &offered), Some(JSON));
+        assert_eq!(negotiate(&accept("application/json"), &offered), Some(JSON));
+        assert_eq!(
+            negotiate(&accept(PROTOBUF_V2_REQUESTED), &offered),
+            Some(PROTOBUF_V2_REQUESTED)
+        );
+        assert_eq!(negotiate(&accept(PROTOBUF_V2), &offered), Some(PROTOBUF_V2));
+        assert_eq!(
+            negotiate(
+                &accept(&format!("application/json;q=0.5, {PROTOBUF_V2}")),
+                &offered
+            ),
+            Some(PROTOBUF_V2)
+        );
+        assert_eq!(
+            negotiate(&accept(&format!("*/*, {PROTOBUF_V2}")), &offered),
+            Some(PROTOBUF_V2),
+            "a specific type before a wildcard of the same quality"
+        );
+        assert_eq!(negotiate(&accept("text/html"), &offered), None);
+        assert_eq!(negotiate(&accept("application/json;q=0"), &offered), None);
+    }
+
+    #[test]
+    fn protobuf_decodes_to_the_json_document() {
+        let documents = Documents::render().unwrap();
+        for view in [&documents.direct, &documents.aggregated] {
+            let decoded = gnostic::Document::decode(view.v2_protobuf.body.clone()).unwrap();
+            let json: Value = serde_json::from_slice(&view.v2_json.body).unwrap();
+            assert_eq!(gnostic::to_json::document(&decoded), json);
+        }
+    }
+
+    #[test]
+    fn json_carries_the_kinds_kubectl_looks_up() {
+        let documents = Documents::render().unwrap();
+        let v2: Value = serde_json::from_slice(&documents.direct.v2_json.body).unwrap();
+        let kinds = |name: &str| v2["definitions"][name][schema::GVK_EXTENSION].clone();
+        assert_eq!(
+            kinds("io.k8s.api.authentication.v1.TokenReview"),
+            json!([
+                {"group": "authentication.k8s.io", "kind": "TokenReview", "version": "v1"},
+                {"group": "warrant.dev", "kind": "TokenReview", "version": "v1alpha1"},
+            ])
+        );
+        assert_eq!(
+            kinds("io.k8s.api.authentication.v1.TokenRequest"),
+            json!([{"group": "authentication.k8s.io", "kind": "TokenRequest", "version": "v1"}])
+        );
+    }
+
+    #[test]
+    fn each_view_indexes_its_group_versions() {
+        let documents = Documents::render().unwrap();
+        let index = |view: &ViewDocuments| -> Vec<String> {
+            let value: Value = serde_json::from_slice(&view.v3_index.body).unwrap();
+            value["paths"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            index(&documents.direct),
+            [
+                "api/v1",
+                "apis/authentication.k8s.io/v1",
+                "apis/warrant.dev/v1alpha1"
+            ]
+        );
+        assert_eq!(index(&documents.aggregated), ["apis/warrant.dev/v1alpha1"]);
+    }
+
+    #[test]
+    fn conditional_requests() {
+        let etag = HeaderValue::from_static("\"AB\"");
+        let mut headers = HeaderMap::new();
+        assert!(!not_modified(&headers, &etag));
+        headers.insert(IF_NONE_MATCH, HeaderValue::from_static("\"XY\", \"AB\""));
+        assert!(not_modified(&headers, &etag));
+        headers.insert(IF_NONE_MATCH, HeaderValue::from_static("W/\"AB\""));
+        assert!(not_modified(&headers, &etag));
+        headers.insert(IF_NONE_MATCH, HeaderValue::from_static("\"XY\""));
+        assert!(!not_modified(&headers, &etag));
+    }
+}
