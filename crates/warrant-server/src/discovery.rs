@@ -4,8 +4,11 @@
 //! Every body here except health and metrics is fixed once the server starts (or, for the key
 //! documents, once per key-set change), so handlers copy prepared bytes.
 
+use std::sync::OnceLock;
+
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use http::StatusCode;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use serde_json::{Value, json};
@@ -13,16 +16,6 @@ use serde_json::{Value, json};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::{AUTHENTICATION_V1, WARRANT_V1ALPHA1};
-
-fn json_response(value: &Value) -> Response {
-    let mut response = serde_json::to_vec(value)
-        .unwrap_or_default()
-        .into_response();
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
 
 /// `GET /.well-known/openid-configuration`.
 pub(crate) async fn openid_configuration(State(state): State<AppState>) -> Response {
@@ -56,10 +49,37 @@ pub(crate) async fn jwks(State(state): State<AppState>) -> Response {
     response
 }
 
+/// A JSON document that never changes while the server runs: built on first use, then served as
+/// the same bytes.
+struct Fixed {
+    body: OnceLock<Bytes>,
+    build: fn() -> Value,
+}
+
+impl Fixed {
+    const fn new(build: fn() -> Value) -> Fixed {
+        Fixed {
+            body: OnceLock::new(),
+            build,
+        }
+    }
+
+    fn response(&self) -> Response {
+        let body = self
+            .body
+            .get_or_init(|| Bytes::from(serde_json::to_vec(&(self.build)()).unwrap_or_default()));
+        let mut response = body.clone().into_response();
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    }
+}
+
 /// The version warrant reports: the Kubernetes API level it emulates, with warrant's own
-/// version as build metadata, so kubectl's version-skew check is satisfied.
-pub(crate) async fn version() -> Response {
-    json_response(&json!({
+/// version as build metadata, so kubectl's version-skew check reflects the API warrant speaks.
+static VERSION: Fixed = Fixed::new(|| {
+    json!({
         "major": "1",
         "minor": "36",
         "gitVersion": concat!("v1.36.0+warrant-", env!("CARGO_PKG_VERSION")),
@@ -69,23 +89,31 @@ pub(crate) async fn version() -> Response {
         "goVersion": "",
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-    }))
+    })
+});
+
+/// `GET /version`.
+pub(crate) async fn version() -> Response {
+    VERSION.response()
 }
 
 /// `GET /api`.
 pub(crate) async fn core_versions() -> Response {
-    json_response(
-        &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": null}),
-    )
+    static BODY: Fixed = Fixed::new(
+        || json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": null}),
+    );
+    BODY.response()
 }
 
-fn token_request_resource(group: &str, version: &str) -> Value {
+/// The TokenRequest subresource. Its body is an `authentication.k8s.io/v1` TokenRequest in both
+/// groups that serve it (the core group, and warrant's own), as kube-apiserver lists it.
+fn token_request_resource() -> Value {
     json!({
         "name": "serviceaccounts/token",
         "singularName": "",
         "namespaced": true,
-        "group": group,
-        "version": version,
+        "group": "authentication.k8s.io",
+        "version": "v1",
         "kind": "TokenRequest",
         "verbs": ["create"],
     })
@@ -103,11 +131,10 @@ fn token_review_resource() -> Value {
 
 /// `GET /api/v1`: the core group's resources that warrant serves.
 pub(crate) async fn core_v1() -> Response {
-    json_response(&json!({
-        "kind": "APIResourceList",
-        "groupVersion": "v1",
-        "resources": [token_request_resource("authentication.k8s.io", "v1")],
-    }))
+    static BODY: Fixed = Fixed::new(
+        || json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": [token_request_resource()]}),
+    );
+    BODY.response()
 }
 
 /// An `APIGroup`; inside an `APIGroupList` it carries no kind of its own.
@@ -122,42 +149,53 @@ fn group(name: &str, version: &str, standalone: bool) -> Value {
 
 /// `GET /apis`.
 pub(crate) async fn groups() -> Response {
-    json_response(&json!({
-        "kind": "APIGroupList",
-        "apiVersion": "v1",
-        "groups": [group("authentication.k8s.io", "v1", false), group("warrant.dev", "v1alpha1", false)],
-    }))
+    static BODY: Fixed = Fixed::new(|| {
+        json!({
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [group("authentication.k8s.io", "v1", false), group("warrant.dev", "v1alpha1", false)],
+        })
+    });
+    BODY.response()
 }
 
 /// `GET /apis/authentication.k8s.io`.
 pub(crate) async fn authentication_group() -> Response {
-    json_response(&group("authentication.k8s.io", "v1", true))
+    static BODY: Fixed = Fixed::new(|| group("authentication.k8s.io", "v1", true));
+    BODY.response()
 }
 
 /// `GET /apis/warrant.dev`.
 pub(crate) async fn warrant_group() -> Response {
-    json_response(&group("warrant.dev", "v1alpha1", true))
+    static BODY: Fixed = Fixed::new(|| group("warrant.dev", "v1alpha1", true));
+    BODY.response()
 }
 
 /// `GET /apis/authentication.k8s.io/v1`.
 pub(crate) async fn authentication_v1() -> Response {
-    json_response(&json!({
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": AUTHENTICATION_V1,
-        "resources": [token_review_resource()],
-    }))
+    static BODY: Fixed = Fixed::new(|| {
+        json!({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": AUTHENTICATION_V1,
+            "resources": [token_review_resource()],
+        })
+    });
+    BODY.response()
 }
 
 /// `GET /apis/warrant.dev/v1alpha1`: what kube-apiserver's aggregator checks for availability
 /// and reads for discovery.
 pub(crate) async fn warrant_v1alpha1() -> Response {
-    json_response(&json!({
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": WARRANT_V1ALPHA1,
-        "resources": [token_request_resource("warrant.dev", "v1alpha1"), token_review_resource()],
-    }))
+    static BODY: Fixed = Fixed::new(|| {
+        json!({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": WARRANT_V1ALPHA1,
+            "resources": [token_request_resource(), token_review_resource()],
+        })
+    });
+    BODY.response()
 }
 
 /// `GET /livez`: the process is serving.

@@ -61,6 +61,9 @@ async fn kubernetes_discovery() {
         .map(|r| r["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["serviceaccounts/token", "tokenreviews"]);
+    // The subresource takes an authentication.k8s.io/v1 TokenRequest in every group, as in kube.
+    assert_eq!(r.json["resources"][0]["group"], "authentication.k8s.io");
+    assert_eq!(r.json["resources"][0]["version"], "v1");
     let r = api.get("/apis").await;
     let groups: Vec<&str> = r.json["groups"]
         .as_array()
