@@ -31,12 +31,19 @@ async fn observe(State(cluster): State<Cluster>, request: Request, next: Next) -
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or_default().to_owned();
     let watching = is_watch(&query);
+    let metadata_only = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("as=PartialObjectMetadata"));
     {
         let mut state = cluster.lock();
         *state.requests.entry(path.clone()).or_default() += 1;
-        state
-            .request_log
-            .push(format!("{} {path}?{query}", request.method()));
+        state.request_log.push(format!(
+            "{} {path}?{query}{}",
+            request.method(),
+            if metadata_only { " (metadata)" } else { "" }
+        ));
         if !watching {
             state.in_flight += 1;
             state.max_in_flight = state.max_in_flight.max(state.in_flight);

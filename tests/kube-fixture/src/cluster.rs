@@ -350,7 +350,8 @@ impl Cluster {
         self.lock().requests.get(path).copied().unwrap_or(0)
     }
 
-    /// Every request so far as `METHOD path?query`, oldest first.
+    /// Every request so far as `METHOD path?query`, oldest first, with ` (metadata)` appended
+    /// when the client asked for `PartialObjectMetadata` only.
     pub fn request_log(&self) -> Vec<String> {
         self.lock().request_log.clone()
     }
@@ -358,6 +359,12 @@ impl Cluster {
     /// The most non-watch requests the server was serving at once.
     pub fn max_in_flight(&self) -> usize {
         self.lock().max_in_flight
+    }
+
+    /// Starts counting [`Cluster::max_in_flight`] afresh (e.g. once initial lists are done).
+    pub fn reset_max_in_flight(&self) {
+        let mut state = self.lock();
+        state.max_in_flight = state.in_flight;
     }
 
     /// Watch connections open now for a resource plural (e.g. `pods`).

@@ -36,8 +36,11 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 pub use cluster::{Cluster, EventType, ResourceType, Scope};
@@ -166,15 +169,7 @@ users:
     pub async fn stop(&mut self) {
         if let Some(server) = self.server.take() {
             server.stop.cancel();
-            self.cluster.drop_watches();
-            // Graceful shutdown waits for requests in flight; a stalled one would never finish.
-            let abort = server.task.abort_handle();
-            if tokio::time::timeout(std::time::Duration::from_secs(2), server.task)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
+            let _ = server.task.await;
         }
     }
 
@@ -200,23 +195,43 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         if let Some(server) = &self.server {
             server.stop.cancel();
-            self.cluster.drop_watches();
             server.task.abort();
         }
     }
 }
 
+/// Accepts connections until stopped, then drops the listener and every connection at once, as
+/// a dying API server process would (no graceful end for watches in flight).
 fn serve(listener: TcpListener, cluster: Cluster, extra: Router) -> Server {
     let stop = CancellationToken::new();
     let app = api::router(cluster, extra);
-    let shutdown = stop.clone().cancelled_owned();
+    let stopped = stop.clone();
     let task = tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::warn!(%error, "fixture server ended");
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                () = stopped.cancelled() => break,
+                accepted = listener.accept() => {
+                    let stream = match accepted {
+                        Ok((stream, _)) => stream,
+                        Err(error) => {
+                            tracing::warn!(%error, "fixture accept failed");
+                            continue;
+                        }
+                    };
+                    let service = TowerToHyperService::new(app.clone());
+                    connections.spawn(async move {
+                        let _ = auto::Builder::new(TokioExecutor::new())
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
         }
+        drop(listener);
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
     });
     Server { stop, task }
 }
