@@ -8,6 +8,7 @@
 //! GET, as kube-apiserver's token getter does; a file source has nothing more to ask).
 
 mod checks;
+pub mod kube;
 mod record;
 mod source;
 
