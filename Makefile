@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test lint fmt run build
+.PHONY: test lint fmt run build bench-cache
 
 ## make test: formatting, lints and every test, as CI runs them.
 test: lint
@@ -26,3 +26,8 @@ build:
 run:
 	@echo "make run: the standalone server (warrant serve) is coming in the next step."
 	@echo "Today the token library is complete: see docs/tokens.md, and run 'make test'."
+
+## make bench-cache: time to ready and resident memory of the cluster cache over a synthetic
+## cluster of 355,000 objects served by the loopback fixture (release build; see docs/benchmarks.md).
+bench-cache:
+	$(CARGO) bench -p warrant-objects --bench cache --locked
