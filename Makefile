@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test lint fmt run build
+.PHONY: test lint fmt run build bench-cache
 
 ## make test: formatting, lints and every test, as CI runs them.
 test: lint
@@ -51,3 +51,8 @@ run:
 		--token-auth-file $(LOCAL)/tokens.csv \
 		--objects-file deploy/local/objects.yaml \
 		--bind-address $(ADDRESS) --secure-port $(PORT)
+
+## make bench-cache: time to ready and resident memory of the cluster cache over a synthetic
+## cluster of 355,000 objects served by the loopback fixture (release build; see docs/benchmarks.md).
+bench-cache:
+	$(CARGO) bench -p warrant-objects --bench cache --locked

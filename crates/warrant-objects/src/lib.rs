@@ -12,6 +12,7 @@
 
 mod checks;
 mod file;
+pub mod kube;
 mod manifest;
 mod memory;
 mod record;

@@ -102,9 +102,14 @@ pub(crate) struct ServeArgs {
     #[arg(long = "token-auth-file", value_name = "PATH")]
     pub(crate) token_auth_file: Option<PathBuf>,
     /// Manifest of ServiceAccounts, Pods, Secrets and Nodes (YAML or JSON) that tokens bind
-    /// to; reloaded when it changes.
-    #[arg(long = "objects-file", value_name = "PATH")]
-    pub(crate) objects_file: PathBuf,
+    /// to; reloaded when it changes. The standalone issuer.
+    #[arg(long = "objects-file", value_name = "PATH", conflicts_with = "kubeconfig")]
+    pub(crate) objects_file: Option<PathBuf>,
+    /// Kubeconfig of the cluster whose ServiceAccounts, Pods, Secrets and Nodes tokens bind to
+    /// (watched). Without it or --objects-file, warrant uses the in-cluster configuration when
+    /// it runs in a pod.
+    #[arg(long = "kubeconfig", value_name = "PATH")]
+    pub(crate) kubeconfig: Option<PathBuf>,
 }
 
 /// `warrant local-setup`.

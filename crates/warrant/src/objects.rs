@@ -1,20 +1,27 @@
-//! Where the objects tokens bind to come from: the manifest file (`--objects-file`), watched for
-//! changes and reloaded on SIGHUP.
+//! Where the objects tokens bind to come from: a manifest file (`--objects-file`, watched and
+//! re-read on SIGHUP), or a cluster (`--kubeconfig`, or in-cluster config in a pod) kept in a
+//! watch cache.
 
 use std::error::Error;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use prometheus_client::registry::Registry;
+use warrant_objects::kube::{KubeSource, cluster_client};
 use warrant_objects::{FileSource, FileWatch, ObjectSource};
 use warrant_server::Clock;
 
 use crate::cli::ServeArgs;
 
-/// Keeps the source's background work alive; dropping it stops watching.
-pub(crate) struct Running {
-    _watch: FileWatch,
-    _hangup: Option<tokio::task::JoinHandle<()>>,
+/// Keeps a source's background work alive; dropping it stops watching.
+pub(crate) enum Running {
+    /// The file watcher and the SIGHUP handler.
+    File {
+        _watch: FileWatch,
+        _hangup: Option<tokio::task::JoinHandle<()>>,
+    },
+    /// The cluster cache, whose watches live as long as the server's handle on it.
+    Cluster,
 }
 
 /// Opens the configured source, registers its metrics and starts keeping it current.
@@ -24,18 +31,27 @@ pub(crate) async fn open(
     clock: Clock,
     now: Timestamp,
 ) -> Result<(Arc<dyn ObjectSource>, Running), Box<dyn Error>> {
-    let source = FileSource::load(&args.objects_file, now).await?;
-    source.register_metrics(registry);
-    let watch_clock = clock.clone();
-    let watch = source.watch(move || watch_clock.now())?;
-    let hangup = reload_on_hangup(source.clone(), clock);
-    Ok((
-        Arc::new(source),
-        Running {
-            _watch: watch,
-            _hangup: hangup,
-        },
-    ))
+    if let Some(path) = &args.objects_file {
+        let source = FileSource::load(path, now).await?;
+        source.register_metrics(registry);
+        let watch_clock = clock.clone();
+        let watch = source.watch(move || watch_clock.now())?;
+        let hangup = reload_on_hangup(source.clone(), clock);
+        return Ok((Arc::new(source), Running::File { _watch: watch, _hangup: hangup }));
+    }
+    let client = cluster_client(args.kubeconfig.as_deref()).await.map_err(|e| {
+        if args.kubeconfig.is_none() {
+            format!("{e} (or give --objects-file for the standalone issuer)")
+        } else {
+            e.to_string()
+        }
+    })?;
+    let source = Arc::new(KubeSource::start(client, registry)?);
+    tracing::info!(
+        kubeconfig = %args.kubeconfig.as_ref().map_or("in-cluster".into(), |p| p.display().to_string()),
+        "watching the cluster's service accounts, pods, secrets and nodes; ready once each is listed"
+    );
+    Ok((source, Running::Cluster))
 }
 
 /// SIGHUP re-reads the file at once, for editors and tools whose writes the watcher misses.

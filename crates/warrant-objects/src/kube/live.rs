@@ -1,0 +1,221 @@
+//! The live GET after a cache miss, as kube-apiserver's token getter falls back from its
+//! informer's lister to a GET: an object created a moment ago is found before its watch event
+//! arrives, and "not found" is only said after the API server said it.
+//!
+//! Misses for the same object share one GET (single flight); at most `limit` GETs are in flight
+//! at once, the rest wait their turn; a GET (wait included) that takes longer than `timeout`
+//! fails. The GET runs in its own task, so a caller that gives up does not cancel it for the
+//! others that share it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ::kube::core::PartialObjectMeta;
+use ::kube::{Api, Client};
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::Metrics;
+use super::watch::{Slim, record};
+use crate::record::{Kind, Record};
+use crate::source::LookupError;
+
+type Answer = Result<Option<Arc<Record>>, LookupError>;
+type Key = (Kind, String, String);
+
+/// The live lookups of one cache.
+pub(super) struct LiveGets {
+    client: Client,
+    in_flight: Mutex<HashMap<Key, Shared<BoxFuture<'static, Answer>>>>,
+    permits: Semaphore,
+    timeout: Duration,
+    metrics: Arc<Metrics>,
+    runtime: tokio::runtime::Handle,
+    cancel: CancellationToken,
+}
+
+impl LiveGets {
+    pub(super) fn new(
+        client: Client,
+        limit: usize,
+        timeout: Duration,
+        metrics: Arc<Metrics>,
+        runtime: tokio::runtime::Handle,
+        cancel: CancellationToken,
+    ) -> Self {
+        LiveGets {
+            client,
+            in_flight: Mutex::new(HashMap::new()),
+            permits: Semaphore::new(limit.max(1)),
+            timeout,
+            metrics,
+            runtime,
+            cancel,
+        }
+    }
+
+    /// The object from the API server, sharing a GET already in flight for it.
+    pub(super) fn get(
+        self: &Arc<Self>,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'static, Answer> {
+        let key = (kind, namespace.to_owned(), name.to_owned());
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(shared) = in_flight.get(&key) {
+            self.metrics.live_shared(kind);
+            return shared.clone().boxed();
+        }
+        let this = self.clone();
+        let task_key = key.clone();
+        let task = self.runtime.spawn(async move {
+            let answer = tokio::select! {
+                () = this.cancel.cancelled() => Err(LookupError::Unavailable(format!(
+                    "could not look up {}: the cluster cache is shutting down",
+                    describe(&task_key)
+                ))),
+                answer = this.fetch(&task_key) => answer,
+            };
+            this.in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&task_key);
+            answer
+        });
+        let describe_key = describe(&key);
+        let shared = async move {
+            task.await.unwrap_or_else(|error| {
+                Err(LookupError::Unavailable(format!(
+                    "could not look up {describe_key}: the lookup task failed: {error}"
+                )))
+            })
+        }
+        .boxed()
+        .shared();
+        in_flight.insert(key, shared.clone());
+        shared.boxed()
+    }
+
+    async fn fetch(&self, key: &Key) -> Answer {
+        let (kind, namespace, name) = key;
+        let get = async {
+            let waiting = Counted::new(&self.metrics.live_waiting);
+            let permit = self.permits.acquire().await;
+            drop(waiting);
+            let Ok(_permit) = permit else {
+                return Err("the cluster cache is shutting down".to_owned());
+            };
+            let _sending = Counted::new(&self.metrics.live_in_flight);
+            self.send(*kind, namespace, name).await
+        };
+        let answer = match tokio::time::timeout(self.timeout, get).await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(cause)) => Err(cause),
+            Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+        };
+        match answer {
+            Ok(Some(record)) => {
+                self.metrics.live_get(*kind, "found");
+                Ok(Some(Arc::new(record)))
+            }
+            Ok(None) => {
+                self.metrics.live_get(*kind, "not_found");
+                Ok(None)
+            }
+            Err(cause) => {
+                self.metrics.live_get(*kind, "error");
+                let message = format!("could not look up {}: {cause}", describe(key));
+                tracing::warn!(%message, "live lookup failed");
+                Err(LookupError::Unavailable(message))
+            }
+        }
+    }
+
+    /// One GET: the full pod, or the metadata of anything else.
+    async fn send(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Record>, String> {
+        let client = self.client.clone();
+        match kind {
+            Kind::Pod => get(Api::<Pod>::namespaced(client, namespace), name).await,
+            Kind::ServiceAccount => {
+                let api = Api::<PartialObjectMeta<ServiceAccount>>::namespaced(client, namespace);
+                get(api, name).await
+            }
+            Kind::Secret => {
+                let api = Api::<PartialObjectMeta<Secret>>::namespaced(client, namespace);
+                get(api, name).await
+            }
+            Kind::Node => get(Api::<PartialObjectMeta<Node>>::all(client), name).await,
+        }
+    }
+}
+
+/// Holds a gauge one higher while it lives, however the future holding it ends.
+struct Counted<'a>(&'a Gauge);
+
+impl<'a> Counted<'a> {
+    fn new(gauge: &'a Gauge) -> Self {
+        gauge.inc();
+        Counted(gauge)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+async fn get<K: Slim>(api: Api<K>, name: &str) -> Result<Option<Record>, String> {
+    match api.get_opt(name).await {
+        Ok(Some(object)) => record(&object)
+            .map(Some)
+            .map_err(|skip| format!("the API server returned it malformed ({})", skip.reason())),
+        Ok(None) => Ok(None),
+        Err(error) => Err(cause(&error)),
+    }
+}
+
+/// `pods ns/name`, `nodes name`.
+fn describe((kind, namespace, name): &Key) -> String {
+    if kind.namespaced() {
+        format!("{} {namespace}/{name}", kind.resource())
+    } else {
+        format!("{} {name}", kind.resource())
+    }
+}
+
+/// Why a request failed, in words an operator can act on. A `Status` from the API server is
+/// given as its code, reason and message; anything else as its chain of causes.
+pub(super) fn cause(error: &::kube::Error) -> String {
+    if let ::kube::Error::Api(status) = error {
+        return format!(
+            "the API server answered {} {}: {}",
+            status.code, status.reason, status.message
+        );
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(next) = source {
+        let next_text = next.to_string();
+        if !text.contains(&next_text) {
+            text.push_str(": ");
+            text.push_str(&next_text);
+        }
+        source = next.source();
+    }
+    text
+}
