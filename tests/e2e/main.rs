@@ -14,6 +14,7 @@
 
 mod bad_input;
 mod client_certs;
+mod cluster;
 mod errors;
 mod oidc;
 mod reviews;

@@ -37,10 +37,32 @@ fn free_port() -> u16 {
 }
 
 impl Warrant {
-    /// Sets up a local environment with `objects` and starts the server; `extra` flags are
-    /// appended to `warrant serve`.
+    /// Sets up a local environment with `objects` in a manifest file and starts the server;
+    /// `extra` flags are appended to `warrant serve`.
     pub(crate) async fn start(objects: &str, extra: &[&str]) -> Warrant {
         let dir = tempfile::tempdir().unwrap();
+        let objects_file = dir.path().join("objects.yaml");
+        std::fs::write(&objects_file, objects).unwrap();
+        let source = [
+            "--objects-file".to_owned(),
+            objects_file.display().to_string(),
+        ];
+        Self::launch(dir, &source, extra).await
+    }
+
+    /// Starts the server against a cluster: the loopback Kubernetes fixture `cluster`.
+    pub(crate) async fn start_cluster(
+        cluster: &warrant_kube_fixture::Fixture,
+        extra: &[&str],
+    ) -> Warrant {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("cluster.kubeconfig");
+        cluster.write_kubeconfig(&kubeconfig).unwrap();
+        let source = ["--kubeconfig".to_owned(), kubeconfig.display().to_string()];
+        Self::launch(dir, &source, extra).await
+    }
+
+    async fn launch(dir: tempfile::TempDir, source: &[String], extra: &[&str]) -> Warrant {
         let port = free_port();
         let setup = Command::new(BIN)
             .args(["local-setup", "--dir"])
@@ -53,7 +75,6 @@ impl Warrant {
             "local-setup: {}",
             String::from_utf8_lossy(&setup.stderr)
         );
-        std::fs::write(dir.path().join("objects.yaml"), objects).unwrap();
         let issuer = format!("https://127.0.0.1:{port}");
         let child = Command::new(BIN)
             .arg("serve")
@@ -66,8 +87,7 @@ impl Warrant {
             .arg(dir.path().join("serving.key"))
             .arg("--token-auth-file")
             .arg(dir.path().join("tokens.csv"))
-            .arg("--objects-file")
-            .arg(dir.path().join("objects.yaml"))
+            .args(source)
             .args([
                 "--bind-address",
                 "127.0.0.1",

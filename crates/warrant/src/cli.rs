@@ -103,7 +103,11 @@ pub(crate) struct ServeArgs {
     pub(crate) token_auth_file: Option<PathBuf>,
     /// Manifest of ServiceAccounts, Pods, Secrets and Nodes (YAML or JSON) that tokens bind
     /// to; reloaded when it changes. The standalone issuer.
-    #[arg(long = "objects-file", value_name = "PATH", conflicts_with = "kubeconfig")]
+    #[arg(
+        long = "objects-file",
+        value_name = "PATH",
+        conflicts_with = "kubeconfig"
+    )]
     pub(crate) objects_file: Option<PathBuf>,
     /// Kubeconfig of the cluster whose ServiceAccounts, Pods, Secrets and Nodes tokens bind to
     /// (watched). Without it or --objects-file, warrant uses the in-cluster configuration when

@@ -37,15 +37,23 @@ pub(crate) async fn open(
         let watch_clock = clock.clone();
         let watch = source.watch(move || watch_clock.now())?;
         let hangup = reload_on_hangup(source.clone(), clock);
-        return Ok((Arc::new(source), Running::File { _watch: watch, _hangup: hangup }));
+        return Ok((
+            Arc::new(source),
+            Running::File {
+                _watch: watch,
+                _hangup: hangup,
+            },
+        ));
     }
-    let client = cluster_client(args.kubeconfig.as_deref()).await.map_err(|e| {
-        if args.kubeconfig.is_none() {
-            format!("{e} (or give --objects-file for the standalone issuer)")
-        } else {
-            e.to_string()
-        }
-    })?;
+    let client = cluster_client(args.kubeconfig.as_deref())
+        .await
+        .map_err(|e| {
+            if args.kubeconfig.is_none() {
+                format!("{e} (or give --objects-file for the standalone issuer)")
+            } else {
+                e.to_string()
+            }
+        })?;
     let source = Arc::new(KubeSource::start(client, registry)?);
     tracing::info!(
         kubeconfig = %args.kubeconfig.as_ref().map_or("in-cluster".into(), |p| p.display().to_string()),

@@ -1,0 +1,123 @@
+//! Beside a cluster: `warrant serve --kubeconfig` against the loopback Kubernetes fixture, which
+//! speaks the list/watch protocol over real HTTP. Tokens bind to the cluster's objects and die
+//! with them.
+
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use serde_json::json;
+use warrant_kube_fixture::Fixture;
+use warrant_kube_fixture::objects::{node, pod, service_account};
+
+use crate::support::*;
+
+// Multi-threaded: kubectl runs synchronously on the test thread while the fixture serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_follow_the_clusters_objects() {
+    let cluster = Fixture::start().await.unwrap();
+    cluster
+        .create(&service_account("demo", "app", "sa-1"))
+        .unwrap();
+    cluster.create(&node("node-1", "node-uid-1")).unwrap();
+    cluster
+        .create(&pod(
+            "demo",
+            "app-0",
+            "pod-1",
+            "app",
+            "node-1",
+            Some("vault"),
+        ))
+        .unwrap();
+    let w = Warrant::start_cluster(&cluster, &[]).await;
+
+    let token = w.token(&[
+        "--audience",
+        "vault",
+        "--bound-object-kind",
+        "Pod",
+        "--bound-object-name",
+        "app-0",
+    ]);
+    let k = claims(&token).kubernetes;
+    assert_eq!(
+        (k.pod.unwrap().uid.as_str(), k.node.unwrap().uid.as_str()),
+        ("pod-1", "node-uid-1")
+    );
+    assert_eq!(k.serviceaccount.uid, "sa-1");
+    assert_eq!(w.review(&token, &["vault"])["authenticated"], true);
+
+    // A pod created a moment ago (its watch event held back) is found by a live GET.
+    cluster.pause_watches(true);
+    cluster
+        .create(&pod("demo", "app-1", "pod-new", "app", "node-1", None))
+        .unwrap();
+    let fresh = w.token(&["--bound-object-kind", "Pod", "--bound-object-name", "app-1"]);
+    assert_eq!(claims(&fresh).kubernetes.pod.unwrap().uid, "pod-new");
+    cluster.pause_watches(false);
+
+    // Deleting the pod revokes the token.
+    cluster.delete::<Pod>("demo", "app-0").unwrap();
+    w.eventually("the pod's deletion to revoke the token", || {
+        w.review(&token, &["vault"])["error"] == "service account token has been invalidated"
+    })
+    .await;
+
+    // Re-creating it under the same name with a new UID: the UID-mismatch message.
+    cluster
+        .create(&pod(
+            "demo",
+            "app-0",
+            "pod-2",
+            "app",
+            "node-1",
+            Some("vault"),
+        ))
+        .unwrap();
+    w.eventually("the re-created pod to be seen", || {
+        w.review(&token, &["vault"])["error"]
+            == "pod UID (pod-2) does not match service account pod ref claim (pod-1)"
+    })
+    .await;
+
+    // Deleting the service account: its message, for every token it ever had.
+    cluster.delete::<ServiceAccount>("demo", "app").unwrap();
+    w.eventually("the service account's deletion to be seen", || {
+        w.review(&token, &["vault"])
+            == json!({"user": {}, "error": r#"serviceaccounts "app" not found"#})
+    })
+    .await;
+    let out = w.create_token_as("app", &[]);
+    assert!(
+        stderr(&out).contains(r#"serviceaccounts "app" not found"#),
+        "{}",
+        stderr(&out)
+    );
+}
+
+// Multi-threaded: kubectl runs synchronously on the test thread while the fixture serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_is_an_error_never_a_verdict() {
+    let mut cluster = Fixture::start().await.unwrap();
+    cluster
+        .create(&service_account("demo", "app", "sa-1"))
+        .unwrap();
+    cluster
+        .create(&pod("demo", "app-0", "pod-1", "app", "", None))
+        .unwrap();
+    let w = Warrant::start_cluster(&cluster, &[]).await;
+    let token = w.token(&["--bound-object-kind", "Pod", "--bound-object-name", "app-0"]);
+    cluster.stop().await;
+    // Objects in memory still answer; a miss cannot be decided, and says so.
+    assert_eq!(w.review(&token, &[])["authenticated"], true);
+    let out = w.create_token_as(
+        "app",
+        &[
+            "--bound-object-kind",
+            "Pod",
+            "--bound-object-name",
+            "elsewhere",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("cannot look up Pod demo/elsewhere"), "{err}");
+}
