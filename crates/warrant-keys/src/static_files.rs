@@ -72,7 +72,8 @@ mod tests {
         std::fs::write(&pub_path, old.verifying_key().to_pem()).unwrap();
 
         let set = load_static(&sign_path, std::slice::from_ref(&pub_path)).unwrap();
-        assert_eq!(set.signing().kid(), signing.kid());
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        assert_eq!(set.signing_at(now).kid(), signing.kid());
         let kids: Vec<&str> = set.verifying().iter().map(|k| k.kid()).collect();
         assert_eq!(kids, [signing.kid(), old.kid()]);
 

@@ -64,8 +64,8 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
     tracing::info!(
         address = %local,
         issuer = %state.settings().issuers.first().map(String::as_str).unwrap_or_default(),
-        signing_kid = %published.keys().signing().kid(),
-        alg = %published.keys().signing().algorithm(),
+        signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
+        alg = %published.keys().signing_at(state.clock().now()).algorithm(),
         "serving"
     );
     serve(listener, tls, router(state), shutdown_signal()).await;
