@@ -7,15 +7,24 @@
 //! - [`load_static`] reads kube-apiserver's static key flags.
 //! - [`ManagedKeySet`] is the lifecycle of managed keys (next → active → retired → removed) as
 //!   pure functions of the key records, a [`RotationPolicy`] and `now`: no I/O, no clock.
+//! - A [`KeyStore`] keeps a managed key set ([`DirStore`] in a directory, [`MemoryStore`] for
+//!   tests) in one serialised form ([`encode`], [`decode`]).
 
+mod directory;
 mod lifecycle;
 mod static_files;
+mod store;
+mod stored;
+mod watch;
 
+pub use directory::DirStore;
 pub use lifecycle::{
     KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS, ManagedKey, ManagedKeySet,
     PolicyError, REMOVAL_LEEWAY_SECONDS, RotationPolicy, Successor,
 };
 pub use static_files::{StaticKeyError, load_static};
+pub use store::{ChangeFeed, KeyStore, MemoryStore, StoreError, StoreVersion, Stored};
+pub use stored::{EncodedKeySet, INDEX_FILE, decode, encode, key_file_name};
 
 use jiff::Timestamp;
 use warrant_token::{SigningKey, VerifyingKey};
