@@ -8,10 +8,13 @@
 //! - [`ManagedKeySet`] is the lifecycle of managed keys (next → active → retired → removed) as
 //!   pure functions of the key records, a [`RotationPolicy`] and `now`: no I/O, no clock.
 //! - A [`KeyStore`] keeps a managed key set ([`DirStore`] in a directory, [`MemoryStore`] for
-//!   tests) in one serialised form ([`encode`], [`decode`]).
+//!   tests) in one serialised form ([`encode`], [`decode`]); a [`KeyManager`] owns a store in a
+//!   running server: it rotates the keys on schedule and publishes every change.
 
 mod directory;
 mod lifecycle;
+mod manager;
+mod metrics;
 mod static_files;
 mod store;
 mod stored;
@@ -22,6 +25,8 @@ pub use lifecycle::{
     KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS, ManagedKey, ManagedKeySet,
     PolicyError, REMOVAL_LEEWAY_SECONDS, RotationPolicy, Successor,
 };
+pub use manager::{KeyManager, KeyManagerTask, ManagerError, Writer};
+pub use metrics::KeyMetrics;
 pub use static_files::{StaticKeyError, load_static};
 pub use store::{ChangeFeed, KeyStore, MemoryStore, StoreError, StoreVersion, Stored};
 pub use stored::{EncodedKeySet, INDEX_FILE, decode, encode, key_file_name};
