@@ -4,7 +4,8 @@
 //! - A [`KeySet`] is an immutable snapshot of the keys in force, which the server swaps in
 //!   whole when the keys change. It knows the signing schedule of its own lifetime, so the key
 //!   that signs switches exactly at its activation time, whenever the snapshot was taken.
-//! - [`load_static`] reads kube-apiserver's static key flags.
+//! - [`load_static`] and [`StaticKeys`] read kube-apiserver's static key flags, and reload the
+//!   files when they change.
 //! - [`ManagedKeySet`] is the lifecycle of managed keys (next → active → retired → removed) as
 //!   pure functions of the key records, a [`RotationPolicy`] and `now`: no I/O, no clock.
 //! - A [`KeyStore`] keeps a managed key set ([`DirStore`] in a directory, [`MemoryStore`] for
@@ -27,7 +28,10 @@ pub use lifecycle::{
 };
 pub use manager::{KeyManager, KeyManagerTask, ManagerError, Writer};
 pub use metrics::KeyMetrics;
-pub use static_files::{StaticKeyError, load_static};
+pub use static_files::{
+    StaticChange, StaticKeyError, StaticKeyFiles, StaticKeys, StaticReload, StaticWatch,
+    load_static,
+};
 pub use store::{ChangeFeed, KeyStore, MemoryStore, StoreError, StoreVersion, Stored};
 pub use stored::{EncodedKeySet, INDEX_FILE, decode, encode, key_file_name};
 

@@ -20,6 +20,10 @@ struct OperationLabels {
     operation: &'static str,
 }
 
+/// The state label of static verification-only keys (`--service-account-key-file`), which
+/// have no lifecycle.
+const STATIC_VERIFYING: &str = "verifying";
+
 /// The keys' metrics. Cheap to clone; clones share the values.
 #[derive(Debug, Clone, Default)]
 pub struct KeyMetrics {
@@ -55,7 +59,7 @@ impl KeyMetrics {
         );
         registry.register(
             "warrant_keys_held",
-            "Published keys by state: next, active, retired",
+            "Published keys by state: next, active, retired (managed), verifying (static key files)",
             self.held.clone(),
         );
         registry.register(
@@ -85,6 +89,28 @@ impl KeyMetrics {
         if let Some(active) = schedule.iter().find(|k| k.state == KeyState::Active) {
             self.last_rotation.set(active.activate_at.as_second());
         }
+    }
+
+    /// Records static keys: the signing key, if static keys sign (beside managed keys they only
+    /// verify), and `verifying` verification-only keys.
+    pub(crate) fn static_keys(&self, signing: bool, verifying: usize) {
+        if signing {
+            self.held
+                .get_or_create(&StateLabels {
+                    state: KeyState::Active.name(),
+                })
+                .set(1);
+        }
+        self.held
+            .get_or_create(&StateLabels {
+                state: STATIC_VERIFYING,
+            })
+            .set(i64::try_from(verifying).unwrap_or(i64::MAX));
+    }
+
+    /// Records that the signing key changed (static keys) at `now`.
+    pub(crate) fn signing_key_loaded(&self, now: Timestamp) {
+        self.last_rotation.set(now.as_second());
     }
 
     /// Counts a failed store operation: `load`, `save` or `watch`.
