@@ -209,7 +209,6 @@ impl<S: KeyStore> KeyManager<S> {
                     .as_ref()
                     .is_none_or(|p| !p.same_keys(&keys) || p.next_change() != keys.next_change());
                 if changed {
-                    self.metrics.published(&keys);
                     publish(keys.clone());
                     published = Some(keys);
                 }

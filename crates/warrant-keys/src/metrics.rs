@@ -54,7 +54,7 @@ impl KeyMetrics {
         );
         registry.register(
             "warrant_keys_next_change_timestamp_seconds",
-            "When the key set next changes on schedule (0 for static keys)",
+            "When the published key set next changes on schedule (0 for static keys)",
             self.next_change.clone(),
         );
         registry.register(
@@ -69,8 +69,9 @@ impl KeyMetrics {
         );
     }
 
-    /// Counts a published key set.
-    pub(crate) fn published(&self, keys: &KeySet) {
+    /// Counts a key set handed to the server (whoever publishes it: the key manager's owner,
+    /// a static key watcher's), and records when it next changes.
+    pub fn published(&self, keys: &KeySet) {
         self.generation.inc();
         self.next_change
             .set(keys.next_change().map_or(0, Timestamp::as_second));

@@ -101,12 +101,7 @@ async fn rotates_on_schedule_and_publishes_each_change() {
             && text.contains(&format!(
                 "warrant_keys_last_rotation_timestamp_seconds {}",
                 T0 + 7 * DAY
-            ))
-            && text.contains(&format!(
-                "warrant_keys_next_change_timestamp_seconds {}",
-                T0 + 13 * DAY
-            ))
-            && text.contains("warrant_keys_generation 4"),
+            )),
         "{text}"
     );
     // And on, a week at a time.
