@@ -15,6 +15,7 @@
 mod bad_input;
 mod client_certs;
 mod errors;
+mod keys;
 mod oidc;
 mod reviews;
 mod support;

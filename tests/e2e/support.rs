@@ -1,8 +1,9 @@
 //! A running `warrant serve` in a temporary directory, and the clients that talk to it.
 
+use std::ffi::{OsStr, OsString};
 use std::io::Read as _;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -26,6 +27,8 @@ pub(crate) struct Warrant {
     pub(crate) port: u16,
     child: Child,
     pub(crate) http: reqwest::Client,
+    /// The flags `serve` ran with, other than the key flags.
+    flags: Vec<OsString>,
 }
 
 fn free_port() -> u16 {
@@ -36,10 +39,33 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// kube-apiserver's static key flags for the local setup's signing key.
+pub(crate) fn static_keys(dir: &Path) -> Vec<OsString> {
+    vec![
+        "--service-account-signing-key-file".into(),
+        dir.join("sa.key").into(),
+    ]
+}
+
+/// A key directory (`keys` in the setup), which warrant creates at its first start.
+pub(crate) fn key_dir(dir: &Path) -> Vec<OsString> {
+    vec!["--key-dir".into(), dir.join("keys").into()]
+}
+
 impl Warrant {
-    /// Sets up a local environment with `objects` and starts the server; `extra` flags are
-    /// appended to `warrant serve`.
+    /// Sets up a local environment with `objects` and starts the server with the setup's
+    /// static signing key; `extra` flags are appended to `warrant serve`.
     pub(crate) async fn start(objects: &str, extra: &[&str]) -> Warrant {
+        Self::start_with(objects, static_keys, extra).await
+    }
+
+    /// As [`start`](Self::start), with the key flags `keys` returns for the setup directory
+    /// (it may prepare the directory first, e.g. with `warrant keys generate`).
+    pub(crate) async fn start_with(
+        objects: &str,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+    ) -> Warrant {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let setup = Command::new(BIN)
@@ -55,30 +81,28 @@ impl Warrant {
         );
         std::fs::write(dir.path().join("objects.yaml"), objects).unwrap();
         let issuer = format!("https://127.0.0.1:{port}");
-        let child = Command::new(BIN)
-            .arg("serve")
-            .args(["--service-account-issuer", &issuer])
-            .arg("--service-account-signing-key-file")
-            .arg(dir.path().join("sa.key"))
-            .arg("--tls-cert-file")
-            .arg(dir.path().join("serving.crt"))
-            .arg("--tls-private-key-file")
-            .arg(dir.path().join("serving.key"))
-            .arg("--token-auth-file")
-            .arg(dir.path().join("tokens.csv"))
-            .arg("--objects-file")
-            .arg(dir.path().join("objects.yaml"))
-            .args([
+        let mut flags: Vec<OsString> = vec!["--service-account-issuer".into(), issuer.into()];
+        for (flag, file) in [
+            ("--tls-cert-file", "serving.crt"),
+            ("--tls-private-key-file", "serving.key"),
+            ("--token-auth-file", "tokens.csv"),
+            ("--objects-file", "objects.yaml"),
+        ] {
+            flags.push(flag.into());
+            flags.push(dir.path().join(file).into());
+        }
+        flags.extend(
+            [
                 "--bind-address",
                 "127.0.0.1",
                 "--secure-port",
                 &port.to_string(),
-            ])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            ]
+            .map(OsString::from),
+        );
+        flags.extend(extra.iter().map(OsString::from));
+        let key_flags = keys(dir.path());
+        let child = spawn_serve(&flags, &key_flags);
         let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.path().join("ca.crt")).unwrap())
             .unwrap();
         let http = reqwest::Client::builder()
@@ -90,9 +114,37 @@ impl Warrant {
             port,
             child,
             http,
+            flags,
         };
         warrant.wait_ready().await;
         warrant
+    }
+
+    /// Stops the server and starts it again on the same setup and port, with the key flags
+    /// `keys` returns (they may differ from the last run's: a migration, say).
+    pub(crate) async fn restart(&mut self, keys: impl FnOnce(&Path) -> Vec<OsString>) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let key_flags = keys(self.dir.path());
+        self.child = spawn_serve(&self.flags, &key_flags);
+        self.wait_ready().await;
+    }
+
+    /// Runs another warrant command (not `serve`), returning its output.
+    pub(crate) fn warrant(&self, args: &[&OsStr]) -> Output {
+        Command::new(BIN).args(args).output().unwrap()
+    }
+
+    /// Runs another warrant command, failing the test with its stderr if it fails; returns
+    /// its stdout.
+    pub(crate) fn warrant_ok(&self, args: &[&OsStr]) -> String {
+        let out = self.warrant(args);
+        assert!(
+            out.status.success(),
+            "warrant {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
     }
 
     /// Waits until `/readyz` answers 200; fails with the server's log if it exits first.
@@ -218,6 +270,17 @@ impl Warrant {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+fn spawn_serve(flags: &[OsString], key_flags: &[OsString]) -> Child {
+    Command::new(BIN)
+        .arg("serve")
+        .args(flags)
+        .args(key_flags)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 impl Drop for Warrant {
