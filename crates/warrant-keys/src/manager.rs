@@ -93,7 +93,10 @@ pub enum ManagerError {
     },
 }
 
-/// Owns a managed key store. See the [module docs](self).
+/// Owns a managed key store in a running server: rotates its keys on schedule when this process
+/// may write, follows other writers' changes, and publishes every change of the keys in force.
+/// It wakes only when something is due (or the store or leadership changes); failures keep the
+/// keys in force and are retried.
 pub struct KeyManager<S: KeyStore> {
     store: S,
     policy: RotationPolicy,

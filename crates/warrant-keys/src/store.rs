@@ -42,7 +42,11 @@ pub struct Stored {
     pub version: StoreVersion,
 }
 
-/// Keeps a managed key set. See the [module docs](self) for the contract.
+/// Keeps a managed key set. Every replica reads it; writes are optimistic: [`save`](Self::save)
+/// succeeds only if the store still holds the version the writer read, so writers never
+/// interleave, and the loser reloads and recomputes. Implementations: [`DirStore`](crate::DirStore),
+/// [`MemoryStore`]; a Kubernetes Secret store keeps the encoded files as the Secret's `data`, uses
+/// its `resourceVersion` as the version, and writes only from the leader.
 pub trait KeyStore: Send + Sync + 'static {
     /// What the store is, for messages: `key directory /var/lib/warrant/keys`.
     fn describe(&self) -> String;
