@@ -116,13 +116,6 @@ impl KeySet {
             .map_or(&self.signing, |(_, key)| key)
     }
 
-    /// Every key that signs at some time in this snapshot, in order, with the time it starts
-    /// (`None` for the first, which already signs).
-    pub fn signing_schedule(&self) -> impl Iterator<Item = (Option<Timestamp>, &SigningKey)> {
-        std::iter::once((None, &self.signing))
-            .chain(self.successors.iter().map(|(at, key)| (Some(*at), key)))
-    }
-
     /// Every verification key, in publication order.
     pub fn verifying(&self) -> &[VerifyingKey] {
         &self.verifying

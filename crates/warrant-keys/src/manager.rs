@@ -221,12 +221,13 @@ impl<S: KeyStore> KeyManager<S> {
             let wake = self.wake_after(now, failed);
             tokio::select! {
                 () = tokio::time::sleep(wake) => {}
-                () = feed.changed() => {
-                    if let Err(error) = self.reload().await {
-                        tracing::error!(%error, "cannot re-read the key store; the keys in force stay until it succeeds");
-                    }
-                }
+                () = feed.changed() => {}
                 () = self.writer.changed() => {}
+            }
+            // Whatever woke us, act on the store as it is now: another writer may have been
+            // first, and a missed change notification is caught at the next wake-up at the latest.
+            if let Err(error) = self.reload().await {
+                tracing::error!(%error, "cannot re-read the key store; the keys in force stay until it succeeds");
             }
         }
     }
