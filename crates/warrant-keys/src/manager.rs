@@ -198,9 +198,10 @@ impl<S: KeyStore> KeyManager<S> {
         P: Fn(KeySet),
     {
         let mut published: Option<KeySet> = None;
+        let mut read_failed = false;
         loop {
             let now = clock();
-            let mut failed = false;
+            let mut failed = read_failed;
             if self.writer.may_write()
                 && let Err(error) = self.sync(now).await
             {
@@ -226,9 +227,13 @@ impl<S: KeyStore> KeyManager<S> {
             }
             // Whatever woke us, act on the store as it is now: another writer may have been
             // first, and a missed change notification is caught at the next wake-up at the latest.
-            if let Err(error) = self.reload().await {
-                tracing::error!(%error, "cannot re-read the key store; the keys in force stay until it succeeds");
-            }
+            read_failed = match self.reload().await {
+                Ok(()) => false,
+                Err(error) => {
+                    tracing::error!(%error, "cannot re-read the key store; the keys in force stay until it succeeds");
+                    true
+                }
+            };
         }
     }
 
