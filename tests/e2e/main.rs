@@ -16,6 +16,7 @@ mod bad_input;
 mod client_certs;
 mod cluster;
 mod errors;
+mod keys;
 mod oidc;
 mod reviews;
 mod support;

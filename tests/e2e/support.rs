@@ -1,8 +1,9 @@
 //! A running `warrant serve` in a temporary directory, and the clients that talk to it.
 
+use std::ffi::{OsStr, OsString};
 use std::io::Read as _;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -26,6 +27,8 @@ pub(crate) struct Warrant {
     pub(crate) port: u16,
     child: Child,
     pub(crate) http: reqwest::Client,
+    /// The flags `serve` ran with, other than the key flags.
+    flags: Vec<OsString>,
 }
 
 fn free_port() -> u16 {
@@ -36,18 +39,42 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Where the server's objects come from.
+enum Source<'a> {
+    /// A manifest file with this content.
+    File(&'a str),
+    /// The loopback Kubernetes fixture.
+    Cluster(&'a warrant_kube_fixture::Fixture),
+}
+
+/// kube-apiserver's static key flags for the local setup's signing key.
+pub(crate) fn static_keys(dir: &Path) -> Vec<OsString> {
+    vec![
+        "--service-account-signing-key-file".into(),
+        dir.join("sa.key").into(),
+    ]
+}
+
+/// A key directory (`keys` in the setup), which warrant creates at its first start.
+pub(crate) fn key_dir(dir: &Path) -> Vec<OsString> {
+    vec!["--key-dir".into(), dir.join("keys").into()]
+}
+
 impl Warrant {
-    /// Sets up a local environment with `objects` in a manifest file and starts the server;
-    /// `extra` flags are appended to `warrant serve`.
+    /// Sets up a local environment with `objects` in a manifest file and starts the server with
+    /// the setup's static signing key; `extra` flags are appended to `warrant serve`.
     pub(crate) async fn start(objects: &str, extra: &[&str]) -> Warrant {
-        let dir = tempfile::tempdir().unwrap();
-        let objects_file = dir.path().join("objects.yaml");
-        std::fs::write(&objects_file, objects).unwrap();
-        let source = [
-            "--objects-file".to_owned(),
-            objects_file.display().to_string(),
-        ];
-        Self::launch(dir, &source, extra).await
+        Self::launch(Source::File(objects), static_keys, extra).await
+    }
+
+    /// As [`start`](Self::start), with the key flags `keys` returns for the setup directory
+    /// (it may prepare the directory first, e.g. with `warrant keys generate`).
+    pub(crate) async fn start_with(
+        objects: &str,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+    ) -> Warrant {
+        Self::launch(Source::File(objects), keys, extra).await
     }
 
     /// Starts the server against a cluster: the loopback Kubernetes fixture `cluster`.
@@ -55,14 +82,15 @@ impl Warrant {
         cluster: &warrant_kube_fixture::Fixture,
         extra: &[&str],
     ) -> Warrant {
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("cluster.kubeconfig");
-        cluster.write_kubeconfig(&kubeconfig).unwrap();
-        let source = ["--kubeconfig".to_owned(), kubeconfig.display().to_string()];
-        Self::launch(dir, &source, extra).await
+        Self::launch(Source::Cluster(cluster), static_keys, extra).await
     }
 
-    async fn launch(dir: tempfile::TempDir, source: &[String], extra: &[&str]) -> Warrant {
+    async fn launch(
+        source: Source<'_>,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+    ) -> Warrant {
+        let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let setup = Command::new(BIN)
             .args(["local-setup", "--dir"])
@@ -76,29 +104,40 @@ impl Warrant {
             String::from_utf8_lossy(&setup.stderr)
         );
         let issuer = format!("https://127.0.0.1:{port}");
-        let child = Command::new(BIN)
-            .arg("serve")
-            .args(["--service-account-issuer", &issuer])
-            .arg("--service-account-signing-key-file")
-            .arg(dir.path().join("sa.key"))
-            .arg("--tls-cert-file")
-            .arg(dir.path().join("serving.crt"))
-            .arg("--tls-private-key-file")
-            .arg(dir.path().join("serving.key"))
-            .arg("--token-auth-file")
-            .arg(dir.path().join("tokens.csv"))
-            .args(source)
-            .args([
+        let mut flags: Vec<OsString> = vec!["--service-account-issuer".into(), issuer.into()];
+        for (flag, file) in [
+            ("--tls-cert-file", "serving.crt"),
+            ("--tls-private-key-file", "serving.key"),
+            ("--token-auth-file", "tokens.csv"),
+        ] {
+            flags.push(flag.into());
+            flags.push(dir.path().join(file).into());
+        }
+        match source {
+            Source::File(objects) => {
+                std::fs::write(dir.path().join("objects.yaml"), objects).unwrap();
+                flags.push("--objects-file".into());
+                flags.push(dir.path().join("objects.yaml").into());
+            }
+            Source::Cluster(cluster) => {
+                let kubeconfig = dir.path().join("cluster.kubeconfig");
+                cluster.write_kubeconfig(&kubeconfig).unwrap();
+                flags.push("--kubeconfig".into());
+                flags.push(kubeconfig.into());
+            }
+        }
+        flags.extend(
+            [
                 "--bind-address",
                 "127.0.0.1",
                 "--secure-port",
                 &port.to_string(),
-            ])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            ]
+            .map(OsString::from),
+        );
+        flags.extend(extra.iter().map(OsString::from));
+        let key_flags = keys(dir.path());
+        let child = spawn_serve(&flags, &key_flags);
         let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.path().join("ca.crt")).unwrap())
             .unwrap();
         let http = reqwest::Client::builder()
@@ -110,9 +149,37 @@ impl Warrant {
             port,
             child,
             http,
+            flags,
         };
         warrant.wait_ready().await;
         warrant
+    }
+
+    /// Stops the server and starts it again on the same setup and port, with the key flags
+    /// `keys` returns (they may differ from the last run's: a migration, say).
+    pub(crate) async fn restart(&mut self, keys: impl FnOnce(&Path) -> Vec<OsString>) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let key_flags = keys(self.dir.path());
+        self.child = spawn_serve(&self.flags, &key_flags);
+        self.wait_ready().await;
+    }
+
+    /// Runs another warrant command (not `serve`), returning its output.
+    pub(crate) fn warrant(&self, args: &[&OsStr]) -> Output {
+        Command::new(BIN).args(args).output().unwrap()
+    }
+
+    /// Runs another warrant command, failing the test with its stderr if it fails; returns
+    /// its stdout.
+    pub(crate) fn warrant_ok(&self, args: &[&OsStr]) -> String {
+        let out = self.warrant(args);
+        assert!(
+            out.status.success(),
+            "warrant {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
     }
 
     /// Waits until `/readyz` answers 200; fails with the server's log if it exits first.
@@ -256,6 +323,17 @@ impl Warrant {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+fn spawn_serve(flags: &[OsString], key_flags: &[OsString]) -> Child {
+    Command::new(BIN)
+        .arg("serve")
+        .args(flags)
+        .args(key_flags)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 impl Drop for Warrant {

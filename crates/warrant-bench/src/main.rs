@@ -61,7 +61,11 @@ type Error = Box<dyn std::error::Error>;
 fn run(args: &Args) -> Result<(), Error> {
     wrk::check_installed()?;
     if !args.warrant.exists() {
-        return Err(format!("{} not found: run `cargo build --release` first", args.warrant.display()).into());
+        return Err(format!(
+            "{} not found: run `cargo build --release` first",
+            args.warrant.display()
+        )
+        .into());
     }
     let dir = tempfile_dir()?;
     let port = free_port()?;
@@ -71,7 +75,11 @@ fn run(args: &Args) -> Result<(), Error> {
         .args(["--port", &port.to_string()])
         .output()?;
     if !setup.status.success() {
-        return Err(format!("local-setup failed: {}", String::from_utf8_lossy(&setup.stderr)).into());
+        return Err(format!(
+            "local-setup failed: {}",
+            String::from_utf8_lossy(&setup.stderr)
+        )
+        .into());
     }
     let admin = std::fs::read_to_string(dir.join("tokens.csv"))?
         .split(',')
@@ -86,7 +94,9 @@ fn run(args: &Args) -> Result<(), Error> {
         .filter(|s| args.scenarios.is_empty() || args.scenarios.iter().any(|n| n == s.name()))
         .collect();
 
-    println!("| scenario | alg | connections | requests/s | p50 | p99 | errors | warrant CPU (cores) | warrant RSS |");
+    println!(
+        "| scenario | alg | connections | requests/s | p50 | p99 | errors | warrant CPU (cores) | warrant RSS |"
+    );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut peak = Vec::new();
     for alg in &args.algorithms {
@@ -98,12 +108,20 @@ fn run(args: &Args) -> Result<(), Error> {
         let key_file = dir.join(format!("{alg}.key"));
         std::fs::write(&key_file, key.to_pkcs8_pem()?.as_str())?;
         let mut server = Server::start(&args.warrant, &dir, &key_file, &issuer, port)?;
-        let target = Target { base: issuer.clone(), admin: admin.clone(), dir: dir.clone() };
+        let target = Target {
+            base: issuer.clone(),
+            admin: admin.clone(),
+            dir: dir.clone(),
+        };
         // The fastest rate seen so far sizes the token supply of distinct-token runs.
         let mut fastest = 0.0_f64;
         for scenario in &scenarios {
             for &connections in &args.connections {
-                let run = Run { scenario: *scenario, connections, seconds: args.seconds };
+                let run = Run {
+                    scenario: *scenario,
+                    connections,
+                    seconds: args.seconds,
+                };
                 // Distinct-token reviews need a fresh token for every request: enough for the
                 // fastest rate measured so far, with room to spare.
                 let tokens = match scenario {
@@ -155,7 +173,9 @@ fn tempfile_dir() -> Result<PathBuf, Error> {
 }
 
 fn free_port() -> Result<u16, Error> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// Where the load goes.
@@ -173,7 +193,9 @@ impl Target {
     /// benchmark must not measure fast failures.
     fn preflight(&self, scenario: Scenario) -> Result<(), Error> {
         let ca = reqwest::Certificate::from_pem(&std::fs::read(self.dir.join("ca.crt"))?)?;
-        let client = reqwest::blocking::Client::builder().tls_certs_only([ca]).build()?;
+        let client = reqwest::blocking::Client::builder()
+            .tls_certs_only([ca])
+            .build()?;
         let (path, body) = scenario.sample(&self.dir)?;
         let response = client
             .post(format!("{}{path}", self.base))
@@ -185,7 +207,9 @@ impl Target {
         let text = response.text()?;
         let ok = status.as_u16() == 201
             && match scenario {
-                Scenario::ReviewDistinct | Scenario::ReviewRepeated => text.contains("\"authenticated\":true"),
+                Scenario::ReviewDistinct | Scenario::ReviewRepeated => {
+                    text.contains("\"authenticated\":true")
+                }
                 _ => text.contains("\"token\":\"ey"),
             };
         if !ok {
@@ -201,7 +225,13 @@ struct Server {
 }
 
 impl Server {
-    fn start(warrant: &Path, dir: &Path, key: &Path, issuer: &str, port: u16) -> Result<Server, Error> {
+    fn start(
+        warrant: &Path,
+        dir: &Path,
+        key: &Path,
+        issuer: &str,
+        port: u16,
+    ) -> Result<Server, Error> {
         let child = Command::new(warrant)
             .arg("serve")
             .args(["--service-account-issuer", issuer])
@@ -215,7 +245,14 @@ impl Server {
             .arg(dir.join("tokens.csv"))
             .arg("--objects-file")
             .arg(dir.join("objects.yaml"))
-            .args(["--bind-address", "127.0.0.1", "--secure-port", &port.to_string(), "--log-level", "warn"])
+            .args([
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                &port.to_string(),
+                "--log-level",
+                "warn",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()?;
@@ -243,7 +280,12 @@ impl Server {
         // Fields after the command name (which is in parentheses and may contain spaces).
         let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
         // utime and stime are fields 14 and 15 of /proc/PID/stat: 12 and 13 after the name.
         Ok((ticks(11) + ticks(12)) / clock_ticks_per_second())
     }
@@ -255,7 +297,11 @@ impl Server {
             .lines()
             .find(|l| l.starts_with(&format!("{field}:")))
             .ok_or_else(|| format!("{field} not in /proc/PID/status"))?;
-        Ok(line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0))
+        Ok(line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
     }
 
     fn stop(&mut self) {

@@ -21,7 +21,10 @@ fn uid(kind: u8, index: usize) -> String {
 
 impl Cluster {
     pub(crate) fn new(pods: usize) -> Cluster {
-        Cluster { pods: pods.max(1), service_accounts: (pods / 10).max(1) }
+        Cluster {
+            pods: pods.max(1),
+            service_accounts: (pods / 10).max(1),
+        }
     }
 
     /// The objects file.
@@ -35,7 +38,11 @@ impl Cluster {
             );
         }
         for i in 0..NODES {
-            let _ = write!(out, "---\napiVersion: v1\nkind: Node\nmetadata: {{name: node-{i}, uid: {}}}\n", uid(2, i));
+            let _ = write!(
+                out,
+                "---\napiVersion: v1\nkind: Node\nmetadata: {{name: node-{i}, uid: {}}}\n",
+                uid(2, i)
+            );
         }
         for i in 0..self.pods {
             let _ = write!(
@@ -50,7 +57,13 @@ impl Cluster {
     }
 
     /// A pod-bound token for pod `index`, as warrant would issue it, for the API audience.
-    fn token(&self, key: &SigningKey, issuer: &str, index: usize, now: i64) -> Result<String, warrant_token::KeyError> {
+    fn token(
+        &self,
+        key: &SigningKey,
+        issuer: &str,
+        index: usize,
+        now: i64,
+    ) -> Result<String, warrant_token::KeyError> {
         let pod = index % self.pods;
         let sa = pod % self.service_accounts;
         let node = pod % NODES;
@@ -85,16 +98,25 @@ impl Cluster {
                 .map(|part| {
                     scope.spawn(move || -> Result<(), String> {
                         let file = path.with_extension(part.to_string());
-                        let mut out = std::io::BufWriter::new(std::fs::File::create(&file).map_err(|e| e.to_string())?);
+                        let mut out = std::io::BufWriter::new(
+                            std::fs::File::create(&file).map_err(|e| e.to_string())?,
+                        );
                         for i in (part..count.max(2)).step_by(2) {
-                            let token = self.token(key, issuer, i, now).map_err(|e| e.to_string())?;
+                            let token =
+                                self.token(key, issuer, i, now).map_err(|e| e.to_string())?;
                             writeln!(out, "{token}").map_err(|e| e.to_string())?;
                         }
                         out.flush().map_err(|e| e.to_string())
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a signing thread failed".into()))).collect()
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("a signing thread failed".into()))
+                })
+                .collect()
         });
         for result in results {
             result?;

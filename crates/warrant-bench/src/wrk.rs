@@ -18,8 +18,12 @@ pub(crate) enum Scenario {
 }
 
 impl Scenario {
-    pub(crate) const ALL: [Scenario; 4] =
-        [Scenario::RequestPlain, Scenario::RequestPod, Scenario::ReviewDistinct, Scenario::ReviewRepeated];
+    pub(crate) const ALL: [Scenario; 4] = [
+        Scenario::RequestPlain,
+        Scenario::RequestPod,
+        Scenario::ReviewDistinct,
+        Scenario::ReviewRepeated,
+    ];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -62,7 +66,9 @@ impl Scenario {
 const REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 
 fn review_body(token: &str) -> String {
-    format!(r#"{{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{{"token":"{token}"}}}}"#)
+    format!(
+        r#"{{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{{"token":"{token}"}}}}"#
+    )
 }
 
 /// Each wrk thread gets an id from `setup`, which runs in wrk's main thread once per thread.
@@ -149,7 +155,9 @@ pub(crate) struct Outcome {
 pub(crate) fn check_installed() -> Result<(), Error> {
     match Command::new("wrk").arg("--version").output() {
         Ok(_) => Ok(()),
-        Err(_) => Err("wrk is not installed (Debian: apt-get install wrk); `make bench` installs it".into()),
+        Err(_) => Err(
+            "wrk is not installed (Debian: apt-get install wrk); `make bench` installs it".into(),
+        ),
     }
 }
 
@@ -157,22 +165,50 @@ pub(crate) fn run(target: &Target, run: &Run) -> Result<Outcome, Error> {
     let script = target.dir.join(format!("{}.lua", run.scenario.name()));
     std::fs::write(&script, format!("{THREAD_IDS}{}", run.scenario.script()))?;
     let threads = run.connections.min(2);
-    let pods = std::fs::read_to_string(target.dir.join("objects.yaml"))?.matches("kind: Pod").count();
-    let sas = std::fs::read_to_string(target.dir.join("objects.yaml"))?.matches("kind: ServiceAccount").count();
+    let pods = std::fs::read_to_string(target.dir.join("objects.yaml"))?
+        .matches("kind: Pod")
+        .count();
+    let sas = std::fs::read_to_string(target.dir.join("objects.yaml"))?
+        .matches("kind: ServiceAccount")
+        .count();
     let out = Command::new("wrk")
-        .args(["-t", &threads.to_string(), "-c", &run.connections.to_string()])
-        .args(["-d", &format!("{}s", run.seconds), "--latency", "--timeout", "10s", "-s"])
+        .args([
+            "-t",
+            &threads.to_string(),
+            "-c",
+            &run.connections.to_string(),
+        ])
+        .args([
+            "-d",
+            &format!("{}s", run.seconds),
+            "--latency",
+            "--timeout",
+            "10s",
+            "-s",
+        ])
         .arg(&script)
         .arg(format!("{}/", target.base))
         .env("BENCH_ADMIN", &target.admin)
         .env("BENCH_TOKENS", target.dir.join("review-tokens"))
         .env("BENCH_PODS", pods.to_string())
         .env("BENCH_SAS", sas.to_string())
-        .env("BENCH_BOUND", if run.scenario == Scenario::RequestPod { "1" } else { "0" })
+        .env(
+            "BENCH_BOUND",
+            if run.scenario == Scenario::RequestPod {
+                "1"
+            } else {
+                "0"
+            },
+        )
         .output()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
-        return Err(format!("wrk failed: {}{}", text, String::from_utf8_lossy(&out.stderr)).into());
+        return Err(format!(
+            "wrk failed: {}{}",
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
     }
     parse(&text).ok_or_else(|| format!("cannot read wrk's report:\n{text}").into())
 }
@@ -192,16 +228,32 @@ fn parse(text: &str) -> Option<Outcome> {
             ["Requests/sec:", value] => rate = value.parse().ok(),
             [count, "requests", "in", duration, ..] => {
                 requests = count.parse().ok();
-                seconds = duration.trim_end_matches(',').trim_end_matches('s').parse().ok();
+                seconds = duration
+                    .trim_end_matches(',')
+                    .trim_end_matches('s')
+                    .parse()
+                    .ok();
             }
-            ["Non-2xx", "or", "3xx", "responses:", count] => errors += count.parse::<u64>().unwrap_or(0),
+            ["Non-2xx", "or", "3xx", "responses:", count] => {
+                errors += count.parse::<u64>().unwrap_or(0)
+            }
             ["Socket", "errors:", rest @ ..] => {
-                errors += rest.iter().filter_map(|w| w.trim_end_matches(',').parse::<u64>().ok()).sum::<u64>();
+                errors += rest
+                    .iter()
+                    .filter_map(|w| w.trim_end_matches(',').parse::<u64>().ok())
+                    .sum::<u64>();
             }
             _ => {}
         }
     }
-    Some(Outcome { requests: requests?, seconds: seconds?, requests_per_second: rate?, p50: p50?, p99: p99?, errors })
+    Some(Outcome {
+        requests: requests?,
+        seconds: seconds?,
+        requests_per_second: rate?,
+        p50: p50?,
+        p99: p99?,
+        errors,
+    })
 }
 
 #[cfg(test)]

@@ -1,19 +1,57 @@
-//! warrant's keys: the one that signs new tokens and every key that verifies them.
+//! warrant's keys: the one that signs new tokens and every key that verifies them, where they
+//! come from, and how managed keys rotate.
 //!
-//! A [`KeySet`] is an immutable snapshot; the server swaps in a new one when the keys change.
-//! Today the keys come from kube-apiserver's static key flags ([`load_static`]).
+//! - A [`KeySet`] is an immutable snapshot of the keys in force, which the server swaps in
+//!   whole when the keys change. It knows the signing schedule of its own lifetime, so the key
+//!   that signs switches exactly at its activation time, whenever the snapshot was taken.
+//! - [`load_static`] and [`StaticKeys`] read kube-apiserver's static key flags, and reload the
+//!   files when they change.
+//! - [`ManagedKeySet`] is the lifecycle of managed keys (next → active → retired → removed) as
+//!   pure functions of the key records, a [`RotationPolicy`] and `now`: no I/O, no clock.
+//! - A [`KeyStore`] keeps a managed key set ([`DirStore`] in a directory, [`MemoryStore`] for
+//!   tests) in one serialised form ([`encode`], [`decode`]); a [`KeyManager`] owns a store in a
+//!   running server: it rotates the keys on schedule and publishes every change.
 
+mod directory;
+mod lifecycle;
+mod manager;
+mod metrics;
 mod static_files;
+mod store;
+mod stored;
+mod watch;
 
-pub use static_files::{StaticKeyError, load_static};
+pub use directory::DirStore;
+pub use lifecycle::{
+    KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS, ManagedKey, ManagedKeySet,
+    PolicyError, REMOVAL_LEEWAY_SECONDS, RotationPolicy, Successor,
+};
+pub use manager::{KeyManager, KeyManagerTask, ManagerError, Writer};
+pub use metrics::KeyMetrics;
+pub use static_files::{
+    StaticChange, StaticKeyError, StaticKeyFiles, StaticKeys, StaticReload, StaticWatch,
+    load_static,
+};
+pub use store::{ChangeFeed, KeyStore, MemoryStore, StoreError, StoreVersion, Stored};
+pub use stored::{EncodedKeySet, INDEX_FILE, decode, encode, key_file_name};
 
+use jiff::Timestamp;
 use warrant_token::{SigningKey, VerifyingKey};
 
-/// The keys in force: one signing key, and the verification keys in publication order.
+/// The keys in force: the key that signs (and any successors already scheduled to take over,
+/// with their activation times), and the verification keys in publication order.
+///
+/// A managed key set is published as a snapshot that stays correct until
+/// [`next_change`](Self::next_change): it holds the keys scheduled to start signing before then,
+/// so [`signing_at`](Self::signing_at) switches keys on the second even if the snapshot is
+/// replaced a little late.
 #[derive(Debug, Clone)]
 pub struct KeySet {
     signing: SigningKey,
+    /// Keys that take over signing at the given times, in ascending order of time.
+    successors: Vec<(Timestamp, SigningKey)>,
     verifying: Vec<VerifyingKey>,
+    next_change: Option<Timestamp>,
 }
 
 impl KeySet {
@@ -22,6 +60,20 @@ impl KeySet {
     /// signing key missing from the JWKS mints tokens nobody can verify. Duplicate keys (the same
     /// key listed twice, or in two files) are kept once, at their first position.
     pub fn new(signing: SigningKey, verifying: Vec<VerifyingKey>) -> Self {
+        Self::scheduled(signing, Vec::new(), verifying, None)
+    }
+
+    /// A key set whose signing key changes over time: `signing` signs until the first of
+    /// `successors` activates, and so on. `next_change` is when this snapshot stops describing
+    /// the keys (a key is added or removed, or the schedule moves on); `None` if nothing is
+    /// scheduled. Every signing key is also a verification key, as in [`KeySet::new`].
+    pub fn scheduled(
+        signing: SigningKey,
+        mut successors: Vec<(Timestamp, SigningKey)>,
+        verifying: Vec<VerifyingKey>,
+        next_change: Option<Timestamp>,
+    ) -> Self {
+        successors.sort_by_key(|(at, _)| *at);
         let mut keys: Vec<VerifyingKey> = Vec::with_capacity(verifying.len() + 1);
         if !verifying.contains(signing.verifying_key()) {
             keys.push(signing.verifying_key().clone());
@@ -31,20 +83,61 @@ impl KeySet {
                 keys.push(key);
             }
         }
+        for (_, successor) in &successors {
+            if !keys.contains(successor.verifying_key()) {
+                keys.push(successor.verifying_key().clone());
+            }
+        }
         KeySet {
             signing,
+            successors,
             verifying: keys,
+            next_change,
         }
     }
 
-    /// The key that signs new tokens.
-    pub fn signing(&self) -> &SigningKey {
-        &self.signing
+    /// The same keys, also verifying (and publishing) `extra` keys after its own: static
+    /// `--service-account-key-file` keys kept beside managed keys, for example.
+    pub fn with_extra_verifying(mut self, extra: &[VerifyingKey]) -> Self {
+        for key in extra {
+            if !self.verifying.contains(key) {
+                self.verifying.push(key.clone());
+            }
+        }
+        self
+    }
+
+    /// The key that signs a token issued at `now`.
+    pub fn signing_at(&self, now: Timestamp) -> &SigningKey {
+        self.successors
+            .iter()
+            .rev()
+            .find(|(at, _)| *at <= now)
+            .map_or(&self.signing, |(_, key)| key)
     }
 
     /// Every verification key, in publication order.
     pub fn verifying(&self) -> &[VerifyingKey] {
         &self.verifying
+    }
+
+    /// When this snapshot stops being current: the next scheduled key change. `None` for keys
+    /// that change only when an operator changes them (static key files).
+    pub fn next_change(&self) -> Option<Timestamp> {
+        self.next_change
+    }
+
+    /// True if `other` holds the same keys on the same schedule (so publishing it would change
+    /// nothing a client can see, except perhaps the documents' max-age).
+    pub fn same_keys(&self, other: &KeySet) -> bool {
+        self.verifying == other.verifying
+            && self.signing.verifying_key() == other.signing.verifying_key()
+            && self.successors.len() == other.successors.len()
+            && self
+                .successors
+                .iter()
+                .zip(&other.successors)
+                .all(|((a, x), (b, y))| a == b && x.verifying_key() == y.verifying_key())
     }
 }
 
@@ -72,5 +165,33 @@ mod tests {
         );
         let kids: Vec<&str> = set.verifying().iter().map(|k| k.kid()).collect();
         assert_eq!(kids, [b.kid(), a.kid()]);
+    }
+
+    #[test]
+    fn successors_take_over_on_the_second() {
+        let a = SigningKey::generate(KeyType::P256).unwrap();
+        let b = SigningKey::generate(KeyType::P256).unwrap();
+        let at = |s| Timestamp::from_second(s).unwrap();
+        let set = KeySet::scheduled(a.clone(), vec![(at(100), b.clone())], vec![], Some(at(100)));
+        assert_eq!(set.signing_at(at(0)).kid(), a.kid());
+        assert_eq!(
+            set.signing_at(at(100) - jiff::SignedDuration::from_nanos(1))
+                .kid(),
+            a.kid()
+        );
+        assert_eq!(set.signing_at(at(100)).kid(), b.kid());
+        // Both are published, the current signer first.
+        let kids: Vec<&str> = set.verifying().iter().map(|k| k.kid()).collect();
+        assert_eq!(kids, [a.kid(), b.kid()]);
+        assert_eq!(set.next_change(), Some(at(100)));
+
+        let extra = SigningKey::generate(KeyType::P256).unwrap();
+        let with = set
+            .clone()
+            .with_extra_verifying(&[extra.verifying_key().clone(), a.verifying_key().clone()]);
+        let kids: Vec<&str> = with.verifying().iter().map(|k| k.kid()).collect();
+        assert_eq!(kids, [a.kid(), b.kid(), extra.kid()]);
+        assert!(!with.same_keys(&set));
+        assert!(set.same_keys(&set.clone()));
     }
 }

@@ -9,44 +9,91 @@ use std::sync::OnceLock;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http::StatusCode;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH};
+use http::{HeaderMap, StatusCode};
+use jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
+use crate::published::Published;
 use crate::state::AppState;
 use crate::wire::{AUTHENTICATION_V1, WARRANT_V1ALPHA1};
 
+/// True if an `If-None-Match` header matches `etag` (weak comparison, as RFC 9110 asks for
+/// `If-None-Match`: a `W/` prefix is ignored; `*` matches anything).
+fn not_modified(headers: &HeaderMap, etag: &HeaderValue) -> bool {
+    let Ok(etag) = etag.to_str() else {
+        return false;
+    };
+    headers
+        .get_all(IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|tag| tag.trim())
+        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag)
+}
+
+/// A key document: the prepared bytes with their type, ETag and max-age, or 304 if the
+/// client's copy is current (with the same ETag and Cache-Control, as RFC 9110 requires).
+fn document(
+    published: &Published,
+    now: Timestamp,
+    headers: &HeaderMap,
+    body: &Bytes,
+    etag: &HeaderValue,
+    content_type: &'static str,
+) -> Response {
+    let cache_control = published.cache_control(now);
+    let mut response = if not_modified(headers, etag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let mut response = body.clone().into_response();
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
+    };
+    let headers = response.headers_mut();
+    headers.insert(CACHE_CONTROL, cache_control);
+    headers.insert(ETAG, etag.clone());
+    response
+}
+
 /// `GET /.well-known/openid-configuration`.
-pub(crate) async fn openid_configuration(State(state): State<AppState>) -> Response {
+pub(crate) async fn openid_configuration(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Response {
     let published = state.published();
-    match published.discovery() {
-        Ok(doc) => {
-            let mut response = doc.clone().into_response();
-            let headers = response.headers_mut();
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            headers.insert(CACHE_CONTROL, published.cache_control().clone());
-            response
-        }
+    match (published.discovery(), published.discovery_etag()) {
+        (Ok(doc), Some(etag)) => document(
+            &published,
+            state.clock().now(),
+            &headers,
+            doc,
+            etag,
+            "application/json",
+        ),
         // As kube-apiserver: without a publishable issuer the endpoints are not served.
-        Err(_) => ApiError::no_such_path().into_response(),
+        _ => ApiError::no_such_path().into_response(),
     }
 }
 
 /// `GET /openid/v1/jwks`.
-pub(crate) async fn jwks(State(state): State<AppState>) -> Response {
+pub(crate) async fn jwks(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let published = state.published();
     if published.discovery().is_err() {
         return ApiError::no_such_path().into_response();
     }
-    let mut response = published.jwks().clone().into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/jwk-set+json"),
-    );
-    headers.insert(CACHE_CONTROL, published.cache_control().clone());
-    response
+    document(
+        &published,
+        state.clock().now(),
+        &headers,
+        published.jwks(),
+        published.jwks_etag(),
+        "application/jwk-set+json",
+    )
 }
 
 /// A JSON document that never changes while the server runs: built on first use, then served as

@@ -35,7 +35,7 @@ pub use body::MAX_BODY_BYTES;
 pub use clock::Clock;
 pub use error::ApiError;
 pub use metrics::ReviewResult;
-pub use published::{DOCUMENT_MAX_AGE_SECONDS, Published};
+pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
 pub use settings::{Settings, SettingsError, validate_issuers, validate_max_expiration};
 pub use state::{AppState, StateParts};
 pub use tls::{TlsError, TlsFiles, serve, server_config};

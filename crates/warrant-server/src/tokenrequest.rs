@@ -209,7 +209,7 @@ pub(crate) async fn issue(
     });
     let token = published
         .keys()
-        .signing()
+        .signing_at(now)
         .sign(&claims)
         .map_err(|e| ApiError::internal(format!("failed to generate token: {e}")))?;
 

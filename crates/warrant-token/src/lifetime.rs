@@ -88,6 +88,22 @@ impl ExpirationPolicy {
             warn_after_seconds: extended.then_some(expiration_seconds),
         }
     }
+
+    /// The longest `exp - iat` any token issued under this policy can have: the cap (2^32 s
+    /// without one), or the extended lifetime when the extension can apply (it needs a cap of
+    /// at least 3607 s). A key that signed under this policy must keep verifying for this long
+    /// after it last signed.
+    pub fn longest_token_seconds(&self) -> i64 {
+        let cap = match self.max_seconds {
+            Some(max) if max > 0 => max.min(MAX_EXPIRATION_SECONDS),
+            _ => MAX_EXPIRATION_SECONDS,
+        };
+        if self.extend && cap >= WARN_ONLY_EXPIRATION_SECONDS {
+            cap.max(self.extended_seconds)
+        } else {
+            cap
+        }
+    }
 }
 
 #[cfg(test)]
@@ -136,5 +152,48 @@ mod tests {
         assert_eq!(l.shortened_from, Some(3607));
         assert_eq!((l.token_seconds, l.warn_after_seconds), (3600, None));
         assert_eq!(p.lifetime(3600, false, false).shortened_from, None);
+    }
+
+    #[test]
+    fn longest_token_is_the_cap_or_the_extension() {
+        let p = ExpirationPolicy::default();
+        assert_eq!(p.longest_token_seconds(), MAX_EXPIRATION_SECONDS);
+        let day = ExpirationPolicy {
+            max_seconds: Some(86400),
+            ..p
+        };
+        assert_eq!(day.longest_token_seconds(), EXTENDED_EXPIRATION_SECONDS);
+        assert_eq!(
+            ExpirationPolicy {
+                extend: false,
+                ..day
+            }
+            .longest_token_seconds(),
+            86400
+        );
+        // Below 3607 s the cap rules out the extension.
+        let hour = ExpirationPolicy {
+            max_seconds: Some(3600),
+            ..p
+        };
+        assert_eq!(hour.longest_token_seconds(), 3600);
+        // An extension bounded below the cap (managed keys) leaves the cap.
+        let bounded = ExpirationPolicy {
+            max_seconds: Some(86400),
+            extended_seconds: 86400,
+            ..p
+        };
+        assert_eq!(bounded.longest_token_seconds(), 86400);
+        // Every lifetime the policy hands out is within it.
+        for policy in [p, day, hour, bounded] {
+            for requested in [600, 3600, 3607, 86400, MAX_EXPIRATION_SECONDS] {
+                for (pod, api) in [(true, true), (false, true), (true, false)] {
+                    assert!(
+                        policy.lifetime(requested, pod, api).token_seconds
+                            <= policy.longest_token_seconds()
+                    );
+                }
+            }
+        }
     }
 }

@@ -38,6 +38,182 @@ pub(crate) enum Command {
     /// then check signature, issuer, audience and time offline. (Whether the bound objects still
     /// exist is only known to the issuer: use a TokenReview for that.)
     Verify(VerifyArgs),
+    /// Manage the keys in a key directory (--key-dir): create it, list its keys and their
+    /// schedule, start a rotation.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// The OIDC discovery documents, for hosting them elsewhere.
+    #[command(subcommand)]
+    Discovery(DiscoveryCommand),
+}
+
+/// `warrant keys …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum KeysCommand {
+    /// Create a key directory with its first key, which signs at once. With
+    /// --service-account-signing-key-file, that key is an existing static signing key (to move
+    /// from kube-apiserver's key files to managed keys without breaking a token).
+    Generate(KeysGenerateArgs),
+    /// List each key: kid, algorithm, state, and the times of its transitions.
+    List(KeysListArgs),
+    /// Start a rotation now instead of when it is due: a new key is published now and signs
+    /// once --key-publish-ahead has passed (a next key that exists already is brought forward
+    /// to its earliest safe time). A running server picks the change up by itself.
+    Rotate(KeysRotateArgs),
+}
+
+/// `warrant discovery …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum DiscoveryCommand {
+    /// Write .well-known/openid-configuration and openid/v1/jwks under --dir, as warrant serves
+    /// them now, to host them in a bucket or on a web server (e.g. for a private cluster).
+    Export(Box<DiscoveryExportArgs>),
+}
+
+/// The algorithms warrant generates keys for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum KeyAlgorithm {
+    /// RSA 2048 with SHA-256: accepted by every relying party.
+    #[value(name = "RS256")]
+    Rs256,
+    /// ECDSA P-256 with SHA-256: smaller and faster; most relying parties accept it.
+    #[value(name = "ES256")]
+    Es256,
+    /// ECDSA P-384 with SHA-384.
+    #[value(name = "ES384")]
+    Es384,
+}
+
+/// How managed keys rotate: shared by `serve`, `keys` and `discovery export`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RotationArgs {
+    /// Algorithm of the keys warrant generates. Default: the algorithm of the key signing now,
+    /// RS256 for a new key directory (every relying party accepts it).
+    #[arg(
+        long = "key-algorithm",
+        value_enum,
+        value_name = "ALG",
+        requires = "key_dir",
+        help_heading = "Managed keys"
+    )]
+    pub(crate) key_algorithm: Option<KeyAlgorithm>,
+    /// How long each key signs before the next one takes over (Go duration; 168h is 7 days).
+    #[arg(long = "key-rotation-period", default_value = "168h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "key_dir", help_heading = "Managed keys")]
+    pub(crate) key_rotation_period: i64,
+    /// How long a key is published in the JWKS before it signs, so that relying parties have
+    /// fetched it (Go duration).
+    #[arg(long = "key-publish-ahead", default_value = "24h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "key_dir", help_heading = "Managed keys")]
+    pub(crate) key_publish_ahead: i64,
+}
+
+/// The key flags of `serve` and `discovery export`: kube-apiserver's static key files, or a
+/// key directory.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct KeySourceArgs {
+    /// PEM file whose first private key signs tokens (static keys). Mutually exclusive with
+    /// --key-dir.
+    #[arg(long = "service-account-signing-key-file", value_name = "PATH")]
+    pub(crate) signing_key_file: Option<PathBuf>,
+    /// PEM file of keys that verify tokens (the signing key always does). Repeatable. With
+    /// --key-dir, these keys are published and verify beside the managed keys.
+    #[arg(long = "service-account-key-file", value_name = "PATH")]
+    pub(crate) key_files: Vec<PathBuf>,
+    /// Directory of managed keys: warrant generates them, publishes each --key-publish-ahead
+    /// before it signs, and rotates them every --key-rotation-period (created if missing).
+    #[arg(long = "key-dir", value_name = "DIR", help_heading = "Managed keys")]
+    pub(crate) key_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) rotation: RotationArgs,
+}
+
+/// `warrant keys generate`.
+#[derive(Debug, Args)]
+pub(crate) struct KeysGenerateArgs {
+    /// The key directory to create.
+    #[arg(long = "key-dir", value_name = "DIR")]
+    pub(crate) key_dir: PathBuf,
+    /// Algorithm of the new key.
+    #[arg(long = "key-algorithm", value_enum, default_value_t = KeyAlgorithm::Rs256, value_name = "ALG")]
+    pub(crate) key_algorithm: KeyAlgorithm,
+    /// Import this static signing key (PEM) as the first key instead of generating one: it
+    /// goes on signing, and the managed keys rotate from it.
+    #[arg(long = "service-account-signing-key-file", value_name = "PATH")]
+    pub(crate) signing_key_file: Option<PathBuf>,
+    /// With an imported key: the --service-account-max-token-expiration kube-apiserver used
+    /// with it, which bounds the tokens it signed (and so how long it must stay published once
+    /// retired). Default: no cap, as kube-apiserver's (2^32 s).
+    #[arg(long = "service-account-max-token-expiration", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "signing_key_file")]
+    pub(crate) max_token_expiration: Option<i64>,
+    /// With an imported key: the --service-account-extend-token-expiration kube-apiserver used
+    /// with it (extended tokens live a year).
+    #[arg(
+        long = "service-account-extend-token-expiration",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_value_t = true,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    pub(crate) extend_token_expiration: bool,
+}
+
+/// `warrant keys list`.
+#[derive(Debug, Args)]
+pub(crate) struct KeysListArgs {
+    /// The key directory.
+    #[arg(long = "key-dir", value_name = "DIR")]
+    pub(crate) key_dir: PathBuf,
+    #[command(flatten)]
+    pub(crate) rotation: RotationArgs,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = ListFormat::Text)]
+    pub(crate) output: ListFormat,
+}
+
+/// `warrant keys rotate`.
+#[derive(Debug, Args)]
+pub(crate) struct KeysRotateArgs {
+    /// The key directory.
+    #[arg(long = "key-dir", value_name = "DIR")]
+    pub(crate) key_dir: PathBuf,
+    #[command(flatten)]
+    pub(crate) rotation: RotationArgs,
+    /// Output format of the resulting schedule.
+    #[arg(long, short, value_enum, default_value_t = ListFormat::Text)]
+    pub(crate) output: ListFormat,
+}
+
+/// How `keys list` and `keys rotate` print.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ListFormat {
+    /// A table.
+    Text,
+    /// JSON.
+    Json,
+}
+
+/// `warrant discovery export`.
+#[derive(Debug, Args)]
+pub(crate) struct DiscoveryExportArgs {
+    /// Directory to write `.well-known/openid-configuration` and `openid/v1/jwks` into.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: PathBuf,
+    /// Issuer of the tokens (the first is published). Repeatable, as for `serve`.
+    #[arg(long = "service-account-issuer", value_name = "URL")]
+    pub(crate) issuers: Vec<String>,
+    /// The JWKS URL the discovery document names (https). Default:
+    /// https://<external-hostname>/openid/v1/jwks, else <issuer>/openid/v1/jwks.
+    #[arg(long = "service-account-jwks-uri", value_name = "URL")]
+    pub(crate) jwks_uri: Option<String>,
+    /// The host (and port) relying parties reach the documents at, for the default JWKS URL.
+    #[arg(long = "external-hostname", value_name = "HOST[:PORT]")]
+    pub(crate) external_hostname: Option<String>,
+    /// The port for --external-hostname without one.
+    #[arg(long = "secure-port", default_value_t = 8443, value_name = "PORT")]
+    pub(crate) secure_port: u16,
+    #[command(flatten)]
+    pub(crate) keys: KeySourceArgs,
 }
 
 /// `warrant serve`.
@@ -53,14 +229,12 @@ pub(crate) struct ServeArgs {
         value_name = "AUDIENCES"
     )]
     pub(crate) api_audiences: Vec<String>,
-    /// PEM file whose first private key signs tokens.
-    #[arg(long = "service-account-signing-key-file", value_name = "PATH")]
-    pub(crate) signing_key_file: PathBuf,
-    /// PEM file of keys that verify tokens (the signing key always does). Repeatable.
-    #[arg(long = "service-account-key-file", value_name = "PATH")]
-    pub(crate) key_files: Vec<PathBuf>,
+    /// The keys: static key files, or a key directory.
+    #[command(flatten)]
+    pub(crate) keys: KeySourceArgs,
     /// Longest lifetime a TokenRequest gets (Go duration, 1h to 2^32 s); longer requests are
-    /// shortened with a warning. Default: no cap.
+    /// shortened with a warning. Default: no cap; 24h with --key-dir (where it also bounds
+    /// extended tokens, so retired keys leave the JWKS a day after they stop signing).
     #[arg(long = "service-account-max-token-expiration", value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
     pub(crate) max_token_expiration: Option<i64>,
     /// Extend pod-bound 3607-second tokens for the API audiences to a year (kubelet default

@@ -3,6 +3,9 @@
 
 mod cli;
 mod duration;
+mod export;
+mod keydir;
+mod keys;
 mod local;
 mod logging;
 mod objects;
@@ -13,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, DiscoveryCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -25,11 +28,15 @@ fn main() -> ExitCode {
             .map_err(Into::into)
             .and_then(|runtime| runtime.block_on(serve::run(*args))),
         Command::LocalSetup(args) => local_setup(&args),
-        Command::Verify(args) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(Into::into)
-            .and_then(|runtime| runtime.block_on(verify::run(args))),
+        Command::Verify(args) => {
+            current_thread().and_then(|runtime| runtime.block_on(verify::run(args)))
+        }
+        Command::Keys(command) => {
+            current_thread().and_then(|runtime| runtime.block_on(keydir::run(command)))
+        }
+        Command::Discovery(DiscoveryCommand::Export(args)) => {
+            current_thread().and_then(|runtime| runtime.block_on(export::run(&args)))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -53,6 +60,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A runtime for the commands that do a little I/O and exit.
+fn current_thread() -> Result<tokio::runtime::Runtime, Box<dyn std::error::Error>> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
 }
 
 fn local_setup(args: &cli::LocalSetupArgs) -> Result<(), Box<dyn std::error::Error>> {

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
 use warrant_server::{
     AppState, Authenticator, Clock, Settings, StateParts, TlsFiles, TokenFile, router, serve,
@@ -14,12 +15,22 @@ use warrant_server::{
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
 use crate::cli::ServeArgs;
+use crate::keys::{self, KeySource};
 use crate::objects;
 
 /// Runs the server.
 pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
-    let settings = settings(&args)?;
-    let keys = warrant_keys::load_static(&args.signing_key_file, &args.key_files)?;
+    let key_source = KeySource::from_args(&args.keys)?;
+    let settings = settings(&args, key_source.is_managed())?;
+    let clock = Clock::System;
+    let mut registry = Registry::default();
+    let key_metrics = KeyMetrics::new();
+    key_metrics.register(&mut registry);
+    let max_token_seconds = settings.expiration.longest_token_seconds();
+    if let KeySource::Managed { rotation, .. } = &key_source {
+        warn_about_policy(&keys::policy(rotation, None, max_token_seconds));
+    }
+    let keys = keys::open(&key_source, max_token_seconds, key_metrics, clock.now()).await?;
     let tls = server_config(&TlsFiles {
         cert: args.tls_cert_file.clone(),
         key: args.tls_private_key_file.clone(),
@@ -35,19 +46,18 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
         );
     }
 
-    let clock = Clock::System;
-    let mut registry = Registry::default();
     let (source, _objects) =
         objects::open(&args, &mut registry, clock.clone(), clock.now()).await?;
 
     let state = AppState::new(StateParts {
         settings,
-        keys,
+        keys: keys.initial.clone(),
         objects: Objects::new(source),
         authenticator: Authenticator { token_file },
         registry,
-        clock,
+        clock: clock.clone(),
     });
+    let _keys = keys.start(state.clone(), clock)?;
     let published = state.published();
     if let Err(why) = published.discovery() {
         tracing::warn!(
@@ -64,8 +74,8 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
     tracing::info!(
         address = %local,
         issuer = %state.settings().issuers.first().map(String::as_str).unwrap_or_default(),
-        signing_kid = %published.keys().signing().kid(),
-        alg = %published.keys().signing().algorithm(),
+        signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
+        alg = %published.keys().signing_at(state.clock().now()).algorithm(),
         "serving"
     );
     serve(listener, tls, router(state), shutdown_signal()).await;
@@ -73,8 +83,30 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// The issuer settings, checked with kube-apiserver's rules.
-fn settings(args: &ServeArgs) -> Result<Settings, Box<dyn Error>> {
+/// Warns about rotation settings that work but that an operator probably did not mean.
+fn warn_about_policy(policy: &RotationPolicy) {
+    if policy.publish_ahead_seconds < 3600 {
+        tracing::warn!(
+            publish_ahead_seconds = policy.publish_ahead_seconds,
+            "--key-publish-ahead is under an hour: relying parties that cache the JWKS longer than that (many cache for hours) may reject tokens from a new key until they re-read it"
+        );
+    }
+    let keys = policy.most_published_keys();
+    if keys > 10 {
+        tracing::warn!(
+            max_token_seconds = policy.max_token_seconds,
+            rotation_period_seconds = policy.rotation_period_seconds,
+            published_keys = keys,
+            "tokens may live many rotation periods, so retired keys stay published for as long and the JWKS grows to this many keys; consider a lower --service-account-max-token-expiration or a longer --key-rotation-period"
+        );
+    }
+}
+
+/// The issuer settings, checked with kube-apiserver's rules. With managed keys, the longest
+/// token lifetime defaults to a day and also bounds extended tokens (as kube-apiserver bounds
+/// them by an external signer's maximum), so that retired keys leave the JWKS soon after they
+/// stop signing.
+fn settings(args: &ServeArgs, managed_keys: bool) -> Result<Settings, Box<dyn Error>> {
     validate_issuers(&args.issuers)?;
     let api_audiences: Vec<String> = if args.api_audiences.is_empty() {
         args.issuers.clone()
@@ -86,33 +118,54 @@ fn settings(args: &ServeArgs) -> Result<Settings, Box<dyn Error>> {
             .collect()
     };
     let max_seconds = match args.max_token_expiration {
+        None | Some(0) if managed_keys => Some(keys::MANAGED_DEFAULT_MAX_TOKEN_SECONDS),
         None | Some(0) => None,
         Some(seconds) => {
             validate_max_expiration(seconds)?;
             Some(seconds)
         }
     };
-    let jwks_uri = match (&args.jwks_uri, &args.external_hostname) {
-        (Some(uri), _) => {
-            validate_jwks_uri(uri)?;
-            uri.clone()
-        }
-        (None, Some(host)) if host.contains(':') => format!("https://{host}/openid/v1/jwks"),
-        (None, Some(host)) => format!("https://{host}:{}/openid/v1/jwks", args.secure_port),
-        (None, None) => {
-            let issuer = args.issuers.first().map(String::as_str).unwrap_or_default();
-            format!("{}/openid/v1/jwks", issuer.trim_end_matches('/'))
-        }
+    let mut expiration = ExpirationPolicy {
+        max_seconds,
+        extend: args.extend_token_expiration,
+        ..ExpirationPolicy::default()
     };
+    if managed_keys && let Some(max) = max_seconds {
+        expiration.extended_seconds = expiration.extended_seconds.min(max);
+    }
+    let jwks_uri = jwks_uri(
+        &args.issuers,
+        args.jwks_uri.as_deref(),
+        args.external_hostname.as_deref(),
+        args.secure_port,
+    )?;
     Ok(Settings {
         issuers: args.issuers.clone(),
         api_audiences,
         jwks_uri,
-        expiration: ExpirationPolicy {
-            max_seconds,
-            extend: args.extend_token_expiration,
-            ..ExpirationPolicy::default()
-        },
+        expiration,
+    })
+}
+
+/// The JWKS URL the discovery document names: `--service-account-jwks-uri` (https), else at
+/// `--external-hostname` (with `port` if it names none), else under the first issuer.
+pub(crate) fn jwks_uri(
+    issuers: &[String],
+    jwks_uri: Option<&str>,
+    external_hostname: Option<&str>,
+    port: u16,
+) -> Result<String, Box<dyn Error>> {
+    Ok(match (jwks_uri, external_hostname) {
+        (Some(uri), _) => {
+            validate_jwks_uri(uri)?;
+            uri.to_owned()
+        }
+        (None, Some(host)) if host.contains(':') => format!("https://{host}/openid/v1/jwks"),
+        (None, Some(host)) => format!("https://{host}:{port}/openid/v1/jwks"),
+        (None, None) => {
+            let issuer = issuers.first().map(String::as_str).unwrap_or_default();
+            format!("{}/openid/v1/jwks", issuer.trim_end_matches('/'))
+        }
     })
 }
 

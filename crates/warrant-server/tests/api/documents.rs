@@ -1,6 +1,7 @@
 //! The documents relying parties and clients fetch, with their headers.
 
-use http::StatusCode;
+use http::{Request, StatusCode};
+use jiff::Timestamp;
 use serde_json::json;
 use warrant_keys::KeySet;
 use warrant_token::{KeyType, SigningKey};
@@ -44,6 +45,122 @@ async fn openid_configuration_and_jwks() {
     assert_eq!(
         r.json["id_token_signing_alg_values_supported"],
         json!(["ES256", "RS256"])
+    );
+}
+
+/// A GET with `If-None-Match`.
+async fn get_if_none_match(api: &Api, uri: &str, tags: &str) -> Reply {
+    api.send(
+        Request::builder()
+            .uri(uri)
+            .header("if-none-match", tags)
+            .body(axum::body::Body::empty())
+            .unwrap(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn clients_revalidate_with_etags() {
+    let api = api();
+    for path in ["/openid/v1/jwks", "/.well-known/openid-configuration"] {
+        let r = api.get(path).await;
+        let etag = r.headers["etag"].to_str().unwrap().to_owned();
+        assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+        // The current copy: 304, no body, the same validators and caching.
+        for tags in [
+            etag.clone(),
+            format!("W/{etag}"),
+            format!("\"stale\", {etag}"),
+            "*".to_owned(),
+        ] {
+            let r = get_if_none_match(&api, path, &tags).await;
+            assert_eq!(r.code, StatusCode::NOT_MODIFIED, "{path} {tags}");
+            assert_eq!(r.text, "");
+            assert_eq!(r.headers["etag"], etag.as_str());
+            assert_eq!(r.headers["cache-control"], "public, max-age=3600");
+        }
+        // A stale copy: the document.
+        let r = get_if_none_match(&api, path, "\"stale\"").await;
+        assert_eq!(r.code, StatusCode::OK);
+        assert_eq!(r.headers["etag"], etag.as_str());
+
+        // A key change that changes the document changes the ETag (an RSA key adds RS256 to
+        // the discovery document's algorithms).
+        let before = etag;
+        api.state.set_keys(KeySet::new(
+            SigningKey::generate(KeyType::Rsa2048).unwrap(),
+            vec![key().verifying_key().clone()],
+        ));
+        let r = get_if_none_match(&api, path, &before).await;
+        assert_eq!(r.code, StatusCode::OK);
+        assert_ne!(r.headers["etag"], before.as_str());
+        api.state.set_keys(KeySet::new(key().clone(), vec![]));
+    }
+}
+
+/// Managed keys: max-age never reaches past the next scheduled change, and the key that signs
+/// changes at its activation second, whenever the key set was published.
+#[tokio::test]
+async fn max_age_and_signing_follow_the_key_schedule() {
+    let api = api();
+    let at = |s| Timestamp::from_second(s).unwrap();
+    let next = SigningKey::generate(KeyType::P256).unwrap();
+    api.state.set_keys(KeySet::scheduled(
+        key().clone(),
+        vec![(at(NOW + 100), next.clone())],
+        vec![],
+        Some(at(NOW + 1000)),
+    ));
+    let cache = |r: &Reply| r.headers["cache-control"].to_str().unwrap().to_owned();
+    assert_eq!(
+        cache(&api.get("/openid/v1/jwks").await),
+        "public, max-age=1000"
+    );
+    let kids: Vec<String> = api.get("/openid/v1/jwks").await.json["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kids,
+        [key().kid(), next.kid()],
+        "the next key is published ahead"
+    );
+
+    let kid_of = |token: &str| -> String {
+        let header = token.split('.').next().unwrap();
+        let header: serde_json::Value = serde_json::from_slice(
+            &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, header)
+                .unwrap(),
+        )
+        .unwrap();
+        header["kid"].as_str().unwrap().to_owned()
+    };
+    let token = |r: Reply| r.json["status"]["token"].as_str().unwrap().to_owned();
+    api.set_now(NOW + 99);
+    assert_eq!(
+        kid_of(&token(api.token("app", json!({})).await)),
+        key().kid()
+    );
+    api.set_now(NOW + 100);
+    let issued = token(api.token("app", json!({})).await);
+    assert_eq!(kid_of(&issued), next.kid());
+    // And it verifies.
+    let r = api.review("authentication.k8s.io/v1", &issued, &[]).await;
+    assert_eq!(r.json["status"]["authenticated"], true, "{}", r.text);
+
+    api.set_now(NOW + 940);
+    assert_eq!(
+        cache(&api.get("/.well-known/openid-configuration").await),
+        "public, max-age=60"
+    );
+    // Even once the change is due and the new set not yet published: a floor, never no-cache.
+    api.set_now(NOW + 1001);
+    assert_eq!(
+        cache(&api.get("/openid/v1/jwks").await),
+        "public, max-age=60"
     );
 }
 

@@ -1,0 +1,280 @@
+//! The directory key store (`--key-dir`): the stored form of [`crate::encode`] as files.
+//!
+//! ```text
+//! DIR/keys.json     the index: each key's kid, algorithm and schedule (no secrets)
+//! DIR/<kid>.pem     one PKCS#8 private key per key, mode 0600
+//! DIR/.lock         taken (flock) while the directory is read or written
+//! ```
+//!
+//! A write never leaves a half-written set behind, whenever the process dies:
+//!
+//! 1. each new key file is written to a temporary file, flushed to disk (fsync) and renamed
+//!    over its final name; key files are named after their key, so this never changes a key the
+//!    current index uses;
+//! 2. the index is written the same way, then the directory is fsynced: the rename of the index
+//!    is the commit. Before it, readers see the old set (new key files are simply unused); after
+//!    it, the new one;
+//! 3. key files the index no longer names, and temporary files left by a crash, are deleted.
+//!
+//! Concurrency: an exclusive lock on `.lock` is held for the length of a write, a shared one for
+//! a read, so a reader never sees a key file deleted under it. A write also checks that the
+//! index generation is still the one its writer read (optimistic concurrency): two warrant
+//! processes, or `warrant keys rotate` beside a running server, can share a directory safely;
+//! the one that loses reloads and recomputes. The lock is `flock(2)`, which is reliable on local
+//! filesystems; do not share a directory over NFS between machines: use a Kubernetes Secret.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use crate::lifecycle::ManagedKeySet;
+use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
+use crate::stored::{INDEX_FILE, decode, encode};
+use crate::watch::watch_files;
+
+const LOCK_FILE: &str = ".lock";
+const TEMP_PREFIX: &str = ".tmp-";
+
+/// A key set kept in a directory. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct DirStore {
+    dir: PathBuf,
+}
+
+impl DirStore {
+    /// The store in `dir`. Nothing is read or created until it is loaded or saved.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        DirStore { dir: dir.into() }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn io_error(&self, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + use<> {
+        let store = self.describe();
+        let path = path.to_owned();
+        move |source| StoreError::Io {
+            store,
+            path,
+            source: Arc::new(source),
+        }
+    }
+
+    fn lock(&self, exclusive: bool) -> Result<File, StoreError> {
+        let path = self.dir.join(LOCK_FILE);
+        let file = private_file(OpenOptions::new().read(true).write(true).create(true))
+            .open(&path)
+            .map_err(self.io_error(&path))?;
+        let locked = if exclusive {
+            file.lock()
+        } else {
+            file.lock_shared()
+        };
+        locked.map_err(self.io_error(&path))?;
+        Ok(file)
+    }
+
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let path = self.dir.join(name);
+        match fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io_error(&path)(e)),
+        }
+    }
+
+    fn load_blocking(&self) -> Result<Option<Stored>, StoreError> {
+        if !self.dir.is_dir() {
+            return Ok(None);
+        }
+        let _lock = self.lock(false)?;
+        let Some(index) = self.read(INDEX_FILE)? else {
+            return Ok(None);
+        };
+        let (keys, generation) = decode(&self.describe(), &index, |name| self.read(name))?;
+        Ok(Some(Stored {
+            keys,
+            version: StoreVersion(generation.to_string()),
+        }))
+    }
+
+    /// The generation of the index on disk, if there is one.
+    fn current_generation(&self) -> Result<Option<u64>, StoreError> {
+        #[derive(Deserialize)]
+        struct Generation {
+            generation: u64,
+        }
+        let Some(index) = self.read(INDEX_FILE)? else {
+            return Ok(None);
+        };
+        let parsed: Generation =
+            serde_json::from_slice(&index).map_err(|e| StoreError::Corrupt {
+                store: self.describe(),
+                reason: format!("{INDEX_FILE} is not a valid key index: {e}"),
+            })?;
+        Ok(Some(parsed.generation))
+    }
+
+    fn save_blocking(
+        &self,
+        keys: &ManagedKeySet,
+        expected: Option<&StoreVersion>,
+    ) -> Result<StoreVersion, StoreError> {
+        create_private_dir(&self.dir).map_err(self.io_error(&self.dir))?;
+        let _lock = self.lock(true)?;
+        let current = self.current_generation()?;
+        if current.map(|g| StoreVersion(g.to_string())).as_ref() != expected {
+            return Err(StoreError::Conflict {
+                store: self.describe(),
+            });
+        }
+        let generation = current.unwrap_or(0) + 1;
+        let encoded = encode(keys, generation).map_err(|(kid, source)| StoreError::Key {
+            store: self.describe(),
+            kid,
+            source,
+        })?;
+        // Keys first, each durable, then the index: its rename is the commit.
+        for (name, bytes) in encoded.files() {
+            if name == INDEX_FILE {
+                self.sync_dir()?;
+            }
+            self.write_atomically(name, bytes)?;
+        }
+        self.sync_dir()?;
+        let keep: Vec<&str> = encoded.key_files().collect();
+        self.clean_up(&keep);
+        Ok(StoreVersion(generation.to_string()))
+    }
+
+    /// Writes `name` through a temporary file that is flushed to disk before it is renamed.
+    fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let temp = self.dir.join(format!("{TEMP_PREFIX}{name}"));
+        let mut file = private_file(OpenOptions::new().write(true).create(true).truncate(true))
+            .open(&temp)
+            .map_err(self.io_error(&temp))?;
+        file.write_all(bytes).map_err(self.io_error(&temp))?;
+        file.sync_all().map_err(self.io_error(&temp))?;
+        drop(file);
+        let path = self.dir.join(name);
+        fs::rename(&temp, &path).map_err(self.io_error(&path))
+    }
+
+    fn sync_dir(&self) -> Result<(), StoreError> {
+        #[cfg(unix)]
+        {
+            File::open(&self.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(self.io_error(&self.dir))?;
+        }
+        Ok(())
+    }
+
+    /// Deletes key files the index does not name and temporary files left by a crash. Failures
+    /// are logged: they leave an unused file, never a wrong key set.
+    fn clean_up(&self, keep: &[&str]) {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(error) => {
+                tracing::warn!(dir = %self.dir.display(), %error, "cannot list the key directory to remove unused key files");
+                return;
+            }
+        };
+        let mut removed = false;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let unused_key = name.ends_with(".pem") && !keep.contains(&name);
+            if unused_key || name.starts_with(TEMP_PREFIX) {
+                match fs::remove_file(entry.path()) {
+                    Ok(()) => removed = true,
+                    Err(error) => {
+                        tracing::warn!(file = %entry.path().display(), %error, "cannot remove an unused file from the key directory");
+                    }
+                }
+            }
+        }
+        if removed && let Err(error) = self.sync_dir() {
+            tracing::warn!(%error, "cannot flush the key directory after removing unused files");
+        }
+    }
+}
+
+impl KeyStore for DirStore {
+    fn describe(&self) -> String {
+        format!("key directory {}", self.dir.display())
+    }
+
+    async fn load(&self) -> Result<Option<Stored>, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.load_blocking())
+            .await
+            .map_err(|e| StoreError::Unavailable {
+                store: self.describe(),
+                reason: format!("the read was interrupted: {e}"),
+            })?
+    }
+
+    async fn save(
+        &self,
+        keys: &ManagedKeySet,
+        expected: Option<&StoreVersion>,
+    ) -> Result<StoreVersion, StoreError> {
+        let store = self.clone();
+        let keys = keys.clone();
+        let expected = expected.cloned();
+        tokio::task::spawn_blocking(move || store.save_blocking(&keys, expected.as_ref()))
+            .await
+            .map_err(|e| StoreError::Unavailable {
+                store: self.describe(),
+                reason: format!("the write was interrupted: {e}"),
+            })?
+    }
+
+    fn watch(&self) -> Result<ChangeFeed, StoreError> {
+        let (sender, receiver) = mpsc::channel(1);
+        let watcher = watch_files(&[self.dir.join(INDEX_FILE)], sender).map_err(|e| {
+            StoreError::Unavailable {
+                store: self.describe(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(ChangeFeed::from_channel(receiver, watcher))
+    }
+}
+
+/// Opens files readable by their owner only: they hold private keys.
+fn private_file(options: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600)
+    }
+    #[cfg(not(unix))]
+    {
+        options
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,233 @@
+//! The directory store on a real filesystem: round trips, restarts, crashes half-way through a
+//! write, and two writers.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use warrant_token::{KeyType, SigningKey};
+
+use super::*;
+use crate::lifecycle::RotationPolicy;
+
+const T0: i64 = 1_800_000_000;
+const DAY: i64 = 86400;
+
+fn at(s: i64) -> Timestamp {
+    Timestamp::from_second(s).unwrap()
+}
+
+fn policy() -> RotationPolicy {
+    RotationPolicy {
+        key_type: KeyType::P256,
+        rotation_period_seconds: 7 * DAY,
+        publish_ahead_seconds: DAY,
+        max_token_seconds: DAY,
+    }
+}
+
+fn rotate(set: &ManagedKeySet, now: i64) -> ManagedKeySet {
+    set.rotate(&policy(), at(now), SigningKey::generate)
+        .unwrap()
+        .expect("a change")
+}
+
+fn kids(set: &ManagedKeySet) -> Vec<String> {
+    set.keys().iter().map(|k| k.kid().to_owned()).collect()
+}
+
+/// The names in the directory.
+fn listing(dir: &Path) -> BTreeSet<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
+
+fn expected_listing(set: &ManagedKeySet) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = set
+        .keys()
+        .iter()
+        .map(|k| crate::key_file_name(k.kid()))
+        .collect();
+    names.insert(INDEX_FILE.into());
+    names.insert(LOCK_FILE.into());
+    names
+}
+
+#[tokio::test]
+async fn saves_loads_and_restarts_where_it_left_off() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("keys");
+    let store = DirStore::new(&dir);
+    assert!(store.load().await.unwrap().is_none());
+
+    let first = rotate(&ManagedKeySet::default(), T0);
+    let v1 = store.save(&first, None).await.unwrap();
+    assert_eq!(v1, StoreVersion("1".into()));
+    assert_eq!(listing(&dir), expected_listing(&first));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(
+            mode(&dir.join(crate::key_file_name(first.keys()[0].kid()))),
+            0o600
+        );
+    }
+
+    // A second process that believes the directory is empty loses.
+    let err = store.save(&first, None).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+
+    // A restart (a new store on the same directory) finds the same keys and schedule, and
+    // carries on from there.
+    let restarted = DirStore::new(&dir);
+    let stored = restarted.load().await.unwrap().unwrap();
+    assert_eq!(stored.version, v1);
+    assert_eq!(kids(&stored.keys), kids(&first));
+    assert_eq!(
+        stored.keys.schedule(at(T0)),
+        first.schedule(at(T0)),
+        "same schedule after a restart"
+    );
+    let second = rotate(&stored.keys, T0 + 6 * DAY);
+    let v2 = restarted.save(&second, Some(&v1)).await.unwrap();
+    assert_eq!(v2, StoreVersion("2".into()));
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(kids(&stored.keys), kids(&second));
+    assert_eq!(
+        stored.keys.schedule(at(T0 + 7 * DAY))[1].state,
+        crate::KeyState::Active
+    );
+
+    // Removing a key deletes its file.
+    let third = rotate(&stored.keys, T0 + 8 * DAY + 60);
+    restarted.save(&third, Some(&v2)).await.unwrap();
+    assert_eq!(listing(&dir), expected_listing(&third));
+}
+
+/// A crash after the new key files were written but before the index was renamed: the
+/// previous set is intact, and the next write cleans up after the crash.
+#[tokio::test]
+async fn a_crash_before_the_index_is_committed_leaves_the_previous_set() {
+    let temp = tempfile::tempdir().unwrap();
+    let store = DirStore::new(temp.path());
+    let first = rotate(&ManagedKeySet::default(), T0);
+    let v1 = store.save(&first, None).await.unwrap();
+
+    // The index's temporary file cannot be created (a directory is in the way), so the write
+    // stops exactly where a crash between the key files and the index would stop it.
+    fs::create_dir(temp.path().join(".tmp-keys.json")).unwrap();
+    let second = rotate(&first, T0 + 6 * DAY);
+    let err = store.save(&second, Some(&v1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    let orphan = crate::key_file_name(second.keys()[1].kid());
+    assert!(
+        temp.path().join(&orphan).exists(),
+        "the new key was written"
+    );
+
+    // A crash while writing a key file leaves a partial temporary file too.
+    fs::write(
+        temp.path().join(".tmp-partial.pem"),
+        "-----BEGIN PRIVATE KEY-----\nMIIE",
+    )
+    .unwrap();
+
+    // Readers (and a restarted process) see the previous set, whole.
+    let stored = DirStore::new(temp.path()).load().await.unwrap().unwrap();
+    assert_eq!(stored.version, v1);
+    assert_eq!(kids(&stored.keys), kids(&first));
+
+    // The restarted process rotates again (a new successor) and commits; the debris goes.
+    fs::remove_dir(temp.path().join(".tmp-keys.json")).unwrap();
+    let retried = rotate(&stored.keys, T0 + 6 * DAY);
+    assert_ne!(kids(&retried), kids(&second));
+    let v2 = store.save(&retried, Some(&v1)).await.unwrap();
+    assert_eq!(v2, StoreVersion("2".into()));
+    assert_eq!(listing(temp.path()), expected_listing(&retried));
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(kids(&stored.keys), kids(&retried));
+}
+
+/// A crash half-way through writing the index itself: the temporary file is incomplete, the
+/// index in place is the previous one.
+#[tokio::test]
+async fn a_half_written_index_is_never_read() {
+    let temp = tempfile::tempdir().unwrap();
+    let store = DirStore::new(temp.path());
+    let first = rotate(&ManagedKeySet::default(), T0);
+    let v1 = store.save(&first, None).await.unwrap();
+    let index = fs::read(temp.path().join(INDEX_FILE)).unwrap();
+    fs::write(
+        temp.path().join(".tmp-keys.json"),
+        index.get(..index.len() / 2).unwrap(),
+    )
+    .unwrap();
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!((stored.version, kids(&stored.keys)), (v1, kids(&first)));
+}
+
+#[tokio::test]
+async fn two_writers_never_interleave() {
+    let temp = tempfile::tempdir().unwrap();
+    let (a, b) = (DirStore::new(temp.path()), DirStore::new(temp.path()));
+    let first = rotate(&ManagedKeySet::default(), T0);
+    let v1 = a.save(&first, None).await.unwrap();
+
+    // Both read generation 1 and rotate; the second to write loses and must re-read.
+    let from_a = rotate(&first, T0 + 6 * DAY);
+    let from_b = rotate(&first, T0 + 6 * DAY);
+    a.save(&from_a, Some(&v1)).await.unwrap();
+    let err = b.save(&from_b, Some(&v1)).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "key directory {}: the key set was changed by another writer since it was read",
+            temp.path().display()
+        )
+    );
+    let stored = b.load().await.unwrap().unwrap();
+    assert_eq!(kids(&stored.keys), kids(&from_a));
+    assert_eq!(listing(temp.path()), expected_listing(&from_a));
+}
+
+#[tokio::test]
+async fn a_damaged_directory_is_reported_and_never_overwritten() {
+    let temp = tempfile::tempdir().unwrap();
+    let store = DirStore::new(temp.path());
+    let first = rotate(&ManagedKeySet::default(), T0);
+    let v1 = store.save(&first, None).await.unwrap();
+    let pem = temp
+        .path()
+        .join(crate::key_file_name(first.keys()[0].kid()));
+    let other = SigningKey::generate(KeyType::P256).unwrap();
+    fs::write(&pem, other.to_pkcs8_pem().unwrap().as_str()).unwrap();
+    let err = store.load().await.unwrap_err().to_string();
+    assert!(err.contains(&format!("holds key {}", other.kid())), "{err}");
+
+    fs::write(temp.path().join(INDEX_FILE), "{").unwrap();
+    let err = store.save(&first, Some(&v1)).await.unwrap_err().to_string();
+    assert!(err.contains("keys.json is not a valid key index"), "{err}");
+}
+
+#[tokio::test]
+async fn a_write_by_another_process_is_noticed() {
+    let temp = tempfile::tempdir().unwrap();
+    let store = DirStore::new(temp.path());
+    let first = rotate(&ManagedKeySet::default(), T0);
+    let v1 = store.save(&first, None).await.unwrap();
+    let mut feed = store.watch().unwrap();
+    let second = rotate(&first, T0 + 6 * DAY);
+    DirStore::new(temp.path())
+        .save(&second, Some(&v1))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(20), feed.changed())
+        .await
+        .expect("a change notification");
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(kids(&stored.keys), kids(&second));
+}

@@ -1,0 +1,509 @@
+//! The lifecycle with the clock as a parameter: whole rotations stepped to the second around
+//! every boundary, with tokens signed at each moment and verified at every later one.
+
+use std::collections::BTreeSet;
+
+use warrant_token::{Binding, Claims, NewToken, ObjectRef, TokenError, Verifier};
+
+use super::*;
+
+const T0: i64 = 1_800_000_000;
+const HOUR: i64 = 3600;
+const DAY: i64 = 24 * HOUR;
+const ISSUER: &str = "https://issuer.test";
+
+fn at(second: i64) -> Timestamp {
+    Timestamp::from_second(second).unwrap()
+}
+
+fn policy() -> RotationPolicy {
+    RotationPolicy {
+        key_type: KeyType::P256,
+        rotation_period_seconds: 7 * DAY,
+        publish_ahead_seconds: DAY,
+        max_token_seconds: DAY,
+    }
+}
+
+fn generate(key_type: KeyType) -> Result<SigningKey, KeyError> {
+    SigningKey::generate(key_type)
+}
+
+fn rotated(set: &ManagedKeySet, policy: &RotationPolicy, now: i64) -> ManagedKeySet {
+    set.rotate(policy, at(now), generate)
+        .unwrap()
+        .unwrap_or_else(|| set.clone())
+}
+
+fn states(set: &ManagedKeySet, now: i64) -> Vec<KeyState> {
+    set.schedule(at(now)).iter().map(|k| k.state).collect()
+}
+
+fn token(key: &SigningKey, issued_at: i64, lifetime: i64) -> String {
+    key.sign(&Claims::new(NewToken {
+        issuer: ISSUER,
+        namespace: "demo",
+        service_account: ObjectRef::new("app", "uid-1"),
+        audiences: vec!["vault".into()],
+        binding: Binding::None,
+        issued_at,
+        expires_at: issued_at + lifetime,
+        warn_after: None,
+        jti: format!("jti-{issued_at}-{lifetime}"),
+    }))
+    .unwrap()
+}
+
+fn verifier(keys: &KeySet) -> Verifier {
+    Verifier::new(
+        vec![ISSUER.into()],
+        vec![ISSUER.into()],
+        keys.verifying().to_vec(),
+    )
+}
+
+fn verify(verifier: &Verifier, token: &str, now: i64) -> Result<(), TokenError> {
+    verifier.verify(token, &["vault".into()], at(now)).map(drop)
+}
+
+#[test]
+fn one_rotation_has_the_documented_times() {
+    let p = policy();
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    assert_eq!(first.keys().len(), 1);
+    let a = first.keys()[0].kid().to_owned();
+    // The very first key signs at once: nothing was published before it.
+    assert_eq!(states(&first, T0), [KeyState::Active]);
+    assert_eq!(first.active_at(at(T0)).unwrap().kid(), a);
+    let due = first.successor(&p, at(T0)).unwrap();
+    assert_eq!(due.create_at, at(T0 + 6 * DAY));
+    assert_eq!(due.activate_at, at(T0 + 7 * DAY));
+    assert_eq!(first.next_change(at(T0), &p), Some(at(T0 + 6 * DAY)));
+
+    // Nothing to do until the successor is due, to the second.
+    assert!(
+        first
+            .rotate(&p, at(T0 + 6 * DAY - 1), generate)
+            .unwrap()
+            .is_none()
+    );
+    let second = first
+        .rotate(&p, at(T0 + 6 * DAY), generate)
+        .unwrap()
+        .unwrap();
+    let b = second.keys()[1].kid().to_owned();
+    assert_eq!(second.keys()[1].published_at(), at(T0 + 6 * DAY));
+    assert_eq!(second.keys()[1].activate_at(), at(T0 + 7 * DAY));
+    assert_eq!(
+        states(&second, T0 + 6 * DAY),
+        [KeyState::Active, KeyState::Next]
+    );
+    assert_eq!(
+        states(&second, T0 + 7 * DAY - 1),
+        [KeyState::Active, KeyState::Next]
+    );
+    assert_eq!(
+        states(&second, T0 + 7 * DAY),
+        [KeyState::Retired, KeyState::Active]
+    );
+    // Removed once its longest token (a day) and the leeway (60 s) have passed.
+    let removal = T0 + 7 * DAY + DAY + 60;
+    assert_eq!(
+        states(&second, removal - 1),
+        [KeyState::Retired, KeyState::Active]
+    );
+    assert_eq!(
+        states(&second, removal),
+        [KeyState::Removed, KeyState::Active]
+    );
+    let schedule = second.schedule(at(T0));
+    assert_eq!(schedule[0].retire_at, Some(at(T0 + 7 * DAY)));
+    assert_eq!(schedule[0].remove_at, Some(at(removal)));
+    assert_eq!(schedule[1].retire_at, None);
+    assert_eq!(schedule[1].remove_at, None);
+    assert_eq!(second.state_at(&a, at(removal)), Some(KeyState::Removed));
+    assert_eq!(second.state_at(&b, at(removal)), Some(KeyState::Active));
+    assert_eq!(second.state_at("nope", at(removal)), None);
+
+    // The next changes, in order: activation, removal, then the following successor.
+    assert_eq!(
+        second.next_change(at(T0 + 6 * DAY), &p),
+        Some(at(T0 + 7 * DAY))
+    );
+    assert_eq!(second.next_change(at(T0 + 7 * DAY), &p), Some(at(removal)));
+    assert_eq!(second.next_change(at(removal), &p), Some(at(T0 + 13 * DAY)));
+
+    // Rotation drops the removed key from the records at its removal time, not before.
+    assert!(
+        second
+            .rotate(&p, at(removal - 1), generate)
+            .unwrap()
+            .is_none()
+    );
+    let third = second.rotate(&p, at(removal), generate).unwrap().unwrap();
+    assert_eq!(third.keys().len(), 1);
+    assert_eq!(third.keys()[0].kid(), b);
+
+    // Published keys: active first, then next, then retired.
+    let keys = second.key_set_at(at(T0 + 6 * DAY), &p).unwrap();
+    let kids: Vec<&str> = keys.verifying().iter().map(|k| k.kid()).collect();
+    assert_eq!(kids, [a.as_str(), b.as_str()]);
+    let keys = second.key_set_at(at(T0 + 7 * DAY), &p).unwrap();
+    let kids: Vec<&str> = keys.verifying().iter().map(|k| k.kid()).collect();
+    assert_eq!(kids, [b.as_str(), a.as_str()]);
+    let keys = second.key_set_at(at(removal), &p).unwrap();
+    let kids: Vec<&str> = keys.verifying().iter().map(|k| k.kid()).collect();
+    assert_eq!(kids, [b.as_str()]);
+}
+
+/// The times the test looks at: every hour, and every second from 3 s before to 3 s after each
+/// time anything changes.
+fn grid(start: i64, end: i64, boundaries: &BTreeSet<i64>) -> Vec<i64> {
+    let mut times: BTreeSet<i64> = (start..=end).step_by(HOUR as usize).collect();
+    for b in boundaries {
+        for t in b - 3..=b + 3 {
+            if (start..=end).contains(&t) {
+                times.insert(t);
+            }
+        }
+    }
+    times.into_iter().collect()
+}
+
+/// A leader that wakes at every scheduled change, as the key manager does, and the records as
+/// they are at each moment.
+struct Simulation {
+    policy: RotationPolicy,
+    set: ManagedKeySet,
+    clock: i64,
+    boundaries: BTreeSet<i64>,
+}
+
+impl Simulation {
+    fn new(policy: RotationPolicy, start: i64) -> Self {
+        let set = rotated(&ManagedKeySet::default(), &policy, start);
+        Simulation {
+            policy,
+            set,
+            clock: start,
+            boundaries: BTreeSet::from([start]),
+        }
+    }
+
+    /// Runs every wake-up up to and including `t`.
+    fn advance_to(&mut self, t: i64) {
+        while let Some(wake) = self.set.next_change(at(self.clock), &self.policy) {
+            let wake = wake.as_second();
+            if wake > t {
+                break;
+            }
+            assert!(wake >= self.clock, "time went backwards");
+            self.set = rotated(&self.set, &self.policy, wake);
+            assert!(
+                self.set.next_change(at(wake), &self.policy).unwrap() > at(wake),
+                "a rotation left work undone at {wake}"
+            );
+            self.boundaries.insert(wake);
+            for key in self.set.schedule(at(wake)) {
+                self.boundaries.insert(key.activate_at.as_second());
+                if let Some(r) = key.remove_at {
+                    self.boundaries.insert(r.as_second());
+                }
+            }
+            self.clock = wake;
+        }
+        self.clock = self.clock.max(t);
+    }
+}
+
+/// Documents' max-age as the server computes it (see warrant-server's `published.rs`).
+fn max_age(keys: &KeySet, now: i64) -> i64 {
+    keys.next_change()
+        .map_or(3600, |t| (t.as_second() - now).clamp(60, 3600))
+}
+
+#[test]
+fn a_full_rotation_cycle_never_fails_a_token() {
+    full_cycle(policy(), 3);
+}
+
+#[test]
+fn a_cycle_with_long_tokens_keeps_several_retired_keys() {
+    // Tokens outlive two rotation periods: several retired keys are published at once.
+    let p = RotationPolicy {
+        rotation_period_seconds: 2 * DAY,
+        publish_ahead_seconds: 6 * HOUR,
+        max_token_seconds: 5 * DAY,
+        ..policy()
+    };
+    assert_eq!(p.most_published_keys(), 5);
+    full_cycle(p, 6);
+}
+
+fn full_cycle(p: RotationPolicy, rotations: i64) {
+    let end = T0 + rotations * p.rotation_period_seconds + p.max_token_seconds + DAY;
+    // First pass: run the leader to learn every boundary; second: check at every moment.
+    let mut leader = Simulation::new(p, T0);
+    leader.advance_to(end);
+    let boundaries = leader.boundaries.clone();
+    let times = grid(T0, end, &boundaries);
+
+    let mut sim = Simulation::new(p, T0);
+    let bootstrap = sim.set.keys()[0].kid().to_owned();
+    // (token, signed at, expires at, kid)
+    let mut tokens: Vec<(String, i64, i64, String)> = Vec::new();
+    // (fetched at, cached until, published kids): what a relying party honouring max-age holds.
+    let mut caches: Vec<(i64, i64, Vec<String>)> = Vec::new();
+    let mut activations = BTreeSet::new();
+    for &t in &times {
+        sim.advance_to(t);
+        let set = &sim.set;
+        let keys = set.key_set_at(at(t), &p).expect("a key is always active");
+
+        // Exactly one active key, and it is the one that signs.
+        let schedule = set.schedule(at(t));
+        let active: Vec<&KeySchedule> = schedule
+            .iter()
+            .filter(|k| k.state == KeyState::Active)
+            .collect();
+        assert_eq!(active.len(), 1, "at {t}: {schedule:?}");
+        let signer = keys.signing_at(at(t));
+        assert_eq!(signer.kid(), active[0].kid);
+        activations.insert(signer.kid().to_owned());
+
+        // It never signs before it has been published for publish-ahead (the first key of a
+        // new set excepted), and a relying party's cached JWKS already has it.
+        if signer.kid() != bootstrap {
+            let published = active[0].published_at.as_second();
+            assert!(
+                t >= published + p.publish_ahead_seconds,
+                "at {t}: {} signs {}s after it was published",
+                signer.kid(),
+                t - published
+            );
+        }
+        for (fetched, until, kids) in &caches {
+            if *until > t {
+                assert!(
+                    kids.iter().any(|k| k == signer.kid()),
+                    "at {t}: a JWKS fetched at {fetched} (cacheable until {until}) lacks the signing key"
+                );
+            }
+        }
+
+        // Every token issued so far verifies until its own expiry (with leeway).
+        let verifier = verifier(&keys);
+        for (token, signed, exp, kid) in &tokens {
+            if t <= exp + 60 {
+                assert_eq!(
+                    verify(&verifier, token, t),
+                    Ok(()),
+                    "at {t}: token signed at {signed} by {kid} (exp {exp})"
+                );
+            }
+        }
+
+        // Removed keys are gone from the JWKS, and only once their tokens have expired.
+        for (_, _, exp, kid) in &tokens {
+            let published = keys.verifying().iter().any(|k| k.kid() == kid);
+            if !published {
+                assert!(
+                    t > exp + 60,
+                    "at {t}: {kid} removed before its token expired"
+                );
+            }
+        }
+        for key in &schedule {
+            let listed = keys.verifying().iter().any(|k| k.kid() == key.kid);
+            assert_eq!(listed, key.state != KeyState::Removed, "at {t}: {key:?}");
+        }
+
+        // Sign now: the longest token the policy allows, and a short one.
+        for lifetime in [p.max_token_seconds, 600] {
+            tokens.push((
+                token(signer, t, lifetime),
+                t,
+                t + lifetime,
+                signer.kid().to_owned(),
+            ));
+        }
+        caches.push((
+            t,
+            t + max_age(&keys, t),
+            keys.verifying()
+                .iter()
+                .map(|k| k.kid().to_owned())
+                .collect(),
+        ));
+    }
+    // The cycle really rotated: one key per period, plus the first.
+    assert_eq!(
+        activations.len() as i64,
+        (end - T0) / p.rotation_period_seconds + 1,
+        "{activations:?}"
+    );
+    // And old keys were removed from the records.
+    assert!(sim.set.keys().len() as i64 <= p.most_published_keys());
+}
+
+#[test]
+fn a_late_rotation_keeps_the_old_key_signing_until_the_new_one_is_safe() {
+    let p = policy();
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    // The leader was down for three days past the successor's creation time.
+    let late = T0 + 9 * DAY;
+    let due = first.successor(&p, at(late)).unwrap();
+    assert_eq!(due.create_at, at(T0 + 6 * DAY));
+    assert_eq!(due.activate_at, at(late + DAY));
+    // Overdue: the next change is due already.
+    assert_eq!(first.next_change(at(late), &p), Some(at(T0 + 6 * DAY)));
+    let second = rotated(&first, &p, late);
+    assert_eq!(second.keys()[1].published_at(), at(late));
+    assert_eq!(second.keys()[1].activate_at(), at(late + DAY));
+    assert_eq!(
+        states(&second, late + DAY - 1),
+        [KeyState::Active, KeyState::Next]
+    );
+    assert_eq!(
+        states(&second, late + DAY),
+        [KeyState::Retired, KeyState::Active]
+    );
+    // The following rotation is counted from the late activation.
+    assert_eq!(
+        second.successor(&p, at(late)).unwrap().create_at,
+        at(late + DAY + 6 * DAY)
+    );
+}
+
+#[test]
+fn a_set_of_only_next_keys_activates_its_first_at_once() {
+    let p = policy();
+    let key = SigningKey::generate(KeyType::P256).unwrap();
+    let set = ManagedKeySet::new(vec![ManagedKey::new(key, at(T0), at(T0 + DAY), DAY)]).unwrap();
+    assert!(set.key_set_at(at(T0), &p).is_none());
+    assert!(set.active_at(at(T0)).is_none());
+    let set = rotated(&set, &p, T0 + 10);
+    assert_eq!(set.keys()[0].activate_at(), at(T0 + 10));
+    assert!(set.key_set_at(at(T0 + 10), &p).is_some());
+}
+
+#[test]
+fn an_operator_rotation_publishes_ahead_and_never_activates_early() {
+    let p = policy();
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    let now = T0 + 2 * DAY;
+    let second = first.rotate_early(&p, at(now), generate).unwrap().unwrap();
+    assert_eq!(second.keys().len(), 2);
+    assert_eq!(second.keys()[1].published_at(), at(now));
+    assert_eq!(second.keys()[1].activate_at(), at(now + DAY));
+    // Again: the next key already activates as early as it safely can.
+    assert!(
+        second
+            .rotate_early(&p, at(now + 5), generate)
+            .unwrap()
+            .is_none()
+    );
+
+    // A successor created on schedule activates a day later than needed if the operator asks
+    // early: it is brought forward, but never before publish-ahead has passed.
+    let scheduled = rotated(&first, &p, T0 + 6 * DAY);
+    assert_eq!(scheduled.keys()[1].activate_at(), at(T0 + 7 * DAY));
+    assert!(
+        scheduled
+            .rotate_early(&p, at(T0 + 6 * DAY + HOUR), generate)
+            .unwrap()
+            .is_none(),
+        "a key published on schedule activates as soon as it is safe already"
+    );
+    let moved = ManagedKeySet::new(vec![
+        first.keys()[0].clone(),
+        ManagedKey::new(
+            SigningKey::generate(KeyType::P256).unwrap(),
+            at(T0 + DAY),
+            at(T0 + 7 * DAY),
+            DAY,
+        ),
+    ])
+    .unwrap()
+    .rotate_early(&p, at(T0 + 3 * DAY), generate)
+    .unwrap()
+    .unwrap();
+    assert_eq!(moved.keys()[1].activate_at(), at(T0 + 3 * DAY));
+}
+
+#[test]
+fn a_longer_token_lifetime_is_recorded_on_keys_that_still_sign() {
+    let p = policy();
+    let set = rotated(
+        &rotated(&ManagedKeySet::default(), &p, T0),
+        &p,
+        T0 + 6 * DAY,
+    );
+    let set = rotated(&set, &p, T0 + 7 * DAY);
+    assert_eq!(
+        states(&set, T0 + 7 * DAY),
+        [KeyState::Retired, KeyState::Active]
+    );
+    let longer = RotationPolicy {
+        max_token_seconds: 3 * DAY,
+        ..p
+    };
+    let set = rotated(&set, &longer, T0 + 7 * DAY + 1);
+    // The retired key never signed a longer token; the active one may from now on.
+    assert_eq!(set.keys()[0].max_token_seconds(), DAY);
+    assert_eq!(set.keys()[1].max_token_seconds(), 3 * DAY);
+    // A shorter lifetime later never shortens what was recorded.
+    let set = rotated(&set, &p, T0 + 7 * DAY + 2);
+    assert_eq!(set.keys()[1].max_token_seconds(), 3 * DAY);
+}
+
+#[test]
+fn records_are_ordered_by_activation_and_unique() {
+    let a = SigningKey::generate(KeyType::P256).unwrap();
+    let b = SigningKey::generate(KeyType::P256).unwrap();
+    let set = ManagedKeySet::new(vec![
+        ManagedKey::new(b.clone(), at(T0), at(T0 + DAY), DAY),
+        ManagedKey::new(a.clone(), at(T0), at(T0), DAY),
+    ])
+    .unwrap();
+    assert_eq!(set.keys()[0].kid(), a.kid());
+    let err = ManagedKeySet::new(vec![
+        ManagedKey::new(a.clone(), at(T0), at(T0), DAY),
+        ManagedKey::new(b, at(T0), at(T0 + 1), DAY),
+        ManagedKey::new(a.clone(), at(T0), at(T0 + 2), DAY),
+    ])
+    .unwrap_err();
+    assert_eq!(err.to_string(), format!("key {} appears twice", a.kid()));
+    // Debug shows the kid and times, never the key.
+    let debug = format!("{:?}", set.keys()[0]);
+    assert!(
+        debug.contains(a.kid()) && !debug.contains("PRIVATE"),
+        "{debug}"
+    );
+}
+
+#[test]
+fn policies_that_cannot_keep_their_promises_are_refused() {
+    assert_eq!(policy().validate(), Ok(()));
+    let short = RotationPolicy {
+        publish_ahead_seconds: 59,
+        ..policy()
+    };
+    assert!(
+        short
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("--key-publish-ahead of 59s is too short")
+    );
+    let inverted = RotationPolicy {
+        rotation_period_seconds: DAY,
+        ..policy()
+    };
+    assert_eq!(
+        inverted.validate().unwrap_err().to_string(),
+        "--key-rotation-period (86400s) must be longer than --key-publish-ahead (86400s): each key is published that long before it takes over"
+    );
+    // Default policy with day-long tokens: next, active and one retired key.
+    assert_eq!(policy().most_published_keys(), 3);
+}

@@ -1,0 +1,422 @@
+//! The key manager: owns a [`KeyStore`] in a running server, rotates the keys on schedule when
+//! this process may write, and publishes every change of the keys in force.
+//!
+//! It wakes at the next scheduled change ([`ManagedKeySet::next_change`]), when the store says
+//! it changed (another writer, `warrant keys rotate`), and when leadership changes; never by
+//! polling faster than that (it re-reads the store every few minutes as a safety net). Sleeping
+//! uses Tokio's clock, so a test with paused time drives it; the wall time comes from the clock
+//! function the owner passes in, and a wake-up that comes early (the two clocks drift) just
+//! finds nothing due and sleeps again.
+//!
+//! Failures never take keys away: if the store cannot be read or written, the last keys known
+//! stay in force (their schedule still advances by time alone: a successor already in the set
+//! activates on time), the error is logged and counted, and the manager retries.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use warrant_token::{KeyError, SigningKey};
+
+use crate::KeySet;
+use crate::lifecycle::{KeySchedule, KeyState, ManagedKeySet, PolicyError, RotationPolicy};
+use crate::metrics::KeyMetrics;
+use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion};
+
+/// How often the store is re-read even if no change was signalled.
+const RESYNC: Duration = Duration::from_secs(300);
+/// How soon a failed read or write is retried.
+const RETRY: Duration = Duration::from_secs(10);
+/// How many times a write that lost to another writer is recomputed before giving up for now.
+const CONFLICT_ATTEMPTS: usize = 5;
+
+/// Whether this process writes the store.
+#[derive(Debug, Clone)]
+pub enum Writer {
+    /// Always: a directory, where concurrent writers are safe (see [`DirStore`](crate::DirStore)).
+    Always,
+    /// While the value is `true`: the holder of a leader lease, for a store that every replica
+    /// reads but one writes.
+    WhileLeader(watch::Receiver<bool>),
+    /// Never: a read-only replica (or a test).
+    Never,
+}
+
+impl Writer {
+    fn may_write(&self) -> bool {
+        match self {
+            Writer::Always => true,
+            Writer::WhileLeader(leader) => *leader.borrow(),
+            Writer::Never => false,
+        }
+    }
+
+    async fn changed(&mut self) {
+        match self {
+            Writer::WhileLeader(leader) => {
+                if leader.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            Writer::Always | Writer::Never => std::future::pending::<()>().await,
+        }
+    }
+}
+
+/// Why managed keys cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// The policy is invalid.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A key could not be generated.
+    #[error("cannot generate a key: {0}")]
+    Key(#[from] KeyError),
+    /// The store holds no key that signs, and this process may not create one.
+    #[error(
+        "{store} holds no active key yet, and this replica does not write it; the leader creates the keys"
+    )]
+    NoActiveKey {
+        /// The store.
+        store: String,
+    },
+    /// The store kept changing under every write.
+    #[error("{store}: gave up writing after {CONFLICT_ATTEMPTS} conflicts with other writers")]
+    Contended {
+        /// The store.
+        store: String,
+    },
+}
+
+/// Owns a managed key store in a running server: rotates its keys on schedule when this process
+/// may write, follows other writers' changes, and publishes every change of the keys in force.
+/// It wakes only when something is due (or the store or leadership changes); failures keep the
+/// keys in force and are retried.
+pub struct KeyManager<S: KeyStore> {
+    store: S,
+    policy: RotationPolicy,
+    writer: Writer,
+    metrics: KeyMetrics,
+    keys: ManagedKeySet,
+    /// The version `keys` was read at or written as; `None` if the store holds nothing (or lost
+    /// what it held) and `keys` must be written back.
+    version: Option<StoreVersion>,
+    /// Each key's schedule at the last look, by kid, for logging transitions.
+    seen: HashMap<String, KeySchedule>,
+}
+
+impl<S: KeyStore> KeyManager<S> {
+    /// Opens `store`: reads it, creates the first key if it is empty and this process writes
+    /// it, and brings it up to date with `policy` at `now` (writing the result). Fails if no key
+    /// is active afterwards, or if the store cannot be read: a server must not start without
+    /// the keys it shares with its replicas.
+    pub async fn open(
+        store: S,
+        policy: RotationPolicy,
+        writer: Writer,
+        metrics: KeyMetrics,
+        now: Timestamp,
+    ) -> Result<Self, ManagerError> {
+        policy.validate()?;
+        let stored = store
+            .load()
+            .await
+            .inspect_err(|_| metrics.store_error("load"))?;
+        let (keys, version) = match stored {
+            Some(stored) => (stored.keys, Some(stored.version)),
+            None => (ManagedKeySet::default(), None),
+        };
+        let mut manager = KeyManager {
+            store,
+            policy,
+            writer,
+            metrics,
+            keys,
+            version,
+            seen: HashMap::new(),
+        };
+        if manager.writer.may_write() {
+            manager.sync(now).await?;
+        }
+        if manager.keys.active_at(now).is_none() {
+            return Err(ManagerError::NoActiveKey {
+                store: manager.store.describe(),
+            });
+        }
+        manager.observe(now);
+        Ok(manager)
+    }
+
+    /// The managed keys as last read or written.
+    pub fn keys(&self) -> &ManagedKeySet {
+        &self.keys
+    }
+
+    /// The keys in force at `now`.
+    pub fn key_set(&self, now: Timestamp) -> Option<KeySet> {
+        self.keys.key_set_at(now, &self.policy)
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Starts keeping the keys current in a task: `publish` receives every new [`KeySet`]
+    /// (including the first, at once); `clock` gives the wall time. Must be called within a
+    /// Tokio runtime. The task stops when the returned handle is dropped.
+    pub fn spawn<C, P>(self, clock: C, publish: P) -> Result<KeyManagerTask, ManagerError>
+    where
+        C: Fn() -> Timestamp + Send + Sync + 'static,
+        P: Fn(KeySet) + Send + Sync + 'static,
+    {
+        let feed = match self.store.watch() {
+            Ok(feed) => feed,
+            Err(error) => {
+                self.metrics.store_error("watch");
+                tracing::warn!(%error, "cannot watch the key store for changes; re-reading it every {}s instead", RESYNC.as_secs());
+                ChangeFeed::never()
+            }
+        };
+        let task = tokio::runtime::Handle::try_current()
+            .map_err(|_| StoreError::Unavailable {
+                store: self.store.describe(),
+                reason: "cannot manage keys outside a Tokio runtime".into(),
+            })?
+            .spawn(self.run(feed, clock, publish));
+        Ok(KeyManagerTask { task })
+    }
+
+    async fn run<C, P>(mut self, mut feed: ChangeFeed, clock: C, publish: P)
+    where
+        C: Fn() -> Timestamp,
+        P: Fn(KeySet),
+    {
+        let mut published: Option<KeySet> = None;
+        let mut read_failed = false;
+        loop {
+            let now = clock();
+            let mut failed = read_failed;
+            if self.writer.may_write()
+                && let Err(error) = self.sync(now).await
+            {
+                failed = true;
+                tracing::error!(%error, "cannot update the managed keys; the keys in force stay until it succeeds");
+            }
+            if let Some(keys) = self.key_set(now) {
+                let changed = published
+                    .as_ref()
+                    .is_none_or(|p| !p.same_keys(&keys) || p.next_change() != keys.next_change());
+                if changed {
+                    publish(keys.clone());
+                    published = Some(keys);
+                }
+            }
+            self.observe(now);
+
+            let wake = self.wake_after(now, failed);
+            tokio::select! {
+                () = tokio::time::sleep(wake) => {}
+                () = feed.changed() => {}
+                () = self.writer.changed() => {}
+            }
+            // Whatever woke us, act on the store as it is now: another writer may have been
+            // first, and a missed change notification is caught at the next wake-up at the latest.
+            read_failed = match self.reload().await {
+                Ok(()) => false,
+                Err(error) => {
+                    tracing::error!(%error, "cannot re-read the key store; the keys in force stay until it succeeds");
+                    true
+                }
+            };
+        }
+    }
+
+    /// How long to sleep after looking at `now`.
+    fn wake_after(&self, now: Timestamp, failed: bool) -> Duration {
+        // A replica that does not write waits for the writer's changes (it hears of them from
+        // the store), not for a successor it cannot create.
+        let next = if self.writer.may_write() && !failed {
+            self.keys.next_change(now, &self.policy)
+        } else {
+            self.keys.next_transition(now)
+        };
+        // A change already due (negative) means at once.
+        let until = next
+            .map(|t| Duration::try_from(now.duration_until(t)).unwrap_or(Duration::ZERO))
+            .unwrap_or(RESYNC);
+        let until = until.min(RESYNC);
+        // Wake just after the change (timestamps are whole seconds; the sleep is not).
+        let until = until.saturating_add(Duration::from_millis(1));
+        if failed { until.min(RETRY) } else { until }
+    }
+
+    /// Re-reads the store.
+    async fn reload(&mut self) -> Result<(), StoreError> {
+        match self.store.load().await {
+            Ok(Some(stored)) => {
+                self.keys = stored.keys;
+                self.version = Some(stored.version);
+                Ok(())
+            }
+            Ok(None) => {
+                if !self.keys.is_empty() {
+                    tracing::error!(
+                        store = %self.store.describe(),
+                        "the key store no longer holds the keys; still serving them from memory, and writing them back if this process writes the store"
+                    );
+                }
+                self.version = None;
+                Ok(())
+            }
+            Err(error) => {
+                self.metrics.store_error("load");
+                Err(error)
+            }
+        }
+    }
+
+    /// Brings the store up to date at `now` (rotation, or writing back keys it lost), retrying
+    /// writes that lose to another writer. Returns whether anything was written.
+    async fn sync(&mut self, now: Timestamp) -> Result<bool, ManagerError> {
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let rotated = rotate(self.keys.clone(), self.policy, now).await?;
+            let write_back = self.version.is_none() && !self.keys.is_empty();
+            let next = match rotated {
+                Some(next) => next,
+                None if write_back => self.keys.clone(),
+                None => return Ok(false),
+            };
+            match self.store.save(&next, self.version.as_ref()).await {
+                Ok(version) => {
+                    self.keys = next;
+                    self.version = Some(version);
+                    return Ok(true);
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    tracing::info!(store = %self.store.describe(), "the key store changed under this write; re-reading it");
+                    self.reload().await?;
+                }
+                Err(error) => {
+                    self.metrics.store_error("save");
+                    return Err(error.into());
+                }
+            }
+        }
+        Err(ManagerError::Contended {
+            store: self.store.describe(),
+        })
+    }
+
+    /// Logs every key's transitions since the last look and records metrics.
+    fn observe(&mut self, now: Timestamp) {
+        let schedule = self.keys.schedule(now);
+        log_transitions(&self.seen, &schedule, now);
+        self.seen = schedule
+            .iter()
+            .map(|k| (k.kid.clone(), k.clone()))
+            .collect();
+        self.metrics.managed(&schedule);
+    }
+}
+
+impl<S: KeyStore> std::fmt::Debug for KeyManager<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyManager")
+            .field("store", &self.store.describe())
+            .field("policy", &self.policy)
+            .field("keys", &self.keys)
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+/// Runs a rotation off the async threads: generating an RSA key takes a while.
+async fn rotate(
+    keys: ManagedKeySet,
+    policy: RotationPolicy,
+    now: Timestamp,
+) -> Result<Option<ManagedKeySet>, ManagerError> {
+    // Cheap when nothing is due: check before moving to a blocking thread.
+    let due = keys.is_empty()
+        || keys.active_at(now).is_none()
+        || keys.next_change(now, &policy).is_some_and(|t| t <= now)
+        || keys.schedule(now).iter().any(|k| match k.state {
+            KeyState::Removed => true,
+            KeyState::Next | KeyState::Active => k.max_token_seconds < policy.max_token_seconds,
+            KeyState::Retired => false,
+        });
+    if !due {
+        return Ok(None);
+    }
+    tokio::task::spawn_blocking(move || keys.rotate(&policy, now, SigningKey::generate))
+        .await
+        .map_err(|_| KeyError::Crypto("generate a key (the task was interrupted)"))?
+        .map_err(ManagerError::Key)
+}
+
+fn log_transitions(before: &HashMap<String, KeySchedule>, after: &[KeySchedule], now: Timestamp) {
+    for key in after {
+        let previous = before.get(&key.kid).map(|k| k.state);
+        if previous == Some(key.state) {
+            continue;
+        }
+        let time = |t: Option<Timestamp>| t.map_or_else(|| "-".to_owned(), |t| t.to_string());
+        match key.state {
+            KeyState::Next => tracing::info!(
+                kid = %key.kid, alg = %key.algorithm, activate_at = %key.activate_at,
+                "key published; it starts signing at its activation time"
+            ),
+            KeyState::Active => tracing::info!(
+                kid = %key.kid, alg = %key.algorithm, retire_at = %time(key.retire_at),
+                "key is now signing"
+            ),
+            KeyState::Retired => tracing::info!(
+                kid = %key.kid, remove_at = %time(key.remove_at),
+                "key retired: it verifies tokens until its removal time, and signs no more"
+            ),
+            KeyState::Removed => tracing::info!(
+                kid = %key.kid,
+                "key removed from the published keys: every token it signed has expired"
+            ),
+        }
+    }
+    for (kid, key) in before {
+        if after.iter().any(|k| &k.kid == kid) {
+            continue;
+        }
+        if key.remove_at.is_some_and(|t| t <= now) {
+            if key.state != KeyState::Removed {
+                tracing::info!(
+                    kid = %kid,
+                    "key removed from the published keys: every token it signed has expired"
+                );
+            }
+        } else {
+            tracing::error!(
+                kid = %kid, state = %key.state,
+                "key left the key store before its removal time: tokens it signed that are still live will fail verification"
+            );
+        }
+    }
+}
+
+/// The running key manager; dropping it stops it.
+#[derive(Debug)]
+pub struct KeyManagerTask {
+    task: JoinHandle<()>,
+}
+
+impl Drop for KeyManagerTask {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests;

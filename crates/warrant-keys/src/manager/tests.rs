@@ -1,0 +1,251 @@
+//! The key manager driven by Tokio's paused clock: it wakes at each scheduled change, to the
+//! millisecond, without a test ever sleeping.
+
+use prometheus_client::registry::Registry;
+use tokio::sync::mpsc;
+use warrant_token::KeyType;
+
+use super::*;
+use crate::store::MemoryStore;
+
+const T0: i64 = 1_800_000_000;
+const DAY: i64 = 86400;
+
+fn at(s: i64) -> Timestamp {
+    Timestamp::from_second(s).unwrap()
+}
+
+fn policy() -> RotationPolicy {
+    RotationPolicy {
+        key_type: KeyType::P256,
+        rotation_period_seconds: 7 * DAY,
+        publish_ahead_seconds: DAY,
+        max_token_seconds: DAY,
+    }
+}
+
+/// Wall time that follows Tokio's (paused) clock from `T0`.
+fn clock() -> impl Fn() -> Timestamp + Send + Sync + Clone + 'static {
+    let start = tokio::time::Instant::now();
+    move || at(T0) + jiff::SignedDuration::try_from(start.elapsed()).unwrap()
+}
+
+/// What a published key set says, in short: (now, signing kid now, published kids).
+type Seen = (i64, String, Vec<String>);
+
+fn spawn(
+    manager: KeyManager<MemoryStore>,
+    clock: impl Fn() -> Timestamp + Send + Sync + Clone + 'static,
+) -> (KeyManagerTask, mpsc::UnboundedReceiver<Seen>) {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let inner = clock.clone();
+    let task = manager
+        .spawn(clock, move |keys: KeySet| {
+            let now = inner();
+            sender
+                .send((
+                    now.as_second(),
+                    keys.signing_at(now).kid().to_owned(),
+                    keys.verifying()
+                        .iter()
+                        .map(|k| k.kid().to_owned())
+                        .collect(),
+                ))
+                .unwrap();
+        })
+        .unwrap();
+    (task, receiver)
+}
+
+fn metrics_text(registry: &Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text
+}
+
+#[tokio::test(start_paused = true)]
+async fn rotates_on_schedule_and_publishes_each_change() {
+    let store = MemoryStore::new();
+    let metrics = KeyMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let clock = clock();
+    let manager = KeyManager::open(store.clone(), policy(), Writer::Always, metrics, clock())
+        .await
+        .unwrap();
+    let a = manager.keys().keys()[0].kid().to_owned();
+    let (_task, mut seen) = spawn(manager, clock);
+
+    // At once: the first key signs.
+    assert_eq!(seen.recv().await.unwrap(), (T0, a.clone(), vec![a.clone()]));
+    // Six days on, the successor is published a day ahead.
+    let (now, signing, published) = seen.recv().await.unwrap();
+    assert_eq!((now, signing.as_str()), (T0 + 6 * DAY, a.as_str()));
+    assert_eq!(published.len(), 2);
+    let b = published[1].clone();
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(stored.keys.keys().len(), 2);
+    // It signs from the seventh day on, and the first key verifies for a day and a minute more.
+    assert_eq!(
+        seen.recv().await.unwrap(),
+        (T0 + 7 * DAY, b.clone(), vec![b.clone(), a.clone()])
+    );
+    assert_eq!(
+        seen.recv().await.unwrap(),
+        (T0 + 8 * DAY + 60, b.clone(), vec![b.clone()])
+    );
+    let text = metrics_text(&registry);
+    assert!(
+        text.contains(r#"warrant_keys_held{state="active"} 1"#)
+            && text.contains(r#"warrant_keys_held{state="retired"} 0"#)
+            && text.contains(&format!(
+                "warrant_keys_last_rotation_timestamp_seconds {}",
+                T0 + 7 * DAY
+            )),
+        "{text}"
+    );
+    // And on, a week at a time.
+    let (now, signing, published) = seen.recv().await.unwrap();
+    assert_eq!((now, signing), (T0 + 13 * DAY, b.clone()));
+    assert_eq!(published.len(), 2);
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(stored.keys.keys().len(), 2, "removed keys leave the store");
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicas_that_do_not_write_follow_the_one_that_does() {
+    let store = MemoryStore::new();
+    let clock = clock();
+    let (leader_tx, leader_rx) = watch::channel(false);
+    let follower = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::WhileLeader(leader_rx),
+        KeyMetrics::new(),
+        clock(),
+    )
+    .await;
+    // Nobody has created keys yet, and this replica may not.
+    assert!(
+        follower
+            .unwrap_err()
+            .to_string()
+            .starts_with("memory store holds no active key yet")
+    );
+
+    let writer = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::Always,
+        KeyMetrics::new(),
+        clock(),
+    )
+    .await
+    .unwrap();
+    let a = writer.keys().keys()[0].kid().to_owned();
+    let (leader_tx2, leader_rx2) = watch::channel(false);
+    drop(leader_tx);
+    let follower = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::WhileLeader(leader_rx2),
+        KeyMetrics::new(),
+        clock(),
+    )
+    .await
+    .unwrap();
+    let (writer_task, mut writer_seen) = spawn(writer, clock.clone());
+    let (_follower_task, mut follower_seen) = spawn(follower, clock.clone());
+    assert_eq!(follower_seen.recv().await.unwrap().1, a);
+    writer_seen.recv().await.unwrap();
+
+    // The follower learns of the successor from the store, when the writer creates it.
+    let (now, _, published) = follower_seen.recv().await.unwrap();
+    assert_eq!(now, T0 + 6 * DAY);
+    assert_eq!(published.len(), 2);
+    let b = published[1].clone();
+    // And switches to it on time by itself.
+    assert_eq!(follower_seen.recv().await.unwrap().0, T0 + 7 * DAY);
+
+    // The writer goes away; the follower, once it leads, rotates in its place.
+    drop(writer_task);
+    leader_tx2.send(true).unwrap();
+    let mut last = follower_seen.recv().await.unwrap();
+    while last.2.len() < 2 || last.2[1] == a {
+        last = follower_seen.recv().await.unwrap();
+    }
+    assert_eq!(last.0, T0 + 13 * DAY);
+    assert_eq!(last.1, b);
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(stored.keys.keys().len(), 2);
+    assert_eq!(stored.keys.keys()[0].kid(), b);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_keeps_the_keys_in_force_and_never_activates_early() {
+    let store = MemoryStore::new();
+    let metrics = KeyMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let clock = clock();
+    let manager = KeyManager::open(store.clone(), policy(), Writer::Always, metrics, clock())
+        .await
+        .unwrap();
+    let a = manager.keys().keys()[0].kid().to_owned();
+    let (_task, mut seen) = spawn(manager, clock.clone());
+    seen.recv().await.unwrap();
+
+    // The store is down when the successor is due, and for two days after.
+    store.set_unavailable(true);
+    tokio::time::sleep(Duration::from_secs((8 * DAY) as u64)).await;
+    assert!(
+        seen.try_recv().is_err(),
+        "nothing changed while the store was down"
+    );
+    let text = metrics_text(&registry);
+    assert!(
+        text.contains(r#"warrant_keys_store_errors_total{operation="save"}"#),
+        "{text}"
+    );
+    store.set_unavailable(false);
+
+    // Within a retry, the successor is created; the first key signs until it is safe.
+    let (now, signing, published) = seen.recv().await.unwrap();
+    assert!((T0 + 8 * DAY..=T0 + 8 * DAY + 10).contains(&now), "{now}");
+    assert_eq!(signing, a);
+    assert_eq!(published.len(), 2);
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(stored.keys.keys()[1].activate_at(), at(now + DAY));
+    let (then, signing, _) = seen.recv().await.unwrap();
+    assert_eq!(then, now + DAY);
+    assert_eq!(signing, published[1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_loses_its_keys_gets_them_back() {
+    let store = MemoryStore::new();
+    let clock = clock();
+    let manager = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::Always,
+        KeyMetrics::new(),
+        clock(),
+    )
+    .await
+    .unwrap();
+    let a = manager.keys().keys()[0].kid().to_owned();
+    let (_task, mut seen) = spawn(manager, clock);
+    seen.recv().await.unwrap();
+
+    // Someone deletes the stored keys: the manager writes back the ones it serves, rather
+    // than starting over with a new key nobody has seen.
+    let mut feed = store.watch().unwrap();
+    store.clear();
+    feed.changed().await;
+    feed.changed().await;
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(stored.keys.keys().len(), 1);
+    assert_eq!(stored.keys.keys()[0].kid(), a);
+    assert!(seen.try_recv().is_err(), "the keys in force never changed");
+}

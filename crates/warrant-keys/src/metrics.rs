@@ -1,0 +1,123 @@
+//! Prometheus metrics for the keys (prefix `warrant_keys_`). Labels come from small fixed sets.
+
+use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::KeySet;
+use crate::lifecycle::{KeySchedule, KeyState};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+}
+
+/// The state label of static verification-only keys (`--service-account-key-file`), which
+/// have no lifecycle.
+const STATIC_VERIFYING: &str = "verifying";
+
+/// The keys' metrics. Cheap to clone; clones share the values.
+#[derive(Debug, Clone, Default)]
+pub struct KeyMetrics {
+    generation: Gauge,
+    last_rotation: Gauge,
+    next_change: Gauge,
+    held: Family<StateLabels, Gauge>,
+    store_errors: Family<OperationLabels, Counter>,
+}
+
+impl KeyMetrics {
+    /// New metrics, not registered yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers the metrics into the server's registry. Call it once per registry.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "warrant_keys_generation",
+            "Key sets published by this process: 1 at startup, plus 1 at every change of keys or schedule",
+            self.generation.clone(),
+        );
+        registry.register(
+            "warrant_keys_last_rotation_timestamp_seconds",
+            "When the key that signs now started signing (managed keys) or was loaded (static keys)",
+            self.last_rotation.clone(),
+        );
+        registry.register(
+            "warrant_keys_next_change_timestamp_seconds",
+            "When the published key set next changes on schedule (0 for static keys)",
+            self.next_change.clone(),
+        );
+        registry.register(
+            "warrant_keys_held",
+            "Published keys by state: next, active, retired (managed), verifying (static key files)",
+            self.held.clone(),
+        );
+        registry.register(
+            "warrant_keys_store_errors",
+            "Failed key store operations, by operation (load, save, watch)",
+            self.store_errors.clone(),
+        );
+    }
+
+    /// Counts a key set handed to the server (whoever publishes it: the key manager's owner,
+    /// a static key watcher's), and records when it next changes.
+    pub fn published(&self, keys: &KeySet) {
+        self.generation.inc();
+        self.next_change
+            .set(keys.next_change().map_or(0, Timestamp::as_second));
+    }
+
+    /// Records the states of managed keys.
+    pub(crate) fn managed(&self, schedule: &[KeySchedule]) {
+        for state in [KeyState::Next, KeyState::Active, KeyState::Retired] {
+            let count = schedule.iter().filter(|k| k.state == state).count();
+            self.held
+                .get_or_create(&StateLabels {
+                    state: state.name(),
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        if let Some(active) = schedule.iter().find(|k| k.state == KeyState::Active) {
+            self.last_rotation.set(active.activate_at.as_second());
+        }
+    }
+
+    /// Records static keys: the signing key, if static keys sign (beside managed keys they only
+    /// verify), and `verifying` verification-only keys.
+    pub(crate) fn static_keys(&self, signing: bool, verifying: usize) {
+        if signing {
+            self.held
+                .get_or_create(&StateLabels {
+                    state: KeyState::Active.name(),
+                })
+                .set(1);
+        }
+        self.held
+            .get_or_create(&StateLabels {
+                state: STATIC_VERIFYING,
+            })
+            .set(i64::try_from(verifying).unwrap_or(i64::MAX));
+    }
+
+    /// Records that the signing key changed (static keys) at `now`.
+    pub(crate) fn signing_key_loaded(&self, now: Timestamp) {
+        self.last_rotation.set(now.as_second());
+    }
+
+    /// Counts a failed store operation: `load`, `save` or `watch`.
+    pub(crate) fn store_error(&self, operation: &'static str) {
+        self.store_errors
+            .get_or_create(&OperationLabels { operation })
+            .inc();
+    }
+}

@@ -1,0 +1,345 @@
+//! Where a managed key set lives between runs, and how replicas share it.
+//!
+//! A [`KeyStore`] holds one [`ManagedKeySet`] in its serialised form (see [`crate::encode`]:
+//! an index of schedules plus one PKCS#8 PEM per key). Every replica reads it; writes use
+//! optimistic concurrency: [`KeyStore::save`] succeeds only if the store still holds the
+//! version the writer read, so two writers can never interleave, and the loser reloads and
+//! recomputes (rotation is a pure function of what it reads, so recomputing is always right).
+//!
+//! Implementations: [`DirStore`](crate::DirStore) (a directory, `--key-dir`) and
+//! [`MemoryStore`] (tests). A Kubernetes Secret store is the same contract: the encoded files
+//! are the Secret's `data`, the version its `resourceVersion`, and a write is an update with
+//! that `resourceVersion`, made only by the replica holding the leader lease.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, watch};
+use warrant_token::KeyError;
+
+use crate::lifecycle::{LifecycleError, ManagedKeySet};
+use crate::stored::{EncodedKeySet, decode, encode};
+
+/// The version of a stored key set, opaque to everyone but its store: a directory's index
+/// generation, a Secret's `resourceVersion`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StoreVersion(pub String);
+
+impl std::fmt::Display for StoreVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A key set as read from a store, with the version to write against.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The keys.
+    pub keys: ManagedKeySet,
+    /// The version read.
+    pub version: StoreVersion,
+}
+
+/// Keeps a managed key set. Every replica reads it; writes are optimistic: [`save`](Self::save)
+/// succeeds only if the store still holds the version the writer read, so writers never
+/// interleave, and the loser reloads and recomputes. Implementations: [`DirStore`](crate::DirStore),
+/// [`MemoryStore`]; a Kubernetes Secret store keeps the encoded files as the Secret's `data`, uses
+/// its `resourceVersion` as the version, and writes only from the leader.
+pub trait KeyStore: Send + Sync + 'static {
+    /// What the store is, for messages: `key directory /var/lib/warrant/keys`.
+    fn describe(&self) -> String;
+
+    /// Reads the key set; `Ok(None)` if the store holds none yet.
+    fn load(&self) -> impl Future<Output = Result<Option<Stored>, StoreError>> + Send;
+
+    /// Writes `keys` if the store still holds `expected` (`None`: if it holds no key set), and
+    /// returns the new version. Fails with [`StoreError::Conflict`] if another writer got
+    /// there first; nothing is written then. A write is all or nothing: a reader sees the old
+    /// set or the new one, even if the writer crashes half-way.
+    fn save(
+        &self,
+        keys: &ManagedKeySet,
+        expected: Option<&StoreVersion>,
+    ) -> impl Future<Output = Result<StoreVersion, StoreError>> + Send;
+
+    /// A feed that fires when the stored set may have changed (another writer, or an operator's
+    /// `warrant keys rotate`). It may fire spuriously, including for this store's own writes.
+    fn watch(&self) -> Result<ChangeFeed, StoreError>;
+}
+
+/// Notifications that a store may have changed.
+pub struct ChangeFeed {
+    inner: Feed,
+    _guard: Option<Box<dyn Send>>,
+}
+
+enum Feed {
+    Channel(mpsc::Receiver<()>),
+    Watch(watch::Receiver<u64>),
+    Never,
+}
+
+impl ChangeFeed {
+    /// A feed fed by a channel; `guard` (a file watcher, a watch task's handle) is kept alive
+    /// as long as the feed.
+    pub fn from_channel(receiver: mpsc::Receiver<()>, guard: impl Send + 'static) -> Self {
+        ChangeFeed {
+            inner: Feed::Channel(receiver),
+            _guard: Some(Box::new(guard)),
+        }
+    }
+
+    /// A feed that fires whenever the watched value changes.
+    pub fn from_watch(receiver: watch::Receiver<u64>) -> Self {
+        ChangeFeed {
+            inner: Feed::Watch(receiver),
+            _guard: None,
+        }
+    }
+
+    /// A feed that never fires, for stores that change only through their owner.
+    pub fn never() -> Self {
+        ChangeFeed {
+            inner: Feed::Never,
+            _guard: None,
+        }
+    }
+
+    /// Waits for the next notification (several pending ones count as one). Waits forever
+    /// once the source is gone.
+    pub async fn changed(&mut self) {
+        match &mut self.inner {
+            Feed::Channel(receiver) => {
+                if receiver.recv().await.is_none() {
+                    std::future::pending::<()>().await;
+                }
+                while receiver.try_recv().is_ok() {}
+            }
+            Feed::Watch(receiver) => {
+                if receiver.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            Feed::Never => std::future::pending::<()>().await,
+        }
+    }
+}
+
+impl std::fmt::Debug for ChangeFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChangeFeed")
+    }
+}
+
+/// Why a store could not be read or written. Messages name the store and never contain key
+/// material.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// Another writer changed the store since it was read.
+    #[error("{store}: the key set was changed by another writer since it was read")]
+    Conflict {
+        /// The store.
+        store: String,
+    },
+    /// A file could not be read or written.
+    #[error("{store}: {path}: {source}")]
+    Io {
+        /// The store.
+        store: String,
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// The stored data is not a valid key set.
+    #[error("{store}: {reason}")]
+    Corrupt {
+        /// The store.
+        store: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A stored key does not load, or a key could not be encoded.
+    #[error("{store}: key {kid}: {source}")]
+    Key {
+        /// The store.
+        store: String,
+        /// The key's ID as recorded.
+        kid: String,
+        /// What is wrong with it.
+        #[source]
+        source: KeyError,
+    },
+    /// The records are inconsistent.
+    #[error("{store}: {source}")]
+    Lifecycle {
+        /// The store.
+        store: String,
+        /// What is inconsistent.
+        #[source]
+        source: LifecycleError,
+    },
+    /// The store cannot be reached (an API server down, a test's simulated outage).
+    #[error("{store}: unavailable: {reason}")]
+    Unavailable {
+        /// The store.
+        store: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A store in memory, holding exactly what a durable store would (the encoded files), for
+/// tests and as the reference implementation of the [`KeyStore`] contract. Clones share the
+/// same contents, as replicas share a Secret.
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<MemoryInner>,
+}
+
+struct MemoryInner {
+    contents: Mutex<MemoryContents>,
+    changes: watch::Sender<u64>,
+}
+
+#[derive(Default)]
+struct MemoryContents {
+    files: Option<BTreeMap<String, Vec<u8>>>,
+    version: u64,
+    unavailable: bool,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        let (changes, _) = watch::channel(0);
+        MemoryStore {
+            inner: Arc::new(MemoryInner {
+                contents: Mutex::new(MemoryContents::default()),
+                changes,
+            }),
+        }
+    }
+
+    /// Makes every read and write fail (or succeed again), to test how owners ride out an
+    /// outage.
+    pub fn set_unavailable(&self, unavailable: bool) {
+        if let Ok(mut contents) = self.inner.contents.lock() {
+            contents.unavailable = unavailable;
+        }
+    }
+
+    /// Deletes the stored key set, as an operator deleting a Secret would.
+    pub fn clear(&self) {
+        let version = match self.inner.contents.lock() {
+            Ok(mut contents) => {
+                contents.files = None;
+                contents.version += 1;
+                contents.version
+            }
+            Err(_) => return,
+        };
+        self.inner.changes.send_replace(version);
+    }
+
+    /// The stored files, as a Secret's `data` would hold them. They include private keys: keep
+    /// them out of logs.
+    pub fn files(&self) -> Option<BTreeMap<String, Vec<u8>>> {
+        self.inner.contents.lock().ok()?.files.clone()
+    }
+
+    fn unavailable(&self) -> StoreError {
+        StoreError::Unavailable {
+            store: self.describe(),
+            reason: "simulated outage".into(),
+        }
+    }
+}
+
+impl KeyStore for MemoryStore {
+    fn describe(&self) -> String {
+        "memory store".into()
+    }
+
+    async fn load(&self) -> Result<Option<Stored>, StoreError> {
+        let (files, version) = {
+            let contents = self.inner.contents.lock().map_err(|_| self.unavailable())?;
+            if contents.unavailable {
+                return Err(self.unavailable());
+            }
+            match &contents.files {
+                None => return Ok(None),
+                Some(files) => (files.clone(), contents.version),
+            }
+        };
+        let store = self.describe();
+        let index = files
+            .get(crate::stored::INDEX_FILE)
+            .ok_or_else(|| StoreError::Corrupt {
+                store: store.clone(),
+                reason: format!("{} is missing", crate::stored::INDEX_FILE),
+            })?;
+        let (keys, _) = decode(&store, index, |name| Ok(files.get(name).cloned()))?;
+        Ok(Some(Stored {
+            keys,
+            version: StoreVersion(version.to_string()),
+        }))
+    }
+
+    async fn save(
+        &self,
+        keys: &ManagedKeySet,
+        expected: Option<&StoreVersion>,
+    ) -> Result<StoreVersion, StoreError> {
+        let version = {
+            let mut contents = self.inner.contents.lock().map_err(|_| self.unavailable())?;
+            if contents.unavailable {
+                return Err(self.unavailable());
+            }
+            let current = contents
+                .files
+                .as_ref()
+                .map(|_| StoreVersion(contents.version.to_string()));
+            if current.as_ref() != expected {
+                return Err(StoreError::Conflict {
+                    store: self.describe(),
+                });
+            }
+            let encoded: EncodedKeySet =
+                encode(keys, contents.version + 1).map_err(|(kid, source)| StoreError::Key {
+                    store: self.describe(),
+                    kid,
+                    source,
+                })?;
+            contents.files = Some(
+                encoded
+                    .files()
+                    .map(|(name, bytes)| (name.to_owned(), bytes.to_vec()))
+                    .collect(),
+            );
+            contents.version += 1;
+            contents.version
+        };
+        self.inner.changes.send_replace(version);
+        Ok(StoreVersion(version.to_string()))
+    }
+
+    fn watch(&self) -> Result<ChangeFeed, StoreError> {
+        Ok(ChangeFeed::from_watch(self.inner.changes.subscribe()))
+    }
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemoryStore")
+    }
+}

@@ -1,0 +1,311 @@
+//! The serialised form of a managed key set, shared by every store: a small index of schedules
+//! ([`INDEX_FILE`], JSON) and one PKCS#8 PEM file per key ([`key_file_name`]: `<kid>.pem`).
+//!
+//! A directory holds these as files; a Kubernetes Secret holds them as its `data` entries (a
+//! kid is base64url, so `<kid>.pem` is a valid Secret key). Both stay readable by a person with
+//! `cat` or `kubectl get secret -o yaml | base64 -d`, and every key opens with standard tools
+//! (`openssl pkey -in <kid>.pem -noout -text`).
+//!
+//! ```json
+//! {
+//!   "apiVersion": "warrant.dev/v1alpha1",
+//!   "kind": "KeySet",
+//!   "generation": 4,
+//!   "keys": [
+//!     {
+//!       "kid": "JHJehTTTZlsspKHT-GaJxK7Kd1NQgZJu3fyK6K_QDYU",
+//!       "algorithm": "RS256",
+//!       "publishedAt": "2026-07-01T00:00:00Z",
+//!       "activateAt": "2026-07-01T00:00:00Z",
+//!       "maxTokenSeconds": 86400
+//!     }
+//!   ]
+//! }
+//! ```
+//!
+//! Only what cannot be derived is stored; states, retirement and removal times follow from the
+//! records (see [`crate::ManagedKeySet`]). `generation` counts writes.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use warrant_token::{KeyError, PrivateKeyPem, signing_key_from_pem};
+
+use crate::lifecycle::{ManagedKey, ManagedKeySet};
+use crate::store::StoreError;
+
+/// The name of the index.
+pub const INDEX_FILE: &str = "keys.json";
+
+const API_VERSION: &str = "warrant.dev/v1alpha1";
+const KIND: &str = "KeySet";
+
+/// The name of the file (or Secret entry) holding key `kid`.
+pub fn key_file_name(kid: &str) -> String {
+    format!("{kid}.pem")
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Index {
+    api_version: String,
+    kind: String,
+    generation: u64,
+    keys: Vec<IndexEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IndexEntry {
+    kid: String,
+    algorithm: String,
+    published_at: Timestamp,
+    activate_at: Timestamp,
+    max_token_seconds: i64,
+}
+
+/// A key set in its stored form: the key files, then the index. Its `Debug` lists file names
+/// only.
+pub struct EncodedKeySet {
+    keys: Vec<(String, PrivateKeyPem)>,
+    index: Vec<u8>,
+}
+
+impl EncodedKeySet {
+    /// Every file, as (name, contents): the keys first, the index last, which is the order a
+    /// store without transactions must write them in (the index is the commit).
+    pub fn files(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.keys
+            .iter()
+            .map(|(name, pem)| (name.as_str(), pem.as_str().as_bytes()))
+            .chain(std::iter::once((INDEX_FILE, self.index.as_slice())))
+    }
+
+    /// The key files' names.
+    pub fn key_files(&self) -> impl Iterator<Item = &str> {
+        self.keys.iter().map(|(name, _)| name.as_str())
+    }
+}
+
+impl std::fmt::Debug for EncodedKeySet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EncodedKeySet")
+            .field("keys", &self.key_files().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Encodes `keys` as written generation `generation`. The error names the key that could not
+/// be encoded.
+pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (String, KeyError)> {
+    let mut files = Vec::with_capacity(keys.keys().len());
+    let mut entries = Vec::with_capacity(keys.keys().len());
+    for key in keys.keys() {
+        let pem = key
+            .key()
+            .to_pkcs8_pem()
+            .map_err(|e| (key.kid().to_owned(), e))?;
+        files.push((key_file_name(key.kid()), pem));
+        entries.push(IndexEntry {
+            kid: key.kid().to_owned(),
+            algorithm: key.algorithm().name().to_owned(),
+            published_at: key.published_at(),
+            activate_at: key.activate_at(),
+            max_token_seconds: key.max_token_seconds(),
+        });
+    }
+    let index = Index {
+        api_version: API_VERSION.into(),
+        kind: KIND.into(),
+        generation,
+        keys: entries,
+    };
+    let mut index = serde_json::to_vec_pretty(&index)
+        .map_err(|_| (String::new(), KeyError::Crypto("encode the key index")))?;
+    index.push(b'\n');
+    Ok(EncodedKeySet { keys: files, index })
+}
+
+/// Decodes a stored key set from its `index` and the key files `read` returns (`Ok(None)` for
+/// a missing file), checking that every file holds the key its name and the index claim.
+/// Returns the set and its generation. `store` names the store in errors.
+pub fn decode(
+    store: &str,
+    index: &[u8],
+    mut read: impl FnMut(&str) -> Result<Option<Vec<u8>>, StoreError>,
+) -> Result<(ManagedKeySet, u64), StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        store: store.to_owned(),
+        reason,
+    };
+    let index: Index = serde_json::from_slice(index)
+        .map_err(|e| corrupt(format!("{INDEX_FILE} is not a valid key index: {e}")))?;
+    if index.api_version != API_VERSION || index.kind != KIND {
+        return Err(corrupt(format!(
+            "{INDEX_FILE} is a {}/{}, not a {API_VERSION}/{KIND}",
+            index.api_version, index.kind
+        )));
+    }
+    let mut keys = Vec::with_capacity(index.keys.len());
+    for entry in index.keys {
+        let name = key_file_name(&entry.kid);
+        let key_error = |source| StoreError::Key {
+            store: store.to_owned(),
+            kid: entry.kid.clone(),
+            source,
+        };
+        let pem = read(&name)?
+            .ok_or_else(|| corrupt(format!("{INDEX_FILE} lists {name}, which is missing")))?;
+        let key = signing_key_from_pem(&pem).map_err(key_error)?;
+        if key.kid() != entry.kid {
+            return Err(corrupt(format!(
+                "{name} holds key {}, not {}",
+                key.kid(),
+                entry.kid
+            )));
+        }
+        if key.algorithm().name() != entry.algorithm {
+            return Err(corrupt(format!(
+                "{name} is an {} key, but {INDEX_FILE} says {}",
+                key.algorithm(),
+                entry.algorithm
+            )));
+        }
+        keys.push(ManagedKey::new(
+            key,
+            entry.published_at,
+            entry.activate_at,
+            entry.max_token_seconds,
+        ));
+    }
+    let set = ManagedKeySet::new(keys).map_err(|source| StoreError::Lifecycle {
+        store: store.to_owned(),
+        source,
+    })?;
+    Ok((set, index.generation))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use warrant_token::{KeyType, SigningKey};
+
+    use super::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(s).unwrap()
+    }
+
+    fn files(encoded: &EncodedKeySet) -> BTreeMap<String, Vec<u8>> {
+        encoded
+            .files()
+            .map(|(n, b)| (n.to_owned(), b.to_vec()))
+            .collect()
+    }
+
+    fn decode_files(files: &BTreeMap<String, Vec<u8>>) -> Result<(ManagedKeySet, u64), StoreError> {
+        decode("test store", &files[INDEX_FILE], |name| {
+            Ok(files.get(name).cloned())
+        })
+    }
+
+    #[test]
+    fn round_trips_keys_and_times_and_reads_like_a_person_would() {
+        let rsa = SigningKey::generate(KeyType::Rsa2048).unwrap();
+        let ec = SigningKey::generate(KeyType::P384).unwrap();
+        let set = ManagedKeySet::new(vec![
+            ManagedKey::new(rsa.clone(), at(1_800_000_000), at(1_800_000_000), 86400),
+            ManagedKey::new(ec.clone(), at(1_800_500_000), at(1_800_600_000), 3600),
+        ])
+        .unwrap();
+        let encoded = encode(&set, 7).unwrap();
+        let names: Vec<&str> = encoded.files().map(|(n, _)| n).collect();
+        let (rsa_file, ec_file) = (key_file_name(rsa.kid()), key_file_name(ec.kid()));
+        assert_eq!(names, [rsa_file.as_str(), ec_file.as_str(), INDEX_FILE]);
+        assert!(!format!("{encoded:?}").contains("PRIVATE"));
+
+        let files = files(&encoded);
+        let index = String::from_utf8(files[INDEX_FILE].clone()).unwrap();
+        assert!(
+            index.contains(r#""activateAt": "2027-01-22T06:40:00Z""#),
+            "{index}"
+        );
+        assert!(index.contains(r#""algorithm": "ES384""#), "{index}");
+        assert!(
+            String::from_utf8_lossy(&files[&rsa_file]).starts_with("-----BEGIN PRIVATE KEY-----")
+        );
+
+        let (decoded, generation) = decode_files(&files).unwrap();
+        assert_eq!(generation, 7);
+        let summary = |s: &ManagedKeySet| -> Vec<(String, Timestamp, Timestamp, i64)> {
+            s.keys()
+                .iter()
+                .map(|k| {
+                    (
+                        k.kid().to_owned(),
+                        k.published_at(),
+                        k.activate_at(),
+                        k.max_token_seconds(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(summary(&decoded), summary(&set));
+    }
+
+    #[test]
+    fn a_damaged_store_is_reported_precisely() {
+        let key = SigningKey::generate(KeyType::P256).unwrap();
+        let other = SigningKey::generate(KeyType::P256).unwrap();
+        let set = ManagedKeySet::first(key.clone(), at(1_800_000_000), 3600);
+        let good = files(&encode(&set, 1).unwrap());
+        let name = key_file_name(key.kid());
+
+        let mut missing = good.clone();
+        missing.remove(&name);
+        assert_eq!(
+            decode_files(&missing).unwrap_err().to_string(),
+            format!("test store: keys.json lists {name}, which is missing")
+        );
+
+        let mut swapped = good.clone();
+        swapped.insert(
+            name.clone(),
+            other.to_pkcs8_pem().unwrap().as_str().as_bytes().to_vec(),
+        );
+        assert_eq!(
+            decode_files(&swapped).unwrap_err().to_string(),
+            format!(
+                "test store: {name} holds key {}, not {}",
+                other.kid(),
+                key.kid()
+            )
+        );
+
+        let mut truncated = good.clone();
+        truncated.insert(name.clone(), b"-----BEGIN PRIVATE KEY-----\nMIIB".to_vec());
+        let message = decode_files(&truncated).unwrap_err().to_string();
+        assert!(
+            message.starts_with(&format!("test store: key {}: malformed PEM", key.kid())),
+            "{message}"
+        );
+
+        let mut garbage = good.clone();
+        garbage.insert(INDEX_FILE.into(), b"{\"apiVersion\":".to_vec());
+        assert!(
+            decode_files(&garbage)
+                .unwrap_err()
+                .to_string()
+                .starts_with("test store: keys.json is not a valid key index: ")
+        );
+        let mut wrong_kind = good;
+        wrong_kind.insert(
+            INDEX_FILE.into(),
+            br#"{"apiVersion":"v1","kind":"Secret","generation":1,"keys":[]}"#.to_vec(),
+        );
+        assert_eq!(
+            decode_files(&wrong_kind).unwrap_err().to_string(),
+            "test store: keys.json is a v1/Secret, not a warrant.dev/v1alpha1/KeySet"
+        );
+    }
+}

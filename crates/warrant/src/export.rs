@@ -1,0 +1,108 @@
+//! `warrant discovery export`: the two documents relying parties fetch, written as static
+//! files, so an operator can host them in a bucket or on any web server when warrant itself is
+//! not reachable from outside (a private cluster). They are the bytes `serve` would answer with
+//! now; with managed keys they must be exported again by the time the key set next changes
+//! (logged), or simply every hour.
+
+use std::error::Error;
+use std::path::Path;
+
+use jiff::Timestamp;
+use warrant_keys::{DirStore, KeySet, KeyStore as _, StaticKeys};
+use warrant_server::{Clock, validate_issuers};
+use warrant_token::{render_discovery, render_jwks};
+
+use crate::cli::DiscoveryExportArgs;
+use crate::keys::{KeySource, current_algorithm, policy, recorded_max_token_seconds};
+use crate::serve::jwks_uri;
+
+/// Where the documents go under the export directory: the paths relying parties fetch.
+pub(crate) const DISCOVERY_PATH: &str = ".well-known/openid-configuration";
+/// The JWKS's path.
+pub(crate) const JWKS_PATH: &str = "openid/v1/jwks";
+
+/// Writes the documents.
+pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>> {
+    validate_issuers(&args.issuers)?;
+    let jwks_uri = jwks_uri(
+        &args.issuers,
+        args.jwks_uri.as_deref(),
+        args.external_hostname.as_deref(),
+        args.secure_port,
+    )?;
+    let now = Clock::System.now();
+    let keys = key_set(&KeySource::from_args(&args.keys)?, now).await?;
+    let issuer = args.issuers.first().map(String::as_str).unwrap_or_default();
+    let discovery = render_discovery(issuer, &jwks_uri, keys.verifying())
+        .map_err(|e| format!("cannot publish discovery for this issuer: {e}"))?;
+    let jwks = render_jwks(keys.verifying());
+    write(&args.dir, DISCOVERY_PATH, &discovery)?;
+    write(&args.dir, JWKS_PATH, &jwks)?;
+    match keys.next_change() {
+        Some(next) => tracing::info!(
+            dir = %args.dir.display(),
+            keys = keys.verifying().len(),
+            next_change = %next,
+            "exported the discovery documents; the keys change next at next_change: export again by then"
+        ),
+        None => tracing::info!(
+            dir = %args.dir.display(),
+            keys = keys.verifying().len(),
+            "exported the discovery documents; export again whenever the key files change"
+        ),
+    }
+    Ok(())
+}
+
+/// The keys `serve` would publish now. A key directory is only read: exporting never rotates.
+async fn key_set(source: &KeySource, now: Timestamp) -> Result<KeySet, Box<dyn Error>> {
+    match source {
+        KeySource::Static(files) => Ok(StaticKeys::load(files)?
+            .key_set()
+            .ok_or("the signing key file holds no signing key")?),
+        KeySource::Managed {
+            dir,
+            rotation,
+            extra,
+        } => {
+            let store = DirStore::new(dir);
+            let stored = store.load().await?.ok_or_else(|| {
+                format!(
+                    "{} holds no managed keys yet: `warrant keys generate --key-dir {0}` creates them",
+                    dir.display()
+                )
+            })?;
+            let policy = policy(
+                rotation,
+                current_algorithm(&stored.keys, now),
+                recorded_max_token_seconds(&stored.keys, now),
+            );
+            let extra = StaticKeys::load(extra)?;
+            Ok(stored
+                .keys
+                .key_set_at(now, &policy)
+                .ok_or_else(|| format!("{} holds no active key yet", store.describe()))?
+                .with_extra_verifying(&extra.verifying))
+        }
+    }
+}
+
+/// Writes `dir/path` through a temporary file renamed over it, so a web server or a bucket
+/// sync never serves half a document.
+fn write(dir: &Path, path: &str, bytes: &[u8]) -> Result<(), Box<dyn Error>> {
+    let target = dir.join(path);
+    let parent = target.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let temp = parent.join(format!(
+        ".{}.tmp",
+        target
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("document")
+    ));
+    std::fs::write(&temp, bytes).map_err(|e| format!("cannot write {}: {e}", temp.display()))?;
+    std::fs::rename(&temp, &target)
+        .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+    Ok(())
+}

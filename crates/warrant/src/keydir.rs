@@ -1,0 +1,232 @@
+//! `warrant keys generate|list|rotate`: an operator's commands on a key directory. They use
+//! the same store and lifecycle as `serve`, so they are safe beside a running server (writes
+//! are atomic and checked against the version read) and the server picks up their changes.
+
+use std::error::Error;
+use std::io::Write as _;
+use std::path::Path;
+
+use jiff::Timestamp;
+use serde_json::json;
+use warrant_keys::{
+    DirStore, KeySchedule, KeyStore as _, ManagedKeySet, RotationPolicy, StoreError, Stored,
+};
+use warrant_server::{Clock, validate_max_expiration};
+use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
+
+use crate::cli::{KeysCommand, KeysGenerateArgs, KeysListArgs, KeysRotateArgs, ListFormat};
+use crate::keys::{
+    MANAGED_DEFAULT_MAX_TOKEN_SECONDS, current_algorithm, key_type, policy,
+    recorded_max_token_seconds,
+};
+
+/// How many times `rotate` recomputes after losing a write to another writer.
+const ATTEMPTS: usize = 5;
+
+/// Runs a `warrant keys` command.
+pub(crate) async fn run(command: KeysCommand) -> Result<(), Box<dyn Error>> {
+    let now = Clock::System.now();
+    match command {
+        KeysCommand::Generate(args) => generate(&args, now).await,
+        KeysCommand::List(args) => list(&args, now).await,
+        KeysCommand::Rotate(args) => rotate(&args, now).await,
+    }
+}
+
+async fn load(dir: &Path) -> Result<Stored, Box<dyn Error>> {
+    DirStore::new(dir).load().await?.ok_or_else(|| {
+        format!(
+            "{} holds no managed keys: `warrant keys generate --key-dir {0}` creates them (so does `warrant serve --key-dir {0}` at its first start)",
+            dir.display()
+        )
+        .into()
+    })
+}
+
+async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
+    let store = DirStore::new(&args.key_dir);
+    if let Some(stored) = store.load().await? {
+        return Err(format!(
+            "{} already holds {} managed keys: `warrant keys list` shows them, `warrant keys rotate` starts a rotation",
+            args.key_dir.display(),
+            stored.keys.keys().len()
+        )
+        .into());
+    }
+    let (key, max_token_seconds) = match &args.signing_key_file {
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .map_err(|e| format!("failed to read {}: {e}", path.display()))?;
+            let key = signing_key_from_pem(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
+            // What kube-apiserver could have issued with it: its tokens must keep verifying.
+            let max_seconds = match args.max_token_expiration {
+                None | Some(0) => None,
+                Some(seconds) => {
+                    validate_max_expiration(seconds)?;
+                    Some(seconds)
+                }
+            };
+            let issued_under = ExpirationPolicy {
+                max_seconds,
+                extend: args.extend_token_expiration,
+                ..ExpirationPolicy::default()
+            };
+            (key, issued_under.longest_token_seconds())
+        }
+        None => (
+            SigningKey::generate(key_type(args.key_algorithm))?,
+            MANAGED_DEFAULT_MAX_TOKEN_SECONDS,
+        ),
+    };
+    let set = ManagedKeySet::first(key, now, max_token_seconds);
+    store.save(&set, None).await.map_err(|e| match e {
+        StoreError::Conflict { .. } => format!(
+            "{} was created by another process meanwhile: `warrant keys list` shows its keys",
+            args.key_dir.display()
+        ),
+        other => other.to_string(),
+    })?;
+    tracing::info!(dir = %args.key_dir.display(), "created the key directory");
+    print(ListFormat::Text, &set, None, now)
+}
+
+async fn list(args: &KeysListArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
+    let stored = load(&args.key_dir).await?;
+    let policy = policy(
+        &args.rotation,
+        current_algorithm(&stored.keys, now),
+        recorded_max_token_seconds(&stored.keys, now),
+    );
+    policy.validate()?;
+    print(args.output, &stored.keys, Some(&policy), now)
+}
+
+async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
+    let store = DirStore::new(&args.key_dir);
+    for _ in 0..ATTEMPTS {
+        let stored = load(&args.key_dir).await?;
+        let policy = policy(
+            &args.rotation,
+            current_algorithm(&stored.keys, now),
+            recorded_max_token_seconds(&stored.keys, now),
+        );
+        policy.validate()?;
+        let Some(rotated) = stored
+            .keys
+            .rotate_early(&policy, now, SigningKey::generate)?
+        else {
+            tracing::info!(
+                "nothing to bring forward: the next key already activates as early as --key-publish-ahead allows"
+            );
+            return print(args.output, &stored.keys, Some(&policy), now);
+        };
+        match store.save(&rotated, Some(&stored.version)).await {
+            Ok(_) => {
+                if let Some(next) = rotated
+                    .schedule(now)
+                    .iter()
+                    .find(|k| k.state == warrant_keys::KeyState::Next)
+                {
+                    tracing::info!(kid = %next.kid, activate_at = %next.activate_at, "rotation started: the next key is published now and signs from its activation time");
+                }
+                return print(args.output, &rotated, Some(&policy), now);
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(format!(
+        "{}: another writer kept changing the keys; try again",
+        args.key_dir.display()
+    )
+    .into())
+}
+
+fn time(t: Option<Timestamp>) -> String {
+    t.map_or_else(|| "-".to_owned(), |t| t.to_string())
+}
+
+/// Prints a key set's schedule at `now`: a table, or JSON. With a policy, the planned
+/// successor's times are shown for the last key (`~`: planned, not yet in the store).
+fn print(
+    format: ListFormat,
+    keys: &ManagedKeySet,
+    policy: Option<&RotationPolicy>,
+    now: Timestamp,
+) -> Result<(), Box<dyn Error>> {
+    let schedule = keys.schedule(now);
+    let successor = policy.and_then(|p| keys.successor(p, now));
+    let next_change = policy.and_then(|p| keys.next_change(now, p));
+    let mut out = std::io::stdout().lock();
+    match format {
+        ListFormat::Json => {
+            let entry = |k: &KeySchedule| {
+                json!({
+                    "kid": k.kid,
+                    "algorithm": k.algorithm.name(),
+                    "state": k.state.name(),
+                    "publishedAt": k.published_at.to_string(),
+                    "activateAt": k.activate_at.to_string(),
+                    "retireAt": k.retire_at.map(|t| t.to_string()),
+                    "removeAt": k.remove_at.map(|t| t.to_string()),
+                    "maxTokenSeconds": k.max_token_seconds,
+                })
+            };
+            let document = json!({
+                "now": now.to_string(),
+                "keys": schedule.iter().map(entry).collect::<Vec<_>>(),
+                "successor": successor.map(|s| json!({
+                    "createAt": s.create_at.to_string(),
+                    "activateAt": s.activate_at.to_string(),
+                })),
+                "nextChange": next_change.map(|t| t.to_string()),
+            });
+            writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
+        }
+        ListFormat::Text => {
+            writeln!(
+                out,
+                "{:<44}  {:<5}  {:<7}  {:<20}  {:<20}  {:<21}  {:<21}",
+                "KID", "ALG", "STATE", "PUBLISHED", "ACTIVATES", "RETIRES", "REMOVED"
+            )?;
+            let last = schedule.len().saturating_sub(1);
+            for (i, k) in schedule.iter().enumerate() {
+                let (retires, removed) = match (k.retire_at, successor) {
+                    (None, Some(s)) if i == last => (
+                        format!("~{}", s.activate_at),
+                        format!(
+                            "~{}",
+                            s.activate_at
+                                .saturating_add(jiff::SignedDuration::from_secs(
+                                    k.max_token_seconds
+                                        .saturating_add(warrant_keys::REMOVAL_LEEWAY_SECONDS),
+                                ))
+                                .unwrap_or(Timestamp::MAX)
+                        ),
+                    ),
+                    _ => (time(k.retire_at), time(k.remove_at)),
+                };
+                writeln!(
+                    out,
+                    "{:<44}  {:<5}  {:<7}  {:<20}  {:<20}  {:<21}  {:<21}",
+                    k.kid,
+                    k.algorithm.name(),
+                    k.state.name(),
+                    k.published_at,
+                    k.activate_at,
+                    retires,
+                    removed
+                )?;
+            }
+            if let Some(s) = successor {
+                writeln!(
+                    out,
+                    "\n~ planned: the next key is created at {} and signs from {}.",
+                    s.create_at.max(now),
+                    s.activate_at
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
