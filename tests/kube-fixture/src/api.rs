@@ -120,14 +120,15 @@ async fn objects(
         );
     };
     if method != Method::GET {
-        return status(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            &format!(
-                "the fixture does not serve {method} on {}",
-                target.info.plural
-            ),
-        );
+        let write = crate::writes::WriteRequest {
+            info: target.info,
+            namespace: target.namespace,
+            name: target.name,
+            method,
+            headers,
+            params: params(&query).collect(),
+        };
+        return crate::writes::handle(&cluster, write, request.into_body()).await;
     }
     let accept = headers
         .get(header::ACCEPT)

@@ -151,6 +151,8 @@ pub(crate) struct State {
     pub(crate) max_in_flight: usize,
     /// Single-object GETs answer with this HTTP status instead, while set.
     pub(crate) fail_gets: Option<u16>,
+    /// Writes over HTTP: their failure controls and field owners (see `writes`).
+    pub(crate) writes: crate::writes::WriteState,
 }
 
 /// Signals the HTTP side waits on.
@@ -450,14 +452,17 @@ pub(crate) fn scoped(info: ResourceType, namespace: &str) -> &str {
     if info.namespaced { namespace } else { "" }
 }
 
-fn resource_mut(state: &mut State, info: ResourceType) -> Result<&mut Resource, FixtureError> {
+pub(crate) fn resource_mut(
+    state: &mut State,
+    info: ResourceType,
+) -> Result<&mut Resource, FixtureError> {
     state
         .resources
         .get_mut(&(info.group, info.plural))
         .ok_or(FixtureError::Unregistered(info.plural))
 }
 
-fn set_resource_version(value: &mut Value, revision: u64) {
+pub(crate) fn set_resource_version(value: &mut Value, revision: u64) {
     if let Some(object) = value.as_object_mut() {
         let metadata = object.entry("metadata").or_insert_with(|| json!({}));
         if let Some(metadata) = metadata.as_object_mut() {
@@ -466,7 +471,11 @@ fn set_resource_version(value: &mut Value, revision: u64) {
     }
 }
 
-fn encode(info: ResourceType, namespace: &str, value: &Value) -> Result<Entry, FixtureError> {
+pub(crate) fn encode(
+    info: ResourceType,
+    namespace: &str,
+    value: &Value,
+) -> Result<Entry, FixtureError> {
     let mut full = value.clone();
     if let Some(object) = full.as_object_mut() {
         object.insert("apiVersion".into(), json!(info.api_version()));

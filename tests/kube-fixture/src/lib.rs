@@ -12,7 +12,12 @@
 //!   `410 Expired` for a continue token that outlived a compaction;
 //! - GET of one object, `404 NotFound` with kube's message when it is absent;
 //! - `PartialObjectMetadata` and `PartialObjectMetadataList` when the client asks for them in
-//!   its `Accept` header.
+//!   its `Accept` header;
+//! - writes (`writes` module): create, replace with its `resourceVersion` precondition, merge
+//!   patches and server-side apply with field-ownership conflicts, which is what optimistic
+//!   writers and leader election (a coordination.k8s.io Lease, once [`Cluster::register`]ed)
+//!   need. [`Cluster::fail_writes`] and [`Cluster::before_next_write`] make them fail or lose a
+//!   race; [`Cluster::get`] reads back what clients wrote.
 //!
 //! Tests change the cluster through [`Cluster`] (create, update, delete: each a watch event at a
 //! new revision) and make the server misbehave: [`Cluster::compact`], [`Cluster::drop_watches`],
@@ -24,13 +29,14 @@
 //! [`Fixture::start_with`]; they take precedence over the generic object API and get a
 //! [`Cluster`] handle.
 //!
-//! Unsupported on purpose: label and field selectors (a `400`, never a silently wrong answer),
-//! writes over HTTP, discovery, and authentication (the kubeconfig carries a token that is not
-//! checked).
+//! Unsupported on purpose: label selectors and every field selector but `metadata.name=NAME`
+//! (a `400`, never a silently wrong answer), discovery, and authentication (the kubeconfig
+//! carries a token that is not checked).
 
 mod api;
 mod cluster;
 pub mod objects;
+mod writes;
 
 use std::net::SocketAddr;
 use std::path::Path;
