@@ -8,26 +8,32 @@
 //!   files when they change.
 //! - [`ManagedKeySet`] is the lifecycle of managed keys (next → active → retired → removed) as
 //!   pure functions of the key records, a [`RotationPolicy`] and `now`: no I/O, no clock.
-//! - A [`KeyStore`] keeps a managed key set ([`DirStore`] in a directory, [`MemoryStore`] for
-//!   tests) in one serialised form ([`encode`], [`decode`]); a [`KeyManager`] owns a store in a
-//!   running server: it rotates the keys on schedule and publishes every change.
+//! - A [`KeyStore`] keeps a managed key set ([`DirStore`] in a directory, [`SecretStore`] in a
+//!   Kubernetes Secret shared by replicas, [`MemoryStore`] for tests) in one serialised form
+//!   ([`encode`], [`decode`]); a [`KeyManager`] owns a store in a running server: it rotates the
+//!   keys on schedule (always, or only while this replica is the [`Leadership`] elected through
+//!   a Lease) and publishes every change.
 
 mod directory;
+mod leader;
 mod lifecycle;
 mod manager;
 mod metrics;
+mod secret;
 mod static_files;
 mod store;
 mod stored;
 mod watch;
 
 pub use directory::DirStore;
+pub use leader::{Leadership, LeaseConfig, LeaseError, MIN_LEASE_SECONDS};
 pub use lifecycle::{
     KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS, ManagedKey, ManagedKeySet,
     PolicyError, REMOVAL_LEEWAY_SECONDS, RotationPolicy, Successor,
 };
-pub use manager::{KeyManager, KeyManagerTask, ManagerError, Writer};
+pub use manager::{KeyManager, KeyManagerTask, ManagerError, StoreHealth, Writer};
 pub use metrics::KeyMetrics;
+pub use secret::{MANAGED_BY, MANAGED_BY_LABEL, SecretStore, WRITTEN_BY_ANNOTATION};
 pub use static_files::{
     StaticChange, StaticKeyError, StaticKeyFiles, StaticKeys, StaticReload, StaticWatch,
     load_static,

@@ -65,6 +65,54 @@ impl Writer {
     }
 }
 
+/// How the key store has answered lately: what `/readyz?verbose` and the metric
+/// `warrant_keys_store_stale_since_timestamp_seconds` report. The keys in force never depend on
+/// it (they stay when the store fails, and their schedule goes on by time alone); it says how
+/// fresh they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreHealth {
+    /// When reads or writes began to fail; `None` while the last one succeeded.
+    pub failing_since: Option<Timestamp>,
+    /// The last failure, as logged (it names the store, never key material).
+    pub last_error: Option<String>,
+    /// When the store last answered a read or a write.
+    pub last_success: Option<Timestamp>,
+}
+
+impl StoreHealth {
+    /// One line for a readiness report: `ok`, or since when the store fails, why, and which
+    /// keys are served meanwhile.
+    pub fn summary(&self) -> String {
+        match &self.failing_since {
+            None => "ok".to_owned(),
+            Some(since) => {
+                let read = self
+                    .last_success
+                    .map_or_else(|| "at startup".to_owned(), |t| format!("at {t}"));
+                format!(
+                    "stale since {since}: {}; serving the keys last read {read}",
+                    self.last_error.as_deref().unwrap_or("unknown error")
+                )
+            }
+        }
+    }
+
+    /// Records a failure at `now`; true if the store was answering until now.
+    fn failed(&mut self, now: Timestamp, error: &dyn std::fmt::Display) -> bool {
+        self.last_error = Some(error.to_string());
+        let started = self.failing_since.is_none();
+        self.failing_since.get_or_insert(now);
+        started
+    }
+
+    /// Records a success at `now`; true if the store was failing until now.
+    fn succeeded(&mut self, now: Timestamp) -> bool {
+        self.last_success = Some(now);
+        self.last_error = None;
+        self.failing_since.take().is_some()
+    }
+}
+
 /// Why managed keys cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
@@ -108,6 +156,7 @@ pub struct KeyManager<S: KeyStore> {
     version: Option<StoreVersion>,
     /// Each key's schedule at the last look, by kid, for logging transitions.
     seen: HashMap<String, KeySchedule>,
+    health: watch::Sender<StoreHealth>,
 }
 
 impl<S: KeyStore> KeyManager<S> {
@@ -131,6 +180,11 @@ impl<S: KeyStore> KeyManager<S> {
             Some(stored) => (stored.keys, Some(stored.version)),
             None => (ManagedKeySet::default(), None),
         };
+        let (health, _) = watch::channel(StoreHealth {
+            last_success: Some(now),
+            ..StoreHealth::default()
+        });
+        metrics.store_health(&health.borrow());
         let mut manager = KeyManager {
             store,
             policy,
@@ -139,6 +193,7 @@ impl<S: KeyStore> KeyManager<S> {
             keys,
             version,
             seen: HashMap::new(),
+            health,
         };
         if manager.writer.may_write() {
             manager.sync(now).await?;
@@ -150,6 +205,47 @@ impl<S: KeyStore> KeyManager<S> {
         }
         manager.observe(now);
         Ok(manager)
+    }
+
+    /// As [`open`](Self::open), for a replica that may have to wait for another to create the
+    /// keys: while the store holds no active key and this replica may not write it, waits for
+    /// the store to change or for leadership, and tries again (every few seconds at least).
+    /// Any other failure ends the wait. `clock` gives the wall time.
+    pub async fn open_when_ready<C>(
+        store: S,
+        policy: RotationPolicy,
+        mut writer: Writer,
+        metrics: KeyMetrics,
+        clock: C,
+    ) -> Result<Self, ManagerError>
+    where
+        S: Clone,
+        C: Fn() -> Timestamp,
+    {
+        let mut feed: Option<ChangeFeed> = None;
+        loop {
+            let opened = Self::open(
+                store.clone(),
+                policy,
+                writer.clone(),
+                metrics.clone(),
+                clock(),
+            )
+            .await;
+            let waiting = match opened {
+                Err(ManagerError::NoActiveKey { store: described }) => described,
+                other => return other,
+            };
+            let feed = feed.get_or_insert_with(|| {
+                tracing::info!(store = %waiting, "the key store holds no keys yet; waiting for the replica that holds the key Lease to create them");
+                store.watch().unwrap_or_else(|_| ChangeFeed::never())
+            });
+            tokio::select! {
+                () = feed.changed() => {}
+                () = writer.changed() => {}
+                () = tokio::time::sleep(RETRY) => {}
+            }
+        }
     }
 
     /// The managed keys as last read or written.
@@ -165,6 +261,11 @@ impl<S: KeyStore> KeyManager<S> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// Follows how the store answers (see [`StoreHealth`]), for readiness reports.
+    pub fn health(&self) -> watch::Receiver<StoreHealth> {
+        self.health.subscribe()
     }
 
     /// Starts keeping the keys current in a task: `publish` receives every new [`KeySet`]
@@ -202,11 +303,15 @@ impl<S: KeyStore> KeyManager<S> {
         loop {
             let now = clock();
             let mut failed = read_failed;
-            if self.writer.may_write()
-                && let Err(error) = self.sync(now).await
-            {
-                failed = true;
-                tracing::error!(%error, "cannot update the managed keys; the keys in force stay until it succeeds");
+            if self.writer.may_write() {
+                match self.sync(now).await {
+                    Ok(true) => self.store_answered(now),
+                    Ok(false) => {}
+                    Err(error) => {
+                        failed = true;
+                        self.store_failed(now, &error, "cannot update the managed keys; the keys in force stay until it succeeds");
+                    }
+                }
             }
             if let Some(keys) = self.key_set(now) {
                 let changed = published
@@ -227,13 +332,48 @@ impl<S: KeyStore> KeyManager<S> {
             }
             // Whatever woke us, act on the store as it is now: another writer may have been
             // first, and a missed change notification is caught at the next wake-up at the latest.
+            let now = clock();
             read_failed = match self.reload().await {
-                Ok(()) => false,
+                Ok(()) => {
+                    self.store_answered(now);
+                    false
+                }
                 Err(error) => {
-                    tracing::error!(%error, "cannot re-read the key store; the keys in force stay until it succeeds");
+                    self.store_failed(
+                        now,
+                        &error,
+                        "cannot re-read the key store; the keys in force stay until it succeeds",
+                    );
                     true
                 }
             };
+        }
+    }
+
+    /// Records a failure of the store: logged as an error when it starts, quietly while it
+    /// lasts (it is retried every few seconds), and reported in health and metrics.
+    fn store_failed(&self, now: Timestamp, error: &dyn std::fmt::Display, what: &str) {
+        let mut started = false;
+        self.health.send_modify(|h| started = h.failed(now, error));
+        if started {
+            tracing::error!(%error, "{what}");
+        } else {
+            tracing::debug!(%error, "{what}");
+        }
+        self.metrics.store_health(&self.health.borrow());
+    }
+
+    /// Records that the store answered.
+    fn store_answered(&self, now: Timestamp) {
+        let mut recovered = false;
+        let mut since = None;
+        self.health.send_modify(|h| {
+            since = h.failing_since;
+            recovered = h.succeeded(now);
+        });
+        if recovered {
+            tracing::info!(store = %self.store.describe(), failing_since = %since.map(|t| t.to_string()).unwrap_or_default(), "the key store answers again");
+            self.metrics.store_health(&self.health.borrow());
         }
     }
 

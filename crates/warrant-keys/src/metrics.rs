@@ -32,6 +32,8 @@ pub struct KeyMetrics {
     next_change: Gauge,
     held: Family<StateLabels, Gauge>,
     store_errors: Family<OperationLabels, Counter>,
+    store_stale_since: Gauge,
+    leader: Gauge,
 }
 
 impl KeyMetrics {
@@ -66,6 +68,16 @@ impl KeyMetrics {
             "warrant_keys_store_errors",
             "Failed key store operations, by operation (load, save, watch)",
             self.store_errors.clone(),
+        );
+        registry.register(
+            "warrant_keys_store_stale_since_timestamp_seconds",
+            "When the key store began to fail (reads or writes), so the keys in force may be stale; 0 while it answers",
+            self.store_stale_since.clone(),
+        );
+        registry.register(
+            "warrant_keys_leader",
+            "1 while this replica holds the key Lease (Kubernetes Secret store) and so writes and rotates the keys, else 0",
+            self.leader.clone(),
         );
     }
 
@@ -112,6 +124,17 @@ impl KeyMetrics {
     /// Records that the signing key changed (static keys) at `now`.
     pub(crate) fn signing_key_loaded(&self, now: Timestamp) {
         self.last_rotation.set(now.as_second());
+    }
+
+    /// Records how the store fares (see [`crate::StoreHealth`]).
+    pub(crate) fn store_health(&self, health: &crate::StoreHealth) {
+        self.store_stale_since
+            .set(health.failing_since.map_or(0, Timestamp::as_second));
+    }
+
+    /// Records whether this replica holds the key Lease.
+    pub(crate) fn leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     /// Counts a failed store operation: `load`, `save` or `watch`.

@@ -249,3 +249,39 @@ async fn a_store_that_loses_its_keys_gets_them_back() {
     assert_eq!(stored.keys.keys()[0].kid(), a);
     assert!(seen.try_recv().is_err(), "the keys in force never changed");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_that_loses_leadership_stops_rotating_until_it_leads_again() {
+    let store = MemoryStore::new();
+    let clock = clock();
+    let (leader, leading) = watch::channel(true);
+    let manager = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::WhileLeader(leading),
+        KeyMetrics::new(),
+        clock(),
+    )
+    .await
+    .unwrap();
+    let a = manager.keys().keys()[0].kid().to_owned();
+    let (_task, mut seen) = spawn(manager, clock);
+    seen.recv().await.unwrap();
+
+    // It loses the Lease before the successor is due: nothing is written while it follows,
+    // and the first key goes on signing, late but safe.
+    leader.send(false).unwrap();
+    tokio::time::sleep(Duration::from_secs((8 * DAY) as u64)).await;
+    assert!(seen.try_recv().is_err());
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(stored.keys.keys().len(), 1);
+
+    // Leading again, it catches up at once: a successor, a full publish-ahead from now.
+    leader.send(true).unwrap();
+    let (now, signing, published) = seen.recv().await.unwrap();
+    assert_eq!(now, T0 + 8 * DAY);
+    assert_eq!(signing, a);
+    assert_eq!(published.len(), 2);
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(stored.keys.keys()[1].activate_at(), at(T0 + 9 * DAY));
+}
