@@ -284,6 +284,10 @@ pub(crate) async fn readyz(
         // Informational: a non-https issuer disables discovery, not readiness.
         Err(e) => body.push_str(&format!("[+]discovery disabled: {e}\n")),
     }
+    // Informational too: degraded components that keep serving (a key store that cannot be read).
+    for (name, text) in state.reports() {
+        body.push_str(&format!("[+]{name} {text}\n"));
+    }
     body.push_str(if ready {
         "readyz check passed\n"
     } else {

@@ -1,6 +1,6 @@
 //! Everything a request handler needs, shared by all of them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 use prometheus_client::registry::Registry;
@@ -27,7 +27,12 @@ struct Inner {
     metrics: Metrics,
     registry: Registry,
     clock: Clock,
+    reports: Mutex<Vec<(&'static str, Report)>>,
 }
+
+/// A line of `/readyz?verbose` that a component computes when asked (see
+/// [`AppState::add_report`]).
+type Report = Box<dyn Fn() -> String + Send + Sync>;
 
 /// What it takes to build the state.
 pub struct StateParts {
@@ -67,6 +72,7 @@ impl AppState {
                 metrics,
                 registry,
                 clock,
+                reports: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -112,5 +118,32 @@ impl AppState {
     /// The clock.
     pub fn clock(&self) -> &Clock {
         &self.inner.clock
+    }
+
+    /// Adds a line to `/readyz?verbose`: `[+]NAME TEXT`, with `report` computed at each request
+    /// (`ok`, or what is degraded). It never fails readiness: it is for components that go on
+    /// serving while degraded, such as a key store that cannot be read, whose last good keys
+    /// still sign and verify.
+    pub fn add_report(
+        &self,
+        name: &'static str,
+        report: impl Fn() -> String + Send + Sync + 'static,
+    ) {
+        self.inner
+            .reports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name, Box::new(report)));
+    }
+
+    /// The lines added with [`add_report`](Self::add_report), as (name, text), computed now.
+    pub(crate) fn reports(&self) -> Vec<(&'static str, String)> {
+        self.inner
+            .reports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(name, report)| (*name, report()))
+            .collect()
     }
 }

@@ -234,3 +234,30 @@ async fn health_and_metrics() {
         r.text
     );
 }
+
+#[tokio::test]
+async fn degraded_components_are_reported_without_failing_readiness() {
+    let api = api();
+    let state = std::sync::Arc::new(std::sync::Mutex::new("ok".to_owned()));
+    let report = state.clone();
+    api.state
+        .add_report("key-store", move || report.lock().unwrap().clone());
+    assert!(
+        api.get("/readyz?verbose")
+            .await
+            .text
+            .contains("[+]key-store ok\n")
+    );
+    *state.lock().unwrap() = "stale since 2027-01-15T08:00:00Z: the store is down".into();
+    let reply = api.get("/readyz?verbose").await;
+    assert_eq!(reply.code, StatusCode::OK);
+    assert!(
+        reply
+            .text
+            .contains("[+]key-store stale since 2027-01-15T08:00:00Z: the store is down\n")
+            && reply.text.ends_with("readyz check passed\n"),
+        "{}",
+        reply.text
+    );
+    assert_eq!(api.get("/readyz").await.text, "ok");
+}
