@@ -19,6 +19,7 @@ mod errors;
 mod keys;
 mod oidc;
 mod reviews;
+mod secret_keys;
 mod support;
 mod tokens;
 mod validation;

@@ -76,7 +76,7 @@ impl KeyMetrics {
         );
         registry.register(
             "warrant_keys_leader",
-            "1 while this replica holds the key Lease (Kubernetes Secret store) and so writes and rotates the keys, else 0",
+            "Whether this replica holds the key Lease (Kubernetes Secret store), and so writes and rotates the keys: 1 or 0",
             self.leader.clone(),
         );
     }

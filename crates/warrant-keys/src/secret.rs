@@ -147,6 +147,8 @@ impl SecretStore {
                 "the API server answered {} {}: {}",
                 status.code, status.reason, status.message
             ),
+            // A decoding error may quote what it could not decode: the Secret's data.
+            kube::Error::SerdeError(_) => "the API server's answer is not a valid Secret".into(),
             other => other.to_string(),
         };
         StoreError::Unavailable {

@@ -6,10 +6,11 @@
 //! version the writer read, so two writers can never interleave, and the loser reloads and
 //! recomputes (rotation is a pure function of what it reads, so recomputing is always right).
 //!
-//! Implementations: [`DirStore`](crate::DirStore) (a directory, `--key-dir`) and
-//! [`MemoryStore`] (tests). A Kubernetes Secret store is the same contract: the encoded files
-//! are the Secret's `data`, the version its `resourceVersion`, and a write is an update with
-//! that `resourceVersion`, made only by the replica holding the leader lease.
+//! Implementations: [`DirStore`](crate::DirStore) (a directory, `--key-dir`),
+//! [`SecretStore`](crate::SecretStore) (a Kubernetes Secret, `--key-secret`: the encoded files
+//! are its `data`, the version its `resourceVersion`, and a write is a replace with that
+//! `resourceVersion`, made only by the replica holding the leader Lease) and [`MemoryStore`]
+//! (tests).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -45,8 +46,8 @@ pub struct Stored {
 /// Keeps a managed key set. Every replica reads it; writes are optimistic: [`save`](Self::save)
 /// succeeds only if the store still holds the version the writer read, so writers never
 /// interleave, and the loser reloads and recomputes. Implementations: [`DirStore`](crate::DirStore),
-/// [`MemoryStore`]; a Kubernetes Secret store keeps the encoded files as the Secret's `data`, uses
-/// its `resourceVersion` as the version, and writes only from the leader.
+/// [`SecretStore`](crate::SecretStore) (the encoded files as a Secret's `data`, its
+/// `resourceVersion` as the version, written only by the leader), [`MemoryStore`].
 pub trait KeyStore: Send + Sync + 'static {
     /// What the store is, for messages: `key directory /var/lib/warrant/keys`.
     fn describe(&self) -> String;

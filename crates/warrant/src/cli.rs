@@ -38,8 +38,8 @@ pub(crate) enum Command {
     /// then check signature, issuer, audience and time offline. (Whether the bound objects still
     /// exist is only known to the issuer: use a TokenReview for that.)
     Verify(VerifyArgs),
-    /// Manage the keys in a key directory (--key-dir): create it, list its keys and their
-    /// schedule, start a rotation.
+    /// Manage the keys in a key directory (--key-dir) or a Kubernetes Secret (--key-secret):
+    /// create them, list the keys and their schedule, start a rotation.
     #[command(subcommand)]
     Keys(KeysCommand),
     /// The OIDC discovery documents, for hosting them elsewhere.
@@ -50,7 +50,7 @@ pub(crate) enum Command {
 /// `warrant keys …`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum KeysCommand {
-    /// Create a key directory with its first key, which signs at once. With
+    /// Create a key directory or Secret with its first key, which signs at once. With
     /// --service-account-signing-key-file, that key is an existing static signing key (to move
     /// from kube-apiserver's key files to managed keys without breaking a token).
     Generate(KeysGenerateArgs),
@@ -93,45 +93,128 @@ pub(crate) struct RotationArgs {
         long = "key-algorithm",
         value_enum,
         value_name = "ALG",
-        requires = "key_dir",
+        requires = "managed",
         help_heading = "Managed keys"
     )]
     pub(crate) key_algorithm: Option<KeyAlgorithm>,
     /// How long each key signs before the next one takes over (Go duration; 168h is 7 days).
-    #[arg(long = "key-rotation-period", default_value = "168h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "key_dir", help_heading = "Managed keys")]
+    #[arg(long = "key-rotation-period", default_value = "168h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "managed", help_heading = "Managed keys")]
     pub(crate) key_rotation_period: i64,
     /// How long a key is published in the JWKS before it signs, so that relying parties have
     /// fetched it (Go duration).
-    #[arg(long = "key-publish-ahead", default_value = "24h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "key_dir", help_heading = "Managed keys")]
+    #[arg(long = "key-publish-ahead", default_value = "24h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "managed", help_heading = "Managed keys")]
     pub(crate) key_publish_ahead: i64,
 }
 
-/// The key flags of `serve` and `discovery export`: kube-apiserver's static key files, or a
-/// key directory.
+/// A namespaced object's `NAMESPACE/NAME`, as given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ObjectName {
+    /// The namespace.
+    pub(crate) namespace: String,
+    /// The name.
+    pub(crate) name: String,
+}
+
+impl std::fmt::Display for ObjectName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Parses `NAMESPACE/NAME`: a namespace (a DNS label) and an object name (a DNS subdomain), as
+/// Kubernetes names them.
+pub(crate) fn parse_object_name(text: &str) -> Result<ObjectName, String> {
+    let (namespace, name) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not NAMESPACE/NAME"))?;
+    let valid = |part: &str, max: usize, dots: bool| {
+        !part.is_empty()
+            && part.len() <= max
+            && part.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (dots && c == '.')
+            })
+            && part.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && part.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    if !valid(namespace, 63, false) {
+        return Err(format!(
+            "{namespace:?} is not a valid namespace: lower-case letters, digits and '-', at most 63"
+        ));
+    }
+    if !valid(name, 253, true) {
+        return Err(format!(
+            "{name:?} is not a valid object name: lower-case letters, digits, '-' and '.', at most 253"
+        ));
+    }
+    Ok(ObjectName {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    })
+}
+
+/// The key flags of `serve` and `discovery export`: kube-apiserver's static key files, or
+/// managed keys in a key directory or a Kubernetes Secret.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct KeySourceArgs {
     /// PEM file whose first private key signs tokens (static keys). Mutually exclusive with
-    /// --key-dir.
+    /// --key-dir and --key-secret.
     #[arg(long = "service-account-signing-key-file", value_name = "PATH")]
     pub(crate) signing_key_file: Option<PathBuf>,
     /// PEM file of keys that verify tokens (the signing key always does). Repeatable. With
-    /// --key-dir, these keys are published and verify beside the managed keys.
+    /// managed keys, these keys are published and verify beside them.
     #[arg(long = "service-account-key-file", value_name = "PATH")]
     pub(crate) key_files: Vec<PathBuf>,
     /// Directory of managed keys: warrant generates them, publishes each --key-publish-ahead
     /// before it signs, and rotates them every --key-rotation-period (created if missing).
-    #[arg(long = "key-dir", value_name = "DIR", help_heading = "Managed keys")]
+    #[arg(
+        long = "key-dir",
+        value_name = "DIR",
+        group = "managed",
+        help_heading = "Managed keys"
+    )]
     pub(crate) key_dir: Option<PathBuf>,
+    /// Kubernetes Secret of managed keys shared by replicas (created if missing): every replica
+    /// reads and watches it, and the one holding --key-lease generates and rotates the keys.
+    /// Reached with --kubeconfig, else the in-cluster configuration.
+    #[arg(long = "key-secret", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, group = "managed", help_heading = "Managed keys")]
+    pub(crate) key_secret: Option<ObjectName>,
+    /// The coordination.k8s.io Lease that elects the replica writing --key-secret. Default: in
+    /// the Secret's namespace, named after it with `-leader`.
+    #[arg(long = "key-lease", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, requires = "key_secret", help_heading = "Managed keys")]
+    pub(crate) key_lease: Option<ObjectName>,
+    /// How long the Lease stays with a replica that stopped renewing it (Go duration, at least
+    /// 2s); the holder renews it a third of this before it expires.
+    #[arg(long = "key-lease-duration", default_value = "15s", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "key_secret", help_heading = "Managed keys")]
+    pub(crate) key_lease_duration: i64,
     #[command(flatten)]
     pub(crate) rotation: RotationArgs,
+}
+
+/// Where `warrant keys` finds managed keys: a key directory or a Kubernetes Secret.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct StoreArgs {
+    /// The key directory.
+    #[arg(
+        long = "key-dir",
+        value_name = "DIR",
+        group = "managed",
+        required_unless_present = "key_secret"
+    )]
+    pub(crate) key_dir: Option<PathBuf>,
+    /// The Kubernetes Secret holding the keys (`serve --key-secret`).
+    #[arg(long = "key-secret", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, group = "managed")]
+    pub(crate) key_secret: Option<ObjectName>,
+    /// Kubeconfig of the cluster holding --key-secret; default: the in-cluster configuration.
+    #[arg(long = "kubeconfig", value_name = "PATH", requires = "key_secret")]
+    pub(crate) kubeconfig: Option<PathBuf>,
 }
 
 /// `warrant keys generate`.
 #[derive(Debug, Args)]
 pub(crate) struct KeysGenerateArgs {
-    /// The key directory to create.
-    #[arg(long = "key-dir", value_name = "DIR")]
-    pub(crate) key_dir: PathBuf,
+    /// The key directory or Secret to create.
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
     /// Algorithm of the new key.
     #[arg(long = "key-algorithm", value_enum, default_value_t = KeyAlgorithm::Rs256, value_name = "ALG")]
     pub(crate) key_algorithm: KeyAlgorithm,
@@ -161,9 +244,9 @@ pub(crate) struct KeysGenerateArgs {
 /// `warrant keys list`.
 #[derive(Debug, Args)]
 pub(crate) struct KeysListArgs {
-    /// The key directory.
-    #[arg(long = "key-dir", value_name = "DIR")]
-    pub(crate) key_dir: PathBuf,
+    /// Where the keys are.
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
     #[command(flatten)]
     pub(crate) rotation: RotationArgs,
     /// Output format.
@@ -174,9 +257,9 @@ pub(crate) struct KeysListArgs {
 /// `warrant keys rotate`.
 #[derive(Debug, Args)]
 pub(crate) struct KeysRotateArgs {
-    /// The key directory.
-    #[arg(long = "key-dir", value_name = "DIR")]
-    pub(crate) key_dir: PathBuf,
+    /// Where the keys are.
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
     #[command(flatten)]
     pub(crate) rotation: RotationArgs,
     /// Output format of the resulting schedule.
@@ -214,6 +297,9 @@ pub(crate) struct DiscoveryExportArgs {
     pub(crate) secure_port: u16,
     #[command(flatten)]
     pub(crate) keys: KeySourceArgs,
+    /// Kubeconfig of the cluster holding --key-secret; default: the in-cluster configuration.
+    #[arg(long = "kubeconfig", value_name = "PATH", requires = "key_secret")]
+    pub(crate) kubeconfig: Option<PathBuf>,
 }
 
 /// `warrant serve`.
@@ -277,15 +363,11 @@ pub(crate) struct ServeArgs {
     pub(crate) token_auth_file: Option<PathBuf>,
     /// Manifest of ServiceAccounts, Pods, Secrets and Nodes (YAML or JSON) that tokens bind
     /// to; reloaded when it changes. The standalone issuer.
-    #[arg(
-        long = "objects-file",
-        value_name = "PATH",
-        conflicts_with = "kubeconfig"
-    )]
+    #[arg(long = "objects-file", value_name = "PATH")]
     pub(crate) objects_file: Option<PathBuf>,
-    /// Kubeconfig of the cluster whose ServiceAccounts, Pods, Secrets and Nodes tokens bind to
-    /// (watched). Without it or --objects-file, warrant uses the in-cluster configuration when
-    /// it runs in a pod.
+    /// Kubeconfig of the cluster warrant works with: the ServiceAccounts, Pods, Secrets and
+    /// Nodes tokens bind to (watched; unless --objects-file), and the --key-secret. Without it,
+    /// warrant uses the in-cluster configuration when it runs in a pod.
     #[arg(long = "kubeconfig", value_name = "PATH")]
     pub(crate) kubeconfig: Option<PathBuf>,
 }

@@ -8,12 +8,14 @@ use std::error::Error;
 use std::path::Path;
 
 use jiff::Timestamp;
-use warrant_keys::{DirStore, KeySet, KeyStore as _, StaticKeys};
+use warrant_keys::{DirStore, KeySet, KeyStore as _, SecretStore, StaticKeys};
 use warrant_server::{Clock, validate_issuers};
 use warrant_token::{render_discovery, render_jwks};
 
 use crate::cli::DiscoveryExportArgs;
-use crate::keys::{KeySource, current_algorithm, policy, recorded_max_token_seconds};
+use crate::keys::{
+    KeySource, ManagedStore, Store, client, current_algorithm, policy, recorded_max_token_seconds,
+};
 use crate::serve::jwks_uri;
 
 /// Where the documents go under the export directory: the paths relying parties fetch.
@@ -31,7 +33,12 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
         args.secure_port,
     )?;
     let now = Clock::System.now();
-    let keys = key_set(&KeySource::from_args(&args.keys)?, now).await?;
+    let keys = key_set(
+        &KeySource::from_args(&args.keys)?,
+        args.kubeconfig.as_deref(),
+        now,
+    )
+    .await?;
     let issuer = args.issuers.first().map(String::as_str).unwrap_or_default();
     let discovery = render_discovery(issuer, &jwks_uri, keys.verifying())
         .map_err(|e| format!("cannot publish discovery for this issuer: {e}"))?;
@@ -54,22 +61,34 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
     Ok(())
 }
 
-/// The keys `serve` would publish now. A key directory is only read: exporting never rotates.
-async fn key_set(source: &KeySource, now: Timestamp) -> Result<KeySet, Box<dyn Error>> {
+/// The keys `serve` would publish now. Managed keys are only read: exporting never rotates.
+async fn key_set(
+    source: &KeySource,
+    kubeconfig: Option<&Path>,
+    now: Timestamp,
+) -> Result<KeySet, Box<dyn Error>> {
     match source {
         KeySource::Static(files) => Ok(StaticKeys::load(files)?
             .key_set()
             .ok_or("the signing key file holds no signing key")?),
         KeySource::Managed {
-            dir,
+            store,
             rotation,
             extra,
         } => {
-            let store = DirStore::new(dir);
+            let store = match store {
+                ManagedStore::Dir(dir) => Store::Dir(DirStore::new(dir)),
+                ManagedStore::Secret { secret, .. } => Store::Secret(SecretStore::new(
+                    client(kubeconfig).await?,
+                    &secret.namespace,
+                    &secret.name,
+                )),
+            };
             let stored = store.load().await?.ok_or_else(|| {
                 format!(
-                    "{} holds no managed keys yet: `warrant keys generate --key-dir {0}` creates them",
-                    dir.display()
+                    "{} holds no managed keys yet: `warrant keys generate {}` creates them",
+                    store.describe(),
+                    store.flag()
                 )
             })?;
             let policy = policy(

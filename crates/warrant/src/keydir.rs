@@ -1,22 +1,20 @@
-//! `warrant keys generate|list|rotate`: an operator's commands on a key directory. They use
-//! the same store and lifecycle as `serve`, so they are safe beside a running server (writes
-//! are atomic and checked against the version read) and the server picks up their changes.
+//! `warrant keys generate|list|rotate`: an operator's commands on a key directory or a key
+//! Secret. They use the same store and lifecycle as `serve`, so they are safe beside running
+//! servers (writes are atomic and checked against the version read) and the servers pick up
+//! their changes.
 
 use std::error::Error;
 use std::io::Write as _;
-use std::path::Path;
 
 use jiff::Timestamp;
 use serde_json::json;
-use warrant_keys::{
-    DirStore, KeySchedule, KeyStore as _, ManagedKeySet, RotationPolicy, StoreError, Stored,
-};
+use warrant_keys::{KeySchedule, KeyStore as _, ManagedKeySet, RotationPolicy, StoreError, Stored};
 use warrant_server::{Clock, validate_max_expiration};
 use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
 
 use crate::cli::{KeysCommand, KeysGenerateArgs, KeysListArgs, KeysRotateArgs, ListFormat};
 use crate::keys::{
-    MANAGED_DEFAULT_MAX_TOKEN_SECONDS, current_algorithm, key_type, policy,
+    MANAGED_DEFAULT_MAX_TOKEN_SECONDS, Store, current_algorithm, key_type, policy,
     recorded_max_token_seconds,
 };
 
@@ -33,22 +31,23 @@ pub(crate) async fn run(command: KeysCommand) -> Result<(), Box<dyn Error>> {
     }
 }
 
-async fn load(dir: &Path) -> Result<Stored, Box<dyn Error>> {
-    DirStore::new(dir).load().await?.ok_or_else(|| {
+async fn load(store: &Store) -> Result<Stored, Box<dyn Error>> {
+    store.load().await?.ok_or_else(|| {
         format!(
-            "{} holds no managed keys: `warrant keys generate --key-dir {0}` creates them (so does `warrant serve --key-dir {0}` at its first start)",
-            dir.display()
+            "{} holds no managed keys: `warrant keys generate {1}` creates them (so does `warrant serve {1}` at its first start)",
+            store.describe(),
+            store.flag()
         )
         .into()
     })
 }
 
 async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let store = DirStore::new(&args.key_dir);
+    let store = Store::from_args(&args.store, "warrant keys generate").await?;
     if let Some(stored) = store.load().await? {
         return Err(format!(
             "{} already holds {} managed keys: `warrant keys list` shows them, `warrant keys rotate` starts a rotation",
-            args.key_dir.display(),
+            store.describe(),
             stored.keys.keys().len()
         )
         .into());
@@ -82,16 +81,16 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
     store.save(&set, None).await.map_err(|e| match e {
         StoreError::Conflict { .. } => format!(
             "{} was created by another process meanwhile: `warrant keys list` shows its keys",
-            args.key_dir.display()
+            store.describe()
         ),
         other => other.to_string(),
     })?;
-    tracing::info!(dir = %args.key_dir.display(), "created the key directory");
+    tracing::info!(store = %store.describe(), "created the managed keys");
     print(ListFormat::Text, &set, None, now)
 }
 
 async fn list(args: &KeysListArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let stored = load(&args.key_dir).await?;
+    let stored = load(&Store::from_args(&args.store, "warrant keys list").await?).await?;
     let policy = policy(
         &args.rotation,
         current_algorithm(&stored.keys, now),
@@ -102,9 +101,9 @@ async fn list(args: &KeysListArgs, now: Timestamp) -> Result<(), Box<dyn Error>>
 }
 
 async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let store = DirStore::new(&args.key_dir);
+    let store = Store::from_args(&args.store, "warrant keys rotate").await?;
     for _ in 0..ATTEMPTS {
-        let stored = load(&args.key_dir).await?;
+        let stored = load(&store).await?;
         let policy = policy(
             &args.rotation,
             current_algorithm(&stored.keys, now),
@@ -137,7 +136,7 @@ async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Err
     }
     Err(format!(
         "{}: another writer kept changing the keys; try again",
-        args.key_dir.display()
+        store.describe()
     )
     .into())
 }

@@ -1,20 +1,23 @@
 //! Where `serve`'s keys come from, and keeping them current: kube-apiserver's static key files
-//! (reloaded when they change), or a key directory that warrant manages (rotated on schedule),
-//! optionally with static verification keys beside it.
+//! (reloaded when they change), or managed keys that warrant rotates on schedule, in a key
+//! directory or a Kubernetes Secret shared by replicas (written by the one elected through a
+//! Lease), optionally with static verification keys beside them.
 
 use std::error::Error;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 use warrant_keys::{
-    DirStore, KeyManager, KeyManagerTask, KeyMetrics, KeySet, KeyStore as _, ManagedKeySet,
-    RotationPolicy, StaticKeyFiles, StaticKeys, StaticWatch, Writer,
+    ChangeFeed, DirStore, KeyManager, KeyManagerTask, KeyMetrics, KeySet, KeyStore, Leadership,
+    LeaseConfig, ManagedKeySet, RotationPolicy, SecretStore, StaticKeyFiles, StaticKeys,
+    StaticWatch, StoreError, StoreVersion, Stored, Writer,
 };
+use warrant_objects::kube::cluster_client;
 use warrant_server::{AppState, Clock};
 use warrant_token::{Algorithm, KeyType, VerifyingKey};
 
-use crate::cli::{KeyAlgorithm, KeySourceArgs, RotationArgs};
+use crate::cli::{KeyAlgorithm, KeySourceArgs, ObjectName, RotationArgs, StoreArgs};
 
 /// The longest token lifetime with managed keys when `--service-account-max-token-expiration`
 /// is not set: a day. It bounds how long a retired key stays published (a day and a minute
@@ -26,33 +29,81 @@ pub(crate) const MANAGED_DEFAULT_MAX_TOKEN_SECONDS: i64 = 24 * 3600;
 pub(crate) enum KeySource {
     /// `--service-account-signing-key-file` and `--service-account-key-file`.
     Static(StaticKeyFiles),
-    /// `--key-dir`, with any `--service-account-key-file` keys beside it.
+    /// `--key-dir` or `--key-secret`, with any `--service-account-key-file` keys beside it.
     Managed {
-        /// The directory.
-        dir: PathBuf,
-        /// How its keys rotate.
+        /// Where the managed keys are.
+        store: ManagedStore,
+        /// How they rotate.
         rotation: RotationArgs,
         /// Static verification keys published beside the managed ones.
         extra: StaticKeyFiles,
     },
 }
 
+/// Where managed keys are kept.
+#[derive(Debug, Clone)]
+pub(crate) enum ManagedStore {
+    /// A key directory, which every process may write.
+    Dir(PathBuf),
+    /// A Kubernetes Secret, written by the replica that holds `lease`.
+    Secret {
+        /// The Secret.
+        secret: ObjectName,
+        /// The Lease that elects the writer.
+        lease: ObjectName,
+        /// The Lease's duration, in seconds.
+        lease_seconds: u64,
+    },
+}
+
 impl KeySource {
     /// The source the flags name, or why they name none (or two).
     pub(crate) fn from_args(args: &KeySourceArgs) -> Result<Self, String> {
-        match (&args.signing_key_file, &args.key_dir) {
-            (Some(_), Some(_)) => Err(
+        let managed = match (&args.key_dir, &args.key_secret) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "--key-dir and --key-secret are mutually exclusive: managed keys live in one place. To move a key directory into a Secret, see docs/keys.md".into(),
+                );
+            }
+            (Some(dir), None) => Some(ManagedStore::Dir(dir.clone())),
+            (None, Some(secret)) => {
+                let lease = args.key_lease.clone().unwrap_or_else(|| ObjectName {
+                    namespace: secret.namespace.clone(),
+                    name: format!("{}-leader", secret.name),
+                });
+                let lease_seconds = u64::try_from(args.key_lease_duration)
+                    .ok()
+                    .filter(|s| *s >= warrant_keys::MIN_LEASE_SECONDS)
+                    .ok_or_else(|| {
+                        format!(
+                            "--key-lease-duration must be at least {}s",
+                            warrant_keys::MIN_LEASE_SECONDS
+                        )
+                    })?;
+                Some(ManagedStore::Secret {
+                    secret: secret.clone(),
+                    lease,
+                    lease_seconds,
+                })
+            }
+            (None, None) => None,
+        };
+        match (&args.signing_key_file, managed) {
+            (Some(_), Some(ManagedStore::Dir(_))) => Err(
                 "--key-dir and --service-account-signing-key-file are mutually exclusive: the keys in a key directory are generated and rotated by warrant. To bring a static signing key under management, import it with `warrant keys generate --key-dir DIR --service-account-signing-key-file FILE` (see docs/keys.md)".into(),
             ),
+            (Some(_), Some(ManagedStore::Secret { .. })) => Err(
+                "--key-secret and --service-account-signing-key-file are mutually exclusive: the keys in a key Secret are generated and rotated by warrant. To bring a static signing key under management, import it with `warrant keys generate --key-secret NAMESPACE/NAME --service-account-signing-key-file FILE` (see docs/keys.md)".into(),
+            ),
             (None, None) => Err(
-                "either --service-account-signing-key-file or --key-dir must be set".into(),
+                "either --service-account-signing-key-file, --key-dir or --key-secret must be set".into(),
             ),
             (Some(signing), None) => Ok(KeySource::Static(StaticKeyFiles {
                 signing_key_file: Some(signing.clone()),
                 key_files: args.key_files.clone(),
             })),
-            (None, Some(dir)) => Ok(KeySource::Managed {
-                dir: dir.clone(),
+            (None, Some(store)) => Ok(KeySource::Managed {
+                store,
                 rotation: args.rotation.clone(),
                 extra: StaticKeyFiles {
                     signing_key_file: None,
@@ -62,10 +113,118 @@ impl KeySource {
         }
     }
 
-    /// True for a key directory.
+    /// True for managed keys.
     pub(crate) fn is_managed(&self) -> bool {
         matches!(self, KeySource::Managed { .. })
     }
+
+    /// True if the keys are in a Kubernetes Secret (so a cluster connection is needed).
+    pub(crate) fn uses_cluster(&self) -> bool {
+        matches!(
+            self,
+            KeySource::Managed {
+                store: ManagedStore::Secret { .. },
+                ..
+            }
+        )
+    }
+}
+
+/// A managed key store of either kind.
+#[derive(Debug, Clone)]
+pub(crate) enum Store {
+    /// `--key-dir`.
+    Dir(DirStore),
+    /// `--key-secret`.
+    Secret(SecretStore),
+}
+
+impl Store {
+    /// The store of `warrant keys`' flags; `writer` is recorded on a Secret's writes.
+    pub(crate) async fn from_args(args: &StoreArgs, writer: &str) -> Result<Self, Box<dyn Error>> {
+        match (&args.key_dir, &args.key_secret) {
+            (Some(dir), _) => Ok(Store::Dir(DirStore::new(dir))),
+            (None, Some(secret)) => Ok(Store::Secret(
+                SecretStore::new(
+                    client(args.kubeconfig.as_deref()).await?,
+                    &secret.namespace,
+                    &secret.name,
+                )
+                .with_writer(writer),
+            )),
+            (None, None) => Err("either --key-dir or --key-secret must be set".into()),
+        }
+    }
+
+    /// The flag that names this store, for messages: `--key-dir DIR`.
+    pub(crate) fn flag(&self) -> String {
+        match self {
+            Store::Dir(dir) => format!("--key-dir {}", dir.dir().display()),
+            Store::Secret(secret) => {
+                format!("--key-secret {}/{}", secret.namespace(), secret.name())
+            }
+        }
+    }
+}
+
+impl KeyStore for Store {
+    fn describe(&self) -> String {
+        match self {
+            Store::Dir(store) => store.describe(),
+            Store::Secret(store) => store.describe(),
+        }
+    }
+
+    async fn load(&self) -> Result<Option<Stored>, StoreError> {
+        match self {
+            Store::Dir(store) => store.load().await,
+            Store::Secret(store) => store.load().await,
+        }
+    }
+
+    async fn save(
+        &self,
+        keys: &ManagedKeySet,
+        expected: Option<&StoreVersion>,
+    ) -> Result<StoreVersion, StoreError> {
+        match self {
+            Store::Dir(store) => store.save(keys, expected).await,
+            Store::Secret(store) => store.save(keys, expected).await,
+        }
+    }
+
+    fn watch(&self) -> Result<ChangeFeed, StoreError> {
+        match self {
+            Store::Dir(store) => store.watch(),
+            Store::Secret(store) => store.watch(),
+        }
+    }
+}
+
+/// The client for the cluster of `--kubeconfig` (else the in-cluster configuration).
+pub(crate) async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, Box<dyn Error>> {
+    cluster_client(kubeconfig)
+        .await
+        .map_err(|e| format!("the key Secret needs a cluster connection: {e}").into())
+}
+
+/// This replica's name in the key Lease: `POD_NAME` (set it from the downward API), else the
+/// host name with a random suffix, as client-go's leader election does, so two processes on one
+/// host never share an identity.
+pub(crate) fn holder_identity() -> String {
+    if let Ok(pod) = std::env::var("POD_NAME")
+        && !pod.is_empty()
+    {
+        return pod;
+    }
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "warrant".to_owned());
+    let random = warrant_token::new_jti();
+    format!("{host}_{}", random.get(..8).unwrap_or(&random))
 }
 
 /// The key type for an algorithm flag.
@@ -135,25 +294,40 @@ enum Pending {
         keys: StaticKeys,
     },
     Managed {
-        manager: Box<KeyManager<DirStore>>,
+        manager: Box<KeyManager<Store>>,
+        leadership: Option<(Leadership, String)>,
         extra_files: StaticKeyFiles,
         extra: StaticKeys,
     },
 }
 
-/// Keeps the keys current; dropping it stops that.
+/// Keeps the keys current; [`stop`](Self::stop) (or dropping it) stops that.
 pub(crate) struct Running {
-    _manager: Option<KeyManagerTask>,
+    manager: Option<KeyManagerTask>,
     _static: Option<StaticWatch>,
+    leadership: Option<Leadership>,
+}
+
+impl Running {
+    /// Stops rotating, then releases the key Lease (if held), so another replica takes over at
+    /// once rather than when the Lease expires.
+    pub(crate) async fn stop(mut self) {
+        drop(self.manager.take());
+        if let Some(leadership) = self.leadership.take() {
+            leadership.release().await;
+        }
+    }
 }
 
 /// Loads the keys: fails (so warrant does not start) if the files do not load, or the key
-/// directory cannot be read or created.
+/// directory or Secret cannot be read or created. With a Secret, a replica that does not hold
+/// the Lease waits for the leader to create the first key. `kubeconfig` reaches the Secret.
 pub(crate) async fn open(
     source: &KeySource,
     max_token_seconds: i64,
     metrics: KeyMetrics,
-    now: Timestamp,
+    kubeconfig: Option<&Path>,
+    clock: &Clock,
 ) -> Result<Opened, Box<dyn Error>> {
     match source {
         KeySource::Static(files) => {
@@ -172,11 +346,36 @@ pub(crate) async fn open(
             })
         }
         KeySource::Managed {
-            dir,
+            store,
             rotation,
             extra: extra_files,
         } => {
-            let store = DirStore::new(dir);
+            let now = clock.now();
+            let (store, writer, leadership) = match store {
+                ManagedStore::Dir(dir) => (Store::Dir(DirStore::new(dir)), Writer::Always, None),
+                ManagedStore::Secret {
+                    secret,
+                    lease,
+                    lease_seconds,
+                } => {
+                    let client = client(kubeconfig).await?;
+                    let identity = holder_identity();
+                    let config = LeaseConfig {
+                        namespace: lease.namespace.clone(),
+                        name: lease.name.clone(),
+                        identity: identity.clone(),
+                        duration_seconds: *lease_seconds,
+                    };
+                    let leadership =
+                        Leadership::start(client.clone(), &config, metrics.clone()).await?;
+                    tracing::info!(secret = %secret, lease = %lease, %identity, "managed keys in a Kubernetes Secret; the replica holding the Lease writes them");
+                    let store = SecretStore::new(client, &secret.namespace, &secret.name)
+                        .with_writer(identity.clone());
+                    let writer = Writer::WhileLeader(leadership.leading());
+                    let described = format!("{lease} as {identity}");
+                    (Store::Secret(store), writer, Some((leadership, described)))
+                }
+            };
             let current = store
                 .load()
                 .await?
@@ -184,8 +383,13 @@ pub(crate) async fn open(
             let policy = policy(rotation, current, max_token_seconds);
             policy.validate()?;
             let described = store.describe();
+            let manager_clock = clock.clone();
             let manager =
-                KeyManager::open(store, policy, Writer::Always, metrics.clone(), now).await?;
+                KeyManager::open_when_ready(store, policy, writer, metrics.clone(), move || {
+                    manager_clock.now()
+                })
+                .await?;
+            let now = clock.now();
             let extra = StaticKeys::load(extra_files)?;
             let initial = manager
                 .key_set(now)
@@ -197,6 +401,7 @@ pub(crate) async fn open(
                 metrics,
                 running: Pending::Managed {
                     manager: Box::new(manager),
+                    leadership,
                     extra_files: extra_files.clone(),
                     extra,
                 },
@@ -206,7 +411,8 @@ pub(crate) async fn open(
 }
 
 impl Opened {
-    /// Starts keeping the server's keys current.
+    /// Starts keeping the server's keys current, and reports the key store's state (and, with a
+    /// Secret, the Lease's) in `/readyz?verbose`.
     pub(crate) fn start(self, state: AppState, clock: Clock) -> Result<Running, Box<dyn Error>> {
         let (managed, extra) = match &self.running {
             Pending::Static { .. } => (None, Vec::new()),
@@ -215,7 +421,7 @@ impl Opened {
             }
         };
         let sink = Arc::new(Sink {
-            state,
+            state: state.clone(),
             metrics: self.metrics.clone(),
             current: Mutex::new(Current { managed, extra }),
         });
@@ -232,12 +438,14 @@ impl Opened {
                 let watch_clock = clock.clone();
                 let watch = files.watch(keys, self.metrics, move || watch_clock.now(), publish)?;
                 Ok(Running {
-                    _manager: None,
+                    manager: None,
                     _static: Some(watch),
+                    leadership: None,
                 })
             }
             Pending::Managed {
                 manager,
+                leadership,
                 extra_files,
                 extra,
             } => {
@@ -253,13 +461,27 @@ impl Opened {
                         move |keys: &StaticKeys| sink.set_extra(keys.verifying.clone()),
                     )?)
                 };
+                let health = manager.health();
+                state.add_report("key-store", move || health.borrow().summary());
+                let leadership = leadership.map(|(leadership, described)| {
+                    let leading = leadership.leading();
+                    state.add_report("key-lease", move || {
+                        if *leading.borrow() {
+                            format!("leading ({described}): this replica writes the keys")
+                        } else {
+                            format!("following ({described}): another replica writes the keys")
+                        }
+                    });
+                    leadership
+                });
                 let task = manager.spawn(
                     move || clock.now(),
                     move |keys: KeySet| sink.set_managed(keys),
                 )?;
                 Ok(Running {
-                    _manager: Some(task),
+                    manager: Some(task),
                     _static: watch,
+                    leadership,
                 })
             }
         }

@@ -30,7 +30,19 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
     if let KeySource::Managed { rotation, .. } = &key_source {
         warn_about_policy(&keys::policy(rotation, None, max_token_seconds));
     }
-    let keys = keys::open(&key_source, max_token_seconds, key_metrics, clock.now()).await?;
+    if args.objects_file.is_some() && args.kubeconfig.is_some() && !key_source.uses_cluster() {
+        tracing::warn!(
+            "--kubeconfig is not used: objects come from --objects-file, and no --key-secret is set"
+        );
+    }
+    let keys = keys::open(
+        &key_source,
+        max_token_seconds,
+        key_metrics,
+        args.kubeconfig.as_deref(),
+        &clock,
+    )
+    .await?;
     let tls = server_config(&TlsFiles {
         cert: args.tls_cert_file.clone(),
         key: args.tls_private_key_file.clone(),
@@ -57,7 +69,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
         registry,
         clock: clock.clone(),
     });
-    let _keys = keys.start(state.clone(), clock)?;
+    let keys = keys.start(state.clone(), clock)?;
     let published = state.published();
     if let Err(why) = published.discovery() {
         tracing::warn!(
@@ -79,6 +91,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
         "serving"
     );
     serve(listener, tls, router(state), shutdown_signal()).await;
+    keys.stop().await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -393,8 +393,8 @@ async fn only_the_leader_rotates_and_both_replicas_converge() {
     assert_eq!(first.len(), 1);
     assert_eq!(b.next("B publishes the same keys").await, first);
     assert_eq!(writes(&fixture), 1, "A created the Secret, B wrote nothing");
-    assert!(a.metrics().contains("warrant_keys_leader 1"));
-    assert!(b.metrics().contains("warrant_keys_leader 0"));
+    assert!(a.metrics().contains("\nwarrant_keys_leader 1\n"));
+    assert!(b.metrics().contains("\nwarrant_keys_leader 0\n"));
 
     // Six days on, the successor is due: the leader creates it, the follower takes it up.
     clock.set(T0 + 6 * DAY + 1);
@@ -510,7 +510,7 @@ async fn losing_the_lease_stops_rotation_and_the_new_leader_takes_over() {
     fixture.update(&lease).unwrap();
     until_leading("A learns it lost the Lease", &a.leadership, false).await;
     until_leading("B learns it holds the Lease", &b.leadership, true).await;
-    assert!(a.metrics().contains("warrant_keys_leader 0"));
+    assert!(a.metrics().contains("\nwarrant_keys_leader 0\n"));
 
     // The next rotation is B's; A only follows.
     clock.set(T0 + 6 * DAY + 1);

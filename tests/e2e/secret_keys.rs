@@ -1,0 +1,294 @@
+//! Managed keys in a Kubernetes Secret, end to end: two real `warrant serve` processes share
+//! one Secret on the loopback Kubernetes fixture (objects from a manifest file, so the cluster
+//! holds only the keys and the Lease). Only the replica holding the Lease writes; both serve the
+//! same keys; when the leader goes, the other takes over; and a replica cut off from the API
+//! server goes on serving its keys and says so.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::{Value, json};
+use warrant_kube_fixture::{Fixture, ResourceType};
+
+use crate::support::*;
+use crate::tokens::OBJECTS;
+
+const SECRET: &str = "warrant/warrant-keys";
+const SECRET_PATH: &str = "/api/v1/namespaces/warrant/secrets/warrant-keys";
+
+async fn cluster() -> Fixture {
+    let cluster = Fixture::start().await.unwrap();
+    cluster.register(ResourceType::of::<Lease>());
+    cluster
+}
+
+/// The key flags of a replica: the Secret on `cluster`, a short Lease so hand-overs are quick.
+fn secret_keys(cluster: &Fixture) -> impl FnOnce(&Path) -> Vec<OsString> + '_ {
+    move |dir| {
+        let kubeconfig = dir.join("cluster.kubeconfig");
+        cluster.write_kubeconfig(&kubeconfig).unwrap();
+        vec![
+            "--kubeconfig".into(),
+            kubeconfig.into(),
+            "--key-secret".into(),
+            SECRET.into(),
+            "--key-lease-duration".into(),
+            "2s".into(),
+        ]
+    }
+}
+
+/// `warrant keys generate --key-secret`, as an operator creates the keys ahead (ES256: quick).
+fn generate(cluster: &Fixture) {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["keys", "generate", "--key-secret", SECRET, "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--key-algorithm", "ES256"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn secret(cluster: &Fixture) -> Secret {
+    cluster.get::<Secret>("warrant", "warrant-keys").unwrap()
+}
+
+/// Moves every key's schedule `seconds` into the past, as if the Secret had been written that
+/// long ago: a rotation becomes due (the test cannot move the servers' clocks).
+fn age_keys(cluster: &Fixture, seconds: i64) {
+    let mut secret = secret(cluster);
+    let data = secret.data.as_mut().unwrap();
+    let mut index: Value = serde_json::from_slice(&data["keys.json"].0).unwrap();
+    for key in index["keys"].as_array_mut().unwrap() {
+        for field in ["publishedAt", "activateAt"] {
+            let at: jiff::Timestamp = key[field].as_str().unwrap().parse().unwrap();
+            key[field] = json!((at - jiff::SignedDuration::from_secs(seconds)).to_string());
+        }
+    }
+    data.insert(
+        "keys.json".into(),
+        ByteString(serde_json::to_vec_pretty(&index).unwrap()),
+    );
+    cluster.update(&secret).unwrap();
+}
+
+fn lease_holder(cluster: &Fixture) -> Option<String> {
+    cluster
+        .get::<Lease>("warrant", "warrant-keys-leader")?
+        .spec?
+        .holder_identity
+}
+
+fn written_by(cluster: &Fixture) -> String {
+    secret(cluster).metadata.annotations.unwrap()["warrant.dev/written-by"].clone()
+}
+
+/// The replaces warrant sent to the Secret.
+fn replaces(cluster: &Fixture) -> usize {
+    cluster
+        .request_log()
+        .iter()
+        .filter(|r| r.starts_with(&format!("PUT {SECRET_PATH}?")))
+        .count()
+}
+
+async fn get_text(w: &Warrant, path: &str) -> (u16, String) {
+    let r = w
+        .http
+        .get(w.url(path))
+        .bearer_auth(w.admin_token())
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The kids of the JWKS a replica serves, in its order.
+async fn jwks(w: &Warrant) -> Vec<String> {
+    let (code, text) = get_text(w, "/openid/v1/jwks").await;
+    assert_eq!(code, 200);
+    let jwks: Value = serde_json::from_str(&text).unwrap();
+    jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Polls until `check` holds on what the replica answers, with a safety net.
+async fn until(w: &Warrant, what: &str, path: &str, check: impl Fn(u16, &str) -> bool) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (code, text) = get_text(w, path).await;
+        if check(code, &text) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}; last answer {code}: {text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+async fn until_jwks(w: &Warrant, what: &str, check: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let kids = jwks(w).await;
+        if check(&kids) {
+            return kids;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}; last JWKS {kids:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+// Multi-threaded: kubectl and the warrant CLI run synchronously on the test thread while the
+// fixture serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_a_key_secret_and_only_the_lease_holder_writes_it() {
+    let cluster = cluster().await;
+    generate(&cluster);
+    // The first key has signed for six days and a minute: its successor is due.
+    age_keys(&cluster, 6 * 86400 + 60);
+    let first = jwks_of_secret(&cluster);
+
+    let a = Warrant::start_with(OBJECTS, secret_keys(&cluster), &[]).await;
+    let b = Warrant::start_with(OBJECTS, secret_keys(&cluster), &[]).await;
+
+    // A came first and took the Lease; it creates the successor, and both publish it.
+    let rotated = until_jwks(&a, "the leader publishes the successor", |k| k.len() == 2).await;
+    assert_eq!(rotated[0], first[0]);
+    until_jwks(&b, "the follower publishes the same keys", |k| k == rotated).await;
+    let leader = lease_holder(&cluster).expect("a replica holds the Lease");
+    assert_eq!(written_by(&cluster), leader);
+    assert_eq!(replaces(&cluster), 1, "one write, by the leader alone");
+    let (_, text) = get_text(&a, "/metrics").await;
+    assert!(text.contains("\nwarrant_keys_leader 1\n"), "{text}");
+    let (_, text) = get_text(&b, "/metrics").await;
+    assert!(text.contains("\nwarrant_keys_leader 0\n"), "{text}");
+    let (code, verbose) = get_text(&a, "/readyz?verbose").await;
+    assert_eq!(code, 200);
+    assert!(
+        verbose.contains("[+]key-store ok\n")
+            && verbose.contains(&format!(
+                "[+]key-lease leading (warrant/warrant-keys-leader as {leader})"
+            )),
+        "{verbose}"
+    );
+    let (_, verbose) = get_text(&b, "/readyz?verbose").await;
+    assert!(verbose.contains("[+]key-lease following ("), "{verbose}");
+
+    // Tokens of either replica verify with the other's keys.
+    let token = a.token(&["--audience", "vault"]);
+    let kid = jsonwebtoken::decode_header(&token).unwrap().kid.unwrap();
+    assert_eq!(
+        kid, first[0],
+        "the successor signs only after publish-ahead"
+    );
+    assert!(jwks(&b).await.contains(&kid));
+
+    // The leader goes away without a word; the follower takes the Lease once it expires, and
+    // the next change is its to make: a week later, the first key goes and a third comes.
+    drop(a);
+    until(&b, "the follower takes the Lease", "/metrics", |_, text| {
+        text.contains("\nwarrant_keys_leader 1\n")
+    })
+    .await;
+    let new_leader = lease_holder(&cluster).unwrap();
+    assert_ne!(new_leader, leader);
+    age_keys(&cluster, 7 * 86400);
+    let third = until_jwks(&b, "the new leader rotates", |k| {
+        k.len() == 2 && k[0] == rotated[1]
+    })
+    .await;
+    assert!(
+        !third.contains(&first[0]),
+        "the first key's tokens expired: removed"
+    );
+    assert_eq!(written_by(&cluster), new_leader);
+}
+
+/// The kids in the Secret's index, in order.
+fn jwks_of_secret(cluster: &Fixture) -> Vec<String> {
+    let secret = secret(cluster);
+    let index: Value = serde_json::from_slice(&secret.data.unwrap()["keys.json"].0).unwrap();
+    index["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_cut_off_from_the_api_server_keeps_serving_its_keys_and_says_so() {
+    let mut cluster = cluster().await;
+    let a = Warrant::start_with(OBJECTS, secret_keys(&cluster), &[]).await;
+    let b = Warrant::start_with(OBJECTS, secret_keys(&cluster), &[]).await;
+    // The first replica created the Secret and its first key at its first start.
+    let keys = jwks(&a).await;
+    assert_eq!(keys.len(), 1);
+    assert_eq!(jwks(&b).await, keys);
+
+    cluster.stop().await;
+    for w in [&a, &b] {
+        until(
+            w,
+            "the replica reports its key store stale",
+            "/readyz?verbose",
+            |code, text| {
+                code == 200
+                    && text.contains("[+]key-store stale since ")
+                    && text.contains("Kubernetes Secret warrant/warrant-keys: unavailable")
+            },
+        )
+        .await;
+        let (_, text) = get_text(w, "/metrics").await;
+        assert!(
+            text.contains(r#"warrant_keys_store_errors_total{operation="load"}"#)
+                && !text.contains("warrant_keys_store_stale_since_timestamp_seconds 0\n"),
+            "{text}"
+        );
+        // Still ready, still serving the same keys, still issuing.
+        assert_eq!(get_text(w, "/readyz").await, (200, "ok".to_owned()));
+        assert_eq!(jwks(w).await, keys);
+    }
+    let token = b.token(&["--audience", "vault"]);
+    assert_eq!(
+        jsonwebtoken::decode_header(&token).unwrap().kid.unwrap(),
+        keys[0]
+    );
+    assert_eq!(b.review(&token, &["vault"])["authenticated"], true);
+
+    // The API server is back: the watches resume and the reports clear by themselves.
+    cluster.restart().await.unwrap();
+    for w in [&a, &b] {
+        until(
+            w,
+            "the key store answers again",
+            "/readyz?verbose",
+            |_, text| text.contains("[+]key-store ok\n"),
+        )
+        .await;
+    }
+    let (_, text) = get_text(&b, "/metrics").await;
+    assert!(
+        text.contains("warrant_keys_store_stale_since_timestamp_seconds 0\n"),
+        "{text}"
+    );
+}
