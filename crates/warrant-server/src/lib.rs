@@ -14,6 +14,7 @@ mod openapi;
 mod protobuf;
 mod published;
 mod settings;
+mod signatures;
 mod state;
 mod tls;
 mod tokenrequest;

@@ -39,6 +39,11 @@ struct ReviewLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -75,6 +80,7 @@ pub struct Metrics {
     issued: Family<IssueLabels, Counter>,
     reviews: Family<ReviewLabels, Counter>,
     stale: Counter,
+    signatures: Family<CacheLabels, Counter>,
 }
 
 impl Metrics {
@@ -88,6 +94,7 @@ impl Metrics {
             issued: Family::default(),
             reviews: Family::default(),
             stale: Counter::default(),
+            signatures: Family::default(),
         };
         registry.register(
             "warrant_http_requests",
@@ -114,6 +121,11 @@ impl Metrics {
             "Extended tokens used after their warnafter time (the client should have refreshed them)",
             metrics.stale.clone(),
         );
+        registry.register(
+            "warrant_signature_cache_lookups",
+            "Token signatures looked up in the verified-signature cache, by result (hit or miss)",
+            metrics.signatures.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -139,6 +151,15 @@ impl Metrics {
         if stale {
             self.stale.inc();
         }
+    }
+
+    /// Counts a verified-signature cache lookup.
+    pub(crate) fn signature_lookup(&self, lookup: crate::signatures::Lookup) {
+        let result = match lookup {
+            crate::signatures::Lookup::Hit => "hit",
+            crate::signatures::Lookup::Miss => "miss",
+        };
+        self.signatures.get_or_create(&CacheLabels { result }).inc();
     }
 
     fn request(&self, route: &'static str, method: &'static str, code: u16, elapsed: Duration) {
