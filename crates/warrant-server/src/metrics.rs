@@ -176,21 +176,24 @@ impl Metrics {
     }
 }
 
-/// The route template a path belongs to, as a metric label.
+/// The route template a path belongs to, as a metric label. Allocates nothing: the path's
+/// first segments go into a fixed array.
 fn route_label(path: &str) -> &'static str {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match parts.as_slice() {
+    const MAX: usize = 8;
+    let mut segments = [""; MAX];
+    let mut count = 0;
+    for segment in path.trim_matches('/').split('/') {
+        match segments.get_mut(count) {
+            Some(slot) => *slot = segment,
+            None => return "unmatched",
+        }
+        count += 1;
+    }
+    match segments.get(..count).unwrap_or_default() {
         ["api", "v1", "namespaces", _, "serviceaccounts", _, "token"] => "tokenrequest",
-        [
-            "apis",
-            "warrant.dev",
-            "v1alpha1",
-            "namespaces",
-            _,
-            "serviceaccounts",
-            _,
-            "token",
-        ] => "tokenrequest",
+        ["apis", "warrant.dev", "v1alpha1", "namespaces", _, "serviceaccounts", _, "token"] => {
+            "tokenrequest"
+        }
         ["apis", "authentication.k8s.io", _, "tokenreviews"]
         | ["apis", "warrant.dev", "v1alpha1", "tokenreviews"] => "tokenreview",
         [".well-known", "openid-configuration"] => "openid-configuration",
@@ -247,5 +250,7 @@ mod tests {
         assert_eq!(route_label("/openid/v1/jwks"), "jwks");
         assert_eq!(route_label("/openapi/v3/api/v1"), "openapi");
         assert_eq!(route_label("/random/path"), "unmatched");
+        assert_eq!(route_label("/a/b/c/d/e/f/g/h/i"), "unmatched");
+        assert_eq!(route_label("/"), "unmatched");
     }
 }
