@@ -191,9 +191,16 @@ fn route_label(path: &str) -> &'static str {
     }
     match segments.get(..count).unwrap_or_default() {
         ["api", "v1", "namespaces", _, "serviceaccounts", _, "token"] => "tokenrequest",
-        ["apis", "warrant.dev", "v1alpha1", "namespaces", _, "serviceaccounts", _, "token"] => {
-            "tokenrequest"
-        }
+        [
+            "apis",
+            "warrant.dev",
+            "v1alpha1",
+            "namespaces",
+            _,
+            "serviceaccounts",
+            _,
+            "token",
+        ] => "tokenrequest",
         ["apis", "authentication.k8s.io", _, "tokenreviews"]
         | ["apis", "warrant.dev", "v1alpha1", "tokenreviews"] => "tokenreview",
         [".well-known", "openid-configuration"] => "openid-configuration",
