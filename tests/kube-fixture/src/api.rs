@@ -147,7 +147,10 @@ async fn objects(
     }
     // One field selector is served, as RBAC with `resourceNames` needs it for list and watch:
     // `metadata.name=NAME`. Any other is refused rather than silently ignored.
-    let only_name = match params.iter().find(|(k, v)| k == "fieldSelector" && !v.is_empty()) {
+    let only_name = match params
+        .iter()
+        .find(|(k, v)| k == "fieldSelector" && !v.is_empty())
+    {
         None => None,
         Some((_, selector)) => match selector.strip_prefix("metadata.name=") {
             Some(name) if !name.is_empty() && !name.contains([',', '=', '!']) => {
@@ -245,7 +248,9 @@ struct Filter {
 
 impl Filter {
     fn matches(&self, entry: &Entry) -> bool {
-        self.namespace.as_ref().is_none_or(|ns| &entry.namespace == ns)
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| &entry.namespace == ns)
             && self.name.as_ref().is_none_or(|name| &entry.name == name)
     }
 }

@@ -74,6 +74,8 @@ pub enum AccessAnswer {
     Deny(String),
     /// `allowed: false` and not denied: no authorizer had an opinion.
     NoOpinion,
+    /// No answer: this HTTP status with a `Status` body, as a failing kube-apiserver sends.
+    Fail(u16),
 }
 
 type AccessRule = Arc<dyn Fn(&SubjectAccessReviewSpec) -> AccessAnswer + Send + Sync>;
@@ -171,17 +173,23 @@ impl Authority {
         let mut state = self.lock();
         let (left, code) = state.failures?;
         state.failures = (left > 1).then_some((left - 1, code));
-        let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let reason = match code.as_u16() {
-            429 => "TooManyRequests",
-            500 => "InternalError",
-            503 => "ServiceUnavailable",
-            504 => "Timeout",
-            403 => "Forbidden",
-            _ => "Unknown",
-        };
-        Some(status(code, reason, "fixture: made to fail"))
+        drop(state);
+        Some(failure(code))
     }
+}
+
+/// A failure status, as kube-apiserver reasons it.
+fn failure(code: u16) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let reason = match code.as_u16() {
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        403 => "Forbidden",
+        _ => "Unknown",
+    };
+    status(code, reason, "fixture: made to fail")
 }
 
 async fn token_review(
@@ -239,6 +247,7 @@ async fn access_review(
     }
     let rule = authority.lock().access.clone();
     review.status = Some(match rule(&review.spec) {
+        AccessAnswer::Fail(code) => return failure(code),
         AccessAnswer::Allow(reason) => SubjectAccessReviewStatus {
             allowed: true,
             reason: Some(reason),

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, ContainerPort, ContainerStatus, Node, NodeSpec, Pod, PodCondition, PodSpec,
-    PodStatus, ProjectedVolumeSource, ResourceRequirements, Secret, ServiceAccount,
+    ConfigMap, Container, ContainerPort, ContainerStatus, Node, NodeSpec, Pod, PodCondition,
+    PodSpec, PodStatus, ProjectedVolumeSource, ResourceRequirements, Secret, ServiceAccount,
     ServiceAccountTokenProjection, Toleration, Volume, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
