@@ -1,92 +1,16 @@
-//! Who is calling: kube-apiserver's client-certificate and static-token authentication.
+//! Static bearer tokens (`--token-auth-file`), kube-apiserver's CSV: `token,user,uid[,"g1,g2"]`.
 //!
-//! - A client certificate that verifies against `--client-ca-file` (checked during the TLS
-//!   handshake) authenticates as its subject: CN is the user name, each O a group.
-//! - A bearer token from `--token-auth-file` (kube-apiserver's CSV: `token,user,uid[,"g1,g2"]`)
-//!   authenticates as its user. Tokens are held only as SHA-256 digests.
-//!
-//! A bearer token that matches nothing is refused with 401, never downgraded to anonymous (as
-//! kube-apiserver does). Every authenticated user is also in `system:authenticated`.
+//! What this trusts: the file. Whoever can read it holds every identity in it, and whoever can
+//! write it can make any identity (`system:masters` included), so it belongs to the operator
+//! alone. Tokens are held in memory only as SHA-256 digests, and a lookup never logs the token.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use aws_lc_rs::digest;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use http::header::AUTHORIZATION;
-use warrant_token::GROUP_AUTHENTICATED;
+use aws_lc_rs::digest as sha;
 
-use crate::error::ApiError;
-use crate::state::AppState;
-
-/// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
-    /// The user name (`admin`, `system:node:n1`, …).
-    pub name: String,
-    /// The user's UID, if the authenticator knows one.
-    pub uid: String,
-    /// Groups, including `system:authenticated`.
-    pub groups: Vec<String>,
-}
-
-impl User {
-    fn new(name: String, uid: String, mut groups: Vec<String>) -> Self {
-        if !groups.iter().any(|g| g == GROUP_AUTHENTICATED) {
-            groups.push(GROUP_AUTHENTICATED.to_owned());
-        }
-        User { name, uid, groups }
-    }
-}
-
-/// Who made a request, as seen by handlers.
-#[derive(Debug, Clone)]
-pub enum Caller {
-    /// No credentials were presented.
-    Anonymous,
-    /// A verified identity.
-    User(Arc<User>),
-}
-
-impl Caller {
-    /// The user, or 401 for an anonymous caller.
-    pub fn require(&self) -> Result<&User, ApiError> {
-        match self {
-            Caller::User(user) => Ok(user),
-            Caller::Anonymous => Err(ApiError::unauthorized()),
-        }
-    }
-}
-
-/// The identity in a connection's verified client certificate, attached to each request on it.
-#[derive(Debug, Clone, Default)]
-pub struct PeerIdentity(pub Option<Arc<User>>);
-
-impl PeerIdentity {
-    /// The user named by a client certificate (DER) that rustls has already verified against the
-    /// client CA: CN is the name, each O a group. A certificate without a CN names nobody.
-    pub fn from_certificate(der: &[u8]) -> PeerIdentity {
-        let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
-            return PeerIdentity(None);
-        };
-        let subject = cert.subject();
-        let name = subject
-            .iter_common_name()
-            .next()
-            .and_then(|cn| cn.as_str().ok());
-        let groups = subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok().map(str::to_owned))
-            .collect();
-        PeerIdentity(
-            name.filter(|n| !n.is_empty())
-                .map(|n| Arc::new(User::new(n.to_owned(), String::new(), groups))),
-        )
-    }
-}
+use super::{User, Via};
 
 /// Why the token file could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -171,8 +95,8 @@ impl TokenFile {
                 Some(g) if !g.is_empty() => g.split(',').map(str::to_owned).collect(),
                 _ => Vec::new(),
             };
-            let user = Arc::new(User::new(field(1), field(2), groups));
-            if users.insert(hash(&token), user).is_some() {
+            let user = Arc::new(User::new(field(1), field(2), groups, Via::TokenFile));
+            if users.insert(digest(&token), user).is_some() {
                 tracing::warn!(
                     path,
                     record = number,
@@ -183,8 +107,9 @@ impl TokenFile {
         Ok(TokenFile { users })
     }
 
-    fn user(&self, token: &str) -> Option<Arc<User>> {
-        self.users.get(&hash(token)).cloned()
+    /// The user whose token this is.
+    pub(crate) fn user(&self, token: &str) -> Option<Arc<User>> {
+        self.users.get(&digest(token)).cloned()
     }
 
     /// How many tokens the file holds.
@@ -198,61 +123,11 @@ impl TokenFile {
     }
 }
 
-fn hash(token: &str) -> [u8; 32] {
+/// The SHA-256 of a token: how tokens are held and cached, never in the clear.
+pub(crate) fn digest(token: &str) -> [u8; 32] {
     let mut out = [0u8; 32];
-    out.copy_from_slice(digest::digest(&digest::SHA256, token.as_bytes()).as_ref());
+    out.copy_from_slice(sha::digest(&sha::SHA256, token.as_bytes()).as_ref());
     out
-}
-
-/// The bearer authenticators configured.
-#[derive(Debug, Default)]
-pub struct Authenticator {
-    /// `--token-auth-file`.
-    pub token_file: Option<TokenFile>,
-}
-
-impl Authenticator {
-    /// The caller of a request: its bearer token if it has one (which must be valid), else its
-    /// client certificate, else anonymous.
-    pub fn authenticate(&self, request: &Request) -> Result<Caller, ApiError> {
-        if let Some(value) = request.headers().get(AUTHORIZATION) {
-            let token = value
-                .to_str()
-                .ok()
-                .and_then(|v| {
-                    v.strip_prefix("Bearer ")
-                        .or_else(|| v.strip_prefix("bearer "))
-                })
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .ok_or_else(ApiError::unauthorized)?;
-            return self
-                .token_file
-                .as_ref()
-                .and_then(|f| f.user(token))
-                .map(Caller::User)
-                .ok_or_else(ApiError::unauthorized);
-        }
-        match request.extensions().get::<PeerIdentity>() {
-            Some(PeerIdentity(Some(user))) => Ok(Caller::User(user.clone())),
-            _ => Ok(Caller::Anonymous),
-        }
-    }
-}
-
-/// Middleware: attaches the [`Caller`] to the request, or answers 401 for bad credentials.
-pub(crate) async fn authenticate(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    match state.authenticator().authenticate(&request) {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
-        Err(e) => e.into_response(),
-    }
 }
 
 #[cfg(test)]

@@ -10,9 +10,14 @@
     clippy::indexing_slicing
 )]
 
+mod authz;
+mod delegated;
 mod documents;
+mod frontproxy;
 mod limits;
+mod node;
 mod openapi;
+mod pki;
 mod support;
 mod tokenrequest;
 mod tokenreview;
