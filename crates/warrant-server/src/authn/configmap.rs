@@ -163,6 +163,7 @@ pub fn follow_extension_authentication(
                             updates
                                 .get_or_create(&UpdateLabels { result: "failure" })
                                 .inc();
+                            trust.notify();
                         }
                     }
                 }

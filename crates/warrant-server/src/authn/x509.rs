@@ -296,6 +296,12 @@ impl ClientTrust {
         self.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// Wakes whoever waits on [`ClientTrust::changes`] without changing anything (a source
+    /// that read something it could not use says so).
+    pub(crate) fn notify(&self) {
+        self.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// False while a source of trust that loads after startup has not loaded yet.
     pub fn ready(&self) -> bool {
         self.inner.ready.load(Ordering::Relaxed)

@@ -11,6 +11,7 @@
 )]
 
 mod authz;
+mod configmap;
 mod delegated;
 mod documents;
 mod frontproxy;
@@ -19,5 +20,7 @@ mod node;
 mod openapi;
 mod pki;
 mod support;
+mod tls;
 mod tokenrequest;
 mod tokenreview;
+mod webhook;
