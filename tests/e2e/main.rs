@@ -12,11 +12,13 @@
     clippy::indexing_slicing
 )]
 
+mod auth;
 mod bad_input;
 mod client_certs;
 mod cluster;
 mod errors;
 mod oidc;
+mod pki;
 mod reviews;
 mod support;
 mod tokens;
