@@ -332,3 +332,60 @@ async fn beside_a_cluster_authentication_and_authorization_are_delegated() {
     .await;
     assert_eq!(code, 201, "{issued}");
 }
+
+/// The getting-started example: a service account trades its own warrant token for a token to
+/// Vault, within what the policy file's self-service allows; the policy reloads on change.
+#[tokio::test]
+async fn a_service_account_requests_tokens_for_itself() {
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = policy_dir.path().join("policy.yaml");
+    let write_policy = |audiences: &str| {
+        let text = format!(
+            "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [{audiences}]\n  maxExpirationSeconds: 3600\n"
+        );
+        let staged = policy.with_extension("new");
+        std::fs::write(&staged, text).unwrap();
+        std::fs::rename(&staged, &policy).unwrap();
+    };
+    write_policy("vault");
+    let w = Warrant::start(
+        &demo_objects(),
+        &["--authorization-policy-file", policy.to_str().unwrap()],
+    )
+    .await;
+    let own = w.token(&[]);
+    let as_app = |audience: &str| {
+        w.kubectl(&[
+            "--token",
+            &own,
+            "create",
+            "token",
+            "app",
+            "-n",
+            "demo",
+            "--audience",
+            audience,
+        ])
+    };
+    let out = as_app("vault");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        claims(&String::from_utf8(out.stdout).unwrap()).aud,
+        ["vault"]
+    );
+    let out = as_app("s3");
+    assert!(
+        stderr(&out).contains(
+            r#"serviceaccounts "app" is forbidden: User "system:serviceaccount:demo:app" cannot request a token for itself for the audience "s3": not a self-service audience"#
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // Only for itself.
+    let out = w.kubectl(&["--token", &own, "create", "token", "web", "-n", "demo"]);
+    assert!(stderr(&out).contains("forbidden"), "{}", stderr(&out));
+
+    write_policy("vault, s3");
+    w.eventually("the policy to reload", || as_app("s3").status.success())
+        .await;
+}

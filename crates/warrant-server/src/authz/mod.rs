@@ -184,7 +184,7 @@ impl Attributes {
             (&Method::POST, ["apis", "warrant.dev", "v1alpha1", "tokenreviews"]) => {
                 ResourceAttributes::token_review("warrant.dev", "v1alpha1")
             }
-            (&Method::GET, ["metrics"]) => {
+            (&Method::GET | &Method::HEAD, ["metrics"]) => {
                 return Some(Attributes::NonResource {
                     verb: "get".to_owned(),
                     path: "/metrics".to_owned(),
