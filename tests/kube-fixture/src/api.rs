@@ -137,7 +137,7 @@ async fn objects(
     let params: Vec<(String, String)> = params(&query).collect();
     if let Some((key, _)) = params
         .iter()
-        .find(|(k, v)| (k == "labelSelector" || k == "fieldSelector") && !v.is_empty())
+        .find(|(k, v)| k == "labelSelector" && !v.is_empty())
     {
         return status(
             StatusCode::BAD_REQUEST,
@@ -145,6 +145,32 @@ async fn objects(
             &format!("the fixture does not support {key}"),
         );
     }
+    // One field selector is served, as RBAC with `resourceNames` needs it for list and watch:
+    // `metadata.name=NAME`. Any other is refused rather than silently ignored.
+    let only_name = match params
+        .iter()
+        .find(|(k, v)| k == "fieldSelector" && !v.is_empty())
+    {
+        None => None,
+        Some((_, selector)) => match selector.strip_prefix("metadata.name=") {
+            Some(name) if !name.is_empty() && !name.contains([',', '=', '!']) => {
+                Some(name.to_owned())
+            }
+            _ => {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    &format!(
+                        "the fixture supports only fieldSelector=metadata.name=NAME, not {selector:?}"
+                    ),
+                );
+            }
+        },
+    };
+    let filter = Filter {
+        namespace: target.namespace.clone(),
+        name: only_name,
+    };
     let param = |key: &str| {
         params
             .iter()
@@ -162,7 +188,7 @@ async fn objects(
         None if is_watch(&query) => watch_stream(
             cluster,
             target.info,
-            target.namespace,
+            filter,
             WatchParams {
                 resource_version: param("resourceVersion").unwrap_or_default(),
                 bookmarks: param("allowWatchBookmarks").is_some_and(|v| v == "true"),
@@ -173,7 +199,7 @@ async fn objects(
         None => list(
             &cluster,
             target.info,
-            target.namespace,
+            filter,
             param("limit").and_then(|v| v.parse().ok()).unwrap_or(0),
             param("continue").unwrap_or_default(),
             metadata_only,
@@ -212,10 +238,27 @@ fn get(
     }
 }
 
+/// Which objects of a resource a list or watch covers: a namespace, and one name (the field
+/// selector), or all.
+#[derive(Debug, Clone, Default)]
+struct Filter {
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+impl Filter {
+    fn matches(&self, entry: &Entry) -> bool {
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| &entry.namespace == ns)
+            && self.name.as_ref().is_none_or(|name| &entry.name == name)
+    }
+}
+
 fn list(
     cluster: &Cluster,
     info: ResourceType,
-    namespace: Option<String>,
+    filter: Filter,
     limit: usize,
     continue_token: String,
     metadata_only: bool,
@@ -229,7 +272,7 @@ fn list(
         let items: Vec<Arc<Entry>> = resource
             .objects
             .values()
-            .filter(|e| namespace.as_ref().is_none_or(|ns| &e.namespace == ns))
+            .filter(|e| filter.matches(e))
             .cloned()
             .collect();
         let id = state.next_snapshot;
@@ -333,11 +376,11 @@ struct WatchParams {
 fn watch_stream(
     cluster: Cluster,
     info: ResourceType,
-    namespace: Option<String>,
+    filter: Filter,
     params: WatchParams,
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
-    tokio::spawn(run_watch(cluster, info, namespace, params, tx));
+    tokio::spawn(run_watch(cluster, info, filter, params, tx));
     let body = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
@@ -364,7 +407,7 @@ impl Drop for WatcherGuard {
 async fn run_watch(
     cluster: Cluster,
     info: ResourceType,
-    namespace: Option<String>,
+    mut filter: Filter,
     params: WatchParams,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
@@ -386,7 +429,9 @@ async fn run_watch(
     let deadline = tokio::time::sleep(Duration::from_secs(params.timeout.unwrap_or(1800)));
     tokio::pin!(deadline);
 
-    let ns_filter = namespace.filter(|_| info.namespaced);
+    if !info.namespaced {
+        filter.namespace = None;
+    }
     let mut cursor = match params.resource_version.as_str() {
         // "Any" or "most recent": the current state as ADDED events, then changes.
         "" | "0" => {
@@ -398,7 +443,7 @@ async fn run_watch(
                     .map(|r| {
                         r.objects
                             .values()
-                            .filter(|e| ns_filter.as_ref().is_none_or(|ns| &e.namespace == ns))
+                            .filter(|e| filter.matches(e))
                             .map(|e| {
                                 event_line(
                                     "ADDED",
@@ -469,9 +514,9 @@ async fn run_watch(
                                 .get(start..)
                                 .unwrap_or_default()
                                 .iter()
-                                .filter(|h| match (&h.line, &ns_filter) {
-                                    (Line::Event(_, e), Some(ns)) => &e.namespace == ns,
-                                    _ => true,
+                                .filter(|h| match &h.line {
+                                    Line::Event(_, e) => filter.matches(e),
+                                    Line::Raw(_) => true,
                                 })
                                 .map(|h| (h.revision, h.line.render(params.metadata_only)))
                                 .collect()

@@ -95,6 +95,8 @@ impl EventType {
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) namespace: String,
+    /// `metadata.name`, for `fieldSelector=metadata.name=…`.
+    pub(crate) name: String,
     /// The full object as JSON, `metadata.resourceVersion` set.
     pub(crate) full: Bytes,
     /// The same object as `PartialObjectMetadata`.
@@ -475,8 +477,14 @@ fn encode(info: ResourceType, namespace: &str, value: &Value) -> Result<Entry, F
         "apiVersion": "meta.k8s.io/v1",
         "metadata": value.get("metadata").cloned().unwrap_or_else(|| json!({})),
     });
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     Ok(Entry {
         namespace: namespace.to_owned(),
+        name,
         full: Bytes::from(serde_json::to_vec(&full)?),
         meta: Bytes::from(serde_json::to_vec(&meta)?),
     })
