@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test lint fmt run build bench-cache
+.PHONY: test lint fmt run build bench bench-micro bench-load bench-cache
 
 ## make test: formatting, lints and every test, as CI runs them.
 test: lint
@@ -56,3 +56,19 @@ run:
 ## cluster of 355,000 objects served by the loopback fixture (release build; see docs/benchmarks.md).
 bench-cache:
 	$(CARGO) bench -p warrant-objects --bench cache --locked
+
+## make bench: every benchmark, on a release build: the micro-benchmarks (criterion), the load
+## benchmark (warrant-bench drives `warrant serve` with wrk) and the cluster cache. Installs wrk
+## (Debian's package) if it is missing. Figures and how to read them: docs/benchmarks.md.
+bench: bench-micro bench-load bench-cache
+
+bench-micro:
+	$(CARGO) bench --locked -p warrant-token --bench token
+	$(CARGO) bench --locked -p warrant-objects --bench review
+
+bench-load:
+	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk"; \
+		if [ "$$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; \
+		else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi; }
+	$(CARGO) build --locked --release -p warrant -p warrant-bench
+	./target/release/warrant-bench --warrant target/release/warrant

@@ -87,7 +87,23 @@ async fn client_certificates_authenticate() {
     client_pki(pki.path(), "trusted", "alice", "dev");
     client_pki(pki.path(), "stranger", "mallory", "dev");
     let ca = pki.path().join("trusted-ca.crt");
-    let w = Warrant::start(OBJECTS, &["--client-ca-file", ca.to_str().unwrap()]).await;
+    // Group `dev` may request tokens in `demo`: authentication alone grants nothing.
+    let policy = pki.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nrules:\n- subjects: [{kind: Group, name: dev}]\n  tokens: {namespaces: [demo], audiences: ['https://*']}\n",
+    )
+    .unwrap();
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--client-ca-file",
+            ca.to_str().unwrap(),
+            "--authorization-policy-file",
+            policy.to_str().unwrap(),
+        ],
+    )
+    .await;
 
     // A kubeconfig that presents only the certificate (no token).
     let with_cert = |name: &str| {

@@ -12,12 +12,15 @@
     clippy::indexing_slicing
 )]
 
+mod auth;
 mod bad_input;
 mod client_certs;
 mod cluster;
+mod deploy;
 mod errors;
 mod keys;
 mod oidc;
+mod pki;
 mod reviews;
 mod secret_keys;
 mod support;

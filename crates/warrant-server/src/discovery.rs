@@ -256,28 +256,32 @@ pub(crate) async fn readyz(
     State(state): State<AppState>,
     Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    let ready = state.objects().ready();
+    let objects = state.objects().ready();
+    let trust = state.authenticator().ready();
+    let ready = objects && trust;
     let code = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
     if !query.contains_key("verbose") {
-        return (
-            code,
-            if ready {
-                "ok"
-            } else {
-                "not ready: objects not loaded yet"
-            },
-        )
-            .into_response();
+        let text = match (objects, trust) {
+            (true, true) => "ok",
+            (false, _) => "not ready: objects not loaded yet",
+            (true, false) => "not ready: front-proxy configuration not loaded yet",
+        };
+        return (code, text).into_response();
     }
     let mut body = String::from("[+]keys ok\n");
-    body.push_str(if ready {
+    body.push_str(if objects {
         "[+]objects ok\n"
     } else {
         "[-]objects failed: not loaded yet\n"
+    });
+    body.push_str(if trust {
+        "[+]client-trust ok\n"
+    } else {
+        "[-]client-trust failed: front-proxy configuration not loaded yet\n"
     });
     match state.published().discovery() {
         Ok(_) => body.push_str("[+]discovery ok\n"),

@@ -46,6 +46,29 @@ impl ApiError {
         Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized")
     }
 
+    /// 403 Forbidden, as kube words it: `<resource[.group]> "<name>" is forbidden: <why>`,
+    /// `<resource[.group]> is forbidden: <why>` without a name, `forbidden: <why>` without a
+    /// resource (a non-resource path).
+    pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let message = if resource.is_empty() {
+            format!("forbidden: {why}")
+        } else if name.is_empty() {
+            format!("{} is forbidden: {why}", qualified(resource, group))
+        } else {
+            format!(
+                "{} {} is forbidden: {why}",
+                qualified(resource, group),
+                go_quote(name)
+            )
+        };
+        Self::new(StatusCode::FORBIDDEN, "Forbidden", message).with_details(StatusDetails {
+            name: name.to_owned(),
+            group: group.to_owned(),
+            kind: resource.to_owned(),
+            ..StatusDetails::default()
+        })
+    }
+
     /// 404 NotFound for a named object: `pods "p1" not found`.
     pub fn not_found(resource: &str, name: &str) -> Self {
         Self::new(
@@ -261,6 +284,23 @@ mod tests {
         assert_eq!(
             json(&ApiError::unauthorized()),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+        );
+        assert_eq!(
+            json(&ApiError::forbidden(
+                "",
+                "serviceaccounts",
+                "app",
+                "node requested token not bound to a pod"
+            )),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"serviceaccounts \"app\" is forbidden: node requested token not bound to a pod","reason":"Forbidden","details":{"name":"app","kind":"serviceaccounts"},"code":403}"#
+        );
+        assert_eq!(
+            ApiError::forbidden("authentication.k8s.io", "tokenreviews", "", "x").message(),
+            "tokenreviews.authentication.k8s.io is forbidden: x"
+        );
+        assert_eq!(
+            ApiError::forbidden("", "", "", "x").message(),
+            "forbidden: x"
         );
         assert_eq!(
             json(&ApiError::internal("boom")),

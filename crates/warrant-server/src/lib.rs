@@ -5,15 +5,19 @@
 //! [`serve`] runs it on a TLS listener.
 
 mod authn;
+mod authz;
 mod body;
 mod clock;
+mod delegation;
 mod discovery;
 mod error;
+mod filewatch;
 mod metrics;
 mod openapi;
 mod protobuf;
 mod published;
 mod settings;
+mod signatures;
 mod state;
 mod tls;
 mod tokenrequest;
@@ -30,15 +34,25 @@ use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
 
-pub use authn::{Authenticator, Caller, PeerIdentity, TokenFile, TokenFileError, User};
+pub use authn::{
+    Authenticator, BoundTo, CaBundle, CaError, Caller, ClientTrust, DelegatedAuthentication,
+    Follow, FrontProxy, PeerCertificate, RequestHeaders, TokenFile, TokenFileError, User, Via,
+    follow_extension_authentication,
+};
+pub use authz::{
+    Attributes, Authorized, Authorizer, DEFAULT_ALWAYS_ALLOW_GROUPS, DEFAULT_ALWAYS_ALLOW_PATHS,
+    DelegatedAuthorization, Grant, Policy, PolicyError, PolicyFile, ResourceAttributes,
+};
 pub use body::MAX_BODY_BYTES;
 pub use clock::Clock;
+pub use delegation::{Backoff, DelegationError, DelegationOptions};
 pub use error::ApiError;
+pub use filewatch::{FileWatch, WatchError};
 pub use metrics::ReviewResult;
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
 pub use settings::{Settings, SettingsError, validate_issuers, validate_max_expiration};
 pub use state::{AppState, StateParts};
-pub use tls::{TlsError, TlsFiles, serve, server_config};
+pub use tls::{ServingCertificate, TlsError, TlsFiles, serve, server_config};
 
 use crate::tokenreview::ServedVersion;
 use crate::wire::{AUTHENTICATION_V1, AUTHENTICATION_V1BETA1, WARRANT_V1ALPHA1};
@@ -105,6 +119,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics_endpoint))
         .fallback(|| async { ApiError::no_such_path().into_response() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed().into_response() })
+        .layer(from_fn_with_state(state.clone(), authz::authorize))
         .layer(from_fn_with_state(state.clone(), authn::authenticate))
         .layer(TimeoutLayer::with_status_code(
             http::StatusCode::GATEWAY_TIMEOUT,
@@ -117,13 +132,8 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// `/metrics` needs an authenticated caller, as in kube-apiserver.
-async fn metrics_endpoint(
-    state: axum::extract::State<AppState>,
-    Extension(caller): Extension<Caller>,
-) -> axum::response::Response {
-    match caller.require() {
-        Ok(_) => discovery::metrics(state).await,
-        Err(e) => e.into_response(),
-    }
+/// `/metrics` needs an authorized caller (`get` on the path `/metrics`), as in kube-apiserver:
+/// the authorization layer has checked it.
+async fn metrics_endpoint(state: axum::extract::State<AppState>) -> axum::response::Response {
+    discovery::metrics(state).await
 }

@@ -39,6 +39,11 @@ struct ReviewLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -75,6 +80,7 @@ pub struct Metrics {
     issued: Family<IssueLabels, Counter>,
     reviews: Family<ReviewLabels, Counter>,
     stale: Counter,
+    signatures: Family<CacheLabels, Counter>,
 }
 
 impl Metrics {
@@ -88,6 +94,7 @@ impl Metrics {
             issued: Family::default(),
             reviews: Family::default(),
             stale: Counter::default(),
+            signatures: Family::default(),
         };
         registry.register(
             "warrant_http_requests",
@@ -113,6 +120,11 @@ impl Metrics {
             "warrant_stale_tokens",
             "Extended tokens used after their warnafter time (the client should have refreshed them)",
             metrics.stale.clone(),
+        );
+        registry.register(
+            "warrant_signature_cache_lookups",
+            "Token signatures looked up in the verified-signature cache, by result (hit or miss)",
+            metrics.signatures.clone(),
         );
         let build = Family::<BuildLabels, Gauge>::default();
         build
@@ -141,6 +153,15 @@ impl Metrics {
         }
     }
 
+    /// Counts a verified-signature cache lookup.
+    pub(crate) fn signature_lookup(&self, lookup: crate::signatures::Lookup) {
+        let result = match lookup {
+            crate::signatures::Lookup::Hit => "hit",
+            crate::signatures::Lookup::Miss => "miss",
+        };
+        self.signatures.get_or_create(&CacheLabels { result }).inc();
+    }
+
     fn request(&self, route: &'static str, method: &'static str, code: u16, elapsed: Duration) {
         self.requests
             .get_or_create(&RequestLabels {
@@ -155,10 +176,20 @@ impl Metrics {
     }
 }
 
-/// The route template a path belongs to, as a metric label.
+/// The route template a path belongs to, as a metric label. Allocates nothing: the path's
+/// first segments go into a fixed array.
 fn route_label(path: &str) -> &'static str {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match parts.as_slice() {
+    const MAX: usize = 8;
+    let mut segments = [""; MAX];
+    let mut count = 0;
+    for segment in path.trim_matches('/').split('/') {
+        match segments.get_mut(count) {
+            Some(slot) => *slot = segment,
+            None => return "unmatched",
+        }
+        count += 1;
+    }
+    match segments.get(..count).unwrap_or_default() {
         ["api", "v1", "namespaces", _, "serviceaccounts", _, "token"] => "tokenrequest",
         [
             "apis",
@@ -226,5 +257,7 @@ mod tests {
         assert_eq!(route_label("/openid/v1/jwks"), "jwks");
         assert_eq!(route_label("/openapi/v3/api/v1"), "openapi");
         assert_eq!(route_label("/random/path"), "unmatched");
+        assert_eq!(route_label("/a/b/c/d/e/f/g/h/i"), "unmatched");
+        assert_eq!(route_label("/"), "unmatched");
     }
 }

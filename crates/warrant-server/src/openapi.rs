@@ -11,8 +11,9 @@
 //! `openapi/endpoints.rs`), under 100 KB in all; requests copy prepared bytes.
 //!
 //! Which documents a request gets depends on whether kube-apiserver's aggregator relayed it
-//! (see [`View`]): the aggregator always sends `X-Remote-User` with what it relays, and a
-//! client talking to warrant directly has no reason to.
+//! (see [`View`]): the front-proxy authenticator marks such a request once it has verified the
+//! aggregator's certificate (`Caller::relayed_by_aggregator`). The `X-Remote-User` header
+//! alone proves nothing, and is removed from every request before it gets here.
 
 mod definitions;
 mod endpoints;
@@ -24,21 +25,19 @@ mod v3;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
+use axum::Extension;
 use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::header::{
-    ACCEPT, CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderName, HeaderValue, IF_NONE_MATCH, LOCATION,
-    VARY,
+    ACCEPT, CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH, LOCATION, VARY,
 };
 use http::{HeaderMap, StatusCode, Uri};
 use serde_json::{Value, json};
 
 use self::endpoints::View;
+use crate::authn::Caller;
 use crate::error::ApiError;
-
-/// The header kube-apiserver's aggregator names the user in, on every request it relays.
-const RELAYED_FOR: HeaderName = HeaderName::from_static("x-remote-user");
 
 /// The media type client-go asks `/openapi/v2` for, and the one kube-apiserver answers with
 /// (it accepts both).
@@ -125,8 +124,8 @@ impl Documents {
         })
     }
 
-    fn view(&self, headers: &HeaderMap) -> &ViewDocuments {
-        if headers.contains_key(RELAYED_FOR) {
+    fn view(&self, caller: &Caller) -> &ViewDocuments {
+        if caller.relayed_by_aggregator() {
             &self.aggregated
         } else {
             &self.direct
@@ -216,12 +215,12 @@ fn not_acceptable(offered: &[&str]) -> Response {
 }
 
 /// `GET /openapi/v2`.
-pub(crate) async fn v2(headers: HeaderMap) -> Response {
+pub(crate) async fn v2(Extension(caller): Extension<Caller>, headers: HeaderMap) -> Response {
     let documents = match documents() {
         Ok(d) => d,
         Err(e) => return e.into_response(),
     };
-    let view = documents.view(&headers);
+    let view = documents.view(&caller);
     let offered = [JSON, PROTOBUF_V2_REQUESTED, PROTOBUF_V2];
     let mut response = match negotiate(&headers, &offered) {
         Some(JSON) => answer(&headers, &view.v2_json, JSON),
@@ -235,12 +234,12 @@ pub(crate) async fn v2(headers: HeaderMap) -> Response {
 }
 
 /// `GET /openapi/v3`: the index.
-pub(crate) async fn v3_index(headers: HeaderMap) -> Response {
+pub(crate) async fn v3_index(Extension(caller): Extension<Caller>, headers: HeaderMap) -> Response {
     let documents = match documents() {
         Ok(d) => d,
         Err(e) => return e.into_response(),
     };
-    let mut response = answer(&headers, &documents.view(&headers).v3_index, JSON);
+    let mut response = answer(&headers, &documents.view(&caller).v3_index, JSON);
     response
         .headers_mut()
         .insert(VARY, HeaderValue::from_static("X-Remote-User"));

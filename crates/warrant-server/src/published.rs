@@ -16,9 +16,12 @@ use bytes::Bytes;
 use http::HeaderValue;
 use jiff::Timestamp;
 use warrant_keys::KeySet;
-use warrant_token::{DocumentError, Verifier, render_discovery, render_jwks};
+use warrant_token::{
+    DocumentError, TokenError, VerifiedToken, Verifier, render_discovery, render_jwks,
+};
 
 use crate::settings::Settings;
+use crate::signatures::{Lookup, SignatureCache};
 
 /// How long relying parties may cache the documents, at most: kube-apiserver's value for
 /// static keys.
@@ -39,6 +42,8 @@ pub struct Published {
     discovery: Result<(Bytes, HeaderValue), DocumentError>,
     /// The header for static keys, or after a managed set's next change has passed.
     default_cache_control: HeaderValue,
+    /// Signatures verified with these keys.
+    signatures: SignatureCache,
 }
 
 /// A strong ETag for a body: the quoted base64url SHA-256 of its bytes.
@@ -84,7 +89,24 @@ impl Published {
             jwks_etag,
             discovery,
             default_cache_control,
+            signatures: SignatureCache::new(),
         }
+    }
+
+    /// Verifies a token against these keys for the `requested` audiences at `now`, skipping the
+    /// signature check for a token whose signature was verified before (see
+    /// [`crate::signatures`]). Reports whether the signature came from the cache.
+    pub(crate) fn verify(
+        &self,
+        token: &str,
+        requested: &[String],
+        now: Timestamp,
+    ) -> (Result<VerifiedToken, TokenError>, Lookup) {
+        let (claims, lookup) = self.signatures.verify_signature(&self.verifier, token, now);
+        (
+            claims.and_then(|claims| self.verifier.validate(claims, requested, now)),
+            lookup,
+        )
     }
 
     /// The keys.

@@ -8,6 +8,7 @@ use warrant_keys::KeySet;
 use warrant_objects::Objects;
 
 use crate::authn::Authenticator;
+use crate::authz::Authorizer;
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::published::Published;
@@ -24,6 +25,7 @@ struct Inner {
     published: ArcSwap<Published>,
     objects: Objects,
     authenticator: Authenticator,
+    authorizer: Authorizer,
     metrics: Metrics,
     registry: Registry,
     clock: Clock,
@@ -44,6 +46,8 @@ pub struct StateParts {
     pub objects: Objects,
     /// Who may call.
     pub authenticator: Authenticator,
+    /// What callers may do.
+    pub authorizer: Authorizer,
     /// A registry other components have already registered their metrics in.
     pub registry: Registry,
     /// The clock.
@@ -58,10 +62,13 @@ impl AppState {
             keys,
             objects,
             authenticator,
+            authorizer,
             mut registry,
             clock,
         } = parts;
         let metrics = Metrics::register(&mut registry);
+        authenticator.register_metrics(&mut registry);
+        authorizer.register_metrics(&mut registry);
         let published = ArcSwap::from_pointee(Published::new(&settings, keys));
         AppState {
             inner: Arc::new(Inner {
@@ -69,6 +76,7 @@ impl AppState {
                 published,
                 objects,
                 authenticator,
+                authorizer,
                 metrics,
                 registry,
                 clock,
@@ -103,6 +111,11 @@ impl AppState {
     /// Caller authentication.
     pub fn authenticator(&self) -> &Authenticator {
         &self.inner.authenticator
+    }
+
+    /// Caller authorization.
+    pub fn authorizer(&self) -> &Authorizer {
+        &self.inner.authorizer
     }
 
     /// API metrics.

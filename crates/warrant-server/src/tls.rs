@@ -1,5 +1,6 @@
-//! Serving the API over TLS: rustls (aws-lc-rs), HTTP/1.1 and HTTP/2 by ALPN, the verified
-//! client certificate attached to every request on its connection, graceful shutdown.
+//! Serving the API over TLS: rustls (aws-lc-rs), HTTP/1.1 and HTTP/2 by ALPN, a serving
+//! certificate reloaded when its files change, the verified client certificate attached to
+//! every request on its connection, graceful shutdown.
 //!
 //! This is a small accept loop over tokio-rustls and hyper-util rather than axum-server: it is
 //! where the peer certificate of a connection is at hand, to hand to the authenticator.
@@ -9,21 +10,30 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use rustls::RootCertStore;
-use rustls::server::WebPkiClientVerifier;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use crate::authn::PeerIdentity;
+use crate::authn::{ClientTrust, PeerCertificate};
+use crate::filewatch::{FileWatch, WatchError, watch_files};
 
 /// A TLS handshake that takes longer than this is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,19 +42,17 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long in-flight requests get to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-/// The serving certificate and key, and the CA that client certificates must chain to.
+/// The serving certificate and key files.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
     /// `--tls-cert-file`: the serving certificate chain (PEM).
     pub cert: PathBuf,
     /// `--tls-private-key-file`: its key (PEM).
     pub key: PathBuf,
-    /// `--client-ca-file`: CA bundle for client certificates; none means no client certificates.
-    pub client_ca: Option<PathBuf>,
 }
 
 /// Why TLS could not be set up. Each names the file.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum TlsError {
     /// A file could not be read or holds no usable PEM.
     #[error("{path}: {message}")]
@@ -66,8 +74,12 @@ fn file_error(path: &std::path::Path, message: impl std::fmt::Display) -> TlsErr
     }
 }
 
-/// Builds the rustls configuration from the files.
-pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
+
+/// Reads a certificate chain and its key, and checks that they belong together.
+fn read_pair(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
         .map_err(|e| file_error(&files.cert, e))?
         .collect::<Result<_, _>>()
@@ -76,29 +88,143 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsE
         return Err(file_error(&files.cert, "no CERTIFICATE block found"));
     }
     let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| file_error(&files.key, e))?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Config(e.to_string()))?;
-    let builder = match &files.client_ca {
-        None => builder.with_no_client_auth(),
-        Some(path) => {
-            let mut roots = RootCertStore::empty();
-            for cert in CertificateDer::pem_file_iter(path).map_err(|e| file_error(path, e))? {
-                roots
-                    .add(cert.map_err(|e| file_error(path, e))?)
-                    .map_err(|e| file_error(path, e))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| file_error(path, e))?;
-            builder.with_client_cert_verifier(verifier)
+    CertifiedKey::from_der(certs, key, &provider())
+        .map_err(|e| TlsError::Config(format!("{}: {e}", files.key.display())))
+}
+
+/// When a certificate stops being valid, in seconds since the epoch.
+fn not_after(pair: &CertifiedKey) -> Option<i64> {
+    let der = pair.cert.first()?;
+    let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(certificate.validity().not_after.timestamp())
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    result: &'static str,
+}
+
+#[derive(Debug)]
+struct CertificateInner {
+    files: TlsFiles,
+    current: ArcSwap<CertifiedKey>,
+    reloads: Family<ReloadLabels, Counter>,
+    expiry: Gauge,
+    generation: watch::Sender<u64>,
+}
+
+/// The serving certificate and key, reloaded from their files when they change (cert-manager
+/// and Secret volumes rotate them in place), so rotation needs no restart. A pair that does not
+/// load (a half-written file, a key that does not match the certificate) is refused and the
+/// last good pair keeps serving; each attempt is counted in
+/// `warrant_tls_serving_certificate_reloads_total{result}`. New connections get the new pair;
+/// open ones keep the one they started with.
+#[derive(Debug, Clone)]
+pub struct ServingCertificate {
+    inner: Arc<CertificateInner>,
+}
+
+impl ServingCertificate {
+    /// Loads the pair; an unusable pair is an error (warrant does not start).
+    pub fn load(files: &TlsFiles) -> Result<ServingCertificate, TlsError> {
+        let pair = read_pair(files)?;
+        let expiry = Gauge::default();
+        if let Some(t) = not_after(&pair) {
+            expiry.set(t);
         }
-    };
-    let mut config = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| TlsError::Config(format!("{}: {e}", files.key.display())))?;
+        Ok(ServingCertificate {
+            inner: Arc::new(CertificateInner {
+                files: files.clone(),
+                current: ArcSwap::from_pointee(pair),
+                reloads: Family::default(),
+                expiry,
+                generation: watch::Sender::new(0),
+            }),
+        })
+    }
+
+    /// Registers the reload counter and `warrant_tls_serving_certificate_expiration_timestamp_seconds`.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "warrant_tls_serving_certificate_reloads",
+            "Reloads of the serving certificate and key, by result (success, failure)",
+            self.inner.reloads.clone(),
+        );
+        registry.register(
+            "warrant_tls_serving_certificate_expiration_timestamp_seconds",
+            "When the serving certificate in use expires (its notAfter)",
+            self.inner.expiry.clone(),
+        );
+    }
+
+    /// Rereads the files now. On failure the last good pair keeps serving.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let inner = &self.inner;
+        let result = read_pair(&inner.files);
+        let outcome = match result {
+            Ok(pair) => {
+                if let Some(t) = not_after(&pair) {
+                    inner.expiry.set(t);
+                }
+                inner.current.store(Arc::new(pair));
+                inner
+                    .reloads
+                    .get_or_create(&ReloadLabels { result: "success" })
+                    .inc();
+                tracing::info!(cert = %inner.files.cert.display(), "reloaded the serving certificate");
+                Ok(())
+            }
+            Err(error) => {
+                inner
+                    .reloads
+                    .get_or_create(&ReloadLabels { result: "failure" })
+                    .inc();
+                tracing::error!(%error, "reloading the serving certificate failed; still serving the last good one");
+                Err(error)
+            }
+        };
+        inner.generation.send_modify(|g| *g = g.wrapping_add(1));
+        outcome
+    }
+
+    /// Reloads the pair whenever either file changes, until the guard is dropped. Must be
+    /// called within a Tokio runtime.
+    pub fn watch(&self) -> Result<FileWatch, WatchError> {
+        let this = self.clone();
+        let files = [self.inner.files.cert.clone(), self.inner.files.key.clone()];
+        watch_files(&files, move || {
+            let _ = this.reload();
+        })
+    }
+
+    /// A receiver that changes after every reload attempt.
+    pub fn reloads(&self) -> watch::Receiver<u64> {
+        self.inner.generation.subscribe()
+    }
+
+    /// The certificate chain in use (end entity first).
+    pub fn chain(&self) -> Vec<CertificateDer<'static>> {
+        self.inner.current.load().cert.clone()
+    }
+}
+
+impl ResolvesServerCert for ServingCertificate {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.inner.current.load_full())
+    }
+}
+
+/// The rustls configuration: `certificate` for the server, client certificates as `trust`
+/// has them (read afresh on every handshake).
+pub fn server_config(
+    certificate: &ServingCertificate,
+    trust: &ClientTrust,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_client_cert_verifier(trust.handshake_verifier())
+        .with_cert_resolver(Arc::new(certificate.clone()));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -153,15 +279,16 @@ pub async fn serve(
                     return;
                 }
             };
-            let identity = stream
+            // Verified by the handshake against one of the client CAs; the authenticators
+            // decide which.
+            let certificate = stream
                 .get_ref()
                 .1
                 .peer_certificates()
-                .and_then(|chain| chain.first())
-                .map(|cert| PeerIdentity::from_certificate(cert))
+                .map(|chain| PeerCertificate::new(chain.to_vec()))
                 .unwrap_or_default();
             let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
-                request.extensions_mut().insert(identity.clone());
+                request.extensions_mut().insert(certificate.clone());
                 app.clone().oneshot(request)
             });
             let connection = builder.serve_connection_with_upgrades(

@@ -16,7 +16,8 @@ use warrant_token::{
     validate_expiration_seconds,
 };
 
-use crate::authn::Caller;
+use crate::authn::{Caller, User};
+use crate::authz::{self, Attributes, Authorized, TokenAsk};
 use crate::body;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -29,6 +30,7 @@ const KIND: &str = "TokenRequest";
 pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    Extension(authorized): Extension<Authorized>,
     Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
@@ -36,7 +38,7 @@ pub(crate) async fn create(
     let result = async {
         let user = caller.require()?.clone();
         let request: TokenRequest = body::decode(&headers, body).await?;
-        let issued = issue(&state, &namespace, &name, request).await?;
+        let issued = issue(&state, &user, &authorized, &namespace, &name, request).await?;
         tracing::info!(
             user = %user.name,
             namespace = %namespace,
@@ -74,9 +76,11 @@ pub(crate) struct Issued {
     pub(crate) jti: String,
 }
 
-/// Issues a token for `namespace/name` as asked by `request`.
+/// Issues a token for `namespace/name` as asked by `request`, for `user` as `authorized`.
 pub(crate) async fn issue(
     state: &AppState,
+    user: &User,
+    authorized: &Authorized,
     namespace: &str,
     name: &str,
     mut request: TokenRequest,
@@ -147,9 +151,11 @@ pub(crate) async fn issue(
     }
 
     let settings = state.settings();
-    let audiences = match request.spec.audiences.take() {
-        Some(auds) if !auds.is_empty() => auds,
-        _ => settings.api_audiences.clone(),
+    let requested_audiences = request.spec.audiences.take().unwrap_or_default();
+    let audiences = if requested_audiences.is_empty() {
+        settings.api_audiences.clone()
+    } else {
+        requested_audiences.clone()
     };
     meta.name = Some(name.to_owned());
     meta.namespace = Some(namespace.to_owned());
@@ -171,6 +177,27 @@ pub(crate) async fn issue(
             detail,
         ));
     }
+
+    // Admission (kube's validating admission step): node restriction and the grant's limits.
+    let group = match &authorized.attributes {
+        Attributes::Resource(r) => r.group.as_str(),
+        Attributes::NonResource { .. } => "",
+    };
+    let capped = settings
+        .expiration
+        .max_seconds
+        .filter(|max| *max > 0)
+        .map_or(requested, |max| requested.min(max));
+    let ask = TokenAsk {
+        group,
+        namespace,
+        service_account: name,
+        requested: &requested_audiences,
+        audiences: &audiences,
+        expiration_seconds: capped,
+        bound: request.spec.bound_object_ref.as_ref(),
+    };
+    authz::admit_token_request(state, user, &authorized.grant, &ask, now).await?;
 
     let binding = match &request.spec.bound_object_ref {
         Some(reference) => bind(state, namespace, name, reference).await?,

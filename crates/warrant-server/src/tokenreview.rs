@@ -91,41 +91,31 @@ pub(crate) async fn review(
 
     let now = state.clock().now();
     let published = state.published();
+    let (verified, lookup) = published.verify(&request.spec.token, &request.spec.audiences, now);
+    state.metrics().signature_lookup(lookup);
+    // Signature, issuer, audience and time; then, on every review, the objects.
+    let outcome = match verified {
+        Err(e) if e == TokenError::NotMine => Err((ReviewResult::NotMine, e.to_string())),
+        Err(e) => Err((ReviewResult::Invalid, e.to_string())),
+        Ok(verified) => match check_token_objects(state.objects(), &verified.claims, now).await {
+            Err(e @ ObjectError::Lookup(_)) => Err((ReviewResult::Unavailable, e.to_string())),
+            Err(e) => Err((ReviewResult::Invalid, e.to_string())),
+            Ok(()) => Ok(verified),
+        },
+    };
     let mut status = TokenReviewStatus::default();
-    let (result, stale) =
-        match published
-            .verifier()
-            .verify(&request.spec.token, &request.spec.audiences, now)
-        {
-            Err(e) => {
-                status.error = e.to_string();
-                (
-                    if e == TokenError::NotMine {
-                        ReviewResult::NotMine
-                    } else {
-                        ReviewResult::Invalid
-                    },
-                    false,
-                )
-            }
-            Ok(verified) => match check_token_objects(state.objects(), &verified.claims, now).await
-            {
-                Err(e) => {
-                    status.error = e.to_string();
-                    let result = match e {
-                        ObjectError::Lookup(_) => ReviewResult::Unavailable,
-                        _ => ReviewResult::Invalid,
-                    };
-                    (result, false)
-                }
-                Ok(()) => {
-                    status.authenticated = true;
-                    status.user = verified.user_info();
-                    status.audiences = verified.audiences.clone();
-                    (ReviewResult::Authenticated, verified.is_stale(now))
-                }
-            },
-        };
+    let (result, stale) = match outcome {
+        Ok(verified) => {
+            status.authenticated = true;
+            status.user = verified.user_info();
+            status.audiences = verified.audiences.clone();
+            (ReviewResult::Authenticated, verified.is_stale(now))
+        }
+        Err((result, error)) => {
+            status.error = error;
+            (result, false)
+        }
+    };
     state.metrics().token_reviewed(result, stale);
     if stale {
         tracing::info!(user = %status.user.username, "stale token: used after its warnafter time");

@@ -354,8 +354,8 @@ pub(crate) struct ServeArgs {
     /// Serving certificate's private key (PEM).
     #[arg(long = "tls-private-key-file", value_name = "PATH")]
     pub(crate) tls_private_key_file: PathBuf,
-    /// CA bundle that client certificates must chain to; a verified certificate's CN is the
-    /// user name and each O a group.
+    /// CA bundle that users' client certificates must chain to; a verified certificate's CN
+    /// is the user name and each O a group.
     #[arg(long = "client-ca-file", value_name = "PATH")]
     pub(crate) client_ca_file: Option<PathBuf>,
     /// Static bearer tokens, kube-apiserver's CSV format: token,user,uid[,"group1,group2"].
@@ -370,6 +370,9 @@ pub(crate) struct ServeArgs {
     /// warrant uses the in-cluster configuration when it runs in a pod.
     #[arg(long = "kubeconfig", value_name = "PATH")]
     pub(crate) kubeconfig: Option<PathBuf>,
+    /// Front proxy, delegation and authorization (docs/security.md).
+    #[command(flatten)]
+    pub(crate) auth: crate::auth::AuthArgs,
 }
 
 /// `warrant local-setup`.

@@ -9,14 +9,14 @@ use tokio::net::TcpListener;
 use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
 use warrant_server::{
-    AppState, Authenticator, Clock, Settings, StateParts, TlsFiles, TokenFile, router, serve,
+    AppState, Clock, ServingCertificate, Settings, StateParts, TlsFiles, router, serve,
     server_config, validate_issuers, validate_max_expiration,
 };
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
 use crate::cli::ServeArgs;
 use crate::keys::{self, KeySource};
-use crate::objects;
+use crate::{auth, objects};
 
 /// Runs the server.
 pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
@@ -30,9 +30,13 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
     if let KeySource::Managed { rotation, .. } = &key_source {
         warn_about_policy(&keys::policy(rotation, None, max_token_seconds));
     }
-    if args.objects_file.is_some() && args.kubeconfig.is_some() && !key_source.uses_cluster() {
+    if args.objects_file.is_some()
+        && args.kubeconfig.is_some()
+        && !key_source.uses_cluster()
+        && !args.auth.uses_cluster_kubeconfig()
+    {
         tracing::warn!(
-            "--kubeconfig is not used: objects come from --objects-file, and no --key-secret is set"
+            "--kubeconfig is not used: objects come from --objects-file, and neither --key-secret nor delegation is set"
         );
     }
     let keys = keys::open(
@@ -43,21 +47,22 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
         &clock,
     )
     .await?;
-    let tls = server_config(&TlsFiles {
+    let certificate = ServingCertificate::load(&TlsFiles {
         cert: args.tls_cert_file.clone(),
         key: args.tls_private_key_file.clone(),
-        client_ca: args.client_ca_file.clone(),
     })?;
-    let token_file = match &args.token_auth_file {
-        Some(path) => Some(TokenFile::load(path)?),
-        None => None,
-    };
-    if token_file.is_none() && args.client_ca_file.is_none() {
-        tracing::warn!(
-            "neither --token-auth-file nor --client-ca-file is set: no caller can authenticate, so TokenRequest and TokenReview will answer 401"
-        );
-    }
+    let _certificate_watch = certificate.watch()?;
 
+    certificate.register_metrics(&mut registry);
+    let auth = auth::setup(
+        &args.auth,
+        args.client_ca_file.as_ref(),
+        args.token_auth_file.as_ref(),
+        args.kubeconfig.as_ref(),
+        &mut registry,
+    )
+    .await?;
+    let tls = server_config(&certificate, &auth.trust)?;
     let (source, _objects) =
         objects::open(&args, &mut registry, clock.clone(), clock.now()).await?;
 
@@ -65,7 +70,8 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
         settings,
         keys: keys.initial.clone(),
         objects: Objects::new(source),
-        authenticator: Authenticator { token_file },
+        authenticator: auth.authenticator,
+        authorizer: auth.authorizer,
         registry,
         clock: clock.clone(),
     });
@@ -90,6 +96,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
         alg = %published.keys().signing_at(state.clock().now()).algorithm(),
         "serving"
     );
+    let _auth = auth.running;
     serve(listener, tls, router(state), shutdown_signal()).await;
     keys.stop().await;
     tracing::info!("stopped");

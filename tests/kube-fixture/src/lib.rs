@@ -25,15 +25,17 @@
 //! [`Cluster::inject_raw_line`], and [`Fixture::stop`]/[`Fixture::restart`] for a restart on the
 //! same port. [`Cluster::requests`] and [`Cluster::request_log`] say what clients asked.
 //!
-//! Routes for other APIs (TokenReview, SubjectAccessReview, Leases, Secret writes) are added with
-//! [`Fixture::start_with`]; they take precedence over the generic object API and get a
-//! [`Cluster`] handle.
+//! Routes for other APIs are added with [`Fixture::start_with`]; they take precedence over the
+//! generic object API and get a [`Cluster`] handle. TokenReview and SubjectAccessReview, with
+//! answers the test decides, come ready-made in [`authority`]. Other resources (ConfigMaps,
+//! Leases) are served once [`Cluster::register`]ed.
 //!
 //! Unsupported on purpose: label selectors and every field selector but `metadata.name=NAME`
 //! (a `400`, never a silently wrong answer), discovery, and authentication (the kubeconfig
 //! carries a token that is not checked).
 
 mod api;
+pub mod authority;
 mod cluster;
 pub mod objects;
 mod writes;

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, ContainerStatus, Node, NodeSpec, Pod, PodCondition, PodSpec,
-    PodStatus, ProjectedVolumeSource, ResourceRequirements, Secret, ServiceAccount,
+    ConfigMap, Container, ContainerPort, ContainerStatus, Node, NodeSpec, Pod, PodCondition,
+    PodSpec, PodStatus, ProjectedVolumeSource, ResourceRequirements, Secret, ServiceAccount,
     ServiceAccountTokenProjection, Toleration, Volume, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -31,6 +31,19 @@ pub fn service_account(namespace: &str, name: &str, uid: &str) -> ServiceAccount
     ServiceAccount {
         metadata: meta(Some(namespace), name, uid),
         ..ServiceAccount::default()
+    }
+}
+
+/// A ConfigMap with string data (register `ResourceType::of::<ConfigMap>()` to serve it).
+pub fn config_map(namespace: &str, name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: meta(Some(namespace), name, ""),
+        data: Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        ..ConfigMap::default()
     }
 }
 

@@ -10,9 +10,17 @@
     clippy::indexing_slicing
 )]
 
+mod authz;
+mod configmap;
+mod delegated;
 mod documents;
+mod frontproxy;
 mod limits;
+mod node;
 mod openapi;
+mod pki;
 mod support;
+mod tls;
 mod tokenrequest;
 mod tokenreview;
+mod webhook;

@@ -5,6 +5,9 @@ use axum::body::Body;
 use http::{Method, Request, StatusCode};
 use serde_json::Value;
 
+use warrant_server::{FrontProxy, RequestHeaders};
+
+use crate::pki::Ca;
 use crate::support::*;
 
 const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
@@ -120,15 +123,40 @@ async fn v3_index_links_each_group_version() {
     assert_eq!(unknown.json["kind"], "Status");
 }
 
-/// What kube-apiserver's aggregator relays (it always names the user) sees warrant's own
-/// group only: the aggregator merges the v3 index as given, and must not be offered `api/v1`.
+/// What kube-apiserver's aggregator relays sees warrant's own group only: the aggregator
+/// merges the v3 index as given, and must not be offered `api/v1`. Relayed means authenticated
+/// by the front proxy: the header alone, without the aggregator's certificate, changes nothing.
 #[tokio::test]
 async fn relayed_requests_see_warrants_group_only() {
-    let api = api();
+    let proxy_ca = Ca::new("front-proxy-ca");
+    let api = api_auth(|authn, _| {
+        authn.trust.set_front_proxy(Some(FrontProxy {
+            ca: proxy_ca.bundle(),
+            allowed_names: vec!["front-proxy-client".into()],
+            headers: RequestHeaders::default(),
+        }));
+    });
+    let aggregator = proxy_ca.client("front-proxy-client", &[]);
     let relayed = [("x-remote-user", "system:aggregator")];
-    let index = api.get_with("/openapi/v3", &relayed).await;
+    let index = api
+        .send_with_peer(
+            Method::GET,
+            "/openapi/v3",
+            Some(aggregator.peer()),
+            &relayed,
+            None,
+        )
+        .await;
     assert_eq!(keys(&index.json["paths"]), ["apis/warrant.dev/v1alpha1"]);
-    let v2 = api.get_with("/openapi/v2", &relayed).await;
+    let v2 = api
+        .send_with_peer(
+            Method::GET,
+            "/openapi/v2",
+            Some(aggregator.peer()),
+            &relayed,
+            None,
+        )
+        .await;
     assert!(
         keys(&v2.json["paths"])
             .iter()
@@ -143,6 +171,9 @@ async fn relayed_requests_see_warrants_group_only() {
     );
     let direct = api.get("/openapi/v2").await;
     assert_ne!(v2.headers["etag"], direct.headers["etag"]);
+    // The header without the certificate: the direct view.
+    let forged = api.get_with("/openapi/v2", &relayed).await;
+    assert_eq!(forged.headers["etag"], direct.headers["etag"]);
 }
 
 /// Every described operation is served (it answers 401 without credentials, not 404), and no

@@ -13,7 +13,10 @@ use serde_json::Value;
 use tower::ServiceExt;
 use warrant_keys::KeySet;
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
-use warrant_server::{AppState, Authenticator, Clock, Settings, StateParts, TokenFile, router};
+use warrant_server::{
+    AppState, Authenticator, Authorizer, Clock, PeerCertificate, Settings, StateParts, TokenFile,
+    router,
+};
 use warrant_token::{Claims, ExpirationPolicy, KeyType, SigningKey};
 
 pub(crate) const ISSUER: &str = "https://warrant.test";
@@ -59,6 +62,24 @@ pub(crate) fn pod(uid: &str, service_account: &str, node: &str) -> Record {
 /// Secret `app-token`, Pod `other-0` of ServiceAccount `other`, an unscheduled Pod `pending`
 /// and Pod `orphan` on a node that does not exist.
 pub(crate) fn api_with(expiration: ExpirationPolicy) -> Api {
+    build(expiration, |_, _| {})
+}
+
+/// Static tokens besides the admin's: `bob` (group `dev`), and the kubelets of `node-1` and
+/// `node-2`.
+pub(crate) const BOB: &str = "bob-token";
+pub(crate) const NODE_1: &str = "node-1-token";
+pub(crate) const NODE_2: &str = "node-2-token";
+
+/// The standard server, with authentication and authorization as `configure` sets them.
+pub(crate) fn api_auth(configure: impl FnOnce(&mut Authenticator, &mut Authorizer)) -> Api {
+    build(ExpirationPolicy::default(), configure)
+}
+
+fn build(
+    expiration: ExpirationPolicy,
+    configure: impl FnOnce(&mut Authenticator, &mut Authorizer),
+) -> Api {
     let objects = Arc::new(MemorySource::new());
     objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID));
     objects.put(
@@ -90,17 +111,25 @@ pub(crate) fn api_with(expiration: ExpirationPolicy) -> Api {
         expiration,
     };
     let token_file = TokenFile::parse(
-        format!("{ADMIN},admin,admin-uid,system:masters\n").as_bytes(),
+        format!(
+            "{ADMIN},admin,admin-uid,system:masters\n{BOB},bob,bob-uid,dev\n\
+             {NODE_1},system:node:node-1,n1,system:nodes\n{NODE_2},system:node:node-2,n2,system:nodes\n"
+        )
+        .as_bytes(),
         "tokens.csv",
     )
     .unwrap();
+    let mut authenticator = Authenticator::default();
+    authenticator.token_file = Some(token_file);
+    authenticator.own_tokens = true;
+    let mut authorizer = Authorizer::default();
+    configure(&mut authenticator, &mut authorizer);
     let state = AppState::new(StateParts {
         settings,
         keys: KeySet::new(key().clone(), vec![]),
         objects: Objects::new(objects.clone()),
-        authenticator: Authenticator {
-            token_file: Some(token_file),
-        },
+        authenticator,
+        authorizer,
         registry: Registry::default(),
         clock: Clock::manual(Timestamp::from_second(NOW).unwrap()),
     });
@@ -143,14 +172,55 @@ impl Api {
 
     /// An authenticated POST of a JSON body.
     pub(crate) async fn post(&self, uri: &str, body: Value) -> Reply {
+        self.post_as(ADMIN, uri, body).await
+    }
+
+    /// A POST of a JSON body with `token` as the bearer token.
+    pub(crate) async fn post_as(&self, token: &str, uri: &str, body: Value) -> Reply {
         self.send(
             Request::builder()
                 .method(Method::POST)
                 .uri(uri)
-                .header("authorization", format!("Bearer {ADMIN}"))
+                .header("authorization", format!("Bearer {token}"))
                 .header("content-type", "application/json")
                 .body(Body::from(body.to_string()))
                 .unwrap(),
+        )
+        .await
+    }
+
+    /// A request made over a connection whose client presented `peer`, with `headers`.
+    pub(crate) async fn send_with_peer(
+        &self,
+        method: Method,
+        uri: &str,
+        peer: Option<PeerCertificate>,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> Reply {
+        let mut request = Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let mut request = match body {
+            Some(body) => request
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap(),
+            None => request.body(Body::empty()).unwrap(),
+        };
+        if let Some(peer) = peer {
+            request.extensions_mut().insert(peer);
+        }
+        self.send(request).await
+    }
+
+    /// Requests a token for `demo/<sa>` as the holder of `token`.
+    pub(crate) async fn token_as(&self, token: &str, sa: &str, spec: Value) -> Reply {
+        self.post_as(
+            token,
+            &format!("/api/v1/namespaces/demo/serviceaccounts/{sa}/token"),
+            serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}),
         )
         .await
     }
@@ -189,6 +259,14 @@ impl Api {
             }),
         )
         .await
+    }
+
+    /// Moves the clock on by `seconds`.
+    pub(crate) fn advance(&self, seconds: i64) {
+        let now = self.state.clock().now();
+        self.state
+            .clock()
+            .set(now + jiff::SignedDuration::from_secs(seconds));
     }
 
     pub(crate) fn set_now(&self, second: i64) {

@@ -220,3 +220,68 @@ async fn request_errors() {
         .await;
     assert_eq!(r.code, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn cached_signatures_never_skip_the_object_checks_or_outlive_the_keys() {
+    let api = api();
+    let token = pod_token(&api, &[]).await;
+    let metric = |text: &str, result: &str| {
+        let line = format!("warrant_signature_cache_lookups_total{{result=\"{result}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .map_or(0, |v| v.parse::<u64>().unwrap())
+    };
+    let metrics = || async {
+        api.send(
+            http::Request::builder()
+                .uri("/metrics")
+                .header("authorization", format!("Bearer {ADMIN}"))
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .text
+    };
+    for _ in 0..3 {
+        assert_eq!(
+            api.review("authentication.k8s.io/v1", &token, &[])
+                .await
+                .json["status"]["authenticated"],
+            true
+        );
+    }
+    let text = metrics().await;
+    assert_eq!((metric(&text, "miss"), metric(&text, "hit")), (1, 2));
+
+    // The signature is cached; the pod's deletion still revokes at once.
+    api.objects.remove(Kind::Pod, "demo", "app-0");
+    assert_eq!(
+        api.review("authentication.k8s.io/v1", &token, &[])
+            .await
+            .json["status"]["error"],
+        "service account token has been invalidated"
+    );
+    assert_eq!(metric(&metrics().await, "hit"), 3);
+    api.objects
+        .put(Kind::Pod, "demo", "app-0", pod(POD_UID, "app", "node-1"));
+
+    // Time is still checked on a hit.
+    api.set_now(NOW + 3600 + 61);
+    assert_eq!(
+        api.review("authentication.k8s.io/v1", &token, &[])
+            .await
+            .json["status"]["error"],
+        "service account token has expired"
+    );
+    api.set_now(NOW);
+
+    // New keys without the old one: the cached signature does not carry the token through.
+    let next = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    api.state.set_keys(warrant_keys::KeySet::new(next, vec![]));
+    assert_eq!(
+        api.review("authentication.k8s.io/v1", &token, &[])
+            .await
+            .json["status"]["error"],
+        "invalid signature, no keys found"
+    );
+}

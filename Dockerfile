@@ -1,0 +1,17 @@
+# A minimal image of the warrant binary (docs/install.md). Not built by this repository's
+# tests (they run no container engine); build it with `docker build -t warrant .`.
+#
+# Build: the toolchain the workspace pins (Cargo.toml rust-version), with cmake for aws-lc.
+FROM rust:1.95-bookworm AS build
+RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked --bin warrant && cp target/release/warrant /warrant
+
+# Run: distroless with glibc (aws-lc links against it), no shell, non-root (uid 65532).
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /warrant /warrant
+USER 65532:65532
+EXPOSE 8443
+ENTRYPOINT ["/warrant"]
+CMD ["--help"]

@@ -1,0 +1,370 @@
+//! Who is calling: a chain of authenticators in kube-apiserver's order (spec §3.6), each
+//! optional, in its own module with what it trusts written at its top:
+//!
+//! 1. [`frontproxy`]: kube-apiserver's aggregator, identified by a client certificate from the
+//!    request-header CA, relaying its caller's identity in `X-Remote-*` headers;
+//! 2. [`x509`]: a client certificate from `--client-ca-file`;
+//! 3. a bearer token, tried against [`tokenfile`] (`--token-auth-file`), then [`owntoken`]
+//!    (warrant's own tokens for its API audiences), then [`delegated`] (kube-apiserver's
+//!    TokenReview);
+//! 4. otherwise anonymous.
+//!
+//! The first success wins. A failure is not the end: the chain goes on, as kube's union does,
+//! and only if nothing succeeds does any failure turn into `401` (never into anonymous). Two
+//! deliberate exceptions, both stricter than kube: a bearer header that is not `Bearer <token>`
+//! is a `401`, and a token that warrant recognises as its own but finds invalid (expired,
+//! revoked, for another audience) is a `401` at once, never forwarded to kube-apiserver, which
+//! may trust warrant's issuer without knowing about bound objects and so cannot revoke.
+//!
+//! Identity headers (`X-Remote-User` and the rest, under their configured names) are removed
+//! from every request once authentication is done, so no handler can be misled by one a client
+//! sent itself; a request the front proxy authenticated is marked by its [`Via`] instead.
+
+pub(crate) mod configmap;
+pub(crate) mod delegated;
+pub(crate) mod frontproxy;
+pub(crate) mod owntoken;
+pub(crate) mod tokenfile;
+pub(crate) mod x509;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use rustls_pki_types::CertificateDer;
+use warrant_token::GROUP_AUTHENTICATED;
+
+pub use self::configmap::{Follow, follow_extension_authentication};
+pub use self::delegated::DelegatedAuthentication;
+pub use self::frontproxy::{FrontProxy, RequestHeaders};
+pub use self::owntoken::BoundTo;
+pub use self::tokenfile::{TokenFile, TokenFileError};
+pub use self::x509::{CaBundle, CaError, ClientTrust};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// How a caller proved who they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Via {
+    /// Relayed by kube-apiserver's aggregator (a front-proxy certificate and `X-Remote-*`).
+    FrontProxy,
+    /// A client certificate from `--client-ca-file`.
+    ClientCertificate,
+    /// A static token from `--token-auth-file`.
+    TokenFile,
+    /// A token warrant issued for one of its API audiences; what it was bound to.
+    OwnToken(Option<BoundTo>),
+    /// A token kube-apiserver vouched for (TokenReview).
+    Delegated,
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// The user name (`admin`, `system:node:n1`, …).
+    pub name: String,
+    /// The user's UID, if the authenticator knows one.
+    pub uid: String,
+    /// Groups, including `system:authenticated`.
+    pub groups: Vec<String>,
+    /// Extra attributes (`authentication.kubernetes.io/pod-name`, …), as kube's `UserInfo`.
+    pub extra: BTreeMap<String, Vec<String>>,
+    /// How the caller authenticated.
+    pub via: Via,
+}
+
+impl User {
+    /// A user with `system:authenticated` added to `groups`, as kube's group adder does.
+    pub fn new(name: String, uid: String, groups: Vec<String>, via: Via) -> Self {
+        let mut user = User {
+            name,
+            uid,
+            groups,
+            extra: BTreeMap::new(),
+            via,
+        };
+        user.add_authenticated();
+        user
+    }
+
+    fn add_authenticated(&mut self) {
+        let unauthenticated = self.name == "system:anonymous"
+            || self.groups.iter().any(|g| g == "system:unauthenticated");
+        if !unauthenticated && !self.groups.iter().any(|g| g == GROUP_AUTHENTICATED) {
+            self.groups.push(GROUP_AUTHENTICATED.to_owned());
+        }
+    }
+
+    /// True if the user is in `group`.
+    pub fn in_group(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
+    }
+
+    /// True if kube-apiserver's aggregator relayed this request.
+    pub fn relayed_by_aggregator(&self) -> bool {
+        self.via == Via::FrontProxy
+    }
+}
+
+/// Who made a request, as seen by handlers.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// No credentials were presented.
+    Anonymous,
+    /// A verified identity.
+    User(Arc<User>),
+}
+
+impl Caller {
+    /// The user, or 401 for an anonymous caller.
+    pub fn require(&self) -> Result<&Arc<User>, ApiError> {
+        match self {
+            Caller::User(user) => Ok(user),
+            Caller::Anonymous => Err(ApiError::unauthorized()),
+        }
+    }
+
+    /// True if kube-apiserver's aggregator relayed this request (see [`Via::FrontProxy`]).
+    pub fn relayed_by_aggregator(&self) -> bool {
+        matches!(self, Caller::User(user) if user.relayed_by_aggregator())
+    }
+}
+
+/// The certificate chain a client presented on this connection (end entity first). The TLS
+/// handshake has checked that it chains to one of the configured client CAs and that the
+/// client holds its key; each authenticator checks it again against the CA it trusts.
+#[derive(Debug, Clone, Default)]
+pub struct PeerCertificate(Option<Arc<[CertificateDer<'static>]>>);
+
+impl PeerCertificate {
+    /// A presented chain, end entity first.
+    pub fn new(chain: Vec<CertificateDer<'static>>) -> Self {
+        PeerCertificate((!chain.is_empty()).then(|| chain.into()))
+    }
+
+    /// The chain, if a certificate was presented.
+    pub fn chain(&self) -> Option<&[CertificateDer<'static>]> {
+        self.0.as_deref()
+    }
+}
+
+/// What one authenticator made of a request.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Not for this authenticator (no certificate, no header, not its token).
+    NotMine,
+    /// Authenticated.
+    User(Arc<User>),
+    /// For this authenticator, and refused; the reason is logged, never sent to the client.
+    Failed(String),
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuthnLabels {
+    method: &'static str,
+    result: &'static str,
+}
+
+/// The authenticators configured. Each is optional; see the module docs for the order.
+#[derive(Debug, Default)]
+pub struct Authenticator {
+    /// The client CAs (`--client-ca-file`, `--requestheader-client-ca-file`, or the cluster's
+    /// `extension-apiserver-authentication` ConfigMap) and the front-proxy rules, shared with
+    /// the TLS handshake.
+    pub trust: ClientTrust,
+    /// `--token-auth-file`.
+    pub token_file: Option<TokenFile>,
+    /// Accept warrant's own tokens for its API audiences as their service accounts.
+    pub own_tokens: bool,
+    /// Ask kube-apiserver about other bearer tokens (`--authentication-kubeconfig`).
+    pub delegated: Option<DelegatedAuthentication>,
+    results: Family<AuthnLabels, Counter>,
+}
+
+impl Authenticator {
+    /// Registers the authentication metrics (`warrant_authentications_total`, and the delegated
+    /// authenticator's) in `registry`.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "warrant_authentications",
+            "Requests by how their caller authenticated (method) and whether it worked",
+            self.results.clone(),
+        );
+        if let Some(delegated) = &self.delegated {
+            delegated.register_metrics(registry);
+        }
+    }
+
+    /// True once every source of trust has loaded (the cluster's front-proxy configuration,
+    /// when warrant follows it).
+    pub fn ready(&self) -> bool {
+        self.trust.ready()
+    }
+
+    /// The caller of a request, or why it is refused (always 401).
+    pub(crate) async fn authenticate(
+        &self,
+        state: &AppState,
+        headers: &HeaderMap,
+        peer: &PeerCertificate,
+        now: Timestamp,
+    ) -> Result<Caller, ApiError> {
+        let mut failures: Vec<(&'static str, String)> = Vec::new();
+        let trust = self.trust.load();
+
+        // 1 and 2: the client certificate, as a front proxy, then as a user.
+        if let Some(chain) = peer.chain() {
+            if let Some(front_proxy) = &trust.front_proxy {
+                match front_proxy.authenticate(headers, chain, now) {
+                    Outcome::User(user) => return Ok(self.success("front_proxy", user)),
+                    Outcome::Failed(why) => failures.push(("front_proxy", why)),
+                    Outcome::NotMine => {}
+                }
+            }
+            if let Some(ca) = &trust.client_ca {
+                match x509::authenticate(ca, chain, now) {
+                    Outcome::User(user) => return Ok(self.success("client_certificate", user)),
+                    Outcome::Failed(why) => failures.push(("client_certificate", why)),
+                    Outcome::NotMine => {}
+                }
+            }
+        }
+
+        // 3: a bearer token.
+        if let Some(value) = headers.get(AUTHORIZATION) {
+            let Some(token) = bearer(value) else {
+                return Err(self.refuse("bearer", "the Authorization header is not a bearer token"));
+            };
+            if let Some(user) = self.token_file.as_ref().and_then(|f| f.user(token)) {
+                return Ok(self.success("token_file", user));
+            }
+            if self.own_tokens {
+                match owntoken::authenticate(state, token, now).await {
+                    Outcome::User(user) => return Ok(self.success("own_token", user)),
+                    Outcome::Failed(why) => return Err(self.refuse("own_token", &why)),
+                    Outcome::NotMine => {}
+                }
+            }
+            if let Some(delegated) = &self.delegated {
+                match delegated.authenticate(token, now).await {
+                    Outcome::User(user) => return Ok(self.success("delegated", user)),
+                    Outcome::Failed(why) => failures.push(("delegated", why)),
+                    Outcome::NotMine => {}
+                }
+            }
+            if failures.is_empty() {
+                failures.push(("bearer", "invalid bearer token".to_owned()));
+            }
+        }
+
+        match failures.as_slice() {
+            [] => {
+                self.count("anonymous", "success");
+                Ok(Caller::Anonymous)
+            }
+            [(method, why)] => Err(self.refuse(method, why)),
+            many => {
+                let whys: Vec<&str> = many.iter().map(|(_, why)| why.as_str()).collect();
+                let method = many.first().map_or("bearer", |(m, _)| m);
+                Err(self.refuse(method, &format!("[{}]", whys.join(", "))))
+            }
+        }
+    }
+
+    fn count(&self, method: &'static str, result: &'static str) {
+        self.results
+            .get_or_create(&AuthnLabels { method, result })
+            .inc();
+    }
+
+    fn success(&self, method: &'static str, user: Arc<User>) -> Caller {
+        self.count(method, "success");
+        Caller::User(user)
+    }
+
+    fn refuse(&self, method: &'static str, why: &str) -> ApiError {
+        self.count(method, "failure");
+        tracing::info!(method, reason = why, "authentication failed");
+        ApiError::unauthorized()
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(value: &http::HeaderValue) -> Option<&str> {
+    let value = value.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Middleware: attaches the [`Caller`] to the request (or answers 401), then removes the
+/// identity headers so nothing downstream reads one a client sent.
+pub(crate) async fn authenticate(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let peer = request
+        .extensions()
+        .get::<PeerCertificate>()
+        .cloned()
+        .unwrap_or_default();
+    let now = state.clock().now();
+    let result = state
+        .authenticator()
+        .authenticate(&state, request.headers(), &peer, now)
+        .await;
+    frontproxy::strip_identity_headers(
+        request.headers_mut(),
+        state.authenticator().trust.load().front_proxy.as_deref(),
+    );
+    match result {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_header() {
+        let v = |s: &'static str| http::HeaderValue::from_static(s);
+        assert_eq!(bearer(&v("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(&v("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer(&v("Basic abc")), None);
+        assert_eq!(bearer(&v("Bearer ")), None);
+        assert_eq!(bearer(&v("Bearer")), None);
+    }
+
+    #[test]
+    fn authenticated_group_is_added_once() {
+        let user = User::new(
+            "a".into(),
+            String::new(),
+            vec!["system:authenticated".into()],
+            Via::TokenFile,
+        );
+        assert_eq!(user.groups, ["system:authenticated"]);
+        let anonymous = User::new(
+            "system:anonymous".into(),
+            String::new(),
+            vec![],
+            Via::FrontProxy,
+        );
+        assert!(anonymous.groups.is_empty());
+    }
+}

@@ -1,0 +1,170 @@
+//! Delegated authorization: kube-apiserver's SubjectAccessReview (`--authorization-kubeconfig`),
+//! as an aggregated API server asks it (spec §7.4). The attributes are the request's, so RBAC
+//! rules in the cluster decide: `create` on `serviceaccounts/token` (group `warrant.dev` on the
+//! aggregated path, `""` on the core path), `create` on `tokenreviews`, `get` on the
+//! non-resource path `/metrics`, and for nodes `request-serviceaccounts-token-audience` on an
+//! audience. kube-apiserver's own authorizers answer, the Node authorizer included.
+//!
+//! What this trusts: kube-apiserver's decisions (and the connection to it). An allow is
+//! unconstrained: RBAC has no notion of audiences or lifetimes. Node restriction still applies.
+//!
+//! Answers are reused for 10 s (allowed and denied alike, kube's delegating defaults), keyed by
+//! the whole review (user, groups, extras and attributes). A failure is retried with kube's
+//! backoff, never cached, and never an allow.
+
+use jiff::Timestamp;
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes as KubeResourceAttributes, SubjectAccessReview,
+    SubjectAccessReviewSpec,
+};
+use kube::api::Api;
+use prometheus_client::registry::Registry;
+
+use super::{Attributes, Decision, Grant};
+use crate::authn::User;
+use crate::delegation::{self, DelegationMetrics, DelegationOptions, ExpiringCache};
+
+const RESOURCE: &str = "subjectaccessreviews";
+
+#[derive(Debug, Clone)]
+enum Answer {
+    Allow,
+    Deny(String),
+    NoOpinion(String),
+}
+
+/// kube-apiserver's SubjectAccessReview, with kube's cache and retries.
+pub struct DelegatedAuthorization {
+    api: Api<SubjectAccessReview>,
+    options: DelegationOptions,
+    cache: ExpiringCache<String, Answer>,
+    metrics: DelegationMetrics,
+}
+
+impl std::fmt::Debug for DelegatedAuthorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelegatedAuthorization")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+/// The review kube-apiserver is asked.
+fn spec(user: &User, attributes: &Attributes) -> SubjectAccessReviewSpec {
+    let (resource_attributes, non_resource_attributes) = match attributes {
+        Attributes::Resource(r) => (
+            Some(KubeResourceAttributes {
+                namespace: non_empty(&r.namespace),
+                verb: non_empty(&r.verb),
+                group: Some(r.group.clone()),
+                version: non_empty(&r.version),
+                resource: non_empty(&r.resource),
+                subresource: non_empty(&r.subresource),
+                name: non_empty(&r.name),
+                ..KubeResourceAttributes::default()
+            }),
+            None,
+        ),
+        Attributes::NonResource { verb, path } => (
+            None,
+            Some(NonResourceAttributes {
+                verb: Some(verb.clone()),
+                path: Some(path.clone()),
+            }),
+        ),
+    };
+    SubjectAccessReviewSpec {
+        user: non_empty(&user.name),
+        uid: non_empty(&user.uid),
+        groups: Some(user.groups.clone()),
+        extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
+        resource_attributes,
+        non_resource_attributes,
+    }
+}
+
+impl DelegatedAuthorization {
+    /// Asks the kube-apiserver that `client` reaches.
+    pub fn new(client: kube::Client, options: DelegationOptions) -> Self {
+        DelegatedAuthorization {
+            api: Api::all(client),
+            options,
+            cache: ExpiringCache::new(8192),
+            metrics: DelegationMetrics::default(),
+        }
+    }
+
+    pub(crate) fn register_metrics(&self, registry: &mut Registry) {
+        self.metrics.register(
+            registry,
+            "warrant_delegated_authorization",
+            "delegated authorization (SubjectAccessReview)",
+        );
+    }
+
+    pub(crate) async fn decide(
+        &self,
+        user: &User,
+        attributes: &Attributes,
+        now: Timestamp,
+    ) -> Decision {
+        let spec = spec(user, attributes);
+        // The key is the review itself: the same question gets the same answer.
+        let key = serde_json::to_string(&spec).unwrap_or_default();
+        let answer = match self.cache.get(&key, now) {
+            Some(answer) => {
+                self.metrics.cache(RESOURCE, true);
+                answer
+            }
+            None => {
+                self.metrics.cache(RESOURCE, false);
+                let review = SubjectAccessReview {
+                    spec,
+                    ..SubjectAccessReview::default()
+                };
+                let reviewed = match delegation::create(
+                    &self.api,
+                    &review,
+                    &self.options,
+                    &self.metrics,
+                    RESOURCE,
+                )
+                .await
+                {
+                    Ok(reviewed) => reviewed,
+                    Err(e) => return Decision::Error(e.to_string()),
+                };
+                let status = reviewed.status.unwrap_or_default();
+                let reason = status.reason.unwrap_or_default();
+                let answer = if status.allowed && status.denied == Some(true) {
+                    return Decision::Error(
+                        "kube-apiserver's SubjectAccessReview both allowed and denied".to_owned(),
+                    );
+                } else if status.denied == Some(true) {
+                    Answer::Deny(reason)
+                } else if status.allowed {
+                    Answer::Allow
+                } else {
+                    Answer::NoOpinion(reason)
+                };
+                let ttl = match answer {
+                    Answer::Allow => self.options.allow_ttl,
+                    _ => self.options.deny_ttl,
+                };
+                if !key.is_empty() {
+                    self.cache.put(key, answer.clone(), now, ttl);
+                }
+                answer
+            }
+        };
+        match answer {
+            Answer::Allow => Decision::Allow(Grant::Unconstrained),
+            Answer::Deny(reason) => Decision::Deny(reason),
+            Answer::NoOpinion(reason) => Decision::NoOpinion(reason),
+        }
+    }
+}

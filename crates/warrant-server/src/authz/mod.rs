@@ -1,0 +1,559 @@
+//! What a caller may do: kube's authorization, in two steps.
+//!
+//! 1. **Authorization** (the [`authorize`] middleware), before a handler runs, on the request's
+//!    attributes as kube names them (`create` `serviceaccounts/token` in a namespace,
+//!    `create` `tokenreviews`, `get` `/metrics`). Authorizers are asked in turn, as kube's union
+//!    asks them: the first that allows or denies decides; if none does, the request is refused.
+//!    - the always-allowed groups (`--authorization-always-allow-groups`, `system:masters`);
+//!    - [`selfservice`]: a service account, with its own warrant token, asking for itself;
+//!    - [`policy`]: the policy file (`--authorization-policy-file`);
+//!    - [`delegated`]: kube-apiserver's SubjectAccessReview (`--authorization-kubeconfig`).
+//!
+//!    With none of the last three configured, only the always-allowed groups may do anything.
+//!    The always-allowed paths (`--authorization-always-allow-paths`) need neither
+//!    authentication nor authorization. OIDC discovery, the JWKS, API discovery, OpenAPI,
+//!    `/version` and health are public: they hold nothing secret, and relying parties, kubectl
+//!    and the aggregator read them.
+//! 2. **Admission** ([`admit_token_request`]), inside TokenRequest once the request is read and
+//!    validated (where kube runs its admission plugins): the [`Grant`] that step 1 gave is
+//!    checked against the token asked for (audiences, lifetime, binding), and a node is held
+//!    to [`node`] restriction, whoever authorized it.
+//!
+//! A refusal is a `403` `Status` in kube's words, naming the user and what was refused. An
+//! authorizer that cannot answer (kube-apiserver unreachable) makes the request fail with
+//! `503` unless another one allows it: it is never taken as an allow.
+
+pub(crate) mod delegated;
+pub(crate) mod node;
+pub(crate) mod policy;
+pub(crate) mod selfservice;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::Method;
+use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use warrant_token::go_quote;
+
+pub use self::delegated::DelegatedAuthorization;
+use self::policy::TokenGrant;
+pub use self::policy::{Policy, PolicyError, PolicyFile};
+use crate::authn::{Caller, User};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::BoundObjectReference;
+
+/// The verb of the authorization check a node's token request makes for an audience its pod
+/// does not name (kube's NodeRestriction).
+pub(crate) const VERB_AUDIENCE: &str = "request-serviceaccounts-token-audience";
+
+/// kube's default `--authorization-always-allow-paths`.
+pub const DEFAULT_ALWAYS_ALLOW_PATHS: [&str; 3] = ["/healthz", "/readyz", "/livez"];
+/// kube's default `--authorization-always-allow-groups`.
+pub const DEFAULT_ALWAYS_ALLOW_GROUPS: [&str; 1] = ["system:masters"];
+
+/// A resource request, as kube's `ResourceAttributes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceAttributes {
+    /// `create`, or [`VERB_AUDIENCE`].
+    pub verb: String,
+    /// API group: `""`, `warrant.dev`, `authentication.k8s.io`.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// `serviceaccounts`, `tokenreviews`, or an audience (for [`VERB_AUDIENCE`]).
+    pub resource: String,
+    /// `token`, or empty.
+    pub subresource: String,
+    /// The namespace; empty for cluster-scoped resources.
+    pub namespace: String,
+    /// The object's name; empty when none.
+    pub name: String,
+}
+
+impl ResourceAttributes {
+    /// `create serviceaccounts/token` for `namespace/name`.
+    pub fn token_request(group: &str, version: &str, namespace: &str, name: &str) -> Self {
+        ResourceAttributes {
+            verb: "create".to_owned(),
+            group: group.to_owned(),
+            version: version.to_owned(),
+            resource: "serviceaccounts".to_owned(),
+            subresource: "token".to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// `create tokenreviews`.
+    pub fn token_review(group: &str, version: &str) -> Self {
+        ResourceAttributes {
+            verb: "create".to_owned(),
+            group: group.to_owned(),
+            version: version.to_owned(),
+            resource: "tokenreviews".to_owned(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+        }
+    }
+
+    /// kube's NodeRestriction check for a node requesting `audience` for `namespace/name`.
+    pub fn audience(namespace: &str, service_account: &str, audience: &str) -> Self {
+        ResourceAttributes {
+            verb: VERB_AUDIENCE.to_owned(),
+            group: String::new(),
+            version: String::new(),
+            resource: audience.to_owned(),
+            subresource: String::new(),
+            namespace: namespace.to_owned(),
+            name: service_account.to_owned(),
+        }
+    }
+
+    pub(crate) fn is_token_request(&self) -> bool {
+        self.verb == "create" && self.resource == "serviceaccounts" && self.subresource == "token"
+    }
+
+    pub(crate) fn is_token_review(&self) -> bool {
+        self.verb == "create" && self.resource == "tokenreviews" && self.subresource.is_empty()
+    }
+}
+
+/// What a request does, as kube's authorizers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attributes {
+    /// An API resource.
+    Resource(ResourceAttributes),
+    /// A path that is not an API resource (`/metrics`).
+    NonResource {
+        /// The lower-case HTTP verb (`get`).
+        verb: String,
+        /// The path.
+        path: String,
+    },
+}
+
+impl Attributes {
+    /// The attributes of a protected request, or `None` for a public one (or one the router
+    /// will refuse: an unknown path or method needs no authorization to be refused).
+    pub fn of(method: &Method, path: &str) -> Option<Attributes> {
+        let segments: Vec<String> = path
+            .trim_start_matches('/')
+            .split('/')
+            .map(crate::authn::frontproxy::unescape)
+            .collect();
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let resource = match (method, segments.as_slice()) {
+            (
+                &Method::POST,
+                [
+                    "api",
+                    "v1",
+                    "namespaces",
+                    ns,
+                    "serviceaccounts",
+                    name,
+                    "token",
+                ],
+            ) => ResourceAttributes::token_request("", "v1", ns, name),
+            (
+                &Method::POST,
+                [
+                    "apis",
+                    "warrant.dev",
+                    "v1alpha1",
+                    "namespaces",
+                    ns,
+                    "serviceaccounts",
+                    name,
+                    "token",
+                ],
+            ) => ResourceAttributes::token_request("warrant.dev", "v1alpha1", ns, name),
+            (&Method::POST, ["apis", "authentication.k8s.io", version, "tokenreviews"])
+                if *version == "v1" || *version == "v1beta1" =>
+            {
+                ResourceAttributes::token_review("authentication.k8s.io", version)
+            }
+            (&Method::POST, ["apis", "warrant.dev", "v1alpha1", "tokenreviews"]) => {
+                ResourceAttributes::token_review("warrant.dev", "v1alpha1")
+            }
+            (&Method::GET | &Method::HEAD, ["metrics"]) => {
+                return Some(Attributes::NonResource {
+                    verb: "get".to_owned(),
+                    path: "/metrics".to_owned(),
+                });
+            }
+            _ => return None,
+        };
+        Some(Attributes::Resource(resource))
+    }
+
+    /// kube's words for a refusal: `User "alice" cannot create resource
+    /// "serviceaccounts/token" in API group "" in the namespace "demo"`.
+    fn refusal(&self, user: &str) -> String {
+        match self {
+            Attributes::NonResource { verb, path } => {
+                format!(
+                    "User {} cannot {verb} path {}",
+                    go_quote(user),
+                    go_quote(path)
+                )
+            }
+            Attributes::Resource(r) => {
+                let resource = if r.subresource.is_empty() {
+                    r.resource.clone()
+                } else {
+                    format!("{}/{}", r.resource, r.subresource)
+                };
+                let scope = if r.namespace.is_empty() {
+                    "at the cluster scope".to_owned()
+                } else {
+                    format!("in the namespace {}", go_quote(&r.namespace))
+                };
+                format!(
+                    "User {} cannot {} resource {} in API group {} {scope}",
+                    go_quote(user),
+                    r.verb,
+                    go_quote(&resource),
+                    go_quote(&r.group)
+                )
+            }
+        }
+    }
+
+    /// The `403` for a refusal with an optional reason from the authorizer.
+    pub(crate) fn forbidden(&self, user: &str, reason: &str) -> ApiError {
+        let mut message = self.refusal(user);
+        if !reason.is_empty() {
+            message.push_str(": ");
+            message.push_str(reason);
+        }
+        match self {
+            Attributes::NonResource { .. } => ApiError::forbidden("", "", "", &message),
+            Attributes::Resource(r) => {
+                ApiError::forbidden(&r.group, &r.resource, &r.name, &message)
+            }
+        }
+    }
+}
+
+/// What an authorization allowed, which admission then holds the token request to.
+#[derive(Debug, Clone)]
+pub enum Grant {
+    /// Whatever the request asks (an always-allowed group, kube-apiserver's SubjectAccessReview).
+    Unconstrained,
+    /// A service account asking for itself: [`selfservice`]'s rules.
+    SelfService(Arc<TokenGrant>),
+    /// The policy rules that cover the service account; one of them must allow the token.
+    Policy(Vec<Arc<TokenGrant>>),
+}
+
+/// An authorized request: what it was authorized as, and the grant. Handlers read it.
+#[derive(Debug, Clone)]
+pub struct Authorized {
+    /// The request's attributes.
+    pub attributes: Attributes,
+    /// What was allowed.
+    pub grant: Grant,
+}
+
+/// One authorizer's decision.
+#[derive(Debug, Clone)]
+pub(crate) enum Decision {
+    Allow(Grant),
+    /// An explicit refusal, with the authorizer's reason.
+    Deny(String),
+    /// No opinion, with the authorizer's reason (if it gave one).
+    NoOpinion(String),
+    /// The authorizer could not decide.
+    Error(String),
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuthzLabels {
+    authorizer: &'static str,
+    decision: &'static str,
+}
+
+/// The authorizers configured.
+#[derive(Debug)]
+pub struct Authorizer {
+    /// Paths served to anyone, authenticated or not (kube: `/healthz`, `/readyz`, `/livez`).
+    /// A trailing `*` matches any path with that prefix.
+    pub always_allow_paths: Vec<String>,
+    /// Groups whose members may do anything (kube: `system:masters`).
+    pub always_allow_groups: Vec<String>,
+    /// `--authorization-policy-file`.
+    pub policy: Option<PolicyFile>,
+    /// `--authorization-kubeconfig`.
+    pub delegated: Option<DelegatedAuthorization>,
+    decisions: Family<AuthzLabels, Counter>,
+}
+
+impl Default for Authorizer {
+    /// kube's always-allowed paths and groups, nothing else.
+    fn default() -> Self {
+        Authorizer {
+            always_allow_paths: DEFAULT_ALWAYS_ALLOW_PATHS.map(str::to_owned).to_vec(),
+            always_allow_groups: DEFAULT_ALWAYS_ALLOW_GROUPS.map(str::to_owned).to_vec(),
+            policy: None,
+            delegated: None,
+            decisions: Family::default(),
+        }
+    }
+}
+
+impl Authorizer {
+    /// True if neither a policy nor kube-apiserver is configured: only the always-allowed
+    /// groups may do anything.
+    pub fn only_groups(&self) -> bool {
+        self.policy.is_none() && self.delegated.is_none()
+    }
+
+    /// Registers `warrant_authorizations_total` and the delegated authorizer's metrics.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "warrant_authorizations",
+            "Authorization decisions, by the authorizer that decided and the decision",
+            self.decisions.clone(),
+        );
+        if let Some(delegated) = &self.delegated {
+            delegated.register_metrics(registry);
+        }
+    }
+
+    fn count(&self, authorizer: &'static str, decision: &'static str) {
+        self.decisions
+            .get_or_create(&AuthzLabels {
+                authorizer,
+                decision,
+            })
+            .inc();
+    }
+
+    /// True if `path` is served without authentication or authorization.
+    pub fn always_allowed_path(&self, path: &str) -> bool {
+        self.always_allow_paths
+            .iter()
+            .any(|allowed| match allowed.strip_suffix('*') {
+                Some(prefix) => path.starts_with(prefix),
+                None => path == allowed,
+            })
+    }
+
+    /// Asks each authorizer in turn (see the module docs).
+    pub(crate) async fn decide(
+        &self,
+        user: &User,
+        attributes: &Attributes,
+        now: Timestamp,
+    ) -> Decision {
+        if self.always_allow_groups.iter().any(|g| user.in_group(g)) {
+            self.count("always_allow_group", "allow");
+            return Decision::Allow(Grant::Unconstrained);
+        }
+        let policy = self.policy.as_ref().map(PolicyFile::current);
+        let mut errors = Vec::new();
+        let mut reason = String::new();
+        let mut ask = |name: &'static str, decision: Decision| -> Option<Decision> {
+            match decision {
+                Decision::Allow(grant) => {
+                    self.count(name, "allow");
+                    Some(Decision::Allow(grant))
+                }
+                Decision::Deny(why) => {
+                    self.count(name, "deny");
+                    Some(Decision::Deny(why))
+                }
+                Decision::NoOpinion(why) => {
+                    if reason.is_empty() {
+                        reason = why;
+                    }
+                    None
+                }
+                Decision::Error(why) => {
+                    self.count(name, "error");
+                    errors.push(why);
+                    None
+                }
+            }
+        };
+        if let Some(policy) = &policy {
+            if let Some(decided) = ask(
+                "self_service",
+                selfservice::decide(policy, user, attributes),
+            ) {
+                return decided;
+            }
+            if let Some(decided) = ask("policy", policy.decide(user, attributes)) {
+                return decided;
+            }
+        }
+        if let Some(delegated) = &self.delegated
+            && let Some(decided) = ask("delegated", delegated.decide(user, attributes, now).await)
+        {
+            return decided;
+        }
+        if !errors.is_empty() {
+            return Decision::Error(errors.join("; "));
+        }
+        self.count("none", "deny");
+        Decision::NoOpinion(reason)
+    }
+}
+
+/// Middleware: authorizes protected requests and attaches [`Authorized`]; public ones pass.
+pub(crate) async fn authorize(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let authorizer = state.authorizer();
+    let path = request.uri().path();
+    if authorizer.always_allowed_path(path) {
+        return next.run(request).await;
+    }
+    let Some(attributes) = Attributes::of(request.method(), path) else {
+        return next.run(request).await;
+    };
+    let user = match request.extensions().get::<Caller>() {
+        Some(Caller::User(user)) => user.clone(),
+        _ => return ApiError::unauthorized().into_response(),
+    };
+    let now = state.clock().now();
+    match authorizer.decide(&user, &attributes, now).await {
+        Decision::Allow(grant) => {
+            request
+                .extensions_mut()
+                .insert(Authorized { attributes, grant });
+            next.run(request).await
+        }
+        Decision::Deny(reason) | Decision::NoOpinion(reason) => {
+            tracing::info!(user = %user.name, ?attributes, "forbidden");
+            attributes.forbidden(&user.name, &reason).into_response()
+        }
+        Decision::Error(why) => {
+            tracing::warn!(user = %user.name, ?attributes, error = %why, "authorization could not be decided");
+            ApiError::unavailable(format!("authorization could not be decided: {why}"))
+                .into_response()
+        }
+    }
+}
+
+/// Decides whether `user` may request a token with `audience` for `namespace/service_account`
+/// without a pod naming that audience (kube's NodeRestriction fallback): the always-allowed
+/// groups, the policy, then kube-apiserver.
+pub(crate) async fn audience_allowed(
+    state: &AppState,
+    user: &User,
+    namespace: &str,
+    service_account: &str,
+    audience: &str,
+    now: Timestamp,
+) -> Result<bool, String> {
+    let attributes = Attributes::Resource(ResourceAttributes::audience(
+        namespace,
+        service_account,
+        audience,
+    ));
+    match state.authorizer().decide(user, &attributes, now).await {
+        Decision::Allow(_) => Ok(true),
+        Decision::Deny(_) | Decision::NoOpinion(_) => Ok(false),
+        Decision::Error(why) => Err(why),
+    }
+}
+
+/// The token a TokenRequest asks for, as admission sees it.
+#[derive(Debug)]
+pub(crate) struct TokenAsk<'a> {
+    /// The request's API group (`""` or `warrant.dev`), for messages.
+    pub(crate) group: &'a str,
+    pub(crate) namespace: &'a str,
+    pub(crate) service_account: &'a str,
+    /// As the client sent them (node restriction reads these: none is the audience `""`).
+    pub(crate) requested: &'a [String],
+    /// After defaulting to the API audiences.
+    pub(crate) audiences: &'a [String],
+    /// After the server's cap.
+    pub(crate) expiration_seconds: i64,
+    pub(crate) bound: Option<&'a BoundObjectReference>,
+}
+
+impl TokenAsk<'_> {
+    /// `serviceaccounts "<name>" is forbidden: <why>`.
+    pub(crate) fn forbidden(&self, why: &str) -> ApiError {
+        ApiError::forbidden(self.group, "serviceaccounts", self.service_account, why)
+    }
+}
+
+/// Admission for a TokenRequest: node restriction for nodes, then the grant's limits.
+pub(crate) async fn admit_token_request(
+    state: &AppState,
+    user: &User,
+    grant: &Grant,
+    ask: &TokenAsk<'_>,
+    now: Timestamp,
+) -> Result<(), ApiError> {
+    let node = node::node_name(user);
+    if let Some(node) = node {
+        node::admit(state, user, node, ask, now).await?;
+    }
+    match grant {
+        Grant::Unconstrained => Ok(()),
+        Grant::SelfService(limits) => selfservice::admit(user, limits, ask),
+        Grant::Policy(rules) => {
+            // A node's audiences were checked by node restriction (its pods' volumes, or an
+            // audience grant); the rules still bound the lifetime.
+            let audiences_ok =
+                |rule: &TokenGrant| node.is_some() || rule.allows_audiences(ask.audiences);
+            if rules
+                .iter()
+                .any(|rule| audiences_ok(rule) && rule.allows_expiration(ask.expiration_seconds))
+            {
+                return Ok(());
+            }
+            let user_name = go_quote(&user.name);
+            if let Some(max) = rules
+                .iter()
+                .filter(|rule| audiences_ok(rule))
+                .filter_map(|rule| rule.max_expiration_seconds)
+                .max()
+            {
+                return Err(ask.forbidden(&format!(
+                    "User {user_name} cannot request a token valid for {} seconds: the authorization policy allows at most {max}",
+                    ask.expiration_seconds
+                )));
+            }
+            let refused: Vec<&String> = ask
+                .audiences
+                .iter()
+                .filter(|a| {
+                    !rules
+                        .iter()
+                        .any(|rule| rule.allows_audiences(std::slice::from_ref(a)))
+                })
+                .collect();
+            let what = match refused.as_slice() {
+                [] => format!("the audiences {} together", quote_list(ask.audiences)),
+                [one] => format!("the audience {}", go_quote(one)),
+                many => format!("the audiences {}", quote_list(many)),
+            };
+            Err(ask.forbidden(&format!(
+                "User {user_name} cannot request a token for {what}: no rule of the authorization policy allows it"
+            )))
+        }
+    }
+}
+
+/// Go's `%q` of a `[]string`: `["a" "b"]`.
+pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| go_quote(s.as_ref())).collect();
+    format!("[{}]", quoted.join(" "))
+}

@@ -1,0 +1,586 @@
+//! The standalone authorizer: a policy file (`--authorization-policy-file`) that says who may
+//! request which tokens, who may review tokens and who may read metrics. docs/security.md
+//! documents the format with examples; in short:
+//!
+//! ```yaml
+//! apiVersion: warrant.dev/v1alpha1
+//! kind: AuthorizationPolicy
+//! rules:
+//!   - name: ci
+//!     subjects:
+//!       - {kind: Group, name: ci}
+//!       - {kind: ServiceAccount, namespace: ci, name: runner}
+//!     tokens:                      # TokenRequest
+//!       namespaces: ["build-*"]    # globs: `*` matches any run of characters
+//!       serviceAccounts: ["*"]
+//!       audiences: ["sts.amazonaws.com"]
+//!       maxExpirationSeconds: 3600
+//!   - name: kube-apiserver
+//!     subjects: [{kind: User, name: kube-apiserver}]
+//!     reviews: true                # TokenReview
+//!     metrics: true                # GET /metrics
+//! selfService:                     # service accounts, with their own warrant token
+//!   audiences: ["vault"]
+//!   maxExpirationSeconds: 3600
+//! ```
+//!
+//! What this trusts: the file, and the authenticators that name the subjects. A rule grants;
+//! nothing denies: a request is allowed when one rule allows all of it (every audience and the
+//! lifetime included), and refused when none does. Unknown fields are errors, so a misspelt
+//! key cannot silently widen or narrow a grant.
+//!
+//! The file is reloaded when it changes; a file that does not parse keeps the last good policy
+//! in force (logged, and counted in `warrant_authorization_policy_reloads_total`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use serde::Deserialize;
+use tokio::sync::watch;
+
+use super::{Attributes, Decision, Grant, ResourceAttributes, VERB_AUDIENCE};
+use crate::authn::User;
+use crate::filewatch::{FileWatch, WatchError, watch_files};
+
+/// The `apiVersion` of a policy file.
+pub(crate) const POLICY_API_VERSION: &str = "warrant.dev/v1alpha1";
+/// The `kind` of a policy file.
+pub(crate) const POLICY_KIND: &str = "AuthorizationPolicy";
+
+/// Why a policy file is unusable.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("cannot read authorization policy {path}: {message}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        message: String,
+    },
+    /// The file is not a valid policy.
+    #[error("authorization policy {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong, and where.
+        message: String,
+    },
+}
+
+/// A glob over names: `*` matches any run of characters (none included); everything else
+/// matches itself.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Glob(String);
+
+impl Glob {
+    /// True if `text` matches.
+    pub fn matches(&self, text: &str) -> bool {
+        glob_match(self.0.as_bytes(), text.as_bytes())
+    }
+}
+
+fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    // Iterative matching with one backtrack point (the last `*`): linear in practice.
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(c) if Some(c) == text.get(t) => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern
+        .get(p..)
+        .unwrap_or_default()
+        .iter()
+        .all(|c| *c == b'*')
+}
+
+fn any(globs: &[Glob], text: &str) -> bool {
+    globs.iter().any(|g| g.matches(text))
+}
+
+/// Who a rule is for, as RBAC names subjects.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "kind", deny_unknown_fields)]
+pub enum Subject {
+    /// A user, by exact name.
+    User {
+        /// The user name.
+        name: String,
+    },
+    /// Every member of a group.
+    Group {
+        /// The group.
+        name: String,
+    },
+    /// A service account: the user `system:serviceaccount:<namespace>:<name>`.
+    ServiceAccount {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+impl Subject {
+    fn matches(&self, user: &User) -> bool {
+        match self {
+            Subject::User { name } => &user.name == name,
+            Subject::Group { name } => user.in_group(name),
+            Subject::ServiceAccount { namespace, name } => {
+                user.name == warrant_token::service_account_username(namespace, name)
+            }
+        }
+    }
+}
+
+/// What tokens a rule's subjects may request.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenGrant {
+    /// Namespaces of the service accounts (globs). Required.
+    pub namespaces: Vec<Glob>,
+    /// Names of the service accounts (globs); default: all.
+    #[serde(default = "all")]
+    pub service_accounts: Vec<Glob>,
+    /// Audiences the tokens may carry (globs); every audience of a request must match one. A
+    /// request without audiences asks for the API audiences, which must then be listed. For a
+    /// node, these are the audiences it may request beyond those its pods' volumes name.
+    #[serde(default)]
+    pub audiences: Vec<Glob>,
+    /// The longest lifetime (the request's `expirationSeconds`, after the server's cap); none
+    /// for no limit.
+    #[serde(default)]
+    pub max_expiration_seconds: Option<i64>,
+}
+
+fn all() -> Vec<Glob> {
+    vec![Glob("*".to_owned())]
+}
+
+impl TokenGrant {
+    fn covers(&self, namespace: &str, service_account: &str) -> bool {
+        any(&self.namespaces, namespace) && any(&self.service_accounts, service_account)
+    }
+
+    /// True if every one of `audiences` is allowed.
+    pub fn allows_audiences(&self, audiences: &[String]) -> bool {
+        audiences.iter().all(|a| any(&self.audiences, a))
+    }
+
+    /// True if a lifetime of `seconds` is allowed.
+    pub fn allows_expiration(&self, seconds: i64) -> bool {
+        self.max_expiration_seconds.is_none_or(|max| seconds <= max)
+    }
+}
+
+/// One rule: subjects and what they may do.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rule {
+    /// A name for logs and messages.
+    #[serde(default)]
+    pub name: String,
+    /// Who the rule is for. Required, not empty.
+    pub subjects: Vec<Subject>,
+    /// TokenRequest.
+    #[serde(default)]
+    pub tokens: Option<TokenGrant>,
+    /// TokenReview.
+    #[serde(default)]
+    pub reviews: bool,
+    /// `GET /metrics`.
+    #[serde(default)]
+    pub metrics: bool,
+}
+
+/// What service accounts may request for themselves with their own warrant token.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelfService {
+    /// Audiences (globs), as in a rule.
+    pub audiences: Vec<Glob>,
+    /// The longest lifetime; none for no limit.
+    #[serde(default)]
+    pub max_expiration_seconds: Option<i64>,
+}
+
+impl SelfService {
+    /// The same checks as a token grant's.
+    pub fn as_grant(&self) -> TokenGrant {
+        TokenGrant {
+            namespaces: all(),
+            service_accounts: all(),
+            audiences: self.audiences.clone(),
+            max_expiration_seconds: self.max_expiration_seconds,
+        }
+    }
+}
+
+/// A parsed policy.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Policy {
+    /// `warrant.dev/v1alpha1`.
+    pub api_version: String,
+    /// `AuthorizationPolicy`.
+    pub kind: String,
+    /// The rules.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+    /// Self-service; absent: service accounts get no tokens for themselves from this policy.
+    #[serde(default)]
+    pub self_service: Option<SelfService>,
+}
+
+impl Policy {
+    /// Parses and checks a policy; `path` names it in errors.
+    pub fn parse(text: &str, path: &str) -> Result<Policy, PolicyError> {
+        let invalid = |message: String| PolicyError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let policy: Policy = serde_saphyr::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        if policy.api_version != POLICY_API_VERSION || policy.kind != POLICY_KIND {
+            return Err(invalid(format!(
+                "expected apiVersion {POLICY_API_VERSION} and kind {POLICY_KIND}, found {} {}",
+                policy.api_version, policy.kind
+            )));
+        }
+        for (index, rule) in policy.rules.iter().enumerate() {
+            let label = if rule.name.is_empty() {
+                format!("rules[{index}]")
+            } else {
+                format!("rules[{index}] ({})", rule.name)
+            };
+            if rule.subjects.is_empty() {
+                return Err(invalid(format!("{label}: subjects may not be empty")));
+            }
+            if rule.tokens.is_none() && !rule.reviews && !rule.metrics {
+                return Err(invalid(format!(
+                    "{label}: grants nothing (give tokens, reviews or metrics)"
+                )));
+            }
+            if let Some(tokens) = &rule.tokens {
+                if tokens.namespaces.is_empty() {
+                    return Err(invalid(format!(
+                        "{label}: tokens.namespaces may not be empty (\"*\" for all)"
+                    )));
+                }
+                if tokens.max_expiration_seconds.is_some_and(|s| s < 600) {
+                    return Err(invalid(format!(
+                        "{label}: tokens.maxExpirationSeconds must be at least 600 (no token is shorter)"
+                    )));
+                }
+            }
+        }
+        if let Some(s) = &policy.self_service
+            && s.max_expiration_seconds.is_some_and(|s| s < 600)
+        {
+            return Err(invalid(
+                "selfService.maxExpirationSeconds must be at least 600 (no token is shorter)"
+                    .to_owned(),
+            ));
+        }
+        Ok(policy)
+    }
+
+    /// The rules that let `user` request tokens for `namespace/service_account`.
+    fn token_rules(
+        &self,
+        user: &User,
+        namespace: &str,
+        service_account: &str,
+    ) -> Vec<Arc<TokenGrant>> {
+        self.rules
+            .iter()
+            .filter(|rule| rule.subjects.iter().any(|s| s.matches(user)))
+            .filter_map(|rule| rule.tokens.as_ref())
+            .filter(|tokens| tokens.covers(namespace, service_account))
+            .map(|tokens| Arc::new(tokens.clone()))
+            .collect()
+    }
+
+    fn grants(&self, user: &User, check: impl Fn(&Rule) -> bool) -> bool {
+        self.rules
+            .iter()
+            .any(|rule| check(rule) && rule.subjects.iter().any(|s| s.matches(user)))
+    }
+
+    /// This policy's decision on a request.
+    pub(crate) fn decide(&self, user: &User, attributes: &Attributes) -> Decision {
+        let allowed = match attributes {
+            Attributes::Resource(r) if r.is_token_request() => {
+                let rules = self.token_rules(user, &r.namespace, &r.name);
+                if !rules.is_empty() {
+                    return Decision::Allow(Grant::Policy(rules));
+                }
+                false
+            }
+            Attributes::Resource(r) if r.is_token_review() => {
+                self.grants(user, |rule| rule.reviews)
+            }
+            Attributes::Resource(ResourceAttributes {
+                verb,
+                namespace,
+                name,
+                resource,
+                ..
+            }) if verb == VERB_AUDIENCE => self
+                .token_rules(user, namespace, name)
+                .iter()
+                .any(|grant| any(&grant.audiences, resource)),
+            Attributes::NonResource { verb, path } if verb == "get" && path == "/metrics" => {
+                self.grants(user, |rule| rule.metrics)
+            }
+            _ => false,
+        };
+        if allowed {
+            Decision::Allow(Grant::Unconstrained)
+        } else {
+            Decision::NoOpinion(String::new())
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    result: &'static str,
+}
+
+#[derive(Debug)]
+struct Shared {
+    path: PathBuf,
+    label: String,
+    current: ArcSwap<Policy>,
+    reloads: Family<ReloadLabels, Counter>,
+    generation: watch::Sender<u64>,
+}
+
+/// The policy file in force, reloaded when it changes. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PolicyFile {
+    shared: Arc<Shared>,
+}
+
+impl PolicyFile {
+    /// Reads and checks the file; an invalid policy is an error (warrant does not start).
+    pub fn load(path: &Path) -> Result<PolicyFile, PolicyError> {
+        let label = path.display().to_string();
+        let policy = read(path, &label)?;
+        Ok(PolicyFile::from_policy(policy, path))
+    }
+
+    /// A policy that did not come from a file (tests, embedding); reloads reread `path`.
+    pub fn from_policy(policy: Policy, path: &Path) -> PolicyFile {
+        PolicyFile {
+            shared: Arc::new(Shared {
+                path: path.to_owned(),
+                label: path.display().to_string(),
+                current: ArcSwap::from_pointee(policy),
+                reloads: Family::default(),
+                generation: watch::Sender::new(0),
+            }),
+        }
+    }
+
+    /// The policy in force.
+    pub fn current(&self) -> Arc<Policy> {
+        self.shared.current.load_full()
+    }
+
+    /// Registers `warrant_authorization_policy_reloads_total{result}`.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "warrant_authorization_policy_reloads",
+            "Reloads of the authorization policy file, by result (success, failure)",
+            self.shared.reloads.clone(),
+        );
+    }
+
+    /// Rereads the file now. On failure the last good policy stays.
+    pub fn reload(&self) -> Result<(), PolicyError> {
+        let shared = &self.shared;
+        let result = read(&shared.path, &shared.label);
+        let outcome = match result {
+            Ok(policy) => {
+                tracing::info!(path = %shared.label, rules = policy.rules.len(), "reloaded the authorization policy");
+                shared.current.store(Arc::new(policy));
+                shared
+                    .reloads
+                    .get_or_create(&ReloadLabels { result: "success" })
+                    .inc();
+                Ok(())
+            }
+            Err(error) => {
+                tracing::error!(%error, "reloading the authorization policy failed; the last good policy stays in force");
+                shared
+                    .reloads
+                    .get_or_create(&ReloadLabels { result: "failure" })
+                    .inc();
+                Err(error)
+            }
+        };
+        shared.generation.send_modify(|g| *g = g.wrapping_add(1));
+        outcome
+    }
+
+    /// A receiver that changes after every reload attempt.
+    pub fn reloads(&self) -> watch::Receiver<u64> {
+        self.shared.generation.subscribe()
+    }
+
+    /// Reloads the file whenever it changes, until the returned guard is dropped. Must be
+    /// called within a Tokio runtime.
+    pub fn watch(&self) -> Result<FileWatch, WatchError> {
+        let this = self.clone();
+        watch_files(std::slice::from_ref(&self.shared.path), move || {
+            let _ = this.reload();
+        })
+    }
+}
+
+fn read(path: &Path, label: &str) -> Result<Policy, PolicyError> {
+    let text = std::fs::read_to_string(path).map_err(|e| PolicyError::Read {
+        path: label.to_owned(),
+        message: e.to_string(),
+    })?;
+    Policy::parse(&text, label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authn::Via;
+
+    #[test]
+    fn globs() {
+        let g = |p: &str, t: &str| Glob(p.to_owned()).matches(t);
+        assert!(g("*", ""));
+        assert!(g("*", "anything"));
+        assert!(g("team-*", "team-a"));
+        assert!(g("team-*", "team-"));
+        assert!(!g("team-*", "team"));
+        assert!(g("*-prod", "a-prod"));
+        assert!(g("a*b*c", "aXXbYYc"));
+        assert!(!g("a*b*c", "aXXbYY"));
+        assert!(g("exact", "exact"));
+        assert!(!g("exact", "exactly"));
+        assert!(g("**", "x"));
+    }
+
+    #[test]
+    fn parse_errors_name_the_rule() {
+        let err = |text: &str| Policy::parse(text, "p.yaml").unwrap_err().to_string();
+        let head = "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\n";
+        assert!(err("apiVersion: v1\nkind: AuthorizationPolicy\n").contains("expected apiVersion"));
+        assert!(
+            err(&format!(
+                "{head}rules:\n- name: r\n  subjects: []\n  reviews: true\n"
+            ))
+            .contains("rules[0] (r): subjects may not be empty")
+        );
+        assert!(
+            err(&format!(
+                "{head}rules:\n- subjects: [{{kind: User, name: a}}]\n"
+            ))
+            .contains("grants nothing")
+        );
+        assert!(
+            err(&format!(
+                "{head}rules:\n- subjects: [{{kind: User, name: a}}]\n  tokens: {{namespaces: [a], audience: [x]}}\n"
+            ))
+            .contains("audience"),
+            "unknown fields are errors"
+        );
+        assert!(
+            err(&format!(
+                "{head}rules:\n- subjects: [{{kind: Robot, name: a}}]\n  reviews: true\n"
+            ))
+            .contains("Robot")
+        );
+    }
+
+    #[test]
+    fn decisions() {
+        let policy = Policy::parse(
+            "apiVersion: warrant.dev/v1alpha1
+kind: AuthorizationPolicy
+rules:
+- subjects: [{kind: Group, name: ci}]
+  tokens: {namespaces: ['build-*'], serviceAccounts: [deployer], audiences: [vault]}
+- subjects: [{kind: ServiceAccount, namespace: mon, name: prom}]
+  metrics: true
+",
+            "p",
+        )
+        .unwrap();
+        let user = |name: &str, groups: &[&str]| {
+            User::new(
+                name.into(),
+                String::new(),
+                groups.iter().map(|g| (*g).into()).collect(),
+                Via::TokenFile,
+            )
+        };
+        let token = |ns: &str, name: &str| {
+            Attributes::Resource(ResourceAttributes::token_request("", "v1", ns, name))
+        };
+        let ci = user("bob", &["ci"]);
+        assert!(matches!(
+            policy.decide(&ci, &token("build-1", "deployer")),
+            Decision::Allow(Grant::Policy(rules)) if rules.len() == 1
+        ));
+        assert!(matches!(
+            policy.decide(&ci, &token("prod", "deployer")),
+            Decision::NoOpinion(_)
+        ));
+        assert!(matches!(
+            policy.decide(&user("eve", &[]), &token("build-1", "deployer")),
+            Decision::NoOpinion(_)
+        ));
+        let metrics = Attributes::NonResource {
+            verb: "get".into(),
+            path: "/metrics".into(),
+        };
+        assert!(matches!(
+            policy.decide(&user("system:serviceaccount:mon:prom", &[]), &metrics),
+            Decision::Allow(Grant::Unconstrained)
+        ));
+        assert!(matches!(
+            policy.decide(&ci, &metrics),
+            Decision::NoOpinion(_)
+        ));
+        let audience =
+            Attributes::Resource(ResourceAttributes::audience("build-2", "deployer", "vault"));
+        assert!(matches!(policy.decide(&ci, &audience), Decision::Allow(_)));
+        let audience =
+            Attributes::Resource(ResourceAttributes::audience("build-2", "deployer", "s3"));
+        assert!(matches!(
+            policy.decide(&ci, &audience),
+            Decision::NoOpinion(_)
+        ));
+    }
+}

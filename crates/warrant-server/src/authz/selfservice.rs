@@ -1,0 +1,72 @@
+//! Self-service: a service account that authenticated with its own warrant token may request
+//! tokens for itself (same namespace and name), for the audiences and lifetime the policy
+//! file's `selfService` allows. This is how a workload trades its API token for tokens to the
+//! systems it talks to, without anyone granting it more.
+//!
+//! What this trusts: warrant's own tokens (see `authn::owntoken`) and the policy file. Only a
+//! caller that authenticated with a warrant token qualifies: a token kube-apiserver vouched for
+//! (delegated authentication) names a service account too, but its binding is unknown here, so
+//! it goes through the other authorizers. A token bound to an object passes its binding on:
+//! the new token must be bound to the same object, so it dies with it (a pod's token cannot
+//! mint tokens that outlive the pod).
+
+use std::sync::Arc;
+
+use warrant_token::go_quote;
+
+use super::policy::{Policy, TokenGrant};
+use super::{Attributes, Decision, Grant, TokenAsk};
+use crate::authn::{User, Via};
+use crate::error::ApiError;
+
+/// Allows a service account's request for itself, if the policy has a `selfService` section.
+pub(crate) fn decide(policy: &Policy, user: &User, attributes: &Attributes) -> Decision {
+    let Some(self_service) = &policy.self_service else {
+        return Decision::NoOpinion(String::new());
+    };
+    let Attributes::Resource(r) = attributes else {
+        return Decision::NoOpinion(String::new());
+    };
+    let itself = user.name == warrant_token::service_account_username(&r.namespace, &r.name);
+    if r.is_token_request() && itself && matches!(user.via, Via::OwnToken(_)) {
+        Decision::Allow(Grant::SelfService(Arc::new(self_service.as_grant())))
+    } else {
+        Decision::NoOpinion(String::new())
+    }
+}
+
+/// Holds a self-service request to the policy's audiences and lifetime, and to the binding of
+/// the caller's own token.
+pub(crate) fn admit(user: &User, limits: &TokenGrant, ask: &TokenAsk<'_>) -> Result<(), ApiError> {
+    let name = go_quote(&user.name);
+    if let Some(audience) = ask
+        .audiences
+        .iter()
+        .find(|a| !limits.allows_audiences(std::slice::from_ref(a)))
+    {
+        return Err(ask.forbidden(&format!(
+            "User {name} cannot request a token for itself for the audience {}: not a self-service audience",
+            go_quote(audience)
+        )));
+    }
+    if !limits.allows_expiration(ask.expiration_seconds) {
+        return Err(ask.forbidden(&format!(
+            "User {name} cannot request a token for itself valid for {} seconds: self-service allows at most {}",
+            ask.expiration_seconds,
+            limits.max_expiration_seconds.unwrap_or_default()
+        )));
+    }
+    if let Via::OwnToken(Some(bound)) = &user.via {
+        let same = ask.bound.is_some_and(|r| {
+            r.kind == bound.kind && r.name == bound.name && (r.uid.is_empty() || r.uid == bound.uid)
+        });
+        if !same {
+            return Err(ask.forbidden(&format!(
+                "User {name} may only request tokens for itself bound to the same {} {} as the token it authenticated with",
+                bound.kind,
+                go_quote(&bound.name)
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,472 @@
+//! Delegated authentication (TokenReview) and authorization (SubjectAccessReview) against the
+//! loopback Kubernetes fixture: allow, deny, failures (closed, retried as kube retries), and
+//! kube's 10 s caches, driven by the server's clock rather than by waiting.
+
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::json;
+use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
+use warrant_kube_fixture::{Cluster, Fixture};
+use warrant_server::{
+    Backoff, DelegatedAuthentication, DelegatedAuthorization, DelegationOptions, FrontProxy,
+    RequestHeaders,
+};
+
+use crate::pki::Ca;
+use crate::support::*;
+
+/// kube's options with a backoff short enough not to slow the tests down.
+fn options() -> DelegationOptions {
+    DelegationOptions {
+        backoff: Backoff {
+            initial: Duration::from_millis(1),
+            ..Backoff::default()
+        },
+        ..DelegationOptions::default()
+    }
+}
+
+struct Delegating {
+    api: Api,
+    authority: Authority,
+    _fixture: Fixture,
+}
+
+async fn delegating(authn: bool, authz: bool) -> Delegating {
+    let authority = Authority::new();
+    let fixture = Fixture::start_with(Cluster::new(), |_| authority.routes())
+        .await
+        .unwrap();
+    let client =
+        || kube::Client::try_from(kube::Config::new(fixture.url().parse().unwrap())).unwrap();
+    let (authn_client, authz_client) = (client(), client());
+    let api = api_auth(|authenticator, authorizer| {
+        if authn {
+            authenticator.delegated = Some(DelegatedAuthentication::new(authn_client, options()));
+        }
+        if authz {
+            authorizer.delegated = Some(DelegatedAuthorization::new(authz_client, options()));
+        }
+    });
+    Delegating {
+        api,
+        authority,
+        _fixture: fixture,
+    }
+}
+
+fn message(r: &Reply) -> &str {
+    r.json["message"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn tokens_kube_apiserver_vouches_for() {
+    let d = delegating(true, false).await;
+    d.authority.token(
+        "cluster-admin-token",
+        TokenAnswer::user("jane", &["system:masters"]),
+    );
+    d.authority
+        .token("developer-token", TokenAnswer::user("dev", &["devs"]));
+    d.authority.token(
+        "revoked-token",
+        TokenAnswer::Rejected("token has been invalidated".into()),
+    );
+
+    // Allow: kube-apiserver's user, with its groups.
+    let r = d
+        .api
+        .token_as("cluster-admin-token", "app", json!({}))
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let r = d.api.token_as("developer-token", "app", json!({})).await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN);
+    assert!(message(&r).contains(r#"User "dev" cannot create"#));
+    // Deny: 401, whether kube-apiserver says why or not.
+    for token in ["revoked-token", "unknown-token"] {
+        let r = d.api.token_as(token, "app", json!({})).await;
+        assert_eq!(r.code, StatusCode::UNAUTHORIZED, "{token}");
+    }
+    // What was sent: the token, no audiences (kube-apiserver's own API audiences apply).
+    let sent = d.authority.token_reviews();
+    assert_eq!(sent.len(), 4);
+    assert_eq!(sent[0].spec.token, "cluster-admin-token");
+    assert_eq!(sent[0].spec.audiences, None);
+    // Static tokens and warrant's own are never sent.
+    assert_eq!(
+        d.api.token("app", json!({})).await.code,
+        StatusCode::CREATED
+    );
+    assert_eq!(d.authority.token_reviews().len(), 4);
+}
+
+#[tokio::test]
+async fn warrants_own_invalid_tokens_are_not_sent_to_kube_apiserver() {
+    let d = delegating(true, false).await;
+    let r = d.api.token("app", json!({"audiences": ["vault"]})).await;
+    let vault_token = r.json["status"]["token"].as_str().unwrap().to_owned();
+    let r = d.api.token_as(&vault_token, "app", json!({})).await;
+    assert_eq!(r.code, StatusCode::UNAUTHORIZED);
+    assert!(d.authority.token_reviews().is_empty());
+}
+
+#[tokio::test]
+async fn authentication_answers_are_cached_for_ten_seconds() {
+    let d = delegating(true, false).await;
+    d.authority
+        .token("t", TokenAnswer::user("jane", &["system:masters"]));
+    for _ in 0..3 {
+        assert_eq!(
+            d.api.token_as("t", "app", json!({})).await.code,
+            StatusCode::CREATED
+        );
+    }
+    assert_eq!(d.authority.token_reviews().len(), 1);
+    // kube-apiserver changes its mind: warrant follows once the answer is 10 s old.
+    d.authority.token("t", TokenAnswer::Rejected(String::new()));
+    d.api.advance(9);
+    assert_eq!(
+        d.api.token_as("t", "app", json!({})).await.code,
+        StatusCode::CREATED
+    );
+    d.api.advance(1);
+    assert_eq!(
+        d.api.token_as("t", "app", json!({})).await.code,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(d.authority.token_reviews().len(), 2);
+    // A refusal is cached too.
+    d.authority
+        .token("t", TokenAnswer::user("jane", &["system:masters"]));
+    assert_eq!(
+        d.api.token_as("t", "app", json!({})).await.code,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(d.authority.token_reviews().len(), 2);
+    d.api.advance(10);
+    assert_eq!(
+        d.api.token_as("t", "app", json!({})).await.code,
+        StatusCode::CREATED
+    );
+}
+
+#[tokio::test]
+async fn authentication_failures_are_retried_then_fail_closed() {
+    let d = delegating(true, false).await;
+    d.authority
+        .token("t", TokenAnswer::user("jane", &["system:masters"]));
+    // Two 500s, then an answer: retried, and the answer holds.
+    d.authority.fail_next(2, 500);
+    assert_eq!(
+        d.api.token_as("t", "app", json!({})).await.code,
+        StatusCode::CREATED
+    );
+    assert_eq!(d.authority.token_reviews().len(), 3);
+
+    // Failing for good: five attempts (kube's backoff steps), then 401; nothing is cached.
+    d.authority.fail_next(100, 500);
+    let r = d.api.token_as("other", "app", json!({})).await;
+    assert_eq!(r.code, StatusCode::UNAUTHORIZED);
+    assert_eq!(d.authority.token_reviews().len(), 3 + 5);
+    d.authority.fail_next(0, 500);
+    d.authority
+        .token("other", TokenAnswer::user("jane", &["system:masters"]));
+    assert_eq!(
+        d.api.token_as("other", "app", json!({})).await.code,
+        StatusCode::CREATED
+    );
+
+    // A refusal of warrant itself (403: no RBAC for tokenreviews) is not retried.
+    d.authority.fail_next(1, 403);
+    let r = d.api.token_as("third", "app", json!({})).await;
+    assert_eq!(r.code, StatusCode::UNAUTHORIZED);
+    assert_eq!(d.authority.token_reviews().len(), 3 + 5 + 1 + 1);
+}
+
+#[tokio::test]
+async fn subject_access_reviews_decide() {
+    let d = delegating(false, true).await;
+    d.authority.access(|spec| {
+        let r = spec.resource_attributes.clone().unwrap_or_default();
+        match (
+            spec.user.as_deref(),
+            r.namespace.as_deref(),
+            r.resource.as_deref(),
+        ) {
+            (Some("bob"), Some("demo"), Some("serviceaccounts"))
+                if r.name.as_deref() == Some("app") =>
+            {
+                AccessAnswer::Allow("RBAC: allowed by RoleBinding \"tokens/demo\"".into())
+            }
+            (Some("bob"), _, Some("tokenreviews")) => AccessAnswer::Deny("denied by policy".into()),
+            _ => AccessAnswer::NoOpinion,
+        }
+    });
+    // Allowed: and what kube-apiserver was asked.
+    let r = d.api.token_as(BOB, "app", json!({})).await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let asked = d.authority.access_reviews();
+    let spec = &asked[0].spec;
+    assert_eq!(spec.user.as_deref(), Some("bob"));
+    assert_eq!(spec.uid.as_deref(), Some("bob-uid"));
+    assert_eq!(
+        spec.groups.as_deref(),
+        Some(&["dev".to_owned(), "system:authenticated".to_owned()][..])
+    );
+    assert_eq!(
+        serde_json::to_value(&spec.resource_attributes).unwrap(),
+        json!({"namespace": "demo", "verb": "create", "group": "", "version": "v1", "resource": "serviceaccounts", "subresource": "token", "name": "app"})
+    );
+    // The aggregated path asks about warrant's group.
+    let r = d
+        .api
+        .post_as(
+            BOB,
+            "/apis/warrant.dev/v1alpha1/namespaces/demo/serviceaccounts/other/token",
+            json!({"spec": {}}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        message(&r),
+        r#"serviceaccounts.warrant.dev "other" is forbidden: User "bob" cannot create resource "serviceaccounts/token" in API group "warrant.dev" in the namespace "demo""#
+    );
+    let last = d.authority.access_reviews().pop().unwrap();
+    assert_eq!(
+        last.spec.resource_attributes.unwrap().group.as_deref(),
+        Some("warrant.dev")
+    );
+    // An explicit denial, with kube-apiserver's reason.
+    let r = d
+        .api
+        .post_as(
+            BOB,
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            json!({"spec": {"token": "x"}}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        message(&r),
+        r#"tokenreviews.authentication.k8s.io is forbidden: User "bob" cannot create resource "tokenreviews" in API group "authentication.k8s.io" at the cluster scope: denied by policy"#
+    );
+    // Metrics: a non-resource review.
+    let r = d
+        .api
+        .send_with_peer(
+            Method::GET,
+            "/metrics",
+            None,
+            &[("authorization", &format!("Bearer {BOB}"))],
+            None,
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN);
+    let last = d.authority.access_reviews().pop().unwrap();
+    assert_eq!(
+        serde_json::to_value(&last.spec.non_resource_attributes).unwrap(),
+        json!({"path": "/metrics", "verb": "get"})
+    );
+    // system:masters and the health paths are never asked about.
+    let before = d.authority.access_reviews().len();
+    assert_eq!(
+        d.api.token("app", json!({})).await.code,
+        StatusCode::CREATED
+    );
+    assert_eq!(d.api.get("/healthz").await.code, StatusCode::OK);
+    assert_eq!(d.authority.access_reviews().len(), before);
+}
+
+#[tokio::test]
+async fn access_answers_are_cached_for_ten_seconds() {
+    let d = delegating(false, true).await;
+    d.authority.access(|_| AccessAnswer::Allow(String::new()));
+    for _ in 0..3 {
+        assert_eq!(
+            d.api.token_as(BOB, "app", json!({})).await.code,
+            StatusCode::CREATED
+        );
+    }
+    assert_eq!(d.authority.access_reviews().len(), 1);
+    // Another question is another entry.
+    assert_eq!(
+        d.api.token_as(BOB, "other", json!({})).await.code,
+        StatusCode::CREATED
+    );
+    assert_eq!(d.authority.access_reviews().len(), 2);
+    d.authority.access(|_| AccessAnswer::Deny(String::new()));
+    d.api.advance(9);
+    assert_eq!(
+        d.api.token_as(BOB, "app", json!({})).await.code,
+        StatusCode::CREATED
+    );
+    d.api.advance(1);
+    assert_eq!(
+        d.api.token_as(BOB, "app", json!({})).await.code,
+        StatusCode::FORBIDDEN
+    );
+    // Denials are cached as long.
+    d.authority.access(|_| AccessAnswer::Allow(String::new()));
+    d.api.advance(9);
+    assert_eq!(
+        d.api.token_as(BOB, "app", json!({})).await.code,
+        StatusCode::FORBIDDEN
+    );
+    d.api.advance(1);
+    assert_eq!(
+        d.api.token_as(BOB, "app", json!({})).await.code,
+        StatusCode::CREATED
+    );
+    assert_eq!(d.authority.access_reviews().len(), 4);
+}
+
+#[tokio::test]
+async fn authorization_failures_fail_closed() {
+    let d = delegating(false, true).await;
+    d.authority.access(|_| AccessAnswer::Allow(String::new()));
+    d.authority.fail_next(100, 500);
+    let r = d.api.token_as(BOB, "app", json!({})).await;
+    assert_eq!(r.code, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
+    assert!(
+        message(&r).starts_with("authorization could not be decided: kube-apiserver answered 500"),
+        "{}",
+        r.text
+    );
+    assert_eq!(d.authority.access_reviews().len(), 5);
+    // Not cached: the next request asks again.
+    d.authority.fail_next(0, 500);
+    assert_eq!(
+        d.api.token_as(BOB, "app", json!({})).await.code,
+        StatusCode::CREATED
+    );
+}
+
+/// A node's audience that its pod does not name: kube-apiserver is asked the NodeRestriction
+/// question, and an error is kube's "error validating audience".
+#[tokio::test]
+async fn node_audiences_are_asked_of_kube_apiserver() {
+    let d = delegating(false, true).await;
+    d.authority.access(|spec| {
+        let r = spec.resource_attributes.clone().unwrap_or_default();
+        if r.verb.as_deref() == Some("request-serviceaccounts-token-audience") {
+            if r.resource.as_deref() == Some("registry.example") {
+                AccessAnswer::Allow(String::new())
+            } else {
+                AccessAnswer::NoOpinion
+            }
+        } else {
+            AccessAnswer::Allow(String::new())
+        }
+    });
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "name": "app-0", "uid": POD_UID});
+    let r = d
+        .api
+        .token_as(
+            NODE_1,
+            "app",
+            json!({"audiences": ["registry.example"], "boundObjectRef": pod}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let asked = d.authority.access_reviews().pop().unwrap().spec;
+    assert_eq!(
+        serde_json::to_value(&asked.resource_attributes).unwrap(),
+        json!({"namespace": "demo", "verb": "request-serviceaccounts-token-audience", "group": "", "resource": "registry.example", "name": "app"})
+    );
+    let r = d
+        .api
+        .token_as(
+            NODE_1,
+            "app",
+            json!({"audiences": ["s3"], "boundObjectRef": pod}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        message(&r),
+        r#"serviceaccounts "app" is forbidden: audience "s3" not found in pod spec volume, system:node:node-1 is not authorized to request tokens for this audience"#
+    );
+    d.authority.access(|spec| {
+        let r = spec.resource_attributes.clone().unwrap_or_default();
+        if r.verb.as_deref() == Some("request-serviceaccounts-token-audience") {
+            AccessAnswer::Fail(500)
+        } else {
+            AccessAnswer::Allow(String::new())
+        }
+    });
+    let r = d
+        .api
+        .token_as(
+            NODE_1,
+            "app",
+            json!({"audiences": ["gcs"], "boundObjectRef": pod}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN, "{}", r.text);
+    assert!(
+        message(&r).starts_with(
+            r#"serviceaccounts "app" is forbidden: error validating audience "gcs": "#
+        ),
+        "{}",
+        r.text
+    );
+}
+
+/// The user a front proxy relays reaches kube-apiserver whole: extras keep their unescaped,
+/// lower-cased keys.
+#[tokio::test]
+async fn relayed_users_are_asked_about_whole() {
+    let proxy_ca = Ca::new("front-proxy-ca");
+    let d = delegating(false, true).await;
+    d.api
+        .state
+        .authenticator()
+        .trust
+        .set_front_proxy(Some(FrontProxy {
+            ca: proxy_ca.bundle(),
+            allowed_names: vec![],
+            headers: RequestHeaders::default(),
+        }));
+    d.authority.access(|_| AccessAnswer::Allow(String::new()));
+    let r = d
+        .api
+        .send_with_peer(
+            Method::POST,
+            "/apis/warrant.dev/v1alpha1/namespaces/demo/serviceaccounts/app/token",
+            Some(proxy_ca.client("front-proxy-client", &[]).peer()),
+            &[
+                ("x-remote-user", "system:serviceaccount:ci:runner"),
+                ("x-remote-uid", "runner-uid"),
+                ("x-remote-group", "system:serviceaccounts"),
+                ("x-remote-group", "system:serviceaccounts:ci"),
+                (
+                    "x-remote-extra-authentication.kubernetes.io%2fpod-Name",
+                    "runner-0",
+                ),
+                ("x-remote-extra-Scopes", "a"),
+                ("x-remote-extra-scopes", "b"),
+            ],
+            Some(json!({"spec": {}})),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let spec = d.authority.access_reviews().pop().unwrap().spec;
+    assert_eq!(
+        spec.user.as_deref(),
+        Some("system:serviceaccount:ci:runner")
+    );
+    assert_eq!(spec.uid.as_deref(), Some("runner-uid"));
+    assert_eq!(
+        spec.groups.unwrap(),
+        [
+            "system:serviceaccounts",
+            "system:serviceaccounts:ci",
+            "system:authenticated"
+        ]
+    );
+    assert_eq!(
+        serde_json::to_value(spec.extra).unwrap(),
+        json!({"authentication.kubernetes.io/pod-name": ["runner-0"], "scopes": ["a", "b"]})
+    );
+}

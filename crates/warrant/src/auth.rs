@@ -1,0 +1,278 @@
+//! Who may call and what they may do: the flags (kube-apiserver's and kube's delegating
+//! servers' names) and the wiring of the authenticators and authorizers they configure.
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args};
+use prometheus_client::registry::Registry;
+use warrant_objects::kube::cluster_client;
+use warrant_server::{
+    Authenticator, Authorizer, CaBundle, ClientTrust, DEFAULT_ALWAYS_ALLOW_GROUPS,
+    DEFAULT_ALWAYS_ALLOW_PATHS, DelegatedAuthentication, DelegatedAuthorization, DelegationOptions,
+    FileWatch, Follow, FrontProxy, PolicyFile, RequestHeaders, TokenFile,
+    follow_extension_authentication,
+};
+
+/// `warrant serve`'s authentication and authorization flags (docs/configuration.md).
+#[derive(Debug, Args)]
+pub(crate) struct AuthArgs {
+    /// CA bundle of the front proxy (kube-apiserver's aggregator): a client certificate from
+    /// it may name the user in the request headers below. Default: the cluster's
+    /// kube-system/extension-apiserver-authentication, with --delegate-authentication.
+    #[arg(
+        long = "requestheader-client-ca-file",
+        value_name = "PATH",
+        help_heading = "Authentication"
+    )]
+    pub(crate) requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names the front proxy's certificate may have; empty allows any the CA signed.
+    #[arg(
+        long = "requestheader-allowed-names",
+        value_delimiter = ',',
+        value_name = "NAMES",
+        help_heading = "Authentication"
+    )]
+    pub(crate) requestheader_allowed_names: Vec<String>,
+    /// Headers the front proxy names the user in (the first present wins).
+    #[arg(
+        long = "requestheader-username-headers",
+        value_delimiter = ',',
+        default_value = "X-Remote-User",
+        value_name = "HEADERS",
+        help_heading = "Authentication"
+    )]
+    pub(crate) requestheader_username_headers: Vec<String>,
+    /// Headers the front proxy gives the user's UID in.
+    #[arg(
+        long = "requestheader-uid-headers",
+        value_delimiter = ',',
+        default_value = "X-Remote-Uid",
+        value_name = "HEADERS",
+        help_heading = "Authentication"
+    )]
+    pub(crate) requestheader_uid_headers: Vec<String>,
+    /// Headers the front proxy lists the user's groups in.
+    #[arg(
+        long = "requestheader-group-headers",
+        value_delimiter = ',',
+        default_value = "X-Remote-Group",
+        value_name = "HEADERS",
+        help_heading = "Authentication"
+    )]
+    pub(crate) requestheader_group_headers: Vec<String>,
+    /// Prefixes of the headers the front proxy gives the user's extra attributes in.
+    #[arg(
+        long = "requestheader-extra-headers-prefix",
+        value_delimiter = ',',
+        default_value = "X-Remote-Extra-",
+        value_name = "PREFIXES",
+        help_heading = "Authentication"
+    )]
+    pub(crate) requestheader_extra_headers_prefix: Vec<String>,
+    /// Send bearer tokens warrant does not know to kube-apiserver's TokenReview, and read the
+    /// front proxy's configuration from the cluster. Implied by --authentication-kubeconfig.
+    #[arg(long = "delegate-authentication", help_heading = "Authentication")]
+    pub(crate) delegate_authentication: bool,
+    /// Kubeconfig for delegated authentication; default: --kubeconfig, else in-cluster.
+    #[arg(
+        long = "authentication-kubeconfig",
+        value_name = "PATH",
+        help_heading = "Authentication"
+    )]
+    pub(crate) authentication_kubeconfig: Option<PathBuf>,
+    /// How long kube-apiserver's answers about a token are reused.
+    #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Authentication")]
+    pub(crate) authentication_cache_ttl: Duration,
+    /// Do not read kube-system/extension-apiserver-authentication.
+    #[arg(long = "authentication-skip-lookup", help_heading = "Authentication")]
+    pub(crate) authentication_skip_lookup: bool,
+
+    /// Who may request which tokens, review tokens and read metrics (YAML; docs/security.md).
+    #[arg(
+        long = "authorization-policy-file",
+        value_name = "PATH",
+        help_heading = "Authorization"
+    )]
+    pub(crate) authorization_policy_file: Option<PathBuf>,
+    /// Ask kube-apiserver (SubjectAccessReview) whether a caller may do what it asks.
+    /// Implied by --authorization-kubeconfig.
+    #[arg(long = "delegate-authorization", help_heading = "Authorization")]
+    pub(crate) delegate_authorization: bool,
+    /// Kubeconfig for delegated authorization; default: --kubeconfig, else in-cluster.
+    #[arg(
+        long = "authorization-kubeconfig",
+        value_name = "PATH",
+        help_heading = "Authorization"
+    )]
+    pub(crate) authorization_kubeconfig: Option<PathBuf>,
+    /// How long kube-apiserver's allowing answers are reused.
+    #[arg(long = "authorization-webhook-cache-authorized-ttl", default_value = "10s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Authorization")]
+    pub(crate) authorization_allowed_ttl: Duration,
+    /// How long kube-apiserver's refusing answers are reused.
+    #[arg(long = "authorization-webhook-cache-unauthorized-ttl", default_value = "10s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Authorization")]
+    pub(crate) authorization_denied_ttl: Duration,
+    /// Paths anyone may read, without authentication (a trailing * matches a prefix).
+    #[arg(long = "authorization-always-allow-paths", value_delimiter = ',', default_values_t = DEFAULT_ALWAYS_ALLOW_PATHS.map(str::to_owned), value_name = "PATHS", help_heading = "Authorization")]
+    pub(crate) always_allow_paths: Vec<String>,
+    /// Groups whose members may do anything.
+    #[arg(long = "authorization-always-allow-groups", value_delimiter = ',', default_values_t = DEFAULT_ALWAYS_ALLOW_GROUPS.map(str::to_owned), value_name = "GROUPS", help_heading = "Authorization", action = ArgAction::Append)]
+    pub(crate) always_allow_groups: Vec<String>,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let seconds = crate::duration::parse_seconds(text)?;
+    u64::try_from(seconds)
+        .map(Duration::from_secs)
+        .map_err(|_| format!("invalid duration {text:?}: may not be negative"))
+}
+
+impl AuthArgs {
+    /// Whether delegation reaches the cluster through `serve --kubeconfig` (no kubeconfig of its
+    /// own was given).
+    pub(crate) fn uses_cluster_kubeconfig(&self) -> bool {
+        (self.delegate_authentication && self.authentication_kubeconfig.is_none())
+            || (self.delegate_authorization && self.authorization_kubeconfig.is_none())
+    }
+}
+
+/// What the authentication and authorization setup keeps running.
+pub(crate) struct Running {
+    _policy_watch: Option<FileWatch>,
+    follower: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(task) = &self.follower {
+            task.abort();
+        }
+    }
+}
+
+/// The authenticators and authorizers the flags ask for.
+pub(crate) struct Setup {
+    pub(crate) authenticator: Authenticator,
+    pub(crate) authorizer: Authorizer,
+    pub(crate) trust: ClientTrust,
+    pub(crate) running: Running,
+}
+
+/// Builds the authenticators and authorizers from the flags.
+pub(crate) async fn setup(
+    auth: &AuthArgs,
+    client_ca_file: Option<&PathBuf>,
+    token_auth_file: Option<&PathBuf>,
+    kubeconfig: Option<&PathBuf>,
+    registry: &mut Registry,
+) -> Result<Setup, Box<dyn Error>> {
+    let client_ca = client_ca_file.map(|p| CaBundle::from_file(p)).transpose()?;
+    let front_proxy = match &auth.requestheader_client_ca_file {
+        Some(path) => Some(FrontProxy {
+            ca: CaBundle::from_file(path)?,
+            allowed_names: auth.requestheader_allowed_names.clone(),
+            headers: RequestHeaders {
+                username: auth.requestheader_username_headers.clone(),
+                uid: auth.requestheader_uid_headers.clone(),
+                group: auth.requestheader_group_headers.clone(),
+                extra_prefix: auth.requestheader_extra_headers_prefix.clone(),
+            },
+        }),
+        None => None,
+    };
+    let trust = ClientTrust::new(client_ca, front_proxy);
+    let token_file = token_auth_file.map(|p| TokenFile::load(p)).transpose()?;
+
+    let cluster = |explicit: &Option<PathBuf>| explicit.as_ref().or(kubeconfig).cloned();
+    let mut follower = None;
+    let delegated_authn =
+        if auth.delegate_authentication || auth.authentication_kubeconfig.is_some() {
+            let path = cluster(&auth.authentication_kubeconfig);
+            let client = cluster_client(path.as_deref()).await?;
+            let follow = Follow {
+                client_ca: client_ca_file.is_none(),
+                front_proxy: auth.requestheader_client_ca_file.is_none(),
+            };
+            if !auth.authentication_skip_lookup && (follow.client_ca || follow.front_proxy) {
+                follower = Some(follow_extension_authentication(
+                    client.clone(),
+                    trust.clone(),
+                    follow,
+                    registry,
+                ));
+            }
+            Some(DelegatedAuthentication::new(
+                client,
+                DelegationOptions {
+                    allow_ttl: auth.authentication_cache_ttl,
+                    deny_ttl: auth.authentication_cache_ttl,
+                    ..DelegationOptions::default()
+                },
+            ))
+        } else {
+            None
+        };
+    let delegated_authz = if auth.delegate_authorization || auth.authorization_kubeconfig.is_some()
+    {
+        let path = cluster(&auth.authorization_kubeconfig);
+        let client = cluster_client(path.as_deref()).await?;
+        Some(DelegatedAuthorization::new(
+            client,
+            DelegationOptions {
+                allow_ttl: auth.authorization_allowed_ttl,
+                deny_ttl: auth.authorization_denied_ttl,
+                ..DelegationOptions::default()
+            },
+        ))
+    } else {
+        None
+    };
+    let policy = auth
+        .authorization_policy_file
+        .as_ref()
+        .map(|p| PolicyFile::load(p))
+        .transpose()?;
+    let policy_watch = match &policy {
+        Some(policy) => {
+            policy.register_metrics(registry);
+            Some(policy.watch()?)
+        }
+        None => None,
+    };
+
+    if token_file.is_none()
+        && client_ca_file.is_none()
+        && auth.requestheader_client_ca_file.is_none()
+        && delegated_authn.is_none()
+    {
+        tracing::warn!(
+            "no --token-auth-file, --client-ca-file, --requestheader-client-ca-file or --delegate-authentication: only callers with warrant's own tokens can authenticate"
+        );
+    }
+    let mut authorizer = Authorizer::default();
+    authorizer.always_allow_paths = auth.always_allow_paths.clone();
+    authorizer.always_allow_groups = auth.always_allow_groups.clone();
+    authorizer.policy = policy;
+    authorizer.delegated = delegated_authz;
+    if authorizer.only_groups() {
+        tracing::warn!(
+            groups = ?authorizer.always_allow_groups,
+            "no --authorization-policy-file or --delegate-authorization: only members of the always-allowed groups may request or review tokens; everyone else gets 403"
+        );
+    }
+    let mut authenticator = Authenticator::default();
+    authenticator.trust = trust.clone();
+    authenticator.token_file = token_file;
+    authenticator.own_tokens = true;
+    authenticator.delegated = delegated_authn;
+    Ok(Setup {
+        authenticator,
+        authorizer,
+        trust,
+        running: Running {
+            _policy_watch: policy_watch,
+            follower,
+        },
+    })
+}
