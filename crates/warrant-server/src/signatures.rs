@@ -163,7 +163,11 @@ mod tests {
         // Change the signature's first character: every bit of it is signature (the last
         // character's low bits are padding a lenient decoder ignores).
         let at = good.rfind('.').unwrap() + 1;
-        let other = if good[at..].starts_with('A') { "B" } else { "A" };
+        let other = if good[at..].starts_with('A') {
+            "B"
+        } else {
+            "A"
+        };
         let tampered = format!("{}{other}{}", &good[..at], &good[at + 1..]);
         for _ in 0..2 {
             let (result, lookup) = cache.verify_signature(&verifier, &tampered, now);
