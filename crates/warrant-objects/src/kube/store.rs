@@ -212,20 +212,56 @@ impl KindStore {
 
     /// The list is complete: drops what it did not contain, and names no pod shares any more.
     /// Returns how many objects were dropped.
+    ///
+    /// The pass over every record runs under the read lock, which reviews share, so they never
+    /// wait on it; the write lock is held only to remove what the pass found (usually nothing),
+    /// each removal re-checked in case an event refreshed the record in between.
     pub(super) fn finish_list(&self) -> usize {
+        let (generation, stale, unshared) = {
+            let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+            let stale: Vec<(Box<str>, Box<str>)> = inner
+                .namespaces
+                .iter()
+                .flat_map(|(namespace, names)| {
+                    names
+                        .iter()
+                        .filter(|(_, slot)| slot.generation != inner.generation)
+                        .map(move |(name, _)| (namespace.clone(), name.clone()))
+                })
+                .collect();
+            let unshared =
+                !stale.is_empty() || inner.names.iter().any(|name| Arc::strong_count(name) == 1);
+            (inner.generation, stale, unshared)
+        };
+        if stale.is_empty() && !unshared {
+            return 0;
+        }
         let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
-        let generation = inner.generation;
         let mut dropped = 0;
-        inner.namespaces.retain(|_, names| {
-            let before = names.len();
-            names.retain(|_, slot| slot.generation == generation);
-            dropped += before - names.len();
-            names.shrink_to_fit();
-            !names.is_empty()
-        });
-        inner.namespaces.shrink_to_fit();
+        for (namespace, name) in &stale {
+            let Some(names) = inner.namespaces.get_mut(namespace) else {
+                continue;
+            };
+            if names
+                .get(name)
+                .is_some_and(|slot| slot.generation != generation)
+            {
+                names.remove(name);
+                dropped += 1;
+                if names.is_empty() {
+                    inner.namespaces.remove(namespace);
+                } else if names.len() * 4 < names.capacity() {
+                    names.shrink_to_fit();
+                }
+            }
+        }
+        if inner.namespaces.len() * 4 < inner.namespaces.capacity() {
+            inner.namespaces.shrink_to_fit();
+        }
         inner.names.retain(|name| Arc::strong_count(name) > 1);
-        inner.names.shrink_to_fit();
+        if inner.names.len() * 4 < inner.names.capacity() {
+            inner.names.shrink_to_fit();
+        }
         inner.len -= dropped;
         dropped
     }
