@@ -205,19 +205,17 @@ async fn a_static_key_moves_under_management_without_breaking_its_tokens() {
 
     // kube-apiserver's key (here, the setup's) becomes the first managed key.
     w.restart(|dir: &Path| {
-        let out = std::process::Command::new(BIN)
-            .args(["keys", "generate", "--key-dir"])
-            .arg(dir.join("keys"))
-            .arg("--service-account-signing-key-file")
-            .arg(dir.join("sa.key"))
-            .args(["--service-account-max-token-expiration", "24h"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args: [OsString; 8] = [
+            "keys".into(),
+            "generate".into(),
+            "--key-dir".into(),
+            dir.join("keys").into_os_string(),
+            "--service-account-signing-key-file".into(),
+            dir.join("sa.key").into_os_string(),
+            "--service-account-max-token-expiration".into(),
+            "24h".into(),
+        ];
+        warrant_ok(&args);
         key_dir(dir)
     })
     .await;

@@ -46,17 +46,17 @@ fn generate(cluster: &Fixture) {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig).unwrap();
-    let out = std::process::Command::new(BIN)
-        .args(["keys", "generate", "--key-secret", SECRET, "--kubeconfig"])
-        .arg(&kubeconfig)
-        .args(["--key-algorithm", "ES256"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args: [OsString; 8] = [
+        "keys".into(),
+        "generate".into(),
+        "--key-secret".into(),
+        SECRET.into(),
+        "--kubeconfig".into(),
+        kubeconfig.into_os_string(),
+        "--key-algorithm".into(),
+        "ES256".into(),
+    ];
+    warrant_ok(&args);
 }
 
 fn secret(cluster: &Fixture) -> Secret {

@@ -173,13 +173,7 @@ impl Warrant {
     /// Runs another warrant command, failing the test with its stderr if it fails; returns
     /// its stdout.
     pub(crate) fn warrant_ok(&self, args: &[&OsStr]) -> String {
-        let out = self.warrant(args);
-        assert!(
-            out.status.success(),
-            "warrant {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        warrant_ok(args)
     }
 
     /// Waits until `/readyz` answers 200; fails with the server's log if it exits first.
@@ -354,6 +348,18 @@ pub(crate) fn claims(token: &str) -> Claims {
         .decode(payload)
         .unwrap();
     serde_json::from_slice(&bytes).unwrap()
+}
+
+/// Runs a warrant command (not `serve`), failing the test with its stderr if it fails;
+/// returns its stdout.
+pub(crate) fn warrant_ok<S: AsRef<OsStr> + std::fmt::Debug>(args: &[S]) -> String {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "warrant {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Text of a kubectl failure.

@@ -23,6 +23,8 @@ mod secret;
 mod static_files;
 mod store;
 mod stored;
+#[cfg(test)]
+mod test_support;
 mod watch;
 
 pub use directory::DirStore;

@@ -235,7 +235,7 @@ fn get(
         } else {
             entry.full.clone()
         }),
-        None => not_found(info.plural, name),
+        None => not_found(info, name),
     }
 }
 
@@ -268,7 +268,7 @@ fn list(
     // A continue token is `snapshot:offset`; a new list takes a snapshot.
     let (id, offset) = if continue_token.is_empty() {
         let Some(resource) = state.resources.get(&(info.group, info.plural)) else {
-            return not_found(info.plural, "");
+            return not_found(info, "");
         };
         let items: Vec<Arc<Entry>> = resource
             .objects
@@ -303,7 +303,7 @@ fn list(
         }
     };
     let Some(snapshot) = state.snapshots.get(&id) else {
-        return not_found(info.plural, "");
+        return not_found(info, "");
     };
     let (revision, items) = (snapshot.revision, snapshot.items.clone());
     let end = if limit == 0 {
@@ -589,16 +589,43 @@ fn json_response(body: Bytes) -> Response {
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-fn not_found(plural: &str, name: &str) -> Response {
+pub(crate) fn not_found(info: ResourceType, name: &str) -> Response {
+    object_failure(info, name, StatusCode::NOT_FOUND, "NotFound", "not found")
+}
+
+/// A `Status` about one object, in kube-apiserver's words: `secrets "x" not found`.
+pub(crate) fn object_failure(
+    info: ResourceType,
+    name: &str,
+    code: StatusCode,
+    reason: &str,
+    what: &str,
+) -> Response {
+    let mut details = serde_json::Map::new();
+    details.insert("name".into(), name.into());
+    // StatusDetails.group is omitempty: the core group is not named.
+    if !info.group.is_empty() {
+        details.insert("group".into(), info.group.into());
+    }
+    details.insert("kind".into(), info.plural.into());
     let body = json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Failure",
-        "message": format!("{plural} \"{name}\" not found"),
-        "reason": "NotFound",
-        "details": { "name": name, "kind": plural },
-        "code": 404,
+        "message": format!("{} \"{name}\" {what}", qualified(info)),
+        "reason": reason,
+        "details": details,
+        "code": code.as_u16(),
     });
-    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+    (code, axum::Json(body)).into_response()
+}
+
+/// `secrets`, or `leases.coordination.k8s.io`: how kube-apiserver names a resource in messages.
+pub(crate) fn qualified(info: ResourceType) -> String {
+    if info.group.is_empty() {
+        info.plural.to_owned()
+    } else {
+        format!("{}.{}", info.plural, info.group)
+    }
 }
 
 /// A Kubernetes `Status` error body.

@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::api::status;
+use crate::api::{not_found, object_failure, qualified, status};
 use crate::cluster::{
     Cluster, EventType, HistoryItem, Line, ResourceType, Scope, encode, resource_mut, scoped,
     set_resource_version,
@@ -514,37 +514,14 @@ fn set_meta(object: &mut Value, field: &str, value: Value, overwrite: bool) {
     }
 }
 
-/// `secrets`, or `leases.coordination.k8s.io`: how kube-apiserver names a resource in messages.
-fn qualified(info: ResourceType) -> String {
-    if info.group.is_empty() {
-        info.plural.to_owned()
-    } else {
-        format!("{}.{}", info.plural, info.group)
-    }
-}
-
 fn already_exists(info: ResourceType, name: &str) -> Response {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure",
-        "message": format!("{} \"{name}\" already exists", qualified(info)),
-        "reason": "AlreadyExists",
-        "details": { "name": name, "group": info.group, "kind": info.plural },
-        "code": 409,
-    });
-    (StatusCode::CONFLICT, axum::Json(body)).into_response()
-}
-
-fn not_found(info: ResourceType, name: &str) -> Response {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure",
-        "message": format!("{} \"{name}\" not found", qualified(info)),
-        "reason": "NotFound",
-        "details": { "name": name, "group": info.group, "kind": info.plural },
-        "code": 404,
-    });
-    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+    object_failure(
+        info,
+        name,
+        StatusCode::CONFLICT,
+        "AlreadyExists",
+        "already exists",
+    )
 }
 
 fn bad_request(message: &str) -> Response {

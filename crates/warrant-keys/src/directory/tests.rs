@@ -4,27 +4,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use jiff::Timestamp;
 use warrant_token::{KeyType, SigningKey};
 
 use super::*;
-use crate::lifecycle::RotationPolicy;
-
-const T0: i64 = 1_800_000_000;
-const DAY: i64 = 86400;
-
-fn at(s: i64) -> Timestamp {
-    Timestamp::from_second(s).unwrap()
-}
-
-fn policy() -> RotationPolicy {
-    RotationPolicy {
-        key_type: KeyType::P256,
-        rotation_period_seconds: 7 * DAY,
-        publish_ahead_seconds: DAY,
-        max_token_seconds: DAY,
-    }
-}
+use crate::test_support::*;
 
 fn rotate(set: &ManagedKeySet, now: i64) -> ManagedKeySet {
     set.rotate(&policy(), at(now), SigningKey::generate)

@@ -6,24 +6,9 @@ use std::collections::BTreeSet;
 use warrant_token::{Binding, Claims, NewToken, ObjectRef, TokenError, Verifier};
 
 use super::*;
+use crate::test_support::*;
 
-const T0: i64 = 1_800_000_000;
-const HOUR: i64 = 3600;
-const DAY: i64 = 24 * HOUR;
 const ISSUER: &str = "https://issuer.test";
-
-fn at(second: i64) -> Timestamp {
-    Timestamp::from_second(second).unwrap()
-}
-
-fn policy() -> RotationPolicy {
-    RotationPolicy {
-        key_type: KeyType::P256,
-        rotation_period_seconds: 7 * DAY,
-        publish_ahead_seconds: DAY,
-        max_token_seconds: DAY,
-    }
-}
 
 fn generate(key_type: KeyType) -> Result<SigningKey, KeyError> {
     SigningKey::generate(key_type)

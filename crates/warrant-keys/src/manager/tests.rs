@@ -3,26 +3,10 @@
 
 use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
-use warrant_token::KeyType;
 
 use super::*;
 use crate::store::MemoryStore;
-
-const T0: i64 = 1_800_000_000;
-const DAY: i64 = 86400;
-
-fn at(s: i64) -> Timestamp {
-    Timestamp::from_second(s).unwrap()
-}
-
-fn policy() -> RotationPolicy {
-    RotationPolicy {
-        key_type: KeyType::P256,
-        rotation_period_seconds: 7 * DAY,
-        publish_ahead_seconds: DAY,
-        max_token_seconds: DAY,
-    }
-}
+use crate::test_support::*;
 
 /// Wall time that follows Tokio's (paused) clock from `T0`.
 fn clock() -> impl Fn() -> Timestamp + Send + Sync + Clone + 'static {

@@ -19,31 +19,16 @@ use warrant_kube_fixture::{Fixture, ResourceType};
 use warrant_token::{KeyType, SigningKey};
 
 use super::*;
+use crate::test_support::*;
 use crate::{
-    KeyManager, KeyManagerTask, KeyMetrics, KeySet, Leadership, LeaseConfig, RotationPolicy,
-    StoreHealth, Writer,
+    KeyManager, KeyManagerTask, KeyMetrics, KeySet, Leadership, LeaseConfig, StoreHealth, Writer,
 };
 
 const NS: &str = "warrant";
 const NAME: &str = "warrant-keys";
 const SECRET_PATH: &str = "/api/v1/namespaces/warrant/secrets/warrant-keys";
-const T0: i64 = 1_800_000_000;
-const DAY: i64 = 86400;
 /// How long any wait may take before the test fails: Lease hand-overs take a few seconds.
 const PATIENCE: Duration = Duration::from_secs(30);
-
-fn at(s: i64) -> Timestamp {
-    Timestamp::from_second(s).unwrap()
-}
-
-fn policy() -> RotationPolicy {
-    RotationPolicy {
-        key_type: KeyType::P256,
-        rotation_period_seconds: 7 * DAY,
-        publish_ahead_seconds: DAY,
-        max_token_seconds: DAY,
-    }
-}
 
 /// A wall clock the test sets.
 #[derive(Clone)]
