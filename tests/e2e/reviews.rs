@@ -98,3 +98,28 @@ async fn audiences_default_to_the_api_audiences() {
         json!([w.issuer()])
     );
 }
+
+/// `warrant_signature_cache_lookups_total{result}` as the server reports it.
+fn signature_lookups(w: &Warrant, result: &str) -> u64 {
+    let prefix = format!("warrant_signature_cache_lookups_total{{result=\"{result}\"}} ");
+    w.kubectl_ok(&["get", "--raw", "/metrics"])
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_repeated_review_skips_the_signature_check_unless_the_cache_is_off() {
+    for (flags, hits) in [(&[][..], 2), (&["--signature-cache-size", "0"][..], 0)] {
+        let w = Warrant::start(OBJECTS, flags).await;
+        let token = w.token(&["--audience", "vault"]);
+        for _ in 0..3 {
+            assert_eq!(w.review(token.trim(), &["vault"])["authenticated"], true);
+        }
+        assert_eq!(
+            (signature_lookups(&w, "hit"), signature_lookups(&w, "miss")),
+            (hits, 3 - hits),
+            "{flags:?}"
+        );
+    }
+}

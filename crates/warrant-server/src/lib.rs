@@ -50,7 +50,10 @@ pub use error::ApiError;
 pub use filewatch::{FileWatch, WatchError};
 pub use metrics::ReviewResult;
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
-pub use settings::{Settings, SettingsError, validate_issuers, validate_max_expiration};
+pub use settings::{
+    DEFAULT_SIGNATURE_CACHE_ENTRIES, Settings, SettingsError, validate_issuers,
+    validate_max_expiration,
+};
 pub use state::{AppState, StateParts};
 pub use tls::{ServingCertificate, TlsError, TlsFiles, serve, server_config};
 

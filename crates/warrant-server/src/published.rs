@@ -89,7 +89,7 @@ impl Published {
             jwks_etag,
             discovery,
             default_cache_control,
-            signatures: SignatureCache::new(),
+            signatures: SignatureCache::new(settings.signature_cache_entries),
         }
     }
 
@@ -173,6 +173,7 @@ mod tests {
             api_audiences: vec!["https://i".into()],
             jwks_uri: "https://i/openid/v1/jwks".into(),
             expiration: ExpirationPolicy::default(),
+            signature_cache_entries: crate::DEFAULT_SIGNATURE_CACHE_ENTRIES,
         }
     }
 

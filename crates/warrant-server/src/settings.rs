@@ -15,7 +15,12 @@ pub struct Settings {
     pub jwks_uri: String,
     /// `--service-account-max-token-expiration` and `--service-account-extend-token-expiration`.
     pub expiration: ExpirationPolicy,
+    /// `--signature-cache-size`: how many verified signatures are remembered (0: none).
+    pub signature_cache_entries: u64,
 }
+
+/// The default of [`Settings::signature_cache_entries`]: about 70 MiB when full.
+pub const DEFAULT_SIGNATURE_CACHE_ENTRIES: u64 = 65_536;
 
 /// Why the issuer settings are unusable (kube-apiserver's messages).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

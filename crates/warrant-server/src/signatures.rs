@@ -10,9 +10,11 @@
 //! - One cache per key set (it lives in [`crate::Published`]): when the keys change, the cache
 //!   starts empty, so a token signed by a removed key cannot pass on an old entry.
 //! - An entry expires at the token's `exp` plus the leeway: it never outlives the token.
-//! - Bounded: at most [`CAPACITY`] entries, about 700 bytes each (the claims of a typical
-//!   pod-bound token, the key and moka's bookkeeping), so at most about 45 MiB; the least
-//!   valuable entries are evicted first.
+//! - Bounded: at most `--signature-cache-size` entries (default
+//!   [`DEFAULT_SIGNATURE_CACHE_ENTRIES`](crate::DEFAULT_SIGNATURE_CACHE_ENTRIES)); the least
+//!   valuable entries are evicted first. A full default cache adds about 70 MiB to the
+//!   process (docs/benchmarks.md measured it: the claims of a pod-bound token, the digest,
+//!   moka's bookkeeping and what the allocator keeps, about 1.1 KiB an entry).
 //!
 //! Cost on a hit: one SHA-256 of the token (about a microsecond for a 1 KiB token) and a lookup,
 //! instead of a JSON parse and a signature verification (18 µs for RS256, 51 µs for ES256).
@@ -24,9 +26,6 @@ use aws_lc_rs::digest;
 use jiff::Timestamp;
 use moka::sync::Cache;
 use warrant_token::{Claims, LEEWAY_SECONDS, MAX_TOKEN_BYTES, TokenError, Verifier};
-
-/// The most entries the cache holds.
-pub(crate) const CAPACITY: u64 = 65_536;
 
 #[derive(Clone)]
 struct Entry {
@@ -53,13 +52,14 @@ impl moka::Expiry<[u8; 32], Entry> for UntilExpiry {
 
 /// Verified signatures by token digest.
 pub(crate) struct SignatureCache {
-    entries: Cache<[u8; 32], Entry>,
+    /// None when the cache is turned off (`--signature-cache-size 0`).
+    entries: Option<Cache<[u8; 32], Entry>>,
 }
 
 impl std::fmt::Debug for SignatureCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SignatureCache")
-            .field("entries", &self.entries.entry_count())
+            .field("entries", &self.entries.as_ref().map(Cache::entry_count))
             .finish()
     }
 }
@@ -74,12 +74,15 @@ pub(crate) enum Lookup {
 }
 
 impl SignatureCache {
-    pub(crate) fn new() -> Self {
+    /// A cache of at most `capacity` entries; 0 remembers nothing.
+    pub(crate) fn new(capacity: u64) -> Self {
         SignatureCache {
-            entries: Cache::builder()
-                .max_capacity(CAPACITY)
-                .expire_after(UntilExpiry)
-                .build(),
+            entries: (capacity > 0).then(|| {
+                Cache::builder()
+                    .max_capacity(capacity)
+                    .expire_after(UntilExpiry)
+                    .build()
+            }),
         }
     }
 
@@ -90,13 +93,17 @@ impl SignatureCache {
         token: &str,
         now: Timestamp,
     ) -> (Result<Arc<Claims>, TokenError>, Lookup) {
-        if token.len() > MAX_TOKEN_BYTES {
-            // Refused unread; not worth hashing.
+        let Some(entries) = self
+            .entries
+            .as_ref()
+            .filter(|_| token.len() <= MAX_TOKEN_BYTES)
+        else {
+            // No cache, or a token refused unread (not worth hashing).
             return (verifier.verify_signature(token).map(Arc::new), Lookup::Miss);
-        }
+        };
         let mut key = [0u8; 32];
         key.copy_from_slice(digest::digest(&digest::SHA256, token.as_bytes()).as_ref());
-        if let Some(entry) = self.entries.get(&key) {
+        if let Some(entry) = entries.get(&key) {
             return (Ok(entry.claims), Lookup::Hit);
         }
         let result = verifier.verify_signature(token).map(Arc::new);
@@ -108,7 +115,7 @@ impl SignatureCache {
                 && seconds > 0
             {
                 let ttl = Duration::from_secs(seconds);
-                self.entries.insert(
+                entries.insert(
                     key,
                     Entry {
                         claims: claims.clone(),
@@ -150,7 +157,7 @@ mod tests {
             vec!["https://i".into()],
             vec![key.verifying_key().clone()],
         );
-        let cache = SignatureCache::new();
+        let cache = SignatureCache::new(16);
         let now = Timestamp::from_second(1_000).unwrap();
         let good = token(&key, 4_600);
         assert_eq!(
@@ -180,5 +187,12 @@ mod tests {
         let old = token(&key, 900);
         assert_eq!(cache.verify_signature(&verifier, &old, now).1, Lookup::Miss);
         assert_eq!(cache.verify_signature(&verifier, &old, now).1, Lookup::Miss);
+
+        // Size 0 turns the cache off: every review verifies the signature.
+        let off = SignatureCache::new(0);
+        for _ in 0..2 {
+            let (claims, lookup) = off.verify_signature(&verifier, &good, now);
+            assert_eq!((claims.unwrap().exp, lookup), (Some(4_600), Lookup::Miss));
+        }
     }
 }

@@ -319,7 +319,7 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub(crate) keys: KeySourceArgs,
     /// Longest lifetime a TokenRequest gets (Go duration, 1h to 2^32 s); longer requests are
-    /// shortened with a warning. Default: no cap; 24h with --key-dir (where it also bounds
+    /// shortened with a warning. Default: no cap; 24h with managed keys (where it also bounds
     /// extended tokens, so retired keys leave the JWKS a day after they stop signing).
     #[arg(long = "service-account-max-token-expiration", value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
     pub(crate) max_token_expiration: Option<i64>,
@@ -342,6 +342,11 @@ pub(crate) struct ServeArgs {
     /// The host (and port) relying parties reach warrant at, for the default JWKS URL.
     #[arg(long = "external-hostname", value_name = "HOST[:PORT]")]
     pub(crate) external_hostname: Option<String>,
+    /// How many verified token signatures to remember, so a token reviewed again skips the
+    /// signature check (about 1.1 KiB each when full; 0 turns the cache off). Object checks
+    /// run on every review regardless.
+    #[arg(long = "signature-cache-size", value_name = "ENTRIES", default_value_t = warrant_server::DEFAULT_SIGNATURE_CACHE_ENTRIES)]
+    pub(crate) signature_cache_entries: u64,
     /// Address to listen on.
     #[arg(long = "bind-address", default_value = "0.0.0.0", value_name = "IP")]
     pub(crate) bind_address: IpAddr,

@@ -164,6 +164,7 @@ fn settings(args: &ServeArgs, managed_keys: bool) -> Result<Settings, Box<dyn Er
         api_audiences,
         jwks_uri,
         expiration,
+        signature_cache_entries: args.signature_cache_entries,
     })
 }
 

@@ -109,6 +109,7 @@ fn build(
         api_audiences: vec![ISSUER.into()],
         jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
         expiration,
+        signature_cache_entries: warrant_server::DEFAULT_SIGNATURE_CACHE_ENTRIES,
     };
     let token_file = TokenFile::parse(
         format!(
