@@ -46,6 +46,10 @@ struct Args {
     /// Scenarios to measure (default: all).
     #[arg(long, value_delimiter = ',')]
     scenarios: Vec<String>,
+    /// warrant's --log-level. The default is the server's own: at info it logs a line per
+    /// issued token, which is part of what issuing costs.
+    #[arg(long, default_value = "info")]
+    log_level: String,
 }
 
 fn main() {
@@ -107,7 +111,14 @@ fn run(args: &Args) -> Result<(), Error> {
         };
         let key_file = dir.join(format!("{alg}.key"));
         std::fs::write(&key_file, key.to_pkcs8_pem()?.as_str())?;
-        let mut server = Server::start(&args.warrant, &dir, &key_file, &issuer, port)?;
+        let mut server = Server::start(
+            &args.warrant,
+            &dir,
+            &key_file,
+            &issuer,
+            port,
+            &args.log_level,
+        )?;
         let target = Target {
             base: issuer.clone(),
             admin: admin.clone(),
@@ -231,7 +242,12 @@ impl Server {
         key: &Path,
         issuer: &str,
         port: u16,
+        log_level: &str,
     ) -> Result<Server, Error> {
+        // The log goes to a file, as a container runtime takes it: written by warrant as it
+        // would be in production, and out of the table's way.
+        let log_path = dir.join("warrant.log");
+        let log = std::fs::File::create(&log_path)?;
         let child = Command::new(warrant)
             .arg("serve")
             .args(["--service-account-issuer", issuer])
@@ -251,10 +267,10 @@ impl Server {
                 "--secure-port",
                 &port.to_string(),
                 "--log-level",
-                "warn",
+                log_level,
             ])
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()?;
         let mut server = Server { child };
         for _ in 0..600 {
@@ -262,7 +278,8 @@ impl Server {
                 return Ok(server);
             }
             if let Some(status) = server.child.try_wait()? {
-                return Err(format!("warrant exited with {status}").into());
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                return Err(format!("warrant exited with {status}:\n{log}").into());
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -27,7 +27,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.log_format, &cli.log_level);
+    // Held until main returns, so lines still queued are written before the process exits.
+    let _log_writer = logging::init(cli.log_format, &cli.log_level);
     let result = match cli.command {
         Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
