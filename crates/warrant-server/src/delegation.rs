@@ -2,17 +2,21 @@
 //! SubjectAccessReview (delegated authorization), the way kube's delegating servers ask
 //! (spec §5.4, §7.4): a 10 s timeout per attempt, kube's webhook retry backoff for failures
 //! that may pass (500 ms, ×1.5, 20 % jitter, at most 5 attempts), and a 10 s cache of answers.
-//! Failures are never cached.
+//! Failures are never cached. Concurrent misses for the same question share one call
+//! ([`SingleFlight`]): a burst of requests with one new token asks kube-apiserver once.
 //!
 //! The caches expire by the server's [`Clock`](crate::Clock), not by a timer, so tests move the
 //! clock instead of waiting. (moka would expire entries by its own clock, which tests cannot
 //! move; a bounded map of a few thousand entries is all this needs.)
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, PostParams};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -268,9 +272,94 @@ impl<K: Eq + Hash, V: Clone> ExpiringCache<K, V> {
     }
 }
 
+/// Calls in progress by key: a caller whose key is already being looked up waits for that
+/// lookup's answer instead of starting another.
+pub(crate) struct SingleFlight<K, V: Clone> {
+    in_flight: Mutex<HashMap<K, Shared<BoxFuture<'static, V>>>>,
+}
+
+impl<K, V: Clone> std::fmt::Debug for SingleFlight<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SingleFlight").finish_non_exhaustive()
+    }
+}
+
+impl<K: Eq + Hash + Clone, V: Clone + Send + Sync + 'static> SingleFlight<K, V> {
+    pub(crate) fn new() -> Self {
+        SingleFlight {
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The answer of the lookup in progress for `key`, or of `start()` if there is none.
+    /// Whoever sees the lookup finish first removes it, so a finished answer is never handed
+    /// out again (that is the cache's job, with its TTL). If every caller gives up before the
+    /// lookup finishes, the next caller for `key` takes it up where it was.
+    pub(crate) async fn run<F>(&self, key: K, start: impl FnOnce() -> F) -> V
+    where
+        F: Future<Output = V> + Send + 'static,
+    {
+        let lookup = {
+            let mut in_flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            in_flight
+                .entry(key.clone())
+                .or_insert_with(|| start().boxed().shared())
+                .clone()
+        };
+        let answer = lookup.clone().await;
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if in_flight
+            .get(&key)
+            .is_some_and(|current| current.ptr_eq(&lookup))
+        {
+            in_flight.remove(&key);
+        }
+        answer
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
+
+    #[tokio::test]
+    async fn concurrent_lookups_of_one_key_share_one_call_and_a_finished_one_is_not_reused() {
+        let flight = SingleFlight::<&str, usize>::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (release, released) = tokio::sync::watch::channel(false);
+        let lookup = || {
+            let calls = calls.clone();
+            let mut released = released.clone();
+            move || async move {
+                let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                let _ = released.wait_for(|r| *r).await;
+                n
+            }
+        };
+        let a = flight.run("k", lookup());
+        let b = flight.run("k", lookup());
+        let other = flight.run("other", lookup());
+        let (answers, _) = tokio::join!(async { tokio::join!(a, b, other) }, async {
+            // Let the three lookups register before they are answered.
+            tokio::task::yield_now().await;
+            release.send_replace(true);
+        });
+        // "k" was asked once for both callers; "other" had its own call.
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(answers.0, answers.1);
+        assert_ne!(answers.0, answers.2);
+        // Finished: the next lookup of "k" is a new call.
+        assert_eq!(flight.run("k", lookup()).await, 3);
+    }
 
     #[test]
     fn backoff_is_kubes() {

@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 
 use super::tokenfile::digest;
 use super::{Outcome, User, Via};
-use crate::delegation::{self, DelegationMetrics, DelegationOptions, ExpiringCache};
+use crate::delegation::{self, DelegationMetrics, DelegationOptions, ExpiringCache, SingleFlight};
 
 const RESOURCE: &str = "tokenreviews";
 
@@ -37,6 +37,7 @@ pub struct DelegatedAuthentication {
     api: Api<TokenReview>,
     options: DelegationOptions,
     cache: ExpiringCache<[u8; 32], Answer>,
+    in_flight: SingleFlight<[u8; 32], Result<Answer, delegation::DelegationError>>,
     metrics: DelegationMetrics,
 }
 
@@ -55,6 +56,7 @@ impl DelegatedAuthentication {
             api: Api::all(client),
             options,
             cache: ExpiringCache::new(8192),
+            in_flight: SingleFlight::new(),
             metrics: DelegationMetrics::default(),
         }
     }
@@ -83,16 +85,18 @@ impl DelegatedAuthentication {
                     },
                     ..TokenReview::default()
                 };
-                let answer = match delegation::create(
-                    &self.api,
-                    &review,
-                    &self.options,
-                    &self.metrics,
-                    RESOURCE,
-                )
-                .await
-                {
-                    Ok(reviewed) => interpret(reviewed),
+                let (api, options, metrics) =
+                    (self.api.clone(), self.options.clone(), self.metrics.clone());
+                let asked = self
+                    .in_flight
+                    .run(key, move || async move {
+                        delegation::create(&api, &review, &options, &metrics, RESOURCE)
+                            .await
+                            .map(interpret)
+                    })
+                    .await;
+                let answer = match asked {
+                    Ok(answer) => answer,
                     Err(e) => {
                         tracing::warn!(error = %e, "delegated authentication failed; refusing the request");
                         return Outcome::Failed(format!("delegated authentication: {e}"));

@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 
 use super::{Attributes, Decision, Grant};
 use crate::authn::User;
-use crate::delegation::{self, DelegationMetrics, DelegationOptions, ExpiringCache};
+use crate::delegation::{self, DelegationMetrics, DelegationOptions, ExpiringCache, SingleFlight};
 
 const RESOURCE: &str = "subjectaccessreviews";
 
@@ -38,6 +38,7 @@ pub struct DelegatedAuthorization {
     api: Api<SubjectAccessReview>,
     options: DelegationOptions,
     cache: ExpiringCache<String, Answer>,
+    in_flight: SingleFlight<String, Result<Answer, String>>,
     metrics: DelegationMetrics,
 }
 
@@ -94,6 +95,7 @@ impl DelegatedAuthorization {
             api: Api::all(client),
             options,
             cache: ExpiringCache::new(8192),
+            in_flight: SingleFlight::new(),
             metrics: DelegationMetrics::default(),
         }
     }
@@ -126,30 +128,24 @@ impl DelegatedAuthorization {
                     spec,
                     ..SubjectAccessReview::default()
                 };
-                let reviewed = match delegation::create(
-                    &self.api,
-                    &review,
-                    &self.options,
-                    &self.metrics,
-                    RESOURCE,
-                )
-                .await
-                {
-                    Ok(reviewed) => reviewed,
-                    Err(e) => return Decision::Error(e.to_string()),
+                let (api, options, metrics) =
+                    (self.api.clone(), self.options.clone(), self.metrics.clone());
+                let ask = move || async move {
+                    let reviewed = delegation::create(&api, &review, &options, &metrics, RESOURCE)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    interpret(reviewed)
                 };
-                let status = reviewed.status.unwrap_or_default();
-                let reason = status.reason.unwrap_or_default();
-                let answer = if status.allowed && status.denied == Some(true) {
-                    return Decision::Error(
-                        "kube-apiserver's SubjectAccessReview both allowed and denied".to_owned(),
-                    );
-                } else if status.denied == Some(true) {
-                    Answer::Deny(reason)
-                } else if status.allowed {
-                    Answer::Allow
+                // Without a key (the spec did not serialize), questions cannot be told apart:
+                // ask alone.
+                let asked = if key.is_empty() {
+                    ask().await
                 } else {
-                    Answer::NoOpinion(reason)
+                    self.in_flight.run(key.clone(), ask).await
+                };
+                let answer = match asked {
+                    Ok(answer) => answer,
+                    Err(e) => return Decision::Error(e),
                 };
                 let ttl = match answer {
                     Answer::Allow => self.options.allow_ttl,
@@ -166,5 +162,20 @@ impl DelegatedAuthorization {
             Answer::Deny(reason) => Decision::Deny(reason),
             Answer::NoOpinion(reason) => Decision::NoOpinion(reason),
         }
+    }
+}
+
+/// kube's webhook authorizer's reading of a review.
+fn interpret(reviewed: SubjectAccessReview) -> Result<Answer, String> {
+    let status = reviewed.status.unwrap_or_default();
+    let reason = status.reason.unwrap_or_default();
+    if status.allowed && status.denied == Some(true) {
+        Err("kube-apiserver's SubjectAccessReview both allowed and denied".to_owned())
+    } else if status.denied == Some(true) {
+        Ok(Answer::Deny(reason))
+    } else if status.allowed {
+        Ok(Answer::Allow)
+    } else {
+        Ok(Answer::NoOpinion(reason))
     }
 }

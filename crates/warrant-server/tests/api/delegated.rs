@@ -152,6 +152,20 @@ async fn authentication_answers_are_cached_for_ten_seconds() {
 }
 
 #[tokio::test]
+async fn a_burst_with_one_new_token_asks_kube_apiserver_once() {
+    let d = delegating(true, true).await;
+    d.authority
+        .token("burst", TokenAnswer::user("jane", &["devs"]));
+    d.authority
+        .access(|_| AccessAnswer::Allow("allowed".into()));
+    let replies =
+        futures::future::join_all((0..16).map(|_| d.api.token_as("burst", "app", json!({})))).await;
+    assert!(replies.iter().all(|r| r.code == StatusCode::CREATED));
+    assert_eq!(d.authority.token_reviews().len(), 1);
+    assert_eq!(d.authority.access_reviews().len(), 1);
+}
+
+#[tokio::test]
 async fn authentication_failures_are_retried_then_fail_closed() {
     let d = delegating(true, false).await;
     d.authority
