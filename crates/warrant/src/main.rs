@@ -27,8 +27,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Held until main returns, so lines still queued are written before the process exits.
-    let _log_writer = logging::init(cli.log_format, &cli.log_level);
+    // Held until the command ends; dropping it writes out the lines still queued (before the
+    // process exits, and before a failure's message below, so the two keep their order).
+    let log_writer = logging::init(cli.log_format, &cli.log_level);
     let result = match cli.command {
         Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
                 source = cause.source();
             }
             tracing::error!("{message}");
+            drop(log_writer);
             #[allow(clippy::print_stderr)]
             {
                 eprintln!("warrant: {message}");
