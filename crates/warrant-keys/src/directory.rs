@@ -34,7 +34,6 @@ use tokio::sync::mpsc;
 use crate::lifecycle::ManagedKeySet;
 use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
 use crate::stored::{INDEX_FILE, decode, encode};
-use crate::watch::watch_files;
 
 const LOCK_FILE: &str = ".lock";
 const TEMP_PREFIX: &str = ".tmp-";
@@ -239,12 +238,17 @@ impl KeyStore for DirStore {
 
     fn watch(&self) -> Result<ChangeFeed, StoreError> {
         let (sender, receiver) = mpsc::channel(1);
-        let watcher = watch_files(&[self.dir.join(INDEX_FILE)], sender).map_err(|e| {
-            StoreError::Unavailable {
-                store: self.describe(),
-                reason: e.to_string(),
-            }
-        })?;
+        let on_change = move || {
+            // A full channel means a change is already waiting to be read.
+            let _ = sender.try_send(());
+        };
+        let watcher =
+            warrant_watch::watch_files(&[self.dir.join(INDEX_FILE)], on_change).map_err(|e| {
+                StoreError::Unavailable {
+                    store: self.describe(),
+                    reason: e.to_string(),
+                }
+            })?;
         Ok(ChangeFeed::from_channel(receiver, watcher))
     }
 }

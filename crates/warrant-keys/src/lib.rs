@@ -25,7 +25,6 @@ mod store;
 mod stored;
 #[cfg(test)]
 mod test_support;
-mod watch;
 
 pub use directory::DirStore;
 pub use leader::{Leadership, LeaseConfig, LeaseError, MIN_LEASE_SECONDS};

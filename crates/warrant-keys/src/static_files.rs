@@ -20,7 +20,7 @@ use warrant_token::{
 
 use crate::KeySet;
 use crate::metrics::KeyMetrics;
-use crate::watch::{FileWatcher, watch_files};
+use warrant_watch::{FileWatch, watch_files};
 
 /// Why the static key files could not be loaded. Each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -166,7 +166,7 @@ impl StaticKeys {
 
 /// Reloads static key files when they change; dropping it stops the watching.
 pub struct StaticWatch {
-    _watcher: FileWatcher,
+    _watcher: FileWatch,
     task: JoinHandle<()>,
     status: watch::Receiver<StaticReload>,
 }
@@ -226,8 +226,12 @@ impl StaticKeyFiles {
         P: Fn(&StaticKeys) + Send + 'static,
     {
         let (sender, mut changes) = mpsc::channel(1);
-        let watcher =
-            watch_files(&self.paths(), sender).map_err(|e| StaticKeyError::Watch(e.to_string()))?;
+        // A full channel means a change is already waiting to be read.
+        let on_change = move || {
+            let _ = sender.try_send(());
+        };
+        let watcher = watch_files(&self.paths(), on_change)
+            .map_err(|e| StaticKeyError::Watch(e.to_string()))?;
         current.record(&metrics);
         if current.signing.is_some() {
             metrics.signing_key_loaded(clock());

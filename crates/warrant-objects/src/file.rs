@@ -17,20 +17,15 @@
 //! - A reload reads and parses the whole file on a runtime worker thread; its time grows with
 //!   the file's size, and lookups go on meanwhile against the previous snapshot.
 //!
-//! Watching: the file's directory is watched, not the file, because editors and Kubernetes
-//! ConfigMap volumes replace a file by renaming another over it (or by swapping a symlink),
-//! which a watch on the old file would never see. Bursts of events are debounced.
+//! Watching: through `warrant_watch`, which watches the file's directory (editors and
+//! Kubernetes ConfigMap volumes replace a file rather than edit it) and debounces bursts.
 
 use std::collections::HashMap;
-use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use jiff::Timestamp;
-use notify::event::{AccessKind, AccessMode};
-use notify::{EventKind, RecursiveMode, Watcher as _};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -43,10 +38,6 @@ use uuid::Uuid;
 use crate::manifest::{self, Entry, ManifestError};
 use crate::record::{Kind, Record};
 use crate::source::ObjectSource;
-
-/// How long the watcher waits after the first change event before it reloads, so a save that
-/// arrives as several events (truncate, write, close, rename) is read once, complete.
-const DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// Objects from a manifest file, reloaded on change. Cheap to clone: clones share one snapshot,
 /// so the server can hold one as its [`ObjectSource`] while its owner reloads and watches it.
@@ -138,38 +129,30 @@ impl FileSource {
         C: Fn() -> Timestamp + Send + 'static,
     {
         let shared = &self.shared;
-        let watch_error = |source: notify::Error| ManifestError::Watch {
-            path: shared.label.clone(),
-            source: Arc::new(source),
-        };
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| ManifestError::NoRuntime {
                 path: shared.label.clone(),
             })?;
-        let file_name = shared
-            .path
-            .file_name()
-            .ok_or_else(|| watch_error(notify::Error::generic("the path names no file")))?
-            .to_owned();
-        let directory = shared
-            .path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-
-        let (events, receiver) = mpsc::unbounded_channel();
-        let mut watcher = notify::recommended_watcher(move |event| {
-            // The receiver is gone only once the watch task has ended; nothing is left to tell.
-            let _ = events.send(event);
+        // A channel of one: changes that come while a reload runs make one more reload.
+        let (changed, mut changes) = mpsc::channel(1);
+        let files = std::slice::from_ref(&shared.path);
+        let watch = warrant_watch::watch_files(files, move || {
+            let _ = changed.try_send(());
         })
-        .map_err(watch_error)?;
-        watcher
-            .watch(directory, RecursiveMode::NonRecursive)
-            .map_err(watch_error)?;
-        let task = runtime.spawn(watch_loop(shared.clone(), receiver, clock, file_name));
+        .map_err(|source| ManifestError::Watch {
+            path: shared.label.clone(),
+            source: Arc::new(source),
+        })?;
+        let reloading = shared.clone();
+        let task = runtime.spawn(async move {
+            while changes.recv().await.is_some() {
+                // A failure is logged, counted and published by `reload`; the watch goes on.
+                let _ = reloading.reload(clock()).await;
+            }
+        });
         tracing::info!(path = %shared.label, "watching objects file for changes");
         Ok(FileWatch {
-            _watcher: watcher,
+            _watch: watch,
             task,
         })
     }
@@ -214,7 +197,7 @@ impl std::fmt::Debug for FileSource {
 
 /// Keeps a [`FileSource`] reloading on change; dropping it stops the watching.
 pub struct FileWatch {
-    _watcher: notify::RecommendedWatcher,
+    _watch: warrant_watch::FileWatch,
     task: JoinHandle<()>,
 }
 
@@ -260,47 +243,6 @@ impl Shared {
         });
         result
     }
-}
-
-async fn watch_loop<C>(
-    shared: Arc<Shared>,
-    mut events: mpsc::UnboundedReceiver<notify::Result<notify::Event>>,
-    clock: C,
-    file_name: OsString,
-) where
-    C: Fn() -> Timestamp,
-{
-    while let Some(event) = events.recv().await {
-        if !concerns(&shared, &file_name, &event) {
-            continue;
-        }
-        tokio::time::sleep(DEBOUNCE).await;
-        while events.try_recv().is_ok() {}
-        // A failure is logged, counted and published by `reload`; the watch goes on.
-        let _ = shared.reload(clock()).await;
-    }
-}
-
-/// True if `event` may have changed the file.
-fn concerns(shared: &Shared, file_name: &OsStr, event: &notify::Result<notify::Event>) -> bool {
-    let event = match event {
-        Ok(event) => event,
-        Err(error) => {
-            tracing::warn!(path = %shared.label, %error, "file watcher error; reloading to be safe");
-            return true;
-        }
-    };
-    match event.kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
-        // Opening and reading the file (our own reloads included) change nothing.
-        EventKind::Access(_) => return false,
-        _ => {}
-    }
-    event.need_rescan()
-        || event.paths.iter().any(|p| p.file_name() == Some(file_name))
-        // A symlinked file (a ConfigMap volume) changes when a link elsewhere in its directory
-        // is swapped, in an event that never names the file.
-        || shared.path.is_symlink()
 }
 
 async fn read_snapshot(

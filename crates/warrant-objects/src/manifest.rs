@@ -112,7 +112,7 @@ pub enum ManifestError {
         path: String,
         /// The watcher's error.
         #[source]
-        source: Arc<notify::Error>,
+        source: Arc<warrant_watch::WatchError>,
     },
     /// Watching needs a Tokio runtime to run the reload task, and there was none.
     #[error("{path}: cannot watch for changes outside a Tokio runtime")]

@@ -11,7 +11,6 @@ mod clock;
 mod delegation;
 mod discovery;
 mod error;
-mod filewatch;
 mod metrics;
 mod openapi;
 mod protobuf;
@@ -47,7 +46,6 @@ pub use body::MAX_BODY_BYTES;
 pub use clock::Clock;
 pub use delegation::{Backoff, DelegationError, DelegationOptions};
 pub use error::ApiError;
-pub use filewatch::{FileWatch, WatchError};
 pub use metrics::ReviewResult;
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
 pub use settings::{
@@ -56,6 +54,7 @@ pub use settings::{
 };
 pub use state::{AppState, StateParts};
 pub use tls::{ServingCertificate, TlsError, TlsFiles, serve, server_config};
+pub use warrant_watch::{FileWatch, WatchError};
 
 use crate::tokenreview::ServedVersion;
 use crate::wire::{AUTHENTICATION_V1, AUTHENTICATION_V1BETA1, WARRANT_V1ALPHA1};

@@ -33,7 +33,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use crate::authn::{ClientTrust, PeerCertificate};
-use crate::filewatch::{FileWatch, WatchError, watch_files};
+use warrant_watch::{FileWatch, WatchError, watch_files};
 
 /// A TLS handshake that takes longer than this is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -45,7 +45,7 @@ use tokio::sync::watch;
 
 use super::{Attributes, Decision, Grant, ResourceAttributes, VERB_AUDIENCE};
 use crate::authn::User;
-use crate::filewatch::{FileWatch, WatchError, watch_files};
+use warrant_watch::{FileWatch, WatchError, watch_files};
 
 /// The `apiVersion` of a policy file.
 pub(crate) const POLICY_API_VERSION: &str = "warrant.dev/v1alpha1";
