@@ -3,8 +3,12 @@
 //! described; kubectl reads the absence of PATCH as "no server-side field validation" and
 //! validates manifests itself, as it does for TokenReview against kube-apiserver.
 
+use serde_json::{Map, Value};
+
 use super::definitions::{TOKEN_REQUEST, TOKEN_REVIEW};
-use super::schema::{AUTHENTICATION_V1, CORE_V1, GroupVersion, Gvk, WARRANT_V1ALPHA1};
+use super::schema::{
+    AUTHENTICATION_V1, CORE_V1, GVK_EXTENSION, GroupVersion, Gvk, WARRANT_V1ALPHA1,
+};
 
 /// The media types request bodies may be in (`body.rs` reads them).
 pub(crate) const CONSUMES: &[&str] = &[
@@ -55,6 +59,25 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
+    /// The path item of either OpenAPI version: `post`, marked with the kind it takes, and the
+    /// path parameters, each in the version's own shape.
+    pub(crate) fn path_item(
+        &self,
+        mut post: Value,
+        parameter: impl Fn(&PathParameter) -> Value,
+    ) -> Value {
+        if let Value::Object(map) = &mut post {
+            map.insert(GVK_EXTENSION.into(), self.kind.to_json());
+        }
+        let mut item = Map::new();
+        item.insert("post".into(), post);
+        if !self.parameters.is_empty() {
+            let parameters: Vec<Value> = self.parameters.iter().map(parameter).collect();
+            item.insert("parameters".into(), parameters.into());
+        }
+        Value::Object(item)
+    }
+
     /// The tag kube-apiserver would give it: `core_v1`, `authentication_v1`, `warrantDev_v1alpha1`.
     pub(crate) fn tag(&self) -> String {
         let GroupVersion { group, version } = self.group_version;

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::endpoints::{CONSUMES, ENDPOINTS, Endpoint, PRODUCES, View};
-use super::schema::{Definition, Dialect, GVK_EXTENSION, closure};
+use super::schema::{Definition, Dialect, closure};
 
 /// The document `view` describes.
 pub(crate) fn document(view: View, catalogue: &[Definition]) -> Value {
@@ -27,7 +27,7 @@ pub(crate) fn document(view: View, catalogue: &[Definition]) -> Value {
 
 fn path_item(endpoint: &Endpoint) -> Value {
     let reference = json!({"$ref": Dialect::V2.reference(endpoint.body)});
-    let mut post = json!({
+    let post = json!({
         "description": endpoint.description,
         "operationId": endpoint.operation_id,
         "tags": [endpoint.tag()],
@@ -46,33 +46,21 @@ fn path_item(endpoint: &Endpoint) -> Value {
         },
         "x-kubernetes-action": "post",
     });
-    if let Value::Object(map) = &mut post {
-        map.insert(GVK_EXTENSION.into(), endpoint.kind.to_json());
-    }
-    let mut item = Map::new();
-    item.insert("post".into(), post);
-    if !endpoint.parameters.is_empty() {
-        let parameters: Vec<Value> = endpoint
-            .parameters
-            .iter()
-            .map(|p| {
-                json!({
-                    "name": p.name,
-                    "in": "path",
-                    "required": true,
-                    "type": "string",
-                    "description": p.description,
-                })
-            })
-            .collect();
-        item.insert("parameters".into(), parameters.into());
-    }
-    Value::Object(item)
+    endpoint.path_item(post, |p| {
+        json!({
+            "name": p.name,
+            "in": "path",
+            "required": true,
+            "type": "string",
+            "description": p.description,
+        })
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::definitions::catalogue;
+    use super::super::schema::GVK_EXTENSION;
     use super::*;
 
     #[test]

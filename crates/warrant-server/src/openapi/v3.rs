@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::endpoints::{CONSUMES, ENDPOINTS, Endpoint, PRODUCES};
-use super::schema::{Definition, Dialect, GVK_EXTENSION, GroupVersion, closure};
+use super::schema::{Definition, Dialect, GroupVersion, closure};
 
 /// The document for `group_version`.
 pub(crate) fn document(group_version: GroupVersion, catalogue: &[Definition]) -> Value {
@@ -51,7 +51,7 @@ fn path_item(endpoint: &Endpoint) -> Value {
             .map(|t| ((*t).to_owned(), json!({"schema": reference})))
             .collect()
     };
-    let mut post = json!({
+    let post = json!({
         "description": endpoint.description,
         "operationId": endpoint.operation_id,
         "tags": [endpoint.tag()],
@@ -62,34 +62,21 @@ fn path_item(endpoint: &Endpoint) -> Value {
         },
         "x-kubernetes-action": "post",
     });
-    if let Value::Object(map) = &mut post {
-        map.insert(GVK_EXTENSION.into(), endpoint.kind.to_json());
-    }
-    let mut item = Map::new();
-    item.insert("post".into(), post);
-    if !endpoint.parameters.is_empty() {
-        let parameters: Vec<Value> = endpoint
-            .parameters
-            .iter()
-            .map(|p| {
-                json!({
-                    "name": p.name,
-                    "in": "path",
-                    "required": true,
-                    "description": p.description,
-                    "schema": {"type": "string"},
-                })
-            })
-            .collect();
-        item.insert("parameters".into(), parameters.into());
-    }
-    Value::Object(item)
+    endpoint.path_item(post, |p| {
+        json!({
+            "name": p.name,
+            "in": "path",
+            "required": true,
+            "description": p.description,
+            "schema": {"type": "string"},
+        })
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::definitions::catalogue;
-    use super::super::schema::{AUTHENTICATION_V1, CORE_V1, WARRANT_V1ALPHA1};
+    use super::super::schema::{AUTHENTICATION_V1, CORE_V1, GVK_EXTENSION, WARRANT_V1ALPHA1};
     use super::*;
 
     #[test]
