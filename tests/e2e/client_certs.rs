@@ -1,84 +1,15 @@
 //! Client-certificate authentication (`--client-ca-file`): CN is the user, O the groups.
 
-use std::process::Command;
-
+use crate::pki;
 use crate::support::*;
 use crate::tokens::OBJECTS;
 
-fn openssl(dir: &std::path::Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl is required");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA, and a client certificate for `cn` in organisation `o` signed by it.
+/// A CA `<prefix>-ca`, and a client certificate `<prefix>` for `cn` in organisation `o`
+/// signed by it.
 fn client_pki(dir: &std::path::Path, prefix: &str, cn: &str, o: &str) {
     let ca = format!("{prefix}-ca");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{ca}.key"),
-            "-out",
-            &format!("{ca}.crt"),
-            "-subj",
-            &format!("/CN={prefix} client CA"),
-            "-days",
-            "1",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{prefix}.key"),
-            "-out",
-            &format!("{prefix}.csr"),
-            "-subj",
-            &format!("/CN={cn}/O={o}"),
-        ],
-    );
-    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{prefix}.csr"),
-            "-CA",
-            &format!("{ca}.crt"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-out",
-            &format!("{prefix}.crt"),
-            "-days",
-            "1",
-            "-extfile",
-            "client.ext",
-        ],
-    );
+    pki::ca(dir, &ca);
+    pki::client(dir, &ca, prefix, cn, o);
 }
 
 #[tokio::test]
