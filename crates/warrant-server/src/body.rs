@@ -1,5 +1,10 @@
 //! Reading request bodies: a size limit, the content types kube-apiserver reads (JSON, YAML
 //! and Kubernetes protobuf), and parse errors that say where without echoing what (a body may hold a token).
+//!
+//! A parse error names a category and a position, never text from the body: parser messages
+//! quote values (serde: `invalid type: string "…"`, unknown field and variant names) and the YAML
+//! parser renders the offending line. The one piece of parser text kept is a missing field's
+//! name, which comes from our schema, not from the body.
 
 use axum::body::Body;
 use http::HeaderMap;
@@ -39,12 +44,7 @@ pub(crate) async fn decode<T: DeserializeOwned + FromProtobuf>(
         Format::Yaml => {
             let text = std::str::from_utf8(&bytes)
                 .map_err(|_| ApiError::bad_request("the request body is not valid UTF-8"))?;
-            serde_saphyr::from_str(text).map_err(|e| {
-                ApiError::bad_request(format!(
-                    "the request body is not valid YAML: {}",
-                    redact(&e.to_string())
-                ))
-            })
+            serde_saphyr::from_str(text).map_err(|e| yaml_error(&e))
         }
     }
 }
@@ -82,32 +82,40 @@ fn json_error(e: &serde_json::Error) -> ApiError {
         Category::Data => "does not match the expected object",
         Category::Io => "could not be read",
     };
-    ApiError::bad_request(format!(
-        "the request body {what} (line {}, column {}): {}",
+    let mut message = format!(
+        "the request body {what} (line {}, column {})",
         e.line(),
-        e.column(),
-        redact(&e.to_string())
-    ))
+        e.column()
+    );
+    if let Some(field) = missing_field(&e.to_string()) {
+        message.push_str(": missing field ");
+        message.push_str(field);
+    }
+    ApiError::bad_request(message)
 }
 
-/// Removes quoted string values from a parser message: serde reports a mistyped string value
-/// verbatim, and that value may be a token.
-fn redact(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut quoted = false;
-    for c in message.chars() {
-        if c == '"' {
-            if quoted {
-                out.push_str("…\"");
-            } else {
-                out.push('"');
-            }
-            quoted = !quoted;
-        } else if !quoted {
-            out.push(c);
-        }
+fn yaml_error(e: &serde_saphyr::Error) -> ApiError {
+    let mut message =
+        String::from("the request body is not valid YAML or does not match the expected object");
+    if let Some(at) = e.location() {
+        message.push_str(&format!(" (line {}, column {})", at.line(), at.column()));
     }
-    out
+    if let Some(field) = missing_field(&e.without_snippet().to_string()) {
+        message.push_str(": missing field ");
+        message.push_str(field);
+    }
+    ApiError::bad_request(message)
+}
+
+/// The field name in serde's "missing field `name`" message: a name from the type being
+/// decoded (our schema), so safe to repeat; any other parser text may quote the body.
+fn missing_field(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("missing field `")?;
+    let (field, _) = rest.split_once('`')?;
+    field
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        .then_some(field)
 }
 
 #[cfg(test)]
@@ -115,14 +123,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redacts_quoted_values() {
+    fn only_schema_field_names_are_repeated() {
         assert_eq!(
-            redact(
-                r#"invalid type: string "eyJhbGci.secret", expected a sequence at line 1 column 9"#
-            ),
-            r#"invalid type: string "…", expected a sequence at line 1 column 9"#
+            missing_field("missing field `spec` at line 1"),
+            Some("spec")
         );
-        assert_eq!(redact("missing field `spec`"), "missing field `spec`");
+        assert_eq!(missing_field("unknown field `eyJsecret`"), None);
+        assert_eq!(missing_field("missing field `a b`"), None);
+        assert_eq!(missing_field("missing field `unterminated"), None);
+    }
+
+    #[test]
+    fn yaml_errors_carry_no_body_text() {
+        for body in [
+            // A syntax error on a line holding a token.
+            "spec:\n  token: eyJhbGci.secret.value: [\n",
+            // A type mismatch on a token value.
+            "spec:\n  audiences: eyJhbGci.secret.value\n",
+            "spec: {token: \"eyJhbGci.secret.value\", audiences: {a: 1}}\n",
+            "spec:\n  expirationSeconds: eyJhbGci.secret.value\n",
+            "- eyJhbGci.secret.value\n",
+        ] {
+            let e = serde_saphyr::from_str::<serde_json::Value>(body)
+                .and_then(|_| serde_saphyr::from_str::<Probe>(body))
+                .unwrap_err();
+            let e = yaml_error(&e);
+            assert!(!e.message().contains("secret"), "{body:?}: {}", e.message());
+            assert!(e.message().contains("line "), "{body:?}: {}", e.message());
+        }
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Probe {
+        spec: ProbeSpec,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct ProbeSpec {
+        token: Option<String>,
+        audiences: Option<Vec<String>>,
+        #[serde(rename = "expirationSeconds")]
+        expiration_seconds: Option<i64>,
     }
 
     #[test]

@@ -122,3 +122,19 @@ async fn wrong_kinds_of_body() {
         assert_eq!(r.code, StatusCode::BAD_REQUEST, "{body}: {}", r.text);
     }
 }
+
+#[tokio::test]
+async fn yaml_errors_do_not_echo_the_body() {
+    let api = api();
+    for body in [
+        "spec:\n  token: eyJhbGci.secret.value: [\n",
+        "spec:\n  audiences: eyJhbGci.secret.value\n",
+        "spec:\n  token: eyJhbGci.secret.value\n  audiences: {a: 1}\n",
+    ] {
+        let r = api.send(post(REVIEW_PATH, "application/yaml", body)).await;
+        assert_eq!(r.code, StatusCode::BAD_REQUEST, "{body:?}: {}", r.text);
+        assert_eq!(r.json["reason"], "BadRequest");
+        assert!(!r.text.contains("secret"), "{body:?}: {}", r.text);
+        assert!(r.text.contains("line "), "{body:?}: {}", r.text);
+    }
+}
