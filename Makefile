@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test lint fmt run build bench bench-micro bench-load bench-cache
+.PHONY: test lint fmt run build bench bench-micro bench-load bench-cache fuzz
 
 ## make test: formatting, lints and every test, as CI runs them.
 test: lint
@@ -72,3 +72,23 @@ bench-load:
 		else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi; }
 	$(CARGO) build --locked --release -p warrant -p warrant-bench
 	./target/release/warrant-bench --warrant target/release/warrant
+
+## make fuzz: every coverage-guided fuzz target (fuzz/, cargo-fuzz + libFuzzer) for
+## FUZZ_SECONDS each (default 60). Installs cargo-fuzz if it is missing; runs on the stable
+## toolchain (RUSTC_BOOTSTRAP=1 lets cargo-fuzz pass the sanitizer flags it needs). Each run
+## starts from the committed seeds (fuzz/corpus/<target>/, replayed by `make test`) and keeps
+## what it learns in fuzz/target/corpus/<target>/ (not committed), so later runs go on from there.
+## A crash stops the run and is written to fuzz/artifacts/<target>/: commit it to the seeds
+## with its fix (docs/security.md, "Fuzzing").
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= token signed_payload request_body manifest duration
+
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	@for target in $(FUZZ_TARGETS); do \
+		echo "== fuzzing $$target for $(FUZZ_SECONDS) s"; \
+		mkdir -p $(CURDIR)/fuzz/target/corpus/$$target; \
+		RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$target $(CURDIR)/fuzz/target/corpus/$$target $(CURDIR)/fuzz/corpus/$$target \
+			-- -max_total_time=$(FUZZ_SECONDS) \
+			-max_len=65536 -rss_limit_mb=2048 || exit 1; \
+	done

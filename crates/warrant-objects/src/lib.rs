@@ -12,6 +12,8 @@
 
 mod checks;
 mod file;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod kube;
 mod manifest;
 mod memory;

@@ -23,6 +23,16 @@ mod tokenrequest;
 mod tokenreview;
 pub mod wire;
 
+/// Entry points for the fuzz targets (`fuzz/`) and their corpus replay; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Decodes `bytes` as every request body in every format, asserting what must hold for
+    /// any input (no panic, short error messages that quote nothing).
+    pub fn request_body(bytes: &[u8]) {
+        crate::body::check_decoders(bytes);
+    }
+}
+
 use std::time::Duration;
 
 use axum::Extension;

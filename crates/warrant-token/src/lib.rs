@@ -45,6 +45,8 @@ mod claims;
 mod der;
 mod documents;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gojson;
 mod goquote;
 mod jws;

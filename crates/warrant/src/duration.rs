@@ -42,6 +42,26 @@ pub(crate) fn parse_seconds(text: &str) -> Result<i64, String> {
     Ok(total)
 }
 
+/// Checks what must hold for any text: no panic; an accepted duration is not negative, and
+/// its value written back in seconds and in hours, minutes and seconds parses to the same value.
+/// The fuzz target `duration` (which includes this file) and the corpus replay run it.
+#[cfg(any(test, fuzzing))]
+#[allow(clippy::panic)]
+pub(crate) fn check(text: &str) {
+    let Ok(seconds) = parse_seconds(text) else {
+        return;
+    };
+    assert!(seconds >= 0, "{text:?} parsed to {seconds}");
+    let (h, m, s) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
+    for again in [format!("{seconds}s"), format!("{h}h{m}m{s}s")] {
+        assert_eq!(
+            parse_seconds(&again),
+            Ok(seconds),
+            "{text:?} then {again:?}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +84,18 @@ mod tests {
             "99999999999999999999h",
         ] {
             assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_keeps_the_invariants(text in "[0-9hms.+-]{0,24}") {
+            check(&text);
+        }
+
+        #[test]
+        fn written_durations_read_back(h in 0i64..1_000_000, m in 0i64..60, s in 0i64..60) {
+            proptest::prop_assert_eq!(parse_seconds(&format!("{h}h{m}m{s}s")), Ok(h * 3600 + m * 60 + s));
         }
     }
 }

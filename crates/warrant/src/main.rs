@@ -5,6 +5,8 @@ mod auth;
 mod cli;
 mod duration;
 mod export;
+#[cfg(test)]
+mod fuzz_corpus;
 mod keydir;
 mod keys;
 mod local;

@@ -1,0 +1,81 @@
+//! The fuzz targets' inputs, run as ordinary tests: every file committed under
+//! `fuzz/corpus/<target>/` (the seeds, and each input a fuzzer found a bug with), and a bounded
+//! number of generated inputs, through the same entry points the targets call. A fuzzing
+//! campaign (`make fuzz`) explores; this keeps what it found from coming back.
+
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+
+/// Runs `check` on every file of the target's corpus; a target must have some.
+fn replay(target: &str, check: fn(&[u8])) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{}: no inputs", dir.display());
+    for file in files {
+        let data = std::fs::read(&file).unwrap();
+        eprintln!("{}", file.display());
+        check(&data);
+    }
+}
+
+fn duration(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        crate::duration::check(text);
+    }
+}
+
+#[test]
+fn token_corpus() {
+    replay("token", warrant_token::fuzzing::token);
+}
+
+#[test]
+fn signed_payload_corpus() {
+    replay("signed_payload", warrant_token::fuzzing::signed_payload);
+}
+
+#[test]
+fn request_body_corpus() {
+    replay("request_body", warrant_server::fuzzing::request_body);
+}
+
+#[test]
+fn manifest_corpus() {
+    replay("manifest", warrant_objects::fuzzing::manifest);
+}
+
+#[test]
+fn duration_corpus() {
+    replay("duration", duration);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn any_token_text(text in "[A-Za-z0-9_.=-]{0,300}") {
+        warrant_token::fuzzing::token(text.as_bytes());
+    }
+
+    #[test]
+    fn any_signed_payload(data in proptest::collection::vec(any::<u8>(), 0..400)) {
+        warrant_token::fuzzing::signed_payload(&data);
+    }
+
+    #[test]
+    fn any_request_body(data in proptest::collection::vec(any::<u8>(), 0..400)) {
+        warrant_server::fuzzing::request_body(&data);
+    }
+
+    #[test]
+    fn any_manifest(text in "[a-zA-Z0-9:{}\\[\\], \n-]{0,400}") {
+        warrant_objects::fuzzing::manifest(text.as_bytes());
+    }
+}
