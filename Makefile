@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test lint fmt run build bench bench-micro bench-load bench-cache fuzz
+.PHONY: test lint fmt run build bench bench-micro bench-load bench-cache fuzz soak wrk-installed
 
 ## make test: formatting, lints and every test, as CI runs them.
 test: lint
@@ -66,12 +66,25 @@ bench-micro:
 	$(CARGO) bench --locked -p warrant-token --bench token
 	$(CARGO) bench --locked -p warrant-objects --bench review
 
-bench-load:
+bench-load: wrk-installed
+	$(CARGO) build --locked --release -p warrant -p warrant-bench
+	./target/release/warrant-bench --warrant target/release/warrant
+
+# wrk drives the load benchmarks; Debian packages it.
+wrk-installed:
 	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk"; \
 		if [ "$$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; \
 		else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi; }
+
+## make soak: good clients (TokenRequest + TokenReview) for SOAK_SECONDS while abusive ones
+## hold idle TCP and TLS connections, dribble headers and abandon delegated lookups against a
+## kube-apiserver that never answers; prints throughput, p99, and warrant's memory and
+## descriptors before, during and after (docs/benchmarks.md, "Soak"). Installs wrk if missing.
+SOAK_SECONDS ?= 120
+
+soak: wrk-installed
 	$(CARGO) build --locked --release -p warrant -p warrant-bench
-	./target/release/warrant-bench --warrant target/release/warrant
+	./target/release/warrant-bench --warrant target/release/warrant --soak $(SOAK_SECONDS)
 
 ## make fuzz: every coverage-guided fuzz target (fuzz/, cargo-fuzz + libFuzzer) for
 ## FUZZ_SECONDS each (default 60). Installs cargo-fuzz if it is missing; runs on the stable

@@ -13,6 +13,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr, clippy::disallowed_methods)]
 
 mod objects;
+mod soak;
 mod wrk;
 
 use std::path::{Path, PathBuf};
@@ -50,6 +51,26 @@ struct Args {
     /// issued token, which is part of what issuing costs.
     #[arg(long, default_value = "info")]
     log_level: String,
+    /// Run the soak instead (`make soak`): good clients for this many seconds while abusive
+    /// ones (idle, slow, abandoning) press on the same server; see soak.rs.
+    #[arg(long, value_name = "SECONDS")]
+    soak: Option<u64>,
+    /// How long after the abusers stop the soak waits before its last reading: longer than
+    /// warrant's idle and delegation timeouts, so what they release is released.
+    #[arg(long, default_value_t = 45)]
+    soak_settle: u64,
+    /// Soak: idle TCP connections (no handshake) held open.
+    #[arg(long, default_value_t = 300)]
+    soak_idle_tcp: usize,
+    /// Soak: idle TLS connections (handshake done, then silence) held open.
+    #[arg(long, default_value_t = 300)]
+    soak_idle_tls: usize,
+    /// Soak: connections sending their headers a byte every half second.
+    #[arg(long, default_value_t = 50)]
+    soak_slow: usize,
+    /// Soak: delegated lookups (200 KB bearer tokens) started and abandoned per second.
+    #[arg(long, default_value_t = 20)]
+    soak_abandon_per_second: u32,
 }
 
 fn main() {
@@ -93,6 +114,11 @@ fn run(args: &Args) -> Result<(), Error> {
     let issuer = format!("https://127.0.0.1:{port}");
     let cluster = Cluster::new(args.pods);
     std::fs::write(dir.join("objects.yaml"), cluster.manifest())?;
+    if let Some(seconds) = args.soak {
+        let result = soak(args, &dir, &issuer, port, &admin, &cluster, seconds);
+        let _ = std::fs::remove_dir_all(&dir);
+        return result;
+    }
     let scenarios: Vec<Scenario> = Scenario::ALL
         .into_iter()
         .filter(|s| args.scenarios.is_empty() || args.scenarios.iter().any(|n| n == s.name()))
@@ -118,6 +144,7 @@ fn run(args: &Args) -> Result<(), Error> {
             &issuer,
             port,
             &args.log_level,
+            &[],
         )?;
         let target = Target {
             base: issuer.clone(),
@@ -173,6 +200,63 @@ fn run(args: &Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// The soak: one ES256 server with delegated authentication to a kube-apiserver that never
+/// answers, good and abusive clients at once (soak.rs).
+fn soak(
+    args: &Args,
+    dir: &Path,
+    issuer: &str,
+    port: u16,
+    admin: &str,
+    cluster: &Cluster,
+    seconds: u64,
+) -> Result<(), Error> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let blackhole = soak::Blackhole::start(stop.clone())?;
+    let kubeconfig = dir.join("stalled-apiserver.kubeconfig");
+    std::fs::write(&kubeconfig, blackhole.kubeconfig())?;
+    let key = SigningKey::generate(KeyType::P256)?;
+    let key_file = dir.join("ES256.key");
+    std::fs::write(&key_file, key.to_pkcs8_pem()?.as_str())?;
+    // Enough distinct tokens that reviews seldom repeat one.
+    cluster.write_review_tokens(&key, issuer, 200_000, &dir.join("review-tokens"))?;
+    let extra = [
+        "--authentication-kubeconfig".to_owned(),
+        kubeconfig.display().to_string(),
+        "--authentication-skip-lookup".to_owned(),
+    ];
+    let server = Server::start(
+        &args.warrant,
+        dir,
+        &key_file,
+        issuer,
+        port,
+        &args.log_level,
+        &extra,
+    )?;
+    let target = Target {
+        base: issuer.to_owned(),
+        admin: admin.to_owned(),
+        dir: dir.to_path_buf(),
+    };
+    target.preflight(Scenario::Mixed)?;
+    let result = soak::run(
+        &server,
+        &target,
+        std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        seconds,
+        Duration::from_secs(args.soak_settle),
+        soak::Abusers {
+            idle_tcp: args.soak_idle_tcp,
+            idle_tls: args.soak_idle_tls,
+            slow: args.soak_slow,
+            abandon_per_second: args.soak_abandon_per_second,
+        },
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    result
+}
+
 fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
@@ -218,7 +302,7 @@ impl Target {
         let text = response.text()?;
         let ok = status.as_u16() == 201
             && match scenario {
-                Scenario::ReviewDistinct | Scenario::ReviewRepeated => {
+                Scenario::ReviewDistinct | Scenario::ReviewRepeated | Scenario::Mixed => {
                     text.contains("\"authenticated\":true")
                 }
                 _ => text.contains("\"token\":\"ey"),
@@ -243,6 +327,7 @@ impl Server {
         issuer: &str,
         port: u16,
         log_level: &str,
+        extra: &[String],
     ) -> Result<Server, Error> {
         // The log goes to a file, as a container runtime takes it: written by warrant as it
         // would be in production, and out of the table's way.
@@ -269,6 +354,7 @@ impl Server {
                 "--log-level",
                 log_level,
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;

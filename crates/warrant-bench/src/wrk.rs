@@ -15,6 +15,9 @@ pub(crate) enum Scenario {
     ReviewDistinct,
     /// TokenReview of one token over and over (the verified-signature cache's case).
     ReviewRepeated,
+    /// Pod-bound TokenRequests and TokenReviews of distinct tokens, taking turns (the soak's
+    /// good clients).
+    Mixed,
 }
 
 impl Scenario {
@@ -31,6 +34,7 @@ impl Scenario {
             Scenario::RequestPod => "tokenrequest-pod",
             Scenario::ReviewDistinct => "tokenreview-distinct",
             Scenario::ReviewRepeated => "tokenreview-repeated",
+            Scenario::Mixed => "mixed",
         }
     }
 
@@ -45,7 +49,7 @@ impl Scenario {
                 "/api/v1/namespaces/bench/serviceaccounts/sa-0/token".into(),
                 r#"{"spec":{"audiences":["vault"],"boundObjectRef":{"kind":"Pod","apiVersion":"v1","name":"pod-0"}}}"#.into(),
             ),
-            Scenario::ReviewDistinct | Scenario::ReviewRepeated => {
+            Scenario::ReviewDistinct | Scenario::ReviewRepeated | Scenario::Mixed => {
                 // The last token of the second file: not one the run will use first.
                 let tokens = std::fs::read_to_string(dir.join("review-tokens.1"))?;
                 let token = tokens.lines().last().unwrap_or_default().to_owned();
@@ -59,6 +63,7 @@ impl Scenario {
             Scenario::RequestPlain | Scenario::RequestPod => TOKEN_REQUEST_LUA,
             Scenario::ReviewDistinct => REVIEW_DISTINCT_LUA,
             Scenario::ReviewRepeated => REVIEW_REPEATED_LUA,
+            Scenario::Mixed => MIXED_LUA,
         }
     }
 }
@@ -132,6 +137,33 @@ function init(args)
 end
 function request()
   return request_bytes
+end
+"#;
+
+const MIXED_LUA: &str = r#"
+local counter
+local file
+local pods = tonumber(os.getenv("BENCH_PODS"))
+local sas = tonumber(os.getenv("BENCH_SAS"))
+local headers = { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. os.getenv("BENCH_ADMIN") }
+function init(args)
+  counter = id * 7919
+  file = io.open(os.getenv("BENCH_TOKENS") .. "." .. (id % 2), "r")
+end
+function request()
+  counter = counter + 1
+  if counter % 2 == 0 then
+    local pod = counter % pods
+    return wrk.format("POST", "/api/v1/namespaces/bench/serviceaccounts/sa-" .. (pod % sas) .. "/token", headers,
+      '{"spec":{"audiences":["vault"],"boundObjectRef":{"kind":"Pod","apiVersion":"v1","name":"pod-' .. pod .. '"}}}')
+  end
+  local token = file:read("*l")
+  if token == nil then
+    file:seek("set", 0)
+    token = file:read("*l")
+  end
+  return wrk.format("POST", "/apis/authentication.k8s.io/v1/tokenreviews", headers,
+    '{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"' .. token .. '"}}')
 end
 "#;
 
