@@ -123,3 +123,55 @@ async fn a_repeated_review_skips_the_signature_check_unless_the_cache_is_off() {
         );
     }
 }
+
+/// Forged tokens through the real endpoint with kubectl, each twice (the second review would
+/// meet anything the first left in the verified-signature cache): alg none, HS256 keyed with
+/// the public key, and a token without `exp` signed by the real key.
+#[tokio::test]
+async fn forged_tokens_are_refused_through_kubectl() {
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let w = Warrant::start(OBJECTS, &[]).await;
+    let genuine = w.token(&["--audience", "vault"]);
+    let genuine = genuine.trim();
+    assert_eq!(w.review(genuine, &["vault"])["authenticated"], true);
+
+    let key =
+        warrant_token::signing_key_from_pem(&std::fs::read(w.path("sa.key")).unwrap()).unwrap();
+    let payload = genuine.split('.').nth(1).unwrap();
+    let header = |alg: &str| b64(format!(r#"{{"alg":"{alg}","kid":"{}"}}"#, key.kid()).as_bytes());
+    let none = format!("{}.{payload}.", header("none"));
+    let signing_input = format!("{}.{payload}", header("HS256"));
+    let tag = aws_lc_rs::hmac::sign(
+        &aws_lc_rs::hmac::Key::new(
+            aws_lc_rs::hmac::HMAC_SHA256,
+            key.verifying_key().to_pem().as_bytes(),
+        ),
+        signing_input.as_bytes(),
+    );
+    let hs256 = format!("{signing_input}.{}", b64(tag.as_ref()));
+    let mut no_exp = serde_json::to_value(claims(genuine)).unwrap();
+    no_exp.as_object_mut().unwrap().remove("exp");
+    let no_exp = key
+        .sign_payload(&serde_json::to_vec(&no_exp).unwrap())
+        .unwrap();
+
+    const BAD_SIGNATURE: &str = "go-jose/go-jose: error in cryptographic primitive";
+    for (name, token, error) in [
+        ("alg none", none, BAD_SIGNATURE),
+        ("HS256 keyed with the public key", hs256, BAD_SIGNATURE),
+        (
+            "no exp",
+            no_exp,
+            "service account token has no expiration (exp) claim",
+        ),
+    ] {
+        for round in ["first", "second"] {
+            assert_eq!(
+                w.review(&token, &["vault"]),
+                json!({"user": {}, "error": error}),
+                "{name}, {round}"
+            );
+        }
+    }
+}

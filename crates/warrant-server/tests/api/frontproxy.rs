@@ -121,6 +121,58 @@ async fn the_same_headers_from_anyone_else_are_ignored() {
     forbidden_as(&r, "bob");
 }
 
+/// Client and front-proxy certificates are checked against the server's clock (2027-01-15 in
+/// these tests): an expired one and a not-yet-valid one are refused, and the same certificate
+/// is accepted once the clock is inside its validity (so the refusal is the dates' doing).
+#[tokio::test]
+async fn certificates_outside_their_validity_are_refused() {
+    let s = setup();
+    let expired = (2025, 1, 1)..(2026, 1, 1);
+    let not_yet = (2027, 6, 1)..(2028, 1, 1);
+    let certificates = |range: &std::ops::Range<(i32, u8, u8)>| {
+        [
+            (
+                "front proxy",
+                s.proxy_ca
+                    .client_valid("front-proxy-client", range.start, range.end),
+            ),
+            (
+                "client",
+                s.users_ca.client_valid("mallory", range.start, range.end),
+            ),
+        ]
+    };
+    let send = |peer| {
+        s.api.send_with_peer(
+            Method::POST,
+            TOKEN_PATH,
+            Some(peer),
+            &ADMIN_HEADERS,
+            Some(token_request()),
+        )
+    };
+    for (when, range) in [("expired", &expired), ("not yet valid", &not_yet)] {
+        for (what, certificate) in certificates(range) {
+            let r = send(certificate.peer()).await;
+            assert_eq!(
+                r.code,
+                StatusCode::UNAUTHORIZED,
+                "{when} {what}: {}",
+                r.text
+            );
+            assert_eq!(r.json["reason"], "Unauthorized", "{when} {what}");
+        }
+    }
+    // Inside the not-yet-valid certificates' validity, they are accepted: the front proxy's
+    // headers make the admin, the client certificate is mallory (and forbidden).
+    s.api.set_now(1_820_000_000); // 2027-09-03
+    let [(_, proxy), (_, client)] = certificates(&not_yet);
+    let r = send(proxy.peer()).await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let r = send(client.peer()).await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN, "{}", r.text);
+}
+
 #[tokio::test]
 async fn an_empty_allowed_list_takes_any_certificate_of_the_ca() {
     let proxy_ca = Ca::new("front-proxy-ca");

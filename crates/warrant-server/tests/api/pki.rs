@@ -34,12 +34,40 @@ impl Ca {
         self.certificate(cn, orgs, vec![ExtendedKeyUsagePurpose::ClientAuth])
     }
 
+    /// A client certificate for `cn` valid only from `not_before` to `not_after` (UTC dates).
+    pub(crate) fn client_valid(
+        &self,
+        cn: &str,
+        not_before: (i32, u8, u8),
+        not_after: (i32, u8, u8),
+    ) -> Client {
+        self.issue(
+            cn,
+            &[],
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+            |params| {
+                params.not_before = rcgen::date_time_ymd(not_before.0, not_before.1, not_before.2);
+                params.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+            },
+        )
+    }
+
     /// A certificate for `cn` with only the server-auth usage.
     pub(crate) fn server_only(&self, cn: &str) -> Client {
         self.certificate(cn, &[], vec![ExtendedKeyUsagePurpose::ServerAuth])
     }
 
     fn certificate(&self, cn: &str, orgs: &[&str], usages: Vec<ExtendedKeyUsagePurpose>) -> Client {
+        self.issue(cn, orgs, usages, |_| {})
+    }
+
+    fn issue(
+        &self,
+        cn: &str,
+        orgs: &[&str],
+        usages: Vec<ExtendedKeyUsagePurpose>,
+        adjust: impl FnOnce(&mut CertificateParams),
+    ) -> Client {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
@@ -49,6 +77,7 @@ impl Ca {
                 .push(DnType::OrganizationName, *org);
         }
         params.extended_key_usages = usages;
+        adjust(&mut params);
         let certificate = params.signed_by(&key, &self.issuer).unwrap();
         Client {
             der: certificate.der().clone(),

@@ -285,3 +285,85 @@ async fn cached_signatures_never_skip_the_object_checks_or_outlive_the_keys() {
         "invalid signature, no keys found"
     );
 }
+
+/// Forgeries the verifier refuses in its own tests, sent through the endpoint, where the
+/// verified-signature cache sits in front of it: each reviewed twice, so an answer remembered
+/// from the first review (or from the genuine token reviewed before) would show.
+#[tokio::test]
+async fn forged_tokens_are_refused_through_the_endpoint_every_time() {
+    use aws_lc_rs::hmac;
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+
+    let api = api();
+    let genuine = pod_token(&api, &[]).await;
+    // The genuine token first: its signature is now in the cache.
+    let r = api.review("authentication.k8s.io/v1", &genuine, &[]).await;
+    assert_eq!(r.json["status"]["authenticated"], true, "{}", r.text);
+
+    let payload = genuine.split('.').nth(1).unwrap();
+    let kid = key().kid();
+    let header = |alg: &str| b64(format!(r#"{{"alg":"{alg}","kid":"{kid}"}}"#).as_bytes());
+    // alg none: the genuine claims, no signature.
+    let none = format!("{}.{payload}.", header("none"));
+    // HS256 keyed with the public key (both as its DER and as its PEM, the two ways a
+    // confused verifier might read "the key").
+    let hs256 = |secret: &[u8]| {
+        let signing_input = format!("{}.{payload}", header("HS256"));
+        let tag = hmac::sign(
+            &hmac::Key::new(hmac::HMAC_SHA256, secret),
+            signing_input.as_bytes(),
+        );
+        format!("{signing_input}.{}", b64(tag.as_ref()))
+    };
+    let public = key().verifying_key();
+    let hs256_der = hs256(public.spki_der());
+    let hs256_pem = hs256(public.to_pem().as_bytes());
+    // The genuine claims without exp, signed by the real key.
+    let mut no_exp: serde_json::Value = serde_json::to_value(claims(&genuine)).unwrap();
+    no_exp.as_object_mut().unwrap().remove("exp");
+    let no_exp = key()
+        .sign_payload(&serde_json::to_vec(&no_exp).unwrap())
+        .unwrap();
+    // The genuine header and claims with another token's signature.
+    let other = pod_token(&api, &["vault"]).await;
+    let spliced = format!(
+        "{}.{}",
+        genuine.rsplit_once('.').unwrap().0,
+        other.rsplit_once('.').unwrap().1
+    );
+
+    const BAD_SIGNATURE: &str = "go-jose/go-jose: error in cryptographic primitive";
+    for (name, token, error) in [
+        ("alg none", none, BAD_SIGNATURE),
+        (
+            "HS256 keyed with the public key's DER",
+            hs256_der,
+            BAD_SIGNATURE,
+        ),
+        (
+            "HS256 keyed with the public key's PEM",
+            hs256_pem,
+            BAD_SIGNATURE,
+        ),
+        (
+            "no exp",
+            no_exp,
+            "service account token has no expiration (exp) claim",
+        ),
+        ("another token's signature", spliced, BAD_SIGNATURE),
+    ] {
+        for round in ["first", "second"] {
+            let r = api.review("authentication.k8s.io/v1", &token, &[]).await;
+            assert_eq!(r.code, StatusCode::CREATED, "{name}, {round}: {}", r.text);
+            assert_eq!(
+                r.json["status"],
+                json!({"user": {}, "error": error}),
+                "{name}, {round}"
+            );
+        }
+    }
+    // And the genuine token still passes.
+    let r = api.review("authentication.k8s.io/v1", &genuine, &[]).await;
+    assert_eq!(r.json["status"]["authenticated"], true, "{}", r.text);
+}
