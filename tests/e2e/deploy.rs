@@ -70,3 +70,53 @@ fn deploy_renders_a_complete_install() {
         assert!(help.contains(flag), "warrant serve does not know {flag}");
     }
 }
+
+/// Socket activation: `serve` takes the listening socket it is passed (systemd's LISTEN_FDS) and
+/// ignores --secure-port; every other end-to-end test relies on it to own its port. After a
+/// restart on the same socket, the server answers again without the port ever being free.
+#[tokio::test]
+async fn serve_takes_the_socket_it_is_passed() {
+    use crate::tokens::OBJECTS;
+    let mut w = Warrant::start(OBJECTS, &["--secure-port", "1"]).await;
+    let before = w.token(&["--audience", "vault"]);
+    w.restart(static_keys).await;
+    assert_eq!(w.review(before.trim(), &["vault"])["authenticated"], true);
+    let log = w.log();
+    let serving = log
+        .lines()
+        .find(|l| l.contains("serving"))
+        .unwrap_or_else(|| panic!("no serving line in:\n{log}"));
+    assert!(
+        serving.contains("socket_activated=true")
+            && serving.contains(&format!("127.0.0.1:{}", w.port)),
+        "{serving}"
+    );
+}
+
+/// A service manager passing more than one socket is refused with the reason.
+#[test]
+fn serve_refuses_more_than_one_passed_socket() {
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--service-account-issuer",
+            "https://a",
+            "--service-account-signing-key-file",
+            "unused.key",
+            "--tls-cert-file",
+            "unused.crt",
+            "--tls-private-key-file",
+            "unused.key",
+            "--objects-file",
+            "unused.yaml",
+        ])
+        .env("LISTEN_FDS", "2")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("LISTEN_FDS passes 2 sockets; warrant serves on exactly one"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -29,14 +29,10 @@ pub(crate) struct Warrant {
     pub(crate) http: reqwest::Client,
     /// The flags `serve` ran with, other than the key flags.
     flags: Vec<OsString>,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    /// The listening socket, bound by the test and handed to each `serve` it starts (socket
+    /// activation): the port, which the issuer URL holds, is the test's for its whole life, so
+    /// no other process can take it before the server starts or between two runs.
+    listener: TcpListener,
 }
 
 /// Where the server's objects come from.
@@ -91,7 +87,8 @@ impl Warrant {
         extra: &[&str],
     ) -> Warrant {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
         let setup = Command::new(BIN)
             .args(["local-setup", "--dir"])
             .arg(dir.path())
@@ -126,18 +123,9 @@ impl Warrant {
                 flags.push(kubeconfig.into());
             }
         }
-        flags.extend(
-            [
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                &port.to_string(),
-            ]
-            .map(OsString::from),
-        );
         flags.extend(extra.iter().map(OsString::from));
         let key_flags = keys(dir.path());
-        let child = spawn_serve(&flags, &key_flags);
+        let child = spawn_serve(&listener, &flags, &key_flags);
         let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.path().join("ca.crt")).unwrap())
             .unwrap();
         let http = reqwest::Client::builder()
@@ -150,6 +138,7 @@ impl Warrant {
             child,
             http,
             flags,
+            listener,
         };
         warrant.wait_ready().await;
         warrant
@@ -161,7 +150,7 @@ impl Warrant {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let key_flags = keys(self.dir.path());
-        self.child = spawn_serve(&self.flags, &key_flags);
+        self.child = spawn_serve(&self.listener, &self.flags, &key_flags);
         self.wait_ready().await;
     }
 
@@ -181,7 +170,14 @@ impl Warrant {
         let url = self.url("/readyz");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(r) = self.http.get(&url).send().await
+            // A bound timeout: the socket is the test's, so a connection made before the server
+            // accepts waits in its backlog rather than being refused.
+            if let Ok(r) = self
+                .http
+                .get(&url)
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
                 && r.status().is_success()
             {
                 return;
@@ -319,15 +315,26 @@ impl Warrant {
     }
 }
 
-fn spawn_serve(flags: &[OsString], key_flags: &[OsString]) -> Child {
-    Command::new(BIN)
+/// Starts `warrant serve` on `listener`, passed as systemd does (descriptor 3, `LISTEN_FDS=1`).
+fn spawn_serve(listener: &TcpListener, flags: &[OsString], key_flags: &[OsString]) -> Child {
+    use command_fds::{CommandFdExt, FdMapping};
+    use std::os::fd::AsFd;
+    let mut command = Command::new(BIN);
+    command
         .arg("serve")
         .args(flags)
         .args(key_flags)
+        .env("LISTEN_FDS", "1")
+        .env_remove("LISTEN_PID")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    command
+        .fd_mappings(vec![FdMapping {
+            parent_fd: listener.as_fd().try_clone_to_owned().unwrap(),
+            child_fd: 3,
+        }])
+        .unwrap();
+    command.spawn().unwrap()
 }
 
 impl Drop for Warrant {

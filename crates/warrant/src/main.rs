@@ -9,6 +9,7 @@ mod export;
 mod fuzz_corpus;
 mod keydir;
 mod keys;
+mod listen;
 mod local;
 mod logging;
 mod objects;
@@ -28,6 +29,8 @@ use crate::cli::{Cli, Command, DiscoveryCommand};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Before any thread starts: taking the socket clears its variables from the environment.
+    let inherited = listen::inherited();
     let cli = Cli::parse();
     // Held until the command ends; dropping it writes out the lines still queued (before the
     // process exits, and before a failure's message below, so the two keep their order).
@@ -37,7 +40,7 @@ fn main() -> ExitCode {
             .enable_all()
             .build()
             .map_err(Into::into)
-            .and_then(|runtime| runtime.block_on(serve::run(*args))),
+            .and_then(|runtime| runtime.block_on(serve::run(*args, inherited?))),
         Command::LocalSetup(args) => local_setup(&args),
         Command::Verify(args) => {
             current_thread().and_then(|runtime| runtime.block_on(verify::run(args)))

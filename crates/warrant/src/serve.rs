@@ -18,8 +18,11 @@ use crate::cli::ServeArgs;
 use crate::keys::{self, KeySource};
 use crate::{auth, objects};
 
-/// Runs the server.
-pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
+/// Runs the server, on `inherited` if the service manager passed a socket (see listen.rs).
+pub(crate) async fn run(
+    args: ServeArgs,
+    inherited: Option<std::net::TcpListener>,
+) -> Result<(), Box<dyn Error>> {
     let key_source = KeySource::from_args(&args.keys)?;
     let settings = settings(&args, key_source.is_managed())?;
     let clock = Clock::System;
@@ -84,13 +87,24 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Box<dyn Error>> {
         );
     }
 
-    let address = SocketAddr::new(args.bind_address, args.secure_port);
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+    let inherited_socket = inherited.is_some();
+    let listener = match inherited {
+        Some(listener) => {
+            listener.set_nonblocking(true)?;
+            TcpListener::from_std(listener)
+                .map_err(|e| format!("cannot serve on the socket passed in LISTEN_FDS: {e}"))?
+        }
+        None => {
+            let address = SocketAddr::new(args.bind_address, args.secure_port);
+            TcpListener::bind(address)
+                .await
+                .map_err(|e| format!("cannot listen on {address}: {e}"))?
+        }
+    };
     let local = listener.local_addr()?;
     tracing::info!(
         address = %local,
+        socket_activated = inherited_socket,
         issuer = %state.settings().issuers.first().map(String::as_str).unwrap_or_default(),
         signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
         alg = %published.keys().signing_at(state.clock().now()).algorithm(),

@@ -47,7 +47,7 @@ use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -93,6 +93,10 @@ pub struct Fixture {
     addr: SocketAddr,
     extra: Router,
     server: Option<Server>,
+    /// While stopped: a socket bound to `addr` and not listening, so the port stays ours
+    /// (connections are refused, as by a dead API server) and no other process can take it
+    /// before [`Fixture::restart`] listens on it again.
+    reserved: Option<TcpSocket>,
 }
 
 #[derive(Debug)]
@@ -114,14 +118,15 @@ impl Fixture {
         routes: impl FnOnce(Cluster) -> Router,
     ) -> Result<Fixture, FixtureError> {
         let extra = routes(cluster.clone());
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
-        let server = serve(listener, cluster.clone(), extra.clone());
+        let socket = reusable(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let addr = socket.local_addr()?;
+        let server = serve(socket.listen(1024)?, cluster.clone(), extra.clone());
         Ok(Fixture {
             cluster,
             addr,
             extra,
             server: Some(server),
+            reserved: None,
         })
     }
 
@@ -176,6 +181,9 @@ users:
     /// process dies. The objects are kept for [`Fixture::restart`].
     pub async fn stop(&mut self) {
         if let Some(server) = self.server.take() {
+            // Hold the port before the listener goes (both sockets allow port reuse; only a
+            // listening one gets connections).
+            self.reserved = reusable(self.addr).ok();
             server.stop.cancel();
             let _ = server.task.await;
         }
@@ -184,7 +192,11 @@ users:
     /// Serves again on the same address, with the same objects and history.
     pub async fn restart(&mut self) -> Result<(), FixtureError> {
         self.stop().await;
-        let listener = TcpListener::bind(self.addr).await?;
+        let socket = match self.reserved.take() {
+            Some(socket) => socket,
+            None => reusable(self.addr)?,
+        };
+        let listener = socket.listen(1024)?;
         self.server = Some(serve(listener, self.cluster.clone(), self.extra.clone()));
         Ok(())
     }
@@ -206,6 +218,14 @@ impl Drop for Fixture {
             server.task.abort();
         }
     }
+}
+
+/// A socket bound to `addr` with SO_REUSEPORT, not yet listening.
+fn reusable(addr: SocketAddr) -> std::io::Result<TcpSocket> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_reuseport(true)?;
+    socket.bind(addr)?;
+    Ok(socket)
 }
 
 /// Accepts connections until stopped, then drops the listener and every connection at once, as
