@@ -18,6 +18,7 @@ mod client_certs;
 mod cluster;
 mod deploy;
 mod errors;
+mod hardening;
 mod keys;
 mod oidc;
 mod pki;

@@ -219,6 +219,41 @@ impl Warrant {
     }
 
     /// The admin bearer token from the local setup.
+    /// A figure from the server process's /proc/PID/status (`VmRSS`, in KiB) or, for `"fds"`,
+    /// its open descriptors.
+    pub(crate) fn process(&self, what: &str) -> u64 {
+        let pid = self.child.id();
+        if what == "fds" {
+            return std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .unwrap()
+                .count() as u64;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{what}:")))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {what} in /proc/{pid}/status"))
+    }
+
+    /// A sample (`name value`) from `/metrics`, read as the admin; 0 if absent.
+    pub(crate) async fn metric(&self, sample: &str) -> f64 {
+        let text = self
+            .http
+            .get(self.url("/metrics"))
+            .bearer_auth(self.admin_token())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+
     pub(crate) fn admin_token(&self) -> String {
         let csv = std::fs::read_to_string(self.path("tokens.csv")).unwrap();
         csv.split(',').next().unwrap().to_owned()

@@ -2,26 +2,31 @@
 //! SubjectAccessReview (delegated authorization), the way kube's delegating servers ask
 //! (spec §5.4, §7.4): a 10 s timeout per attempt, kube's webhook retry backoff for failures
 //! that may pass (500 ms, ×1.5, 20 % jitter, at most 5 attempts), and a 10 s cache of answers.
-//! Failures are never cached. Concurrent misses for the same question share one call
-//! ([`SingleFlight`]): a burst of requests with one new token asks kube-apiserver once.
+//! Failures are never cached. Concurrent misses for the same question share one call, run as a
+//! task of its own ([`warrant_flight::SingleFlight`]): a burst of requests with one new token
+//! asks kube-apiserver once, a caller that hangs up leaves nothing behind once the call ends,
+//! and at most [`DelegationOptions::max_in_flight`] calls run at once; past that, callers are
+//! answered 429 at once rather than held.
+//!
+//! How long one call may run, whoever waits for it: `attempts × timeout` plus the waits between
+//! attempts. With kube's defaults, 5 × 10 s + (0.5 + 0.75 + 1.125 + 1.69) s × at most 1.2
+//! (jitter), under 55 s.
 //!
 //! The caches expire by the server's [`Clock`](crate::Clock), not by a timer, so tests move the
 //! clock instead of waiting. (moka would expire entries by its own clock, which tests cannot
 //! move; a bounded map of a few thousand entries is all this needs.)
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, PostParams};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -37,7 +42,21 @@ pub struct DelegationOptions {
     pub deny_ttl: Duration,
     /// Waits between attempts.
     pub backoff: Backoff,
+    /// The most calls to kube-apiserver in flight at once, per resource (TokenReview,
+    /// SubjectAccessReview); a caller that would start one more is answered 429.
+    pub max_in_flight: usize,
 }
+
+/// The default for [`DelegationOptions::max_in_flight`]: a healthy kube-apiserver answers a
+/// review in milliseconds, so this many at once is thousands a second; a stalled one holds each
+/// for up to a minute, and this many is what warrant holds for it (connections, and tokens of
+/// at most [`MAX_DELEGATED_TOKEN_BYTES`]).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
+
+/// The longest bearer token sent to kube-apiserver's TokenReview. Real tokens (service account
+/// JWTs, OIDC ID tokens with groups) are a few kilobytes; a longer one is refused as an invalid
+/// bearer token without asking, so a stalled lookup holds at most this much of a caller's.
+pub const MAX_DELEGATED_TOKEN_BYTES: usize = 64 * 1024;
 
 impl Default for DelegationOptions {
     fn default() -> Self {
@@ -46,6 +65,7 @@ impl Default for DelegationOptions {
             allow_ttl: Duration::from_secs(10),
             deny_ttl: Duration::from_secs(10),
             backoff: Backoff::default(),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -148,16 +168,37 @@ struct CallLabels {
 }
 
 /// Counts of delegated calls and cache use, with the resource (`tokenreviews`,
-/// `subjectaccessreviews`) as a label.
+/// `subjectaccessreviews`) as a label; the calls in flight, and the callers refused because
+/// too many were.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DelegationMetrics {
     calls: Family<CallLabels, Counter>,
     cache: Family<CallLabels, Counter>,
+    overloaded: Counter,
 }
 
 impl DelegationMetrics {
-    /// Registers both families as `<prefix>_requests` and `<prefix>_cache`.
-    pub(crate) fn register(&self, registry: &mut Registry, prefix: &str, what: &str) {
+    /// Registers the families as `<prefix>_requests`, `<prefix>_cache`, `<prefix>_in_flight`
+    /// (the gauge of `in_flight`) and `<prefix>_overloaded`.
+    pub(crate) fn register(
+        &self,
+        registry: &mut Registry,
+        prefix: &str,
+        what: &str,
+        in_flight: Gauge,
+    ) {
+        registry.register(
+            format!("{prefix}_in_flight"),
+            format!("Requests to kube-apiserver for {what} in flight"),
+            in_flight,
+        );
+        registry.register(
+            format!("{prefix}_overloaded"),
+            format!(
+                "Callers answered 429 because the most requests for {what} were already in flight"
+            ),
+            self.overloaded.clone(),
+        );
         registry.register(
             format!("{prefix}_requests"),
             format!("Requests to kube-apiserver for {what}, by result (success, retry, error)"),
@@ -168,6 +209,10 @@ impl DelegationMetrics {
             format!("Answers about {what} looked up in the cache, by result (hit, miss)"),
             self.cache.clone(),
         );
+    }
+
+    pub(crate) fn overloaded(&self) {
+        self.overloaded.inc();
     }
 
     pub(crate) fn cache(&self, resource: &'static str, hit: bool) {
@@ -272,94 +317,9 @@ impl<K: Eq + Hash, V: Clone> ExpiringCache<K, V> {
     }
 }
 
-/// Calls in progress by key: a caller whose key is already being looked up waits for that
-/// lookup's answer instead of starting another.
-pub(crate) struct SingleFlight<K, V: Clone> {
-    in_flight: Mutex<HashMap<K, Shared<BoxFuture<'static, V>>>>,
-}
-
-impl<K, V: Clone> std::fmt::Debug for SingleFlight<K, V> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SingleFlight").finish_non_exhaustive()
-    }
-}
-
-impl<K: Eq + Hash + Clone, V: Clone + Send + Sync + 'static> SingleFlight<K, V> {
-    pub(crate) fn new() -> Self {
-        SingleFlight {
-            in_flight: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The answer of the lookup in progress for `key`, or of `start()` if there is none.
-    /// Whoever sees the lookup finish first removes it, so a finished answer is never handed
-    /// out again (that is the cache's job, with its TTL). If every caller gives up before the
-    /// lookup finishes, the next caller for `key` takes it up where it was.
-    pub(crate) async fn run<F>(&self, key: K, start: impl FnOnce() -> F) -> V
-    where
-        F: Future<Output = V> + Send + 'static,
-    {
-        let lookup = {
-            let mut in_flight = self
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            in_flight
-                .entry(key.clone())
-                .or_insert_with(|| start().boxed().shared())
-                .clone()
-        };
-        let answer = lookup.clone().await;
-        let mut in_flight = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if in_flight
-            .get(&key)
-            .is_some_and(|current| current.ptr_eq(&lookup))
-        {
-            in_flight.remove(&key);
-        }
-        answer
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
     use super::*;
-
-    #[tokio::test]
-    async fn concurrent_lookups_of_one_key_share_one_call_and_a_finished_one_is_not_reused() {
-        let flight = SingleFlight::<&str, usize>::new();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let (release, released) = tokio::sync::watch::channel(false);
-        let lookup = || {
-            let calls = calls.clone();
-            let mut released = released.clone();
-            move || async move {
-                let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
-                let _ = released.wait_for(|r| *r).await;
-                n
-            }
-        };
-        let a = flight.run("k", lookup());
-        let b = flight.run("k", lookup());
-        let other = flight.run("other", lookup());
-        let (answers, _) = tokio::join!(async { tokio::join!(a, b, other) }, async {
-            // Let the three lookups register before they are answered.
-            tokio::task::yield_now().await;
-            release.send_replace(true);
-        });
-        // "k" was asked once for both callers; "other" had its own call.
-        assert_eq!(calls.load(Ordering::SeqCst), 2);
-        assert_eq!(answers.0, answers.1);
-        assert_ne!(answers.0, answers.2);
-        // Finished: the next lookup of "k" is a new call.
-        assert_eq!(flight.run("k", lookup()).await, 3);
-    }
 
     #[test]
     fn backoff_is_kubes() {

@@ -3,7 +3,7 @@
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use warrant_token::go_quote;
 
 use crate::wire::{Status, StatusCause, StatusDetails};
@@ -149,6 +149,7 @@ impl ApiError {
                 message: body,
                 field: field.to_owned(),
             }],
+            retry_after_seconds: None,
         })
     }
 
@@ -202,6 +203,20 @@ impl ApiError {
         })
     }
 
+    /// 429 TooManyRequests, as kube-apiserver's overload answer: retry after `seconds`
+    /// (`details.retryAfterSeconds` and a `Retry-After` header).
+    pub fn too_many_requests(seconds: u32) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        )
+        .with_details(StatusDetails {
+            retry_after_seconds: Some(seconds),
+            ..StatusDetails::default()
+        })
+    }
+
     /// 503: a source warrant depends on cannot answer right now; the client may retry.
     pub fn unavailable(why: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", why)
@@ -245,9 +260,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.status()).unwrap_or_default();
         let mut response = (self.0.code, body).into_response();
-        response
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(seconds) = self.0.details.as_ref().and_then(|d| d.retry_after_seconds) {
+            headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
         response
     }
 }

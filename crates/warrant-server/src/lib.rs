@@ -54,7 +54,9 @@ pub use authz::{
 };
 pub use body::MAX_BODY_BYTES;
 pub use clock::Clock;
-pub use delegation::{Backoff, DelegationError, DelegationOptions};
+pub use delegation::{
+    Backoff, DEFAULT_MAX_IN_FLIGHT, DelegationError, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES,
+};
 pub use error::ApiError;
 pub use metrics::ReviewResult;
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};

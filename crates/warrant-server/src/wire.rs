@@ -193,6 +193,9 @@ pub struct StatusDetails {
     /// Field-level causes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<StatusCause>,
+    /// How long the client should wait before it retries (429, 503).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<u32>,
 }
 
 /// `metav1.StatusCause`.

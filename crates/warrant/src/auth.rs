@@ -10,9 +10,9 @@ use prometheus_client::registry::Registry;
 use warrant_objects::kube::cluster_client;
 use warrant_server::{
     Authenticator, Authorizer, CaBundle, ClientTrust, DEFAULT_ALWAYS_ALLOW_GROUPS,
-    DEFAULT_ALWAYS_ALLOW_PATHS, DelegatedAuthentication, DelegatedAuthorization, DelegationOptions,
-    FileWatch, Follow, FrontProxy, PolicyFile, RequestHeaders, TokenFile,
-    follow_extension_authentication,
+    DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_MAX_IN_FLIGHT, DelegatedAuthentication,
+    DelegatedAuthorization, DelegationOptions, FileWatch, Follow, FrontProxy, PolicyFile,
+    RequestHeaders, TokenFile, follow_extension_authentication,
 };
 
 /// `warrant serve`'s authentication and authorization flags (docs/configuration.md).
@@ -85,6 +85,16 @@ pub(crate) struct AuthArgs {
     /// How long kube-apiserver's answers about a token are reused.
     #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Authentication")]
     pub(crate) authentication_cache_ttl: Duration,
+    /// How long one request to kube-apiserver for delegated authentication or authorization
+    /// may take (kube: 10 s). Failures are retried with kube's backoff, 5 attempts in all, so a
+    /// lookup ends within about 5 times this plus 6 s, whether its caller waits or not.
+    #[arg(long = "delegation-timeout", default_value = "10s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Authentication")]
+    pub(crate) delegation_timeout: Duration,
+    /// The most TokenReviews (and, separately, SubjectAccessReviews) in flight to
+    /// kube-apiserver at once; past it, callers are answered 429 (authentication) or 503
+    /// (authorization) at once.
+    #[arg(long = "delegation-max-in-flight", default_value_t = DEFAULT_MAX_IN_FLIGHT, value_name = "COUNT", help_heading = "Authentication")]
+    pub(crate) delegation_max_in_flight: usize,
     /// Do not read kube-system/extension-apiserver-authentication.
     #[arg(long = "authentication-skip-lookup", help_heading = "Authentication")]
     pub(crate) authentication_skip_lookup: bool,
@@ -207,6 +217,8 @@ pub(crate) async fn setup(
                 DelegationOptions {
                     allow_ttl: auth.authentication_cache_ttl,
                     deny_ttl: auth.authentication_cache_ttl,
+                    timeout: auth.delegation_timeout,
+                    max_in_flight: auth.delegation_max_in_flight,
                     ..DelegationOptions::default()
                 },
             ))
@@ -222,6 +234,8 @@ pub(crate) async fn setup(
             DelegationOptions {
                 allow_ttl: auth.authorization_allowed_ttl,
                 deny_ttl: auth.authorization_denied_ttl,
+                timeout: auth.delegation_timeout,
+                max_in_flight: auth.delegation_max_in_flight,
                 ..DelegationOptions::default()
             },
         ))

@@ -2,23 +2,25 @@
 //! informer's lister to a GET: an object created a moment ago is found before its watch event
 //! arrives, and "not found" is only said after the API server said it.
 //!
-//! Misses for the same object share one GET (single flight); at most `limit` GETs are in flight
-//! at once, the rest wait their turn; a GET (wait included) that takes longer than `timeout`
-//! fails. The GET runs in its own task, so a caller that gives up does not cancel it for the
-//! others that share it.
+//! Misses for the same object share one GET ([`warrant_flight::SingleFlight`]); at most
+//! `limit` GETs are sent at once, the rest wait their turn; a GET (wait included) that takes
+//! longer than `timeout` fails. At most [`WAITING_PER_GET`] × `limit` lookups wait or run: past
+//! that, a lookup fails at once as unavailable, so a burst of misses for distinct objects costs
+//! failures, never unbounded memory. The GET runs in its own task, so a caller that gives up
+//! does not cancel it for the others that share it, and it leaves nothing behind when it ends.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ::kube::core::PartialObjectMeta;
 use ::kube::{Api, Client};
 use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use warrant_flight::SingleFlight;
 
 use super::metrics::Metrics;
 use super::watch::{Slim, record};
@@ -28,14 +30,21 @@ use crate::source::LookupError;
 type Answer = Result<Option<Arc<Record>>, LookupError>;
 type Key = (Kind, String, String);
 
+/// How many lookups may wait or run per GET allowed in flight.
+pub(super) const WAITING_PER_GET: usize = 8;
+
 /// The live lookups of one cache.
 pub(super) struct LiveGets {
+    fetcher: Arc<Fetcher>,
+    flights: SingleFlight<Key, Answer>,
+}
+
+/// What a lookup's task needs.
+struct Fetcher {
     client: Client,
-    in_flight: Mutex<HashMap<Key, Shared<BoxFuture<'static, Answer>>>>,
     permits: Semaphore,
     timeout: Duration,
     metrics: Arc<Metrics>,
-    runtime: tokio::runtime::Handle,
     cancel: CancellationToken,
 }
 
@@ -48,63 +57,63 @@ impl LiveGets {
         runtime: tokio::runtime::Handle,
         cancel: CancellationToken,
     ) -> Self {
+        let limit = limit.max(1);
         LiveGets {
-            client,
-            in_flight: Mutex::new(HashMap::new()),
-            permits: Semaphore::new(limit.max(1)),
-            timeout,
-            metrics,
-            runtime,
-            cancel,
+            fetcher: Arc::new(Fetcher {
+                client,
+                permits: Semaphore::new(limit),
+                timeout,
+                metrics,
+                cancel,
+            }),
+            flights: SingleFlight::new(limit.saturating_mul(WAITING_PER_GET)).on_runtime(runtime),
         }
     }
 
     /// The object from the API server, sharing a GET already in flight for it.
     pub(super) fn get(
-        self: &Arc<Self>,
+        &self,
         kind: Kind,
         namespace: &str,
         name: &str,
     ) -> BoxFuture<'static, Answer> {
         let key = (kind, namespace.to_owned(), name.to_owned());
-        let mut in_flight = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(shared) = in_flight.get(&key) {
-            self.metrics.live_shared(kind);
-            return shared.clone().boxed();
-        }
-        let this = self.clone();
+        let fetcher = self.fetcher.clone();
         let task_key = key.clone();
-        let task = self.runtime.spawn(async move {
-            let answer = tokio::select! {
-                () = this.cancel.cancelled() => Err(LookupError::Unavailable(format!(
+        let lookup = move || async move {
+            tokio::select! {
+                () = fetcher.cancel.cancelled() => Err(LookupError::Unavailable(format!(
                     "could not look up {}: the cluster cache is shutting down",
                     describe(&task_key)
                 ))),
-                answer = this.fetch(&task_key) => answer,
-            };
-            this.in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&task_key);
-            answer
-        });
-        let describe_key = describe(&key);
-        let shared = async move {
-            task.await.unwrap_or_else(|error| {
-                Err(LookupError::Unavailable(format!(
-                    "could not look up {describe_key}: the lookup task failed: {error}"
-                )))
-            })
+                answer = fetcher.fetch(&task_key) => answer,
+            }
+        };
+        match self.flights.join(key.clone(), lookup) {
+            Ok(flight) => {
+                if flight.joined() {
+                    self.fetcher.metrics.live_shared(kind);
+                }
+                async move {
+                    flight.answer().await.unwrap_or_else(|error| {
+                        Err(LookupError::Unavailable(format!(
+                            "could not look up {}: {error}",
+                            describe(&key)
+                        )))
+                    })
+                }
+                .boxed()
+            }
+            Err(error) => {
+                self.fetcher.metrics.live_get(kind, "overloaded");
+                let message = format!("could not look up {}: {error}", describe(&key));
+                futures::future::ready(Err(LookupError::Unavailable(message))).boxed()
+            }
         }
-        .boxed()
-        .shared();
-        in_flight.insert(key, shared.clone());
-        shared.boxed()
     }
+}
 
+impl Fetcher {
     async fn fetch(&self, key: &Key) -> Answer {
         let (kind, namespace, name) = key;
         let get = async {

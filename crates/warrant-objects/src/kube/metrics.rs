@@ -9,7 +9,7 @@
 //! | `warrant_kube_watch_errors_total{resource,error}` | counter | watch failures, by `error`: `list`, `watch_start`, `watch_event` (an ERROR event such as `410 Gone`), `decode` (a line that is not an event), `stream`, `no_resource_version` |
 //! | `warrant_kube_watch_relists_total{resource}` | counter | full lists after the first (410 Gone, or a failed list restarted) |
 //! | `warrant_kube_watch_skipped_objects_total{resource,reason}` | counter | objects left out of the cache: `no_uid`, `no_name`, `no_namespace` |
-//! | `warrant_kube_live_gets_total{resource,result}` | counter | live GETs after a cache miss, by `result`: `found`, `not_found`, `error` |
+//! | `warrant_kube_live_gets_total{resource,result}` | counter | live GETs after a cache miss, by `result`: `found`, `not_found`, `error`, `overloaded` (refused at once: 8 × the limit were already waiting or running) |
 //! | `warrant_kube_live_gets_shared_total{resource}` | counter | cache misses that joined a GET already in flight for the same object |
 //! | `warrant_kube_live_gets_in_flight` | gauge | live GETs being sent now (at most the configured limit) |
 //! | `warrant_kube_live_gets_waiting` | gauge | live GETs waiting for the limit |

@@ -102,7 +102,8 @@ pub struct KubeOptions {
     /// pods held at once while listing.
     pub page_size: u32,
     /// The most live GETs in flight at once (default 16). A burst of reviews for deleted pods
-    /// becomes at most this many concurrent GETs; the rest wait, within their timeout.
+    /// becomes at most this many concurrent GETs; the rest wait, within their timeout, up to
+    /// eight times this many; past that a lookup fails at once as unavailable.
     pub live_get_limit: usize,
     /// How long a live GET may take, waiting for its turn included (default 5 s), before the
     /// lookup fails as unavailable. Callers (kube-apiserver's webhook client) wait 10 s at most.

@@ -11,7 +11,10 @@
 //! Answers, authenticated or not, are reused for 10 s (kube's delegating default), keyed by the
 //! SHA-256 of the token: a token kube-apiserver stops accepting may keep working here that
 //! long. Failures to get an answer are retried with kube's backoff, never cached, and refuse
-//! the request (401): fail closed.
+//! the request (401): fail closed. When the most lookups are already in flight (a stalled
+//! kube-apiserver, a flood of unknown tokens), a caller is answered 429 at once: neither
+//! authenticated nor turned away as if its token were bad. A token longer than
+//! [`MAX_DELEGATED_TOKEN_BYTES`] is refused unasked.
 
 use std::sync::Arc;
 
@@ -21,8 +24,12 @@ use kube::api::Api;
 use prometheus_client::registry::Registry;
 
 use super::tokenfile::digest;
+use warrant_flight::{FlightError, SingleFlight};
+
 use super::{Outcome, User, Via};
-use crate::delegation::{self, DelegationMetrics, DelegationOptions, ExpiringCache, SingleFlight};
+use crate::delegation::{
+    self, DelegationMetrics, DelegationOptions, ExpiringCache, MAX_DELEGATED_TOKEN_BYTES,
+};
 
 const RESOURCE: &str = "tokenreviews";
 
@@ -54,9 +61,9 @@ impl DelegatedAuthentication {
     pub fn new(client: kube::Client, options: DelegationOptions) -> Self {
         DelegatedAuthentication {
             api: Api::all(client),
-            options,
             cache: ExpiringCache::new(8192),
-            in_flight: SingleFlight::new(),
+            in_flight: SingleFlight::new(options.max_in_flight),
+            options,
             metrics: DelegationMetrics::default(),
         }
     }
@@ -66,10 +73,17 @@ impl DelegatedAuthentication {
             registry,
             "warrant_delegated_authentication",
             "delegated authentication (TokenReview)",
+            self.in_flight.gauge(),
         );
     }
 
     pub(crate) async fn authenticate(&self, token: &str, now: Timestamp) -> Outcome {
+        if token.len() > MAX_DELEGATED_TOKEN_BYTES {
+            return Outcome::Failed(format!(
+                "a bearer token of {} bytes is longer than any kube-apiserver is asked about ({MAX_DELEGATED_TOKEN_BYTES})",
+                token.len()
+            ));
+        }
         let key = digest(token);
         let answer = match self.cache.get(&key, now) {
             Some(answer) => {
@@ -87,16 +101,27 @@ impl DelegatedAuthentication {
                 };
                 let (api, options, metrics) =
                     (self.api.clone(), self.options.clone(), self.metrics.clone());
-                let asked = self
-                    .in_flight
-                    .run(key, move || async move {
-                        delegation::create(&api, &review, &options, &metrics, RESOURCE)
-                            .await
-                            .map(interpret)
-                    })
-                    .await;
+                let flight = self.in_flight.join(key, move || async move {
+                    delegation::create(&api, &review, &options, &metrics, RESOURCE)
+                        .await
+                        .map(interpret)
+                });
+                let asked = match flight {
+                    Ok(flight) => flight.answer().await,
+                    Err(e) => Err(e),
+                };
                 let answer = match asked {
-                    Ok(answer) => answer,
+                    Ok(Ok(answer)) => answer,
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "delegated authentication failed; refusing the request");
+                        return Outcome::Failed(format!("delegated authentication: {e}"));
+                    }
+                    Err(FlightError::Overloaded { limit }) => {
+                        self.metrics.overloaded();
+                        return Outcome::Overloaded(format!(
+                            "delegated authentication: {limit} TokenReviews already in flight"
+                        ));
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "delegated authentication failed; refusing the request");
                         return Outcome::Failed(format!("delegated authentication: {e}"));

@@ -166,6 +166,9 @@ pub(crate) enum Outcome {
     User(Arc<User>),
     /// For this authenticator, and refused; the reason is logged, never sent to the client.
     Failed(String),
+    /// For this authenticator, which cannot answer now because too many questions are in
+    /// flight: the caller is told to retry (429), neither refused nor let in.
+    Overloaded(String),
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -210,7 +213,8 @@ impl Authenticator {
         self.trust.ready()
     }
 
-    /// The caller of a request, or why it is refused (always 401).
+    /// The caller of a request, or why it is refused: 401, or 429 when delegated
+    /// authentication has too many lookups in flight to take another.
     pub(crate) async fn authenticate(
         &self,
         state: &AppState,
@@ -226,14 +230,18 @@ impl Authenticator {
             if let Some(front_proxy) = &trust.front_proxy {
                 match front_proxy.authenticate(headers, chain, now) {
                     Outcome::User(user) => return Ok(self.success("front_proxy", user)),
-                    Outcome::Failed(why) => failures.push(("front_proxy", why)),
+                    Outcome::Failed(why) | Outcome::Overloaded(why) => {
+                        failures.push(("front_proxy", why))
+                    }
                     Outcome::NotMine => {}
                 }
             }
             if let Some(ca) = &trust.client_ca {
                 match x509::authenticate(ca, chain, now) {
                     Outcome::User(user) => return Ok(self.success("client_certificate", user)),
-                    Outcome::Failed(why) => failures.push(("client_certificate", why)),
+                    Outcome::Failed(why) | Outcome::Overloaded(why) => {
+                        failures.push(("client_certificate", why))
+                    }
                     Outcome::NotMine => {}
                 }
             }
@@ -250,7 +258,9 @@ impl Authenticator {
             if self.own_tokens {
                 match owntoken::authenticate(state, token, now).await {
                     Outcome::User(user) => return Ok(self.success("own_token", user)),
-                    Outcome::Failed(why) => return Err(self.refuse("own_token", &why)),
+                    Outcome::Failed(why) | Outcome::Overloaded(why) => {
+                        return Err(self.refuse("own_token", &why));
+                    }
                     Outcome::NotMine => {}
                 }
             }
@@ -258,6 +268,14 @@ impl Authenticator {
                 match delegated.authenticate(token, now).await {
                     Outcome::User(user) => return Ok(self.success("delegated", user)),
                     Outcome::Failed(why) => failures.push(("delegated", why)),
+                    Outcome::Overloaded(why) => {
+                        self.count("delegated", "overloaded");
+                        tracing::warn!(
+                            reason = why,
+                            "authentication deferred: asking the caller to retry"
+                        );
+                        return Err(ApiError::too_many_requests(1));
+                    }
                     Outcome::NotMine => {}
                 }
             }

@@ -10,7 +10,8 @@
 //!
 //! Answers are reused for 10 s (allowed and denied alike, kube's delegating defaults), keyed by
 //! the whole review (user, groups, extras and attributes). A failure is retried with kube's
-//! backoff, never cached, and never an allow.
+//! backoff, never cached, and never an allow. When the most reviews are already in flight, a
+//! request is answered 503 at once (authorization could not be decided), never allowed.
 
 use jiff::Timestamp;
 use k8s_openapi::api::authorization::v1::{
@@ -22,7 +23,9 @@ use prometheus_client::registry::Registry;
 
 use super::{Attributes, Decision, Grant};
 use crate::authn::User;
-use crate::delegation::{self, DelegationMetrics, DelegationOptions, ExpiringCache, SingleFlight};
+use warrant_flight::{FlightError, SingleFlight};
+
+use crate::delegation::{self, DelegationMetrics, DelegationOptions, ExpiringCache};
 
 const RESOURCE: &str = "subjectaccessreviews";
 
@@ -93,9 +96,9 @@ impl DelegatedAuthorization {
     pub fn new(client: kube::Client, options: DelegationOptions) -> Self {
         DelegatedAuthorization {
             api: Api::all(client),
-            options,
             cache: ExpiringCache::new(8192),
-            in_flight: SingleFlight::new(),
+            in_flight: SingleFlight::new(options.max_in_flight),
+            options,
             metrics: DelegationMetrics::default(),
         }
     }
@@ -105,6 +108,7 @@ impl DelegatedAuthorization {
             registry,
             "warrant_delegated_authorization",
             "delegated authorization (SubjectAccessReview)",
+            self.in_flight.gauge(),
         );
     }
 
@@ -141,7 +145,14 @@ impl DelegatedAuthorization {
                 let asked = if key.is_empty() {
                     ask().await
                 } else {
-                    self.in_flight.run(key.clone(), ask).await
+                    match self.in_flight.join(key.clone(), ask) {
+                        Ok(flight) => flight.answer().await.unwrap_or_else(|e| Err(e.to_string())),
+                        Err(FlightError::Overloaded { limit }) => {
+                            self.metrics.overloaded();
+                            Err(format!("{limit} SubjectAccessReviews already in flight"))
+                        }
+                        Err(e) => Err(e.to_string()),
+                    }
                 };
                 let answer = match asked {
                     Ok(answer) => answer,

@@ -484,3 +484,81 @@ async fn relayed_users_are_asked_about_whole() {
         json!({"authentication.kubernetes.io/pod-name": ["runner-0"], "scopes": ["a", "b"]})
     );
 }
+
+/// A kube-apiserver that accepts connections and never answers (stalled, or a black hole).
+async fn stalled_apiserver() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    (url, task)
+}
+
+/// With kube-apiserver stalled, lookups pile up only to the limit: past it a caller is told to
+/// retry (429, as kube-apiserver's overload answer), not refused as unauthenticated; callers
+/// that go away leave their lookups running to their own end, not kept by anyone.
+#[tokio::test]
+async fn a_stalled_kube_apiserver_holds_at_most_the_limit() {
+    let (url, _server) = stalled_apiserver().await;
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let api = std::sync::Arc::new(api_auth(|authenticator, _| {
+        authenticator.delegated = Some(DelegatedAuthentication::new(
+            client,
+            DelegationOptions {
+                max_in_flight: 2,
+                timeout: Duration::from_secs(600),
+                ..options()
+            },
+        ));
+    }));
+    let as_caller = |token: &str| {
+        let (api, token) = (api.clone(), token.to_owned());
+        tokio::spawn(async move { api.post_as(&token, "/api", json!({})).await })
+    };
+    let admin = format!("Bearer {ADMIN}");
+    let metrics = || async {
+        api.get_with("/metrics", &[("authorization", admin.as_str())])
+            .await
+            .text
+    };
+    let in_flight = || async {
+        let text = metrics().await;
+        text.lines()
+            .find_map(|l| l.strip_prefix("warrant_delegated_authentication_in_flight "))
+            .map_or(0, |v| v.parse::<u64>().unwrap())
+    };
+    let callers = [
+        as_caller("first-unknown-token"),
+        as_caller("second-unknown-token"),
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while in_flight().await < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lookups never started: {}",
+            metrics().await
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A third distinct token: no room.
+    let r = api.post_as("third-unknown-token", "/api", json!({})).await;
+    assert_eq!(r.code, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
+    assert_eq!(r.json["reason"], "TooManyRequests");
+    assert_eq!(r.json["details"]["retryAfterSeconds"], 1);
+    assert_eq!(r.headers["retry-after"], "1");
+    let text = metrics().await;
+    assert!(
+        text.contains("warrant_delegated_authentication_overloaded_total 1"),
+        "{text}"
+    );
+    // The callers hang up; their lookups are no one's and keep their place until they end.
+    for caller in callers {
+        caller.abort();
+        assert!(caller.await.unwrap_err().is_cancelled());
+    }
+    assert_eq!(in_flight().await, 2);
+}

@@ -146,6 +146,7 @@ pub(crate) fn api() -> Api {
 }
 
 /// A response, with its body parsed as JSON when it is JSON.
+#[derive(Debug)]
 pub(crate) struct Reply {
     pub(crate) code: StatusCode,
     pub(crate) headers: HeaderMap,

@@ -1,0 +1,101 @@
+//! What an attacker tried from outside, through the real binary: resources an abusive client
+//! could make warrant hold must be released, bounded in count and time.
+
+use std::time::Duration;
+
+use crate::support::*;
+use crate::tokens::OBJECTS;
+
+/// A kube-apiserver that accepts connections and never answers.
+async fn stalled_apiserver() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    (addr, task)
+}
+
+/// Callers that send an unknown bearer token and hang up while warrant asks a stalled
+/// kube-apiserver about it leave nothing behind once the lookups time out: no lookup in
+/// flight, and the server's descriptors and resident memory back near where they started.
+/// (Before the fix, every abandoned lookup kept its token and its connection for good.)
+#[tokio::test]
+async fn abandoned_delegated_lookups_are_released() {
+    let (apiserver, _stalled) = stalled_apiserver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("stalled.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster: {{server: 'http://{apiserver}'}}\ncontexts:\n- name: s\n  context: {{cluster: s, user: u}}\ncurrent-context: s\nusers:\n- name: u\n  user: {{token: unused}}\n"
+        ),
+    )
+    .unwrap();
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--authentication-kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--authentication-skip-lookup",
+            "--delegation-timeout",
+            "1s",
+        ],
+    )
+    .await;
+    let (rss_before, fds_before) = (w.process("VmRSS"), w.process("fds"));
+    // HTTP/1.1, where a request may carry large headers (h2 caps the header list at 16 KiB).
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(w.path("ca.crt")).unwrap()).unwrap();
+    let http1 = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .http1_only()
+        .build()
+        .unwrap();
+
+    // 240 distinct 60 KB tokens, 60 at a time, each caller gone after 50 ms.
+    for batch in 0..4 {
+        let mut callers = tokio::task::JoinSet::new();
+        for i in 0..60 {
+            let token = format!("{batch:02}{i:03}{}", "x".repeat(60 * 1024));
+            let request = http1
+                .get(w.url("/api"))
+                .bearer_auth(token)
+                .timeout(Duration::from_millis(50));
+            callers.spawn(request.send());
+        }
+        // Each caller gives up (a timeout error); none gets an answer.
+        if let Some(r) = callers.join_all().await.into_iter().flatten().next() {
+            panic!(
+                "a caller got an answer from a stalled lookup: {} {}",
+                r.status(),
+                r.text().await.unwrap_or_default()
+            );
+        }
+    }
+    assert!(
+        w.metric("warrant_delegated_authentication_in_flight").await > 0.0,
+        "the lookups should still be running for nobody"
+    );
+
+    // Each lookup ends on its own: five 1 s attempts and kube's backoff, about 10 s.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while w.metric("warrant_delegated_authentication_in_flight").await > 0.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "delegated lookups still in flight a minute later"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (rss_after, fds_after) = (w.process("VmRSS"), w.process("fds"));
+    assert!(
+        fds_after <= fds_before + 8,
+        "descriptors: {fds_before} before, {fds_after} after"
+    );
+    assert!(
+        rss_after <= rss_before + 48 * 1024,
+        "resident memory: {rss_before} KiB before, {rss_after} KiB after"
+    );
+}
