@@ -99,3 +99,118 @@ async fn abandoned_delegated_lookups_are_released() {
         "resident memory: {rss_before} KiB before, {rss_after} KiB after"
     );
 }
+
+/// A TLS client for `w` offering `alpn` (none: no ALPN at all).
+fn tls_client(w: &Warrant, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(w.path("ca.crt")).unwrap();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
+/// Reads until the server closes the connection; fails if it is still open after a minute.
+async fn closed_by_server(what: &str, mut stream: impl tokio::io::AsyncRead + Unpin) {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 4096];
+    let closed = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(n) = stream.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "{what}: still open after a minute");
+}
+
+/// Connections that never handshake, handshake and say nothing (HTTP/1.1, h2 and no ALPN), or
+/// go quiet after a request, are closed by the server after its timeouts; at the connection
+/// limit, idle connections make room for a real client, which is served.
+#[tokio::test]
+async fn idle_connections_are_closed_and_cannot_lock_clients_out() {
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--tls-handshake-timeout",
+            "1s",
+            "--request-header-timeout",
+            "1s",
+            "--connection-idle-timeout",
+            "2s",
+            "--max-connections",
+            "16",
+        ],
+    )
+    .await;
+    let addr = format!("127.0.0.1:{}", w.port);
+    let connect = || tokio::net::TcpStream::connect(addr.clone());
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+
+    closed_by_server("TCP without a handshake", connect().await.unwrap()).await;
+    for (what, alpn) in [
+        ("HTTP/1.1, no request", &[b"http/1.1".as_slice()][..]),
+        ("h2, no request", &[b"h2".as_slice()][..]),
+        ("no ALPN, no request", &[][..]),
+    ] {
+        let tls = tls_client(&w, alpn)
+            .connect(name.clone(), connect().await.unwrap())
+            .await
+            .unwrap();
+        closed_by_server(what, tls).await;
+    }
+    // One request, then silence on the kept-alive connection.
+    let mut tls = tls_client(&w, &[b"http/1.1"])
+        .connect(name.clone(), connect().await.unwrap())
+        .await
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(
+        &mut tls,
+        b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    closed_by_server("HTTP/1.1 kept alive after a request", tls).await;
+
+    // 40 idle TLS connections against a limit of 16: the oldest idle ones make room, and a
+    // real client is still answered.
+    let mut idle = Vec::new();
+    for _ in 0..40 {
+        let tls = tls_client(&w, &[b"h2"])
+            .connect(name.clone(), connect().await.unwrap())
+            .await
+            .unwrap();
+        idle.push(tls);
+    }
+    assert_eq!(
+        w.review("not-a-token", &[])["error"],
+        "invalid bearer token"
+    );
+    for (sample, at_least) in [
+        (
+            r#"warrant_connections_closed_total{reason="handshake_timeout"}"#,
+            1.0,
+        ),
+        (
+            r#"warrant_connections_closed_total{reason="first_request_timeout"}"#,
+            3.0,
+        ),
+        (r#"warrant_connections_closed_total{reason="idle"}"#, 1.0),
+        (r#"warrant_connections_closed_total{reason="shed"}"#, 24.0),
+    ] {
+        let value = w.metric(sample).await;
+        assert!(
+            value >= at_least,
+            "{sample} is {value}, expected at least {at_least}"
+        );
+    }
+    drop(idle);
+}

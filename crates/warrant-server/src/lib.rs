@@ -8,6 +8,7 @@ mod authn;
 mod authz;
 mod body;
 mod clock;
+mod connections;
 mod delegation;
 mod discovery;
 mod error;
@@ -54,6 +55,7 @@ pub use authz::{
 };
 pub use body::MAX_BODY_BYTES;
 pub use clock::Clock;
+pub use connections::{Connections, RESERVED_DESCRIPTORS, ServeOptions, max_connections_for};
 pub use delegation::{
     Backoff, DEFAULT_MAX_IN_FLIGHT, DelegationError, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES,
 };

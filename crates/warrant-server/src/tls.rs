@@ -14,8 +14,6 @@ use arc_swap::ArcSwap;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -29,16 +27,16 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use crate::authn::{ClientTrust, PeerCertificate};
+use crate::connections::{Closed, Connection, Connections, ServeOptions, Throttle};
 use warrant_watch::{FileWatch, WatchError, watch_files};
 
-/// A TLS handshake that takes longer than this is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// A client that sends no complete request headers for this long is dropped.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long in-flight requests get to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
@@ -230,81 +228,206 @@ pub fn server_config(
 }
 
 /// Serves `app` on `listener` over TLS until `shutdown` completes, then lets in-flight requests
-/// finish (up to a grace period).
+/// finish (up to a grace period). `connections` holds the limit and counts (see
+/// [`crate::connections`]); `options` the timeouts.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: Router,
+    options: ServeOptions,
+    connections: Connections,
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(250);
-    let builder = Arc::new(builder);
+    let stopping = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let options = Arc::new(options);
+    let mut accept_errors = Throttle::new(Duration::from_secs(1));
+    let mut backoff = ACCEPT_BACKOFF_MIN;
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
+                Ok(conn) => {
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    conn
+                }
                 Err(e) => {
-                    // Out of file descriptors and the like: back off briefly rather than spin.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    // Out of descriptors and the like: free one if an idle connection holds it,
+                    // wait a growing while, and say so once a second, with a count.
+                    connections.accept_error();
+                    let shed = connections.shed_one();
+                    if let Some(left_out) = accept_errors.allow(Instant::now()) {
+                        tracing::warn!(error = %e, failures_not_logged = left_out, shed_an_idle_connection = shed, "accepting a connection failed");
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                     continue;
                 }
             },
             () = &mut shutdown => break,
         };
+        let Some(connection) = connections.admit(Instant::now()) else {
+            tracing::debug!(%peer, "connection refused: at the connection limit with every connection busy");
+            continue;
+        };
         let acceptor = acceptor.clone();
         let app = app.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            // Verified by the handshake against one of the client CAs; the authenticators
-            // decide which.
-            let certificate = stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .map(|chain| PeerCertificate::new(chain.to_vec()))
-                .unwrap_or_default();
-            let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
-                request.extensions_mut().insert(certificate.clone());
-                app.clone().oneshot(request)
-            });
-            let connection = builder.serve_connection_with_upgrades(
-                TokioIo::new(stream),
-                TowerToHyperService::new(service),
-            );
-            if let Err(e) = watcher.watch(connection.into_owned()).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
+        let options = options.clone();
+        let stopping = stopping.clone();
+        tasks.spawn(async move {
+            serve_connection(tcp, peer, acceptor, app, &options, connection, stopping).await;
         });
     }
     drop(listener);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+    stopping.cancel();
+    tasks.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tasks.wait())
         .await
         .is_err()
     {
         tracing::warn!("shutdown grace period over; closing the remaining connections");
     }
 }
+
+/// The shortest and longest waits after a failed accept.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// One connection, from the handshake to its close.
+async fn serve_connection(
+    tcp: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    acceptor: TlsAcceptor,
+    app: Router,
+    options: &ServeOptions,
+    connection: Arc<Connection>,
+    stopping: CancellationToken,
+) {
+    let handshake = tokio::select! {
+        result = tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)) => result,
+        reason = connection.close_reason(options) => {
+            connection.closed(reason);
+            return;
+        }
+    };
+    let stream = match handshake {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            connection.closed(Closed::HandshakeFailed);
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            connection.closed(Closed::HandshakeTimeout);
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    let tls = stream.get_ref().1;
+    // Verified by the handshake against one of the client CAs; the authenticators decide which.
+    let certificate = tls
+        .peer_certificates()
+        .map(|chain| PeerCertificate::new(chain.to_vec()))
+        .unwrap_or_default();
+    // ALPN decides the protocol; a client that offers none speaks HTTP/1.1 (as with Go's
+    // server). No bytes are read to guess it, so nothing waits unbounded for them.
+    let h2 = tls.alpn_protocol() == Some(b"h2".as_slice());
+    connection.set_protocol(if h2 { "h2" } else { "http1" });
+    let requests = connection.clone();
+    let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
+        request.extensions_mut().insert(certificate.clone());
+        let in_flight = InFlight::begin(requests.clone());
+        let response = app.clone().oneshot(request);
+        async move {
+            let response = response.await;
+            drop(in_flight);
+            response
+        }
+    });
+    let service = TowerToHyperService::new(service);
+    let io = TokioIo::new(stream);
+    let ended = if h2 {
+        let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        builder
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(250)
+            .keep_alive_interval(Some(options.h2_ping_interval))
+            .keep_alive_timeout(options.h2_ping_timeout);
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        drive(
+            conn,
+            |c| c.graceful_shutdown(),
+            &connection,
+            options,
+            &stopping,
+        )
+        .await
+    } else {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(options.first_request_timeout);
+        let conn = builder.serve_connection(io, service).with_upgrades();
+        tokio::pin!(conn);
+        drive(
+            conn,
+            |c| c.graceful_shutdown(),
+            &connection,
+            options,
+            &stopping,
+        )
+        .await
+    };
+    if let Err(e) = ended {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// A request in flight on its connection, until answered or abandoned (an HTTP/2 stream reset
+/// drops it unanswered).
+struct InFlight(Arc<Connection>);
+
+impl InFlight {
+    fn begin(connection: Arc<Connection>) -> Self {
+        connection.begin();
+        InFlight(connection)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.end(Instant::now());
+    }
+}
+
+/// Runs a connection to its end, shutting it down gracefully (HTTP/2: GOAWAY; HTTP/1.1: closed
+/// once the request in flight is answered) when it idles out, is shed, or the server stops.
+async fn drive<C>(
+    mut conn: std::pin::Pin<&mut C>,
+    graceful: impl Fn(std::pin::Pin<&mut C>),
+    connection: &Connection,
+    options: &ServeOptions,
+    stopping: &CancellationToken,
+) -> Result<(), hyper::Error>
+where
+    C: Future<Output = Result<(), hyper::Error>>,
+{
+    tokio::select! {
+        result = conn.as_mut() => return result,
+        reason = connection.close_reason(options) => connection.closed(reason),
+        () = stopping.cancelled() => {
+            // The server's shutdown grace bounds what is left.
+            graceful(conn.as_mut());
+            return conn.await;
+        }
+    }
+    // Nothing is in flight: a peer that does not take the hint (an HTTP/2 client that never
+    // sent its preface, say) is dropped shortly after.
+    graceful(conn.as_mut());
+    tokio::time::timeout(CLOSE_GRACE, conn).await.unwrap_or(Ok(()))
+}
+
+/// How long an idle or shed connection gets to close after being told to.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);

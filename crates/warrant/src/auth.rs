@@ -83,12 +83,12 @@ pub(crate) struct AuthArgs {
     )]
     pub(crate) authentication_kubeconfig: Option<PathBuf>,
     /// How long kube-apiserver's answers about a token are reused.
-    #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Authentication")]
+    #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Authentication")]
     pub(crate) authentication_cache_ttl: Duration,
     /// How long one request to kube-apiserver for delegated authentication or authorization
     /// may take (kube: 10 s). Failures are retried with kube's backoff, 5 attempts in all, so a
     /// lookup ends within about 5 times this plus 6 s, whether its caller waits or not.
-    #[arg(long = "delegation-timeout", default_value = "10s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Authentication")]
+    #[arg(long = "delegation-timeout", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Authentication")]
     pub(crate) delegation_timeout: Duration,
     /// The most TokenReviews (and, separately, SubjectAccessReviews) in flight to
     /// kube-apiserver at once; past it, callers are answered 429 (authentication) or 503
@@ -118,10 +118,10 @@ pub(crate) struct AuthArgs {
     )]
     pub(crate) authorization_kubeconfig: Option<PathBuf>,
     /// How long kube-apiserver's allowing answers are reused.
-    #[arg(long = "authorization-webhook-cache-authorized-ttl", default_value = "10s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Authorization")]
+    #[arg(long = "authorization-webhook-cache-authorized-ttl", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Authorization")]
     pub(crate) authorization_allowed_ttl: Duration,
     /// How long kube-apiserver's refusing answers are reused.
-    #[arg(long = "authorization-webhook-cache-unauthorized-ttl", default_value = "10s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Authorization")]
+    #[arg(long = "authorization-webhook-cache-unauthorized-ttl", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Authorization")]
     pub(crate) authorization_denied_ttl: Duration,
     /// Paths anyone may read, without authentication (a trailing * matches a prefix).
     #[arg(long = "authorization-always-allow-paths", value_delimiter = ',', default_values_t = DEFAULT_ALWAYS_ALLOW_PATHS.map(str::to_owned), value_name = "PATHS", help_heading = "Authorization")]
@@ -129,13 +129,6 @@ pub(crate) struct AuthArgs {
     /// Groups whose members may do anything.
     #[arg(long = "authorization-always-allow-groups", value_delimiter = ',', default_values_t = DEFAULT_ALWAYS_ALLOW_GROUPS.map(str::to_owned), value_name = "GROUPS", help_heading = "Authorization", action = ArgAction::Append)]
     pub(crate) always_allow_groups: Vec<String>,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let seconds = crate::duration::parse_seconds(text)?;
-    u64::try_from(seconds)
-        .map(Duration::from_secs)
-        .map_err(|_| format!("invalid duration {text:?}: may not be negative"))
 }
 
 impl AuthArgs {

@@ -353,6 +353,22 @@ pub(crate) struct ServeArgs {
     /// Port to serve HTTPS on.
     #[arg(long = "secure-port", default_value_t = 8443, value_name = "PORT")]
     pub(crate) secure_port: u16,
+    /// The most client connections open at once, TLS handshakes included; at the limit the
+    /// longest-idle connection makes room for a new one. Default: from the descriptor limit
+    /// (three quarters of what 512 kept for files and outgoing connections leave, at least 64).
+    #[arg(long = "max-connections", value_name = "COUNT")]
+    pub(crate) max_connections: Option<usize>,
+    /// How long a TLS handshake may take.
+    #[arg(long = "tls-handshake-timeout", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
+    pub(crate) tls_handshake_timeout: std::time::Duration,
+    /// How long a client has, after the handshake, to send its first request's headers (and
+    /// any HTTP/1.1 request's headers), as kube-apiserver's ReadHeaderTimeout.
+    #[arg(long = "request-header-timeout", default_value = "32s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
+    pub(crate) request_header_timeout: std::time::Duration,
+    /// How long a connection may stay open with no request in flight (HTTP/1.1 keep-alive and
+    /// HTTP/2), as kube-apiserver's IdleTimeout.
+    #[arg(long = "connection-idle-timeout", default_value = "90s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
+    pub(crate) connection_idle_timeout: std::time::Duration,
     /// Serving certificate chain (PEM).
     #[arg(long = "tls-cert-file", value_name = "PATH")]
     pub(crate) tls_cert_file: PathBuf,

@@ -42,6 +42,14 @@ pub(crate) fn parse_seconds(text: &str) -> Result<i64, String> {
     Ok(total)
 }
 
+/// Parses a Go duration into a `Duration` (a flag's value parser).
+pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let seconds = parse_seconds(text)?;
+    u64::try_from(seconds)
+        .map(std::time::Duration::from_secs)
+        .map_err(|_| format!("invalid duration {text:?}: may not be negative"))
+}
+
 /// Checks what must hold for any text: no panic; an accepted duration is not negative, and
 /// its value written back in seconds and in hours, minutes and seconds parses to the same value.
 /// The fuzz target `duration` (which includes this file) and the corpus replay run it.

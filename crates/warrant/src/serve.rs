@@ -9,8 +9,8 @@ use tokio::net::TcpListener;
 use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
 use warrant_server::{
-    AppState, Clock, ServingCertificate, Settings, StateParts, TlsFiles, router, serve,
-    server_config, validate_issuers, validate_max_expiration,
+    AppState, Clock, Connections, ServeOptions, ServingCertificate, Settings, StateParts, TlsFiles,
+    max_connections_for, router, serve, server_config, validate_issuers, validate_max_expiration,
 };
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
@@ -57,6 +57,9 @@ pub(crate) async fn run(
     let _certificate_watch = certificate.watch()?;
 
     certificate.register_metrics(&mut registry);
+    let serving = serve_options(&args);
+    let connections = Connections::new(serving.max_connections);
+    connections.register_metrics(&mut registry);
     let auth = auth::setup(
         &args.auth,
         args.client_ca_file.as_ref(),
@@ -111,10 +114,48 @@ pub(crate) async fn run(
         "serving"
     );
     let _auth = auth.running;
-    serve(listener, tls, router(state), shutdown_signal()).await;
+    serve(
+        listener,
+        tls,
+        router(state),
+        serving,
+        connections,
+        shutdown_signal(),
+    )
+    .await;
     keys.stop().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The connection bounds from the flags. Raises the descriptor limit to its maximum first, as
+/// Go programs (kube-apiserver among them) do at start, and sizes the default connection limit
+/// from it.
+fn serve_options(args: &ServeArgs) -> ServeOptions {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => limit = raised,
+            Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit"),
+        }
+    }
+    let descriptors = limit.current.unwrap_or(u64::MAX);
+    let max_connections = args
+        .max_connections
+        .unwrap_or_else(|| max_connections_for(descriptors));
+    tracing::info!(descriptors, max_connections, "connection limit");
+    ServeOptions {
+        handshake_timeout: args.tls_handshake_timeout,
+        first_request_timeout: args.request_header_timeout,
+        idle_timeout: args.connection_idle_timeout,
+        max_connections,
+        ..ServeOptions::default()
+    }
 }
 
 /// Warns about rotation settings that work but that an operator probably did not mean.
