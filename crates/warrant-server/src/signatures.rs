@@ -108,13 +108,16 @@ impl SignatureCache {
         }
         let result = verifier.verify_signature(token).map(Arc::new);
         if let Ok(claims) = &result {
-            let remaining = claims
-                .exp
-                .map_or(0, |exp| exp + LEEWAY_SECONDS - now.as_second());
+            // Saturating: `exp` is whatever a validly signed token says, up to i64::MAX.
+            let remaining = claims.exp.map_or(0, |exp| {
+                exp.saturating_add(LEEWAY_SECONDS)
+                    .saturating_sub(now.as_second())
+            });
             if let Ok(seconds) = u64::try_from(remaining)
                 && seconds > 0
             {
-                let ttl = Duration::from_secs(seconds);
+                // Capped: the cache adds the TTL to its clock, which must not overflow.
+                let ttl = Duration::from_secs(seconds.min(MAX_ENTRY_SECONDS));
                 entries.insert(
                     key,
                     Entry {
@@ -127,6 +130,10 @@ impl SignatureCache {
         (result, Lookup::Miss)
     }
 }
+
+/// The longest an entry is kept, whatever the token's `exp`: a year and a bit, beyond any
+/// lifetime warrant issues.
+const MAX_ENTRY_SECONDS: u64 = 400 * 86_400;
 
 #[cfg(test)]
 mod tests {

@@ -367,3 +367,33 @@ async fn forged_tokens_are_refused_through_the_endpoint_every_time() {
     let r = api.review("authentication.k8s.io/v1", &genuine, &[]).await;
     assert_eq!(r.json["status"]["authenticated"], true, "{}", r.text);
 }
+
+/// Times from a validly signed token are whatever its signer wrote: an `exp` or `nbf` at the
+/// ends of i64 is answered (twice, through the signature cache), never an overflow.
+#[tokio::test]
+async fn extreme_times_in_a_signed_token_do_not_overflow() {
+    let api = api();
+    let genuine = pod_token(&api, &[]).await;
+    for (name, field, value, authenticated) in [
+        ("exp at i64::MAX", "exp", i64::MAX, true),
+        ("exp at i64::MIN", "exp", i64::MIN, false),
+        ("nbf at i64::MAX", "nbf", i64::MAX, false),
+        ("iat at i64::MAX", "iat", i64::MAX, false),
+    ] {
+        let mut claims = serde_json::to_value(claims(&genuine)).unwrap();
+        claims[field] = json!(value);
+        let token = key()
+            .sign_payload(&serde_json::to_vec(&claims).unwrap())
+            .unwrap();
+        for round in ["first", "second"] {
+            let r = api.review("authentication.k8s.io/v1", &token, &[]).await;
+            assert_eq!(r.code, StatusCode::CREATED, "{name}, {round}: {}", r.text);
+            assert_eq!(
+                r.json["status"]["authenticated"] == true,
+                authenticated,
+                "{name}, {round}: {}",
+                r.text
+            );
+        }
+    }
+}
