@@ -426,7 +426,9 @@ where
     // Nothing is in flight: a peer that does not take the hint (an HTTP/2 client that never
     // sent its preface, say) is dropped shortly after.
     graceful(conn.as_mut());
-    tokio::time::timeout(CLOSE_GRACE, conn).await.unwrap_or(Ok(()))
+    tokio::time::timeout(CLOSE_GRACE, conn)
+        .await
+        .unwrap_or(Ok(()))
 }
 
 /// How long an idle or shed connection gets to close after being told to.

@@ -152,6 +152,16 @@ pub(crate) async fn issue(
 
     let settings = state.settings();
     let requested_audiences = request.spec.audiences.take().unwrap_or_default();
+    if let Some(why) = warrant_token::audiences_over_limits(&requested_audiences) {
+        return Err(ApiError::invalid(
+            GROUP,
+            KIND,
+            name,
+            "spec.audiences",
+            &requested_audiences.len().to_string(),
+            &why,
+        ));
+    }
     let audiences = if requested_audiences.is_empty() {
         settings.api_audiences.clone()
     } else {
@@ -239,6 +249,21 @@ pub(crate) async fn issue(
         .signing_at(now)
         .sign(&claims)
         .map_err(|e| ApiError::internal(format!("failed to generate token: {e}")))?;
+    // Never hand out a token that TokenReview would refuse unread.
+    if token.len() > warrant_token::MAX_TOKEN_BYTES {
+        return Err(ApiError::invalid(
+            GROUP,
+            KIND,
+            name,
+            "spec.audiences",
+            &audiences.len().to_string(),
+            &format!(
+                "the token would be {} bytes, more than the {} a TokenReview reads: ask for fewer or shorter audiences",
+                token.len(),
+                warrant_token::MAX_TOKEN_BYTES
+            ),
+        ));
+    }
 
     request.kind = Some(KIND.to_owned());
     request.api_version = Some(AUTHENTICATION_V1.to_owned());

@@ -89,6 +89,9 @@ pub(crate) async fn review(
         ));
     }
 
+    if let Some(why) = warrant_token::audiences_over_limits(&request.spec.audiences) {
+        return Err(ApiError::bad_request(format!("spec.audiences: {why}")));
+    }
     let now = state.clock().now();
     let published = state.published();
     let (verified, lookup) = published.verify(&request.spec.token, &request.spec.audiences, now);

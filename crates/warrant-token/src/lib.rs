@@ -72,7 +72,10 @@ pub use userinfo::{
     EXTRA_CREDENTIAL_ID, EXTRA_NODE_NAME, EXTRA_NODE_UID, EXTRA_POD_NAME, EXTRA_POD_UID,
     GROUP_AUTHENTICATED, GROUP_SERVICE_ACCOUNTS, UserInfo,
 };
-pub use verify::{LEEWAY_SECONDS, MAX_TOKEN_BYTES, VerifiedToken, Verifier};
+pub use verify::{
+    LEEWAY_SECONDS, MAX_AUDIENCE_BYTES, MAX_AUDIENCES, MAX_TOKEN_BYTES, VerifiedToken, Verifier,
+    audiences_over_limits,
+};
 
 /// Go's `%q` quoting, for messages that must match kube-apiserver's.
 pub fn go_quote(s: &str) -> String {

@@ -192,6 +192,11 @@ fn settings(args: &ServeArgs, managed_keys: bool) -> Result<Settings, Box<dyn Er
             .cloned()
             .collect()
     };
+    // An empty list would make every token good for warrant's own API (kube-apiserver skips the
+    // audience check when it has none): refuse it rather than guess.
+    if api_audiences.is_empty() {
+        return Err("--api-audiences names no audience: leave the flag out to use the issuers, or name at least one (an empty list would let tokens for any audience authenticate to warrant)".into());
+    }
     let max_seconds = match args.max_token_expiration {
         None | Some(0) if managed_keys => Some(keys::MANAGED_DEFAULT_MAX_TOKEN_SECONDS),
         None | Some(0) => None,

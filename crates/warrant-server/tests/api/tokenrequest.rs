@@ -339,3 +339,58 @@ async fn callers_must_authenticate() {
     let r = api.send(request(Some(&format!("Bearer {ADMIN}")))).await;
     assert_eq!(r.code, StatusCode::CREATED);
 }
+
+/// Audiences are bounded on both sides (kube sets no limit): at most 100 of at most 1024 bytes
+/// each per TokenRequest and TokenReview, and a token too big for TokenReview to read is never
+/// issued. The shape the probe used (thousands against hundreds of thousands, which took 38 s)
+/// is refused at once.
+#[tokio::test]
+async fn audiences_are_bounded_and_no_unreviewable_token_is_issued() {
+    let api = api();
+    let many: Vec<String> = (0..101).map(|i| format!("aud-{i}")).collect();
+    let r = api.token("app", json!({"audiences": many})).await;
+    assert_eq!(r.code, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    assert_eq!(
+        r.json["message"],
+        r#"TokenRequest.authentication.k8s.io "app" is invalid: spec.audiences: Invalid value: 101: 101 audiences, more than the 100 allowed"#
+    );
+    let r = api
+        .token("app", json!({"audiences": ["a".repeat(1025)]}))
+        .await;
+    assert_eq!(r.code, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    // 100 audiences of 200 bytes: within the list limits, but the token would be over 16 KiB.
+    let long: Vec<String> = (0..100)
+        .map(|i| format!("{i:03}{}", "a".repeat(197)))
+        .collect();
+    let r = api.token("app", json!({"audiences": long})).await;
+    assert_eq!(r.code, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    assert!(
+        r.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than the 16384 a TokenReview reads"),
+        "{}",
+        r.text
+    );
+    // At the limits and small enough: issued, and reviewable.
+    let fine: Vec<String> = (0..100).map(|i| format!("aud-{i}")).collect();
+    let r = api.token("app", json!({"audiences": fine})).await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let token = r.json["status"]["token"].as_str().unwrap().to_owned();
+    let requested: Vec<&str> = (0..100).map(|_| "aud-99").collect();
+    let r = api
+        .review("authentication.k8s.io/v1", &token, &requested)
+        .await;
+    assert_eq!(r.json["status"]["authenticated"], true, "{}", r.text);
+    // A review naming too many audiences is a bad request.
+    let requested: Vec<String> = (0..700).map(|i| format!("aud-{i}")).collect();
+    let requested: Vec<&str> = requested.iter().map(String::as_str).collect();
+    let r = api
+        .review("authentication.k8s.io/v1", &token, &requested)
+        .await;
+    assert_eq!(r.code, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert_eq!(
+        r.json["message"],
+        "spec.audiences: 700 audiences, more than the 100 allowed"
+    );
+}

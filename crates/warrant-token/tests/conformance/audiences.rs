@@ -53,9 +53,14 @@ fn matching_is_exact() {
     assert!(verify(&["Vault"], &["api"], &["vault"]).is_err());
 }
 
+/// kube skips the audience check when it has no API audiences; warrant refuses to start without
+/// them, and a verifier built without any accepts no token rather than every one.
 #[test]
-fn no_api_audiences_means_no_check() {
-    assert_eq!(verify(&["a"], &[], &["b"]).unwrap(), Vec::<String>::new());
+fn no_api_audiences_accepts_nothing() {
+    assert!(verify(&["a"], &[], &["b"]).is_err());
+    assert!(verify(&["a"], &[], &[]).is_err());
+    assert!(verify(&[], &[], &[]).is_err());
+    assert_eq!(verify(&["a"], &[], &["a"]).unwrap(), ["a"]);
 }
 
 #[test]
