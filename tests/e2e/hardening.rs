@@ -244,3 +244,38 @@ fn an_empty_api_audience_list_is_refused_at_startup() {
         stderr(&out)
     );
 }
+
+/// Objects the file gives no UID keep theirs across a restart (derived from their names), so
+/// a restart revokes nothing; and a file caught empty mid-write keeps every object.
+#[tokio::test]
+async fn objects_without_uids_keep_their_tokens_across_restarts_and_truncation() {
+    let objects = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ServiceAccount, metadata: {name: app, namespace: demo}}\n- {apiVersion: v1, kind: Pod, metadata: {name: app-0, namespace: demo}, spec: {serviceAccountName: app, nodeName: node-1}}\n- {apiVersion: v1, kind: Node, metadata: {name: node-1}}\n";
+    let mut w = Warrant::start(objects, &[]).await;
+    let token = w.token(&[
+        "--audience",
+        "vault",
+        "--bound-object-kind",
+        "Pod",
+        "--bound-object-name",
+        "app-0",
+    ]);
+    let token = token.trim();
+    assert_eq!(w.review(token, &["vault"])["authenticated"], true);
+    w.restart(static_keys).await;
+    assert_eq!(w.review(token, &["vault"])["authenticated"], true);
+    // Truncated in place, as a writer does before it writes: nothing is dropped.
+    std::fs::write(w.path("objects.yaml"), "").unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while w
+        .metric(r#"warrant_objects_reloads_total{result="failure"}"#)
+        .await
+        < 1.0
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the empty file was never read"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(w.review(token, &["vault"])["authenticated"], true);
+}

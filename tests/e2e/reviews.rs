@@ -56,7 +56,8 @@ async fn review_then_revoke_by_removing_the_pod() {
         json!({"user": {}, "error": "service account token has been invalidated"})
     );
 
-    // Re-add it under the same name without a UID: it is a new pod with a new UID.
+    // Re-add it under the same name without a UID: it gets the UID derived from its name, not
+    // the one it had, so the token stays revoked.
     let readded = format!(
         "{without_pod}- apiVersion: v1\n  kind: Pod\n  metadata: {{name: app-0, namespace: demo}}\n  spec: {{serviceAccountName: app, nodeName: node-1}}\n"
     );

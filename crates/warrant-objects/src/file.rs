@@ -6,7 +6,12 @@
 //! that is missing for a moment) keeps the last good snapshot: nothing is lost, the error is
 //! logged with its line, and it is counted in `warrant_objects_reloads_total{result="failure"}`.
 //! An object removed from the file is gone after the next successful reload, so the tokens
-//! bound to it stop passing review.
+//! bound to it stop passing review. A reload that finds no document at all (an empty file: a
+//! writer truncated it and has not written yet) while the last good load had objects is refused
+//! the same way, so a half-written file never drops every object; an operator removes every
+//! object on purpose with an empty list (`kind: List`, `items: []`). Writers should still
+//! write a new file and rename it over the old one (editors, `kubectl`, ConfigMap volumes do):
+//! a file cut short after its first objects parses as fewer objects and cannot be told apart.
 //!
 //! Costs:
 //! - A lookup is two hash lookups by `&str` in the current snapshot and an `Arc` clone: no lock,
@@ -42,11 +47,12 @@ use crate::source::ObjectSource;
 /// Objects from a manifest file, reloaded on change. Cheap to clone: clones share one snapshot,
 /// so the server can hold one as its [`ObjectSource`] while its owner reloads and watches it.
 ///
-/// Each object keeps a stable UID while it stays in the file: an explicit `metadata.uid` is used
-/// as is; an object without one gets a random UUID when it first appears and keeps it across
-/// reloads (even if a UID it once had is later removed from the file). An object that leaves
-/// the file and comes back gets a new UID, as a re-created object does in Kubernetes, so tokens
-/// bound to its old incarnation stay revoked.
+/// Each object keeps a stable UID: an explicit `metadata.uid` is used as is; an object without
+/// one keeps the UID it had in the last load (even if an explicit one was later removed from
+/// the file), and one that is new gets a UID derived from its kind, namespace and name (a
+/// UUIDv5), the same across reloads and restarts. So an object that leaves the file and comes
+/// back, or a restart, does not revoke the tokens bound to it. To revoke them for good, give
+/// the object a new explicit `metadata.uid` (as a re-created object gets in Kubernetes).
 #[derive(Clone)]
 pub struct FileSource {
     shared: Arc<Shared>,
@@ -245,6 +251,24 @@ impl Shared {
     }
 }
 
+/// Under this UUID, the names of objects the file gives no UID are hashed into theirs.
+const DERIVED_UID_NAMESPACE: Uuid = Uuid::from_u128(0x7761_7272_616e_7400_8000_6f62_6a65_6374);
+
+/// The UID of an object the file gives none: a UUIDv5 of `resource/namespace/name`, the same
+/// on every load and in every replica.
+fn derived_uid(kind: Kind, namespace: &str, name: &str) -> String {
+    let object = format!("{}/{namespace}/{name}", kind.resource());
+    Uuid::new_v5(&DERIVED_UID_NAMESPACE, object.as_bytes()).to_string()
+}
+
+/// True if `text` holds a YAML document: anything but blank lines, comments and document
+/// markers. An empty List is a document; a truncated file is not.
+fn has_document(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .any(|line| !(line.is_empty() || line.starts_with('#') || line == "---" || line == "..."))
+}
+
 async fn read_snapshot(
     path: &Path,
     label: &str,
@@ -256,6 +280,11 @@ async fn read_snapshot(
             path: label.to_owned(),
             source: Arc::new(source),
         })?;
+    if !has_document(&text) && previous.is_some_and(|p| p.counts.total() > 0) {
+        return Err(ManifestError::Empty {
+            path: label.to_owned(),
+        });
+    }
     let entries = manifest::parse(label, &text)?;
     drop(text);
     Ok(Snapshot::build(entries, previous))
@@ -296,7 +325,7 @@ impl Snapshot {
                         .and_then(|p| p.get(entry.kind, &entry.namespace, &entry.name))
                         .map(|record| record.uid.clone())
                 })
-                .unwrap_or_else(|| Uuid::new_v4().to_string());
+                .unwrap_or_else(|| derived_uid(entry.kind, &entry.namespace, &entry.name));
             let record = Record {
                 uid,
                 deletion_timestamp: entry.deletion_timestamp,
@@ -325,6 +354,12 @@ struct ByKind<T> {
     pod: T,
     secret: T,
     node: T,
+}
+
+impl ByKind<usize> {
+    fn total(&self) -> usize {
+        self.service_account + self.pod + self.secret + self.node
+    }
 }
 
 impl<T> ByKind<T> {
@@ -593,6 +628,57 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_truncated_file_keeps_every_object_and_an_empty_list_removes_them() {
+        let objects = object("ServiceAccount", "demo", "app", None) + &pod("app-0", "p0");
+        let fixture = Fixture::new(&objects);
+        let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let before = uid(&source, Kind::ServiceAccount, "demo", "app").unwrap();
+        // In-place rewrite, caught between the truncate and the write.
+        for cut in ["", "\n", "# objects\n---\n"] {
+            fixture.write(cut);
+            let error = source.reload_now(at(NOW + 1)).await.unwrap_err();
+            assert!(matches!(error, ManifestError::Empty { .. }), "{error}");
+            assert_eq!(
+                uid(&source, Kind::ServiceAccount, "demo", "app"),
+                Some(before.clone()),
+                "{cut:?}"
+            );
+            assert!(uid(&source, Kind::Pod, "demo", "app-0").is_some());
+        }
+        // The write lands: the same objects, the same UIDs.
+        fixture.write(&objects);
+        source.reload_now(at(NOW + 2)).await.unwrap();
+        assert_eq!(
+            uid(&source, Kind::ServiceAccount, "demo", "app"),
+            Some(before)
+        );
+        // Emptied on purpose.
+        fixture.write("apiVersion: v1\nkind: List\nitems: []\n");
+        source.reload_now(at(NOW + 3)).await.unwrap();
+        assert_eq!(uid(&source, Kind::ServiceAccount, "demo", "app"), None);
+        assert_eq!(uid(&source, Kind::Pod, "demo", "app-0"), None);
+        // With nothing to lose, an empty file is just empty.
+        fixture.write("");
+        source.reload_now(at(NOW + 4)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn derived_uids_are_the_same_after_a_restart() {
+        let objects = object("ServiceAccount", "demo", "app", None);
+        let fixture = Fixture::new(&objects);
+        let first = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        let second = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+        assert_eq!(
+            uid(&first, Kind::ServiceAccount, "demo", "app"),
+            uid(&second, Kind::ServiceAccount, "demo", "app")
+        );
+        assert_ne!(
+            derived_uid(Kind::ServiceAccount, "demo", "app"),
+            derived_uid(Kind::Secret, "demo", "app")
+        );
+    }
+
+    #[tokio::test]
     async fn uids_are_given_kept_and_renewed() {
         let sa = object("ServiceAccount", "demo", "app", None);
         let fixture = Fixture::new(&(sa.clone() + &pod("app-0", "explicit")));
@@ -600,7 +686,7 @@ mod tests {
         let generated = uid(&source, Kind::ServiceAccount, "demo", "app").unwrap();
         assert_eq!(
             Uuid::parse_str(&generated).unwrap().get_version_num(),
-            4,
+            5,
             "{generated}"
         );
 
@@ -624,14 +710,15 @@ mod tests {
             Some(generated.clone())
         );
 
-        // Gone, then back: a new object, with a new UID (its old tokens stay revoked).
+        // Gone, then back: the same UID, derived from its name (a file rewritten, or read
+        // again after a restart, revokes nothing).
         fixture.write(&object("Pod", "demo", "app-0", None));
         source.reload_now(at(NOW + 3)).await.unwrap();
         assert_eq!(uid(&source, Kind::ServiceAccount, "demo", "app"), None);
         fixture.write(&(sa + &object("Pod", "demo", "app-0", None)));
         source.reload_now(at(NOW + 4)).await.unwrap();
         let renewed = uid(&source, Kind::ServiceAccount, "demo", "app").unwrap();
-        assert_ne!(renewed, generated);
+        assert_eq!(renewed, generated);
         assert_eq!(
             uid(&source, Kind::Pod, "demo", "app-0").as_deref(),
             Some("explicit")

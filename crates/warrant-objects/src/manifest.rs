@@ -59,6 +59,15 @@ pub enum ManifestError {
         /// The line where the object starts.
         line: u64,
     },
+    /// The file holds no document at all while the last good load had objects: most likely a
+    /// writer truncated it and has not finished writing.
+    #[error(
+        "{path}: the file is empty (perhaps still being written); keeping the last good objects. To remove every object on purpose, write an empty list: `apiVersion: v1`, `kind: List`, `items: []`"
+    )]
+    Empty {
+        /// The file.
+        path: String,
+    },
     /// An object has no `metadata.name`; Kubernetes requires one, and tokens name objects by it.
     #[error("{path}: line {line}: {kind} has no metadata.name")]
     MissingName {
