@@ -207,7 +207,7 @@ pub(crate) async fn issue(
         expiration_seconds: capped,
         bound: request.spec.bound_object_ref.as_ref(),
     };
-    authz::admit_token_request(state, user, &authorized.grant, &ask, now).await?;
+    let grant_cap = authz::admit_token_request(state, user, &authorized.grant, &ask, now).await?;
 
     let binding = match &request.spec.bound_object_ref {
         Some(reference) => bind(state, namespace, name, reference).await?,
@@ -215,9 +215,13 @@ pub(crate) async fn issue(
     };
 
     let api_only = audiences.iter().all(|a| settings.api_audiences.contains(a));
-    let lifetime = settings
+    let mut lifetime = settings
         .expiration
         .lifetime(requested, binding.is_pod(), api_only);
+    // The one-year extension never outlives a cap the grant sets: no extension then.
+    if grant_cap.is_some_and(|cap| lifetime.token_seconds > cap) {
+        lifetime = settings.expiration.lifetime(requested, false, api_only);
+    }
     let warning = lifetime.shortened_from.map(|from| {
         format!(
             "299 - \"requested expiration of {from} seconds shortened to {} seconds\"",

@@ -44,7 +44,7 @@ use warrant_token::go_quote;
 pub use self::delegated::DelegatedAuthorization;
 use self::policy::TokenGrant;
 pub use self::policy::{Policy, PolicyError, PolicyFile};
-use crate::authn::{Caller, User};
+use crate::authn::{Caller, User, Via};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::BoundObjectReference;
@@ -493,31 +493,59 @@ impl TokenAsk<'_> {
     }
 }
 
-/// Admission for a TokenRequest: node restriction for nodes, then the grant's limits.
+/// Admission for a TokenRequest: the caller's own binding, node restriction for nodes, then the
+/// grant's limits. Returns the longest lifetime the grant allows (`None`: no limit of its own),
+/// which also caps the one-year extension of pod-bound tokens.
+///
+/// A caller that authenticated with a warrant token bound to an object may only request tokens
+/// bound to that same object, whichever authorizer allowed the request: a credential minted on
+/// behalf of a bound token dies with what bound it.
 pub(crate) async fn admit_token_request(
     state: &AppState,
     user: &User,
     grant: &Grant,
     ask: &TokenAsk<'_>,
     now: Timestamp,
-) -> Result<(), ApiError> {
+) -> Result<Option<i64>, ApiError> {
+    if let Via::OwnToken(Some(bound)) = &user.via {
+        let same = ask.bound.is_some_and(|r| {
+            r.kind == bound.kind && r.name == bound.name && (r.uid.is_empty() || r.uid == bound.uid)
+        });
+        if !same {
+            return Err(ask.forbidden(&format!(
+                "User {} authenticated with a token bound to {} {} and may only request tokens bound to the same object",
+                go_quote(&user.name),
+                bound.kind,
+                go_quote(&bound.name)
+            )));
+        }
+    }
     let node = node::node_name(user);
     if let Some(node) = node {
         node::admit(state, user, node, ask, now).await?;
     }
     match grant {
-        Grant::Unconstrained => Ok(()),
-        Grant::SelfService(limits) => selfservice::admit(user, limits, ask),
+        Grant::Unconstrained => Ok(None),
+        Grant::SelfService(limits) => {
+            selfservice::admit(user, limits, ask).map(|()| limits.max_expiration_seconds)
+        }
         Grant::Policy(rules) => {
             // A node's audiences were checked by node restriction (its pods' volumes, or an
             // audience grant); the rules still bound the lifetime.
             let audiences_ok =
                 |rule: &TokenGrant| node.is_some() || rule.allows_audiences(ask.audiences);
-            if rules
+            let allowing: Vec<&Arc<TokenGrant>> = rules
                 .iter()
-                .any(|rule| audiences_ok(rule) && rule.allows_expiration(ask.expiration_seconds))
-            {
-                return Ok(());
+                .filter(|rule| audiences_ok(rule) && rule.allows_expiration(ask.expiration_seconds))
+                .collect();
+            if !allowing.is_empty() {
+                // The most generous rule that allows the request sets the cap.
+                let unlimited = allowing.iter().any(|r| r.max_expiration_seconds.is_none());
+                let cap = allowing
+                    .iter()
+                    .filter_map(|r| r.max_expiration_seconds)
+                    .max();
+                return Ok(if unlimited { None } else { cap });
             }
             let user_name = go_quote(&user.name);
             if let Some(max) = rules

@@ -35,8 +35,7 @@ pub(crate) fn decide(policy: &Policy, user: &User, attributes: &Attributes) -> D
     }
 }
 
-/// Holds a self-service request to the policy's audiences and lifetime, and to the binding of
-/// the caller's own token.
+/// Holds a self-service request to the policy's audiences and lifetime.
 pub(crate) fn admit(user: &User, limits: &TokenGrant, ask: &TokenAsk<'_>) -> Result<(), ApiError> {
     let name = go_quote(&user.name);
     if let Some(audience) = ask
@@ -56,17 +55,7 @@ pub(crate) fn admit(user: &User, limits: &TokenGrant, ask: &TokenAsk<'_>) -> Res
             limits.max_expiration_seconds.unwrap_or_default()
         )));
     }
-    if let Via::OwnToken(Some(bound)) = &user.via {
-        let same = ask.bound.is_some_and(|r| {
-            r.kind == bound.kind && r.name == bound.name && (r.uid.is_empty() || r.uid == bound.uid)
-        });
-        if !same {
-            return Err(ask.forbidden(&format!(
-                "User {name} may only request tokens for itself bound to the same {} {} as the token it authenticated with",
-                bound.kind,
-                go_quote(&bound.name)
-            )));
-        }
-    }
+    // The caller's own binding is held by admission for every grant
+    // (`authz::admit_token_request`).
     Ok(())
 }

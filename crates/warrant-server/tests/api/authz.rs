@@ -311,7 +311,7 @@ async fn self_service() {
         .await;
     assert_eq!(
         message(&r),
-        r#"serviceaccounts "app" is forbidden: User "system:serviceaccount:demo:app" may only request tokens for itself bound to the same Pod "app-0" as the token it authenticated with"#
+        r#"serviceaccounts "app" is forbidden: User "system:serviceaccount:demo:app" authenticated with a token bound to Pod "app-0" and may only request tokens bound to the same object"#
     );
     let r = api
         .token_as(
@@ -370,4 +370,95 @@ async fn the_policy_file_reloads_and_keeps_the_last_good_one() {
         StatusCode::CREATED,
         "the last good policy is still in force"
     );
+}
+
+/// Whichever authorizer allows it, a token minted by a caller holding a bound token is bound to
+/// the same object, so it dies with it; and a grant's lifetime cap holds for the one-year
+/// extension of pod-bound tokens too (the extension is then not given).
+#[tokio::test]
+async fn minted_tokens_keep_the_callers_binding_and_the_grants_cap() {
+    let policy = "apiVersion: warrant.dev/v1alpha1
+kind: AuthorizationPolicy
+rules:
+- name: app-mints
+  subjects: [{kind: ServiceAccount, namespace: demo, name: app}]
+  tokens:
+    namespaces: [demo]
+    serviceAccounts: [app]
+    audiences: ['*']
+    maxExpirationSeconds: 7200
+";
+    let self_service = "apiVersion: warrant.dev/v1alpha1
+kind: AuthorizationPolicy
+selfService:
+  audiences: ['https://warrant.test']
+  maxExpirationSeconds: 7200
+";
+    let api = with_policy(policy);
+    let bound = own_token(
+        &api,
+        json!({"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "app-0"}}),
+    )
+    .await;
+    // The policy rule allows app to mint for app; unbound, it would outlive the pod.
+    let r = api
+        .token_as(&bound, "app", json!({"audiences": ["vault"]}))
+        .await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN, "{}", r.text);
+    assert_eq!(
+        message(&r),
+        r#"serviceaccounts "app" is forbidden: User "system:serviceaccount:demo:app" authenticated with a token bound to Pod "app-0" and may only request tokens bound to the same object"#
+    );
+    let pod_bound = json!({"apiVersion": "v1", "kind": "Pod", "name": "app-0"});
+    let r = api
+        .token_as(
+            &bound,
+            "app",
+            json!({"audiences": ["vault"], "boundObjectRef": pod_bound}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let minted = r.json["status"]["token"].as_str().unwrap().to_owned();
+    // It dies with the pod.
+    api.objects
+        .remove(warrant_objects::Kind::Pod, "demo", "app-0");
+    let r = api
+        .review("authentication.k8s.io/v1", &minted, &["vault"])
+        .await;
+    assert_eq!(
+        r.json["status"]["error"],
+        "service account token has been invalidated"
+    );
+
+    // 3607 s for the API audience, pod-bound: kube would extend it to a year; the grant caps
+    // lifetimes at 7200 s, so it is not extended: by the policy, and by self-service.
+    for policy in [policy, self_service] {
+        let api = with_policy(policy);
+        let bound = own_token(
+            &api,
+            json!({"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "app-0"}}),
+        )
+        .await;
+        let r = api
+        .token_as(
+            &bound,
+            "app",
+            json!({"audiences": ["https://warrant.test"], "expirationSeconds": 3607, "boundObjectRef": pod_bound}),
+        )
+        .await;
+        assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+        let c = claims(r.json["status"]["token"].as_str().unwrap());
+        assert_eq!(c.exp.unwrap() - c.iat.unwrap(), 3607);
+        assert!(c.kubernetes.warnafter.is_none());
+    }
+    // The admin's request, with no grant cap, is extended as kube extends it.
+    let api = with_policy(policy);
+    let r = api
+        .token(
+            "app",
+            json!({"audiences": ["https://warrant.test"], "expirationSeconds": 3607, "boundObjectRef": pod_bound}),
+        )
+        .await;
+    let c = claims(r.json["status"]["token"].as_str().unwrap());
+    assert_eq!(c.exp.unwrap() - c.iat.unwrap(), 365 * 86400);
 }
