@@ -279,3 +279,54 @@ async fn objects_without_uids_keep_their_tokens_across_restarts_and_truncation()
     }
     assert_eq!(w.review(token, &["vault"])["authenticated"], true);
 }
+
+/// A flood of garbage tokens costs about a log line a second, not one each (the metric counts
+/// every one), and a token with many long audiences is logged as a few, cut short.
+#[tokio::test]
+async fn the_log_stays_bounded_under_a_flood() {
+    let mut w = Warrant::start(OBJECTS, &[]).await;
+    let started = tokio::time::Instant::now();
+    for i in 0..300 {
+        let r = w
+            .http
+            .get(w.url("/api"))
+            .bearer_auth(format!("garbage-{i}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+    }
+    let seconds = started.elapsed().as_secs();
+    assert_eq!(
+        w.metric(r#"warrant_authentications_total{method="bearer",result="failure"}"#)
+            .await,
+        300.0
+    );
+    let audiences: Vec<String> = (0..100)
+        .map(|i| format!("{i:03}{}", "a".repeat(97)))
+        .collect();
+    let mut args = vec!["--duration", "10m"];
+    for a in &audiences {
+        args.extend(["--audience", a.as_str()]);
+    }
+    w.token(&args);
+    let log = w.log();
+    let refusals = log
+        .lines()
+        .filter(|l| l.contains("authentication failed"))
+        .count() as u64;
+    assert!(
+        refusals <= seconds + 2,
+        "{refusals} refusal lines in {seconds} s:\n{log}"
+    );
+    let issued = log
+        .lines()
+        .find(|l| l.contains("issued a token"))
+        .unwrap_or_else(|| panic!("no issued line in:\n{log}"));
+    assert!(
+        issued.len() < 2048,
+        "a {} byte line: {issued}",
+        issued.len()
+    );
+    assert!(issued.contains("(+95 more)"), "{issued}");
+}

@@ -374,40 +374,6 @@ impl Connections {
     }
 }
 
-/// At most one log line per `interval` for a repeated event, then a count of those left out:
-/// a flood of failures (refused accepts, bad tokens) costs one line a second, not one each.
-#[derive(Debug)]
-pub(crate) struct Throttle {
-    interval: Duration,
-    last: Option<Instant>,
-    suppressed: u64,
-}
-
-impl Throttle {
-    pub(crate) fn new(interval: Duration) -> Self {
-        Throttle {
-            interval,
-            last: None,
-            suppressed: 0,
-        }
-    }
-
-    /// `Some(n)` if a line may be written at `now`, `n` being how many were left out since the
-    /// last one; `None` if this one is to be left out (and counted).
-    pub(crate) fn allow(&mut self, now: Instant) -> Option<u64> {
-        match self.last {
-            Some(last) if now < last + self.interval => {
-                self.suppressed += 1;
-                None
-            }
-            _ => {
-                self.last = Some(now);
-                Some(std::mem::take(&mut self.suppressed))
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,18 +384,6 @@ mod tests {
         assert_eq!(max_connections_for(1024), 384);
         assert_eq!(max_connections_for(65_536), 48_768);
         assert_eq!(max_connections_for(u64::MAX), 65_536);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_throttle_lets_one_line_through_per_interval_and_counts_the_rest() {
-        let mut throttle = Throttle::new(Duration::from_secs(1));
-        let t0 = Instant::now();
-        assert_eq!(throttle.allow(t0), Some(0));
-        for ms in [1, 50, 999] {
-            assert_eq!(throttle.allow(t0 + Duration::from_millis(ms)), None);
-        }
-        assert_eq!(throttle.allow(t0 + Duration::from_secs(1)), Some(3));
-        assert_eq!(throttle.allow(t0 + Duration::from_secs(5)), Some(0));
     }
 
     #[tokio::test(start_paused = true)]

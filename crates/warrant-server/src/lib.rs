@@ -12,6 +12,7 @@ mod connections;
 mod delegation;
 mod discovery;
 mod error;
+mod loglimit;
 mod metrics;
 mod openapi;
 mod protobuf;

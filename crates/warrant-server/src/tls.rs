@@ -34,7 +34,8 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use crate::authn::{ClientTrust, PeerCertificate};
-use crate::connections::{Closed, Connection, Connections, ServeOptions, Throttle};
+use crate::connections::{Closed, Connection, Connections, ServeOptions};
+use crate::loglimit::Throttle;
 use warrant_watch::{FileWatch, WatchError, watch_files};
 
 /// How long in-flight requests get to finish at shutdown.

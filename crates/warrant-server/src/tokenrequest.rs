@@ -43,7 +43,7 @@ pub(crate) async fn create(
             user = %user.name,
             namespace = %namespace,
             serviceaccount = %name,
-            audiences = ?issued.audiences,
+            audiences = %crate::loglimit::bounded_list(&issued.audiences),
             binding = issued.binding,
             credential_id = %format!("JTI={}", issued.jti),
             "issued a token"

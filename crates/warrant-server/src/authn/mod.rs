@@ -50,6 +50,7 @@ pub use self::owntoken::BoundTo;
 pub use self::tokenfile::{TokenFile, TokenFileError};
 pub use self::x509::{CaBundle, CaError, ClientTrust};
 use crate::error::ApiError;
+use crate::loglimit::{SharedThrottle, bounded};
 use crate::state::AppState;
 
 /// How a caller proved who they are.
@@ -191,6 +192,9 @@ pub struct Authenticator {
     /// Ask kube-apiserver about other bearer tokens (`--authentication-kubeconfig`).
     pub delegated: Option<DelegatedAuthentication>,
     results: Family<AuthnLabels, Counter>,
+    /// Refusals are logged at most once a second (with a count of those left out): a flood of
+    /// garbage tokens costs a line a second. The metric counts every one.
+    refusals_logged: SharedThrottle,
 }
 
 impl Authenticator {
@@ -311,7 +315,14 @@ impl Authenticator {
 
     fn refuse(&self, method: &'static str, why: &str) -> ApiError {
         self.count(method, "failure");
-        tracing::info!(method, reason = why, "authentication failed");
+        if let Some(left_out) = self.refusals_logged.allow(tokio::time::Instant::now()) {
+            tracing::info!(
+                method,
+                reason = %bounded(why, 512),
+                refusals_not_logged = left_out,
+                "authentication failed"
+            );
+        }
         ApiError::unauthorized()
     }
 }
