@@ -330,3 +330,34 @@ async fn the_log_stays_bounded_under_a_flood() {
     );
     assert!(issued.contains("(+95 more)"), "{issued}");
 }
+
+/// `local-setup` keeps its private material private: the directory is the owner's only, and
+/// the keys and the admin token are readable by the owner only.
+#[test]
+fn local_setup_files_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("setup");
+    warrant_ok(&[
+        std::ffi::OsStr::new("local-setup"),
+        std::ffi::OsStr::new("--dir"),
+        dir.as_os_str(),
+    ]);
+    let mode = |name: &str| {
+        std::fs::metadata(dir.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(""), 0o700);
+    for secret in [
+        "ca.key",
+        "serving.key",
+        "sa.key",
+        "tokens.csv",
+        "kubeconfig",
+    ] {
+        assert_eq!(mode(secret), 0o600, "{secret}");
+    }
+}

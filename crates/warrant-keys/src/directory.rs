@@ -68,6 +68,7 @@ impl DirStore {
     fn lock(&self, exclusive: bool) -> Result<File, StoreError> {
         let path = self.dir.join(LOCK_FILE);
         let file = private_file(OpenOptions::new().read(true).write(true).create(true))
+            .custom_flags_nofollow()
             .open(&path)
             .map_err(self.io_error(&path))?;
         let locked = if exclusive {
@@ -92,6 +93,7 @@ impl DirStore {
         if !self.dir.is_dir() {
             return Ok(None);
         }
+        self.check_private()?;
         let _lock = self.lock(false)?;
         let Some(index) = self.read(INDEX_FILE)? else {
             return Ok(None);
@@ -126,6 +128,7 @@ impl DirStore {
         expected: Option<&StoreVersion>,
     ) -> Result<StoreVersion, StoreError> {
         create_private_dir(&self.dir).map_err(self.io_error(&self.dir))?;
+        self.check_private()?;
         let _lock = self.lock(true)?;
         let current = self.current_generation()?;
         if current.map(|g| StoreVersion(g.to_string())).as_ref() != expected {
@@ -152,10 +155,49 @@ impl DirStore {
         Ok(StoreVersion(generation.to_string()))
     }
 
-    /// Writes `name` through a temporary file that is flushed to disk before it is renamed.
+    /// Refuses a directory others may write to, or that another user owns: whoever can write
+    /// in it can replace the keys warrant signs with.
+    fn check_private(&self) -> Result<(), StoreError> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            let meta = fs::metadata(&self.dir).map_err(self.io_error(&self.dir))?;
+            let mode = meta.mode() & 0o7777;
+            let dir = self.dir.display();
+            if mode & 0o022 != 0 {
+                return Err(StoreError::Insecure {
+                    store: self.describe(),
+                    reason: format!(
+                        "the key directory is writable by its group or by others (mode {mode:04o}); private keys are not kept there: run `chmod 700 {dir}`"
+                    ),
+                });
+            }
+            let me = rustix::process::geteuid().as_raw();
+            if meta.uid() != me {
+                return Err(StoreError::Insecure {
+                    store: self.describe(),
+                    reason: format!(
+                        "the key directory belongs to user {} and warrant runs as user {me}; private keys are not kept in another user's directory: `chown` it to the user warrant runs as",
+                        meta.uid()
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `name` through a temporary file that is flushed to disk before it is renamed. The
+    /// temporary file is created anew (O_CREAT|O_EXCL, which also refuses a symlink planted at
+    /// its name) after any stale one is removed (removing a symlink removes the link, never
+    /// what it points to).
     fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let temp = self.dir.join(format!("{TEMP_PREFIX}{name}"));
-        let mut file = private_file(OpenOptions::new().write(true).create(true).truncate(true))
+        match fs::remove_file(&temp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(self.io_error(&temp)(e)),
+        }
+        let mut file = private_file(OpenOptions::new().write(true).create_new(true))
             .open(&temp)
             .map_err(self.io_error(&temp))?;
         file.write_all(bytes).map_err(self.io_error(&temp))?;
@@ -250,6 +292,26 @@ impl KeyStore for DirStore {
                 }
             })?;
         Ok(ChangeFeed::from_channel(receiver, watcher))
+    }
+}
+
+/// `O_NOFOLLOW` on unix: a symlink at the path is an error, not followed.
+trait NoFollow {
+    fn custom_flags_nofollow(&mut self) -> &mut Self;
+}
+
+impl NoFollow for OpenOptions {
+    fn custom_flags_nofollow(&mut self) -> &mut Self {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let flag = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
+            self.custom_flags(flag)
+        }
+        #[cfg(not(unix))]
+        {
+            self
+        }
     }
 }
 

@@ -155,6 +155,14 @@ pub enum StoreError {
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// The store is somewhere others could change it: private keys are not kept there.
+    #[error("{store}: {reason}")]
+    Insecure {
+        /// The store.
+        store: String,
+        /// What is wrong, and how to fix it.
+        reason: String,
+    },
     /// The stored data is not a valid key set.
     #[error("{store}: {reason}")]
     Corrupt {

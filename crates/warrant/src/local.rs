@@ -86,7 +86,15 @@ pub(crate) fn setup(args: &LocalSetupArgs) -> Result<LocalFiles, LocalSetupError
     let files = LocalFiles {
         dir: args.dir.clone(),
     };
-    fs::create_dir_all(&args.dir).map_err(io_error(&args.dir))?;
+    // Owner only: it holds the CA's and the signing key's private keys and the admin token.
+    let mut dir = fs::DirBuilder::new();
+    dir.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        dir.mode(0o700);
+    }
+    dir.create(&args.dir).map_err(io_error(&args.dir))?;
 
     let (ca_cert, ca_key) = (files.path("ca.crt"), files.path("ca.key"));
     let (serving_cert, serving_key) = (files.path("serving.crt"), files.path("serving.key"));

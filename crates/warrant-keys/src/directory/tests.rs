@@ -214,3 +214,59 @@ async fn a_write_by_another_process_is_noticed() {
     let stored = store.load().await.unwrap().unwrap();
     assert_eq!(kids(&stored.keys), kids(&second));
 }
+
+/// A key directory others can write to is refused, for reading and for writing, with the fix
+/// in the message; made private, it is used again.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_directory_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("keys");
+    let store = DirStore::new(&dir);
+    let first = rotate(&ManagedKeySet::default(), T0);
+    store.save(&first, None).await.unwrap();
+    for mode in [0o777, 0o770, 0o702] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+        let error = store.load().await.unwrap_err();
+        assert!(matches!(error, StoreError::Insecure { .. }), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("run `chmod 700 {}`", dir.display())),
+            "{error}"
+        );
+        let next = rotate(&first, T0 + 6 * DAY);
+        assert!(matches!(
+            store.save(&next, Some(&StoreVersion("1".into()))).await,
+            Err(StoreError::Insecure { .. })
+        ));
+    }
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(store.load().await.unwrap().is_some());
+}
+
+/// A symlink planted where the store writes its temporary files is not followed: the file it
+/// points to is untouched, and the keys are written in the directory.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_symlink_at_a_temporary_path_is_not_followed() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("keys");
+    let store = DirStore::new(&dir);
+    let first = rotate(&ManagedKeySet::default(), T0);
+    store.save(&first, None).await.unwrap();
+    let victim = temp.path().join("victim");
+    fs::write(&victim, "untouched").unwrap();
+    let next = rotate(&first, T0 + 6 * DAY);
+    for name in expected_listing(&next) {
+        let _ = std::os::unix::fs::symlink(&victim, dir.join(format!("{TEMP_PREFIX}{name}")));
+    }
+    store
+        .save(&next, Some(&StoreVersion("1".into())))
+        .await
+        .unwrap();
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "untouched");
+    let loaded = store.load().await.unwrap().unwrap();
+    assert_eq!(kids(&loaded.keys), kids(&next));
+}
