@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
@@ -31,10 +31,18 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Extension(authorized): Extension<Authorized>,
-    Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    // The namespace and name as authorization decoded them from the path: one decoding, so
+    // the object authorized is the object served.
+    let (namespace, name) = match &authorized.attributes {
+        Attributes::Resource(r) => (r.namespace.clone(), r.name.clone()),
+        Attributes::NonResource { .. } => {
+            return ApiError::internal("a token request authorized as a non-resource request")
+                .into_response();
+        }
+    };
     let result = async {
         let user = caller.require()?.clone();
         let request: TokenRequest = body::decode(&headers, body).await?;

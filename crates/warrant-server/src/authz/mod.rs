@@ -140,15 +140,46 @@ pub enum Attributes {
     },
 }
 
+/// A request path whose segments do not decode: a `%` not followed by two hex digits, or
+/// escapes that do not make UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the request path is not valid: a segment does not decode (a bad %-escape, or not UTF-8)")]
+pub struct BadPath;
+
+/// The path's segments, each %-decoded: the one decoding of a path, which authorization and
+/// the handlers (through [`Authorized`]) both use.
+fn decoded_segments(path: &str) -> Result<Vec<String>, BadPath> {
+    path.trim_start_matches('/')
+        .split('/')
+        .map(|segment| {
+            let bytes = segment.as_bytes();
+            let mut out = Vec::with_capacity(bytes.len());
+            let mut i = 0;
+            while let Some(&byte) = bytes.get(i) {
+                if byte == b'%' {
+                    let hex = bytes
+                        .get(i + 1..i + 3)
+                        .and_then(|h| std::str::from_utf8(h).ok())
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                        .ok_or(BadPath)?;
+                    out.push(hex);
+                    i += 3;
+                } else {
+                    out.push(byte);
+                    i += 1;
+                }
+            }
+            String::from_utf8(out).map_err(|_| BadPath)
+        })
+        .collect()
+}
+
 impl Attributes {
     /// The attributes of a protected request, or `None` for a public one (or one the router
-    /// will refuse: an unknown path or method needs no authorization to be refused).
-    pub fn of(method: &Method, path: &str) -> Option<Attributes> {
-        let segments: Vec<String> = path
-            .trim_start_matches('/')
-            .split('/')
-            .map(crate::authn::frontproxy::unescape)
-            .collect();
+    /// will refuse: an unknown path or method needs no authorization to be refused). A path
+    /// that does not decode is [`BadPath`].
+    pub fn of(method: &Method, path: &str) -> Result<Option<Attributes>, BadPath> {
+        let segments = decoded_segments(path)?;
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         let resource = match (method, segments.as_slice()) {
             (
@@ -185,14 +216,14 @@ impl Attributes {
                 ResourceAttributes::token_review("warrant.dev", "v1alpha1")
             }
             (&Method::GET | &Method::HEAD, ["metrics"]) => {
-                return Some(Attributes::NonResource {
+                return Ok(Some(Attributes::NonResource {
                     verb: "get".to_owned(),
                     path: "/metrics".to_owned(),
-                });
+                }));
             }
-            _ => return None,
+            _ => return Ok(None),
         };
-        Some(Attributes::Resource(resource))
+        Ok(Some(Attributes::Resource(resource)))
     }
 
     /// kube's words for a refusal: `User "alice" cannot create resource
@@ -420,8 +451,10 @@ pub(crate) async fn authorize(
     if authorizer.always_allowed_path(path) {
         return next.run(request).await;
     }
-    let Some(attributes) = Attributes::of(request.method(), path) else {
-        return next.run(request).await;
+    let attributes = match Attributes::of(request.method(), path) {
+        Ok(Some(attributes)) => attributes,
+        Ok(None) => return next.run(request).await,
+        Err(bad) => return ApiError::bad_request(bad.to_string()).into_response(),
     };
     let user = match request.extensions().get::<Caller>() {
         Some(Caller::User(user)) => user.clone(),

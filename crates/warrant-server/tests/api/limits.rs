@@ -138,3 +138,32 @@ async fn yaml_errors_do_not_echo_the_body() {
         assert!(r.text.contains("line "), "{body:?}: {}", r.text);
     }
 }
+
+/// One decoding of the path, for authorization and the handler alike: an escape that does not
+/// decode is a 400 Status (not axum's plain text), and a valid one names the object both see.
+#[tokio::test]
+async fn paths_decode_once_and_bad_escapes_are_a_status() {
+    let api = api();
+    for path in [
+        "/api/v1/namespaces/%FF%FE/serviceaccounts/app/token",
+        "/api/v1/namespaces/de%zz%41/serviceaccounts/app/token",
+        "/api/v1/namespaces/demo/serviceaccounts/app%/token",
+    ] {
+        let r = api.post(path, json!({"spec": {}})).await;
+        assert_eq!(r.code, StatusCode::BAD_REQUEST, "{path}: {}", r.text);
+        assert_eq!(r.json["kind"], "Status", "{path}: {}", r.text);
+        assert_eq!(
+            r.json["message"],
+            "the request path is not valid: a segment does not decode (a bad %-escape, or not UTF-8)"
+        );
+    }
+    let r = api
+        .post(
+            "/api/v1/namespaces/d%65mo/serviceaccounts/%61pp/token",
+            json!({"spec": {}}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(r.json["metadata"]["namespace"], "demo");
+    assert_eq!(r.json["metadata"]["name"], "app");
+}
