@@ -96,23 +96,7 @@ async fn serve_takes_the_socket_it_is_passed() {
 /// A service manager passing more than one socket is refused with the reason.
 #[test]
 fn serve_refuses_more_than_one_passed_socket() {
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            "--service-account-issuer",
-            "https://a",
-            "--service-account-signing-key-file",
-            "unused.key",
-            "--tls-cert-file",
-            "unused.crt",
-            "--tls-private-key-file",
-            "unused.key",
-            "--objects-file",
-            "unused.yaml",
-        ])
-        .env("LISTEN_FDS", "2")
-        .output()
-        .unwrap();
+    let out = serve_refusing(&[], &[("LISTEN_FDS", "2")]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("LISTEN_FDS passes 2 sockets; warrant serves on exactly one"),

@@ -219,24 +219,7 @@ async fn idle_connections_are_closed_and_cannot_lock_clients_out() {
 /// audiences): warrant refuses to start, saying why.
 #[test]
 fn an_empty_api_audience_list_is_refused_at_startup() {
-    let out = std::process::Command::new(BIN)
-        .args([
-            "serve",
-            "--service-account-issuer",
-            "https://warrant.example",
-            "--api-audiences",
-            "",
-            "--service-account-signing-key-file",
-            "unused.key",
-            "--tls-cert-file",
-            "unused.crt",
-            "--tls-private-key-file",
-            "unused.key",
-            "--objects-file",
-            "unused.yaml",
-        ])
-        .output()
-        .unwrap();
+    let out = serve_refusing(&["--api-audiences", ""], &[]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("--api-audiences names no audience"),

@@ -350,6 +350,29 @@ impl Warrant {
     }
 }
 
+/// Runs `warrant serve` with placeholder files and `args` (in the environment `env`), for a
+/// configuration it refuses before it reads any file; returns its output.
+pub(crate) fn serve_refusing(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(BIN)
+        .args([
+            "serve",
+            "--service-account-issuer",
+            "https://warrant.example",
+            "--service-account-signing-key-file",
+            "unused.key",
+            "--tls-cert-file",
+            "unused.crt",
+            "--tls-private-key-file",
+            "unused.key",
+            "--objects-file",
+            "unused.yaml",
+        ])
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
 /// Starts `warrant serve` on `listener`, passed as systemd does (descriptor 3, `LISTEN_FDS=1`).
 fn spawn_serve(listener: &TcpListener, flags: &[OsString], key_flags: &[OsString]) -> Child {
     use command_fds::{CommandFdExt, FdMapping};

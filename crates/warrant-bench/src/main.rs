@@ -55,9 +55,10 @@ struct Args {
     /// ones (idle, slow, abandoning) press on the same server; see soak.rs.
     #[arg(long, value_name = "SECONDS")]
     soak: Option<u64>,
-    /// How long after the abusers stop the soak waits before its last reading: longer than
-    /// warrant's idle and delegation timeouts, so what they release is released.
-    #[arg(long, default_value_t = 45)]
+    /// How long after the abusers stop the soak waits before its last reading: longer than a
+    /// delegated lookup may run (under 55 s by default), so what the abandoned ones held is
+    /// released. (The abusers close their own connections when they stop.)
+    #[arg(long, default_value_t = 75)]
     soak_settle: u64,
     /// Soak: idle TCP connections (no handshake) held open.
     #[arg(long, default_value_t = 300)]
@@ -68,7 +69,10 @@ struct Args {
     /// Soak: connections sending their headers a byte every half second.
     #[arg(long, default_value_t = 50)]
     soak_slow: usize,
-    /// Soak: delegated lookups (200 KB bearer tokens) started and abandoned per second.
+    /// Extra flags for `warrant serve` (repeatable), e.g. `--serve-arg=--signature-cache-size=0`.
+    #[arg(long = "serve-arg", allow_hyphen_values = true)]
+    serve_args: Vec<String>,
+    /// Soak: delegated lookups (60 KB bearer tokens) started and abandoned per second.
     #[arg(long, default_value_t = 20)]
     soak_abandon_per_second: u32,
 }
@@ -144,7 +148,7 @@ fn run(args: &Args) -> Result<(), Error> {
             &issuer,
             port,
             &args.log_level,
-            &[],
+            &args.serve_args,
         )?;
         let target = Target {
             base: issuer.clone(),
@@ -220,11 +224,12 @@ fn soak(
     std::fs::write(&key_file, key.to_pkcs8_pem()?.as_str())?;
     // Enough distinct tokens that reviews seldom repeat one.
     cluster.write_review_tokens(&key, issuer, 200_000, &dir.join("review-tokens"))?;
-    let extra = [
+    let mut extra = vec![
         "--authentication-kubeconfig".to_owned(),
         kubeconfig.display().to_string(),
         "--authentication-skip-lookup".to_owned(),
     ];
+    extra.extend(args.serve_args.iter().cloned());
     let server = Server::start(
         &args.warrant,
         dir,

@@ -6,7 +6,7 @@
 //! - idle TCP: connections that never start the TLS handshake;
 //! - idle TLS: connections that finish the handshake (HTTP/1.1 or h2 by ALPN) and send nothing;
 //! - slow: connections that send a request's headers a byte at a time;
-//! - abandoning: requests carrying a distinct 200 KB bearer token that warrant cannot verify
+//! - abandoning: requests carrying a distinct 60 KB bearer token that warrant cannot verify
 //!   itself, so it asks kube-apiserver (delegated authentication) — here a listener that accepts
 //!   and never answers, as an unreachable or stalled kube-apiserver does — and the client hangs
 //!   up after 50 ms.
@@ -139,13 +139,19 @@ impl Tls {
 }
 
 /// True once the server has closed the connection (EOF or reset); false while it is open.
+/// Reads what is waiting (a TLS server sends session tickets, and an alert before it closes)
+/// without blocking: the abusive clients never use the connection again.
 fn closed(sock: &TcpStream) -> bool {
+    use std::io::Read as _;
     let _ = sock.set_nonblocking(true);
-    let mut byte = [0u8; 1];
-    let gone = match sock.peek(&mut byte) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    let mut buf = [0u8; 4096];
+    let mut reader = sock;
+    let gone = loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => continue,
+            Err(e) => break e.kind() != std::io::ErrorKind::WouldBlock,
+        }
     };
     let _ = sock.set_nonblocking(false);
     gone
@@ -239,8 +245,9 @@ fn abandon(
         let interval = Duration::from_secs(1) / per_second.max(1);
         while !stop.load(Ordering::Relaxed) {
             n += 1;
-            // 200 KB that is not a JWT warrant could verify: it goes to delegation.
-            let token = format!("{n:016x}{}", "x".repeat(200 * 1024));
+            // 60 KB that is not a JWT warrant could verify: it goes to delegation (tokens over
+            // 64 KiB are refused without asking).
+            let token = format!("{n:016x}{}", "x".repeat(60 * 1024));
             let request = format!(
                 "GET /api/v1/namespaces/bench/serviceaccounts HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
             );

@@ -260,11 +260,12 @@ fn parse(text: &str) -> Option<Outcome> {
             ["Requests/sec:", value] => rate = value.parse().ok(),
             [count, "requests", "in", duration, ..] => {
                 requests = count.parse().ok();
-                seconds = duration
-                    .trim_end_matches(',')
-                    .trim_end_matches('s')
-                    .parse()
-                    .ok();
+                // wrk writes the run's length as `5.00s`, or `1.00m` from a minute on.
+                let duration = duration.trim_end_matches(',');
+                seconds = match duration.strip_suffix('m') {
+                    Some(minutes) => minutes.parse::<f64>().ok().map(|m| m * 60.0),
+                    None => duration.trim_end_matches('s').parse().ok(),
+                };
             }
             ["Non-2xx", "or", "3xx", "responses:", count] => {
                 errors += count.parse::<u64>().unwrap_or(0)
@@ -316,5 +317,7 @@ Transfer/sec:      6.00MB
         assert_eq!(o.requests_per_second, 6246.8);
         assert_eq!((o.p50.as_str(), o.p99.as_str()), ("1.10ms", "3.45ms"));
         assert_eq!(o.errors, 7);
+        let minute = report.replace("5.00s,", "1.00m,");
+        assert_eq!(parse(&minute).unwrap().seconds, 60.0);
     }
 }

@@ -234,6 +234,16 @@ impl Inner {
     }
 }
 
+/// The connection idle the longest (nothing in flight), if any: the one to close for room.
+fn idlest(connections: &HashMap<u64, Tracked>) -> Option<u64> {
+    connections
+        .iter()
+        .map(|(id, c)| (*id, *c.activity.borrow()))
+        .filter(|(_, a)| a.in_flight == 0)
+        .min_by_key(|(_, a)| a.idle_since)
+        .map(|(id, _)| id)
+}
+
 /// The open connections, their limit and their metrics.
 #[derive(Clone)]
 pub struct Connections {
@@ -292,14 +302,7 @@ impl Connections {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if connections.len() >= self.inner.max {
-            let idlest = connections
-                .iter()
-                .filter(|(_, c)| !c.shed.is_cancelled())
-                .map(|(id, c)| (*id, *c.activity.borrow()))
-                .filter(|(_, a)| a.in_flight == 0)
-                .min_by_key(|(_, a)| a.idle_since)
-                .map(|(id, _)| id);
-            match idlest.and_then(|id| connections.remove(&id)) {
+            match idlest(&connections).and_then(|id| connections.remove(&id)) {
                 Some(victim) => {
                     victim.shed.cancel();
                     // Its task counts the close once it has closed.
@@ -344,13 +347,7 @@ impl Connections {
             .connections
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let idlest = connections
-            .iter()
-            .map(|(id, c)| (*id, *c.activity.borrow()))
-            .filter(|(_, a)| a.in_flight == 0)
-            .min_by_key(|(_, a)| a.idle_since)
-            .map(|(id, _)| id);
-        match idlest.and_then(|id| connections.remove(&id)) {
+        match idlest(&connections).and_then(|id| connections.remove(&id)) {
             Some(victim) => {
                 victim.shed.cancel();
                 true

@@ -151,26 +151,7 @@ pub struct BadPath;
 fn decoded_segments(path: &str) -> Result<Vec<String>, BadPath> {
     path.trim_start_matches('/')
         .split('/')
-        .map(|segment| {
-            let bytes = segment.as_bytes();
-            let mut out = Vec::with_capacity(bytes.len());
-            let mut i = 0;
-            while let Some(&byte) = bytes.get(i) {
-                if byte == b'%' {
-                    let hex = bytes
-                        .get(i + 1..i + 3)
-                        .and_then(|h| std::str::from_utf8(h).ok())
-                        .and_then(|h| u8::from_str_radix(h, 16).ok())
-                        .ok_or(BadPath)?;
-                    out.push(hex);
-                    i += 3;
-                } else {
-                    out.push(byte);
-                    i += 1;
-                }
-            }
-            String::from_utf8(out).map_err(|_| BadPath)
-        })
+        .map(|segment| crate::authn::frontproxy::percent_decode(segment).ok_or(BadPath))
         .collect()
 }
 
