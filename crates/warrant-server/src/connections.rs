@@ -152,8 +152,10 @@ impl Connection {
         });
     }
 
-    /// The handshake chose `protocol` (`http1`, `h2`).
-    pub(crate) fn set_protocol(&self, protocol: &'static str) {
+    /// The handshake ended at `now` and chose `protocol` (`http1`, `h2`): the wait for the
+    /// first request starts.
+    pub(crate) fn handshaken(&self, protocol: &'static str, now: Instant) {
+        self.activity.send_modify(|a| a.idle_since = now);
         let mut current = self.protocol.lock().unwrap_or_else(PoisonError::into_inner);
         self.tracker.open(*current).dec();
         *current = protocol;
@@ -183,6 +185,12 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Resolves when the tracker sheds this connection to make room (during the handshake, the
+    /// only reason to close it besides the handshake timeout).
+    pub(crate) async fn shed(&self) {
+        self.shed.cancelled().await;
     }
 
     /// Counts a close by warrant.

@@ -307,8 +307,8 @@ async fn serve_connection(
 ) {
     let handshake = tokio::select! {
         result = tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)) => result,
-        reason = connection.close_reason(options) => {
-            connection.closed(reason);
+        () = connection.shed() => {
+            connection.closed(Closed::Shed);
             return;
         }
     };
@@ -334,7 +334,7 @@ async fn serve_connection(
     // ALPN decides the protocol; a client that offers none speaks HTTP/1.1 (as with Go's
     // server). No bytes are read to guess it, so nothing waits unbounded for them.
     let h2 = tls.alpn_protocol() == Some(b"h2".as_slice());
-    connection.set_protocol(if h2 { "h2" } else { "http1" });
+    connection.handshaken(if h2 { "h2" } else { "http1" }, Instant::now());
     let requests = connection.clone();
     let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(certificate.clone());
