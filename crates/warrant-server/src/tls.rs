@@ -367,9 +367,11 @@ async fn serve_connection(
         .await
     } else {
         let mut builder = hyper::server::conn::http1::Builder::new();
+        // The first request's wait is the watchdog's (it counts the close); hyper's own timer,
+        // a grace later, bounds the headers of the requests after it.
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(options.first_request_timeout);
+            .header_read_timeout(options.first_request_timeout + CLOSE_GRACE);
         let conn = builder.serve_connection(io, service).with_upgrades();
         tokio::pin!(conn);
         drive(
