@@ -60,3 +60,69 @@ async fn client_certificates_authenticate() {
     let out = with_cert("stranger");
     assert!(!out.status.success());
 }
+
+/// Client certificates outside their validity are refused through a real TLS connection, with
+/// kubectl: an expired one and a not-yet-valid one, from the trusted CA, for a member of
+/// `system:masters`; the same CA's current certificate gets the token.
+#[tokio::test]
+// The real binary checks certificates against the real clock, so they are dated by it.
+#[allow(clippy::disallowed_methods)]
+async fn client_certificates_outside_their_validity_are_refused() {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa};
+    let pki = tempfile::tempdir().unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "dated-ca");
+    std::fs::write(
+        pki.path().join("ca.crt"),
+        ca.self_signed(&ca_key).unwrap().pem(),
+    )
+    .unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let now = jiff::Timestamp::now().as_second();
+    let date = |offset_days: i64| {
+        let t = jiff::Timestamp::from_second(now + offset_days * 86_400)
+            .unwrap()
+            .to_zoned(jiff::tz::TimeZone::UTC);
+        rcgen::date_time_ymd(i32::from(t.year()), t.month() as u8, t.day() as u8)
+    };
+    for (name, from, to) in [
+        ("expired", -30, -2),
+        ("not-yet-valid", 2, 30),
+        ("current", -2, 30),
+    ] {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "admin");
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.not_before = date(from);
+        params.not_after = date(to);
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        std::fs::write(pki.path().join(format!("{name}.crt")), cert.pem()).unwrap();
+        std::fs::write(pki.path().join(format!("{name}.key")), key.serialize_pem()).unwrap();
+    }
+    let ca = pki.path().join("ca.crt");
+    let w = Warrant::start(OBJECTS, &["--client-ca-file", ca.to_str().unwrap()]).await;
+    let with_cert = |name: &str| {
+        let kubeconfig = pki.path().join(format!("{name}.kubeconfig"));
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: c\n  context: {{cluster: w, user: u}}\ncurrent-context: c\n",
+            w.issuer(),
+            w.path("ca.crt").display(),
+            pki.path().join(format!("{name}.crt")).display(),
+            pki.path().join(format!("{name}.key")).display(),
+        );
+        std::fs::write(&kubeconfig, yaml).unwrap();
+        w.kubectl_with(&kubeconfig, &["create", "token", "app", "-n", "demo"])
+    };
+    for refused in ["expired", "not-yet-valid"] {
+        let out = with_cert(refused);
+        assert!(!out.status.success(), "{refused}: {}", stderr(&out));
+    }
+    let out = with_cert("current");
+    assert!(out.status.success(), "{}", stderr(&out));
+}
