@@ -121,3 +121,36 @@ async fn an_unreachable_cluster_is_an_error_never_a_verdict() {
     let err = stderr(&out);
     assert!(err.contains("cannot look up Pod demo/elsewhere"), "{err}");
 }
+
+/// `--max-cache-staleness` is taken beside a cluster (the bound itself is tried against the
+/// fixture with a clock the test moves: warrant-objects' cluster tests); a bound shorter than
+/// the API server's bookmark interval, or one with a manifest file, is refused at startup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_staleness_bound_is_checked_at_startup() {
+    let cluster = Fixture::start().await.unwrap();
+    cluster
+        .create(&service_account("demo", "app", "sa-1"))
+        .unwrap();
+    let w = Warrant::start_cluster(&cluster, &["--max-cache-staleness", "5m"]).await;
+    let token = w.token(&[]);
+    assert_eq!(w.review(&token, &[])["authenticated"], true);
+    let stale = r#"warrant_kube_cache_stale{resource="serviceaccounts"}"#;
+    let text = w.metrics_text().await;
+    assert!(text.contains(&format!("{stale} 0")), "{text}");
+
+    let short = serve_refusing(&["--max-cache-staleness", "30s"], &[]);
+    assert!(!short.status.success());
+    assert!(
+        stderr(&short).contains("\"30s\" is too short") && stderr(&short).contains("at least 90s"),
+        "{}",
+        stderr(&short)
+    );
+    // `serve_refusing` gives a manifest file, which has no cache to bound.
+    let with_file = serve_refusing(&["--max-cache-staleness", "5m"], &[]);
+    assert!(!with_file.status.success());
+    assert!(
+        stderr(&with_file).contains("cannot be used with"),
+        "{}",
+        stderr(&with_file)
+    );
+}

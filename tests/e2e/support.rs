@@ -239,8 +239,16 @@ impl Warrant {
 
     /// A sample (`name value`) from `/metrics`, read as the admin; 0 if absent.
     pub(crate) async fn metric(&self, sample: &str) -> f64 {
-        let text = self
-            .http
+        self.metrics_text()
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+
+    /// `/metrics`, read as the admin.
+    pub(crate) async fn metrics_text(&self) -> String {
+        self.http
             .get(self.url("/metrics"))
             .bearer_auth(self.admin_token())
             .send()
@@ -248,10 +256,7 @@ impl Warrant {
             .unwrap()
             .text()
             .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
-            .map_or(0.0, |v| v.parse().unwrap())
+            .unwrap()
     }
 
     pub(crate) fn admin_token(&self) -> String {

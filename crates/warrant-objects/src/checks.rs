@@ -178,8 +178,8 @@ mod tests {
                 Ok(None)
             }))
         }
-        fn ready(&self) -> bool {
-            true
+        fn not_ready(&self) -> Option<String> {
+            None
         }
         fn count(&self, _: Kind) -> usize {
             0

@@ -182,9 +182,10 @@ impl ObjectSource for FileSource {
 
     // `live` keeps the default: the file is its own authority, so a miss means "absent".
 
-    /// Always true: a `FileSource` exists only once its file has loaded.
-    fn ready(&self) -> bool {
-        true
+    /// Always ready: a `FileSource` exists only once its file has loaded, and a failed reload
+    /// keeps the last good set.
+    fn not_ready(&self) -> Option<String> {
+        None
     }
 
     fn count(&self, kind: Kind) -> usize {

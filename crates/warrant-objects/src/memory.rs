@@ -48,8 +48,8 @@ impl ObjectSource for MemorySource {
             .cloned()
     }
 
-    fn ready(&self) -> bool {
-        true
+    fn not_ready(&self) -> Option<String> {
+        None
     }
 
     fn count(&self, kind: Kind) -> usize {

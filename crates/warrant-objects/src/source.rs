@@ -31,8 +31,14 @@ pub trait ObjectSource: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(None)))
     }
 
-    /// True once the source has loaded everything it needs to answer (readiness).
-    fn ready(&self) -> bool;
+    /// Why the source cannot be trusted to answer (not loaded yet, or no longer current), for
+    /// readiness; `None` when it can.
+    fn not_ready(&self) -> Option<String>;
+
+    /// True while the source can be trusted to answer (see [`ObjectSource::not_ready`]).
+    fn ready(&self) -> bool {
+        self.not_ready().is_none()
+    }
 
     /// How many records of `kind` are held (a metric).
     fn count(&self, kind: Kind) -> usize;
@@ -67,6 +73,11 @@ impl Objects {
     /// See [`ObjectSource::ready`].
     pub fn ready(&self) -> bool {
         self.source.ready()
+    }
+
+    /// See [`ObjectSource::not_ready`].
+    pub fn not_ready(&self) -> Option<String> {
+        self.source.not_ready()
     }
 
     /// See [`ObjectSource::count`].

@@ -250,34 +250,33 @@ pub(crate) async fn livez() -> Response {
     "ok".into_response()
 }
 
-/// `GET /readyz` (and `/healthz`): ready once the objects are loaded (keys are loaded before
-/// the server starts). `?verbose` lists each check, as kube-apiserver's does.
+/// `GET /readyz` (and `/healthz`): ready while the objects can be trusted (loaded, and, with
+/// `--max-cache-staleness`, current; keys are loaded before the server starts). `?verbose` lists each check, as kube-apiserver's does.
 pub(crate) async fn readyz(
     State(state): State<AppState>,
     Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    let objects = state.objects().ready();
+    let objects = state.objects().not_ready();
     let trust = state.authenticator().ready();
-    let ready = objects && trust;
+    let ready = objects.is_none() && trust;
     let code = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
     if !query.contains_key("verbose") {
-        let text = match (objects, trust) {
-            (true, true) => "ok",
-            (false, _) => "not ready: objects not loaded yet",
-            (true, false) => "not ready: front-proxy configuration not loaded yet",
+        let text = match (&objects, trust) {
+            (None, true) => "ok".to_owned(),
+            (Some(why), _) => format!("not ready: objects {why}"),
+            (None, false) => "not ready: front-proxy configuration not loaded yet".to_owned(),
         };
         return (code, text).into_response();
     }
     let mut body = String::from("[+]keys ok\n");
-    body.push_str(if objects {
-        "[+]objects ok\n"
-    } else {
-        "[-]objects failed: not loaded yet\n"
-    });
+    match &objects {
+        None => body.push_str("[+]objects ok\n"),
+        Some(why) => body.push_str(&format!("[-]objects failed: {why}\n")),
+    }
     body.push_str(if trust {
         "[+]client-trust ok\n"
     } else {

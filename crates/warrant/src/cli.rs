@@ -391,6 +391,13 @@ pub(crate) struct ServeArgs {
     /// warrant uses the in-cluster configuration when it runs in a pod.
     #[arg(long = "kubeconfig", value_name = "PATH")]
     pub(crate) kubeconfig: Option<PathBuf>,
+    /// How long the cluster cache may go without a word from the API server about a kind
+    /// (an event, or the bookmark sent about once a minute) before its records are not
+    /// trusted: past it, reviews look objects up in the API server (and fail, with the reason,
+    /// when it cannot answer) and /readyz fails. At least 90s. Default: no bound, as
+    /// kube-apiserver (docs/cluster.md says which to choose).
+    #[arg(long = "max-cache-staleness", value_name = "DURATION", value_parser = crate::duration::parse_staleness_bound, conflicts_with = "objects_file")]
+    pub(crate) max_cache_staleness: Option<std::time::Duration>,
     /// Front proxy, delegation and authorization (docs/security.md).
     #[command(flatten)]
     pub(crate) auth: crate::auth::AuthArgs,

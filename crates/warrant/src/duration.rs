@@ -50,6 +50,23 @@ pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> 
         .map_err(|_| format!("invalid duration {text:?}: may not be negative"))
 }
 
+/// The shortest `--max-cache-staleness`: kube-apiserver sends each watch a bookmark about once
+/// a minute, so a quiet, healthy cluster is up to a minute stale; a bound much closer to that
+/// would turn readiness off and on with no outage at all.
+pub(crate) const MIN_STALENESS_BOUND: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// Parses `--max-cache-staleness`: a duration of at least [`MIN_STALENESS_BOUND`].
+pub(crate) fn parse_staleness_bound(text: &str) -> Result<std::time::Duration, String> {
+    let bound = parse_duration(text)?;
+    if bound < MIN_STALENESS_BOUND {
+        return Err(format!(
+            "{text:?} is too short: the API server sends a bookmark only about once a minute, so a quiet, healthy cluster would look stale; use at least {}s",
+            MIN_STALENESS_BOUND.as_secs()
+        ));
+    }
+    Ok(bound)
+}
+
 /// Checks what must hold for any text: no panic; an accepted duration is not negative, and
 /// its value written back in seconds and in hours, minutes and seconds parses to the same value.
 /// The fuzz target `duration` (which includes this file) and the corpus replay run it.

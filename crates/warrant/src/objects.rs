@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use prometheus_client::registry::Registry;
-use warrant_objects::kube::{KubeSource, cluster_client};
+use warrant_objects::kube::{KubeOptions, KubeSource, cluster_client};
 use warrant_objects::{FileSource, FileWatch, ObjectSource};
 use warrant_server::Clock;
 
@@ -54,9 +54,14 @@ pub(crate) async fn open(
                 e.to_string()
             }
         })?;
-    let source = Arc::new(KubeSource::start(client, registry)?);
+    let options = KubeOptions {
+        max_staleness: args.max_cache_staleness,
+        ..KubeOptions::default()
+    };
+    let source = Arc::new(KubeSource::start_with(client, registry, options)?);
     tracing::info!(
         kubeconfig = %args.kubeconfig.as_ref().map_or("in-cluster".into(), |p| p.display().to_string()),
+        max_cache_staleness = args.max_cache_staleness.map(|d| d.as_secs()),
         "watching the cluster's service accounts, pods, secrets and nodes; ready once each is listed"
     );
     Ok((source, Running::Cluster))

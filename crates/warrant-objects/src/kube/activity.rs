@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use http::{Request, Response};
 use http_body::Frame;
 
-use super::metrics::Kinds;
+use super::kinds::Kinds;
 use crate::record::Kind;
 
 /// A `tower::Service` in front of a `kube::Client` that marks watch activity.

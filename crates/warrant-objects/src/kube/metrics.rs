@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `warrant_kube_watch_synced{resource}` | gauge | 1 once the first full list has arrived |
 //! | `warrant_kube_watch_staleness_seconds{resource}` | gauge | time since the last watch event or bookmark (or list page) |
+//! | `warrant_kube_cache_stale{resource}` | gauge | 1 while the staleness is past `max_staleness`: the cached records are not trusted, lookups go live |
 //! | `warrant_kube_cache_objects{resource}` | gauge | records held |
 //! | `warrant_kube_watch_errors_total{resource,error}` | counter | watch failures, by `error`: `list`, `watch_start`, `watch_event` (an ERROR event such as `410 Gone`), `decode` (a line that is not an event), `stream`, `no_resource_version` |
 //! | `warrant_kube_watch_relists_total{resource}` | counter | full lists after the first (410 Gone, or a failed list restarted) |
@@ -15,18 +16,16 @@
 //! | `warrant_kube_live_gets_waiting` | gauge | live GETs waiting for the limit |
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
+use super::kinds::Kinds;
+use crate::record::Kind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::{Registry, Unit};
-use tokio::time::Instant;
-
-use super::store::KindStore;
-use crate::record::Kind;
 
 type Labels1 = [(&'static str, &'static str); 1];
 type Labels2 = [(&'static str, &'static str); 2];
@@ -113,81 +112,6 @@ impl Metrics {
     }
 }
 
-/// Per kind: the store, whether its first list is complete, and when it last heard from the
-/// API server.
-#[derive(Debug)]
-pub(super) struct KindState {
-    pub(super) kind: Kind,
-    pub(super) store: KindStore,
-    pub(super) synced: AtomicBool,
-    /// Nanoseconds after [`Kinds::start`] of the last event, bookmark or list page.
-    last_heard: AtomicU64,
-}
-
-impl KindState {
-    pub(super) fn new(kind: Kind) -> Self {
-        KindState {
-            kind,
-            store: KindStore::default(),
-            synced: AtomicBool::new(false),
-            last_heard: AtomicU64::new(0),
-        }
-    }
-}
-
-/// The per-kind state of the whole cache, and the clock staleness is measured with. It is
-/// tokio's clock, which a paused test runtime controls.
-#[derive(Debug)]
-pub(super) struct Kinds {
-    start: Instant,
-    pub(super) kinds: [KindState; 4],
-    /// Moves on every change to the cache and every sign of life from the API server.
-    pub(super) changes: tokio::sync::watch::Sender<u64>,
-}
-
-impl Kinds {
-    pub(super) fn new() -> Self {
-        Kinds {
-            start: Instant::now(),
-            kinds: Kind::ALL.map(KindState::new),
-            changes: tokio::sync::watch::Sender::new(0),
-        }
-    }
-
-    /// Wakes whoever waits on [`Kinds::changes`].
-    pub(super) fn changed(&self) {
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
-    }
-
-    pub(super) fn get(&self, kind: Kind) -> &KindState {
-        match kind {
-            Kind::ServiceAccount => &self.kinds[0],
-            Kind::Pod => &self.kinds[1],
-            Kind::Secret => &self.kinds[2],
-            Kind::Node => &self.kinds[3],
-        }
-    }
-
-    /// The API server said something about `kind` just now.
-    pub(super) fn heard(&self, kind: Kind) {
-        let elapsed = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.get(kind).last_heard.store(elapsed, Ordering::Relaxed);
-        self.changed();
-    }
-
-    /// When the API server last said anything about `kind` (when the cache started, if it
-    /// never has).
-    pub(super) fn last_heard(&self, kind: Kind) -> Instant {
-        let nanos = self.get(kind).last_heard.load(Ordering::Relaxed);
-        self.start + std::time::Duration::from_nanos(nanos)
-    }
-
-    /// Time since [`Kinds::last_heard`].
-    pub(super) fn staleness(&self, kind: Kind) -> std::time::Duration {
-        self.last_heard(kind).elapsed()
-    }
-}
-
 /// Encodes the gauges that are read at scrape time: sync state, staleness, object counts.
 #[derive(Debug)]
 pub(super) struct ScrapeCollector(pub(super) Arc<Kinds>);
@@ -217,6 +141,19 @@ impl Collector for ScrapeCollector {
             )?;
             for state in &kinds.kinds {
                 ConstGauge::new(kinds.staleness(state.kind).as_secs_f64())
+                    .encode(family.encode_family(&[("resource", state.kind.resource())])?)?;
+            }
+        }
+        {
+            let mut family = encoder.encode_descriptor(
+                "warrant_kube_cache_stale",
+                "1 while the resource's cache is staler than its bound, so lookups go to the API server",
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            for state in &kinds.kinds {
+                let value = i64::from(kinds.past_bound(state.kind).is_some());
+                ConstGauge::new(value)
                     .encode(family.encode_family(&[("resource", state.kind.resource())])?)?;
             }
         }

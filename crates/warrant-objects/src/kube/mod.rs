@@ -15,6 +15,10 @@
 //!   new list is complete), as an informer's `HasSynced` does.
 //! - Unlike kube-apiserver, no success cache sits in front: every review checks the current
 //!   state of the cache.
+//! - By default the cache is trusted however long ago it last heard from the API server, as
+//!   kube-apiserver trusts its informers. With [`KubeOptions::max_staleness`], a kind not heard
+//!   from (no event, no bookmark) for longer is looked up live instead, and the source is not
+//!   ready (see the `kinds` module).
 //!
 //! # Cost
 //!
@@ -25,6 +29,7 @@
 //! (kube-runtime's default, as client-go's), so a list holds one page of full pods at a time.
 
 mod activity;
+mod kinds;
 mod live;
 mod metrics;
 mod store;
@@ -41,11 +46,13 @@ use tokio::sync::watch as notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use self::kinds::CacheClock;
+use self::kinds::Kinds;
 use self::live::LiveGets;
-use self::metrics::{Kinds, Metrics, ScrapeCollector};
+use self::metrics::{Metrics, ScrapeCollector};
 use self::watch::Watch;
 use crate::record::{Kind, Record};
-use crate::source::{LiveLookup, ObjectSource};
+use crate::source::{LiveLookup, LookupError, ObjectSource};
 
 /// Why the cluster source could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +118,14 @@ pub struct KubeOptions {
     /// `timeoutSeconds` of each watch request (default: kube-runtime's 290 s); the watcher
     /// resumes from its resourceVersion when the server ends it.
     pub watch_timeout: Option<u32>,
+    /// How long a kind may go without a word from the API server (an event, a bookmark, a list
+    /// page) before its cached records are no longer trusted: past it, its lookups go to the API
+    /// server as misses do, and the source is not ready. Default: no bound, as kube-apiserver.
+    /// Bookmarks arrive about once a minute, so a bound under two minutes flaps on a quiet,
+    /// healthy cluster.
+    pub max_staleness: Option<Duration>,
+    /// The clock staleness is measured with (default: tokio's).
+    pub clock: CacheClock,
 }
 
 impl Default for KubeOptions {
@@ -120,6 +135,8 @@ impl Default for KubeOptions {
             live_get_limit: 16,
             live_get_timeout: Duration::from_secs(5),
             watch_timeout: None,
+            max_staleness: None,
+            clock: CacheClock::default(),
         }
     }
 }
@@ -150,7 +167,7 @@ impl KubeSource {
         options: KubeOptions,
     ) -> Result<Self, KubeError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| KubeError::NoRuntime)?;
-        let kinds = Arc::new(Kinds::new());
+        let kinds = Arc::new(Kinds::new(options.clock.clone(), options.max_staleness));
         let metrics = Arc::new(Metrics::default());
         metrics.register(registry);
         registry.register_collector(Box::new(ScrapeCollector(kinds.clone())));
@@ -252,20 +269,61 @@ impl std::fmt::Debug for KubeSource {
 
 impl ObjectSource for KubeSource {
     fn cached(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Record>> {
+        if self.kinds.past_bound(kind).is_some() {
+            // Too stale to trust: a miss, so the caller asks the API server.
+            return None;
+        }
         let namespace = if kind.namespaced() { namespace } else { "" };
         self.kinds.get(kind).store.get(namespace, name)
     }
 
     fn live<'a>(&'a self, kind: Kind, namespace: &'a str, name: &'a str) -> LiveLookup<'a> {
         let namespace = if kind.namespaced() { namespace } else { "" };
-        self.live.get(kind, namespace, name)
+        let lookup = self.live.get(kind, namespace, name);
+        let Some(staleness) = self.kinds.past_bound(kind) else {
+            return lookup;
+        };
+        // The cache cannot stand in for the API server: say so, beside why the GET failed.
+        Box::pin(async move {
+            lookup.await.map_err(|LookupError::Unavailable(why)| {
+                LookupError::Unavailable(format!(
+                    "the cache of {} is stale (nothing from the API server for {}s) and {why}",
+                    kind.resource(),
+                    staleness.as_secs()
+                ))
+            })
+        })
     }
 
-    fn ready(&self) -> bool {
-        self.kinds
+    fn not_ready(&self) -> Option<String> {
+        let unsynced: Vec<&str> = self
+            .kinds
             .kinds
             .iter()
-            .all(|state| state.synced.load(Ordering::Relaxed))
+            .filter(|state| !state.synced.load(Ordering::Relaxed))
+            .map(|state| state.kind.resource())
+            .collect();
+        if !unsynced.is_empty() {
+            return Some(format!(
+                "not loaded yet: waiting for the first list of {}",
+                unsynced.join(", ")
+            ));
+        }
+        let bound = self.kinds.max_staleness()?;
+        let stale: Vec<String> = Kind::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let staleness = self.kinds.past_bound(kind)?;
+                Some(format!("{} for {}s", kind.resource(), staleness.as_secs()))
+            })
+            .collect();
+        (!stale.is_empty()).then(|| {
+            format!(
+                "stale: nothing from the API server about {} (the bound is {}s)",
+                stale.join(", "),
+                bound.as_secs()
+            )
+        })
     }
 
     fn count(&self, kind: Kind) -> usize {

@@ -21,7 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::metrics::{Kinds, Metrics};
+use super::kinds::Kinds;
+use super::metrics::Metrics;
 use crate::record::{Kind, PodInfo, Record};
 
 /// What an object from the API server lacked, so that it was left out of the cache.

@@ -1,12 +1,14 @@
 //! The watch surviving the API server: 410 Gone, dropped connections, restarts; readiness;
-//! bookmarks and staleness; shutdown.
+//! bookmarks and staleness, and the bound past which the cache is not trusted; shutdown.
+
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use warrant_kube_fixture::objects::pod;
-use warrant_objects::kube::KubeOptions;
+use warrant_objects::kube::{CacheClock, KubeOptions};
 use warrant_objects::{Kind, ObjectSource};
 
-use crate::support::{PATIENCE, options, ready, small_cluster, start};
+use crate::support::{PATIENCE, options, pod_binding, ready, small_cluster, start};
 
 #[tokio::test]
 async fn gone_leads_to_a_relist_and_the_right_state_after_it() {
@@ -232,5 +234,84 @@ async fn shutdown_closes_every_watch() {
     assert_eq!(
         env.cached_uid(Kind::Pod, "ns", "web").as_deref(),
         Some("pod-1")
+    );
+}
+
+#[tokio::test]
+async fn past_its_staleness_bound_the_cache_is_not_trusted() {
+    let clock = CacheClock::default();
+    let bounded = KubeOptions {
+        max_staleness: Some(Duration::from_secs(120)),
+        clock: clock.clone(),
+        ..options()
+    };
+    let env = start(bounded, small_cluster).await;
+    env.wait_ready().await;
+    let web = || pod_binding("web", "pod-1");
+    let stale = r#"warrant_kube_cache_stale{resource="pods"}"#;
+
+    // The watches go quiet, and the pod is deleted behind their back.
+    env.fixture.pause_watches(true);
+    env.fixture.delete::<Pod>("ns", "web").unwrap();
+
+    // Within the bound the cache answers, as kube-apiserver's informers do: the token passes.
+    clock.advance(Duration::from_secs(100));
+    assert_eq!(env.review(web()).await, Ok(()));
+    assert!(env.source.ready());
+    assert_eq!(env.metric(stale), 0.0);
+
+    // Past it, the objects are looked up live, and the API server says the pod is gone.
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(
+        env.review(web()).await.unwrap_err(),
+        "service account token has been invalidated"
+    );
+    let reason = env.source.not_ready().expect("a stale cache is not ready");
+    assert!(
+        reason.starts_with("stale: nothing from the API server about serviceaccounts for 13"),
+        "{reason}"
+    );
+    assert!(reason.ends_with("(the bound is 120s)"), "{reason}");
+    assert_eq!(env.metric(stale), 1.0);
+
+    // With the API server failing too, a token of an object still in the cache is not
+    // accepted, and the answer says why.
+    env.fixture.fail_gets(Some(500));
+    let message = env
+        .review(pod_binding("batch-2", "batch-uid-2"))
+        .await
+        .unwrap_err();
+    assert!(
+        message.starts_with(
+            "the cache of serviceaccounts is stale (nothing from the API server for 13"
+        ) && message
+            .contains("and could not look up serviceaccounts ns/app: the API server answered 500"),
+        "{message}"
+    );
+
+    // The watches are heard from again: the delete arrives, the bookmarks prove the quiet
+    // kinds alive, and the cache answers (and is ready) again without the API server.
+    env.fixture.pause_watches(false);
+    env.until("the DELETED event arrives", |s| {
+        s.cached(Kind::Pod, "ns", "web").is_none()
+    })
+    .await;
+    env.until_fixture("every kind is watched", |c| {
+        ["serviceaccounts", "pods", "secrets", "nodes"]
+            .iter()
+            .all(|r| c.watchers(r) == 1)
+    })
+    .await;
+    env.fixture.bookmark();
+    env.until("every kind is heard from", |s| s.ready()).await;
+    assert_eq!(
+        env.review(pod_binding("batch-2", "batch-uid-2")).await,
+        Ok(())
+    );
+    assert_eq!(env.metric(stale), 0.0);
+    env.fixture.fail_gets(None);
+    assert_eq!(
+        env.review(web()).await.unwrap_err(),
+        "service account token has been invalidated"
     );
 }
