@@ -345,3 +345,68 @@ async fn discovery_export_writes_what_the_server_serves() {
     jwks_until(&w, "the next key in the JWKS", |k| k.len() == 2).await;
     assert_export_matches(&w, key_dir(w.dir.path())).await;
 }
+
+/// `warrant keys revoke` beside a running server on a key directory: the leaked key's tokens
+/// are refused by name (a signature remembered from before included), it leaves the JWKS, the
+/// next key signs at once, and the revocation shows in `keys list`.
+#[tokio::test]
+async fn a_revoked_key_leaves_the_jwks_and_its_tokens_are_refused_by_name() {
+    let w = Warrant::start_with(OBJECTS, key_dir, &["--key-algorithm", "ES256"]).await;
+    let dir = w.path("keys");
+    let keys_cmd = |verb: &str, extra: &[&str]| {
+        let mut args: Vec<&OsStr> = vec![
+            OsStr::new("keys"),
+            OsStr::new(verb),
+            OsStr::new("--key-dir"),
+            dir.as_os_str(),
+        ];
+        args.extend(extra.iter().map(OsStr::new));
+        w.warrant(&args)
+    };
+    assert!(keys_cmd("rotate", &[]).status.success());
+    let [(a, _), (b, _)] = states(&list(&w)).try_into().unwrap();
+    jwks_until(&w, "the next key in the JWKS", |k| k.len() == 2).await;
+    let leaked = token(&w);
+    assert_eq!(kid(&leaked), a);
+    // Reviewed twice: the second answer comes from the signature cache.
+    assert!(authenticated(&w, &leaked) && authenticated(&w, &leaked));
+
+    let out = keys_cmd("revoke", &[&a]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("KEY REVOKED") && said.contains(&a), "{said}");
+    assert!(said.contains("the next key signs from now on"), "{said}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("REVOKED {a} at ")), "{stdout}");
+
+    let published = jwks_until(&w, "the revoked key out of the JWKS", |k| !k.contains(&a)).await;
+    assert_eq!(kids(&published), std::slice::from_ref(&b));
+    assert_eq!(
+        w.review(&leaked, &["vault"])["error"],
+        format!("invalid signature: the key that signed this token ({a}) has been revoked")
+    );
+    // The next key signs at once, without waiting out publish-ahead.
+    let fresh = token(&w);
+    assert_eq!(kid(&fresh), b);
+    assert!(authenticated(&w, &fresh));
+    verify_offline(&w, &published, &fresh);
+    let listed = list(&w);
+    assert_eq!(states(&listed), [(b.clone(), "active".to_owned())]);
+    assert_eq!(listed["revoked"][0]["kid"], a.as_str());
+
+    // Revoking it again, or a kid that never was, says so and changes nothing.
+    let again = keys_cmd("revoke", &[&a]);
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("was revoked already"),
+        "{}",
+        stderr(&again)
+    );
+    let unknown = keys_cmd("revoke", &["no-such-kid"]);
+    assert!(
+        stderr(&unknown).contains("there is no key no-such-kid"),
+        "{}",
+        stderr(&unknown)
+    );
+    assert_eq!(states(&list(&w)), [(b, "active".to_owned())]);
+}

@@ -292,3 +292,71 @@ async fn a_replica_cut_off_from_the_api_server_keeps_serving_its_keys_and_says_s
         "{text}"
     );
 }
+
+/// A key revoked in the shared Secret is refused by both replicas, each answering with the
+/// reason, a signature either had remembered included; both sign with its replacement. (Each
+/// replica has an issuer of its own here, its address, so each reviews its own tokens.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_replicas_refuse_a_revoked_keys_tokens() {
+    let cluster = cluster().await;
+    generate(&cluster);
+    let a = Warrant::start_with(OBJECTS, secret_keys(&cluster), &[]).await;
+    let mut b = Warrant::start_with(OBJECTS, secret_keys(&cluster), &[]).await;
+    let kid_of = |token: &str| jsonwebtoken::decode_header(token).unwrap().kid.unwrap();
+    let leaked = [
+        a.token(&["--audience", "vault"]),
+        b.token(&["--audience", "vault"]),
+    ];
+    let kid = kid_of(&leaked[0]);
+    assert_eq!(
+        kid_of(&leaked[1]),
+        kid,
+        "both replicas sign with the shared key"
+    );
+    for (w, token) in [(&a, &leaked[0]), (&b, &leaked[1])] {
+        for _ in 0..2 {
+            let review = w.review(token, &["vault"]);
+            assert_eq!(review["authenticated"], true, "{review}");
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let out = a.warrant(&[
+        "keys".as_ref(),
+        "revoke".as_ref(),
+        kid.as_ref(),
+        "--key-secret".as_ref(),
+        SECRET.as_ref(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a new key signs from now on"),
+        "{}",
+        stderr(&out)
+    );
+
+    let refused =
+        format!("invalid signature: the key that signed this token ({kid}) has been revoked");
+    let mut replacement = None;
+    for (w, token) in [(&a, &leaked[0]), (&b, &leaked[1])] {
+        let kids = until_jwks(w, "the revoked key out of the JWKS", |k| !k.contains(&kid)).await;
+        assert_eq!(kids.len(), 1);
+        assert_eq!(*replacement.get_or_insert(kids[0].clone()), kids[0]);
+        assert_eq!(w.review(token, &["vault"])["error"], refused.as_str());
+        // New tokens are signed by the replacement.
+        let fresh = w.token(&["--audience", "vault"]);
+        assert_eq!(kid_of(&fresh), kids[0]);
+        assert_eq!(w.review(&fresh, &["vault"])["authenticated"], true);
+    }
+    // Every replica says so in its log, not only the one that writes.
+    let log = b.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("KEY REVOKED") && l.contains(&kid)),
+        "{log}"
+    );
+}

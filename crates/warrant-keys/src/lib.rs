@@ -30,7 +30,8 @@ pub use directory::DirStore;
 pub use leader::{Leadership, LeaseConfig, LeaseError, MIN_LEASE_SECONDS};
 pub use lifecycle::{
     KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS, ManagedKey, ManagedKeySet,
-    PolicyError, REMOVAL_LEEWAY_SECONDS, RotationPolicy, Successor,
+    PolicyError, REMOVAL_LEEWAY_SECONDS, Replacement, Revocation, RevokeError, Revoked,
+    RotationPolicy, Successor,
 };
 pub use manager::{KeyManager, KeyManagerTask, ManagerError, StoreHealth, Writer};
 pub use metrics::KeyMetrics;
@@ -59,6 +60,8 @@ pub struct KeySet {
     successors: Vec<(Timestamp, SigningKey)>,
     verifying: Vec<VerifyingKey>,
     next_change: Option<Timestamp>,
+    /// The kids of revoked keys whose tokens may still be presented (not yet expired).
+    revoked: Vec<String>,
 }
 
 impl KeySet {
@@ -100,14 +103,29 @@ impl KeySet {
             successors,
             verifying: keys,
             next_change,
+            revoked: Vec::new(),
         }
     }
 
+    /// The same keys, with the kids of revoked keys, so that their tokens are refused by name
+    /// (see [`revoked`](Self::revoked)).
+    pub fn with_revoked(mut self, revoked: Vec<String>) -> Self {
+        self.revoked = revoked;
+        self
+    }
+
+    /// The kids of revoked keys: none of them verifies, and a token naming one is refused as
+    /// signed by a revoked key.
+    pub fn revoked(&self) -> &[String] {
+        &self.revoked
+    }
+
     /// The same keys, also verifying (and publishing) `extra` keys after its own: static
-    /// `--service-account-key-file` keys kept beside managed keys, for example.
+    /// `--service-account-key-file` keys kept beside managed keys, for example. A revoked key
+    /// stays out, even from a static file.
     pub fn with_extra_verifying(mut self, extra: &[VerifyingKey]) -> Self {
         for key in extra {
-            if !self.verifying.contains(key) {
+            if !self.verifying.contains(key) && !self.revoked.iter().any(|r| r == key.kid()) {
                 self.verifying.push(key.clone());
             }
         }
@@ -138,6 +156,7 @@ impl KeySet {
     /// nothing a client can see, except perhaps the documents' max-age).
     pub fn same_keys(&self, other: &KeySet) -> bool {
         self.verifying == other.verifying
+            && self.revoked == other.revoked
             && self.signing.verifying_key() == other.signing.verifying_key()
             && self.successors.len() == other.successors.len()
             && self

@@ -233,6 +233,69 @@ pub enum LifecycleError {
     /// The same key twice.
     #[error("key {0} appears twice")]
     DuplicateKid(String),
+    /// A key both held and recorded as revoked.
+    #[error("key {0} is both in the set and revoked")]
+    RevokedKeyPresent(String),
+}
+
+/// A revoked key, remembered (without its key material) until every token it could have
+/// signed has expired, so that such a token is refused by name rather than as unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revocation {
+    /// The key ID.
+    pub kid: String,
+    /// When it was revoked.
+    pub revoked_at: Timestamp,
+    /// When the record may go: its last possible token's expiry plus the leeway.
+    pub forget_at: Timestamp,
+}
+
+/// Why a key could not be revoked.
+#[derive(Debug, thiserror::Error)]
+pub enum RevokeError {
+    /// No such key.
+    #[error("there is no key {0}: `warrant keys list` shows the keys")]
+    Unknown(String),
+    /// Revoked already.
+    #[error("key {kid} was revoked already, at {at}")]
+    AlreadyRevoked {
+        /// The key ID.
+        kid: String,
+        /// When.
+        at: Timestamp,
+    },
+    /// A replacement key could not be generated.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// What a revocation did.
+#[derive(Debug, Clone)]
+pub struct Revoked {
+    /// The set without the key.
+    pub keys: ManagedKeySet,
+    /// The state the key was in.
+    pub was: KeyState,
+    /// The key that signs from now on, when the revoked key was signing: the next key brought
+    /// forward, or a new one.
+    pub replaced_by: Option<Replacement>,
+}
+
+/// The key that took over signing from a revoked key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replacement {
+    /// The next key, published since the given time, signs now instead of at its activation.
+    BroughtForward {
+        /// Its kid.
+        kid: String,
+        /// When it was published (relying parties that fetched the JWKS since have it).
+        published_at: Timestamp,
+    },
+    /// A new key, published and signing now (no relying party has fetched it yet).
+    New {
+        /// Its kid.
+        kid: String,
+    },
 }
 
 /// One key's place in the schedule, for operators (`warrant keys list`) and logs.
@@ -271,6 +334,8 @@ pub struct Successor {
 #[derive(Debug, Clone, Default)]
 pub struct ManagedKeySet {
     keys: Vec<ManagedKey>,
+    /// Revoked keys whose tokens may not all have expired yet, in revocation order.
+    revoked: Vec<Revocation>,
 }
 
 fn whole_second(t: Timestamp) -> Timestamp {
@@ -300,7 +365,28 @@ impl ManagedKeySet {
                 return Err(LifecycleError::DuplicateKid(key.kid().to_owned()));
             }
         }
-        Ok(ManagedKeySet { keys })
+        Ok(ManagedKeySet {
+            keys,
+            revoked: Vec::new(),
+        })
+    }
+
+    /// The same set, remembering `revoked` keys (see [`Revocation`]). None of them may be in
+    /// the set.
+    pub fn with_revocations(mut self, revoked: Vec<Revocation>) -> Result<Self, LifecycleError> {
+        if let Some(r) = revoked
+            .iter()
+            .find(|r| self.keys.iter().any(|k| k.kid() == r.kid))
+        {
+            return Err(LifecycleError::RevokedKeyPresent(r.kid.clone()));
+        }
+        self.revoked = revoked;
+        Ok(self)
+    }
+
+    /// The revoked keys still remembered.
+    pub fn revocations(&self) -> &[Revocation] {
+        &self.revoked
     }
 
     /// A new set whose first key is `key`, signing from `now`: a fresh key directory, or a
@@ -309,6 +395,7 @@ impl ManagedKeySet {
     pub fn first(key: SigningKey, now: Timestamp, max_token_seconds: i64) -> Self {
         ManagedKeySet {
             keys: vec![ManagedKey::new(key, now, now, max_token_seconds)],
+            revoked: Vec::new(),
         }
     }
 
@@ -407,7 +494,12 @@ impl ManagedKeySet {
     pub fn next_transition(&self, now: Timestamp) -> Option<Timestamp> {
         let activations = self.keys.iter().map(ManagedKey::activate_at);
         let removals = (0..self.keys.len()).filter_map(|i| self.remove_at(i));
-        activations.chain(removals).filter(|t| *t > now).min()
+        let forgotten = self.revoked.iter().map(|r| r.forget_at);
+        activations
+            .chain(removals)
+            .chain(forgotten)
+            .filter(|t| *t > now)
+            .min()
     }
 
     /// The next scheduled change: a key changes state after `now`, or the policy calls for a
@@ -442,12 +534,21 @@ impl ManagedKeySet {
             .chain(retired.map(|k| &k.key))
             .map(|k| k.verifying_key().clone())
             .collect();
-        Some(KeySet::scheduled(
-            signing,
-            successors,
-            verifying,
-            self.next_change(now, policy),
-        ))
+        let revoked = self
+            .revoked
+            .iter()
+            .filter(|r| r.forget_at > now)
+            .map(|r| r.kid.clone())
+            .collect();
+        Some(
+            KeySet::scheduled(
+                signing,
+                successors,
+                verifying,
+                self.next_change(now, policy),
+            )
+            .with_revoked(revoked),
+        )
     }
 
     /// Rotation: the records as they should be at `now` under `policy`, or `None` if they
@@ -496,7 +597,14 @@ impl ManagedKeySet {
                 changed = true;
             }
         }
-        let mut set = ManagedKeySet { keys };
+        let revoked: Vec<Revocation> = self
+            .revoked
+            .iter()
+            .filter(|r| r.forget_at > now)
+            .cloned()
+            .collect();
+        changed |= revoked.len() != self.revoked.len();
+        let mut set = ManagedKeySet { keys, revoked };
         if let Some(successor) = set.successor(policy, now)
             && successor.create_at <= now
         {
@@ -542,6 +650,78 @@ impl ManagedKeySet {
             policy.max_token_seconds,
         ));
         Ok(Some(set))
+    }
+    /// An operator's revocation (`warrant keys revoke`): key `kid` leaves the set at once (so
+    /// it leaves the JWKS and verifies nothing), and is remembered until every token it could
+    /// have signed has expired. If it was signing, a key signs in its place from `now`, without
+    /// waiting for publish-ahead: the next key, if one is published, brought forward (relying
+    /// parties that fetched the JWKS since its publication have it already); else a new key.
+    /// The set is first brought up to date with [`rotate`](Self::rotate).
+    ///
+    /// Keys retired before the revoked one keep verifying until `now` plus their token
+    /// lifetime at the latest: their retirement moves to the replacement's activation.
+    pub fn revoke(
+        &self,
+        kid: &str,
+        policy: &RotationPolicy,
+        now: Timestamp,
+        mut generate: impl FnMut(KeyType) -> Result<SigningKey, KeyError>,
+    ) -> Result<Revoked, RevokeError> {
+        let now = whole_second(now);
+        if let Some(r) = self.revoked.iter().find(|r| r.kid == kid) {
+            return Err(RevokeError::AlreadyRevoked {
+                kid: kid.to_owned(),
+                at: r.revoked_at,
+            });
+        }
+        let mut set = self
+            .rotate(policy, now, &mut generate)?
+            .unwrap_or_else(|| self.clone());
+        let index = set
+            .keys
+            .iter()
+            .position(|k| k.kid() == kid)
+            .ok_or_else(|| RevokeError::Unknown(kid.to_owned()))?;
+        let was = set.state_of(index, now);
+        let key = set.keys.remove(index);
+        set.revoked.push(Revocation {
+            kid: key.kid().to_owned(),
+            revoked_at: now,
+            forget_at: plus(
+                now,
+                key.max_token_seconds.saturating_add(REMOVAL_LEEWAY_SECONDS),
+            ),
+        });
+        let replaced_by = if was == KeyState::Active {
+            // The keys after it in activation order had not activated: the first takes over.
+            Some(match set.keys.get_mut(index) {
+                Some(next) => {
+                    next.activate_at = now;
+                    Replacement::BroughtForward {
+                        kid: next.kid().to_owned(),
+                        published_at: next.published_at,
+                    }
+                }
+                None => {
+                    let new = ManagedKey::new(
+                        generate(policy.key_type)?,
+                        now,
+                        now,
+                        policy.max_token_seconds,
+                    );
+                    let kid = new.kid().to_owned();
+                    set.keys.push(new);
+                    Replacement::New { kid }
+                }
+            })
+        } else {
+            None
+        };
+        Ok(Revoked {
+            keys: set,
+            was,
+            replaced_by,
+        })
     }
 }
 

@@ -21,7 +21,9 @@ use tokio::task::JoinHandle;
 use warrant_token::{KeyError, SigningKey};
 
 use crate::KeySet;
-use crate::lifecycle::{KeySchedule, KeyState, ManagedKeySet, PolicyError, RotationPolicy};
+use crate::lifecycle::{
+    KeySchedule, KeyState, ManagedKeySet, PolicyError, Revocation, RotationPolicy,
+};
 use crate::metrics::KeyMetrics;
 use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion};
 
@@ -456,7 +458,7 @@ impl<S: KeyStore> KeyManager<S> {
     /// Logs every key's transitions since the last look and records metrics.
     fn observe(&mut self, now: Timestamp) {
         let schedule = self.keys.schedule(now);
-        log_transitions(&self.seen, &schedule, now);
+        log_transitions(&self.seen, &schedule, self.keys.revocations(), now);
         self.seen = schedule
             .iter()
             .map(|k| (k.kid.clone(), k.clone()))
@@ -500,7 +502,12 @@ async fn rotate(
         .map_err(ManagerError::Key)
 }
 
-fn log_transitions(before: &HashMap<String, KeySchedule>, after: &[KeySchedule], now: Timestamp) {
+fn log_transitions(
+    before: &HashMap<String, KeySchedule>,
+    after: &[KeySchedule],
+    revoked: &[Revocation],
+    now: Timestamp,
+) {
     for key in after {
         let previous = before.get(&key.kid).map(|k| k.state);
         if previous == Some(key.state) {
@@ -530,7 +537,12 @@ fn log_transitions(before: &HashMap<String, KeySchedule>, after: &[KeySchedule],
         if after.iter().any(|k| &k.kid == kid) {
             continue;
         }
-        if key.remove_at.is_some_and(|t| t <= now) {
+        if let Some(revocation) = revoked.iter().find(|r| &r.kid == kid) {
+            tracing::error!(
+                kid = %kid, state = %key.state, revoked_at = %revocation.revoked_at,
+                "KEY REVOKED: removed from the published keys; every token it signed is refused from now on"
+            );
+        } else if key.remove_at.is_some_and(|t| t <= now) {
             if key.state != KeyState::Removed {
                 tracing::info!(
                     kid = %kid,

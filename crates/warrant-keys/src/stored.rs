@@ -19,18 +19,26 @@
 //!       "activateAt": "2026-07-01T00:00:00Z",
 //!       "maxTokenSeconds": 86400
 //!     }
+//!   ],
+//!   "revoked": [
+//!     {
+//!       "kid": "Vq3f2QmZ8hX1yTnJ0bL4cRkE7sWdPaGuIoYv9zMxN6A",
+//!       "revokedAt": "2026-07-03T12:00:00Z",
+//!       "forgetAt": "2026-07-04T12:01:00Z"
+//!     }
 //!   ]
 //! }
 //! ```
 //!
-//! Only what cannot be derived is stored; states, retirement and removal times follow from the
+//! `revoked` (absent when empty) names keys an operator revoked, until their tokens have all
+//! expired; their files are gone. Only what cannot be derived is stored; states, retirement and removal times follow from the
 //! records (see [`crate::ManagedKeySet`]). `generation` counts writes.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use warrant_token::{KeyError, PrivateKeyPem, signing_key_from_pem};
 
-use crate::lifecycle::{ManagedKey, ManagedKeySet};
+use crate::lifecycle::{ManagedKey, ManagedKeySet, Revocation};
 use crate::store::StoreError;
 
 /// The name of the index.
@@ -51,6 +59,16 @@ struct Index {
     kind: String,
     generation: u64,
     keys: Vec<IndexEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    revoked: Vec<RevokedEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RevokedEntry {
+    kid: String,
+    revoked_at: Timestamp,
+    forget_at: Timestamp,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -118,6 +136,15 @@ pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (S
         kind: KIND.into(),
         generation,
         keys: entries,
+        revoked: keys
+            .revocations()
+            .iter()
+            .map(|r| RevokedEntry {
+                kid: r.kid.clone(),
+                revoked_at: r.revoked_at,
+                forget_at: r.forget_at,
+            })
+            .collect(),
     };
     let mut index = serde_json::to_vec_pretty(&index)
         .map_err(|_| (String::new(), KeyError::Crypto("encode the key index")))?;
@@ -177,10 +204,21 @@ pub fn decode(
             entry.max_token_seconds,
         ));
     }
-    let set = ManagedKeySet::new(keys).map_err(|source| StoreError::Lifecycle {
-        store: store.to_owned(),
-        source,
-    })?;
+    let revoked = index
+        .revoked
+        .into_iter()
+        .map(|r| Revocation {
+            kid: r.kid,
+            revoked_at: r.revoked_at,
+            forget_at: r.forget_at,
+        })
+        .collect();
+    let set = ManagedKeySet::new(keys)
+        .and_then(|set| set.with_revocations(revoked))
+        .map_err(|source| StoreError::Lifecycle {
+            store: store.to_owned(),
+            source,
+        })?;
     Ok((set, index.generation))
 }
 
@@ -306,6 +344,44 @@ mod tests {
         assert_eq!(
             decode_files(&wrong_kind).unwrap_err().to_string(),
             "test store: keys.json is a v1/Secret, not a warrant.dev/v1alpha1/KeySet"
+        );
+    }
+
+    #[test]
+    fn revocations_are_kept_and_a_revoked_key_cannot_come_back() {
+        let p = crate::test_support::policy();
+        let key = SigningKey::generate(KeyType::P256).unwrap();
+        let set = ManagedKeySet::first(key.clone(), at(1_800_000_000), 3600);
+        let revoked = set
+            .revoke(key.kid(), &p, at(1_800_000_100), SigningKey::generate)
+            .unwrap()
+            .keys;
+        let encoded = files(&encode(&revoked, 2).unwrap());
+        let index = String::from_utf8(encoded[INDEX_FILE].clone()).unwrap();
+        assert!(
+            index.contains(r#""revokedAt": "2027-01-15T08:01:40Z""#),
+            "{index}"
+        );
+        // The revoked key's file is not written.
+        assert!(!encoded.contains_key(&key_file_name(key.kid())));
+        let (decoded, _) = decode_files(&encoded).unwrap();
+        assert_eq!(decoded.revocations(), revoked.revocations());
+
+        // An index that lists a key and revokes it too is refused, not half-believed.
+        let mut both = files(&encode(&set, 3).unwrap());
+        let listed = String::from_utf8(both[INDEX_FILE].clone()).unwrap();
+        let tampered = listed.trim_end().trim_end_matches('}').to_owned()
+            + &format!(
+                r#","revoked":[{{"kid":"{}","revokedAt":"2027-01-15T08:01:40Z","forgetAt":"2027-01-15T09:02:40Z"}}]}}"#,
+                key.kid()
+            );
+        both.insert(INDEX_FILE.into(), tampered.into_bytes());
+        assert_eq!(
+            decode_files(&both).unwrap_err().to_string(),
+            format!(
+                "test store: key {} is both in the set and revoked",
+                key.kid()
+            )
         );
     }
 }

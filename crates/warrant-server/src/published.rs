@@ -66,7 +66,8 @@ impl Published {
             settings.issuers.clone(),
             settings.api_audiences.clone(),
             keys.verifying().to_vec(),
-        );
+        )
+        .with_revoked(keys.revoked().to_vec());
         let jwks = Bytes::from(render_jwks(keys.verifying()));
         let jwks_etag = etag(&jwks);
         let issuer = settings

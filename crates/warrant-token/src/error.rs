@@ -54,6 +54,10 @@ pub enum TokenError {
     /// The token names a `kid` that none of our keys has, or we have no keys.
     #[error("invalid signature, no keys found")]
     NoKeysFound,
+    /// The token names the `kid` of a key an operator revoked (`warrant keys revoke`). Not a
+    /// kube-apiserver message: kube has no revocation, and would say "no keys found".
+    #[error("invalid signature: the key that signed this token ({0}) has been revoked")]
+    Revoked(String),
     /// No candidate key verified the signature (or the algorithm was not acceptable).
     #[error("go-jose/go-jose: error in cryptographic primitive")]
     Signature,

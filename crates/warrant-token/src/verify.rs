@@ -60,6 +60,8 @@ pub struct Verifier {
     issuers: Arc<[String]>,
     api_audiences: Arc<[String]>,
     keys: Arc<[VerifyingKey]>,
+    /// The kids of revoked keys, named in the error for their tokens.
+    revoked: Arc<[String]>,
 }
 
 /// A token whose signature, issuer, audience and times are valid.
@@ -112,7 +114,16 @@ impl Verifier {
             issuers: issuers.into(),
             api_audiences: api_audiences.into(),
             keys: keys.into(),
+            revoked: Arc::new([]),
         }
+    }
+
+    /// The same verifier, naming `revoked` kids in the error for tokens that carry one
+    /// ([`TokenError::Revoked`] instead of [`TokenError::NoKeysFound`]). A revoked key is not
+    /// among the keys, so its tokens fail either way; this says why.
+    pub fn with_revoked(mut self, revoked: Vec<String>) -> Self {
+        self.revoked = revoked.into();
+        self
     }
 
     /// The accepted issuers; the first is the one new tokens carry.
@@ -181,6 +192,9 @@ impl Verifier {
             .filter(|k| kid.is_empty() || k.kid() == kid)
             .peekable();
         if candidates.peek().is_none() {
+            if !kid.is_empty() && self.revoked.iter().any(|r| r == kid) {
+                return Err(TokenError::Revoked(kid.to_owned()));
+            }
             return Err(TokenError::NoKeysFound);
         }
 

@@ -60,6 +60,11 @@ pub(crate) enum KeysCommand {
     /// once --key-publish-ahead has passed (a next key that exists already is brought forward
     /// to its earliest safe time). A running server picks the change up by itself.
     Rotate(KeysRotateArgs),
+    /// Revoke a key at once, for a key that leaked: it leaves the JWKS, every server reading
+    /// the store refuses its tokens as soon as it sees the change, and if it was signing, a key
+    /// signs in its place now (the next key if one is published, else a new one). Relying
+    /// parties that cached the JWKS keep trusting it until they refetch (docs/keys.md).
+    Revoke(KeysRevokeArgs),
 }
 
 /// `warrant discovery …`.
@@ -267,7 +272,23 @@ pub(crate) struct KeysRotateArgs {
     pub(crate) output: ListFormat,
 }
 
-/// How `keys list` and `keys rotate` print.
+/// `warrant keys revoke`.
+#[derive(Debug, Args)]
+pub(crate) struct KeysRevokeArgs {
+    /// The key ID to revoke, as `warrant keys list` shows it.
+    #[arg(value_name = "KID")]
+    pub(crate) kid: String,
+    /// Where the keys are.
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    #[command(flatten)]
+    pub(crate) rotation: RotationArgs,
+    /// Output format of the resulting schedule.
+    #[arg(long, short, value_enum, default_value_t = ListFormat::Text)]
+    pub(crate) output: ListFormat,
+}
+
+/// How `keys list`, `keys rotate` and `keys revoke` print.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum ListFormat {
     /// A table.

@@ -1,4 +1,4 @@
-//! `warrant keys generate|list|rotate`: an operator's commands on a key directory or a key
+//! `warrant keys generate|list|rotate|revoke`: an operator's commands on a key directory or a key
 //! Secret. They use the same store and lifecycle as `serve`, so they are safe beside running
 //! servers (writes are atomic and checked against the version read) and the servers pick up
 //! their changes.
@@ -8,17 +8,21 @@ use std::io::Write as _;
 
 use jiff::Timestamp;
 use serde_json::json;
-use warrant_keys::{KeySchedule, KeyStore as _, ManagedKeySet, RotationPolicy, StoreError, Stored};
+use warrant_keys::{
+    KeySchedule, KeyStore as _, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored,
+};
 use warrant_server::{Clock, validate_max_expiration};
 use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
 
-use crate::cli::{KeysCommand, KeysGenerateArgs, KeysListArgs, KeysRotateArgs, ListFormat};
+use crate::cli::{
+    KeysCommand, KeysGenerateArgs, KeysListArgs, KeysRevokeArgs, KeysRotateArgs, ListFormat,
+};
 use crate::keys::{
     MANAGED_DEFAULT_MAX_TOKEN_SECONDS, Store, current_algorithm, key_type, policy,
     recorded_max_token_seconds,
 };
 
-/// How many times `rotate` recomputes after losing a write to another writer.
+/// How many times `rotate` and `revoke` recompute after losing a write to another writer.
 const ATTEMPTS: usize = 5;
 
 /// Runs a `warrant keys` command.
@@ -28,6 +32,7 @@ pub(crate) async fn run(command: KeysCommand) -> Result<(), Box<dyn Error>> {
         KeysCommand::Generate(args) => generate(&args, now).await,
         KeysCommand::List(args) => list(&args, now).await,
         KeysCommand::Rotate(args) => rotate(&args, now).await,
+        KeysCommand::Revoke(args) => revoke(&args, now).await,
     }
 }
 
@@ -141,6 +146,54 @@ async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Err
     .into())
 }
 
+async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
+    let store = Store::from_args(&args.store, "warrant keys revoke").await?;
+    for _ in 0..ATTEMPTS {
+        let stored = load(&store).await?;
+        let policy = policy(
+            &args.rotation,
+            current_algorithm(&stored.keys, now),
+            recorded_max_token_seconds(&stored.keys, now),
+        );
+        policy.validate()?;
+        let revoked = stored
+            .keys
+            .revoke(&args.kid, &policy, now, SigningKey::generate)?;
+        match store.save(&revoked.keys, Some(&stored.version)).await {
+            Ok(_) => {
+                tracing::error!(
+                    kid = %args.kid,
+                    was = %revoked.was,
+                    store = %store.describe(),
+                    "KEY REVOKED: it is out of the published keys, and every server reading this store refuses its tokens as soon as it sees the change"
+                );
+                match &revoked.replaced_by {
+                    Some(Replacement::BroughtForward { kid, published_at }) => tracing::warn!(
+                        %kid, %published_at,
+                        "the next key signs from now on, without waiting for publish-ahead: a relying party that has not fetched the JWKS since it was published refuses its tokens until it does"
+                    ),
+                    Some(Replacement::New { kid }) => tracing::warn!(
+                        %kid,
+                        "a new key signs from now on, without waiting for publish-ahead: a relying party refuses its tokens until it fetches the JWKS again"
+                    ),
+                    None => {}
+                }
+                tracing::warn!(
+                    "relying parties that cached the JWKS trust the revoked key until they fetch it again (at most the documents' max-age, an hour); see docs/keys.md"
+                );
+                return print(args.output, &revoked.keys, Some(&policy), now);
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(format!(
+        "{}: another writer kept changing the keys; try again",
+        store.describe()
+    )
+    .into())
+}
+
 fn time(t: Option<Timestamp>) -> String {
     t.map_or_else(|| "-".to_owned(), |t| t.to_string())
 }
@@ -179,6 +232,11 @@ fn print(
                     "activateAt": s.activate_at.to_string(),
                 })),
                 "nextChange": next_change.map(|t| t.to_string()),
+                "revoked": keys.revocations().iter().map(|r| json!({
+                    "kid": r.kid,
+                    "revokedAt": r.revoked_at.to_string(),
+                    "forgetAt": r.forget_at.to_string(),
+                })).collect::<Vec<_>>(),
             });
             writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
         }
@@ -223,6 +281,13 @@ fn print(
                     "\n~ planned: the next key is created at {} and signs from {}.",
                     s.create_at.max(now),
                     s.activate_at
+                )?;
+            }
+            for r in keys.revocations() {
+                writeln!(
+                    out,
+                    "\nREVOKED {} at {}: its tokens are refused (remembered until {}, when the last of them has expired).",
+                    r.kid, r.revoked_at, r.forget_at
                 )?;
             }
         }

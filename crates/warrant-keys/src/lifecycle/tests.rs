@@ -492,3 +492,156 @@ fn policies_that_cannot_keep_their_promises_are_refused() {
     // Default policy with day-long tokens: next, active and one retired key.
     assert_eq!(policy().most_published_keys(), 3);
 }
+
+fn kids(set: &ManagedKeySet) -> Vec<String> {
+    set.keys().iter().map(|k| k.kid().to_owned()).collect()
+}
+
+#[test]
+fn revoking_the_signing_key_brings_the_next_one_forward_and_refuses_its_tokens() {
+    let p = policy();
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    let with_next = rotated(&first, &p, T0 + 6 * DAY);
+    let (a, b) = (with_next.keys()[0].clone(), with_next.keys()[1].clone());
+    assert_eq!(
+        states(&with_next, T0 + 6 * DAY),
+        [KeyState::Active, KeyState::Next]
+    );
+    let leaked_token = token(a.key(), T0 + 6 * DAY, DAY);
+
+    let now = T0 + 6 * DAY + HOUR;
+    let revoked = with_next.revoke(a.kid(), &p, at(now), generate).unwrap();
+    assert_eq!(revoked.was, KeyState::Active);
+    assert_eq!(
+        revoked.replaced_by,
+        Some(Replacement::BroughtForward {
+            kid: b.kid().to_owned(),
+            published_at: at(T0 + 6 * DAY),
+        })
+    );
+    assert_eq!(kids(&revoked.keys), [b.kid()]);
+    assert_eq!(states(&revoked.keys, now), [KeyState::Active]);
+    assert_eq!(
+        revoked.keys.revocations(),
+        [Revocation {
+            kid: a.kid().to_owned(),
+            revoked_at: at(now),
+            forget_at: at(now + DAY + REMOVAL_LEEWAY_SECONDS),
+        }]
+    );
+
+    // The keys in force: B signs at once, A is neither published nor accepted, by name.
+    let keys = revoked.keys.key_set_at(at(now), &p).unwrap();
+    assert_eq!(keys.signing_at(at(now)).kid(), b.kid());
+    assert!(keys.verifying().iter().all(|k| k.kid() != a.kid()));
+    assert_eq!(keys.revoked(), [a.kid().to_owned()]);
+    let v = verifier(&keys).with_revoked(keys.revoked().to_vec());
+    assert_eq!(
+        verify(&v, &leaked_token, now),
+        Err(TokenError::Revoked(a.kid().to_owned()))
+    );
+    assert_eq!(verify(&v, &token(b.key(), now, DAY), now), Ok(()));
+
+    // The next rotation is due a period after B activated, and the record of A stays until
+    // its last token has expired; then rotation forgets it.
+    let successor = revoked.keys.successor(&p, at(now)).unwrap();
+    assert_eq!(successor.activate_at, at(now + 7 * DAY));
+    let forget = now + DAY + REMOVAL_LEEWAY_SECONDS;
+    assert_eq!(revoked.keys.next_transition(at(now)), Some(at(forget)));
+    assert!(
+        revoked
+            .keys
+            .rotate(&p, at(forget - 1), generate)
+            .unwrap()
+            .is_none()
+    );
+    let forgotten = revoked
+        .keys
+        .rotate(&p, at(forget), generate)
+        .unwrap()
+        .unwrap();
+    assert!(forgotten.revocations().is_empty());
+    assert!(
+        forgotten
+            .key_set_at(at(forget), &p)
+            .unwrap()
+            .revoked()
+            .is_empty()
+    );
+}
+
+#[test]
+fn revoking_the_only_key_signs_with_a_new_one_at_once() {
+    let p = policy();
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    let a = first.keys()[0].kid().to_owned();
+    let revoked = first.revoke(&a, &p, at(T0 + DAY), generate).unwrap();
+    let Some(Replacement::New { kid }) = &revoked.replaced_by else {
+        panic!("{:?}", revoked.replaced_by);
+    };
+    assert_ne!(kid, &a);
+    assert_eq!(kids(&revoked.keys), std::slice::from_ref(kid));
+    let new = &revoked.keys.keys()[0];
+    assert_eq!(
+        (new.published_at(), new.activate_at()),
+        (at(T0 + DAY), at(T0 + DAY))
+    );
+    let keys = revoked.keys.key_set_at(at(T0 + DAY), &p).unwrap();
+    assert_eq!(keys.signing_at(at(T0 + DAY)).kid(), kid);
+
+    // Twice is an error that says when; an unknown kid too.
+    let again = revoked.keys.revoke(&a, &p, at(T0 + DAY + 5), generate);
+    assert_eq!(
+        again.unwrap_err().to_string(),
+        format!("key {a} was revoked already, at 2027-01-16T08:00:00Z")
+    );
+    assert_eq!(
+        first
+            .revoke("nope", &p, at(T0), generate)
+            .unwrap_err()
+            .to_string(),
+        "there is no key nope: `warrant keys list` shows the keys"
+    );
+}
+
+#[test]
+fn revoking_a_next_or_retired_key_leaves_the_signing_key_alone() {
+    let p = policy();
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    let with_next = rotated(&first, &p, T0 + 6 * DAY);
+    let (a, b) = (with_next.keys()[0].clone(), with_next.keys()[1].clone());
+
+    // The next key: gone; A signs on, and rotation publishes a new successor at once (it is
+    // overdue), which activates publish-ahead later.
+    let now = T0 + 6 * DAY + HOUR;
+    let revoked = with_next.revoke(b.kid(), &p, at(now), generate).unwrap();
+    assert_eq!((revoked.was, revoked.replaced_by), (KeyState::Next, None));
+    assert_eq!(kids(&revoked.keys), [a.kid()]);
+    let refilled = rotated(&revoked.keys, &p, now);
+    assert_eq!(refilled.keys().len(), 2);
+    assert_eq!(refilled.keys()[1].activate_at(), at(now + DAY));
+    assert_eq!(refilled.revocations().len(), 1, "rotation keeps the record");
+
+    // A retired key: gone; B signs on.
+    let later = T0 + 7 * DAY + HOUR;
+    let retired = rotated(&with_next, &p, later);
+    assert_eq!(
+        states(&retired, later),
+        [KeyState::Retired, KeyState::Active]
+    );
+    let revoked = retired.revoke(a.kid(), &p, at(later), generate).unwrap();
+    assert_eq!(
+        (revoked.was, revoked.replaced_by),
+        (KeyState::Retired, None)
+    );
+    assert_eq!(kids(&revoked.keys), [b.kid()]);
+    assert_eq!(
+        revoked
+            .keys
+            .key_set_at(at(later), &p)
+            .unwrap()
+            .signing_at(at(later))
+            .kid(),
+        b.kid()
+    );
+}

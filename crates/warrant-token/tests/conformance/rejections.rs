@@ -127,6 +127,27 @@ fn kid_selects_keys() {
     );
 }
 
+#[test]
+fn a_revoked_keys_tokens_are_refused_by_name() {
+    let token = rsa().sign(&support::claims()).unwrap();
+    let revoked = verifier(&[key(KeyType::P384)]).with_revoked(vec![rsa().kid().to_owned()]);
+    let refused = revoked.verify(&token, &[], now()).map(|_| ());
+    assert_eq!(refused, Err(TokenError::Revoked(rsa().kid().to_owned())));
+    assert_eq!(
+        refused.unwrap_err().to_string(),
+        format!(
+            "invalid signature: the key that signed this token ({}) has been revoked",
+            rsa().kid()
+        )
+    );
+    // Another unknown kid is still only unknown.
+    let other = key(KeyType::P256).sign(&support::claims()).unwrap();
+    assert_eq!(
+        revoked.verify(&other, &[], now()).map(|_| ()),
+        Err(TokenError::NoKeysFound)
+    );
+}
+
 /// Signs an arbitrary signing input (any header) with the RSA test key's private half.
 fn resign(input: &str) -> String {
     use aws_lc_rs::rand::SystemRandom;
