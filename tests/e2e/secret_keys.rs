@@ -25,7 +25,9 @@ async fn cluster() -> Fixture {
     cluster
 }
 
-/// The key flags of a replica: the Secret on `cluster`, a short Lease so hand-overs are quick.
+/// The key flags of a replica: the Secret on `cluster`, and a Lease short enough that a
+/// hand-over after a replica dies takes seconds, yet renewed 3 s before it expires, so that no
+/// scheduling delay on a loaded machine lets it lapse while its holder runs.
 fn secret_keys(cluster: &Fixture) -> impl FnOnce(&Path) -> Vec<OsString> + '_ {
     move |dir| {
         let kubeconfig = dir.join("cluster.kubeconfig");
@@ -36,7 +38,7 @@ fn secret_keys(cluster: &Fixture) -> impl FnOnce(&Path) -> Vec<OsString> + '_ {
             "--key-secret".into(),
             SECRET.into(),
             "--key-lease-duration".into(),
-            "2s".into(),
+            "9s".into(),
         ]
     }
 }

@@ -109,14 +109,22 @@ async fn until_leading(what: &str, leadership: &Leadership, leading: bool) {
         .unwrap();
 }
 
+/// The Lease of the tests that assert who leads throughout: long enough (renewed 20 s before
+/// it expires) that no delay on a loaded machine lets it lapse and change hands mid-test. A test
+/// that hands the Lease over does it explicitly, with [`HANDOVER_LEASE_SECONDS`].
 fn lease(identity: &str) -> LeaseConfig {
     LeaseConfig {
         namespace: NS.into(),
         name: format!("{NAME}-leader"),
         identity: identity.into(),
-        duration_seconds: 3,
+        duration_seconds: 60,
     }
 }
+
+/// The Lease of the hand-over test: short, because a holder learns it lost the Lease at its
+/// next renewal (6 s in), yet renewed 3 s before it expires, a margin no scheduling delay of
+/// the test machine comes near.
+const HANDOVER_LEASE_SECONDS: u64 = 9;
 
 /// One replica: its election, its manager's task, and what it published.
 struct Replica {
@@ -128,11 +136,18 @@ struct Replica {
 }
 
 impl Replica {
+    /// A replica on the long Lease (see [`lease`]).
     async fn start(fixture: &Fixture, identity: &str, clock: &TestClock) -> Replica {
+        Self::start_with(fixture, lease(identity), clock).await
+    }
+
+    async fn start_with(fixture: &Fixture, lease: LeaseConfig, clock: &TestClock) -> Replica {
+        let identity = lease.identity.clone();
+        let identity = identity.as_str();
         let metrics = KeyMetrics::new();
         let mut registry = Registry::default();
         metrics.register(&mut registry);
-        let leadership = Leadership::start(client(fixture), &lease(identity), metrics.clone())
+        let leadership = Leadership::start(client(fixture), &lease, metrics.clone())
             .await
             .unwrap();
         let manager = within(
@@ -478,8 +493,12 @@ async fn a_conflicting_write_is_retried_from_a_fresh_read_without_losing_a_key()
 async fn losing_the_lease_stops_rotation_and_the_new_leader_takes_over() {
     let fixture = fixture().await;
     let clock = TestClock::new();
-    let mut a = Replica::start(&fixture, "replica-a", &clock).await;
-    let mut b = Replica::start(&fixture, "replica-b", &clock).await;
+    let handover = |identity: &str| LeaseConfig {
+        duration_seconds: HANDOVER_LEASE_SECONDS,
+        ..lease(identity)
+    };
+    let mut a = Replica::start_with(&fixture, handover("replica-a"), &clock).await;
+    let mut b = Replica::start_with(&fixture, handover("replica-b"), &clock).await;
     let first = a.next("A publishes").await;
     b.next("B publishes").await;
 
@@ -582,6 +601,7 @@ fn the_renewal_comes_a_third_of_the_lease_before_it_expires() {
     assert_eq!(config(2).renew_before_seconds(), 1);
     assert_eq!(config(3).renew_before_seconds(), 1);
     assert_eq!(config(60).renew_before_seconds(), 20);
+    assert_eq!(config(HANDOVER_LEASE_SECONDS).renew_before_seconds(), 3);
 }
 
 #[tokio::test]
