@@ -412,13 +412,8 @@ async fn run_watch(
     params: WatchParams,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
-    *cluster.lock().watchers.entry(info.plural).or_default() += 1;
-    let _guard = WatcherGuard {
-        cluster: cluster.clone(),
-        plural: info.plural,
-    };
-    cluster.notify();
-
+    // Subscribed before the watch is counted: a test that sends a bookmark (or cuts watches)
+    // once it sees the watch open must reach this watch, not fall between the two.
     let signals = cluster.signals.clone();
     let mut revisions = signals.revision.subscribe();
     let mut bookmarks = signals.bookmarks.subscribe();
@@ -427,6 +422,13 @@ async fn run_watch(
     let mut stalled = signals.stalled.subscribe();
     bookmarks.mark_unchanged();
     drops.mark_unchanged();
+
+    *cluster.lock().watchers.entry(info.plural).or_default() += 1;
+    let _guard = WatcherGuard {
+        cluster: cluster.clone(),
+        plural: info.plural,
+    };
+    cluster.notify();
     let deadline = tokio::time::sleep(Duration::from_secs(params.timeout.unwrap_or(1800)));
     tokio::pin!(deadline);
 
