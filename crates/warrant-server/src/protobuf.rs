@@ -229,6 +229,79 @@ mod tests {
         );
     }
 
+    /// Bodies kubectl v1.32 sent (tests/vectors/kubectl-v1.32/README.md says how).
+    fn kubectl(name: &str) -> wire::TokenRequest {
+        let path = format!(
+            "{}/tests/vectors/kubectl-v1.32/tokenrequest-{name}.pb",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let bytes = std::fs::read(&path).unwrap();
+        wire::TokenRequest::from_protobuf(&bytes).unwrap()
+    }
+
+    #[test]
+    fn decodes_what_kubectl_sends() {
+        let bound = |request: &wire::TokenRequest| {
+            request.spec.bound_object_ref.as_ref().map(|b| {
+                (
+                    b.kind.clone(),
+                    b.api_version.clone(),
+                    b.name.clone(),
+                    b.uid.clone(),
+                )
+            })
+        };
+        let plain = kubectl("plain");
+        assert_eq!(plain.kind.as_deref(), Some("TokenRequest"));
+        assert_eq!(
+            plain.api_version.as_deref(),
+            Some("authentication.k8s.io/v1")
+        );
+        assert!(
+            plain
+                .spec
+                .audiences
+                .as_deref()
+                .unwrap_or_default()
+                .is_empty()
+        );
+        assert_eq!(plain.spec.expiration_seconds, None);
+        assert_eq!(bound(&plain), None);
+
+        let pod = kubectl("pod-bound");
+        assert_eq!(
+            pod.spec.audiences.clone().unwrap(),
+            ["vault", "https://kubernetes.default.svc"]
+        );
+        assert_eq!(pod.spec.expiration_seconds, Some(600));
+        assert_eq!(
+            bound(&pod),
+            Some((
+                "Pod".into(),
+                "v1".into(),
+                "app-0".into(),
+                "22222222-2222-2222-2222-222222222222".into()
+            ))
+        );
+
+        let secret = kubectl("secret-bound");
+        assert_eq!(
+            bound(&secret),
+            Some((
+                "Secret".into(),
+                "v1".into(),
+                "app-token".into(),
+                String::new()
+            ))
+        );
+        let node = kubectl("node-bound");
+        assert_eq!(node.spec.expiration_seconds, Some(3600));
+        assert_eq!(
+            bound(&node),
+            Some(("Node".into(), "v1".into(), "node-1".into(), String::new()))
+        );
+    }
+
     #[test]
     fn refuses_what_is_not_protobuf() {
         for body in [&b""[..], b"{}", b"k8s\x00\xff\xff\xff", b"k8s"] {

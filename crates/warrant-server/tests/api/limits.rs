@@ -86,6 +86,45 @@ async fn yaml_and_protobuf_are_accepted_and_other_types_are_415() {
     assert_eq!(r.json["reason"], "UnsupportedMediaType");
 }
 
+/// The bodies kubectl itself sent (tests/vectors/kubectl-v1.32) issue the tokens they ask for.
+#[tokio::test]
+async fn token_requests_as_kubectl_sends_them_are_served() {
+    let api = api();
+    let vector = |name: &str| {
+        std::fs::read(format!(
+            "{}/tests/vectors/kubectl-v1.32/tokenrequest-{name}.pb",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let issue = |name: &'static str| {
+        let api = &api;
+        let body = vector(name);
+        async move {
+            let r = api
+                .send(post(
+                    TOKEN_PATH,
+                    "application/vnd.kubernetes.protobuf",
+                    body,
+                ))
+                .await;
+            assert_eq!(r.code, StatusCode::CREATED, "{name}: {}", r.text);
+            claims(r.json["status"]["token"].as_str().unwrap())
+        }
+    };
+    let pod = issue("pod-bound").await;
+    assert_eq!(pod.aud, ["vault", "https://kubernetes.default.svc"]);
+    assert_eq!(pod.exp.unwrap() - pod.iat.unwrap(), 600);
+    assert_eq!(pod.kubernetes.pod.unwrap().uid, POD_UID);
+    let secret = issue("secret-bound").await;
+    assert_eq!(secret.kubernetes.secret.unwrap().uid, SECRET_UID);
+    let node = issue("node-bound").await;
+    assert_eq!(node.kubernetes.node.unwrap().uid, NODE_UID);
+    assert_eq!(node.exp.unwrap() - node.iat.unwrap(), 3600);
+    let plain = issue("plain").await;
+    assert_eq!(plain.aud, [ISSUER]);
+}
+
 #[tokio::test]
 async fn wrong_method_and_unknown_path() {
     let api = api();
