@@ -61,6 +61,7 @@ pub use delegation::{
     Backoff, DEFAULT_MAX_IN_FLIGHT, DelegationError, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES,
 };
 pub use error::ApiError;
+pub use loglimit::{LOGGED_ITEM_CHARS, bounded, bounded_list};
 pub use metrics::ReviewResult;
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
 pub use settings::{

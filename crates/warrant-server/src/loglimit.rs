@@ -63,7 +63,7 @@ impl SharedThrottle {
 }
 
 /// `text` cut to `max` characters for a log line.
-pub(crate) fn bounded(text: &str, max: usize) -> String {
+pub fn bounded(text: &str, max: usize) -> String {
     let mut cut: String = text.chars().take(max).collect();
     if cut.len() < text.len() {
         cut.push('…');
@@ -74,11 +74,11 @@ pub(crate) fn bounded(text: &str, max: usize) -> String {
 /// How many items of a client's list a log line shows.
 pub(crate) const LOGGED_ITEMS: usize = 5;
 /// How many characters of one item a log line shows.
-pub(crate) const LOGGED_ITEM_CHARS: usize = 128;
+pub const LOGGED_ITEM_CHARS: usize = 128;
 
 /// `items` for a log line: the first [`LOGGED_ITEMS`], each cut to [`LOGGED_ITEM_CHARS`]
 /// characters, and how many more there were.
-pub(crate) fn bounded_list(items: &[String]) -> String {
+pub fn bounded_list(items: &[String]) -> String {
     let shown: Vec<String> = items
         .iter()
         .take(LOGGED_ITEMS)

@@ -1,8 +1,10 @@
 //! Everything a request handler needs, shared by all of them.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
+use jiff::Timestamp;
 use prometheus_client::registry::Registry;
 use warrant_keys::KeySet;
 use warrant_objects::Objects;
@@ -30,6 +32,8 @@ struct Inner {
     registry: Registry,
     clock: Clock,
     reports: Mutex<Vec<(&'static str, Report)>>,
+    /// When the published keys last changed (in whole seconds since the epoch).
+    keys_changed_at: AtomicI64,
 }
 
 /// A line of `/readyz?verbose` that a component computes when asked (see
@@ -70,6 +74,7 @@ impl AppState {
         authenticator.register_metrics(&mut registry);
         authorizer.register_metrics(&mut registry);
         let published = ArcSwap::from_pointee(Published::new(&settings, keys));
+        let keys_changed_at = AtomicI64::new(clock.now().as_second());
         AppState {
             inner: Arc::new(Inner {
                 settings,
@@ -81,6 +86,7 @@ impl AppState {
                 registry,
                 clock,
                 reports: Mutex::new(Vec::new()),
+                keys_changed_at,
             }),
         }
     }
@@ -98,9 +104,21 @@ impl AppState {
 
     /// Replaces the keys; documents are re-rendered once, here.
     pub fn set_keys(&self, keys: KeySet) {
+        if !self.published().keys().same_keys(&keys) {
+            self.inner
+                .keys_changed_at
+                .store(self.inner.clock.now().as_second(), Ordering::Relaxed);
+        }
         self.inner
             .published
             .store(Arc::new(Published::new(&self.inner.settings, keys)));
+    }
+
+    /// When the published keys last changed (or the server started): what an external signer
+    /// reports as the time its key data was taken.
+    pub fn keys_changed_at(&self) -> Timestamp {
+        Timestamp::from_second(self.inner.keys_changed_at.load(Ordering::Relaxed))
+            .unwrap_or(Timestamp::UNIX_EPOCH)
     }
 
     /// The objects tokens bind to.

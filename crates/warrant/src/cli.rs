@@ -422,6 +422,25 @@ pub(crate) struct ServeArgs {
     /// Front proxy, delegation and authorization (docs/security.md).
     #[command(flatten)]
     pub(crate) auth: crate::auth::AuthArgs,
+    /// Serve kube-apiserver's external JWT signer (KEP-740) on this Unix socket: give
+    /// kube-apiserver the same path as its --service-account-signing-endpoint, and the same
+    /// --service-account-issuer. Owner-only (0600) unless --signing-endpoint-group. See
+    /// docs/external-signer.md.
+    #[arg(
+        long = "service-account-signing-endpoint",
+        visible_alias = "signing-endpoint",
+        value_name = "PATH",
+        help_heading = "External signer"
+    )]
+    pub(crate) signing_endpoint: Option<PathBuf>,
+    /// A group (name or number) whose members may use the signing socket too (mode 0660).
+    #[arg(
+        long = "signing-endpoint-group",
+        value_name = "GROUP",
+        requires = "signing_endpoint",
+        help_heading = "External signer"
+    )]
+    pub(crate) signing_endpoint_group: Option<String>,
 }
 
 /// `warrant local-setup`.

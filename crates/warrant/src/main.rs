@@ -14,6 +14,7 @@ mod local;
 mod logging;
 mod objects;
 mod serve;
+mod signer;
 mod verify;
 
 use std::process::ExitCode;

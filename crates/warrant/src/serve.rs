@@ -16,7 +16,7 @@ use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
 use crate::cli::ServeArgs;
 use crate::keys::{self, KeySource};
-use crate::{auth, objects};
+use crate::{auth, objects, signer};
 
 /// Runs the server, on `inherited` if the service manager passed a socket (see listen.rs).
 pub(crate) async fn run(
@@ -71,6 +71,7 @@ pub(crate) async fn run(
     let tls = server_config(&certificate, &auth.trust)?;
     let (source, _objects) =
         objects::open(&args, &mut registry, clock.clone(), clock.now()).await?;
+    let signer_metrics = signer::metrics(&args, &mut registry);
 
     let state = AppState::new(StateParts {
         settings,
@@ -82,6 +83,9 @@ pub(crate) async fn run(
         clock: clock.clone(),
     });
     let keys = keys.start(state.clone(), clock)?;
+    // Before the HTTPS listener and whatever the cluster's state: kube-apiserver needs the
+    // signer to start at all.
+    let signer = signer::start(&args, &state, signer_metrics)?;
     let published = state.published();
     if let Err(why) = published.discovery() {
         tracing::warn!(
@@ -123,6 +127,9 @@ pub(crate) async fn run(
         shutdown_signal(),
     )
     .await;
+    if let Some(signer) = signer {
+        signer.stop().await;
+    }
     keys.stop().await;
     tracing::info!("stopped");
     Ok(())

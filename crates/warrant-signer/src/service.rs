@@ -1,0 +1,250 @@
+//! The three RPCs of kube-apiserver's `ExternalJWTSigner`, answered from warrant's key set.
+//!
+//! - **Sign** gets the claims kube-apiserver encoded (base64url JSON, no padding) and returns a
+//!   header `{"alg","kid","typ":"JWT"}` and the signature over `header.claims`, the claims bytes
+//!   exactly as received: kube-apiserver assembles the token itself. Before signing it checks
+//!   the claims are warrant's to sign: at most [`MAX_CLAIMS_BYTES`], a JSON object, an `iss` of
+//!   warrant's, and an `exp` no later than the longest lifetime the keys are published for (plus
+//!   the leeway) from now. Anything else is `InvalidArgument`, saying why. It signs with the key
+//!   active now, which is always published.
+//! - **FetchKeys** lists every published key (next, active, retired, and extra verification
+//!   keys, all in warrant's JWKS too, so both JWKS agree), `data_timestamp` = when the key set
+//!   last changed, and a refresh hint equal to the documents' max-age: the time to the next
+//!   scheduled key change, between 60 s and an hour. So kube-apiserver learns of a key within a
+//!   minute of its publication, long before it signs (publish-ahead), and keeps a retired key
+//!   while warrant does.
+//! - **Metadata** gives the longest `exp - iat` warrant issues
+//!   ([`ExpirationPolicy::longest_token_seconds`](warrant_token::ExpirationPolicy::longest_token_seconds)),
+//!   which is also how long keys stay published after they stop signing: kube-apiserver then
+//!   never mints a token that outlives its key's publication.
+
+use std::future::Future;
+use tokio::time::Instant;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::{Request, Response, Status};
+use warrant_server::AppState;
+use warrant_token::{LEEWAY_SECONDS, MAX_TOKEN_BYTES};
+
+use crate::metrics::SignerMetrics;
+use crate::proto::external_jwt_signer_server::{ExternalJwtSigner, ExternalJwtSignerServer};
+use crate::proto::{
+    FetchKeysRequest, FetchKeysResponse, Key, MetadataRequest, MetadataResponse, SignJwtRequest,
+    SignJwtResponse,
+};
+
+/// The longest encoded claims signed: a token's whole length must stay within what warrant's
+/// TokenReview reads ([`MAX_TOKEN_BYTES`]), leaving room for the header and an RSA-4096
+/// signature.
+pub const MAX_CLAIMS_BYTES: usize = MAX_TOKEN_BYTES - 1024;
+
+/// The signer service, over the server's state (keys, issuers, lifetimes, clock).
+#[derive(Clone)]
+pub struct Signer {
+    state: AppState,
+    metrics: SignerMetrics,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signer").finish_non_exhaustive()
+    }
+}
+
+/// A refused Sign: the metric label and the message.
+struct Refusal(&'static str, String);
+
+impl Signer {
+    /// A signer answering from `state`, counting in `metrics` (register them before the state
+    /// takes the registry).
+    pub fn new(state: AppState, metrics: SignerMetrics) -> Self {
+        Signer { state, metrics }
+    }
+
+    /// The gRPC service, for a tonic server.
+    pub fn into_service(self) -> ExternalJwtSignerServer<Signer> {
+        // kube-apiserver's requests are small; a bound keeps a client from sending megabytes.
+        ExternalJwtSignerServer::new(self).max_decoding_message_size(64 * 1024)
+    }
+
+    fn sign_claims(&self, claims: &str) -> Result<(SignJwtResponse, serde_json::Value), Refusal> {
+        if claims.len() > MAX_CLAIMS_BYTES {
+            return Err(Refusal(
+                "oversized",
+                format!(
+                    "claims of {} bytes: more than the {MAX_CLAIMS_BYTES} a token of warrant's may carry",
+                    claims.len()
+                ),
+            ));
+        }
+        let json = URL_SAFE_NO_PAD.decode(claims).map_err(|_| {
+            Refusal(
+                "not_base64url",
+                "claims are not unpadded base64url (the JWT's second segment)".into(),
+            )
+        })?;
+        let parsed: serde_json::Value = serde_json::from_slice(&json)
+            .ok()
+            .filter(serde_json::Value::is_object)
+            .ok_or_else(|| {
+                Refusal(
+                    "not_json_object",
+                    "claims do not decode to a JSON object".into(),
+                )
+            })?;
+        let settings = self.state.settings();
+        match parsed.get("iss").and_then(serde_json::Value::as_str) {
+            Some(iss) if settings.issuers.iter().any(|i| i == iss) => {}
+            Some(iss) => {
+                return Err(Refusal(
+                    "wrong_issuer",
+                    format!(
+                        "iss {iss:?} is not an issuer of this signer ({}); --service-account-issuer must be the same for kube-apiserver and warrant",
+                        settings.issuers.join(", ")
+                    ),
+                ));
+            }
+            None => {
+                return Err(Refusal(
+                    "wrong_issuer",
+                    "claims have no iss (string)".into(),
+                ));
+            }
+        }
+        let Some(exp) = parsed.get("exp").and_then(serde_json::Value::as_i64) else {
+            return Err(Refusal(
+                "no_exp",
+                "claims have no exp (integer seconds): warrant signs no token that never expires"
+                    .into(),
+            ));
+        };
+        let now = self.state.clock().now().as_second();
+        let longest = settings.expiration.longest_token_seconds();
+        let latest = now.saturating_add(longest).saturating_add(LEEWAY_SECONDS);
+        if exp > latest {
+            return Err(Refusal(
+                "exp_beyond_max",
+                format!(
+                    "exp is {} s from now, beyond the {longest} s this signer's keys stay published for (its Metadata maximum)",
+                    exp.saturating_sub(now)
+                ),
+            ));
+        }
+        let published = self.state.published();
+        let key = published.keys().signing_at(self.state.clock().now());
+        let signed = key
+            .sign_detached(claims)
+            .map_err(|e| Refusal("sign_failed", format!("signing failed: {e}")))?;
+        Ok((
+            SignJwtResponse {
+                header: signed.header,
+                signature: signed.signature,
+            },
+            parsed,
+        ))
+    }
+}
+
+#[tonic::async_trait]
+impl ExternalJwtSigner for Signer {
+    async fn sign(
+        &self,
+        request: Request<SignJwtRequest>,
+    ) -> Result<Response<SignJwtResponse>, Status> {
+        let started = Instant::now();
+        let claims = request.into_inner().claims;
+        let result = self.sign_claims(&claims);
+        let elapsed = started.elapsed().as_secs_f64();
+        match result {
+            Ok((response, parsed)) => {
+                self.metrics.answered("Sign", "ok", elapsed);
+                let text = |name: &str| {
+                    parsed
+                        .get(name)
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let audiences: Vec<String> = match parsed.get("aud") {
+                    Some(serde_json::Value::Array(list)) => list
+                        .iter()
+                        .filter_map(|a| a.as_str().map(str::to_owned))
+                        .collect(),
+                    Some(serde_json::Value::String(one)) => vec![one.clone()],
+                    _ => Vec::new(),
+                };
+                tracing::info!(
+                    subject = %warrant_server::bounded(&text("sub"), warrant_server::LOGGED_ITEM_CHARS),
+                    audiences = %warrant_server::bounded_list(&audiences),
+                    credential_id = %format!("JTI={}", warrant_server::bounded(&text("jti"), warrant_server::LOGGED_ITEM_CHARS)),
+                    "signed a token for kube-apiserver"
+                );
+                Ok(Response::new(response))
+            }
+            Err(Refusal(reason, message)) => {
+                self.metrics.answered("Sign", reason, elapsed);
+                tracing::warn!(reason, %message, "refused to sign for kube-apiserver");
+                Err(Status::invalid_argument(message))
+            }
+        }
+    }
+
+    async fn fetch_keys(
+        &self,
+        _request: Request<FetchKeysRequest>,
+    ) -> Result<Response<FetchKeysResponse>, Status> {
+        let started = Instant::now();
+        let published = self.state.published();
+        let now = self.state.clock().now();
+        let keys = published
+            .keys()
+            .verifying()
+            .iter()
+            .map(|key| Key {
+                key_id: key.kid().to_owned(),
+                key: key.spki_der().to_vec(),
+                exclude_from_oidc_discovery: false,
+            })
+            .collect();
+        let changed = self.state.keys_changed_at();
+        let response = FetchKeysResponse {
+            keys,
+            data_timestamp: Some(prost_types::Timestamp {
+                seconds: changed.as_second(),
+                nanos: 0,
+            }),
+            refresh_hint_seconds: i64::from(published.max_age(now)),
+        };
+        self.metrics
+            .answered("FetchKeys", "ok", started.elapsed().as_secs_f64());
+        Ok(Response::new(response))
+    }
+
+    async fn metadata(
+        &self,
+        _request: Request<MetadataRequest>,
+    ) -> Result<Response<MetadataResponse>, Status> {
+        let started = Instant::now();
+        let response = MetadataResponse {
+            max_token_expiration_seconds: self.state.settings().expiration.longest_token_seconds(),
+        };
+        self.metrics
+            .answered("Metadata", "ok", started.elapsed().as_secs_f64());
+        Ok(Response::new(response))
+    }
+}
+
+/// Serves `signer` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: UnixListener,
+    signer: Signer,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    tonic::transport::Server::builder()
+        .add_service(signer.into_service())
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .await
+}

@@ -1,0 +1,175 @@
+//! Sign, FetchKeys and Metadata as kube-apiserver sees them, and the claims Sign refuses.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+use tonic::Code;
+use warrant_keys::KeySet;
+use warrant_signer::proto::{FetchKeysRequest, MetadataRequest, SignJwtRequest};
+use warrant_token::{ExpirationPolicy, KeyType, SigningKey, Verifier, VerifyingKey};
+
+use crate::support::*;
+
+fn decode_json(part: &str) -> Value {
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_signed_token_is_one_kube_apiserver_assembles_and_warrant_accepts() {
+    for key_type in [KeyType::Rsa2048, KeyType::P256, KeyType::P384] {
+        let key = SigningKey::generate(key_type).unwrap();
+        let mut env = start(
+            KeySet::new(key.clone(), vec![]),
+            ExpirationPolicy::default(),
+        )
+        .await;
+        let claims = encode_claims(&pod_claims(NOW, 3600));
+        let signed = env
+            .client
+            .sign(SignJwtRequest {
+                claims: claims.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+
+        // The header holds exactly what kube-apiserver accepts: alg, kid, typ JWT.
+        assert_eq!(
+            decode_json(&signed.header),
+            json!({"alg": key.algorithm().name(), "kid": key.kid(), "typ": "JWT"})
+        );
+        // kube-apiserver assembles the token from its own claims string, unchanged.
+        let token = format!("{}.{claims}.{}", signed.header, signed.signature);
+
+        // The signature verifies with the key FetchKeys gives for that kid...
+        let keys = env
+            .client
+            .fetch_keys(FetchKeysRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let fetched = keys.keys.iter().find(|k| k.key_id == key.kid()).unwrap();
+        assert!(!fetched.exclude_from_oidc_discovery);
+        let from_fetch = VerifyingKey::from_spki_der(&fetched.key).unwrap();
+        let verifier = Verifier::new(vec![ISSUER.into()], vec!["vault".into()], vec![from_fetch]);
+        assert!(verifier.verify_signature(&token).is_ok(), "{key_type:?}");
+        // ...and with warrant's JWKS, and warrant's TokenReview accepts the token.
+        let jwks: Value = serde_json::from_slice(env.state.published().jwks()).unwrap();
+        assert_eq!(jwks["keys"][0]["kid"], key.kid());
+        let review = env.review(&token, &["vault"]).await;
+        assert_eq!(review["authenticated"], true, "{review}");
+        assert_eq!(review["user"]["username"], "system:serviceaccount:demo:app");
+        assert_eq!(
+            env.metric(r#"warrant_signer_requests_total{rpc="Sign",result="ok"}"#),
+            1.0
+        );
+    }
+}
+
+#[tokio::test]
+async fn claims_that_are_not_warrants_to_sign_are_refused_with_the_reason() {
+    let key = SigningKey::generate(KeyType::P256).unwrap();
+    // A day at most, as with managed keys.
+    let expiration = ExpirationPolicy {
+        max_seconds: Some(86_400),
+        extend: false,
+        ..ExpirationPolicy::default()
+    };
+    let mut env = start(KeySet::new(key, vec![]), expiration).await;
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut claims = pod_claims(NOW, 3600);
+        change(&mut claims);
+        encode_claims(&claims)
+    };
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            "eyJpc3Mi.not base64!".into(),
+            "not_base64url",
+            "claims are not unpadded base64url",
+        ),
+        (
+            URL_SAFE_NO_PAD.encode("[1,2,3]"),
+            "not_json_object",
+            "claims do not decode to a JSON object",
+        ),
+        (
+            with(&|c| c["iss"] = json!("https://elsewhere")),
+            "wrong_issuer",
+            "iss \"https://elsewhere\" is not an issuer of this signer",
+        ),
+        (
+            with(&|c| {
+                c.as_object_mut().unwrap().remove("exp");
+            }),
+            "no_exp",
+            "claims have no exp",
+        ),
+        (
+            with(&|c| c["exp"] = json!(NOW + 86_400 + 61)),
+            "exp_beyond_max",
+            "exp is 86461 s from now, beyond the 86400 s",
+        ),
+        (
+            with(&|c| c["sub"] = json!("x".repeat(20_000))),
+            "oversized",
+            "claims of ",
+        ),
+    ];
+    for (claims, reason, message) in &cases {
+        let status = env
+            .client
+            .sign(SignJwtRequest {
+                claims: claims.clone(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{reason}: {status:?}");
+        assert!(
+            status.message().starts_with(message),
+            "{reason}: {}",
+            status.message()
+        );
+        assert_eq!(
+            env.metric(&format!(
+                r#"warrant_signer_requests_total{{rpc="Sign",result="{reason}"}}"#
+            )),
+            1.0,
+            "{reason}"
+        );
+    }
+    // At the bound (the leeway included) it signs.
+    let edge = with(&|c| c["exp"] = json!(NOW + 86_400 + 60));
+    assert!(
+        env.client
+            .sign(SignJwtRequest { claims: edge })
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn metadata_is_the_longest_token_lifetime() {
+    let key = SigningKey::generate(KeyType::P256).unwrap();
+    // As `serve` sets it up with managed keys: a day, extended tokens included.
+    let managed = ExpirationPolicy {
+        max_seconds: Some(86_400),
+        extended_seconds: 86_400,
+        ..ExpirationPolicy::default()
+    };
+    let mut env = start(KeySet::new(key.clone(), vec![]), managed).await;
+    let metadata = env
+        .client
+        .metadata(MetadataRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(metadata.max_token_expiration_seconds, 86_400);
+
+    // Without a cap, kube's own longest (2^32 s); kube-apiserver caps extended tokens at a year.
+    let mut env = start(KeySet::new(key, vec![]), ExpirationPolicy::default()).await;
+    let metadata = env.client.metadata(MetadataRequest {}).await.unwrap();
+    assert_eq!(
+        metadata.into_inner().max_token_expiration_seconds,
+        ExpirationPolicy::default().longest_token_seconds()
+    );
+}

@@ -1,0 +1,174 @@
+//! A warrant state with known keys, objects and clock, its signer on a socket in a temporary
+//! directory, and a tonic client connected to it.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use http::Request;
+use http_body_util::BodyExt;
+use jiff::Timestamp;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+use tower::ServiceExt;
+use warrant_keys::KeySet;
+use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
+use warrant_server::{
+    AppState, Authenticator, Authorizer, Clock, Settings, StateParts, TokenFile, router,
+};
+use warrant_signer::proto::external_jwt_signer_client::ExternalJwtSignerClient;
+use warrant_signer::{Signer, SignerMetrics, SocketOptions};
+use warrant_token::ExpirationPolicy;
+
+pub(crate) const ISSUER: &str = "https://warrant.test";
+pub(crate) const ADMIN: &str = "admin-token";
+pub(crate) const NOW: i64 = 1_800_000_000;
+pub(crate) const SA_UID: &str = "11111111-1111-1111-1111-111111111111";
+pub(crate) const POD_UID: &str = "22222222-2222-2222-2222-222222222222";
+
+pub(crate) struct Env {
+    pub(crate) state: AppState,
+    pub(crate) clock: Clock,
+    pub(crate) client: ExternalJwtSignerClient<Channel>,
+    pub(crate) registry_text: Box<dyn Fn() -> String>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+/// A state signing with `keys` under `expiration`, whose objects are ServiceAccount
+/// `demo/app` and Pod `demo/app-0`, and its signer serving on a fresh socket.
+pub(crate) async fn start(keys: KeySet, expiration: ExpirationPolicy) -> Env {
+    let objects = Arc::new(MemorySource::new());
+    let record = |uid: &str, pod: Option<PodInfo>| Record {
+        uid: uid.into(),
+        deletion_timestamp: None,
+        pod,
+    };
+    objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID, None));
+    objects.put(
+        Kind::Pod,
+        "demo",
+        "app-0",
+        record(
+            POD_UID,
+            Some(PodInfo {
+                service_account_name: "app".into(),
+                node_name: String::new(),
+                token_audiences: vec![],
+            }),
+        ),
+    );
+    let mut authenticator = Authenticator::default();
+    authenticator.token_file = Some(
+        TokenFile::parse(
+            format!("{ADMIN},admin,admin-uid,system:masters\n").as_bytes(),
+            "tokens.csv",
+        )
+        .unwrap(),
+    );
+    authenticator.own_tokens = true;
+    let mut registry = Registry::default();
+    let metrics = SignerMetrics::default();
+    metrics.register(&mut registry);
+    let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
+    let state = AppState::new(StateParts {
+        settings: Settings {
+            issuers: vec![ISSUER.into()],
+            api_audiences: vec![ISSUER.into()],
+            jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
+            expiration,
+            signature_cache_entries: 1024,
+        },
+        keys,
+        objects: Objects::new(objects),
+        authenticator,
+        authorizer: Authorizer::default(),
+        registry,
+        clock: clock.clone(),
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("signer.sock");
+    let mut socket = warrant_signer::bind(&SocketOptions {
+        path: path.clone(),
+        group: None,
+    })
+    .unwrap();
+    let listener = socket.take_listener().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let signer = Signer::new(state.clone(), metrics);
+    tokio::spawn(async move {
+        let _socket = socket;
+        warrant_signer::serve(listener, signer, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    let client = warrant_signer::client::connect(&path).await.unwrap();
+    let text_state = state.clone();
+    Env {
+        state,
+        clock,
+        client,
+        registry_text: Box::new(move || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, text_state.registry()).unwrap();
+            text
+        }),
+        _stop: stop,
+        _dir: dir,
+    }
+}
+
+/// Claims as kube-apiserver encodes them: compact JSON with sorted keys, unpadded base64url.
+pub(crate) fn encode_claims(claims: &Value) -> String {
+    URL_SAFE_NO_PAD.encode(claims.to_string())
+}
+
+/// The claims kube-apiserver sends for a pod-bound token of `demo/app` issued at `iat`.
+pub(crate) fn pod_claims(iat: i64, lifetime: i64) -> Value {
+    json!({
+        "aud": ["vault"],
+        "exp": iat + lifetime,
+        "iat": iat,
+        "iss": ISSUER,
+        "jti": "0b5f5c8e-7e49-4d3c-9d2e-5b1a3f7c9e11",
+        "kubernetes.io": {
+            "namespace": "demo",
+            "pod": {"name": "app-0", "uid": POD_UID},
+            "serviceaccount": {"name": "app", "uid": SA_UID},
+        },
+        "nbf": iat,
+        "sub": "system:serviceaccount:demo:app",
+    })
+}
+
+impl Env {
+    /// TokenReview of `token` for `audiences` through warrant's own API, as the admin.
+    pub(crate) async fn review(&self, token: &str, audiences: &[&str]) -> Value {
+        let body = json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token, "audiences": audiences},
+        });
+        let request = Request::post("/apis/authentication.k8s.io/v1/tokenreviews")
+            .header("authorization", format!("Bearer {ADMIN}"))
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let response = router(self.state.clone()).oneshot(request).await.unwrap();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice::<Value>(&bytes).unwrap()["status"].clone()
+    }
+
+    /// The value of one metric sample; 0 if absent.
+    pub(crate) fn metric(&self, sample: &str) -> f64 {
+        (self.registry_text)()
+            .lines()
+            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+}
