@@ -24,6 +24,7 @@ mod oidc;
 mod pki;
 mod reviews;
 mod secret_keys;
+mod signer;
 mod support;
 mod tokens;
 mod validation;

@@ -38,6 +38,8 @@ pub mod proto {
 pub use metrics::SignerMetrics;
 pub use service::{Signer, serve};
 pub use socket::{SocketError, SocketOptions, bind};
+/// gRPC status codes and statuses, for callers of the client.
+pub use tonic::{Code, Status};
 
 /// A client over the Unix socket, as kube-apiserver connects (feature `client`).
 #[cfg(feature = "client")]

@@ -1,0 +1,107 @@
+//! The real binary as kube-apiserver's external signer: a gRPC client on the Unix socket, as
+//! kube-apiserver dials it, against `warrant serve --service-account-signing-endpoint`.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::Value;
+use warrant_signer::proto::{FetchKeysRequest, MetadataRequest, SignJwtRequest};
+
+use crate::support::*;
+use crate::tokens::OBJECTS;
+
+#[tokio::test]
+async fn the_binary_signs_for_kube_apiserver_on_its_socket() {
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("signer.sock");
+    // A socket file left by a warrant that crashed: replaced at start.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--service-account-signing-endpoint",
+            socket.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let meta = std::fs::symlink_metadata(&socket).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.mode() & 0o777, 0o600, "owner-only");
+
+    let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
+    // The keys kube-apiserver would publish are warrant's JWKS, kid for kid.
+    let keys = signer
+        .fetch_keys(FetchKeysRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let fetched: Vec<String> = keys.keys.iter().map(|k| k.key_id.clone()).collect();
+    let jwks: Value = w
+        .http
+        .get(w.url("/openid/v1/jwks"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let published: Vec<String> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(fetched, published);
+    assert!(keys.refresh_hint_seconds >= 60);
+    let metadata = signer.metadata(MetadataRequest {}).await.unwrap();
+    assert!(metadata.into_inner().max_token_expiration_seconds >= 600);
+
+    // Claims as kube-apiserver encodes them (warrant encodes them the same way, byte for
+    // byte): those of a token warrant issued, signed again through the socket.
+    let issued = w.token(&["--audience", "vault"]);
+    let claims = issued.split('.').nth(1).unwrap().to_owned();
+    let signed = signer
+        .sign(SignJwtRequest {
+            claims: claims.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let header: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(&signed.header).unwrap()).unwrap();
+    assert_eq!(header["typ"], "JWT");
+    assert!(published.contains(&header["kid"].as_str().unwrap().to_owned()));
+    let assembled = format!("{}.{claims}.{}", signed.header, signed.signature);
+    let review = w.review(&assembled, &["vault"]);
+    assert_eq!(review["authenticated"], true, "{review}");
+    assert_eq!(review["user"]["username"], "system:serviceaccount:demo:app");
+
+    // Claims of another issuer are refused, saying so.
+    let mut foreign: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(&claims).unwrap()).unwrap();
+    foreign["iss"] = "https://elsewhere.example".into();
+    let refused = signer
+        .sign(SignJwtRequest {
+            claims: URL_SAFE_NO_PAD.encode(foreign.to_string()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), warrant_signer::Code::InvalidArgument);
+    assert!(
+        refused
+            .message()
+            .contains("is not an issuer of this signer")
+    );
+
+    assert_eq!(
+        w.metric(r#"warrant_signer_requests_total{rpc="Sign",result="ok"}"#)
+            .await,
+        1.0
+    );
+    assert_eq!(
+        w.metric(r#"warrant_signer_requests_total{rpc="Sign",result="wrong_issuer"}"#)
+            .await,
+        1.0
+    );
+}
