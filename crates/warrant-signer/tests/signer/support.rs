@@ -37,29 +37,46 @@ pub(crate) struct Env {
     _dir: tempfile::TempDir,
 }
 
-/// A state signing with `keys` under `expiration`, whose objects are ServiceAccount
-/// `demo/app` and Pod `demo/app-0`, and its signer serving on a fresh socket.
-pub(crate) async fn start(keys: KeySet, expiration: ExpirationPolicy) -> Env {
-    let objects = Arc::new(MemorySource::new());
-    let record = |uid: &str, pod: Option<PodInfo>| Record {
+pub(crate) fn record(uid: &str, pod: Option<PodInfo>) -> Record {
+    Record {
         uid: uid.into(),
         deletion_timestamp: None,
         pod,
-    };
-    objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID, None));
-    objects.put(
-        Kind::Pod,
-        "demo",
-        "app-0",
-        record(
-            POD_UID,
-            Some(PodInfo {
-                service_account_name: "app".into(),
-                node_name: String::new(),
-                token_audiences: vec![],
-            }),
-        ),
-    );
+    }
+}
+
+/// A state signing with `keys` under `expiration`, whose objects are ServiceAccount
+/// `demo/app` and Pod `demo/app-0`, and its signer serving on a fresh socket.
+pub(crate) async fn start(keys: KeySet, expiration: ExpirationPolicy) -> Env {
+    start_with(ISSUER, keys, expiration, |objects| {
+        objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID, None));
+        objects.put(
+            Kind::Pod,
+            "demo",
+            "app-0",
+            record(
+                POD_UID,
+                Some(PodInfo {
+                    service_account_name: "app".into(),
+                    node_name: String::new(),
+                    token_audiences: vec![],
+                }),
+            ),
+        );
+    })
+    .await
+}
+
+/// A state for `issuer` (also its API audience) with the objects `fill` puts, signing with
+/// `keys` under `expiration`, and its signer serving on a fresh socket.
+pub(crate) async fn start_with(
+    issuer: &str,
+    keys: KeySet,
+    expiration: ExpirationPolicy,
+    fill: impl FnOnce(&MemorySource),
+) -> Env {
+    let objects = Arc::new(MemorySource::new());
+    fill(&objects);
     let mut authenticator = Authenticator::default();
     authenticator.token_file = Some(
         TokenFile::parse(
@@ -75,9 +92,9 @@ pub(crate) async fn start(keys: KeySet, expiration: ExpirationPolicy) -> Env {
     let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
     let state = AppState::new(StateParts {
         settings: Settings {
-            issuers: vec![ISSUER.into()],
-            api_audiences: vec![ISSUER.into()],
-            jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
+            issuers: vec![issuer.into()],
+            api_audiences: vec![issuer.into()],
+            jwks_uri: format!("{issuer}/openid/v1/jwks"),
             expiration,
             signature_cache_entries: 1024,
         },
