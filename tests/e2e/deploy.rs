@@ -57,18 +57,53 @@ fn deploy_renders_a_complete_install() {
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/livez");
 
-    // Every flag the Deployment passes is one `warrant serve` knows.
+    assert_serve_knows(&container["args"]);
+}
+
+/// Every flag in `args` (`["serve", "--flag=value", …]`) is one `warrant serve` knows.
+fn assert_serve_knows(args: &Value) {
     let help = Command::new(BIN)
         .args(["serve", "--help"])
         .output()
         .unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
-    let args = container["args"].as_array().unwrap();
+    let args = args.as_array().unwrap();
     assert_eq!(args[0], "serve");
     for arg in &args[1..] {
         let flag = arg.as_str().unwrap().split('=').next().unwrap();
         assert!(help.contains(flag), "warrant serve does not know {flag}");
     }
+}
+
+/// The control-plane example: a static pod whose flags warrant knows, serving the socket the
+/// kube-apiserver patch mounts and names.
+#[test]
+fn the_control_plane_signer_example_fits_kube_apiserver() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/control-plane");
+    let read = |name: &str| -> Value {
+        serde_saphyr::from_str(&std::fs::read_to_string(format!("{dir}/{name}")).unwrap()).unwrap()
+    };
+    let pod = read("warrant-signer.yaml");
+    assert_eq!(pod["kind"], "Pod");
+    assert_eq!(pod["metadata"]["namespace"], "kube-system");
+    let container = &pod["spec"]["containers"][0];
+    assert_serve_knows(&container["args"]);
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let socket = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--service-account-signing-endpoint="))
+        .unwrap();
+    let run_dir = std::path::Path::new(socket).parent().unwrap();
+    let patch = read("kube-apiserver-patch.yaml");
+    let mounts = &patch["spec"]["containers"][0]["volumeMounts"];
+    assert_eq!(mounts[0]["mountPath"], run_dir.to_str().unwrap());
+    let patch_text = std::fs::read_to_string(format!("{dir}/kube-apiserver-patch.yaml")).unwrap();
+    assert!(patch_text.contains(&format!("--service-account-signing-endpoint={socket}")));
 }
 
 /// Socket activation: `serve` takes the listening socket it is passed (systemd's LISTEN_FDS) and
