@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test lint fmt run build bench bench-micro bench-load bench-cache fuzz soak wrk-installed
+.PHONY: test lint fmt run build bench bench-micro bench-load bench-cache bench-signer fuzz soak wrk-installed
 
 ## make test: formatting, lints and every test, as CI runs them.
 test: lint
@@ -60,7 +60,7 @@ bench-cache:
 ## make bench: every benchmark, on a release build: the micro-benchmarks (criterion), the load
 ## benchmark (warrant-bench drives `warrant serve` with wrk) and the cluster cache. Installs wrk
 ## (Debian's package) if it is missing. Figures and how to read them: docs/benchmarks.md.
-bench: bench-micro bench-load bench-cache
+bench: bench-micro bench-load bench-cache bench-signer
 
 bench-micro:
 	$(CARGO) bench --locked -p warrant-token --bench token
@@ -69,6 +69,12 @@ bench-micro:
 bench-load: wrk-installed
 	$(CARGO) build --locked --release -p warrant -p warrant-bench
 	./target/release/warrant-bench --warrant target/release/warrant
+
+## make bench-signer: Sign over the external signer's Unix socket at 1 and 32 streams, against
+## the same signatures in-process (docs/benchmarks.md, "External signer").
+bench-signer:
+	$(CARGO) build --locked --release -p warrant -p warrant-bench
+	./target/release/warrant-bench --warrant target/release/warrant --signer
 
 # wrk drives the load benchmarks; Debian packages it.
 wrk-installed:

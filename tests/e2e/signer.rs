@@ -105,3 +105,59 @@ async fn the_binary_signs_for_kube_apiserver_on_its_socket() {
         1.0
     );
 }
+
+/// kube-apiserver needs the signer before it can serve anything, including the lists warrant's
+/// watch cache waits for: with the cluster stalled, warrant is not ready, yet its socket answers.
+// Multi-threaded: the fixture serves while the test waits on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// The real binary checks exp against the real clock, so the claims are dated by it.
+#[allow(clippy::disallowed_methods)]
+async fn the_socket_answers_before_the_cluster_does() {
+    use warrant_kube_fixture::Fixture;
+    use warrant_kube_fixture::objects::service_account;
+
+    let cluster = Fixture::start().await.unwrap();
+    cluster
+        .create(&service_account("demo", "app", "sa-1"))
+        .unwrap();
+    cluster.stall(true);
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("signer.sock");
+    let w = Warrant::start_cluster_unready(
+        &cluster,
+        &[
+            "--service-account-signing-endpoint",
+            socket.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let readyz = w.http.get(w.url("/readyz")).send().await.unwrap();
+    assert_eq!(readyz.status(), 503, "the cache cannot have been listed");
+
+    let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
+    let keys = signer.fetch_keys(FetchKeysRequest {}).await.unwrap();
+    assert!(!keys.into_inner().keys.is_empty());
+    let now = jiff::Timestamp::now().as_second();
+    let claims = serde_json::json!({
+        "aud": ["https://kubernetes.default.svc"], "exp": now + 3600, "iat": now,
+        "iss": w.issuer(), "jti": "7d1c1f3e-0000-4000-8000-000000000001",
+        "kubernetes.io": {"namespace": "demo", "serviceaccount": {"name": "app", "uid": "sa-1"}},
+        "nbf": now, "sub": "system:serviceaccount:demo:app",
+    });
+    let signed = signer
+        .sign(SignJwtRequest {
+            claims: URL_SAFE_NO_PAD.encode(claims.to_string()),
+        })
+        .await;
+    assert!(signed.is_ok(), "{signed:?}");
+    // Once the cluster answers, warrant becomes ready as usual.
+    cluster.stall(false);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while w.http.get(w.url("/readyz")).send().await.unwrap().status() != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "warrant did not become ready once the cluster answered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -81,10 +81,29 @@ impl Warrant {
         Self::launch(Source::Cluster(cluster), static_keys, extra).await
     }
 
+    /// As [`start_cluster`](Self::start_cluster), returning once the server answers at all
+    /// (`/livez`), ready or not: for a cluster that cannot be listed yet.
+    pub(crate) async fn start_cluster_unready(
+        cluster: &warrant_kube_fixture::Fixture,
+        extra: &[&str],
+    ) -> Warrant {
+        Self::launch_until(Source::Cluster(cluster), static_keys, extra, "/livez").await
+    }
+
     async fn launch(
         source: Source<'_>,
         keys: impl FnOnce(&Path) -> Vec<OsString>,
         extra: &[&str],
+    ) -> Warrant {
+        Self::launch_until(source, keys, extra, "/readyz").await
+    }
+
+    /// Starts the server and waits until `health` (`/readyz` or `/livez`) answers 200.
+    async fn launch_until(
+        source: Source<'_>,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+        health: &str,
     ) -> Warrant {
         let dir = tempfile::tempdir().unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -140,7 +159,7 @@ impl Warrant {
             flags,
             listener,
         };
-        warrant.wait_ready().await;
+        warrant.wait_for(health).await;
         warrant
     }
 
@@ -167,7 +186,12 @@ impl Warrant {
 
     /// Waits until `/readyz` answers 200; fails with the server's log if it exits first.
     async fn wait_ready(&mut self) {
-        let url = self.url("/readyz");
+        self.wait_for("/readyz").await;
+    }
+
+    /// Waits until `path` answers 200; fails with the server's log if it exits first.
+    async fn wait_for(&mut self, path: &str) {
+        let url = self.url(path);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             // A bound timeout: the socket is the test's, so a connection made before the server

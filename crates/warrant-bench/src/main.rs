@@ -13,6 +13,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr, clippy::disallowed_methods)]
 
 mod objects;
+mod signer;
 mod soak;
 mod wrk;
 
@@ -75,6 +76,10 @@ struct Args {
     /// Soak: delegated lookups (60 KB bearer tokens) started and abandoned per second.
     #[arg(long, default_value_t = 20)]
     soak_abandon_per_second: u32,
+    /// Measure Sign over the external signer's socket instead (`make bench-signer`), against
+    /// the same signatures in-process; see signer.rs.
+    #[arg(long)]
+    signer: bool,
 }
 
 fn main() {
@@ -88,7 +93,9 @@ fn main() {
 type Error = Box<dyn std::error::Error>;
 
 fn run(args: &Args) -> Result<(), Error> {
-    wrk::check_installed()?;
+    if !args.signer {
+        wrk::check_installed()?;
+    }
     if !args.warrant.exists() {
         return Err(format!(
             "{} not found: run `cargo build --release` first",
@@ -118,6 +125,15 @@ fn run(args: &Args) -> Result<(), Error> {
     let issuer = format!("https://127.0.0.1:{port}");
     let cluster = Cluster::new(args.pods);
     std::fs::write(dir.join("objects.yaml"), cluster.manifest())?;
+    if args.signer {
+        let mut keys = Vec::new();
+        for alg in &args.algorithms {
+            keys.push((alg.clone(), generate(alg)?));
+        }
+        let result = signer::run(&args.warrant, &dir, &issuer, port, args.seconds, &keys);
+        let _ = std::fs::remove_dir_all(&dir);
+        return result;
+    }
     if let Some(seconds) = args.soak {
         let result = soak(args, &dir, &issuer, port, &admin, &cluster, seconds);
         let _ = std::fs::remove_dir_all(&dir);
@@ -134,11 +150,7 @@ fn run(args: &Args) -> Result<(), Error> {
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut peak = Vec::new();
     for alg in &args.algorithms {
-        let key = match alg.as_str() {
-            "RS256" => SigningKey::generate(KeyType::Rsa2048)?,
-            "ES256" => SigningKey::generate(KeyType::P256)?,
-            other => return Err(format!("unknown algorithm {other}: use RS256 or ES256").into()),
-        };
+        let key = generate(alg)?;
         let key_file = dir.join(format!("{alg}.key"));
         std::fs::write(&key_file, key.to_pkcs8_pem()?.as_str())?;
         let mut server = Server::start(
@@ -260,6 +272,15 @@ fn soak(
     );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     result
+}
+
+/// A key of the algorithm named.
+fn generate(alg: &str) -> Result<SigningKey, Error> {
+    Ok(match alg {
+        "RS256" => SigningKey::generate(KeyType::Rsa2048)?,
+        "ES256" => SigningKey::generate(KeyType::P256)?,
+        other => return Err(format!("unknown algorithm {other}: use RS256 or ES256").into()),
+    })
 }
 
 fn mib(kib: u64) -> String {
