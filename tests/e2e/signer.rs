@@ -161,3 +161,95 @@ async fn the_socket_answers_before_the_cluster_does() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A control-plane sidecar may serve only the socket: `--secure-port 0` needs no serving
+/// certificate, and refuses to start with nothing to serve.
+#[tokio::test]
+async fn the_socket_alone_with_secure_port_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    warrant_ok(&[
+        "local-setup".as_ref(),
+        "--dir".as_ref(),
+        dir.path().as_os_str(),
+    ]);
+    std::fs::write(dir.path().join("objects.yaml"), OBJECTS).unwrap();
+    let socket = dir.path().join("signer.sock");
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "serve".into(),
+        "--service-account-issuer".into(),
+        "https://kubernetes.default.svc".into(),
+        "--objects-file".into(),
+        dir.path().join("objects.yaml").into(),
+        "--secure-port".into(),
+        "0".into(),
+    ];
+    args.extend(static_keys(dir.path()));
+
+    // Nothing to serve: refused, saying why.
+    let out = std::process::Command::new(BIN)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out)
+            .contains("without --service-account-signing-endpoint there would be nothing to serve"),
+        "{}",
+        stderr(&out)
+    );
+
+    args.extend([
+        "--service-account-signing-endpoint".into(),
+        socket.clone().into(),
+    ]);
+    let mut child = std::process::Command::new(BIN)
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut signer = loop {
+        if let Ok(client) = warrant_signer::client::connect(&socket).await {
+            break client;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "warrant exited");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the socket never answered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let keys = signer.fetch_keys(FetchKeysRequest {}).await.unwrap();
+    assert_eq!(keys.into_inner().keys.len(), 1);
+    // SIGTERM: it stops, and takes its socket file with it.
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+    assert!(!socket.exists(), "the socket file is removed on shutdown");
+
+    // HTTPS without a certificate is refused, naming the flags.
+    let https = serve_refusing_with_keys(dir.path());
+    assert!(
+        stderr(&https).contains("--tls-cert-file and --tls-private-key-file are required"),
+        "{}",
+        stderr(&https)
+    );
+}
+
+/// `warrant serve` with the setup's keys and objects on a free port but no TLS files.
+fn serve_refusing_with_keys(dir: &std::path::Path) -> std::process::Output {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "serve".into(),
+        "--service-account-issuer".into(),
+        "https://kubernetes.default.svc".into(),
+        "--objects-file".into(),
+        dir.join("objects.yaml").into(),
+    ];
+    args.extend(static_keys(dir));
+    std::process::Command::new(BIN)
+        .args(&args)
+        .output()
+        .unwrap()
+}

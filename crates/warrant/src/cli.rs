@@ -371,7 +371,8 @@ pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long = "bind-address", default_value = "0.0.0.0", value_name = "IP")]
     pub(crate) bind_address: IpAddr,
-    /// Port to serve HTTPS on.
+    /// Port to serve HTTPS on; 0 serves no HTTPS at all (only the signing socket, which
+    /// --service-account-signing-endpoint must then give), as kube components read 0.
     #[arg(long = "secure-port", default_value_t = 8443, value_name = "PORT")]
     pub(crate) secure_port: u16,
     /// The most client connections open at once, TLS handshakes included; at the limit the
@@ -390,12 +391,12 @@ pub(crate) struct ServeArgs {
     /// HTTP/2), as kube-apiserver's IdleTimeout.
     #[arg(long = "connection-idle-timeout", default_value = "90s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
     pub(crate) connection_idle_timeout: std::time::Duration,
-    /// Serving certificate chain (PEM).
+    /// Serving certificate chain (PEM). Required unless --secure-port 0.
     #[arg(long = "tls-cert-file", value_name = "PATH")]
-    pub(crate) tls_cert_file: PathBuf,
-    /// Serving certificate's private key (PEM).
+    pub(crate) tls_cert_file: Option<PathBuf>,
+    /// Serving certificate's private key (PEM). Required unless --secure-port 0.
     #[arg(long = "tls-private-key-file", value_name = "PATH")]
-    pub(crate) tls_private_key_file: PathBuf,
+    pub(crate) tls_private_key_file: Option<PathBuf>,
     /// CA bundle that users' client certificates must chain to; a verified certificate's CN
     /// is the user name and each O a group.
     #[arg(long = "client-ca-file", value_name = "PATH")]

@@ -50,16 +50,7 @@ pub(crate) async fn run(
         &clock,
     )
     .await?;
-    let certificate = ServingCertificate::load(&TlsFiles {
-        cert: args.tls_cert_file.clone(),
-        key: args.tls_private_key_file.clone(),
-    })?;
-    let _certificate_watch = certificate.watch()?;
-
-    certificate.register_metrics(&mut registry);
-    let serving = serve_options(&args);
-    let connections = Connections::new(serving.max_connections);
-    connections.register_metrics(&mut registry);
+    let https = Https::setup(&args, inherited, &mut registry)?;
     let auth = auth::setup(
         &args.auth,
         args.client_ca_file.as_ref(),
@@ -68,7 +59,6 @@ pub(crate) async fn run(
         &mut registry,
     )
     .await?;
-    let tls = server_config(&certificate, &auth.trust)?;
     let (source, _objects) =
         objects::open(&args, &mut registry, clock.clone(), clock.now()).await?;
     let signer_metrics = signer::metrics(&args, &mut registry);
@@ -94,45 +84,106 @@ pub(crate) async fn run(
         );
     }
 
-    let inherited_socket = inherited.is_some();
-    let listener = match inherited {
-        Some(listener) => {
-            listener.set_nonblocking(true)?;
-            TcpListener::from_std(listener)
-                .map_err(|e| format!("cannot serve on the socket passed in LISTEN_FDS: {e}"))?
+    let _auth = auth.running;
+    match https {
+        Some(https) => {
+            let tls = server_config(&https.certificate, &auth.trust)?;
+            let listener = https.listen(&args).await?;
+            tracing::info!(
+                address = %listener.local_addr()?,
+                socket_activated = https.inherited.is_some(),
+                issuer = %state.settings().issuers.first().map(String::as_str).unwrap_or_default(),
+                signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
+                alg = %published.keys().signing_at(state.clock().now()).algorithm(),
+                "serving"
+            );
+            serve(
+                listener,
+                tls,
+                router(state),
+                https.serving,
+                https.connections,
+                shutdown_signal(),
+            )
+            .await;
         }
         None => {
-            let address = SocketAddr::new(args.bind_address, args.secure_port);
-            TcpListener::bind(address)
-                .await
-                .map_err(|e| format!("cannot listen on {address}: {e}"))?
+            tracing::info!(
+                issuer = %state.settings().issuers.first().map(String::as_str).unwrap_or_default(),
+                signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
+                "serving the signing socket only (--secure-port 0: no HTTPS, so no API, metrics or health endpoints)"
+            );
+            shutdown_signal().await;
         }
-    };
-    let local = listener.local_addr()?;
-    tracing::info!(
-        address = %local,
-        socket_activated = inherited_socket,
-        issuer = %state.settings().issuers.first().map(String::as_str).unwrap_or_default(),
-        signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
-        alg = %published.keys().signing_at(state.clock().now()).algorithm(),
-        "serving"
-    );
-    let _auth = auth.running;
-    serve(
-        listener,
-        tls,
-        router(state),
-        serving,
-        connections,
-        shutdown_signal(),
-    )
-    .await;
+    }
     if let Some(signer) = signer {
         signer.stop().await;
     }
     keys.stop().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The HTTPS side: its certificate (watched for rotation), connection bounds and where it
+/// listens. `None` with `--secure-port 0` (and no socket passed by a service manager).
+struct Https {
+    certificate: ServingCertificate,
+    _certificate_watch: warrant_server::FileWatch,
+    serving: ServeOptions,
+    connections: Connections,
+    inherited: Option<std::net::TcpListener>,
+}
+
+impl Https {
+    fn setup(
+        args: &ServeArgs,
+        inherited: Option<std::net::TcpListener>,
+        registry: &mut Registry,
+    ) -> Result<Option<Https>, Box<dyn Error>> {
+        if args.secure_port == 0 && inherited.is_none() {
+            if args.signing_endpoint.is_none() {
+                return Err("--secure-port 0 serves no HTTPS, and without --service-account-signing-endpoint there would be nothing to serve".into());
+            }
+            return Ok(None);
+        }
+        let (Some(cert), Some(key)) = (&args.tls_cert_file, &args.tls_private_key_file) else {
+            return Err("--tls-cert-file and --tls-private-key-file are required to serve HTTPS (--secure-port 0 serves only the signing socket)".into());
+        };
+        let certificate = ServingCertificate::load(&TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        })?;
+        let certificate_watch = certificate.watch()?;
+        certificate.register_metrics(registry);
+        let serving = serve_options(args);
+        let connections = Connections::new(serving.max_connections);
+        connections.register_metrics(registry);
+        Ok(Some(Https {
+            certificate,
+            _certificate_watch: certificate_watch,
+            serving,
+            connections,
+            inherited,
+        }))
+    }
+
+    /// The listener: the socket a service manager passed, or a new one on the flags' address.
+    async fn listen(&self, args: &ServeArgs) -> Result<TcpListener, Box<dyn Error>> {
+        Ok(match &self.inherited {
+            Some(listener) => {
+                let listener = listener.try_clone()?;
+                listener.set_nonblocking(true)?;
+                TcpListener::from_std(listener)
+                    .map_err(|e| format!("cannot serve on the socket passed in LISTEN_FDS: {e}"))?
+            }
+            None => {
+                let address = SocketAddr::new(args.bind_address, args.secure_port);
+                TcpListener::bind(address)
+                    .await
+                    .map_err(|e| format!("cannot listen on {address}: {e}"))?
+            }
+        })
+    }
 }
 
 /// The connection bounds from the flags. Raises the descriptor limit to its maximum first, as

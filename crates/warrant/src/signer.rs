@@ -26,11 +26,24 @@ pub(crate) struct Running {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// How long calls in flight may take to finish at shutdown. kube-apiserver holds its
+/// connection open for good, so graceful shutdown alone would wait forever; a Sign takes
+/// milliseconds.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Running {
-    /// Stops serving (calls in flight finish) and removes the socket file.
-    pub(crate) async fn stop(self) {
+    /// Stops serving: calls in flight get [`SHUTDOWN_GRACE`] to finish, then every connection
+    /// is closed and the socket file removed.
+    pub(crate) async fn stop(mut self) {
         let _ = self.stop.send(true);
-        let _ = self.task.await;
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut self.task)
+            .await
+            .is_err()
+        {
+            // Aborting drops the server and, with it, the socket guard.
+            self.task.abort();
+            let _ = self.task.await;
+        }
     }
 }
 
