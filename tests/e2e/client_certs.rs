@@ -36,19 +36,7 @@ async fn client_certificates_authenticate() {
     )
     .await;
 
-    // A kubeconfig that presents only the certificate (no token).
-    let with_cert = |name: &str| {
-        let kubeconfig = pki.path().join(format!("{name}.kubeconfig"));
-        let yaml = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: c\n  context: {{cluster: w, user: u}}\ncurrent-context: c\n",
-            w.issuer(),
-            w.path("ca.crt").display(),
-            pki.path().join(format!("{name}.crt")).display(),
-            pki.path().join(format!("{name}.key")).display(),
-        );
-        std::fs::write(&kubeconfig, yaml).unwrap();
-        w.kubectl_with(&kubeconfig, &["create", "token", "app", "-n", "demo"])
-    };
+    let with_cert = |name: &str| create_token_with_cert(&w, pki.path(), name);
     let out = with_cert("trusted");
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
@@ -107,22 +95,26 @@ async fn client_certificates_outside_their_validity_are_refused() {
     }
     let ca = pki.path().join("ca.crt");
     let w = Warrant::start(OBJECTS, &["--client-ca-file", ca.to_str().unwrap()]).await;
-    let with_cert = |name: &str| {
-        let kubeconfig = pki.path().join(format!("{name}.kubeconfig"));
-        let yaml = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: c\n  context: {{cluster: w, user: u}}\ncurrent-context: c\n",
-            w.issuer(),
-            w.path("ca.crt").display(),
-            pki.path().join(format!("{name}.crt")).display(),
-            pki.path().join(format!("{name}.key")).display(),
-        );
-        std::fs::write(&kubeconfig, yaml).unwrap();
-        w.kubectl_with(&kubeconfig, &["create", "token", "app", "-n", "demo"])
-    };
+    let with_cert = |name: &str| create_token_with_cert(&w, pki.path(), name);
     for refused in ["expired", "not-yet-valid"] {
         let out = with_cert(refused);
         assert!(!out.status.success(), "{refused}: {}", stderr(&out));
     }
     let out = with_cert("current");
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// `kubectl create token app -n demo` through a kubeconfig that presents only the client
+/// certificate `<pki>/<name>.crt` (and its key), no token.
+fn create_token_with_cert(w: &Warrant, pki: &std::path::Path, name: &str) -> std::process::Output {
+    let kubeconfig = pki.join(format!("{name}.kubeconfig"));
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: c\n  context: {{cluster: w, user: u}}\ncurrent-context: c\n",
+        w.issuer(),
+        w.path("ca.crt").display(),
+        pki.join(format!("{name}.crt")).display(),
+        pki.join(format!("{name}.key")).display(),
+    );
+    std::fs::write(&kubeconfig, yaml).unwrap();
+    w.kubectl_with(&kubeconfig, &["create", "token", "app", "-n", "demo"])
 }

@@ -16,6 +16,7 @@ use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
 
 use crate::cli::{
     KeysCommand, KeysGenerateArgs, KeysListArgs, KeysRevokeArgs, KeysRotateArgs, ListFormat,
+    RotationArgs,
 };
 use crate::keys::{
     MANAGED_DEFAULT_MAX_TOKEN_SECONDS, Store, current_algorithm, key_type, policy,
@@ -105,36 +106,39 @@ async fn list(args: &KeysListArgs, now: Timestamp) -> Result<(), Box<dyn Error>>
     print(args.output, &stored.keys, Some(&policy), now)
 }
 
-async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let store = Store::from_args(&args.store, "warrant keys rotate").await?;
+/// What [`update`] did.
+enum Updated<T> {
+    /// `change` found nothing to do: the keys as read.
+    Unchanged(ManagedKeySet),
+    /// The changed keys were saved; with what `change` said about them.
+    Saved(ManagedKeySet, T),
+}
+
+/// An operator's change to the store: reads the keys, lets `change` compute new ones under the
+/// policy the flags give (`None`: nothing to do), and saves them against the version read,
+/// computing again from a fresh read when another writer got there first.
+async fn update<T>(
+    store: &Store,
+    rotation: &RotationArgs,
+    now: Timestamp,
+    mut change: impl FnMut(
+        &ManagedKeySet,
+        &RotationPolicy,
+    ) -> Result<Option<(ManagedKeySet, T)>, Box<dyn Error>>,
+) -> Result<(Updated<T>, RotationPolicy), Box<dyn Error>> {
     for _ in 0..ATTEMPTS {
-        let stored = load(&store).await?;
+        let stored = load(store).await?;
         let policy = policy(
-            &args.rotation,
+            rotation,
             current_algorithm(&stored.keys, now),
             recorded_max_token_seconds(&stored.keys, now),
         );
         policy.validate()?;
-        let Some(rotated) = stored
-            .keys
-            .rotate_early(&policy, now, SigningKey::generate)?
-        else {
-            tracing::info!(
-                "nothing to bring forward: the next key already activates as early as --key-publish-ahead allows"
-            );
-            return print(args.output, &stored.keys, Some(&policy), now);
+        let Some((changed, said)) = change(&stored.keys, &policy)? else {
+            return Ok((Updated::Unchanged(stored.keys), policy));
         };
-        match store.save(&rotated, Some(&stored.version)).await {
-            Ok(_) => {
-                if let Some(next) = rotated
-                    .schedule(now)
-                    .iter()
-                    .find(|k| k.state == warrant_keys::KeyState::Next)
-                {
-                    tracing::info!(kid = %next.kid, activate_at = %next.activate_at, "rotation started: the next key is published now and signs from its activation time");
-                }
-                return print(args.output, &rotated, Some(&policy), now);
-            }
+        match store.save(&changed, Some(&stored.version)).await {
+            Ok(_) => return Ok((Updated::Saved(changed, said), policy)),
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -146,52 +150,66 @@ async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Err
     .into())
 }
 
+async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
+    let store = Store::from_args(&args.store, "warrant keys rotate").await?;
+    let (updated, policy) = update(&store, &args.rotation, now, |keys, policy| {
+        Ok(keys
+            .rotate_early(policy, now, SigningKey::generate)?
+            .map(|rotated| (rotated, ())))
+    })
+    .await?;
+    let keys = match updated {
+        Updated::Unchanged(keys) => {
+            tracing::info!(
+                "nothing to bring forward: the next key already activates as early as --key-publish-ahead allows"
+            );
+            keys
+        }
+        Updated::Saved(rotated, ()) => {
+            if let Some(next) = rotated
+                .schedule(now)
+                .iter()
+                .find(|k| k.state == warrant_keys::KeyState::Next)
+            {
+                tracing::info!(kid = %next.kid, activate_at = %next.activate_at, "rotation started: the next key is published now and signs from its activation time");
+            }
+            rotated
+        }
+    };
+    print(args.output, &keys, Some(&policy), now)
+}
+
 async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
     let store = Store::from_args(&args.store, "warrant keys revoke").await?;
-    for _ in 0..ATTEMPTS {
-        let stored = load(&store).await?;
-        let policy = policy(
-            &args.rotation,
-            current_algorithm(&stored.keys, now),
-            recorded_max_token_seconds(&stored.keys, now),
-        );
-        policy.validate()?;
-        let revoked = stored
-            .keys
-            .revoke(&args.kid, &policy, now, SigningKey::generate)?;
-        match store.save(&revoked.keys, Some(&stored.version)).await {
-            Ok(_) => {
-                tracing::error!(
-                    kid = %args.kid,
-                    was = %revoked.was,
-                    store = %store.describe(),
-                    "KEY REVOKED: it is out of the published keys, and every server reading this store refuses its tokens as soon as it sees the change"
-                );
-                match &revoked.replaced_by {
-                    Some(Replacement::BroughtForward { kid, published_at }) => tracing::warn!(
-                        %kid, %published_at,
-                        "the next key signs from now on, without waiting for publish-ahead: a relying party that has not fetched the JWKS since it was published refuses its tokens until it does"
-                    ),
-                    Some(Replacement::New { kid }) => tracing::warn!(
-                        %kid,
-                        "a new key signs from now on, without waiting for publish-ahead: a relying party refuses its tokens until it fetches the JWKS again"
-                    ),
-                    None => {}
-                }
-                tracing::warn!(
-                    "relying parties that cached the JWKS trust the revoked key until they fetch it again (at most the documents' max-age, an hour); see docs/keys.md"
-                );
-                return print(args.output, &revoked.keys, Some(&policy), now);
-            }
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        }
+    let (updated, policy) = update(&store, &args.rotation, now, |keys, policy| {
+        let revoked = keys.revoke(&args.kid, policy, now, SigningKey::generate)?;
+        Ok(Some((revoked.keys.clone(), revoked)))
+    })
+    .await?;
+    let Updated::Saved(keys, revoked) = updated else {
+        return Err("the revocation changed nothing".into());
+    };
+    tracing::error!(
+        kid = %args.kid,
+        was = %revoked.was,
+        store = %store.describe(),
+        "KEY REVOKED: it is out of the published keys, and every server reading this store refuses its tokens as soon as it sees the change"
+    );
+    match &revoked.replaced_by {
+        Some(Replacement::BroughtForward { kid, published_at }) => tracing::warn!(
+            %kid, %published_at,
+            "the next key signs from now on, without waiting for publish-ahead: a relying party that has not fetched the JWKS since it was published refuses its tokens until it does"
+        ),
+        Some(Replacement::New { kid }) => tracing::warn!(
+            %kid,
+            "a new key signs from now on, without waiting for publish-ahead: a relying party refuses its tokens until it fetches the JWKS again"
+        ),
+        None => {}
     }
-    Err(format!(
-        "{}: another writer kept changing the keys; try again",
-        store.describe()
-    )
-    .into())
+    tracing::warn!(
+        "relying parties that cached the JWKS trust the revoked key until they fetch it again (at most the documents' max-age, an hour); see docs/keys.md"
+    );
+    print(args.output, &keys, Some(&policy), now)
 }
 
 fn time(t: Option<Timestamp>) -> String {

@@ -23,6 +23,14 @@ fn at(second: i64) -> jiff::Timestamp {
     jiff::Timestamp::from_second(second).unwrap()
 }
 
+async fn fetch(env: &mut Env) -> warrant_signer::proto::FetchKeysResponse {
+    env.client
+        .fetch_keys(FetchKeysRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 #[tokio::test]
 async fn fetch_keys_follows_the_rotation_and_sign_switches_on_the_second() {
     let p = policy();
@@ -39,12 +47,7 @@ async fn fetch_keys_follows_the_rotation_and_sign_switches_on_the_second() {
     let kids = |keys: &warrant_signer::proto::FetchKeysResponse| -> Vec<String> {
         keys.keys.iter().map(|k| k.key_id.clone()).collect()
     };
-    let started = env
-        .client
-        .fetch_keys(FetchKeysRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let started = fetch(&mut env).await;
     assert_eq!(kids(&started), std::slice::from_ref(&a));
     assert_eq!(started.data_timestamp.unwrap().seconds, NOW);
     // The successor is due in six days: come back within the hour.
@@ -60,12 +63,7 @@ async fn fetch_keys_follows_the_rotation_and_sign_switches_on_the_second() {
     let b = with_b.keys()[1].kid().to_owned();
     env.state
         .set_keys(with_b.key_set_at(at(created), &p).unwrap());
-    let listed = env
-        .client
-        .fetch_keys(FetchKeysRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = fetch(&mut env).await;
     assert_eq!(kids(&listed), [a.clone(), b.clone()]);
     assert_eq!(listed.data_timestamp.unwrap().seconds, created);
     let sign = |claims_at: i64| SignJwtRequest {
@@ -98,12 +96,7 @@ async fn fetch_keys_follows_the_rotation_and_sign_switches_on_the_second() {
     let still = with_b.key_set_at(at(removal - 1), &p).unwrap();
     env.clock.set(at(removal - 1));
     env.state.set_keys(still);
-    let listed = env
-        .client
-        .fetch_keys(FetchKeysRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = fetch(&mut env).await;
     assert_eq!(kids(&listed), [b.clone(), a.clone()]);
     // The hint never falls under a minute, even a second before a change.
     assert_eq!(listed.refresh_hint_seconds, 60);
@@ -114,12 +107,7 @@ async fn fetch_keys_follows_the_rotation_and_sign_switches_on_the_second() {
     env.clock.set(at(removal));
     env.state
         .set_keys(gone.key_set_at(at(removal), &p).unwrap());
-    let listed = env
-        .client
-        .fetch_keys(FetchKeysRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = fetch(&mut env).await;
     assert_eq!(kids(&listed), [b]);
     assert_eq!(listed.data_timestamp.unwrap().seconds, removal);
 }
