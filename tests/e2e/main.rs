@@ -16,6 +16,7 @@ mod auth;
 mod bad_input;
 mod client_certs;
 mod cluster;
+mod credential;
 mod deploy;
 mod errors;
 mod hardening;

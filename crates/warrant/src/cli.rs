@@ -45,6 +45,41 @@ pub(crate) enum Command {
     /// The OIDC discovery documents, for hosting them elsewhere.
     #[command(subcommand)]
     Discovery(DiscoveryCommand),
+    /// client-go's exec credential plugin: trade this workload's own token for a short-lived
+    /// token from warrant for the cluster client-go is about to call (KEP-5339). Run by kubectl
+    /// or a controller from a kubeconfig's `exec` section, never by hand.
+    #[command(after_long_help = crate::credential::HELP_EXAMPLES)]
+    Credential(CredentialArgs),
+}
+
+/// `warrant credential`.
+#[derive(Debug, Args)]
+pub(crate) struct CredentialArgs {
+    /// warrant's URL. Default: the cluster config's `warrant`.
+    #[arg(long = "warrant-url", env = "WARRANT_URL", value_name = "URL")]
+    pub(crate) warrant_url: Option<String>,
+    /// CA bundle (PEM) for warrant's HTTPS. Default: the system's roots.
+    #[arg(long = "warrant-ca-file", env = "WARRANT_CA_FILE", value_name = "PATH")]
+    pub(crate) warrant_ca_file: Option<PathBuf>,
+    /// This workload's own token, read on every run (the kubelet rotates it).
+    #[arg(
+        long = "token-file",
+        env = "WARRANT_TOKEN_FILE",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        value_name = "PATH"
+    )]
+    pub(crate) token_file: PathBuf,
+    /// The audience of the token. Default: the cluster config's `audience`, else the cluster's
+    /// server URL.
+    #[arg(long, value_name = "AUDIENCE")]
+    pub(crate) audience: Option<String>,
+    /// The service account to mint for, NAMESPACE/NAME. Default: the cluster config's
+    /// `serviceAccount`, else the one the own token names (self-service).
+    #[arg(long = "service-account", value_name = "NAMESPACE/NAME", value_parser = parse_object_name)]
+    pub(crate) service_account: Option<ObjectName>,
+    /// The token's lifetime (warrant may shorten it). Default: warrant's (an hour).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
+    pub(crate) expiration: Option<i64>,
 }
 
 /// `warrant keys …`.

@@ -3,6 +3,7 @@
 
 mod auth;
 mod cli;
+mod credential;
 mod duration;
 mod export;
 #[cfg(test)]
@@ -33,6 +34,9 @@ fn main() -> ExitCode {
     // Before any thread starts: taking the socket clears its variables from the environment.
     let inherited = listen::inherited();
     let cli = Cli::parse();
+    // An exec plugin's stderr is shown to whoever runs kubectl: a failure is one line there,
+    // not a log line and a sentence.
+    let plugin = matches!(cli.command, Command::Credential(_));
     // Held until the command ends; dropping it writes out the lines still queued (before the
     // process exits, and before a failure's message below, so the two keep their order).
     let log_writer = logging::init(cli.log_format, &cli.log_level);
@@ -52,6 +56,9 @@ fn main() -> ExitCode {
         Command::Discovery(DiscoveryCommand::Export(args)) => {
             current_thread().and_then(|runtime| runtime.block_on(export::run(&args)))
         }
+        Command::Credential(args) => {
+            current_thread().and_then(|runtime| runtime.block_on(credential::run(&args)))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -67,7 +74,9 @@ fn main() -> ExitCode {
                 }
                 source = cause.source();
             }
-            tracing::error!("{message}");
+            if !plugin {
+                tracing::error!("{message}");
+            }
             drop(log_writer);
             #[allow(clippy::print_stderr)]
             {

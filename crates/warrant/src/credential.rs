@@ -1,0 +1,288 @@
+//! `warrant credential`: client-go's exec credential plugin (KEP-5339's external credential
+//! provider). client-go runs it with `KUBERNETES_EXEC_INFO` in the environment (an
+//! ExecCredential of `client.authentication.k8s.io/v1` or `v1beta1`; with `provideClusterInfo`,
+//! `spec.cluster` holds the server, its CA and `config`, the cluster's
+//! `client.authentication.k8s.io/exec` extension). The plugin reads this workload's own token,
+//! asks warrant for a token for that cluster (a TokenRequest, authenticated with the own token)
+//! and prints an ExecCredential of the same apiVersion with `status.token` and
+//! `status.expirationTimestamp`. Nothing else goes to stdout; a failure is one line on stderr.
+//!
+//! What is read from the cluster's `config` (all optional): `warrant` (warrant's URL),
+//! `audience`, `serviceAccount` (`NAMESPACE/NAME`). Flags and their environment variables win
+//! over it. The service account defaults to the own token's (self-service), and the own token's
+//! binding (its pod, secret or node) is passed on, as warrant requires of a bound caller.
+
+use std::error::Error;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use crate::cli::{CredentialArgs, ObjectName, parse_object_name};
+
+/// Shown after `warrant credential --help`.
+pub(crate) const HELP_EXAMPLES: &str = r#"A kubeconfig user that runs it (client-go caches the token until it expires):
+
+  users:
+  - name: fleet-controller
+    user:
+      exec:
+        apiVersion: client.authentication.k8s.io/v1
+        command: warrant
+        args: [credential, --warrant-url, https://warrant.example]
+        provideClusterInfo: true
+        interactiveMode: Never
+
+A ClusterProfile's credential provider for it (KEP-5339), on the hub:
+
+  status:
+    credentialProviders:
+    - name: warrant
+      cluster:
+        server: https://member-1.example:6443
+        certificate-authority-data: LS0t...
+        extensions:
+        - name: client.authentication.k8s.io/exec
+          extension:
+            audience: member-1
+            warrant: https://warrant.example"#;
+
+/// The apiVersions client-go speaks for exec plugins.
+const API_VERSIONS: [&str; 2] = [
+    "client.authentication.k8s.io/v1",
+    "client.authentication.k8s.io/v1beta1",
+];
+
+/// What client-go said about the call.
+#[derive(Debug, Default)]
+struct ExecInfo {
+    api_version: String,
+    server: Option<String>,
+    config: serde_json::Map<String, Value>,
+}
+
+fn exec_info(text: &str) -> Result<ExecInfo, String> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("KUBERNETES_EXEC_INFO is not JSON: {e}"))?;
+    let api_version = value
+        .pointer("/apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if !API_VERSIONS.contains(&api_version.as_str()) {
+        return Err(format!(
+            "KUBERNETES_EXEC_INFO has apiVersion {api_version:?}; warrant credential speaks {}",
+            API_VERSIONS.join(" and ")
+        ));
+    }
+    Ok(ExecInfo {
+        api_version,
+        server: value
+            .pointer("/spec/cluster/server")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        config: value
+            .pointer("/spec/cluster/config")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+    })
+}
+
+/// What the own token says of its holder: service account and binding.
+struct Own {
+    service_account: ObjectName,
+    binding: Option<Value>,
+}
+
+fn own_identity(token: &str) -> Result<Own, String> {
+    let unreadable = || "the own token is not a service-account JWT".to_owned();
+    let payload = token.split('.').nth(1).ok_or_else(unreadable)?;
+    let claims: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(payload.trim_end_matches('='))
+            .map_err(|_| unreadable())?,
+    )
+    .map_err(|_| unreadable())?;
+    let k = claims.get("kubernetes.io").cloned().unwrap_or_default();
+    let (Some(namespace), Some(name)) = (
+        k.pointer("/namespace").and_then(Value::as_str),
+        k.pointer("/serviceaccount/name").and_then(Value::as_str),
+    ) else {
+        return Err(
+            "the own token names no service account (kubernetes.io claims): give --service-account"
+                .into(),
+        );
+    };
+    let binding = [("pod", "Pod"), ("secret", "Secret"), ("node", "Node")]
+        .into_iter()
+        .find_map(|(claim, kind)| {
+            let bound = k.get(claim)?.as_object()?;
+            // A pod-bound token names its node too: the pod is the binding.
+            Some(json!({
+                "kind": kind,
+                "apiVersion": "v1",
+                "name": bound.get("name")?,
+                "uid": bound.get("uid")?,
+            }))
+        });
+    Ok(Own {
+        service_account: ObjectName {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        },
+        binding,
+    })
+}
+
+/// Runs the plugin: prints the ExecCredential on stdout.
+pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
+    let info = match std::env::var("KUBERNETES_EXEC_INFO") {
+        Ok(text) => exec_info(&text)?,
+        Err(_) => {
+            return Err("KUBERNETES_EXEC_INFO is not set: warrant credential is run by client-go (kubectl, a controller) from a kubeconfig's exec section; see warrant credential --help".into());
+        }
+    };
+    let config = |key: &str| {
+        info.config
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let warrant = args
+        .warrant_url
+        .clone()
+        .or_else(|| config("warrant"))
+        .ok_or("no warrant URL: give --warrant-url (or WARRANT_URL), or `warrant` in the cluster's exec extension")?;
+    let warrant = warrant.trim_end_matches('/').to_owned();
+    let audience = args
+        .audience
+        .clone()
+        .or_else(|| config("audience"))
+        .or_else(|| info.server.clone())
+        .ok_or("no audience: give --audience, `audience` in the cluster's exec extension, or provideClusterInfo: true so the cluster's server is known")?;
+    let token = std::fs::read_to_string(&args.token_file).map_err(|e| {
+        format!(
+            "cannot read the own token {}: {e}",
+            args.token_file.display()
+        )
+    })?;
+    let token = token.trim();
+    let own = own_identity(token)?;
+    let service_account = match (&args.service_account, config("serviceAccount")) {
+        (Some(named), _) => named.clone(),
+        (None, Some(text)) => parse_object_name(&text)
+            .map_err(|e| format!("serviceAccount in the cluster's exec extension: {e}"))?,
+        (None, None) => own.service_account.clone(),
+    };
+
+    let mut spec = serde_json::Map::new();
+    spec.insert("audiences".into(), json!([audience]));
+    if let Some(seconds) = args.expiration {
+        spec.insert("expirationSeconds".into(), json!(seconds));
+    }
+    if let Some(binding) = own.binding {
+        spec.insert("boundObjectRef".into(), binding);
+    }
+    let body = json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": spec,
+    });
+    let mut client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
+    if let Some(path) = &args.warrant_ca_file {
+        let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        client = client.tls_certs_merge(certs);
+    }
+    let client = client.build()?;
+    let url = format!(
+        "{warrant}/api/v1/namespaces/{}/serviceaccounts/{}/token",
+        service_account.namespace, service_account.name
+    );
+    let response = client
+        .post(&url)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach warrant at {warrant}: {}", cause(&e)))?;
+    let status = response.status();
+    let answer: Value = response.json().await.unwrap_or(Value::Null);
+    if !status.is_success() {
+        let message = answer
+            .pointer("/message")
+            .and_then(Value::as_str)
+            .unwrap_or("no message");
+        return Err(format!(
+            "warrant at {warrant} refused a token for {service_account} ({}): {message}",
+            status.as_u16()
+        )
+        .into());
+    }
+    let (Some(minted), Some(expires)) = (
+        answer.pointer("/status/token").and_then(Value::as_str),
+        answer
+            .pointer("/status/expirationTimestamp")
+            .and_then(Value::as_str),
+    ) else {
+        return Err(format!("warrant at {warrant} answered without a token").into());
+    };
+    let credential = json!({
+        "apiVersion": info.api_version,
+        "kind": "ExecCredential",
+        "status": { "token": minted, "expirationTimestamp": expires },
+    });
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{credential}");
+    }
+    Ok(())
+}
+
+/// The innermost cause of a request failure, which says what went wrong (refused, certificate).
+fn cause(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text = inner.to_string();
+        source = inner.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_kubectl_sends_in_both_versions() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/vectors/exec-credential"
+        );
+        for (file, version) in [
+            (
+                "kubernetes-exec-info-v1.json",
+                "client.authentication.k8s.io/v1",
+            ),
+            (
+                "kubernetes-exec-info-v1beta1.json",
+                "client.authentication.k8s.io/v1beta1",
+            ),
+        ] {
+            let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+            let info = exec_info(&text).unwrap();
+            assert_eq!(info.api_version, version);
+            assert_eq!(info.server.as_deref(), Some("https://127.0.0.1:6443"));
+            assert_eq!(info.config["audience"], "member-1");
+            assert_eq!(info.config["warrant"], "https://warrant.example:8443");
+        }
+        assert!(
+            exec_info(r#"{"apiVersion":"client.authentication.k8s.io/v2"}"#)
+                .unwrap_err()
+                .contains("warrant credential speaks")
+        );
+    }
+}

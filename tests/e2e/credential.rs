@@ -1,0 +1,274 @@
+//! `warrant credential`, the exec credential plugin, run as client-go runs it: the real binary
+//! with `KUBERNETES_EXEC_INFO` in its environment and stdin closed, its stdout parsed; and by
+//! kubectl itself from a kubeconfig's exec section.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+use crate::tokens::{OBJECTS, POD_UID};
+
+/// A server whose self-service hands `demo/app` tokens for `member-1` (and `extra` audiences),
+/// and the file of app's own pod-bound token for warrant's API.
+async fn setup(extra: &str) -> (Warrant, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [member-1{extra}]\n  maxExpirationSeconds: 3600\n"
+        ),
+    )
+    .unwrap();
+    let w = Warrant::start(
+        OBJECTS,
+        &["--authorization-policy-file", policy.to_str().unwrap()],
+    )
+    .await;
+    let own = w.token(&["--bound-object-kind", "Pod", "--bound-object-name", "app-0"]);
+    let own_file = dir.path().join("own.token");
+    std::fs::write(&own_file, own).unwrap();
+    (w, dir, own_file)
+}
+
+/// Runs `warrant credential ARGS` as client-go does, with `exec_info` (if any).
+fn credential(exec_info: Option<&Value>, args: &[&str]) -> Output {
+    let mut command = Command::new(BIN);
+    command
+        .arg("credential")
+        .args(args)
+        .env_remove("KUBERNETES_EXEC_INFO")
+        .stdin(Stdio::null());
+    if let Some(info) = exec_info {
+        command.env("KUBERNETES_EXEC_INFO", info.to_string());
+    }
+    command.output().unwrap()
+}
+
+fn exec_info(version: &str, cluster: Option<Value>) -> Value {
+    let mut info = json!({
+        "kind": "ExecCredential",
+        "apiVersion": version,
+        "spec": {"interactive": false},
+    });
+    if let Some(cluster) = cluster {
+        info["spec"]["cluster"] = cluster;
+    }
+    info
+}
+
+fn to_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[tokio::test]
+async fn the_plugin_speaks_both_versions_with_and_without_cluster_info() {
+    let (w, _dir, own) = setup("").await;
+    let ca = w.path("ca.crt");
+    let flags = [
+        "--warrant-ca-file",
+        to_str(&ca),
+        "--token-file",
+        to_str(&own),
+    ];
+    for version in [
+        "client.authentication.k8s.io/v1",
+        "client.authentication.k8s.io/v1beta1",
+    ] {
+        let cluster = json!({
+            "server": "https://member-1.example:6443",
+            "config": {"audience": "member-1", "warrant": w.issuer()},
+        });
+        let out = credential(Some(&exec_info(version, Some(cluster))), &flags);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            stdout.lines().count(),
+            1,
+            "one ExecCredential, nothing else: {stdout}"
+        );
+        let credential: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(credential["apiVersion"], version);
+        assert_eq!(credential["kind"], "ExecCredential");
+        let token = credential["status"]["token"].as_str().unwrap();
+        let c = claims(token);
+        assert_eq!(c.aud, ["member-1"]);
+        assert_eq!(c.sub, "system:serviceaccount:demo:app");
+        // The own token's pod binding is passed on: the new token dies with the pod.
+        assert_eq!(c.kubernetes.pod.unwrap().uid, POD_UID);
+        let expires: jiff::Timestamp = credential["status"]["expirationTimestamp"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(expires.as_second(), c.exp.unwrap());
+    }
+
+    // Without cluster info, flags say where and for whom.
+    let out = credential(
+        Some(&exec_info("client.authentication.k8s.io/v1", None)),
+        &[
+            &flags[..],
+            &["--warrant-url", &w.issuer(), "--audience", "member-1"],
+        ]
+        .concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = credential(
+        Some(&exec_info("client.authentication.k8s.io/v1", None)),
+        &[&flags[..], &["--warrant-url", &w.issuer()]].concat(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).starts_with("warrant: no audience"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn kubectl_runs_the_plugin_from_its_kubeconfig() {
+    let (w, dir, own) = setup("").await;
+    // The audience defaults to the cluster's server: warrant's own API here.
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [member-1, \"{}\"]\n  maxExpirationSeconds: 3600\n",
+            w.issuer()
+        ),
+    )
+    .unwrap();
+    let kubeconfig = dir.path().join("exec.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: app\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {bin}\n      args: [credential, --warrant-url, \"{server}\", --warrant-ca-file, {ca}, --token-file, {own}]\n      provideClusterInfo: true\n      interactiveMode: Never\ncontexts:\n- name: c\n  context: {{cluster: w, user: app}}\ncurrent-context: c\n",
+            server = w.issuer(),
+            ca = w.path("ca.crt").display(),
+            bin = BIN,
+            own = own.display(),
+        ),
+    )
+    .unwrap();
+    let mut last = None;
+    w.eventually("the policy with warrant's audience to load", || {
+        let out = w.kubectl_with(
+            &kubeconfig,
+            &[
+                "create",
+                "token",
+                "app",
+                "-n",
+                "demo",
+                "--audience",
+                "member-1",
+                "--bound-object-kind",
+                "Pod",
+                "--bound-object-name",
+                "app-0",
+            ],
+        );
+        let ok = out.status.success();
+        last = Some(out);
+        ok
+    })
+    .await;
+    // kubectl authenticated to warrant with the token the plugin minted for warrant's API, as
+    // demo/app, and got the token it asked for.
+    let minted = String::from_utf8(last.unwrap().stdout).unwrap();
+    let c = claims(minted.trim());
+    assert_eq!(c.aud, ["member-1"]);
+    assert_eq!(c.sub, "system:serviceaccount:demo:app");
+}
+
+#[tokio::test]
+async fn failures_are_one_line_on_stderr() {
+    let (w, _dir, own) = setup("").await;
+    let ca = w.path("ca.crt");
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(
+            json!({"server": "https://member-1.example:6443", "config": {"audience": "member-1"}}),
+        ),
+    );
+    let run = |url: &str, token: &Path, audience: Option<&str>| {
+        let mut args = vec![
+            "--warrant-url",
+            url,
+            "--warrant-ca-file",
+            to_str(&ca),
+            "--token-file",
+            to_str(token),
+        ];
+        if let Some(audience) = audience {
+            args.extend(["--audience", audience]);
+        }
+        let out = credential(Some(&info), &args);
+        assert!(!out.status.success());
+        assert!(out.stdout.is_empty());
+        let text = stderr(&out);
+        assert_eq!(text.lines().count(), 1, "{text}");
+        text
+    };
+
+    // Nothing listens.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://127.0.0.1:{}", closed.local_addr().unwrap().port());
+    drop(closed);
+    let text = run(&url, &own, None);
+    assert!(
+        text.starts_with(&format!("warrant: cannot reach warrant at {url}")),
+        "{text}"
+    );
+
+    // The policy does not allow the audience.
+    let text = run(&w.issuer(), &own, Some("s3"));
+    assert!(
+        text.starts_with(&format!(
+            "warrant: warrant at {} refused a token for demo/app (403): ",
+            w.issuer()
+        )) && text.contains("not a self-service audience"),
+        "{text}"
+    );
+
+    // The own token has expired (signed by the server's key an hour ago, valid for ten minutes).
+    let key =
+        warrant_token::signing_key_from_pem(&std::fs::read(w.path("sa.key")).unwrap()).unwrap();
+    let mut old = claims(&std::fs::read_to_string(&own).unwrap());
+    old.exp = old.exp.map(|e| e - 7200);
+    old.iat = old.iat.map(|i| i - 7200);
+    old.nbf = old.nbf.map(|n| n - 7200);
+    let expired = own.with_file_name("expired.token");
+    std::fs::write(&expired, key.sign(&old).unwrap()).unwrap();
+    let text = run(&w.issuer(), &expired, None);
+    assert!(
+        text.starts_with(&format!(
+            "warrant: warrant at {} refused a token for demo/app (401): ",
+            w.issuer()
+        )),
+        "{text}"
+    );
+
+    // --help shows where it goes: a kubeconfig user and a ClusterProfile provider.
+    let help = Command::new(BIN)
+        .args(["credential", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(
+        help.contains("provideClusterInfo: true") && help.contains("credentialProviders:"),
+        "{help}"
+    );
+
+    // Not run by client-go.
+    let out = Command::new(BIN)
+        .args(["credential", "--token-file", to_str(&own)])
+        .env_remove("KUBERNETES_EXEC_INFO")
+        .output()
+        .unwrap();
+    assert!(stderr(&out).starts_with("warrant: KUBERNETES_EXEC_INFO is not set"));
+}
