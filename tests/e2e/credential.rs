@@ -33,18 +33,28 @@ async fn setup(extra: &str) -> (Warrant, tempfile::TempDir, PathBuf) {
     (w, dir, own_file)
 }
 
-/// Runs `warrant credential ARGS` as client-go does, with `exec_info` (if any).
-fn credential(exec_info: Option<&Value>, args: &[&str]) -> Output {
+/// `warrant credential ARGS` as client-go runs it, with `exec_info` (if any) and the cache
+/// in `cache` (each test its own, never the user's).
+fn credential_command(exec_info: Option<&Value>, cache: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(BIN);
     command
         .arg("credential")
         .args(args)
         .env_remove("KUBERNETES_EXEC_INFO")
+        .env("WARRANT_CACHE_DIR", cache)
         .stdin(Stdio::null());
     if let Some(info) = exec_info {
         command.env("KUBERNETES_EXEC_INFO", info.to_string());
     }
-    command.output().unwrap()
+    command
+}
+
+/// Runs [`credential_command`] with the cache under the test's directory.
+fn credential(exec_info: Option<&Value>, args: &[&str]) -> Output {
+    let cache = tempfile::tempdir().unwrap();
+    credential_command(exec_info, cache.path(), args)
+        .output()
+        .unwrap()
 }
 
 fn exec_info(version: &str, cluster: Option<Value>) -> Value {
@@ -146,11 +156,12 @@ async fn kubectl_runs_the_plugin_from_its_kubeconfig() {
     std::fs::write(
         &kubeconfig,
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: app\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {bin}\n      args: [credential, --warrant-url, \"{server}\", --warrant-ca-file, {ca}, --token-file, {own}]\n      provideClusterInfo: true\n      interactiveMode: Never\ncontexts:\n- name: c\n  context: {{cluster: w, user: app}}\ncurrent-context: c\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: app\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {bin}\n      args: [credential, --warrant-url, \"{server}\", --warrant-ca-file, {ca}, --token-file, {own}, --cache-dir, {cache}]\n      provideClusterInfo: true\n      interactiveMode: Never\ncontexts:\n- name: c\n  context: {{cluster: w, user: app}}\ncurrent-context: c\n",
             server = w.issuer(),
             ca = w.path("ca.crt").display(),
             bin = BIN,
             own = own.display(),
+            cache = dir.path().join("cache").display(),
         ),
     )
     .unwrap();
@@ -271,4 +282,99 @@ async fn failures_are_one_line_on_stderr() {
         .output()
         .unwrap();
     assert!(stderr(&out).starts_with("warrant: KUBERNETES_EXEC_INFO is not set"));
+}
+
+/// Tokens warrant has issued so far (every binding).
+async fn issued(w: &Warrant) -> f64 {
+    w.metrics_text()
+        .await
+        .lines()
+        .filter(|l| l.starts_with("warrant_tokens_issued_total"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn tokens_are_reused_from_the_cache_until_four_fifths_of_their_life() {
+    let (w, dir, own) = setup("").await;
+    let cache = dir.path().join("cache");
+    let ca = w.path("ca.crt");
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(json!({"server": "https://member-1.example:6443",
+                    "config": {"audience": "member-1", "warrant": w.issuer()}})),
+    );
+    let args = [
+        "--warrant-ca-file",
+        to_str(&ca),
+        "--token-file",
+        to_str(&own),
+    ];
+    let run = || {
+        let out = credential_command(Some(&info), &cache, &args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let credential: Value = serde_json::from_slice(&out.stdout).unwrap();
+        credential["status"]["token"].as_str().unwrap().to_owned()
+    };
+    let before = issued(&w).await;
+    let first = run();
+    assert_eq!(issued(&w).await, before + 1.0);
+    // Within its lifetime: the same token, and warrant is not asked.
+    assert_eq!(run(), first);
+    assert_eq!(issued(&w).await, before + 1.0);
+    let entries: Vec<PathBuf> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    let [entry] = entries.as_slice() else {
+        panic!("one cache entry: {entries:?}");
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(&cache), mode(entry)), (0o700, 0o600));
+
+    // Past 80 % of its lifetime (the entry says it was issued long ago): a new token.
+    let mut aged: Value = serde_json::from_slice(&std::fs::read(entry).unwrap()).unwrap();
+    let expires: jiff::Timestamp = aged["expirationTimestamp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    aged["issuedAt"] = json!((expires - jiff::SignedDuration::from_secs(36_000)).to_string());
+    std::fs::write(entry, aged.to_string()).unwrap();
+    let second = run();
+    assert_ne!(second, first);
+    assert_eq!(issued(&w).await, before + 2.0);
+
+    // A damaged entry is replaced, not an error.
+    std::fs::write(entry, b"{\"token\": 12").unwrap();
+    let third = run();
+    assert_ne!(third, second);
+    assert_eq!(issued(&w).await, before + 3.0);
+    assert_eq!(run(), third);
+
+    // Two runs at once for a fresh entry mint one token between them.
+    std::fs::remove_file(entry).unwrap();
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            credential_command(Some(&info), &cache, &args)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let tokens: Vec<String> = children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success());
+            let credential: Value = serde_json::from_slice(&out.stdout).unwrap();
+            credential["status"]["token"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(tokens[0], tokens[1]);
+    assert_eq!(issued(&w).await, before + 4.0);
 }

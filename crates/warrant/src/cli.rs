@@ -80,6 +80,13 @@ pub(crate) struct CredentialArgs {
     /// The token's lifetime (warrant may shorten it). Default: warrant's (an hour).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
     pub(crate) expiration: Option<i64>,
+    /// Where tokens are cached (0700). Default: $XDG_CACHE_HOME/warrant/credentials, else
+    /// ~/.cache/warrant/credentials.
+    #[arg(long = "cache-dir", env = "WARRANT_CACHE_DIR", value_name = "DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// Mint a token on every run instead of reusing one until 80 % of its lifetime.
+    #[arg(long = "no-cache")]
+    pub(crate) no_cache: bool,
 }
 
 /// `warrant keys …`.

@@ -11,6 +11,10 @@
 //! `audience`, `serviceAccount` (`NAMESPACE/NAME`). Flags and their environment variables win
 //! over it. The service account defaults to the own token's (self-service), and the own token's
 //! binding (its pod, secret or node) is passed on, as warrant requires of a bound caller.
+//!
+//! Tokens are cached on disk and reused until 80 % of their lifetime (see the `cache` module).
+
+mod cache;
 
 use std::error::Error;
 
@@ -176,6 +180,31 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         (None, None) => own.service_account.clone(),
     };
 
+    let key = cache::Key {
+        warrant: warrant.clone(),
+        service_account: service_account.to_string(),
+        audience: audience.clone(),
+        binding: own
+            .binding
+            .as_ref()
+            .and_then(|b| b.get("uid"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        expiration_seconds: args.expiration,
+    };
+    let slot = if args.no_cache {
+        None
+    } else {
+        args.cache_dir
+            .clone()
+            .or_else(cache::default_dir)
+            .and_then(|dir| cache::Slot::lock(&dir, key))
+    };
+    let now = warrant_server::Clock::System.now();
+    if let Some(entry) = slot.as_ref().and_then(|slot| slot.get(now)) {
+        return print(&info.api_version, &entry.token, entry.expiration_timestamp);
+    }
+
     let mut spec = serde_json::Map::new();
     spec.insert("audiences".into(), json!([audience]));
     if let Some(seconds) = args.expiration {
@@ -229,16 +258,35 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     ) else {
         return Err(format!("warrant at {warrant} answered without a token").into());
     };
+    let expires: jiff::Timestamp = expires.parse().map_err(|e| {
+        format!("warrant at {warrant} answered an unreadable expirationTimestamp: {e}")
+    })?;
+    if let Some(slot) = slot {
+        let issued_at = issued_at(minted).unwrap_or(now);
+        slot.put(minted.to_owned(), issued_at, expires);
+    }
+    print(&info.api_version, minted, expires)
+}
+
+/// Prints the ExecCredential client-go reads.
+fn print(api_version: &str, token: &str, expires: jiff::Timestamp) -> Result<(), Box<dyn Error>> {
     let credential = json!({
-        "apiVersion": info.api_version,
+        "apiVersion": api_version,
         "kind": "ExecCredential",
-        "status": { "token": minted, "expirationTimestamp": expires },
+        "status": { "token": token, "expirationTimestamp": expires.to_string() },
     });
     #[allow(clippy::print_stdout)]
     {
         println!("{credential}");
     }
     Ok(())
+}
+
+/// A token's `iat` (it is warrant's own, just received: read, not verified).
+fn issued_at(token: &str) -> Option<jiff::Timestamp> {
+    let payload = URL_SAFE_NO_PAD.decode(token.split('.').nth(1)?).ok()?;
+    let claims: Value = serde_json::from_slice(&payload).ok()?;
+    jiff::Timestamp::from_second(claims.get("iat")?.as_i64()?).ok()
 }
 
 /// The innermost cause of a request failure, which says what went wrong (refused, certificate).
