@@ -139,3 +139,33 @@ fn serve_refuses_more_than_one_passed_socket() {
         stderr(&out)
     );
 }
+
+/// The fleet examples parse, and the plugin flags the hub's provider config passes are ones
+/// `warrant credential` knows; the member's audience is the one the ClusterProfile hands out.
+#[test]
+fn the_fleet_examples_fit_the_plugin() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/fleet");
+    let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
+    let providers: Vec<Value> =
+        serde_saphyr::from_multiple(&read("hub-provider-config.yaml")).unwrap();
+    let exec = &providers[0]["providers"][0]["execConfig"];
+    assert_eq!(exec["provideClusterInfo"], true);
+    let help = Command::new(BIN)
+        .args(["credential", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let args = exec["args"].as_array().unwrap();
+    assert_eq!(args[0], "credential");
+    for arg in &args[1..] {
+        let arg = arg.as_str().unwrap();
+        if arg.starts_with("--") {
+            assert!(help.contains(arg), "warrant credential does not know {arg}");
+        }
+    }
+    let profile: Value = serde_saphyr::from_str(&read("hub-cluster-profile.yaml")).unwrap();
+    let audience = &profile["status"]["credentialProviders"][0]["cluster"]["extensions"][0]["extension"]
+        ["audience"];
+    let member: Value = serde_saphyr::from_str(&read("member-authentication-config.yaml")).unwrap();
+    assert_eq!(&member["jwt"][0]["issuer"]["audiences"][0], audience);
+}
