@@ -378,3 +378,67 @@ async fn tokens_are_reused_from_the_cache_until_four_fifths_of_their_life() {
     assert_eq!(tokens[0], tokens[1]);
     assert_eq!(issued(&w).await, before + 4.0);
 }
+
+/// CI and people call warrant with a kubeconfig instead of a workload token: its server, CA and
+/// user (here the setup's admin), for a named service account.
+#[tokio::test]
+async fn a_kubeconfig_can_stand_in_for_the_workload_token() {
+    let (w, _dir, _own) = setup("").await;
+    let kubeconfig = w.path("kubeconfig");
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(
+            json!({"server": "https://member-1.example:6443", "config": {"audience": "member-1"}}),
+        ),
+    );
+    let out = credential(
+        Some(&info),
+        &[
+            "--kubeconfig",
+            to_str(&kubeconfig),
+            "--service-account",
+            "demo/app",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = claims(printed["status"]["token"].as_str().unwrap());
+    assert_eq!(
+        (c.aud.as_slice(), c.sub.as_str()),
+        (
+            &["member-1".to_owned()][..],
+            "system:serviceaccount:demo:app"
+        )
+    );
+    assert!(
+        c.kubernetes.pod.is_none(),
+        "an unbound caller mints unbound tokens"
+    );
+
+    // Without a service account to name, it says what to give.
+    let out = credential(Some(&info), &["--kubeconfig", to_str(&kubeconfig)]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).starts_with("warrant: with --kubeconfig, name the service account"),
+        "{}",
+        stderr(&out)
+    );
+    // warrant's refusals come through the kubeconfig path too.
+    let out = credential(
+        Some(&info),
+        &[
+            "--kubeconfig",
+            to_str(&kubeconfig),
+            "--service-account",
+            "demo/missing",
+        ],
+    );
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "warrant: warrant at {} refused a token for demo/missing (404): ",
+            w.issuer()
+        )),
+        "{}",
+        stderr(&out)
+    );
+}

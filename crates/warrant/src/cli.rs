@@ -87,6 +87,15 @@ pub(crate) struct CredentialArgs {
     /// Mint a token on every run instead of reusing one until 80 % of its lifetime.
     #[arg(long = "no-cache")]
     pub(crate) no_cache: bool,
+    /// Call warrant with this kubeconfig (its server, CA and user: CI, people) instead of a
+    /// service-account token file; then name the service account to mint for.
+    #[arg(
+        long = "kubeconfig",
+        env = "WARRANT_KUBECONFIG",
+        value_name = "PATH",
+        conflicts_with_all = ["warrant_url", "warrant_ca_file"]
+    )]
+    pub(crate) kubeconfig: Option<PathBuf>,
 }
 
 /// `warrant keys …`.

@@ -94,6 +94,7 @@ fn exec_info(text: &str) -> Result<ExecInfo, String> {
 }
 
 /// What the own token says of its holder: service account and binding.
+#[derive(Clone)]
 struct Own {
     service_account: ObjectName,
     binding: Option<Value>,
@@ -139,6 +140,141 @@ fn own_identity(token: &str) -> Result<Own, String> {
     })
 }
 
+/// How the plugin proves who it is to warrant.
+enum Caller {
+    /// A service-account token (the pod's projected token), sent as a bearer token to
+    /// `warrant`, trusting `ca` (else the system's roots).
+    Token {
+        token: String,
+        own: Own,
+        warrant: String,
+        ca: Option<std::path::PathBuf>,
+    },
+    /// A kubeconfig for warrant (CI, people): its server, CA and user, whatever the user's
+    /// credential (token, client certificate, another exec plugin).
+    Kubeconfig {
+        client: ::kube::Client,
+        warrant: String,
+    },
+}
+
+impl Caller {
+    fn warrant(&self) -> &str {
+        match self {
+            Caller::Token { warrant, .. } | Caller::Kubeconfig { warrant, .. } => warrant,
+        }
+    }
+
+    fn own(&self) -> Option<&Own> {
+        match self {
+            Caller::Token { own, .. } => Some(own),
+            Caller::Kubeconfig { .. } => None,
+        }
+    }
+
+    /// Sends the TokenRequest for `account`; the answer's body, or the failure as one
+    /// sentence.
+    async fn request(&self, account: &ObjectName, body: &Value) -> Result<Value, String> {
+        let warrant = self.warrant();
+        let path = format!(
+            "/api/v1/namespaces/{}/serviceaccounts/{}/token",
+            account.namespace, account.name
+        );
+        match self {
+            Caller::Token { token, ca, .. } => {
+                let mut client =
+                    reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
+                if let Some(ca) = ca {
+                    let pem = std::fs::read(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
+                    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                        .map_err(|e| format!("{}: {e}", ca.display()))?;
+                    client = client.tls_certs_merge(certs);
+                }
+                let client = client.build().map_err(|e| e.to_string())?;
+                let response = client
+                    .post(format!("{warrant}{path}"))
+                    .bearer_auth(token)
+                    .json(body)
+                    .send()
+                    .await
+                    .map_err(|e| format!("cannot reach warrant at {warrant}: {}", cause(&e)))?;
+                let status = response.status();
+                let answer: Value = response.json().await.unwrap_or(Value::Null);
+                if status.is_success() {
+                    return Ok(answer);
+                }
+                let message = answer
+                    .pointer("/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message");
+                Err(refused(warrant, account, status.as_u16(), message))
+            }
+            Caller::Kubeconfig { client, .. } => {
+                let request = http::Request::post(&path)
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(body.to_string().into_bytes())
+                    .map_err(|e| e.to_string())?;
+                match client.request_text(request).await {
+                    Ok(text) => serde_json::from_str(&text).map_err(|e| e.to_string()),
+                    Err(::kube::Error::Api(status)) => {
+                        Err(refused(warrant, account, status.code, &status.message))
+                    }
+                    Err(other) => Err(format!("cannot reach warrant at {warrant}: {other}")),
+                }
+            }
+        }
+    }
+}
+
+/// warrant's refusal of a TokenRequest, as the line the plugin prints.
+fn refused(warrant: &str, account: &ObjectName, code: u16, message: &str) -> String {
+    format!("warrant at {warrant} refused a token for {account} ({code}): {message}")
+}
+
+/// Who calls warrant, from the flags: a kubeconfig, else the own token file.
+async fn caller(
+    args: &CredentialArgs,
+    config: &dyn Fn(&str) -> Option<String>,
+) -> Result<Caller, Box<dyn Error>> {
+    if let Some(path) = &args.kubeconfig {
+        let file = ::kube::config::Kubeconfig::read_from(path)
+            .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
+        let kube_config = ::kube::Config::from_custom_kubeconfig(
+            file,
+            &::kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
+        let warrant = kube_config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned();
+        let client = ::kube::Client::try_from(kube_config)
+            .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
+        return Ok(Caller::Kubeconfig { client, warrant });
+    }
+    let warrant = args
+        .warrant_url
+        .clone()
+        .or_else(|| config("warrant"))
+        .ok_or("no warrant URL: give --warrant-url (or WARRANT_URL), or `warrant` in the cluster's exec extension")?;
+    let token = std::fs::read_to_string(&args.token_file).map_err(|e| {
+        format!(
+            "cannot read the own token {}: {e}",
+            args.token_file.display()
+        )
+    })?;
+    let token = token.trim().to_owned();
+    let own = own_identity(&token)?;
+    Ok(Caller::Token {
+        token,
+        own,
+        warrant: warrant.trim_end_matches('/').to_owned(),
+        ca: args.warrant_ca_file.clone(),
+    })
+}
+
 /// Runs the plugin: prints the ExecCredential on stdout.
 pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     let info = match std::env::var("KUBERNETES_EXEC_INFO") {
@@ -153,39 +289,34 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    let warrant = args
-        .warrant_url
-        .clone()
-        .or_else(|| config("warrant"))
-        .ok_or("no warrant URL: give --warrant-url (or WARRANT_URL), or `warrant` in the cluster's exec extension")?;
-    let warrant = warrant.trim_end_matches('/').to_owned();
     let audience = args
         .audience
         .clone()
         .or_else(|| config("audience"))
         .or_else(|| info.server.clone())
         .ok_or("no audience: give --audience, `audience` in the cluster's exec extension, or provideClusterInfo: true so the cluster's server is known")?;
-    let token = std::fs::read_to_string(&args.token_file).map_err(|e| {
-        format!(
-            "cannot read the own token {}: {e}",
-            args.token_file.display()
-        )
-    })?;
-    let token = token.trim();
-    let own = own_identity(token)?;
-    let service_account = match (&args.service_account, config("serviceAccount")) {
-        (Some(named), _) => named.clone(),
-        (None, Some(text)) => parse_object_name(&text)
+    let caller = caller(args, &config).await?;
+    let warrant = caller.warrant().to_owned();
+    let service_account = match (
+        &args.service_account,
+        config("serviceAccount"),
+        caller.own(),
+    ) {
+        (Some(named), _, _) => named.clone(),
+        (None, Some(text), _) => parse_object_name(&text)
             .map_err(|e| format!("serviceAccount in the cluster's exec extension: {e}"))?,
-        (None, None) => own.service_account.clone(),
+        (None, None, Some(own)) => own.service_account.clone(),
+        (None, None, None) => {
+            return Err("with --kubeconfig, name the service account to mint for: --service-account NAMESPACE/NAME, or serviceAccount in the cluster's exec extension".into());
+        }
     };
+    let binding = caller.own().and_then(|own| own.binding.clone());
 
     let key = cache::Key {
         warrant: warrant.clone(),
         service_account: service_account.to_string(),
         audience: audience.clone(),
-        binding: own
-            .binding
+        binding: binding
             .as_ref()
             .and_then(|b| b.get("uid"))
             .and_then(Value::as_str)
@@ -210,7 +341,7 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     if let Some(seconds) = args.expiration {
         spec.insert("expirationSeconds".into(), json!(seconds));
     }
-    if let Some(binding) = own.binding {
+    if let Some(binding) = binding {
         spec.insert("boundObjectRef".into(), binding);
     }
     let body = json!({
@@ -218,38 +349,7 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         "kind": "TokenRequest",
         "spec": spec,
     });
-    let mut client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
-    if let Some(path) = &args.warrant_ca_file {
-        let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        client = client.tls_certs_merge(certs);
-    }
-    let client = client.build()?;
-    let url = format!(
-        "{warrant}/api/v1/namespaces/{}/serviceaccounts/{}/token",
-        service_account.namespace, service_account.name
-    );
-    let response = client
-        .post(&url)
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| format!("cannot reach warrant at {warrant}: {}", cause(&e)))?;
-    let status = response.status();
-    let answer: Value = response.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        let message = answer
-            .pointer("/message")
-            .and_then(Value::as_str)
-            .unwrap_or("no message");
-        return Err(format!(
-            "warrant at {warrant} refused a token for {service_account} ({}): {message}",
-            status.as_u16()
-        )
-        .into());
-    }
+    let answer = caller.request(&service_account, &body).await?;
     let (Some(minted), Some(expires)) = (
         answer.pointer("/status/token").and_then(Value::as_str),
         answer
