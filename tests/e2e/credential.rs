@@ -442,3 +442,117 @@ async fn a_kubeconfig_can_stand_in_for_the_workload_token() {
         stderr(&out)
     );
 }
+
+/// The own token may come from the hub's kube-apiserver instead of warrant: warrant has it
+/// reviewed by kube-apiserver (delegated authentication) and asks kube-apiserver whether the
+/// service account may have a token (delegated authorization); the pod binding still passes on.
+// Multi-threaded: the fixture serves while the plugin runs on the test thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// The real binary checks the own token's exp against the real clock, so it is dated by it.
+#[allow(clippy::disallowed_methods)]
+async fn an_own_token_from_the_hubs_kube_apiserver_works_through_delegation() {
+    use std::collections::BTreeMap;
+
+    use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
+    use warrant_kube_fixture::objects::{node, pod, service_account};
+    use warrant_kube_fixture::{Cluster, Fixture};
+
+    let authority = Authority::new();
+    let fixture = Fixture::start_with(Cluster::new(), |_| authority.routes())
+        .await
+        .unwrap();
+    fixture
+        .create(&service_account("demo", "app", "sa-1"))
+        .unwrap();
+    fixture.create(&node("node-1", "node-uid-1")).unwrap();
+    fixture
+        .create(&pod("demo", "app-0", "pod-1", "app", "node-1", None))
+        .unwrap();
+    // No front proxy here: skip reading its configuration from the cluster.
+    let w = Warrant::start_cluster(
+        &fixture,
+        &[
+            "--delegate-authentication",
+            "--authentication-skip-lookup",
+            "--delegate-authorization",
+        ],
+    )
+    .await;
+
+    // A projected token as the hub's kube-apiserver would issue it (another issuer and key:
+    // warrant cannot verify it, and hands it to kube-apiserver).
+    let hub_key = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    let now = jiff::Timestamp::now().as_second();
+    let hub_token = hub_key
+        .sign(&warrant_token::Claims::new(warrant_token::NewToken {
+            issuer: "https://kubernetes.default.svc.cluster.local",
+            namespace: "demo",
+            service_account: warrant_token::ObjectRef::new("app", "sa-1"),
+            audiences: vec![w.issuer()],
+            binding: warrant_token::Binding::Pod {
+                pod: warrant_token::ObjectRef::new("app-0", "pod-1"),
+                node: Some(warrant_token::ObjectRef::new("node-1", "node-uid-1")),
+            },
+            issued_at: now,
+            expires_at: now + 3600,
+            warn_after: None,
+            jti: "hub-jti-1".into(),
+        }))
+        .unwrap();
+    let extra: BTreeMap<String, Vec<String>> = [
+        ("authentication.kubernetes.io/pod-name", "app-0"),
+        ("authentication.kubernetes.io/pod-uid", "pod-1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), vec![v.to_owned()]))
+    .collect();
+    authority.token(
+        &hub_token,
+        TokenAnswer::User {
+            username: "system:serviceaccount:demo:app".into(),
+            uid: "sa-1".into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:serviceaccounts:demo".into(),
+            ],
+            extra,
+        },
+    );
+    authority.access(|spec| {
+        let r = spec.resource_attributes.clone().unwrap_or_default();
+        let own = spec.user.as_deref() == Some("system:serviceaccount:demo:app")
+            && r.resource.as_deref() == Some("serviceaccounts")
+            && r.subresource.as_deref() == Some("token")
+            && r.name.as_deref() == Some("app");
+        if own {
+            AccessAnswer::Allow("RBAC: the fleet controller may mint for itself".into())
+        } else {
+            AccessAnswer::NoOpinion
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("hub.token");
+    std::fs::write(&token_file, &hub_token).unwrap();
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(json!({"server": "https://member-1.example:6443",
+                    "config": {"audience": "member-1", "warrant": w.issuer()}})),
+    );
+    let ca = w.path("ca.crt");
+    let out = credential(
+        Some(&info),
+        &[
+            "--warrant-ca-file",
+            to_str(&ca),
+            "--token-file",
+            to_str(&token_file),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = claims(printed["status"]["token"].as_str().unwrap());
+    assert_eq!(c.iss, w.issuer(), "minted by warrant");
+    assert_eq!(c.aud, ["member-1"]);
+    assert_eq!(c.sub, "system:serviceaccount:demo:app");
+    assert_eq!(c.kubernetes.pod.unwrap().uid, "pod-1");
+}

@@ -8,7 +8,8 @@
 //! `status.expirationTimestamp`. Nothing else goes to stdout; a failure is one line on stderr.
 //!
 //! What is read from the cluster's `config` (all optional): `warrant` (warrant's URL),
-//! `audience`, `serviceAccount` (`NAMESPACE/NAME`). Flags and their environment variables win
+//! `warrantCA` (its CA bundle, base64 PEM like `certificate-authority-data`), `audience`,
+//! `serviceAccount` (`NAMESPACE/NAME`). Flags and their environment variables win
 //! over it. The service account defaults to the own token's (self-service), and the own token's
 //! binding (its pod, secret or node) is passed on, as warrant requires of a bound caller.
 //!
@@ -148,7 +149,8 @@ enum Caller {
         token: String,
         own: Own,
         warrant: String,
-        ca: Option<std::path::PathBuf>,
+        /// warrant's CA bundle (PEM), if not the system's roots.
+        ca: Option<Vec<u8>>,
     },
     /// A kubeconfig for warrant (CI, people): its server, CA and user, whatever the user's
     /// credential (token, client certificate, another exec plugin).
@@ -184,10 +186,9 @@ impl Caller {
             Caller::Token { token, ca, .. } => {
                 let mut client =
                     reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
-                if let Some(ca) = ca {
-                    let pem = std::fs::read(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
-                    let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                        .map_err(|e| format!("{}: {e}", ca.display()))?;
+                if let Some(pem) = ca {
+                    let certs = reqwest::Certificate::from_pem_bundle(pem)
+                        .map_err(|e| format!("warrant's CA bundle: {e}"))?;
                     client = client.tls_certs_merge(certs);
                 }
                 let client = client.build().map_err(|e| e.to_string())?;
@@ -267,11 +268,22 @@ async fn caller(
     })?;
     let token = token.trim().to_owned();
     let own = own_identity(&token)?;
+    let ca = match (&args.warrant_ca_file, config("warrantCA")) {
+        (Some(path), _) => {
+            Some(std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?)
+        }
+        (None, Some(data)) => Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .map_err(|_| "warrantCA in the cluster's exec extension is not base64 PEM")?,
+        ),
+        (None, None) => None,
+    };
     Ok(Caller::Token {
         token,
         own,
         warrant: warrant.trim_end_matches('/').to_owned(),
-        ca: args.warrant_ca_file.clone(),
+        ca,
     })
 }
 
