@@ -326,8 +326,9 @@ pub(crate) struct KeysRotateArgs {
 /// `warrant keys revoke`.
 #[derive(Debug, Args)]
 pub(crate) struct KeysRevokeArgs {
-    /// The key ID to revoke, as `warrant keys list` shows it.
-    #[arg(value_name = "KID")]
+    /// The key ID to revoke, as `warrant keys list` shows it. (A kid is base64url, so it may
+    /// start with `-`: it is still read as the kid.)
+    #[arg(value_name = "KID", allow_hyphen_values = true)]
     pub(crate) kid: String,
     /// Where the keys are.
     #[command(flatten)]
@@ -525,4 +526,41 @@ pub(crate) struct VerifyArgs {
     /// The token, or `-` to read it from standard input.
     #[arg(value_name = "TOKEN")]
     pub(crate) token: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    /// A kid is base64url and may start with `-`, as about one in 64 do: `keys revoke` must not
+    /// take it for a flag (a test with a real key found it).
+    #[test]
+    fn a_kid_starting_with_a_hyphen_is_a_kid() {
+        for args in [
+            vec![
+                "warrant",
+                "keys",
+                "revoke",
+                "-Uq3f2QmZ8",
+                "--key-dir",
+                "keys",
+            ],
+            vec![
+                "warrant",
+                "keys",
+                "revoke",
+                "--key-dir",
+                "keys",
+                "-Uq3f2QmZ8",
+            ],
+        ] {
+            let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let Command::Keys(KeysCommand::Revoke(revoke)) = cli.command else {
+                panic!("{args:?}: not keys revoke");
+            };
+            assert_eq!(revoke.kid, "-Uq3f2QmZ8");
+        }
+    }
 }
