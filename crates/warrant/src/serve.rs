@@ -86,12 +86,13 @@ pub(crate) async fn run(
 
     let _auth = auth.running;
     match https {
-        Some(https) => {
+        Some(mut https) => {
             let tls = server_config(&https.certificate, &auth.trust)?;
+            let socket_activated = https.inherited.is_some();
             let listener = https.listen(&args).await?;
             tracing::info!(
                 address = %listener.local_addr()?,
-                socket_activated = https.inherited.is_some(),
+                socket_activated,
                 issuer = %state.settings().issuers.first().map(String::as_str).unwrap_or_default(),
                 signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
                 alg = %published.keys().signing_at(state.clock().now()).algorithm(),
@@ -168,10 +169,9 @@ impl Https {
     }
 
     /// The listener: the socket a service manager passed, or a new one on the flags' address.
-    async fn listen(&self, args: &ServeArgs) -> Result<TcpListener, Box<dyn Error>> {
-        Ok(match &self.inherited {
+    async fn listen(&mut self, args: &ServeArgs) -> Result<TcpListener, Box<dyn Error>> {
+        Ok(match self.inherited.take() {
             Some(listener) => {
-                let listener = listener.try_clone()?;
                 listener.set_nonblocking(true)?;
                 TcpListener::from_std(listener)
                     .map_err(|e| format!("cannot serve on the socket passed in LISTEN_FDS: {e}"))?

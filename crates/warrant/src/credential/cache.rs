@@ -8,7 +8,8 @@
 //! - An entry is used until 80 % of its token's lifetime has passed (the kubelet's rule for
 //!   projected tokens), then replaced.
 //! - Concurrent runs for the same entry take an exclusive lock on its `.lock` file: the first
-//!   mints, the others wait and find its token.
+//!   mints, the others wait and find its token. A run waits at most [`LOCK_WAIT`] (longer than
+//!   one request to warrant may take); past it, it goes on without the cache.
 //! - An entry that does not parse, or names another key than its file's (a foreign or damaged
 //!   file), is ignored and replaced, never an error. A cache directory that cannot be created or
 //!   locked is skipped: the plugin then mints every time, as without a cache.
@@ -21,6 +22,9 @@ use std::path::{Path, PathBuf};
 use aws_lc_rs::digest;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+
+/// The longest a run waits for another run's lock on the same entry.
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
 
 /// The share of a token's lifetime after which the cache mints a new one.
 const REUSE_SHARE: f64 = 0.8;
@@ -77,8 +81,9 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    /// Locks the slot for `key` in `dir`; `None` when the cache cannot be used.
-    pub(crate) fn lock(dir: &Path, key: Key) -> Option<Slot> {
+    /// Locks the slot for `key` in `dir`, waiting at most [`LOCK_WAIT`] for another run;
+    /// `None` when the cache cannot be used.
+    pub(crate) async fn lock(dir: &Path, key: Key) -> Option<Slot> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -102,7 +107,16 @@ impl Slot {
             .mode(0o600)
             .open(dir.join(format!("{name}.lock")))
             .ok()?;
-        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).ok()?;
+        let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+        loop {
+            match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::WOULDBLOCK) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(_) => return None,
+            }
+        }
         Some(Slot {
             path: dir.join(format!("{name}.json")),
             key,
@@ -165,13 +179,13 @@ mod tests {
         Timestamp::from_second(second).unwrap()
     }
 
-    #[test]
-    fn an_entry_serves_until_four_fifths_of_its_lifetime() {
+    #[tokio::test]
+    async fn an_entry_serves_until_four_fifths_of_its_lifetime() {
         let home = tempfile::tempdir().unwrap();
         let dir = home.path().join("cache");
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let slot = Slot::lock(&dir, key()).unwrap();
+        let slot = Slot::lock(&dir, key()).await.unwrap();
         assert!(slot.get(at(1000)).is_none());
         slot.put("t".into(), at(1000), at(2000));
         assert_eq!(slot.get(at(1799)).unwrap().token, "t");
@@ -181,10 +195,10 @@ mod tests {
         assert_eq!(mode(&dir), 0o700, "an existing directory is made private");
     }
 
-    #[test]
-    fn a_damaged_or_foreign_entry_is_ignored() {
+    #[tokio::test]
+    async fn a_damaged_or_foreign_entry_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
-        let slot = Slot::lock(dir.path(), key()).unwrap();
+        let slot = Slot::lock(dir.path(), key()).await.unwrap();
         std::fs::write(&slot.path, b"{not json").unwrap();
         assert!(slot.get(at(1000)).is_none());
         // Another key's entry in this file (copied, or a hash collision): not ours.
@@ -200,5 +214,17 @@ mod tests {
         assert!(slot.get(at(1001)).is_none());
         slot.put("mine".into(), at(1000), at(2000));
         assert_eq!(slot.get(at(1001)).unwrap().token, "mine");
+    }
+
+    /// A run that holds the lock for good (stopped, hung) delays the others by at most
+    /// LOCK_WAIT, after which they go on without the cache.
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_held_for_good_is_waited_for_a_bounded_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = Slot::lock(dir.path(), key()).await.unwrap();
+        let started = tokio::time::Instant::now();
+        // flock is per open file description: a second open contends like another process.
+        assert!(Slot::lock(dir.path(), key()).await.is_none());
+        assert!(started.elapsed() >= LOCK_WAIT);
     }
 }

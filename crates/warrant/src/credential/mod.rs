@@ -52,6 +52,9 @@ A ClusterProfile's credential provider for it (KEP-5339), on the hub:
             audience: member-1
             warrant: https://warrant.example"#;
 
+/// How long the TokenRequest to warrant may take, connecting included.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The apiVersions client-go speaks for exec plugins.
 const API_VERSIONS: [&str; 2] = [
     "client.authentication.k8s.io/v1",
@@ -101,15 +104,17 @@ struct Own {
     binding: Option<Value>,
 }
 
+/// A JWT's claims, read, not verified (the own token is warrant's or kube-apiserver's to
+/// verify; a minted one was just received from warrant).
+fn claims_of(token: &str) -> Option<Value> {
+    let payload = token.split('.').nth(1)?;
+    let json = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    serde_json::from_slice(&json).ok()
+}
+
 fn own_identity(token: &str) -> Result<Own, String> {
-    let unreadable = || "the own token is not a service-account JWT".to_owned();
-    let payload = token.split('.').nth(1).ok_or_else(unreadable)?;
-    let claims: Value = serde_json::from_slice(
-        &URL_SAFE_NO_PAD
-            .decode(payload.trim_end_matches('='))
-            .map_err(|_| unreadable())?,
-    )
-    .map_err(|_| unreadable())?;
+    let claims =
+        claims_of(token).ok_or_else(|| "the own token is not a service-account JWT".to_owned())?;
     let k = claims.get("kubernetes.io").cloned().unwrap_or_default();
     let (Some(namespace), Some(name)) = (
         k.pointer("/namespace").and_then(Value::as_str),
@@ -184,8 +189,7 @@ impl Caller {
         );
         match self {
             Caller::Token { token, ca, .. } => {
-                let mut client =
-                    reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
+                let mut client = reqwest::Client::builder();
                 if let Some(pem) = ca {
                     let certs = reqwest::Certificate::from_pem_bundle(pem)
                         .map_err(|e| format!("warrant's CA bundle: {e}"))?;
@@ -338,10 +342,11 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     let slot = if args.no_cache {
         None
     } else {
-        args.cache_dir
-            .clone()
-            .or_else(cache::default_dir)
-            .and_then(|dir| cache::Slot::lock(&dir, key))
+        args.cache_dir.clone().or_else(cache::default_dir)
+    };
+    let slot = match slot {
+        Some(dir) => cache::Slot::lock(&dir, key).await,
+        None => None,
     };
     let now = warrant_server::Clock::System.now();
     if let Some(entry) = slot.as_ref().and_then(|slot| slot.get(now)) {
@@ -361,7 +366,15 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         "kind": "TokenRequest",
         "spec": spec,
     });
-    let answer = caller.request(&service_account, &body).await?;
+    // One bound on the whole call, whichever way it goes: client-go waits for the plugin.
+    let answer = tokio::time::timeout(REQUEST_TIMEOUT, caller.request(&service_account, &body))
+        .await
+        .map_err(|_| {
+            format!(
+                "warrant at {warrant} did not answer within {}s",
+                REQUEST_TIMEOUT.as_secs()
+            )
+        })??;
     let (Some(minted), Some(expires)) = (
         answer.pointer("/status/token").and_then(Value::as_str),
         answer
@@ -396,9 +409,7 @@ fn print(api_version: &str, token: &str, expires: jiff::Timestamp) -> Result<(),
 
 /// A token's `iat` (it is warrant's own, just received: read, not verified).
 fn issued_at(token: &str) -> Option<jiff::Timestamp> {
-    let payload = URL_SAFE_NO_PAD.decode(token.split('.').nth(1)?).ok()?;
-    let claims: Value = serde_json::from_slice(&payload).ok()?;
-    jiff::Timestamp::from_second(claims.get("iat")?.as_i64()?).ok()
+    jiff::Timestamp::from_second(claims_of(token)?.get("iat")?.as_i64()?).ok()
 }
 
 /// The innermost cause of a request failure, which says what went wrong (refused, certificate).
