@@ -356,8 +356,11 @@ impl Server {
         extra: &[String],
     ) -> Result<Server, Error> {
         // The log goes to a file, as a container runtime takes it: written by warrant as it
-        // would be in production, and out of the table's way.
-        let log_path = dir.join("warrant.log");
+        // would be in production, and out of the table's way. Not beside the key and other
+        // files warrant watches: each write there would wake its file watcher.
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs)?;
+        let log_path = logs.join("warrant.log");
         let log = std::fs::File::create(&log_path)?;
         let child = Command::new(warrant)
             .arg("serve")
@@ -405,18 +408,7 @@ impl Server {
 
     /// User plus system CPU time the server has used, in seconds.
     fn cpu_seconds(&self) -> Result<f64, Error> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))?;
-        // Fields after the command name (which is in parentheses and may contain spaces).
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        // utime and stime are fields 14 and 15 of /proc/PID/stat: 12 and 13 after the name.
-        Ok((ticks(11) + ticks(12)) / clock_ticks_per_second())
+        process_cpu_seconds(&self.pid().to_string())
     }
 
     /// A memory figure from /proc/PID/status, in KiB.
@@ -443,6 +435,22 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// CPU seconds (user + system) process `pid` (or `self`) has used so far.
+pub(crate) fn process_cpu_seconds(pid: &str) -> Result<f64, Error> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of /proc/PID/stat: 12 and 13 after the name.
+    Ok((ticks(11) + ticks(12)) / clock_ticks_per_second())
 }
 
 fn clock_ticks_per_second() -> f64 {

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use warrant_signer::proto::SignJwtRequest;
+use warrant_signer::proto::{MetadataRequest, SignJwtRequest};
 use warrant_token::{Binding, Claims, NewToken, ObjectRef, SigningKey};
 
-use crate::{Error, Server, mib};
+use crate::{Error, Server, mib, process_cpu_seconds};
 
 /// One measurement: signatures per second and latency percentiles.
 struct Measured {
@@ -71,10 +71,20 @@ fn claims(issuer: &str) -> String {
     URL_SAFE_NO_PAD.encode(claims.to_json())
 }
 
-/// Sign over the socket from `streams` concurrent callers for `seconds`.
+/// What each caller asks over the socket.
+#[derive(Clone, Copy)]
+enum Call {
+    /// A signature of the claims.
+    Sign,
+    /// Metadata: a call with no work behind it, the floor of what one gRPC call costs here.
+    Empty,
+}
+
+/// `call` over the socket from `streams` concurrent callers for `seconds`.
 async fn over_socket(
     socket: &Path,
     claims: &str,
+    call: Call,
     streams: usize,
     seconds: u64,
 ) -> Result<Measured, Error> {
@@ -89,12 +99,22 @@ async fn over_socket(
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             while Instant::now() < deadline {
-                let call = Instant::now();
-                let request = SignJwtRequest {
-                    claims: claims.to_string(),
-                };
-                client.sign(request).await.map_err(|s| s.to_string())?;
-                latencies.push(call.elapsed());
+                let started = Instant::now();
+                match call {
+                    Call::Sign => {
+                        let request = SignJwtRequest {
+                            claims: claims.to_string(),
+                        };
+                        client.sign(request).await.map_err(|s| s.to_string())?;
+                    }
+                    Call::Empty => {
+                        client
+                            .metadata(MetadataRequest {})
+                            .await
+                            .map_err(|s| s.to_string())?;
+                    }
+                }
+                latencies.push(started.elapsed());
             }
             Ok::<_, String>(latencies)
         }));
@@ -150,17 +170,17 @@ pub(crate) fn run(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let claims = claims(issuer);
     println!(
-        "| alg | path | streams/threads | signatures/s | p50 | p99 | of in-process ({cores} threads) | warrant CPU (cores) |"
+        "| alg | path | streams/threads | signatures/s | p50 | p99 | of in-process ({cores} threads) | warrant CPU (cores) | client CPU (cores) |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for (alg, key) in algorithms {
         let single = in_process(key, &claims, 1, seconds);
         let all = in_process(key, &claims, cores, seconds);
         println!(
-            "| {alg} | in-process | 1 | {single:.0} | | | {:.0} % | |",
+            "| {alg} | in-process | 1 | {single:.0} | | | {:.0} % | | |",
             100.0 * single / all
         );
-        println!("| {alg} | in-process | {cores} | {all:.0} | | | 100 % | |");
+        println!("| {alg} | in-process | {cores} | {all:.0} | | | 100 % | | |");
 
         let key_file = dir.join(format!("{alg}-signer.key"));
         std::fs::write(&key_file, key.to_pkcs8_pem()?.as_str())?;
@@ -170,12 +190,22 @@ pub(crate) fn run(
             socket.display().to_string(),
         ];
         let mut server = Server::start(warrant, dir, &key_file, issuer, port, "info", &extra)?;
-        for streams in [1usize, 32] {
+        let calls = [
+            (Call::Sign, "socket"),
+            (Call::Empty, "socket, Metadata (no work)"),
+        ];
+        for ((call, path), streams) in calls
+            .iter()
+            .flat_map(|c| [1usize, 32].map(move |n| (*c, n)))
+        {
             let before = server.cpu_seconds()?;
-            let measured = runtime.block_on(over_socket(&socket, &claims, streams, seconds))?;
+            let client_before = process_cpu_seconds("self")?;
+            let measured =
+                runtime.block_on(over_socket(&socket, &claims, call, streams, seconds))?;
             let cpu = (server.cpu_seconds()? - before) / seconds as f64;
+            let client = (process_cpu_seconds("self")? - client_before) / seconds as f64;
             println!(
-                "| {alg} | socket | {streams} | {:.0} | {} | {} | {:.0} % | {cpu:.2} |",
+                "| {alg} | {path} | {streams} | {:.0} | {} | {} | {:.0} % | {cpu:.2} | {client:.2} |",
                 measured.per_second,
                 format(measured.p50),
                 format(measured.p99),
