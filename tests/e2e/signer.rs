@@ -220,14 +220,45 @@ async fn the_socket_alone_with_secure_port_zero() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
-    let keys = signer.fetch_keys(FetchKeysRequest {}).await.unwrap();
-    assert_eq!(keys.into_inner().keys.len(), 1);
+    let keys = signer
+        .fetch_keys(FetchKeysRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(keys.keys.len(), 1);
+
+    // Its liveness probe, with no HTTPS to ask: `probe-signer` calls what kube-apiserver calls.
+    let probe = || {
+        std::process::Command::new(BIN)
+            .arg("probe-signer")
+            .arg("--signing-endpoint")
+            .arg(&socket)
+            .output()
+            .unwrap()
+    };
+    let healthy = probe();
+    assert!(healthy.status.success(), "{}", stderr(&healthy));
+    let said = String::from_utf8_lossy(&healthy.stdout);
+    assert!(said.starts_with("ok: 1 key(s)"), "{said}");
+    assert!(said.contains(&keys.keys[0].key_id), "{said}");
+
     // SIGTERM: it stops, and takes its socket file with it.
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
     assert!(child.wait().unwrap().success());
     assert!(!socket.exists(), "the socket file is removed on shutdown");
+
+    // Now the probe fails, in one line that says where it looked.
+    let down = probe();
+    assert_eq!(down.status.code(), Some(1));
+    let error = stderr(&down);
+    assert_eq!(error.trim_end().lines().count(), 1, "{error}");
+    assert!(
+        error.starts_with("warrant: cannot connect to the signer at")
+            && error.contains("signer.sock"),
+        "{error}"
+    );
 
     // HTTPS without a certificate is refused, naming the flags.
     let https = serve_refusing_with_keys(dir.path());

@@ -50,6 +50,25 @@ pub(crate) enum Command {
     /// or a controller from a kubeconfig's `exec` section, never by hand.
     #[command(after_long_help = crate::credential::HELP_EXAMPLES)]
     Credential(CredentialArgs),
+    /// Check an external signer as kube-apiserver does when it starts: Metadata and FetchKeys
+    /// over the socket. Exits 0 if both answer and there are keys; otherwise says why and exits
+    /// 1. The liveness probe where warrant serves only the socket (`--secure-port 0`).
+    ProbeSigner(ProbeSignerArgs),
+}
+
+/// `warrant probe-signer`.
+#[derive(Debug, Args)]
+pub(crate) struct ProbeSignerArgs {
+    /// The signer's Unix socket, as given to `serve` and kube-apiserver.
+    #[arg(
+        long = "service-account-signing-endpoint",
+        visible_alias = "signing-endpoint",
+        value_name = "PATH"
+    )]
+    pub(crate) signing_endpoint: PathBuf,
+    /// How long the two calls may take together.
+    #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::duration::parse_duration)]
+    pub(crate) timeout: std::time::Duration,
 }
 
 /// `warrant credential`.

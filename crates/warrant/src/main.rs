@@ -34,9 +34,12 @@ fn main() -> ExitCode {
     // Before any thread starts: taking the socket clears its variables from the environment.
     let inherited = listen::inherited();
     let cli = Cli::parse();
-    // An exec plugin's stderr is shown to whoever runs kubectl: a failure is one line there,
-    // not a log line and a sentence.
-    let plugin = matches!(cli.command, Command::Credential(_));
+    // An exec plugin's stderr is shown to whoever runs kubectl, and a probe's failure to whoever
+    // reads the pod's events: a failure is one line there, not a log line and a sentence.
+    let one_line_errors = matches!(
+        cli.command,
+        Command::Credential(_) | Command::ProbeSigner(_)
+    );
     // Held until the command ends; dropping it writes out the lines still queued (before the
     // process exits, and before a failure's message below, so the two keep their order).
     let log_writer = logging::init(cli.log_format, &cli.log_level);
@@ -59,6 +62,9 @@ fn main() -> ExitCode {
         Command::Credential(args) => {
             current_thread().and_then(|runtime| runtime.block_on(credential::run(&args)))
         }
+        Command::ProbeSigner(args) => {
+            current_thread().and_then(|runtime| runtime.block_on(signer::probe(&args)))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -74,7 +80,7 @@ fn main() -> ExitCode {
                 }
                 source = cause.source();
             }
-            if !plugin {
+            if !one_line_errors {
                 tracing::error!("{message}");
             }
             drop(log_writer);

@@ -1,5 +1,6 @@
 //! `serve --service-account-signing-endpoint`: kube-apiserver's external signer on a Unix
-//! socket, beside the HTTPS API, from the same state (see the warrant-signer crate).
+//! socket, beside the HTTPS API, from the same state (see the warrant-signer crate); and
+//! `probe-signer`, which calls it as kube-apiserver does at its start.
 
 use std::error::Error;
 
@@ -8,7 +9,7 @@ use tokio::sync::watch;
 use warrant_server::AppState;
 use warrant_signer::{Signer, SignerMetrics, SocketOptions};
 
-use crate::cli::ServeArgs;
+use crate::cli::{ProbeSignerArgs, ServeArgs};
 
 /// The signer's metrics, registered before the state takes the registry; `None` without the
 /// flag.
@@ -82,4 +83,51 @@ pub(crate) fn start(
         drop(socket);
     });
     Ok(Some(Running { stop, task }))
+}
+
+/// `warrant probe-signer`: Metadata, then FetchKeys, as kube-apiserver calls them when it
+/// starts (it refuses to start if either fails or the key list is empty). Prints one line on
+/// success; a failure is the command's error.
+pub(crate) async fn probe(args: &ProbeSignerArgs) -> Result<(), Box<dyn Error>> {
+    let path = &args.signing_endpoint;
+    let calls = async {
+        let mut client = warrant_signer::client::connect(path)
+            .await
+            .map_err(|e| format!("cannot connect to the signer at {}: {e}", path.display()))?;
+        let metadata = client
+            .metadata(warrant_signer::proto::MetadataRequest {})
+            .await
+            .map_err(|s| format!("Metadata failed: {}", s.message()))?
+            .into_inner();
+        let keys = client
+            .fetch_keys(warrant_signer::proto::FetchKeysRequest {})
+            .await
+            .map_err(|s| format!("FetchKeys failed: {}", s.message()))?
+            .into_inner();
+        Ok::<_, String>((metadata, keys))
+    };
+    let (metadata, keys) = tokio::time::timeout(args.timeout, calls)
+        .await
+        .map_err(|_| {
+            format!(
+                "the signer at {} did not answer Metadata and FetchKeys within {} s",
+                path.display(),
+                args.timeout.as_secs()
+            )
+        })??;
+    if keys.keys.is_empty() {
+        return Err("the signer lists no keys: kube-apiserver would refuse to start".into());
+    }
+    let kids: Vec<&str> = keys.keys.iter().map(|k| k.key_id.as_str()).collect();
+    #[allow(clippy::print_stdout)]
+    {
+        println!(
+            "ok: {} key(s) ({}), refresh hint {} s, tokens up to {} s",
+            kids.len(),
+            kids.join(", "),
+            keys.refresh_hint_seconds,
+            metadata.max_token_expiration_seconds
+        );
+    }
+    Ok(())
 }
