@@ -18,6 +18,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use warrant_clock::Clock;
 use warrant_token::{KeyError, SigningKey};
 
 use crate::KeySet;
@@ -213,16 +214,15 @@ impl<S: KeyStore> KeyManager<S> {
     /// keys: while the store holds no active key and this replica may not write it, waits for
     /// the store to change or for leadership, and tries again (every few seconds at least).
     /// Any other failure ends the wait. `clock` gives the wall time.
-    pub async fn open_when_ready<C>(
+    pub async fn open_when_ready(
         store: S,
         policy: RotationPolicy,
         mut writer: Writer,
         metrics: KeyMetrics,
-        clock: C,
+        clock: &Clock,
     ) -> Result<Self, ManagerError>
     where
         S: Clone,
-        C: Fn() -> Timestamp,
     {
         let mut feed: Option<ChangeFeed> = None;
         loop {
@@ -231,7 +231,7 @@ impl<S: KeyStore> KeyManager<S> {
                 policy,
                 writer.clone(),
                 metrics.clone(),
-                clock(),
+                clock.now(),
             )
             .await;
             let waiting = match opened {
@@ -273,9 +273,8 @@ impl<S: KeyStore> KeyManager<S> {
     /// Starts keeping the keys current in a task: `publish` receives every new [`KeySet`]
     /// (including the first, at once); `clock` gives the wall time. Must be called within a
     /// Tokio runtime. The task stops when the returned handle is dropped.
-    pub fn spawn<C, P>(self, clock: C, publish: P) -> Result<KeyManagerTask, ManagerError>
+    pub fn spawn<P>(self, clock: Clock, publish: P) -> Result<KeyManagerTask, ManagerError>
     where
-        C: Fn() -> Timestamp + Send + Sync + 'static,
         P: Fn(KeySet) + Send + Sync + 'static,
     {
         let feed = match self.store.watch() {
@@ -295,15 +294,14 @@ impl<S: KeyStore> KeyManager<S> {
         Ok(KeyManagerTask { task })
     }
 
-    async fn run<C, P>(mut self, mut feed: ChangeFeed, clock: C, publish: P)
+    async fn run<P>(mut self, mut feed: ChangeFeed, clock: Clock, publish: P)
     where
-        C: Fn() -> Timestamp,
         P: Fn(KeySet),
     {
         let mut published: Option<KeySet> = None;
         let mut read_failed = false;
         loop {
-            let now = clock();
+            let now = clock.now();
             let mut failed = read_failed;
             if self.writer.may_write() {
                 match self.sync(now).await {
@@ -334,7 +332,7 @@ impl<S: KeyStore> KeyManager<S> {
             }
             // Whatever woke us, act on the store as it is now: another writer may have been
             // first, and a missed change notification is caught at the next wake-up at the latest.
-            let now = clock();
+            let now = clock.now();
             read_failed = match self.reload().await {
                 Ok(()) => {
                     self.store_answered(now);

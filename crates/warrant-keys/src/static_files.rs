@@ -11,9 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use jiff::Timestamp;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use warrant_clock::Clock;
 use warrant_token::{
     KeyError, SigningKey, VerifyingKey, signing_key_from_pem, verifying_keys_from_pem,
 };
@@ -214,15 +214,14 @@ impl StaticKeyFiles {
     /// reload that changed them. `current` is what is in force now (as loaded at startup);
     /// `clock` gives the time of a signing-key change (a metric). Must be called within a Tokio
     /// runtime.
-    pub fn watch<C, P>(
+    pub fn watch<P>(
         &self,
         current: StaticKeys,
         metrics: KeyMetrics,
-        clock: C,
+        clock: Clock,
         publish: P,
     ) -> Result<StaticWatch, StaticKeyError>
     where
-        C: Fn() -> Timestamp + Send + 'static,
         P: Fn(&StaticKeys) + Send + 'static,
     {
         let (sender, mut changes) = mpsc::channel(1);
@@ -234,7 +233,7 @@ impl StaticKeyFiles {
             .map_err(|e| StaticKeyError::Watch(e.to_string()))?;
         current.record(&metrics);
         if current.signing.is_some() {
-            metrics.signing_key_loaded(clock());
+            metrics.signing_key_loaded(clock.now());
         }
         let files = self.clone();
         let (status, receiver) = watch::channel(StaticReload::default());
@@ -280,7 +279,7 @@ impl StaticKeyFiles {
                 let signer_changed = next.signing.as_ref().map(SigningKey::kid)
                     != current.signing.as_ref().map(SigningKey::kid);
                 if signer_changed && next.signing.is_some() {
-                    metrics.signing_key_loaded(clock());
+                    metrics.signing_key_loaded(clock.now());
                 }
                 next.record(&metrics);
                 tracing::info!(
@@ -323,7 +322,7 @@ mod tests {
         std::fs::write(&pub_path, old.verifying_key().to_pem()).unwrap();
 
         let set = load_static(&sign_path, std::slice::from_ref(&pub_path)).unwrap();
-        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
         assert_eq!(set.signing_at(now).kid(), signing.kid());
         let kids: Vec<&str> = set.verifying().iter().map(|k| k.kid()).collect();
         assert_eq!(kids, [signing.kid(), old.kid()]);
@@ -400,7 +399,7 @@ mod tests {
             .watch(
                 current,
                 metrics.clone(),
-                || Timestamp::from_second(1_800_000_000).unwrap(),
+                Clock::manual(jiff::Timestamp::from_second(1_800_000_000).unwrap()),
                 move |keys: &StaticKeys| {
                     sender.send(keys.clone()).unwrap();
                 },

@@ -39,6 +39,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{Mutex, mpsc, watch};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
+use warrant_clock::Clock;
 
 use crate::manifest::{self, Entry, ManifestError};
 use crate::record::{Kind, Record};
@@ -130,10 +131,7 @@ impl FileSource {
     /// passes its one clock, so this crate never reads the time itself.
     ///
     /// Must be called within a Tokio runtime, which runs the reload task.
-    pub fn watch<C>(&self, clock: C) -> Result<FileWatch, ManifestError>
-    where
-        C: Fn() -> Timestamp + Send + 'static,
-    {
+    pub fn watch(&self, clock: Clock) -> Result<FileWatch, ManifestError> {
         let shared = &self.shared;
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| ManifestError::NoRuntime {
@@ -153,7 +151,7 @@ impl FileSource {
         let task = runtime.spawn(async move {
             while changes.recv().await.is_some() {
                 // A failure is logged, counted and published by `reload`; the watch goes on.
-                let _ = reloading.reload(clock()).await;
+                let _ = reloading.reload(clock.now()).await;
             }
         });
         tracing::info!(path = %shared.label, "watching objects file for changes");
@@ -762,7 +760,7 @@ mod tests {
     async fn edits_are_picked_up_whether_written_in_place_or_renamed_over() {
         let fixture = Fixture::new(&pod("app-0", "p0"));
         let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
-        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+        let _watch = source.watch(Clock::manual(at(NOW + 10))).unwrap();
 
         fixture.write(&(pod("app-0", "p0") + &pod("app-1", "p1")));
         until(&source, "app-1 from an in-place write", |_| {
@@ -790,7 +788,7 @@ mod tests {
     async fn a_bad_edit_keeps_the_last_good_objects_until_it_is_fixed() {
         let fixture = Fixture::new(&pod("app-0", "p0"));
         let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
-        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+        let _watch = source.watch(Clock::manual(at(NOW + 10))).unwrap();
 
         fixture.write(&(pod("app-1", "p1") + "---\napiVersion: v1\nkind: Pod\nmetadata: {}\n"));
         let status = until(&source, "a failed reload", |s| s.error.is_some()).await;
@@ -837,7 +835,7 @@ mod tests {
     async fn a_deleted_file_keeps_the_last_good_objects() {
         let fixture = Fixture::new(&pod("app-0", "p0"));
         let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
-        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+        let _watch = source.watch(Clock::manual(at(NOW + 10))).unwrap();
 
         std::fs::remove_file(&fixture.path).unwrap();
         let status = until(&source, "a reload of the missing file", |s| {
@@ -881,7 +879,7 @@ mod tests {
         let source = FileSource::load(dir.path().join("objects.yaml"), at(NOW))
             .await
             .unwrap();
-        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+        let _watch = source.watch(Clock::manual(at(NOW + 10))).unwrap();
         assert!(source.cached(Kind::Pod, "demo", "app-0").is_some());
 
         version("..v2", &pod("app-1", "p1"));
@@ -899,7 +897,7 @@ mod tests {
         let sa = object("ServiceAccount", "demo", "app", Some("sa-1"));
         let fixture = Fixture::new(&(sa.clone() + &pod("app-0", "pod-1")));
         let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
-        let _watch = source.watch(|| at(NOW + 10)).unwrap();
+        let _watch = source.watch(Clock::manual(at(NOW + 10))).unwrap();
         let objects = Objects::new(Arc::new(source.clone()));
         let claims = Claims::new(NewToken {
             issuer: "https://issuer.example",
@@ -938,7 +936,7 @@ mod tests {
     async fn watching_outside_a_runtime_is_an_error_not_a_panic() {
         let fixture = Fixture::new("");
         let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
-        let outside = std::thread::spawn(move || source.watch(|| at(NOW)).map(drop));
+        let outside = std::thread::spawn(move || source.watch(Clock::manual(at(NOW))).map(drop));
         let error = outside.join().unwrap().unwrap_err();
         assert!(
             error

@@ -7,7 +7,6 @@
 mod authn;
 mod authz;
 mod body;
-mod clock;
 mod connections;
 mod delegation;
 mod discovery;
@@ -55,7 +54,6 @@ pub use authz::{
     DelegatedAuthorization, Grant, Policy, PolicyError, PolicyFile, ResourceAttributes,
 };
 pub use body::MAX_BODY_BYTES;
-pub use clock::Clock;
 pub use connections::{Connections, RESERVED_DESCRIPTORS, ServeOptions, max_connections_for};
 pub use delegation::{
     Backoff, DEFAULT_MAX_IN_FLIGHT, DelegationError, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES,

@@ -11,10 +11,10 @@ use warrant_objects::Objects;
 
 use crate::authn::Authenticator;
 use crate::authz::Authorizer;
-use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::published::Published;
 use crate::settings::Settings;
+use warrant_clock::Clock;
 
 /// The server's shared state. Cheap to clone.
 #[derive(Clone)]

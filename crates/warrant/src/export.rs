@@ -8,8 +8,9 @@ use std::error::Error;
 use std::path::Path;
 
 use jiff::Timestamp;
+use warrant_clock::Clock;
 use warrant_keys::{DirStore, KeySet, KeyStore as _, SecretStore, StaticKeys};
-use warrant_server::{Clock, validate_issuers};
+use warrant_server::validate_issuers;
 use warrant_token::{render_discovery, render_jwks};
 
 use crate::cli::DiscoveryExportArgs;

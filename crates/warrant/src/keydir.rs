@@ -8,10 +8,11 @@ use std::io::Write as _;
 
 use jiff::Timestamp;
 use serde_json::json;
+use warrant_clock::Clock;
 use warrant_keys::{
     KeySchedule, KeyStore as _, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored,
 };
-use warrant_server::{Clock, validate_max_expiration};
+use warrant_server::validate_max_expiration;
 use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
 
 use crate::cli::{

@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
+use warrant_clock::Clock;
 use warrant_keys::{
     ChangeFeed, DirStore, KeyManager, KeyManagerTask, KeyMetrics, KeySet, KeyStore, Leadership,
     LeaseConfig, ManagedKeySet, RotationPolicy, SecretStore, StaticKeyFiles, StaticKeys,
     StaticWatch, StoreError, StoreVersion, Stored, Writer,
 };
 use warrant_objects::kube::cluster_client;
-use warrant_server::{AppState, Clock};
+use warrant_server::AppState;
 use warrant_token::{Algorithm, KeyType, VerifyingKey};
 
 use crate::cli::{KeyAlgorithm, KeySourceArgs, ObjectName, RotationArgs, StoreArgs};
@@ -383,12 +384,8 @@ pub(crate) async fn open(
             let policy = policy(rotation, current, max_token_seconds);
             policy.validate()?;
             let described = store.describe();
-            let manager_clock = clock.clone();
             let manager =
-                KeyManager::open_when_ready(store, policy, writer, metrics.clone(), move || {
-                    manager_clock.now()
-                })
-                .await?;
+                KeyManager::open_when_ready(store, policy, writer, metrics.clone(), clock).await?;
             let now = clock.now();
             let extra = StaticKeys::load(extra_files)?;
             let initial = manager
@@ -435,8 +432,7 @@ impl Opened {
                         }
                     }
                 };
-                let watch_clock = clock.clone();
-                let watch = files.watch(keys, self.metrics, move || watch_clock.now(), publish)?;
+                let watch = files.watch(keys, self.metrics, clock, publish)?;
                 Ok(Running {
                     manager: None,
                     _static: Some(watch),
@@ -453,11 +449,10 @@ impl Opened {
                     None
                 } else {
                     let sink = sink.clone();
-                    let watch_clock = clock.clone();
                     Some(extra_files.watch(
                         extra,
                         self.metrics,
-                        move || watch_clock.now(),
+                        clock.clone(),
                         move |keys: &StaticKeys| sink.set_extra(keys.verifying.clone()),
                     )?)
                 };
@@ -474,10 +469,7 @@ impl Opened {
                     });
                     leadership
                 });
-                let task = manager.spawn(
-                    move || clock.now(),
-                    move |keys: KeySet| sink.set_managed(keys),
-                )?;
+                let task = manager.spawn(clock, move |keys: KeySet| sink.set_managed(keys))?;
                 Ok(Running {
                     manager: Some(task),
                     _static: watch,

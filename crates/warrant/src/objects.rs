@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use prometheus_client::registry::Registry;
+use warrant_clock::Clock;
 use warrant_objects::kube::{KubeOptions, KubeSource, cluster_client};
 use warrant_objects::{FileSource, FileWatch, ObjectSource};
-use warrant_server::Clock;
 
 use crate::cli::ServeArgs;
 
@@ -34,8 +34,7 @@ pub(crate) async fn open(
     if let Some(path) = &args.objects_file {
         let source = FileSource::load(path, now).await?;
         source.register_metrics(registry);
-        let watch_clock = clock.clone();
-        let watch = source.watch(move || watch_clock.now())?;
+        let watch = source.watch(clock.clone())?;
         let hangup = reload_on_hangup(source.clone(), clock);
         return Ok((
             Arc::new(source),

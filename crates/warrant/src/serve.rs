@@ -6,10 +6,11 @@ use std::net::SocketAddr;
 
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+use warrant_clock::Clock;
 use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
 use warrant_server::{
-    AppState, Clock, Connections, ServeOptions, ServingCertificate, Settings, StateParts, TlsFiles,
+    AppState, Connections, ServeOptions, ServingCertificate, Settings, StateParts, TlsFiles,
     max_connections_for, router, serve, server_config, validate_issuers, validate_max_expiration,
 };
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};

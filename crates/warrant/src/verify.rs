@@ -5,7 +5,7 @@ use std::error::Error;
 use std::io::Read as _;
 
 use serde_json::Value;
-use warrant_server::Clock;
+use warrant_clock::Clock;
 use warrant_token::{TokenError, Verifier, VerifyingKey};
 
 use crate::cli::VerifyArgs;

@@ -9,9 +9,8 @@ use crate::store::MemoryStore;
 use crate::test_support::*;
 
 /// Wall time that follows Tokio's (paused) clock from `T0`.
-fn clock() -> impl Fn() -> Timestamp + Send + Sync + Clone + 'static {
-    let start = tokio::time::Instant::now();
-    move || at(T0) + jiff::SignedDuration::try_from(start.elapsed()).unwrap()
+fn clock() -> Clock {
+    Clock::follows_tokio(at(T0))
 }
 
 /// What a published key set says, in short: (now, signing kid now, published kids).
@@ -19,13 +18,13 @@ type Seen = (i64, String, Vec<String>);
 
 fn spawn(
     manager: KeyManager<MemoryStore>,
-    clock: impl Fn() -> Timestamp + Send + Sync + Clone + 'static,
+    clock: Clock,
 ) -> (KeyManagerTask, mpsc::UnboundedReceiver<Seen>) {
     let (sender, receiver) = mpsc::unbounded_channel();
     let inner = clock.clone();
     let task = manager
         .spawn(clock, move |keys: KeySet| {
-            let now = inner();
+            let now = inner.now();
             sender
                 .send((
                     now.as_second(),
@@ -54,9 +53,15 @@ async fn rotates_on_schedule_and_publishes_each_change() {
     let mut registry = Registry::default();
     metrics.register(&mut registry);
     let clock = clock();
-    let manager = KeyManager::open(store.clone(), policy(), Writer::Always, metrics, clock())
-        .await
-        .unwrap();
+    let manager = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::Always,
+        metrics,
+        clock.now(),
+    )
+    .await
+    .unwrap();
     let a = manager.keys().keys()[0].kid().to_owned();
     let (_task, mut seen) = spawn(manager, clock);
 
@@ -106,7 +111,7 @@ async fn replicas_that_do_not_write_follow_the_one_that_does() {
         policy(),
         Writer::WhileLeader(leader_rx),
         KeyMetrics::new(),
-        clock(),
+        clock.now(),
     )
     .await;
     // Nobody has created keys yet, and this replica may not.
@@ -122,7 +127,7 @@ async fn replicas_that_do_not_write_follow_the_one_that_does() {
         policy(),
         Writer::Always,
         KeyMetrics::new(),
-        clock(),
+        clock.now(),
     )
     .await
     .unwrap();
@@ -134,7 +139,7 @@ async fn replicas_that_do_not_write_follow_the_one_that_does() {
         policy(),
         Writer::WhileLeader(leader_rx2),
         KeyMetrics::new(),
-        clock(),
+        clock.now(),
     )
     .await
     .unwrap();
@@ -172,9 +177,15 @@ async fn an_outage_keeps_the_keys_in_force_and_never_activates_early() {
     let mut registry = Registry::default();
     metrics.register(&mut registry);
     let clock = clock();
-    let manager = KeyManager::open(store.clone(), policy(), Writer::Always, metrics, clock())
-        .await
-        .unwrap();
+    let manager = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::Always,
+        metrics,
+        clock.now(),
+    )
+    .await
+    .unwrap();
     let a = manager.keys().keys()[0].kid().to_owned();
     let (_task, mut seen) = spawn(manager, clock.clone());
     seen.recv().await.unwrap();
@@ -214,7 +225,7 @@ async fn a_store_that_loses_its_keys_gets_them_back() {
         policy(),
         Writer::Always,
         KeyMetrics::new(),
-        clock(),
+        clock.now(),
     )
     .await
     .unwrap();
@@ -244,7 +255,7 @@ async fn a_replica_that_loses_leadership_stops_rotating_until_it_leads_again() {
         policy(),
         Writer::WhileLeader(leading),
         KeyMetrics::new(),
-        clock(),
+        clock.now(),
     )
     .await
     .unwrap();

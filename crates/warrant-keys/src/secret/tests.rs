@@ -4,17 +4,15 @@
 //! tests await events, with a generous timeout as a safety net; the key schedule is driven by a
 //! wall clock the test sets, and a touch of the Secret wakes the managers to look at it.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
+use warrant_clock::Clock;
 use warrant_kube_fixture::{Fixture, ResourceType};
 use warrant_token::{KeyType, SigningKey};
 
@@ -30,24 +28,9 @@ const SECRET_PATH: &str = "/api/v1/namespaces/warrant/secrets/warrant-keys";
 /// How long any wait may take before the test fails: Lease hand-overs take a few seconds.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A wall clock the test sets.
-#[derive(Clone)]
-struct TestClock(Arc<AtomicI64>);
-
-impl TestClock {
-    fn new() -> Self {
-        TestClock(Arc::new(AtomicI64::new(T0)))
-    }
-    fn now(&self) -> Timestamp {
-        at(self.0.load(Ordering::SeqCst))
-    }
-    fn set(&self, second: i64) {
-        self.0.store(second, Ordering::SeqCst);
-    }
-    fn function(&self) -> impl Fn() -> Timestamp + Send + Sync + Clone + 'static {
-        let clock = self.clone();
-        move || clock.now()
-    }
+/// A wall clock the test sets, at `T0`.
+fn test_clock() -> Clock {
+    Clock::manual(at(T0))
 }
 
 async fn fixture() -> Fixture {
@@ -137,11 +120,11 @@ struct Replica {
 
 impl Replica {
     /// A replica on the long Lease (see [`lease`]).
-    async fn start(fixture: &Fixture, identity: &str, clock: &TestClock) -> Replica {
+    async fn start(fixture: &Fixture, identity: &str, clock: &Clock) -> Replica {
         Self::start_with(fixture, lease(identity), clock).await
     }
 
-    async fn start_with(fixture: &Fixture, lease: LeaseConfig, clock: &TestClock) -> Replica {
+    async fn start_with(fixture: &Fixture, lease: LeaseConfig, clock: &Clock) -> Replica {
         let identity = lease.identity.clone();
         let identity = identity.as_str();
         let metrics = KeyMetrics::new();
@@ -157,7 +140,7 @@ impl Replica {
                 policy(),
                 Writer::WhileLeader(leadership.leading()),
                 metrics,
-                clock.function(),
+                clock,
             ),
         )
         .await
@@ -165,7 +148,7 @@ impl Replica {
         let health = manager.health();
         let (sender, published) = mpsc::unbounded_channel();
         let task = manager
-            .spawn(clock.function(), move |keys: KeySet| {
+            .spawn(clock.clone(), move |keys: KeySet| {
                 let kids = keys
                     .verifying()
                     .iter()
@@ -383,7 +366,7 @@ async fn the_watch_follows_the_one_secret_by_name_and_metadata_only() {
 #[tokio::test]
 async fn only_the_leader_rotates_and_both_replicas_converge() {
     let fixture = fixture().await;
-    let clock = TestClock::new();
+    let clock = test_clock();
     let mut a = Replica::start(&fixture, "replica-a", &clock).await;
     // Starting alone, A took the Lease and created the first key.
     assert!(a.leadership.is_leader());
@@ -397,7 +380,7 @@ async fn only_the_leader_rotates_and_both_replicas_converge() {
     assert!(b.metrics().contains("\nwarrant_keys_leader 0\n"));
 
     // Six days on, the successor is due: the leader creates it, the follower takes it up.
-    clock.set(T0 + 6 * DAY + 1);
+    clock.set(at(T0 + 6 * DAY + 1));
     touch(&fixture, "six days");
     let rotated = a.next("A rotates").await;
     assert_eq!(rotated.len(), 2);
@@ -421,7 +404,7 @@ async fn only_the_leader_rotates_and_both_replicas_converge() {
 #[tokio::test]
 async fn a_conflicting_write_is_retried_from_a_fresh_read_without_losing_a_key() {
     let fixture = fixture().await;
-    let clock = TestClock::new();
+    let clock = test_clock();
     let mut a = Replica::start(&fixture, "replica-a", &clock).await;
     let first = a.next("A publishes its keys").await;
 
@@ -437,7 +420,7 @@ async fn a_conflicting_write_is_retried_from_a_fresh_read_without_losing_a_key()
             .insert("backup/taken".into(), "yes".into());
         cluster.update(&secret).unwrap();
     });
-    clock.set(T0 + 6 * DAY + 1);
+    clock.set(at(T0 + 6 * DAY + 1));
     touch(&fixture, "six days");
     let rotated = a.next("A rotates after a conflict").await;
     assert_eq!(rotated.len(), 2);
@@ -475,7 +458,7 @@ async fn a_conflicting_write_is_retried_from_a_fresh_read_without_losing_a_key()
         );
         cluster.update(&secret).unwrap();
     });
-    clock.set(due);
+    clock.set(at(due));
     touch(&fixture, "removal due");
     let published = a.next("A publishes the keys after the race").await;
     assert!(published.contains(&x), "{published:?}");
@@ -492,7 +475,7 @@ async fn a_conflicting_write_is_retried_from_a_fresh_read_without_losing_a_key()
 #[tokio::test]
 async fn losing_the_lease_stops_rotation_and_the_new_leader_takes_over() {
     let fixture = fixture().await;
-    let clock = TestClock::new();
+    let clock = test_clock();
     let handover = |identity: &str| LeaseConfig {
         duration_seconds: HANDOVER_LEASE_SECONDS,
         ..lease(identity)
@@ -517,7 +500,7 @@ async fn losing_the_lease_stops_rotation_and_the_new_leader_takes_over() {
     assert!(a.metrics().contains("\nwarrant_keys_leader 0\n"));
 
     // The next rotation is B's; A only follows.
-    clock.set(T0 + 6 * DAY + 1);
+    clock.set(at(T0 + 6 * DAY + 1));
     touch(&fixture, "six days");
     let rotated = b.next("B rotates").await;
     assert_eq!(rotated.len(), 2);
@@ -538,7 +521,7 @@ async fn losing_the_lease_stops_rotation_and_the_new_leader_takes_over() {
 #[tokio::test]
 async fn a_replica_that_lost_the_api_server_keeps_its_keys_and_says_so() {
     let mut fixture = fixture().await;
-    let clock = TestClock::new();
+    let clock = test_clock();
     let mut a = Replica::start(&fixture, "replica-a", &clock).await;
     let mut b = Replica::start(&fixture, "replica-b", &clock).await;
     a.next("A publishes").await;
@@ -575,7 +558,7 @@ async fn a_replica_that_lost_the_api_server_keeps_its_keys_and_says_so() {
     );
 
     // The API server comes back: the watch resumes, the store answers, the report clears.
-    clock.set(T0 + 60);
+    clock.set(at(T0 + 60));
     fixture.restart().await.unwrap();
     within(
         "B sees the store again",

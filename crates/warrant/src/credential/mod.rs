@@ -348,7 +348,7 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         Some(dir) => cache::Slot::lock(&dir, key).await,
         None => None,
     };
-    let now = warrant_server::Clock::System.now();
+    let now = warrant_clock::Clock::System.now();
     if let Some(entry) = slot.as_ref().and_then(|slot| slot.get(now)) {
         return print(&info.api_version, &entry.token, entry.expiration_timestamp);
     }
