@@ -3,11 +3,14 @@
 //! bound secret, pod or node likewise. "Deleted" means a deletion timestamp more than
 //! [`LEEWAY_SECONDS`] before `now`.
 //!
-//! A node named on a pod-bound token is not looked up (it is informational, as in kube). The
-//! pod's service account is not re-checked either: that was checked when the token was issued.
+//! The bound object is the one [`Claims::binding`] reads, in its one order. A node named on a
+//! pod-bound token is not looked up (it is informational, as in kube). The pod's service
+//! account is not re-checked either: that was checked when the token was issued. Claims that
+//! name both a pod and a secret are refused (kube-apiserver would look both up; neither it nor
+//! warrant ever issues such a token).
 
 use jiff::{SignedDuration, Timestamp};
-use warrant_token::{Claims, LEEWAY_SECONDS, ObjectRef, go_quote};
+use warrant_token::{BoundKind, Claims, LEEWAY_SECONDS, ObjectRef, go_quote};
 
 use crate::record::Kind;
 use crate::source::{LookupError, Objects};
@@ -47,6 +50,9 @@ pub enum ObjectError {
         /// The UID in the token.
         claim: String,
     },
+    /// The token names both a pod and a secret, which no issuer does.
+    #[error("service account token names more than one bound object (a pod and a secret)")]
+    TwoBoundObjects,
     /// An object could not be looked up at all (its source is unavailable). The token is not
     /// accepted; the message says why, so the failure is not mistaken for a revocation.
     #[error("{0}")]
@@ -92,15 +98,20 @@ pub async fn check_token_objects(
         });
     }
 
-    if let Some(secret) = &k.secret {
-        check_bound(objects, Kind::Secret, namespace, secret, cutoff).await?;
+    if claims.names_two_bound_objects() {
+        return Err(ObjectError::TwoBoundObjects);
     }
-    if let Some(pod) = &k.pod {
-        check_bound(objects, Kind::Pod, namespace, pod, cutoff).await?;
-    } else if let Some(node) = &k.node {
-        check_bound(objects, Kind::Node, "", node, cutoff).await?;
+    match claims.bound_object() {
+        None => Ok(()),
+        Some((BoundKind::Pod, pod)) => {
+            check_bound(objects, Kind::Pod, namespace, pod, cutoff).await
+        }
+        Some((BoundKind::Secret, secret)) => {
+            check_bound(objects, Kind::Secret, namespace, secret, cutoff).await
+        }
+        // Nodes are cluster-scoped.
+        Some((BoundKind::Node, node)) => check_bound(objects, Kind::Node, "", node, cutoff).await,
     }
-    Ok(())
 }
 
 async fn check_bound(
@@ -325,5 +336,19 @@ mod tests {
         source.remove(Kind::Node, "", "n");
         *source.unavailable.lock().unwrap() = Some(Kind::Node);
         assert_eq!(check(&objects, pod()).await, Ok(()));
+    }
+
+    /// No issuer binds a token to a pod and a secret at once; such claims are refused rather
+    /// than reviewed by one of the two.
+    #[tokio::test]
+    async fn a_token_naming_a_pod_and_a_secret_is_refused() {
+        let (_, objects) = setup();
+        let mut claims = claims(pod());
+        claims.kubernetes.secret = Some(ObjectRef::new("s", "sec-1"));
+        let now = Timestamp::from_second(NOW).unwrap();
+        assert_eq!(
+            check_token_objects(&objects, &claims, now).await,
+            Err(ObjectError::TwoBoundObjects)
+        );
     }
 }

@@ -45,8 +45,8 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
 
 pub use authn::{
-    Authenticator, BoundTo, CaBundle, CaError, Caller, ClientTrust, DelegatedAuthentication,
-    Follow, FrontProxy, PeerCertificate, RequestHeaders, TokenFile, TokenFileError, User, Via,
+    Authenticator, CaBundle, CaError, Caller, ClientTrust, DelegatedAuthentication, Follow,
+    FrontProxy, PeerCertificate, RequestHeaders, TokenFile, TokenFileError, User, Via,
     follow_extension_authentication,
 };
 pub use authz::{

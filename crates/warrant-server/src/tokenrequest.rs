@@ -239,7 +239,7 @@ pub(crate) async fn issue(
 
     let issued_at = now.as_second();
     let jti = new_jti();
-    let binding_label = binding_label(&binding);
+    let binding_label = binding.label();
     let published = state.published();
     let claims = Claims::new(NewToken {
         issuer: settings
@@ -378,15 +378,6 @@ async fn lookup(
                 kind.name()
             ))
         })
-}
-
-fn binding_label(binding: &Binding) -> &'static str {
-    match binding {
-        Binding::None => "none",
-        Binding::Pod { .. } => "pod",
-        Binding::Secret(_) => "secret",
-        Binding::Node(_) => "node",
-    }
 }
 
 /// `metav1.Time` on the wire: RFC 3339 in UTC, whole seconds.

@@ -135,6 +135,49 @@ impl Binding {
     pub fn is_pod(&self) -> bool {
         matches!(self, Binding::Pod { .. })
     }
+
+    /// The bound object and its kind; `None` when not bound. A pod's node is not the bound
+    /// object: it is informational.
+    pub fn object(&self) -> Option<(BoundKind, &ObjectRef)> {
+        match self {
+            Binding::None => None,
+            Binding::Pod { pod, .. } => Some((BoundKind::Pod, pod)),
+            Binding::Secret(secret) => Some((BoundKind::Secret, secret)),
+            Binding::Node(node) => Some((BoundKind::Node, node)),
+        }
+    }
+
+    /// A metric label: `none`, `pod`, `secret` or `node`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Binding::None => "none",
+            Binding::Pod { .. } => "pod",
+            Binding::Secret(_) => "secret",
+            Binding::Node(_) => "node",
+        }
+    }
+}
+
+/// The kinds of object a token may be bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BoundKind {
+    /// A pod.
+    Pod,
+    /// A secret.
+    Secret,
+    /// A node.
+    Node,
+}
+
+impl BoundKind {
+    /// The kind as the API names it: `Pod`, `Secret`, `Node`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoundKind::Pod => "Pod",
+            BoundKind::Secret => "Secret",
+            BoundKind::Node => "Node",
+        }
+    }
 }
 
 /// Everything that goes into a new token's claims.
@@ -171,6 +214,38 @@ pub fn service_account_username(namespace: &str, name: &str) -> String {
 }
 
 impl Claims {
+    /// What the token is bound to, read in one order everywhere: a pod (with its node, which
+    /// is informational), else a secret, else a node. Neither kube-apiserver nor warrant issues
+    /// a token naming both a pod and a secret; [`Claims::names_two_bound_objects`] finds one.
+    pub fn binding(&self) -> Binding {
+        match self.bound_object() {
+            None => Binding::None,
+            Some((BoundKind::Pod, pod)) => Binding::Pod {
+                pod: pod.clone(),
+                node: self.kubernetes.node.clone(),
+            },
+            Some((BoundKind::Secret, secret)) => Binding::Secret(secret.clone()),
+            Some((BoundKind::Node, node)) => Binding::Node(node.clone()),
+        }
+    }
+
+    /// The bound object of [`Claims::binding`], borrowed: what a review looks up.
+    pub fn bound_object(&self) -> Option<(BoundKind, &ObjectRef)> {
+        let k = &self.kubernetes;
+        match (&k.pod, &k.secret, &k.node) {
+            (Some(pod), _, _) => Some((BoundKind::Pod, pod)),
+            (None, Some(secret), _) => Some((BoundKind::Secret, secret)),
+            (None, None, Some(node)) => Some((BoundKind::Node, node)),
+            (None, None, None) => None,
+        }
+    }
+
+    /// True if the claims name both a pod and a secret: no issuer makes such a token, and a
+    /// review refuses it rather than choose which of the two decides.
+    pub fn names_two_bound_objects(&self) -> bool {
+        self.kubernetes.pod.is_some() && self.kubernetes.secret.is_some()
+    }
+
     /// Builds the claims of a new token.
     pub fn new(token: NewToken<'_>) -> Claims {
         let (pod, secret, node) = match token.binding {
@@ -300,5 +375,48 @@ mod tests {
         assert!(serde_json::from_str::<Claims>(r#"{"aud":[1]}"#).is_err());
         assert!(serde_json::from_str::<Claims>(r#"{"iss":5}"#).is_err());
         assert!(serde_json::from_str::<Claims>(r#"{"kubernetes.io":"x"}"#).is_err());
+    }
+
+    /// Every binding reads back from its claims as itself: the one order (pod, secret, node)
+    /// that issuing writes and every reader uses.
+    #[test]
+    fn a_binding_reads_back_from_its_claims() {
+        let pod = ObjectRef::new("p", "pod-1");
+        let node = ObjectRef::new("n", "node-1");
+        for binding in [
+            Binding::None,
+            Binding::Pod {
+                pod: pod.clone(),
+                node: Some(node.clone()),
+            },
+            Binding::Pod {
+                pod: pod.clone(),
+                node: None,
+            },
+            Binding::Secret(ObjectRef::new("s", "sec-1")),
+            Binding::Node(node.clone()),
+        ] {
+            let claims = Claims::new(NewToken {
+                issuer: "i",
+                namespace: "ns",
+                service_account: ObjectRef::new("sa", "u1"),
+                audiences: vec!["a".into()],
+                binding: binding.clone(),
+                issued_at: 100,
+                expires_at: 200,
+                warn_after: None,
+                jti: "j".into(),
+            });
+            assert_eq!(claims.binding(), binding);
+            assert_eq!(claims.bound_object(), binding.object());
+            assert!(!claims.names_two_bound_objects());
+        }
+        // A pod-bound token's node is not its bound object.
+        let on_node = Binding::Pod {
+            pod: pod.clone(),
+            node: Some(node),
+        };
+        assert_eq!(on_node.object(), Some((BoundKind::Pod, &pod)));
+        assert_eq!(on_node.label(), "pod");
     }
 }

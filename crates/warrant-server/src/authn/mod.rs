@@ -41,12 +41,11 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use rustls_pki_types::CertificateDer;
-use warrant_token::GROUP_AUTHENTICATED;
+use warrant_token::{Binding, GROUP_AUTHENTICATED};
 
 pub use self::configmap::{Follow, follow_extension_authentication};
 pub use self::delegated::DelegatedAuthentication;
 pub use self::frontproxy::{FrontProxy, RequestHeaders};
-pub use self::owntoken::BoundTo;
 pub use self::tokenfile::{TokenFile, TokenFileError};
 pub use self::x509::{CaBundle, CaError, ClientTrust};
 use crate::error::ApiError;
@@ -63,7 +62,7 @@ pub enum Via {
     /// A static token from `--token-auth-file`.
     TokenFile,
     /// A token warrant issued for one of its API audiences; what it was bound to.
-    OwnToken(Option<BoundTo>),
+    OwnToken(Binding),
     /// A token kube-apiserver vouched for (TokenReview).
     Delegated,
 }

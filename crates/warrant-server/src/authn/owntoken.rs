@@ -15,38 +15,10 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use warrant_objects::check_token_objects;
-use warrant_token::{Claims, TokenError};
+use warrant_token::TokenError;
 
 use super::{Outcome, User, Via};
 use crate::state::AppState;
-
-/// The object a caller's own token was bound to, which self-service requests must keep.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BoundTo {
-    /// `Pod`, `Secret` or `Node`.
-    pub kind: &'static str,
-    /// Its name.
-    pub name: String,
-    /// Its UID.
-    pub uid: String,
-}
-
-impl BoundTo {
-    fn of(claims: &Claims) -> Option<BoundTo> {
-        let k = &claims.kubernetes;
-        let (kind, object) = match (&k.pod, &k.secret, &k.node) {
-            (Some(pod), _, _) => ("Pod", pod),
-            (None, Some(secret), _) => ("Secret", secret),
-            (None, None, Some(node)) => ("Node", node),
-            (None, None, None) => return None,
-        };
-        Some(BoundTo {
-            kind,
-            name: object.name.clone(),
-            uid: object.uid.clone(),
-        })
-    }
-}
 
 /// Verifies `token` as one of warrant's own, for the API audiences.
 pub(crate) async fn authenticate(state: &AppState, token: &str, now: Timestamp) -> Outcome {
@@ -68,7 +40,7 @@ pub(crate) async fn authenticate(state: &AppState, token: &str, now: Timestamp) 
         info.username,
         info.uid,
         info.groups,
-        Via::OwnToken(BoundTo::of(&verified.claims)),
+        Via::OwnToken(verified.claims.binding()),
     );
     user.extra = info.extra;
     Outcome::User(Arc::new(user))

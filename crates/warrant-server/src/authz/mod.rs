@@ -521,15 +521,19 @@ pub(crate) async fn admit_token_request(
     ask: &TokenAsk<'_>,
     now: Timestamp,
 ) -> Result<Option<i64>, ApiError> {
-    if let Via::OwnToken(Some(bound)) = &user.via {
+    if let Via::OwnToken(binding) = &user.via
+        && let Some((kind, bound)) = binding.object()
+    {
         let same = ask.bound.is_some_and(|r| {
-            r.kind == bound.kind && r.name == bound.name && (r.uid.is_empty() || r.uid == bound.uid)
+            r.kind == kind.as_str()
+                && r.name == bound.name
+                && (r.uid.is_empty() || r.uid == bound.uid)
         });
         if !same {
             return Err(ask.forbidden(&format!(
                 "User {} authenticated with a token bound to {} {} and may only request tokens bound to the same object",
                 go_quote(&user.name),
-                bound.kind,
+                kind.as_str(),
                 go_quote(&bound.name)
             )));
         }
