@@ -12,12 +12,12 @@ use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH};
 use http::{HeaderMap, StatusCode};
 use jiff::Timestamp;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
 use crate::published::Published;
+use crate::routes::{Endpoint, GroupVersion, ROUTES, Resource, Route, discoverable};
 use crate::state::AppState;
-use crate::wire::{AUTHENTICATION_V1, WARRANT_V1ALPHA1};
 
 /// True if an `If-None-Match` header matches `etag` (weak comparison, as RFC 9110 asks for
 /// `If-None-Match`: a `W/` prefix is ignored; `*` matches anything).
@@ -112,9 +112,12 @@ impl Fixed {
     }
 
     fn response(&self) -> Response {
-        let body = self
-            .body
-            .get_or_init(|| Bytes::from(serde_json::to_vec(&(self.build)()).unwrap_or_default()));
+        let body = self.body.get_or_init(|| {
+            #[allow(clippy::expect_used)]
+            let body = serde_json::to_vec(&(self.build)())
+                .expect("a JSON value built in memory always serializes");
+            Bytes::from(body)
+        });
         let mut response = body.clone().into_response();
         response
             .headers_mut()
@@ -144,105 +147,100 @@ pub(crate) async fn version() -> Response {
     VERSION.response()
 }
 
-/// `GET /api`.
-pub(crate) async fn core_versions() -> Response {
-    static BODY: Fixed = Fixed::new(
-        || json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": null}),
-    );
-    BODY.response()
+/// Kubernetes API discovery (`/api`, `/api/v1`, `/apis`, `/apis/<group>`,
+/// `/apis/<group>/<version>`), each document built from the route table on first use.
+pub(crate) fn api(route: &'static Route) -> Response {
+    static DOCUMENTS: OnceLock<Vec<(&'static str, Bytes)>> = OnceLock::new();
+    let documents = DOCUMENTS.get_or_init(|| {
+        ROUTES
+            .iter()
+            .filter_map(|r| {
+                let document = api_document(r)?;
+                #[allow(clippy::expect_used)]
+                let body = serde_json::to_vec(&document)
+                    .expect("a JSON value built in memory always serializes");
+                Some((r.path, Bytes::from(body)))
+            })
+            .collect()
+    });
+    let Some((_, body)) = documents.iter().find(|(path, _)| *path == route.path) else {
+        return ApiError::no_such_path().into_response();
+    };
+    let mut response = body.clone().into_response();
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
-/// The TokenRequest subresource. Its body is an `authentication.k8s.io/v1` TokenRequest in both
-/// groups that serve it (the core group, and warrant's own), as kube-apiserver lists it.
-fn token_request_resource() -> Value {
-    json!({
-        "name": "serviceaccounts/token",
-        "singularName": "",
-        "namespaced": true,
-        "group": "authentication.k8s.io",
-        "version": "v1",
-        "kind": "TokenRequest",
-        "verbs": ["create"],
+/// The discovery document a route serves, if it is one of API discovery's.
+fn api_document(route: &Route) -> Option<Value> {
+    let gv = route.group_version;
+    Some(match (route.endpoint, gv) {
+        (Endpoint::CoreVersions, _) => {
+            let versions: Vec<&str> = ROUTES
+                .iter()
+                .filter(|r| r.endpoint == Endpoint::Resources)
+                .filter_map(|r| r.group_version)
+                .filter(|gv| gv.group.is_empty())
+                .map(|gv| gv.version)
+                .collect();
+            json!({"kind": "APIVersions", "versions": versions, "serverAddressByClientCIDRs": null})
+        }
+        (Endpoint::Groups, _) => {
+            let groups: Vec<Value> = ROUTES
+                .iter()
+                .filter(|r| r.endpoint == Endpoint::Group)
+                .filter_map(|r| r.group_version)
+                .map(|gv| group(gv, false))
+                .collect();
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        }
+        (Endpoint::Group, Some(gv)) => group(gv, true),
+        (Endpoint::Resources, Some(gv)) => {
+            let resources: Vec<Value> = discoverable()
+                .filter(|r| r.group_version == Some(gv))
+                .filter_map(|r| r.endpoint.resource())
+                .map(api_resource)
+                .collect();
+            let mut list = Map::new();
+            list.insert("kind".into(), "APIResourceList".into());
+            // As kube-apiserver: the core group's list carries no apiVersion.
+            if !gv.group.is_empty() {
+                list.insert("apiVersion".into(), "v1".into());
+            }
+            list.insert("groupVersion".into(), gv.api_version.into());
+            list.insert("resources".into(), resources.into());
+            Value::Object(list)
+        }
+        _ => return None,
     })
 }
 
-fn token_review_resource() -> Value {
-    json!({
-        "name": "tokenreviews",
-        "singularName": "tokenreview",
-        "namespaced": false,
-        "kind": "TokenReview",
-        "verbs": ["create"],
-    })
-}
-
-/// `GET /api/v1`: the core group's resources that warrant serves.
-pub(crate) async fn core_v1() -> Response {
-    static BODY: Fixed = Fixed::new(
-        || json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": [token_request_resource()]}),
-    );
-    BODY.response()
-}
-
-/// An `APIGroup`; inside an `APIGroupList` it carries no kind of its own.
-fn group(name: &str, version: &str, standalone: bool) -> Value {
-    let gv = json!({"groupVersion": format!("{name}/{version}"), "version": version});
-    if standalone {
-        json!({"kind": "APIGroup", "apiVersion": "v1", "name": name, "versions": [gv], "preferredVersion": gv})
-    } else {
-        json!({"name": name, "versions": [gv], "preferredVersion": gv})
+/// An `APIResource`. A TokenRequest names its body's group and version: it is an
+/// `authentication.k8s.io/v1` object in every group that serves it, as kube-apiserver lists it.
+fn api_resource(resource: Resource) -> Value {
+    let mut entry = Map::new();
+    entry.insert("name".into(), resource.name.into());
+    entry.insert("singularName".into(), resource.singular.into());
+    entry.insert("namespaced".into(), resource.namespaced.into());
+    if let Some(gv) = resource.kind_group_version {
+        entry.insert("group".into(), gv.group.into());
+        entry.insert("version".into(), gv.version.into());
     }
+    entry.insert("kind".into(), resource.kind.into());
+    entry.insert("verbs".into(), json!(["create"]));
+    Value::Object(entry)
 }
 
-/// `GET /apis`.
-pub(crate) async fn groups() -> Response {
-    static BODY: Fixed = Fixed::new(|| {
-        json!({
-            "kind": "APIGroupList",
-            "apiVersion": "v1",
-            "groups": [group("authentication.k8s.io", "v1", false), group("warrant.dev", "v1alpha1", false)],
-        })
-    });
-    BODY.response()
-}
-
-/// `GET /apis/authentication.k8s.io`.
-pub(crate) async fn authentication_group() -> Response {
-    static BODY: Fixed = Fixed::new(|| group("authentication.k8s.io", "v1", true));
-    BODY.response()
-}
-
-/// `GET /apis/warrant.dev`.
-pub(crate) async fn warrant_group() -> Response {
-    static BODY: Fixed = Fixed::new(|| group("warrant.dev", "v1alpha1", true));
-    BODY.response()
-}
-
-/// `GET /apis/authentication.k8s.io/v1`.
-pub(crate) async fn authentication_v1() -> Response {
-    static BODY: Fixed = Fixed::new(|| {
-        json!({
-            "kind": "APIResourceList",
-            "apiVersion": "v1",
-            "groupVersion": AUTHENTICATION_V1,
-            "resources": [token_review_resource()],
-        })
-    });
-    BODY.response()
-}
-
-/// `GET /apis/warrant.dev/v1alpha1`: what kube-apiserver's aggregator checks for availability
-/// and reads for discovery.
-pub(crate) async fn warrant_v1alpha1() -> Response {
-    static BODY: Fixed = Fixed::new(|| {
-        json!({
-            "kind": "APIResourceList",
-            "apiVersion": "v1",
-            "groupVersion": WARRANT_V1ALPHA1,
-            "resources": [token_request_resource(), token_review_resource()],
-        })
-    });
-    BODY.response()
+/// An `APIGroup` with its one version; inside an `APIGroupList` it carries no kind of its own.
+fn group(gv: GroupVersion, standalone: bool) -> Value {
+    let version = json!({"groupVersion": gv.api_version, "version": gv.version});
+    if standalone {
+        json!({"kind": "APIGroup", "apiVersion": "v1", "name": gv.group, "versions": [version], "preferredVersion": version})
+    } else {
+        json!({"name": gv.group, "versions": [version], "preferredVersion": version})
+    }
 }
 
 /// `GET /livez`: the process is serving.

@@ -16,6 +16,7 @@ mod metrics;
 mod openapi;
 mod protobuf;
 mod published;
+mod routes;
 mod settings;
 mod signatures;
 mod state;
@@ -36,11 +37,11 @@ pub mod fuzzing {
 
 use std::time::Duration;
 
-use axum::Extension;
 use axum::Router;
+use axum::extract::{Request, State};
+use axum::handler::Handler;
 use axum::middleware::from_fn_with_state;
-use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
 
@@ -70,71 +71,17 @@ pub use state::{AppState, StateParts};
 pub use tls::{ServingCertificate, TlsError, TlsFiles, serve, server_config};
 pub use warrant_watch::{FileWatch, WatchError};
 
+use crate::routes::{Endpoint, Routed};
 use crate::tokenreview::ServedVersion;
-use crate::wire::{AUTHENTICATION_V1, AUTHENTICATION_V1BETA1, WARRANT_V1ALPHA1};
 
 /// How long a request may take before it is abandoned.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The whole API.
+/// The whole API: every request goes through the layers (outermost first: panic catching,
+/// route matching and metrics, the timeout, authentication, authorization) to [`dispatch`].
 pub fn router(state: AppState) -> Router {
-    let review =
-        |version: &'static str| post(tokenreview::create).layer(Extension(ServedVersion(version)));
     Router::new()
-        .route(
-            "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-            post(tokenrequest::create),
-        )
-        .route(
-            "/apis/warrant.dev/v1alpha1/namespaces/{namespace}/serviceaccounts/{name}/token",
-            post(tokenrequest::create),
-        )
-        .route(
-            "/apis/authentication.k8s.io/v1/tokenreviews",
-            review(AUTHENTICATION_V1),
-        )
-        .route(
-            "/apis/authentication.k8s.io/v1beta1/tokenreviews",
-            review(AUTHENTICATION_V1BETA1),
-        )
-        .route(
-            "/apis/warrant.dev/v1alpha1/tokenreviews",
-            review(WARRANT_V1ALPHA1),
-        )
-        .route(
-            "/.well-known/openid-configuration",
-            get(discovery::openid_configuration),
-        )
-        .route("/openid/v1/jwks", get(discovery::jwks))
-        .route("/api", get(discovery::core_versions))
-        .route("/api/v1", get(discovery::core_v1))
-        .route("/apis", get(discovery::groups))
-        .route(
-            "/apis/authentication.k8s.io",
-            get(discovery::authentication_group),
-        )
-        .route(
-            "/apis/authentication.k8s.io/v1",
-            get(discovery::authentication_v1),
-        )
-        .route("/apis/warrant.dev", get(discovery::warrant_group))
-        .route(
-            "/apis/warrant.dev/v1alpha1",
-            get(discovery::warrant_v1alpha1),
-        )
-        .route("/openapi/v2", get(openapi::v2))
-        .route("/openapi/v3", get(openapi::v3_index))
-        .route(
-            "/openapi/v3/{*group_version}",
-            get(openapi::v3_group_version),
-        )
-        .route("/version", get(discovery::version))
-        .route("/livez", get(discovery::livez))
-        .route("/readyz", get(discovery::readyz))
-        .route("/healthz", get(discovery::readyz))
-        .route("/metrics", get(metrics_endpoint))
-        .fallback(|| async { ApiError::no_such_path().into_response() })
-        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed().into_response() })
+        .fallback(dispatch)
         .layer(from_fn_with_state(state.clone(), authz::authorize))
         .layer(from_fn_with_state(state.clone(), authn::authenticate))
         .layer(TimeoutLayer::with_status_code(
@@ -148,8 +95,59 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// `/metrics` needs an authorized caller (`get` on the path `/metrics`), as in kube-apiserver:
-/// the authorization layer has checked it.
-async fn metrics_endpoint(state: axum::extract::State<AppState>) -> axum::response::Response {
-    discovery::metrics(state).await
+/// Answers a request with its route's handler. The route was found by the first layer, from
+/// the one route table ([`routes::ROUTES`]); no other code matches paths.
+async fn dispatch(State(state): State<AppState>, mut request: Request) -> Response {
+    let (route, params) = match request.extensions_mut().remove::<Routed>() {
+        Some(Routed::Route {
+            route,
+            params,
+            allowed: true,
+        }) => (route, params),
+        Some(Routed::Route {
+            route,
+            allowed: false,
+            ..
+        }) => {
+            let mut response = ApiError::method_not_allowed().into_response();
+            response.headers_mut().insert(
+                http::header::ALLOW,
+                http::HeaderValue::from_static(route.verb.allowed()),
+            );
+            return response;
+        }
+        Some(Routed::NotFound | Routed::BadPath) | None => {
+            return ApiError::no_such_path().into_response();
+        }
+    };
+    let head = request.method() == http::Method::HEAD;
+    request.extensions_mut().insert(params);
+    let response = match route.endpoint {
+        Endpoint::TokenRequest => tokenrequest::create.call(request, state).await,
+        Endpoint::TokenReview => {
+            let served = route.group_version.map_or("", |gv| gv.api_version);
+            request.extensions_mut().insert(ServedVersion(served));
+            tokenreview::create.call(request, state).await
+        }
+        Endpoint::OpenIdConfiguration => discovery::openid_configuration.call(request, state).await,
+        Endpoint::Jwks => discovery::jwks.call(request, state).await,
+        Endpoint::CoreVersions | Endpoint::Groups | Endpoint::Group | Endpoint::Resources => {
+            discovery::api(route)
+        }
+        Endpoint::OpenApiV2 => openapi::v2.call(request, state).await,
+        Endpoint::OpenApiV3Index => openapi::v3_index.call(request, state).await,
+        Endpoint::OpenApiV3 => openapi::v3_group_version.call(request, state).await,
+        Endpoint::Version => discovery::version().await,
+        Endpoint::Livez => discovery::livez().await,
+        Endpoint::Readyz => discovery::readyz.call(request, state).await,
+        // Authorized by the authorization layer (`get` on the path `/metrics`), as in
+        // kube-apiserver.
+        Endpoint::Metrics => discovery::metrics(State(state)).await,
+    };
+    if head {
+        // HEAD is GET without the body, headers kept.
+        response.map(|_| axum::body::Body::empty())
+    } else {
+        response
+    }
 }

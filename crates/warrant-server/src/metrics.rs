@@ -14,6 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::routes;
 use crate::state::AppState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -176,44 +177,6 @@ impl Metrics {
     }
 }
 
-/// The route template a path belongs to, as a metric label. Allocates nothing: the path's
-/// first segments go into a fixed array.
-fn route_label(path: &str) -> &'static str {
-    const MAX: usize = 8;
-    let mut segments = [""; MAX];
-    let mut count = 0;
-    for segment in path.trim_matches('/').split('/') {
-        match segments.get_mut(count) {
-            Some(slot) => *slot = segment,
-            None => return "unmatched",
-        }
-        count += 1;
-    }
-    match segments.get(..count).unwrap_or_default() {
-        ["api", "v1", "namespaces", _, "serviceaccounts", _, "token"] => "tokenrequest",
-        [
-            "apis",
-            "warrant.dev",
-            "v1alpha1",
-            "namespaces",
-            _,
-            "serviceaccounts",
-            _,
-            "token",
-        ] => "tokenrequest",
-        ["apis", "authentication.k8s.io", _, "tokenreviews"]
-        | ["apis", "warrant.dev", "v1alpha1", "tokenreviews"] => "tokenreview",
-        [".well-known", "openid-configuration"] => "openid-configuration",
-        ["openid", "v1", "jwks"] => "jwks",
-        ["livez"] | ["readyz"] | ["healthz"] => "health",
-        ["metrics"] => "metrics",
-        ["version"] => "version",
-        ["openapi", ..] => "openapi",
-        ["api", ..] | ["apis", ..] => "discovery",
-        _ => "unmatched",
-    }
-}
-
 fn method_label(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
@@ -227,37 +190,21 @@ fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// Middleware: counts and times every request.
-pub(crate) async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Middleware: matches the request to its route (once, for every layer after it: see
+/// [`crate::routes`]), then counts and times it under the route's label.
+pub(crate) async fn track(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let start = tokio::time::Instant::now();
-    let route = route_label(request.uri().path());
+    let found = routes::find(request.method(), request.uri().path());
+    let route = found.label();
+    request.extensions_mut().insert(found);
     let method = method_label(request.method());
     let response = next.run(request).await;
     state
         .metrics()
         .request(route, method, response.status().as_u16(), start.elapsed());
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn routes_map_to_fixed_labels() {
-        assert_eq!(
-            route_label("/api/v1/namespaces/a/serviceaccounts/b/token"),
-            "tokenrequest"
-        );
-        assert_eq!(
-            route_label("/apis/authentication.k8s.io/v1beta1/tokenreviews"),
-            "tokenreview"
-        );
-        assert_eq!(route_label("/apis/warrant.dev/v1alpha1"), "discovery");
-        assert_eq!(route_label("/openid/v1/jwks"), "jwks");
-        assert_eq!(route_label("/openapi/v3/api/v1"), "openapi");
-        assert_eq!(route_label("/random/path"), "unmatched");
-        assert_eq!(route_label("/a/b/c/d/e/f/g/h/i"), "unmatched");
-        assert_eq!(route_label("/"), "unmatched");
-    }
 }

@@ -26,7 +26,6 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 
 use axum::Extension;
-use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::header::{
@@ -38,6 +37,7 @@ use serde_json::{Value, json};
 use self::endpoints::View;
 use crate::authn::Caller;
 use crate::error::ApiError;
+use crate::routes::Params;
 
 /// The media type client-go asks `/openapi/v2` for, and the one kube-apiserver answers with
 /// (it accepts both).
@@ -248,7 +248,10 @@ pub(crate) async fn v3_index(Extension(caller): Extension<Caller>, headers: Head
 
 /// `GET /openapi/v3/{group-version}`: `api/v1`, `apis/<group>/<version>`.
 pub(crate) async fn v3_group_version(
-    Path(group_version): Path<String>,
+    Extension(Params {
+        rest: group_version,
+        ..
+    }): Extension<Params>,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {

@@ -13,11 +13,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `apiVersion` of TokenRequest and of TokenReview v1.
-pub const AUTHENTICATION_V1: &str = "authentication.k8s.io/v1";
+pub const AUTHENTICATION_V1: &str = crate::routes::AUTHENTICATION_V1.api_version;
 /// `apiVersion` of TokenReview v1beta1 (kube-apiserver's default webhook version).
-pub const AUTHENTICATION_V1BETA1: &str = "authentication.k8s.io/v1beta1";
+pub const AUTHENTICATION_V1BETA1: &str = crate::routes::AUTHENTICATION_V1BETA1.api_version;
 /// warrant's own API group, for serving behind kube-apiserver's aggregator.
-pub const WARRANT_V1ALPHA1: &str = "warrant.dev/v1alpha1";
+pub const WARRANT_V1ALPHA1: &str = crate::routes::WARRANT_V1ALPHA1.api_version;
 
 /// The parts of `metadata` that warrant reads or fills in; other fields are echoed back as sent.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -49,6 +49,7 @@ mod error;
 pub mod fuzzing;
 mod gojson;
 mod goquote;
+mod gourl;
 mod jws;
 mod keys;
 mod lifetime;
@@ -62,6 +63,7 @@ pub use claims::{
 };
 pub use documents::{render_discovery, render_jwks, validate_issuer_url, validate_jwks_uri};
 pub use error::{DocumentError, KeyError, TokenError};
+pub use gourl::path_unescape;
 pub use jws::DetachedSignature;
 pub use keys::{Algorithm, KeyType, PrivateKeyPem, SigningKey, VerifyingKey, key_id};
 pub use lifetime::{

@@ -153,30 +153,7 @@ fn strip_prefix_ignore_case<'a>(name: &'a str, prefix: &str) -> Option<&'a str> 
 /// Go's `url.PathUnescape`: `%XX` becomes the byte; a key that does not unescape (a bad escape,
 /// or bytes that are not UTF-8) is kept as it came, as kube keeps it.
 pub(crate) fn unescape(key: &str) -> String {
-    percent_decode(key).unwrap_or_else(|| key.to_owned())
-}
-
-/// `%XX` escapes decoded; `None` for a `%` without two hex digits after it, or a result that is
-/// not UTF-8. The one decoder of escapes: extra header keys (above) and request paths
-/// (authorization) both use it.
-pub(crate) fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&byte) = bytes.get(i) {
-        if byte == b'%' {
-            let decoded = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())?;
-            out.push(decoded);
-            i += 3;
-        } else {
-            out.push(byte);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    warrant_token::path_unescape(key).unwrap_or_else(|| key.to_owned())
 }
 
 /// True if the request carries any identity header of `proxy`'s names or the defaults.

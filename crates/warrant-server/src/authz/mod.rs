@@ -33,7 +33,6 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http::Method;
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -46,6 +45,7 @@ use self::policy::TokenGrant;
 pub use self::policy::{Policy, PolicyError, PolicyFile};
 use crate::authn::{Caller, User, Via};
 use crate::error::ApiError;
+use crate::routes::Routed;
 use crate::state::AppState;
 use crate::wire::BoundObjectReference;
 
@@ -140,73 +140,7 @@ pub enum Attributes {
     },
 }
 
-/// A request path whose segments do not decode: a `%` not followed by two hex digits, or
-/// escapes that do not make UTF-8.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the request path is not valid: a segment does not decode (a bad %-escape, or not UTF-8)")]
-pub struct BadPath;
-
-/// The path's segments, each %-decoded: the one decoding of a path, which authorization and
-/// the handlers (through [`Authorized`]) both use.
-fn decoded_segments(path: &str) -> Result<Vec<String>, BadPath> {
-    path.trim_start_matches('/')
-        .split('/')
-        .map(|segment| crate::authn::frontproxy::percent_decode(segment).ok_or(BadPath))
-        .collect()
-}
-
 impl Attributes {
-    /// The attributes of a protected request, or `None` for a public one (or one the router
-    /// will refuse: an unknown path or method needs no authorization to be refused). A path
-    /// that does not decode is [`BadPath`].
-    pub fn of(method: &Method, path: &str) -> Result<Option<Attributes>, BadPath> {
-        let segments = decoded_segments(path)?;
-        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
-        let resource = match (method, segments.as_slice()) {
-            (
-                &Method::POST,
-                [
-                    "api",
-                    "v1",
-                    "namespaces",
-                    ns,
-                    "serviceaccounts",
-                    name,
-                    "token",
-                ],
-            ) => ResourceAttributes::token_request("", "v1", ns, name),
-            (
-                &Method::POST,
-                [
-                    "apis",
-                    "warrant.dev",
-                    "v1alpha1",
-                    "namespaces",
-                    ns,
-                    "serviceaccounts",
-                    name,
-                    "token",
-                ],
-            ) => ResourceAttributes::token_request("warrant.dev", "v1alpha1", ns, name),
-            (&Method::POST, ["apis", "authentication.k8s.io", version, "tokenreviews"])
-                if *version == "v1" || *version == "v1beta1" =>
-            {
-                ResourceAttributes::token_review("authentication.k8s.io", version)
-            }
-            (&Method::POST, ["apis", "warrant.dev", "v1alpha1", "tokenreviews"]) => {
-                ResourceAttributes::token_review("warrant.dev", "v1alpha1")
-            }
-            (&Method::GET | &Method::HEAD, ["metrics"]) => {
-                return Ok(Some(Attributes::NonResource {
-                    verb: "get".to_owned(),
-                    path: "/metrics".to_owned(),
-                }));
-            }
-            _ => return Ok(None),
-        };
-        Ok(Some(Attributes::Resource(resource)))
-    }
-
     /// kube's words for a refusal: `User "alice" cannot create resource
     /// "serviceaccounts/token" in API group "" in the namespace "demo"`.
     fn refusal(&self, user: &str) -> String {
@@ -422,20 +356,32 @@ impl Authorizer {
 }
 
 /// Middleware: authorizes protected requests and attaches [`Authorized`]; public ones pass.
+/// The route was matched by the first layer ([`crate::routes::find`]); a path that does not
+/// decode is refused here, before anything reads it.
 pub(crate) async fn authorize(
     State(state): State<AppState>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let authorizer = state.authorizer();
-    let path = request.uri().path();
-    if authorizer.always_allowed_path(path) {
+    if authorizer.always_allowed_path(request.uri().path()) {
         return next.run(request).await;
     }
-    let attributes = match Attributes::of(request.method(), path) {
-        Ok(Some(attributes)) => attributes,
-        Ok(None) => return next.run(request).await,
-        Err(bad) => return ApiError::bad_request(bad.to_string()).into_response(),
+    let attributes = match request.extensions().get::<Routed>() {
+        Some(Routed::BadPath) => {
+            return ApiError::bad_request(
+                "the request path is not valid: a segment does not decode (a bad %-escape, or not UTF-8)",
+            )
+            .into_response();
+        }
+        Some(found) => found.attributes(),
+        None => {
+            return ApiError::internal("the request reached authorization unrouted")
+                .into_response();
+        }
+    };
+    let Some(attributes) = attributes else {
+        return next.run(request).await;
     };
     let user = match request.extensions().get::<Caller>() {
         Some(Caller::User(user)) => user.clone(),

@@ -1,14 +1,13 @@
-//! The operations the documents describe: every POST route of `router()` that discovery
-//! lists, and nothing else. warrant has no GET, PATCH or DELETE on objects, so none is
+//! The operations the documents describe: every route of the route table that discovery lists
+//! ([`crate::routes::discoverable`]), and nothing else. warrant has no GET, PATCH or DELETE on objects, so none is
 //! described; kubectl reads the absence of PATCH as "no server-side field validation" and
 //! validates manifests itself, as it does for TokenReview against kube-apiserver.
 
 use serde_json::{Map, Value};
 
 use super::definitions::{TOKEN_REQUEST, TOKEN_REVIEW};
-use super::schema::{
-    AUTHENTICATION_V1, CORE_V1, GVK_EXTENSION, GroupVersion, Gvk, WARRANT_V1ALPHA1,
-};
+use super::schema::{GVK_EXTENSION, Gvk};
+use crate::routes::{self, Endpoint, GroupVersion, WARRANT_V1ALPHA1};
 
 /// The media types request bodies may be in (`body.rs` reads them).
 pub(crate) const CONSUMES: &[&str] = &[
@@ -41,7 +40,7 @@ const NAMESPACED_NAME: &[PathParameter] = &[
 
 /// A POST operation.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Endpoint {
+pub(crate) struct Operation {
     /// The group-version of the URL: which `/openapi/v3` document lists it.
     pub(crate) group_version: GroupVersion,
     /// The path template, as the router has it.
@@ -58,7 +57,7 @@ pub(crate) struct Endpoint {
     pub(crate) parameters: &'static [PathParameter],
 }
 
-impl Endpoint {
+impl Operation {
     /// The path item of either OpenAPI version: `post`, marked with the kind it takes, and the
     /// path parameters, each in the version's own shape.
     pub(crate) fn path_item(
@@ -80,7 +79,7 @@ impl Endpoint {
 
     /// The tag kube-apiserver would give it: `core_v1`, `authentication_v1`, `warrantDev_v1alpha1`.
     pub(crate) fn tag(&self) -> String {
-        let GroupVersion { group, version } = self.group_version;
+        let GroupVersion { group, version, .. } = self.group_version;
         let group = match group {
             "" => "core".to_owned(),
             _ => {
@@ -100,49 +99,37 @@ impl Endpoint {
     }
 }
 
-/// Every operation warrant serves that discovery lists. (`authentication.k8s.io/v1beta1`
-/// TokenReview is served for webhook configurations but, as in kube-apiserver since 1.22, is
-/// not part of the discoverable API, so it is not described either.)
-pub(crate) const ENDPOINTS: &[Endpoint] = &[
-    Endpoint {
-        group_version: CORE_V1,
-        path: "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        operation_id: "createCoreV1NamespacedServiceAccountToken",
-        description: "Issues a token for a service account.",
-        kind: AUTHENTICATION_V1.kind("TokenRequest"),
-        body: TOKEN_REQUEST,
-        parameters: NAMESPACED_NAME,
-    },
-    Endpoint {
-        group_version: AUTHENTICATION_V1,
-        path: "/apis/authentication.k8s.io/v1/tokenreviews",
-        operation_id: "createAuthenticationV1TokenReview",
-        description: "Reviews a token.",
-        kind: AUTHENTICATION_V1.kind("TokenReview"),
-        body: TOKEN_REVIEW,
-        parameters: &[],
-    },
-    Endpoint {
-        group_version: WARRANT_V1ALPHA1,
-        path: "/apis/warrant.dev/v1alpha1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        operation_id: "createWarrantDevV1alpha1NamespacedServiceAccountToken",
-        // The handler is the core group's: the body is an authentication.k8s.io/v1
-        // TokenRequest here too.
-        description: "Issues a token for a service account.",
-        kind: AUTHENTICATION_V1.kind("TokenRequest"),
-        body: TOKEN_REQUEST,
-        parameters: NAMESPACED_NAME,
-    },
-    Endpoint {
-        group_version: WARRANT_V1ALPHA1,
-        path: "/apis/warrant.dev/v1alpha1/tokenreviews",
-        operation_id: "createWarrantDevV1alpha1TokenReview",
-        description: "Reviews a token.",
-        kind: WARRANT_V1ALPHA1.kind("TokenReview"),
-        body: TOKEN_REVIEW,
-        parameters: &[],
-    },
-];
+/// Every operation warrant serves that discovery lists, from the route table.
+pub(crate) fn operations() -> Vec<Operation> {
+    routes::discoverable()
+        .filter_map(|route| {
+            let group_version = route.group_version?;
+            let resource = route.endpoint.resource()?;
+            let (description, body) = match route.endpoint {
+                Endpoint::TokenRequest => ("Issues a token for a service account.", TOKEN_REQUEST),
+                Endpoint::TokenReview => ("Reviews a token.", TOKEN_REVIEW),
+                _ => return None,
+            };
+            Some(Operation {
+                group_version,
+                path: route.path,
+                operation_id: route.operation_id?,
+                description,
+                // A TokenRequest is an authentication.k8s.io/v1 object wherever it is posted.
+                kind: resource
+                    .kind_group_version
+                    .unwrap_or(group_version)
+                    .kind(resource.kind),
+                body,
+                parameters: if resource.namespaced {
+                    NAMESPACED_NAME
+                } else {
+                    &[]
+                },
+            })
+        })
+        .collect()
+}
 
 /// Who a document is for, which decides what it may describe.
 ///
@@ -163,7 +150,7 @@ pub(crate) enum View {
 
 impl View {
     /// Whether the view describes `endpoint`.
-    pub(crate) fn describes(self, endpoint: &Endpoint) -> bool {
+    pub(crate) fn describes(self, endpoint: &Operation) -> bool {
         match self {
             View::Direct => true,
             View::Aggregated => endpoint.group_version == WARRANT_V1ALPHA1,
@@ -182,7 +169,7 @@ impl View {
     /// The group-versions the view describes, in order of first appearance.
     pub(crate) fn group_versions(self) -> Vec<GroupVersion> {
         let mut out: Vec<GroupVersion> = Vec::new();
-        for endpoint in ENDPOINTS.iter().filter(|e| self.describes(e)) {
+        for endpoint in operations().iter().filter(|e| self.describes(e)) {
             if !out.contains(&endpoint.group_version) {
                 out.push(endpoint.group_version);
             }
@@ -194,10 +181,11 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routes::{AUTHENTICATION_V1, CORE_V1};
 
     #[test]
     fn tags_follow_kube_apiserver() {
-        let tags: Vec<String> = ENDPOINTS.iter().map(Endpoint::tag).collect();
+        let tags: Vec<String> = operations().iter().map(Operation::tag).collect();
         assert_eq!(
             tags,
             [
@@ -226,9 +214,9 @@ mod tests {
 
     #[test]
     fn operation_ids_are_unique() {
-        let mut ids: Vec<&str> = ENDPOINTS.iter().map(|e| e.operation_id).collect();
+        let mut ids: Vec<&str> = operations().iter().map(|e| e.operation_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), ENDPOINTS.len());
+        assert_eq!(ids.len(), operations().len());
     }
 }

@@ -18,30 +18,7 @@ pub(crate) struct Gvk {
     pub(crate) kind: &'static str,
 }
 
-/// An API group and version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct GroupVersion {
-    /// The API group; empty for the core group.
-    pub(crate) group: &'static str,
-    /// The version.
-    pub(crate) version: &'static str,
-}
-
-/// The core group, where the TokenRequest subresource of service accounts lives.
-pub(crate) const CORE_V1: GroupVersion = GroupVersion {
-    group: "",
-    version: "v1",
-};
-/// `authentication.k8s.io/v1`: TokenReview, and the kind of TokenRequest bodies.
-pub(crate) const AUTHENTICATION_V1: GroupVersion = GroupVersion {
-    group: "authentication.k8s.io",
-    version: "v1",
-};
-/// warrant's own group, for serving behind kube-apiserver's aggregator.
-pub(crate) const WARRANT_V1ALPHA1: GroupVersion = GroupVersion {
-    group: "warrant.dev",
-    version: "v1alpha1",
-};
+pub(crate) use crate::routes::{AUTHENTICATION_V1, GroupVersion, WARRANT_V1ALPHA1};
 
 impl GroupVersion {
     /// A kind in this group-version.
@@ -50,15 +27,6 @@ impl GroupVersion {
             group: self.group,
             version: self.version,
             kind,
-        }
-    }
-
-    /// Where its URLs start, and how `/openapi/v3` names it: `api/v1`, `apis/<group>/<version>`.
-    pub(crate) fn path(self) -> String {
-        if self.group.is_empty() {
-            format!("api/{}", self.version)
-        } else {
-            format!("apis/{}/{}", self.group, self.version)
         }
     }
 }
@@ -262,18 +230,6 @@ pub(crate) fn closure<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn group_versions_match_the_wire_constants() {
-        let api_version = |gv: GroupVersion| format!("{}/{}", gv.group, gv.version);
-        assert_eq!(
-            api_version(AUTHENTICATION_V1),
-            crate::wire::AUTHENTICATION_V1
-        );
-        assert_eq!(api_version(WARRANT_V1ALPHA1), crate::wire::WARRANT_V1ALPHA1);
-        assert_eq!(CORE_V1.path(), "api/v1");
-        assert_eq!(WARRANT_V1ALPHA1.path(), "apis/warrant.dev/v1alpha1");
-    }
 
     #[test]
     fn references_are_written_per_dialect() {

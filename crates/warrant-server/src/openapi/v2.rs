@@ -3,12 +3,13 @@
 
 use serde_json::{Map, Value, json};
 
-use super::endpoints::{CONSUMES, ENDPOINTS, Endpoint, PRODUCES, View};
+use super::endpoints::{CONSUMES, Operation, PRODUCES, View, operations};
 use super::schema::{Definition, Dialect, closure};
 
 /// The document `view` describes.
 pub(crate) fn document(view: View, catalogue: &[Definition]) -> Value {
-    let endpoints: Vec<&Endpoint> = ENDPOINTS.iter().filter(|e| view.describes(e)).collect();
+    let operations = operations();
+    let endpoints: Vec<&Operation> = operations.iter().filter(|e| view.describes(e)).collect();
     let paths: Map<String, Value> = endpoints
         .iter()
         .map(|e| (e.path.to_owned(), path_item(e)))
@@ -25,7 +26,7 @@ pub(crate) fn document(view: View, catalogue: &[Definition]) -> Value {
     })
 }
 
-fn path_item(endpoint: &Endpoint) -> Value {
+fn path_item(endpoint: &Operation) -> Value {
     let reference = json!({"$ref": Dialect::V2.reference(endpoint.body)});
     let post = json!({
         "description": endpoint.description,

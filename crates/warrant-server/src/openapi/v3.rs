@@ -4,12 +4,14 @@
 
 use serde_json::{Map, Value, json};
 
-use super::endpoints::{CONSUMES, ENDPOINTS, Endpoint, PRODUCES};
-use super::schema::{Definition, Dialect, GroupVersion, closure};
+use super::endpoints::{CONSUMES, Operation, PRODUCES, operations};
+use super::schema::{Definition, Dialect, closure};
+use crate::routes::GroupVersion;
 
 /// The document for `group_version`.
 pub(crate) fn document(group_version: GroupVersion, catalogue: &[Definition]) -> Value {
-    let endpoints: Vec<&Endpoint> = ENDPOINTS
+    let operations = operations();
+    let endpoints: Vec<&Operation> = operations
         .iter()
         .filter(|e| e.group_version == group_version)
         .collect();
@@ -43,7 +45,7 @@ pub(crate) fn index<'a>(entries: impl IntoIterator<Item = (String, &'a str)>) ->
     json!({"paths": paths})
 }
 
-fn path_item(endpoint: &Endpoint) -> Value {
+fn path_item(endpoint: &Operation) -> Value {
     let reference = json!({"$ref": Dialect::V3.reference(endpoint.body)});
     let content = |types: &[&str]| -> Map<String, Value> {
         types
@@ -76,8 +78,9 @@ fn path_item(endpoint: &Endpoint) -> Value {
 #[cfg(test)]
 mod tests {
     use super::super::definitions::catalogue;
-    use super::super::schema::{AUTHENTICATION_V1, CORE_V1, GVK_EXTENSION, WARRANT_V1ALPHA1};
+    use super::super::schema::GVK_EXTENSION;
     use super::*;
+    use crate::routes::{AUTHENTICATION_V1, CORE_V1, WARRANT_V1ALPHA1};
 
     #[test]
     fn each_group_version_has_its_own_operations() {

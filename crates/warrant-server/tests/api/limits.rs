@@ -131,6 +131,11 @@ async fn wrong_method_and_unknown_path() {
     let r = api.get(TOKEN_PATH).await;
     assert_eq!(r.code, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(r.json["reason"], "MethodNotAllowed");
+    // RFC 9110: a 405 says which methods the resource takes.
+    assert_eq!(r.headers["allow"], "POST");
+    let r = api.post("/metrics", json!({})).await;
+    assert_eq!(r.code, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers["allow"], "GET,HEAD");
     let r = api.get("/api/v1/pods").await;
     assert_eq!(r.code, StatusCode::NOT_FOUND);
     assert_eq!(r.json["kind"], "Status");

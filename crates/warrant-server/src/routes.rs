@@ -1,0 +1,625 @@
+//! The route table: every path warrant serves, written once, in [`ROUTES`].
+//!
+//! Everything that needs to know the API's paths derives from it: the dispatcher that picks a
+//! handler ([`crate::router`]), authorization (a matched route with its decoded parameters
+//! gives kube's attributes), metric labels, the discovery documents (`/api/v1`, `/apis/…`),
+//! and the OpenAPI documents (generated from it by a test, see `openapi.rs`). Adding an
+//! endpoint is one entry here and one handler.
+//!
+//! A path is parsed once, by [`find`]: split at `/`, each segment `%`-decoded as Go's HTTP
+//! server decodes kube-apiserver's paths, then matched against the templates. A segment that
+//! does not decode makes the whole path bad (a 400 `Status`), whatever route it might have
+//! matched. The parameters handlers read are the ones authorization saw.
+
+use std::borrow::Cow;
+
+use http::Method;
+use warrant_token::path_unescape;
+
+use crate::authz::{Attributes, ResourceAttributes};
+
+/// An API group and version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GroupVersion {
+    /// The group; empty for the core group.
+    pub(crate) group: &'static str,
+    /// The version.
+    pub(crate) version: &'static str,
+    /// `group/version`, or the version alone for the core group: an object's `apiVersion`.
+    pub(crate) api_version: &'static str,
+}
+
+/// A [`GroupVersion`] from literals, its `apiVersion` joined at compile time.
+macro_rules! group_version {
+    ($version:literal) => {
+        GroupVersion {
+            group: "",
+            version: $version,
+            api_version: $version,
+        }
+    };
+    ($group:literal, $version:literal) => {
+        GroupVersion {
+            group: $group,
+            version: $version,
+            api_version: concat!($group, "/", $version),
+        }
+    };
+}
+
+/// The core group, where the TokenRequest subresource of service accounts lives.
+pub(crate) const CORE_V1: GroupVersion = group_version!("v1");
+/// `authentication.k8s.io/v1`: TokenReview, and the kind of every TokenRequest body.
+pub(crate) const AUTHENTICATION_V1: GroupVersion = group_version!("authentication.k8s.io", "v1");
+/// `authentication.k8s.io/v1beta1`: TokenReview for older webhook configurations.
+pub(crate) const AUTHENTICATION_V1BETA1: GroupVersion =
+    group_version!("authentication.k8s.io", "v1beta1");
+/// warrant's own group, for serving behind kube-apiserver's aggregator.
+pub(crate) const WARRANT_V1ALPHA1: GroupVersion = group_version!("warrant.dev", "v1alpha1");
+
+impl GroupVersion {
+    /// Where its URLs start, and how `/openapi/v3` names it: `api/v1`, `apis/<group>/<version>`.
+    pub(crate) fn path(self) -> String {
+        if self.group.is_empty() {
+            format!("api/{}", self.version)
+        } else {
+            format!("apis/{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// What a route serves: which handler answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    /// `create serviceaccounts/token` in a namespace.
+    TokenRequest,
+    /// `create tokenreviews`, answered in the route's group-version.
+    TokenReview,
+    /// `/.well-known/openid-configuration`.
+    OpenIdConfiguration,
+    /// `/openid/v1/jwks`.
+    Jwks,
+    /// `/api`: the core group's versions.
+    CoreVersions,
+    /// `/apis`: every group of the table's [`Endpoint::Group`] routes.
+    Groups,
+    /// `/apis/<group>`: the group of the route's group-version.
+    Group,
+    /// `/api/v1`, `/apis/<group>/<version>`: the discoverable resources of that group-version.
+    Resources,
+    /// `/openapi/v2`.
+    OpenApiV2,
+    /// `/openapi/v3`.
+    OpenApiV3Index,
+    /// `/openapi/v3/<group-version>`.
+    OpenApiV3,
+    /// `/version`.
+    Version,
+    /// `/livez`.
+    Livez,
+    /// `/readyz`, `/healthz`.
+    Readyz,
+    /// `/metrics`, which needs authorization (`get` on the path).
+    Metrics,
+}
+
+/// The methods a route takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verb {
+    /// GET (and HEAD, answered as GET without the body).
+    Get,
+    /// POST.
+    Post,
+}
+
+impl Verb {
+    /// The `Allow` header of a 405 on the route.
+    pub(crate) fn allowed(self) -> &'static str {
+        match self {
+            Verb::Get => "GET,HEAD",
+            Verb::Post => "POST",
+        }
+    }
+
+    fn allows(self, method: &Method) -> bool {
+        match self {
+            Verb::Get => method == Method::GET || method == Method::HEAD,
+            Verb::Post => method == Method::POST,
+        }
+    }
+}
+
+/// One route.
+#[derive(Debug)]
+pub(crate) struct Route {
+    /// The template: literal segments, `{name}` for one segment, `{*name}` for one or more.
+    pub(crate) path: &'static str,
+    /// The method it takes.
+    pub(crate) verb: Verb,
+    /// What answers it.
+    pub(crate) endpoint: Endpoint,
+    /// The group-version the path belongs to (resource routes, a group's and a group-version's
+    /// discovery).
+    pub(crate) group_version: Option<GroupVersion>,
+    /// Its metric label (`route`): a small fixed set.
+    pub(crate) label: &'static str,
+    /// For a resource that discovery lists and OpenAPI describes, its operation ID in
+    /// kube-apiserver's style; `None` for a route that is served only.
+    pub(crate) operation_id: Option<&'static str>,
+}
+
+const fn route(path: &'static str, verb: Verb, endpoint: Endpoint, label: &'static str) -> Route {
+    Route {
+        path,
+        verb,
+        endpoint,
+        group_version: None,
+        label,
+        operation_id: None,
+    }
+}
+
+const fn in_group(
+    path: &'static str,
+    verb: Verb,
+    endpoint: Endpoint,
+    group_version: GroupVersion,
+    label: &'static str,
+) -> Route {
+    Route {
+        path,
+        verb,
+        endpoint,
+        group_version: Some(group_version),
+        label,
+        operation_id: None,
+    }
+}
+
+const fn resource(
+    path: &'static str,
+    endpoint: Endpoint,
+    group_version: GroupVersion,
+    label: &'static str,
+    operation_id: Option<&'static str>,
+) -> Route {
+    Route {
+        path,
+        verb: Verb::Post,
+        endpoint,
+        group_version: Some(group_version),
+        label,
+        operation_id,
+    }
+}
+
+/// Every route warrant serves. Order matters only for discovery and OpenAPI, which list
+/// groups, resources and operations in this order.
+pub(crate) static ROUTES: &[Route] = &[
+    resource(
+        "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        Endpoint::TokenRequest,
+        CORE_V1,
+        "tokenrequest",
+        Some("createCoreV1NamespacedServiceAccountToken"),
+    ),
+    resource(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Endpoint::TokenReview,
+        AUTHENTICATION_V1,
+        "tokenreview",
+        Some("createAuthenticationV1TokenReview"),
+    ),
+    // Served for webhook configurations but, as in kube-apiserver since 1.22, not part of the
+    // discoverable API: neither listed nor described.
+    resource(
+        "/apis/authentication.k8s.io/v1beta1/tokenreviews",
+        Endpoint::TokenReview,
+        AUTHENTICATION_V1BETA1,
+        "tokenreview",
+        None,
+    ),
+    resource(
+        "/apis/warrant.dev/v1alpha1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        Endpoint::TokenRequest,
+        WARRANT_V1ALPHA1,
+        "tokenrequest",
+        Some("createWarrantDevV1alpha1NamespacedServiceAccountToken"),
+    ),
+    resource(
+        "/apis/warrant.dev/v1alpha1/tokenreviews",
+        Endpoint::TokenReview,
+        WARRANT_V1ALPHA1,
+        "tokenreview",
+        Some("createWarrantDevV1alpha1TokenReview"),
+    ),
+    route(
+        "/.well-known/openid-configuration",
+        Verb::Get,
+        Endpoint::OpenIdConfiguration,
+        "openid-configuration",
+    ),
+    route("/openid/v1/jwks", Verb::Get, Endpoint::Jwks, "jwks"),
+    route("/api", Verb::Get, Endpoint::CoreVersions, "discovery"),
+    in_group(
+        "/api/v1",
+        Verb::Get,
+        Endpoint::Resources,
+        CORE_V1,
+        "discovery",
+    ),
+    route("/apis", Verb::Get, Endpoint::Groups, "discovery"),
+    in_group(
+        "/apis/authentication.k8s.io",
+        Verb::Get,
+        Endpoint::Group,
+        AUTHENTICATION_V1,
+        "discovery",
+    ),
+    in_group(
+        "/apis/authentication.k8s.io/v1",
+        Verb::Get,
+        Endpoint::Resources,
+        AUTHENTICATION_V1,
+        "discovery",
+    ),
+    in_group(
+        "/apis/warrant.dev",
+        Verb::Get,
+        Endpoint::Group,
+        WARRANT_V1ALPHA1,
+        "discovery",
+    ),
+    in_group(
+        "/apis/warrant.dev/v1alpha1",
+        Verb::Get,
+        Endpoint::Resources,
+        WARRANT_V1ALPHA1,
+        "discovery",
+    ),
+    route("/openapi/v2", Verb::Get, Endpoint::OpenApiV2, "openapi"),
+    route(
+        "/openapi/v3",
+        Verb::Get,
+        Endpoint::OpenApiV3Index,
+        "openapi",
+    ),
+    route(
+        "/openapi/v3/{*group_version}",
+        Verb::Get,
+        Endpoint::OpenApiV3,
+        "openapi",
+    ),
+    route("/version", Verb::Get, Endpoint::Version, "version"),
+    route("/livez", Verb::Get, Endpoint::Livez, "health"),
+    route("/readyz", Verb::Get, Endpoint::Readyz, "health"),
+    route("/healthz", Verb::Get, Endpoint::Readyz, "health"),
+    route("/metrics", Verb::Get, Endpoint::Metrics, "metrics"),
+];
+
+/// The decoded parameters of a matched path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Params {
+    /// `{namespace}`.
+    pub(crate) namespace: String,
+    /// `{name}`.
+    pub(crate) name: String,
+    /// `{*…}`: the rest of the path, its segments joined by `/`.
+    pub(crate) rest: String,
+}
+
+/// What [`find`] made of a request's method and path. Stored in the request's extensions by
+/// the first layer that reads the path, for the others.
+#[derive(Debug, Clone)]
+pub(crate) enum Routed {
+    /// A route's path; `allowed` says whether it takes the method (otherwise: 405).
+    Route {
+        /// The route.
+        route: &'static Route,
+        /// Its parameters, decoded.
+        params: Params,
+        /// Whether the route takes the request's method.
+        allowed: bool,
+    },
+    /// No route has this path (404).
+    NotFound,
+    /// A segment does not decode (400).
+    BadPath,
+}
+
+impl Routed {
+    /// The metric label: the route's, or `unmatched`.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Routed::Route { route, .. } => route.label,
+            Routed::NotFound | Routed::BadPath => "unmatched",
+        }
+    }
+}
+
+impl Routed {
+    /// kube's authorization attributes of a protected request, from the route and its decoded
+    /// parameters; `None` for a public route, and for a request that will be refused anyway (no
+    /// route, or a method the route does not take).
+    pub(crate) fn attributes(&self) -> Option<Attributes> {
+        let Routed::Route {
+            route,
+            params,
+            allowed: true,
+        } = self
+        else {
+            return None;
+        };
+        // Every resource route has its group-version (a test checks the table); were one
+        // missing, the request would still be authorized, never let through.
+        let gv = route.group_version.unwrap_or(CORE_V1);
+        match route.endpoint {
+            Endpoint::TokenRequest => {
+                Some(Attributes::Resource(ResourceAttributes::token_request(
+                    gv.group,
+                    gv.version,
+                    &params.namespace,
+                    &params.name,
+                )))
+            }
+            Endpoint::TokenReview => Some(Attributes::Resource(ResourceAttributes::token_review(
+                gv.group, gv.version,
+            ))),
+            Endpoint::Metrics => Some(Attributes::NonResource {
+                verb: "get".to_owned(),
+                path: "/metrics".to_owned(),
+            }),
+            Endpoint::OpenIdConfiguration
+            | Endpoint::Jwks
+            | Endpoint::CoreVersions
+            | Endpoint::Groups
+            | Endpoint::Group
+            | Endpoint::Resources
+            | Endpoint::OpenApiV2
+            | Endpoint::OpenApiV3Index
+            | Endpoint::OpenApiV3
+            | Endpoint::Version
+            | Endpoint::Livez
+            | Endpoint::Readyz => None,
+        }
+    }
+}
+
+/// Parses and matches a request's method and path: the one parse of a path.
+pub(crate) fn find(method: &Method, path: &str) -> Routed {
+    let mut segments: Vec<Cow<'_, str>> = Vec::new();
+    for raw in path.trim_start_matches('/').split('/') {
+        let segment = if raw.contains('%') {
+            match path_unescape(raw) {
+                Some(decoded) => Cow::Owned(decoded),
+                None => return Routed::BadPath,
+            }
+        } else {
+            Cow::Borrowed(raw)
+        };
+        segments.push(segment);
+    }
+    let mut path_only = None;
+    for route in ROUTES {
+        let Some(params) = route.matches(&segments) else {
+            continue;
+        };
+        if route.verb.allows(method) {
+            return Routed::Route {
+                route,
+                params,
+                allowed: true,
+            };
+        }
+        path_only.get_or_insert((route, params));
+    }
+    match path_only {
+        Some((route, params)) => Routed::Route {
+            route,
+            params,
+            allowed: false,
+        },
+        None => Routed::NotFound,
+    }
+}
+
+impl Route {
+    /// The parameters, if `segments` (decoded) fit the template.
+    fn matches(&self, segments: &[Cow<'_, str>]) -> Option<Params> {
+        let mut params = Params::default();
+        let mut template = self.path.trim_start_matches('/').split('/');
+        let mut given = segments.iter();
+        loop {
+            match (template.next(), given.next()) {
+                (None, None) => return Some(params),
+                (Some(part), Some(segment)) => {
+                    if part.starts_with("{*") {
+                        let mut rest = segment.to_string();
+                        for more in given.by_ref() {
+                            rest.push('/');
+                            rest.push_str(more);
+                        }
+                        if rest.is_empty() {
+                            return None;
+                        }
+                        params.rest = rest;
+                        return Some(params);
+                    }
+                    match part {
+                        "{namespace}" => params.namespace = segment.to_string(),
+                        "{name}" => params.name = segment.to_string(),
+                        literal if literal == segment.as_ref() => {}
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// A discoverable resource, as `APIResource` lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Resource {
+    /// `serviceaccounts/token`, `tokenreviews`.
+    pub(crate) name: &'static str,
+    /// Its singular name (empty for a subresource).
+    pub(crate) singular: &'static str,
+    /// Whether it lives in a namespace.
+    pub(crate) namespaced: bool,
+    /// The kind of its body.
+    pub(crate) kind: &'static str,
+    /// The group-version of its body's kind when it differs from the route's (a TokenRequest
+    /// is an `authentication.k8s.io/v1` object wherever it is posted).
+    pub(crate) kind_group_version: Option<GroupVersion>,
+}
+
+impl Endpoint {
+    /// What discovery says of a resource endpoint.
+    pub(crate) fn resource(self) -> Option<Resource> {
+        match self {
+            Endpoint::TokenRequest => Some(Resource {
+                name: "serviceaccounts/token",
+                singular: "",
+                namespaced: true,
+                kind: "TokenRequest",
+                kind_group_version: Some(AUTHENTICATION_V1),
+            }),
+            Endpoint::TokenReview => Some(Resource {
+                name: "tokenreviews",
+                singular: "tokenreview",
+                namespaced: false,
+                kind: "TokenReview",
+                kind_group_version: None,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The discoverable routes (those with an operation ID), in table order.
+pub(crate) fn discoverable() -> impl Iterator<Item = &'static Route> {
+    ROUTES.iter().filter(|r| r.operation_id.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(method: Method, path: &str) -> (Option<Endpoint>, Params, bool) {
+        match find(&method, path) {
+            Routed::Route {
+                route,
+                params,
+                allowed,
+            } => (Some(route.endpoint), params, allowed),
+            Routed::NotFound => (None, Params::default(), false),
+            Routed::BadPath => panic!("bad path {path}"),
+        }
+    }
+
+    #[test]
+    fn paths_match_with_decoded_parameters() {
+        let (endpoint, params, allowed) = found(
+            Method::POST,
+            "/api/v1/namespaces/d%65mo/serviceaccounts/a%2Fb/token",
+        );
+        assert_eq!(endpoint, Some(Endpoint::TokenRequest));
+        assert_eq!(
+            (params.namespace.as_str(), params.name.as_str()),
+            ("demo", "a/b")
+        );
+        assert!(allowed);
+        let (endpoint, params, _) = found(Method::GET, "/openapi/v3/apis/warrant.dev/v1alpha1");
+        assert_eq!(endpoint, Some(Endpoint::OpenApiV3));
+        assert_eq!(params.rest, "apis/warrant.dev/v1alpha1");
+        // HEAD is GET without the body; a path with the wrong method is still its route.
+        assert!(found(Method::HEAD, "/metrics").2);
+        let (endpoint, _, allowed) = found(Method::GET, "/apis/warrant.dev/v1alpha1/tokenreviews");
+        assert_eq!(endpoint, Some(Endpoint::TokenReview));
+        assert!(!allowed);
+    }
+
+    #[test]
+    fn near_misses_are_not_routes() {
+        for path in [
+            "/",
+            "/metrics/",
+            "/api/v1/pods",
+            "/api//v1",
+            "/openapi/v3/",
+            "/apis/authentication.k8s.io/v2/tokenreviews",
+            "/api/v1/namespaces/a/serviceaccounts/b/token/extra",
+        ] {
+            assert!(
+                matches!(find(&Method::GET, path), Routed::NotFound),
+                "{path}"
+            );
+            assert_eq!(find(&Method::GET, path).label(), "unmatched");
+        }
+        assert!(matches!(
+            find(
+                &Method::POST,
+                "/api/v1/namespaces/de%zz/serviceaccounts/b/token"
+            ),
+            Routed::BadPath
+        ));
+    }
+
+    #[test]
+    fn labels_come_from_the_table() {
+        let label = |path: &str| find(&Method::POST, path).label();
+        assert_eq!(
+            label("/api/v1/namespaces/a/serviceaccounts/b/token"),
+            "tokenrequest"
+        );
+        assert_eq!(
+            label("/apis/authentication.k8s.io/v1beta1/tokenreviews"),
+            "tokenreview"
+        );
+        assert_eq!(label("/apis/warrant.dev/v1alpha1"), "discovery");
+        assert_eq!(label("/openid/v1/jwks"), "jwks");
+        assert_eq!(label("/openapi/v3/api/v1"), "openapi");
+        assert_eq!(label("/random/path"), "unmatched");
+    }
+
+    /// Resource routes are the protected ones: each has the group-version its attributes name,
+    /// and every route that is not public says so by its endpoint.
+    #[test]
+    fn resource_routes_carry_their_group_version() {
+        for route in ROUTES {
+            if route.endpoint.resource().is_some() {
+                assert!(route.group_version.is_some(), "{}", route.path);
+                assert_eq!(route.verb, Verb::Post, "{}", route.path);
+            }
+        }
+        let attributes = find(
+            &Method::POST,
+            "/apis/warrant.dev/v1alpha1/namespaces/ns/serviceaccounts/sa/token",
+        )
+        .attributes();
+        assert_eq!(
+            attributes,
+            Some(Attributes::Resource(ResourceAttributes::token_request(
+                "warrant.dev",
+                "v1alpha1",
+                "ns",
+                "sa"
+            )))
+        );
+        assert_eq!(find(&Method::GET, "/openid/v1/jwks").attributes(), None);
+        assert_eq!(
+            find(&Method::GET, "/apis/warrant.dev/v1alpha1/tokenreviews").attributes(),
+            None,
+            "a method the route does not take is refused (405), not authorized"
+        );
+    }
+
+    #[test]
+    fn group_versions_join_their_api_version() {
+        assert_eq!(CORE_V1.api_version, "v1");
+        assert_eq!(AUTHENTICATION_V1.api_version, "authentication.k8s.io/v1");
+        assert_eq!(WARRANT_V1ALPHA1.path(), "apis/warrant.dev/v1alpha1");
+        assert_eq!(CORE_V1.path(), "api/v1");
+    }
+}
