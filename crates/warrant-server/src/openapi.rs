@@ -7,20 +7,19 @@
 //!
 //! The documents describe only what warrant serves: the POST operations of TokenRequest and
 //! TokenReview, and the types they take, with the fields warrant reads and writes. They are
-//! rendered once, on first use, from one model (`openapi/definitions.rs` and
-//! `openapi/endpoints.rs`), under 100 KB in all; requests copy prepared bytes.
+//! data: generated from the route table and the wire types by [`generate`] (which only tests
+//! run, and which fails when the committed files are stale), committed under
+//! `crates/warrant-server/openapi/`, and compiled into the binary. At run time nothing is
+//! rendered; requests copy those bytes.
 //!
-//! Which documents a request gets depends on whether kube-apiserver's aggregator relayed it
-//! (see [`View`]): the front-proxy authenticator marks such a request once it has verified the
-//! aggregator's certificate (`Caller::relayed_by_aggregator`). The `X-Remote-User` header
-//! alone proves nothing, and is removed from every request before it gets here.
+//! Which documents a request gets depends on whether kube-apiserver's aggregator relayed it:
+//! through the aggregator only `warrant.dev` is described (see `generate/endpoints.rs`, `View`,
+//! for why). The front-proxy authenticator marks such a request once it has verified the
+//! aggregator's certificate (`Caller::relayed_by_aggregator`). The `X-Remote-User` header alone
+//! proves nothing, and is removed from every request before it gets here.
 
-mod definitions;
-mod endpoints;
-mod gnostic;
-mod schema;
-mod v2;
-mod v3;
+#[cfg(test)]
+mod generate;
 
 use std::fmt::Write as _;
 use std::sync::OnceLock;
@@ -32,12 +31,37 @@ use http::header::{
     ACCEPT, CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH, LOCATION, VARY,
 };
 use http::{HeaderMap, StatusCode, Uri};
-use serde_json::{Value, json};
 
-use self::endpoints::View;
 use crate::authn::Caller;
 use crate::error::ApiError;
 use crate::routes::Params;
+
+/// A committed document's bytes, compiled in.
+macro_rules! file {
+    ($name:literal) => {
+        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/", $name))
+    };
+}
+
+/// One view's committed documents.
+struct ViewFiles {
+    v2_json: &'static [u8],
+    v2_protobuf: &'static [u8],
+    v3_index: &'static [u8],
+}
+
+// `DIRECT`, `AGGREGATED` and `V3`, written by the generator.
+include!(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/files.rs"));
+
+/// The entity tag of a document: the SHA-256 of its bytes, in upper-case hex (as
+/// kube-apiserver's). `/openapi/v3` puts it in URLs as `hash`.
+fn hash(body: &[u8]) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, body);
+    digest.as_ref().iter().fold(String::new(), |mut hex, byte| {
+        let _ = write!(hex, "{byte:02X}");
+        hex
+    })
+}
 
 /// The media type client-go asks `/openapi/v2` for, and the one kube-apiserver answers with
 /// (it accepts both).
@@ -45,7 +69,7 @@ const PROTOBUF_V2_REQUESTED: &str = "application/com.github.proto-openapi.spec.v
 const PROTOBUF_V2: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 const JSON: &str = "application/json";
 
-/// A rendered document with its entity tag.
+/// A document with its entity tag.
 #[derive(Debug)]
 struct Prepared {
     body: Bytes,
@@ -56,25 +80,16 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(body: Vec<u8>) -> Result<Prepared, ApiError> {
-        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &body);
-        let hash = digest.as_ref().iter().fold(String::new(), |mut hex, byte| {
-            let _ = write!(hex, "{byte:02X}");
-            hex
-        });
+    fn new(body: &'static [u8]) -> Prepared {
+        let hash = hash(body);
+        #[allow(clippy::expect_used)]
         let etag = HeaderValue::from_str(&format!("\"{hash}\""))
-            .map_err(|_| ApiError::internal("the OpenAPI entity tag is not a header value"))?;
-        Ok(Prepared {
-            body: Bytes::from(body),
+            .expect("quoted hex is a valid header value");
+        Prepared {
+            body: Bytes::from_static(body),
             etag,
             hash,
-        })
-    }
-
-    fn json(value: &Value) -> Result<Prepared, ApiError> {
-        let body = serde_json::to_vec(value)
-            .map_err(|e| ApiError::internal(format!("failed to render OpenAPI: {e}")))?;
-        Prepared::new(body)
+        }
     }
 }
 
@@ -86,7 +101,7 @@ struct ViewDocuments {
     v3_index: Prepared,
 }
 
-/// Every document, rendered.
+/// Every document.
 #[derive(Debug)]
 struct Documents {
     direct: ViewDocuments,
@@ -96,32 +111,20 @@ struct Documents {
 }
 
 impl Documents {
-    fn render() -> Result<Documents, ApiError> {
-        let catalogue = definitions::catalogue();
-        let v3: Vec<(String, Prepared)> = View::Direct
-            .group_versions()
-            .into_iter()
-            .map(|gv| Ok((gv.path(), Prepared::json(&v3::document(gv, &catalogue))?)))
-            .collect::<Result<_, ApiError>>()?;
-        let view = |view: View| -> Result<ViewDocuments, ApiError> {
-            let v2 = v2::document(view, &catalogue);
-            let listed: Vec<String> = view.group_versions().iter().map(|gv| gv.path()).collect();
-            let index = v3::index(
-                v3.iter()
-                    .filter(|(path, _)| listed.contains(path))
-                    .map(|(path, doc)| (path.clone(), doc.hash.as_str())),
-            );
-            Ok(ViewDocuments {
-                v2_protobuf: Prepared::new(gnostic::encode(&v2)?)?,
-                v2_json: Prepared::json(&v2)?,
-                v3_index: Prepared::json(&index)?,
-            })
+    fn load() -> Documents {
+        let view = |files: &ViewFiles| ViewDocuments {
+            v2_json: Prepared::new(files.v2_json),
+            v2_protobuf: Prepared::new(files.v2_protobuf),
+            v3_index: Prepared::new(files.v3_index),
         };
-        Ok(Documents {
-            direct: view(View::Direct)?,
-            aggregated: view(View::Aggregated)?,
-            v3,
-        })
+        Documents {
+            direct: view(&DIRECT),
+            aggregated: view(&AGGREGATED),
+            v3: V3
+                .iter()
+                .map(|(path, body)| ((*path).to_owned(), Prepared::new(body)))
+                .collect(),
+        }
     }
 
     fn view(&self, caller: &Caller) -> &ViewDocuments {
@@ -133,18 +136,10 @@ impl Documents {
     }
 }
 
-/// The documents, rendered on first use.
-fn documents() -> Result<&'static Documents, ApiError> {
-    static DOCUMENTS: OnceLock<Result<Documents, ApiError>> = OnceLock::new();
-    DOCUMENTS
-        .get_or_init(Documents::render)
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// `info` for every document.
-fn info() -> Value {
-    json!({"title": "warrant", "version": concat!("v", env!("CARGO_PKG_VERSION"))})
+/// The documents, with their tags computed on first use.
+fn documents() -> &'static Documents {
+    static DOCUMENTS: OnceLock<Documents> = OnceLock::new();
+    DOCUMENTS.get_or_init(Documents::load)
 }
 
 /// The media type to answer with: the first of `offered` that the `Accept` header takes,
@@ -216,10 +211,7 @@ fn not_acceptable(offered: &[&str]) -> Response {
 
 /// `GET /openapi/v2`.
 pub(crate) async fn v2(Extension(caller): Extension<Caller>, headers: HeaderMap) -> Response {
-    let documents = match documents() {
-        Ok(d) => d,
-        Err(e) => return e.into_response(),
-    };
+    let documents = documents();
     let view = documents.view(&caller);
     let offered = [JSON, PROTOBUF_V2_REQUESTED, PROTOBUF_V2];
     let mut response = match negotiate(&headers, &offered) {
@@ -235,10 +227,7 @@ pub(crate) async fn v2(Extension(caller): Extension<Caller>, headers: HeaderMap)
 
 /// `GET /openapi/v3`: the index.
 pub(crate) async fn v3_index(Extension(caller): Extension<Caller>, headers: HeaderMap) -> Response {
-    let documents = match documents() {
-        Ok(d) => d,
-        Err(e) => return e.into_response(),
-    };
+    let documents = documents();
     let mut response = answer(&headers, &documents.view(&caller).v3_index, JSON);
     response
         .headers_mut()
@@ -255,10 +244,7 @@ pub(crate) async fn v3_group_version(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let documents = match documents() {
-        Ok(d) => d,
-        Err(e) => return e.into_response(),
-    };
+    let documents = documents();
     let Some((path, document)) = documents.v3.iter().find(|(path, _)| *path == group_version)
     else {
         return ApiError::no_such_path().into_response();
@@ -299,7 +285,7 @@ pub(crate) async fn v3_group_version(
 
 #[cfg(test)]
 mod tests {
-    use prost::Message;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -337,20 +323,9 @@ mod tests {
     }
 
     #[test]
-    fn protobuf_decodes_to_the_json_document() {
-        let documents = Documents::render().unwrap();
-        for view in [&documents.direct, &documents.aggregated] {
-            let decoded = gnostic::Document::decode(view.v2_protobuf.body.clone()).unwrap();
-            let json: Value = serde_json::from_slice(&view.v2_json.body).unwrap();
-            assert_eq!(gnostic::to_json::document(&decoded), json);
-        }
-    }
-
-    #[test]
     fn json_carries_the_kinds_kubectl_looks_up() {
-        let documents = Documents::render().unwrap();
-        let v2: Value = serde_json::from_slice(&documents.direct.v2_json.body).unwrap();
-        let kinds = |name: &str| v2["definitions"][name][schema::GVK_EXTENSION].clone();
+        let v2: Value = serde_json::from_slice(&documents().direct.v2_json.body).unwrap();
+        let kinds = |name: &str| v2["definitions"][name]["x-kubernetes-group-version-kind"].clone();
         assert_eq!(
             kinds("io.k8s.api.authentication.v1.TokenReview"),
             json!([
@@ -366,7 +341,7 @@ mod tests {
 
     #[test]
     fn each_view_indexes_its_group_versions() {
-        let documents = Documents::render().unwrap();
+        let documents = documents();
         let index = |view: &ViewDocuments| -> Vec<String> {
             let value: Value = serde_json::from_slice(&view.v3_index.body).unwrap();
             value["paths"]

@@ -57,17 +57,6 @@ pub(crate) const AUTHENTICATION_V1BETA1: GroupVersion =
 /// warrant's own group, for serving behind kube-apiserver's aggregator.
 pub(crate) const WARRANT_V1ALPHA1: GroupVersion = group_version!("warrant.dev", "v1alpha1");
 
-impl GroupVersion {
-    /// Where its URLs start, and how `/openapi/v3` names it: `api/v1`, `apis/<group>/<version>`.
-    pub(crate) fn path(self) -> String {
-        if self.group.is_empty() {
-            format!("api/{}", self.version)
-        } else {
-            format!("apis/{}/{}", self.group, self.version)
-        }
-    }
-}
-
 /// What a route serves: which handler answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Endpoint {
@@ -619,7 +608,5 @@ mod tests {
     fn group_versions_join_their_api_version() {
         assert_eq!(CORE_V1.api_version, "v1");
         assert_eq!(AUTHENTICATION_V1.api_version, "authentication.k8s.io/v1");
-        assert_eq!(WARRANT_V1ALPHA1.path(), "apis/warrant.dev/v1alpha1");
-        assert_eq!(CORE_V1.path(), "api/v1");
     }
 }

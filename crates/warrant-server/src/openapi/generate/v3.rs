@@ -34,7 +34,7 @@ pub(crate) fn document(group_version: GroupVersion, catalogue: &[Definition]) ->
 
 /// The index: each group-version's document and the URL to fetch it from, which carries a
 /// hash of the document so that clients can cache it for good.
-pub(crate) fn index<'a>(entries: impl IntoIterator<Item = (String, &'a str)>) -> Value {
+pub(crate) fn index(entries: impl IntoIterator<Item = (String, String)>) -> Value {
     let paths: Map<String, Value> = entries
         .into_iter()
         .map(|(path, hash)| {
@@ -121,7 +121,7 @@ mod tests {
     #[test]
     fn index_links_each_document_with_its_hash() {
         assert_eq!(
-            index([("api/v1".to_owned(), "AB12")]),
+            index([("api/v1".to_owned(), "AB12".to_owned())]),
             json!({"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=AB12"}}})
         );
     }

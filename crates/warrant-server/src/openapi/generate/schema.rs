@@ -21,6 +21,15 @@ pub(crate) struct Gvk {
 pub(crate) use crate::routes::{AUTHENTICATION_V1, GroupVersion, WARRANT_V1ALPHA1};
 
 impl GroupVersion {
+    /// Where its URLs start, and how `/openapi/v3` names it: `api/v1`, `apis/<group>/<version>`.
+    pub(crate) fn path(self) -> String {
+        if self.group.is_empty() {
+            format!("api/{}", self.version)
+        } else {
+            format!("apis/{}/{}", self.group, self.version)
+        }
+    }
+
     /// A kind in this group-version.
     pub(crate) const fn kind(self, kind: &'static str) -> Gvk {
         Gvk {
@@ -230,6 +239,12 @@ pub(crate) fn closure<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn group_versions_name_their_documents() {
+        assert_eq!(crate::routes::CORE_V1.path(), "api/v1");
+        assert_eq!(WARRANT_V1ALPHA1.path(), "apis/warrant.dev/v1alpha1");
+    }
 
     #[test]
     fn references_are_written_per_dialect() {
