@@ -269,6 +269,27 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A refusal of warrant-auth's, as kube's `Status`.
+impl From<warrant_auth::Refusal> for ApiError {
+    fn from(refusal: warrant_auth::Refusal) -> Self {
+        use warrant_auth::Refusal;
+        match refusal {
+            Refusal::Unauthorized => ApiError::unauthorized(),
+            Refusal::TooManyRequests {
+                retry_after_seconds,
+            } => ApiError::too_many_requests(retry_after_seconds),
+            Refusal::Forbidden {
+                group,
+                resource,
+                name,
+                reason,
+            } => ApiError::forbidden(&group, &resource, &name, &reason),
+            Refusal::NotFound { resource, name } => ApiError::not_found(&resource, &name),
+            Refusal::Unavailable(why) => ApiError::unavailable(why),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

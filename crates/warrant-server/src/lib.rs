@@ -4,18 +4,16 @@
 //! [`router`] builds the whole API as an axum `Router` (handlers are testable without a socket);
 //! [`serve`] runs it on a TLS listener.
 
-mod authn;
-mod authz;
 mod body;
 mod connections;
-mod delegation;
 mod discovery;
 mod error;
-mod loglimit;
+mod layers;
 mod metrics;
 mod openapi;
 mod protobuf;
 mod published;
+mod review;
 mod routes;
 mod settings;
 mod signatures;
@@ -45,22 +43,9 @@ use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
 
-pub use authn::{
-    Authenticator, CaBundle, CaError, Caller, ClientTrust, DelegatedAuthentication, Follow,
-    FrontProxy, PeerCertificate, RequestHeaders, TokenFile, TokenFileError, User, Via,
-    follow_extension_authentication,
-};
-pub use authz::{
-    Attributes, Authorized, Authorizer, DEFAULT_ALWAYS_ALLOW_GROUPS, DEFAULT_ALWAYS_ALLOW_PATHS,
-    DelegatedAuthorization, Grant, Policy, PolicyError, PolicyFile, ResourceAttributes,
-};
 pub use body::MAX_BODY_BYTES;
 pub use connections::{Connections, RESERVED_DESCRIPTORS, ServeOptions, max_connections_for};
-pub use delegation::{
-    Backoff, DEFAULT_MAX_IN_FLIGHT, DelegationError, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES,
-};
 pub use error::ApiError;
-pub use loglimit::{LOGGED_ITEM_CHARS, bounded, bounded_list};
 pub use metrics::ReviewResult;
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
 pub use settings::{
@@ -82,13 +67,13 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 pub fn router(state: AppState) -> Router {
     Router::new()
         .fallback(dispatch)
-        .layer(from_fn_with_state(state.clone(), authz::authorize))
-        .layer(from_fn_with_state(state.clone(), authn::authenticate))
+        .layer(from_fn_with_state(state.clone(), layers::authorize))
+        .layer(from_fn_with_state(state.clone(), layers::authenticate))
         .layer(TimeoutLayer::with_status_code(
             http::StatusCode::GATEWAY_TIMEOUT,
             REQUEST_TIMEOUT,
         ))
-        .layer(from_fn_with_state(state.clone(), metrics::track))
+        .layer(from_fn_with_state(state.clone(), layers::track))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("the request handler failed").into_response()
         }))

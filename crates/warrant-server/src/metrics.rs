@@ -3,19 +3,12 @@
 
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
-use http::Method;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-
-use crate::routes;
-use crate::state::AppState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -163,7 +156,13 @@ impl Metrics {
         self.signatures.get_or_create(&CacheLabels { result }).inc();
     }
 
-    fn request(&self, route: &'static str, method: &'static str, code: u16, elapsed: Duration) {
+    pub(crate) fn request(
+        &self,
+        route: &'static str,
+        method: &'static str,
+        code: u16,
+        elapsed: Duration,
+    ) {
         self.requests
             .get_or_create(&RequestLabels {
                 route,
@@ -175,36 +174,4 @@ impl Metrics {
             .get_or_create(&RouteLabels { route })
             .observe(elapsed.as_secs_f64());
     }
-}
-
-fn method_label(method: &Method) -> &'static str {
-    match *method {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::PATCH => "PATCH",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        _ => "other",
-    }
-}
-
-/// Middleware: matches the request to its route (once, for every layer after it: see
-/// [`crate::routes`]), then counts and times it under the route's label.
-pub(crate) async fn track(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let start = tokio::time::Instant::now();
-    let found = routes::find(request.method(), request.uri().path());
-    let route = found.label();
-    request.extensions_mut().insert(found);
-    let method = method_label(request.method());
-    let response = next.run(request).await;
-    state
-        .metrics()
-        .request(route, method, response.status().as_u16(), start.elapsed());
-    response
 }

@@ -32,9 +32,9 @@ use http::header::{
 };
 use http::{HeaderMap, StatusCode, Uri};
 
-use crate::authn::Caller;
 use crate::error::ApiError;
 use crate::routes::Params;
+use warrant_auth::Caller;
 
 /// A committed document's bytes, compiled in.
 macro_rules! file {

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use http::Method;
 use warrant_token::path_unescape;
 
-use crate::authz::{Attributes, ResourceAttributes};
+use warrant_auth::{Attributes, ResourceAttributes};
 
 /// An API group and version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

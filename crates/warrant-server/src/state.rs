@@ -9,11 +9,10 @@ use prometheus_client::registry::Registry;
 use warrant_keys::KeySet;
 use warrant_objects::Objects;
 
-use crate::authn::Authenticator;
-use crate::authz::Authorizer;
 use crate::metrics::Metrics;
 use crate::published::Published;
 use crate::settings::Settings;
+use warrant_auth::{Authenticator, Authorizer};
 use warrant_clock::Clock;
 
 /// The server's shared state. Cheap to clone.

@@ -33,9 +33,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::authn::{ClientTrust, PeerCertificate};
 use crate::connections::{Closed, Connection, Connections, ServeOptions};
-use crate::loglimit::Throttle;
+use warrant_auth::loglimit::Throttle;
+use warrant_auth::{ClientTrust, PeerCertificate};
 use warrant_watch::{FileWatch, WatchError, watch_files};
 
 /// How long in-flight requests get to finish at shutdown.

@@ -16,12 +16,12 @@ use warrant_token::{
     validate_expiration_seconds,
 };
 
-use crate::authn::{Caller, User};
-use crate::authz::{self, Attributes, Authorized, TokenAsk};
 use crate::body;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::{AUTHENTICATION_V1, BoundObjectReference, TokenRequest, TokenRequestStatus};
+use warrant_auth::authz::admit_token_request;
+use warrant_auth::{Attributes, Authorized, Caller, TokenAsk, User};
 
 const GROUP: &str = "authentication.k8s.io";
 const KIND: &str = "TokenRequest";
@@ -51,7 +51,7 @@ pub(crate) async fn create(
             user = %user.name,
             namespace = %namespace,
             serviceaccount = %name,
-            audiences = %crate::loglimit::bounded_list(&issued.audiences),
+            audiences = %warrant_auth::bounded_list(&issued.audiences),
             binding = issued.binding,
             credential_id = %format!("JTI={}", issued.jti),
             "issued a token"
@@ -215,7 +215,15 @@ pub(crate) async fn issue(
         expiration_seconds: capped,
         bound: request.spec.bound_object_ref.as_ref(),
     };
-    let grant_cap = authz::admit_token_request(state, user, &authorized.grant, &ask, now).await?;
+    let grant_cap = admit_token_request(
+        state.authorizer(),
+        state.objects(),
+        user,
+        &authorized.grant,
+        &ask,
+        now,
+    )
+    .await?;
 
     let binding = match &request.spec.bound_object_ref {
         Some(reference) => bind(state, namespace, name, reference).await?,

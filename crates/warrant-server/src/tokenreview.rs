@@ -8,15 +8,14 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
-use warrant_objects::{ObjectError, check_token_objects};
-use warrant_token::TokenError;
 
-use crate::authn::Caller;
 use crate::body;
 use crate::error::ApiError;
 use crate::metrics::ReviewResult;
+use crate::review::{Refused, review_token};
 use crate::state::AppState;
 use crate::wire::{ObjectMeta, TokenReview, TokenReviewStatus};
+use warrant_auth::Caller;
 
 /// The handler for one served version (`authentication.k8s.io/v1`, …).
 pub(crate) async fn create(
@@ -94,18 +93,15 @@ pub(crate) async fn review(
     }
     let now = state.clock().now();
     let published = state.published();
-    let (verified, lookup) = published.verify(&request.spec.token, &request.spec.audiences, now);
-    state.metrics().signature_lookup(lookup);
-    // Signature, issuer, audience and time; then, on every review, the objects.
-    let outcome = match verified {
-        Err(e) if e == TokenError::NotMine => Err((ReviewResult::NotMine, e.to_string())),
-        Err(e) => Err((ReviewResult::Invalid, e.to_string())),
-        Ok(verified) => match check_token_objects(state.objects(), &verified.claims, now).await {
-            Err(e @ ObjectError::Lookup(_)) => Err((ReviewResult::Unavailable, e.to_string())),
-            Err(e) => Err((ReviewResult::Invalid, e.to_string())),
-            Ok(()) => Ok(verified),
-        },
-    };
+    let outcome = review_token(
+        &published,
+        state.objects(),
+        state.metrics(),
+        &request.spec.token,
+        &request.spec.audiences,
+        now,
+    )
+    .await;
     let mut status = TokenReviewStatus::default();
     let (result, stale) = match outcome {
         Ok(verified) => {
@@ -114,8 +110,8 @@ pub(crate) async fn review(
             status.audiences = verified.audiences.clone();
             (ReviewResult::Authenticated, verified.is_stale(now))
         }
-        Err((result, error)) => {
-            status.error = error;
+        Err(Refused { result, reason }) => {
+            status.error = reason;
             (result, false)
         }
     };

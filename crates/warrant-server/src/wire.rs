@@ -76,23 +76,8 @@ pub struct TokenRequestSpec {
     pub bound_object_ref: Option<BoundObjectReference>,
 }
 
-/// The object a TokenRequest binds its token to.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct BoundObjectReference {
-    /// `Pod`, `Secret` or `Node`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
-    /// Only its group matters; the core group is `v1` or empty.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub api_version: String,
-    /// The object's name.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub name: String,
-    /// The object's UID; if given it must match.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub uid: String,
-}
+/// The object a TokenRequest binds its token to (defined with the claims it becomes).
+pub use warrant_token::BoundObjectReference;
 
 /// The issued token.
 #[derive(Debug, Clone, Serialize)]

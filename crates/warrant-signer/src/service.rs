@@ -177,9 +177,9 @@ impl ExternalJwtSigner for Signer {
                     _ => Vec::new(),
                 };
                 tracing::info!(
-                    subject = %warrant_server::bounded(&text("sub"), warrant_server::LOGGED_ITEM_CHARS),
-                    audiences = %warrant_server::bounded_list(&audiences),
-                    credential_id = %format!("JTI={}", warrant_server::bounded(&text("jti"), warrant_server::LOGGED_ITEM_CHARS)),
+                    subject = %warrant_auth::bounded(&text("sub"), warrant_auth::LOGGED_ITEM_CHARS),
+                    audiences = %warrant_auth::bounded_list(&audiences),
+                    credential_id = %format!("JTI={}", warrant_auth::bounded(&text("jti"), warrant_auth::LOGGED_ITEM_CHARS)),
                     "signed a token for kube-apiserver"
                 );
                 Ok(Response::new(response))

@@ -158,6 +158,25 @@ impl Binding {
     }
 }
 
+/// The object a TokenRequest asks its token to be bound to, as the client wrote it (the
+/// API's `BoundObjectReference`); once looked up, it becomes a [`Binding`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BoundObjectReference {
+    /// `Pod`, `Secret` or `Node`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Only its group matters; the core group is `v1` or empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// The object's name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The object's UID; if given it must match.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
 /// The kinds of object a token may be bound to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BoundKind {

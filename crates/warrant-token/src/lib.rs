@@ -58,8 +58,8 @@ mod userinfo;
 mod verify;
 
 pub use claims::{
-    Binding, BoundKind, Claims, KubernetesClaims, NewToken, ObjectRef, new_jti,
-    service_account_username,
+    Binding, BoundKind, BoundObjectReference, Claims, KubernetesClaims, NewToken, ObjectRef,
+    new_jti, service_account_username,
 };
 pub use documents::{render_discovery, render_jwks, validate_issuer_url, validate_jwks_uri};
 pub use error::{DocumentError, KeyError, TokenError};

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args};
 use prometheus_client::registry::Registry;
-use warrant_objects::kube::cluster_client;
-use warrant_server::{
+use warrant_auth::{
     Authenticator, Authorizer, CaBundle, ClientTrust, DEFAULT_ALWAYS_ALLOW_GROUPS,
     DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_MAX_IN_FLIGHT, DelegatedAuthentication,
-    DelegatedAuthorization, DelegationOptions, FileWatch, Follow, FrontProxy, PolicyFile,
-    RequestHeaders, TokenFile, follow_extension_authentication,
+    DelegatedAuthorization, DelegationOptions, Follow, FrontProxy, PolicyFile, RequestHeaders,
+    TokenFile, follow_extension_authentication,
 };
+use warrant_objects::kube::cluster_client;
+use warrant_server::FileWatch;
 
 /// `warrant serve`'s authentication and authorization flags (docs/configuration.md).
 #[derive(Debug, Args)]

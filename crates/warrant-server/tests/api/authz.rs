@@ -5,7 +5,7 @@ use std::path::Path;
 
 use http::{Method, StatusCode};
 use serde_json::json;
-use warrant_server::{Policy, PolicyFile};
+use warrant_auth::{Policy, PolicyFile};
 
 use crate::support::*;
 

@@ -9,9 +9,9 @@ use http::{Method, StatusCode};
 use k8s_openapi::api::core::v1::ConfigMap;
 use prometheus_client::registry::Registry;
 use serde_json::json;
+use warrant_auth::{ClientTrust, Follow, follow_extension_authentication};
 use warrant_kube_fixture::objects::config_map;
 use warrant_kube_fixture::{Cluster, Fixture, ResourceType};
-use warrant_server::{ClientTrust, Follow, follow_extension_authentication};
 
 use crate::pki::Ca;
 use crate::support::*;

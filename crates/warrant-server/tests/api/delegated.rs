@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use serde_json::json;
-use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
-use warrant_kube_fixture::{Cluster, Fixture};
-use warrant_server::{
+use warrant_auth::{
     Backoff, DelegatedAuthentication, DelegatedAuthorization, DelegationOptions, FrontProxy,
     RequestHeaders,
 };
+use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
+use warrant_kube_fixture::{Cluster, Fixture};
 
 use crate::pki::Ca;
 use crate::support::*;

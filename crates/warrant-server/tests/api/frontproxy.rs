@@ -4,7 +4,7 @@
 
 use http::{Method, StatusCode};
 use serde_json::json;
-use warrant_server::{FrontProxy, RequestHeaders};
+use warrant_auth::{FrontProxy, RequestHeaders};
 
 use crate::pki::Ca;
 use crate::support::*;

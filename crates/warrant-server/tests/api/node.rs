@@ -5,8 +5,8 @@ use std::path::Path;
 
 use http::StatusCode;
 use serde_json::{Value, json};
+use warrant_auth::{Policy, PolicyFile};
 use warrant_objects::{Kind, PodInfo, Record};
-use warrant_server::{Policy, PolicyFile};
 
 use crate::support::*;
 

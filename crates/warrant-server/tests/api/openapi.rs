@@ -5,7 +5,7 @@ use axum::body::Body;
 use http::{Method, Request, StatusCode};
 use serde_json::Value;
 
-use warrant_server::{FrontProxy, RequestHeaders};
+use warrant_auth::{FrontProxy, RequestHeaders};
 
 use crate::pki::Ca;
 use crate::support::*;

@@ -5,7 +5,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
 };
 use rustls_pki_types::CertificateDer;
-use warrant_server::{CaBundle, PeerCertificate};
+use warrant_auth::{CaBundle, PeerCertificate};
 
 pub(crate) struct Ca {
     pub(crate) pem: String,

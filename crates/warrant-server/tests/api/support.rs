@@ -11,12 +11,11 @@ use jiff::Timestamp;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 use tower::ServiceExt;
+use warrant_auth::{Authenticator, Authorizer, PeerCertificate, TokenFile};
 use warrant_clock::Clock;
 use warrant_keys::KeySet;
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
-use warrant_server::{
-    AppState, Authenticator, Authorizer, PeerCertificate, Settings, StateParts, TokenFile, router,
-};
+use warrant_server::{AppState, Settings, StateParts, router};
 use warrant_token::{Claims, ExpirationPolicy, KeyType, SigningKey};
 
 pub(crate) const ISSUER: &str = "https://warrant.test";

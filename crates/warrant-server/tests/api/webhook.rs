@@ -7,7 +7,7 @@ use std::path::Path;
 
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use warrant_server::{Policy, PolicyFile};
+use warrant_auth::{Policy, PolicyFile};
 
 use crate::pki::Ca;
 use crate::support::*;

@@ -13,12 +13,11 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 use tower::ServiceExt;
+use warrant_auth::{Authenticator, Authorizer, TokenFile};
 use warrant_clock::Clock;
 use warrant_keys::KeySet;
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
-use warrant_server::{
-    AppState, Authenticator, Authorizer, Settings, StateParts, TokenFile, router,
-};
+use warrant_server::{AppState, Settings, StateParts, router};
 use warrant_signer::proto::external_jwt_signer_client::ExternalJwtSignerClient;
 use warrant_signer::{Signer, SignerMetrics, SocketOptions};
 use warrant_token::ExpirationPolicy;

@@ -30,9 +30,6 @@ pub(crate) mod selfservice;
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -43,11 +40,11 @@ use warrant_token::go_quote;
 pub use self::delegated::DelegatedAuthorization;
 use self::policy::TokenGrant;
 pub use self::policy::{Policy, PolicyError, PolicyFile};
-use crate::authn::{Caller, User, Via};
-use crate::error::ApiError;
-use crate::routes::Routed;
-use crate::state::AppState;
-use crate::wire::BoundObjectReference;
+use warrant_objects::Objects;
+use warrant_token::BoundObjectReference;
+
+use crate::Refusal;
+use crate::authn::{User, Via};
 
 /// The verb of the authorization check a node's token request makes for an audience its pod
 /// does not name (kube's NodeRestriction).
@@ -175,17 +172,21 @@ impl Attributes {
     }
 
     /// The `403` for a refusal with an optional reason from the authorizer.
-    pub(crate) fn forbidden(&self, user: &str, reason: &str) -> ApiError {
+    pub fn forbidden(&self, user: &str, reason: &str) -> Refusal {
         let mut message = self.refusal(user);
         if !reason.is_empty() {
             message.push_str(": ");
             message.push_str(reason);
         }
-        match self {
-            Attributes::NonResource { .. } => ApiError::forbidden("", "", "", &message),
-            Attributes::Resource(r) => {
-                ApiError::forbidden(&r.group, &r.resource, &r.name, &message)
-            }
+        let (group, resource, name) = match self {
+            Attributes::NonResource { .. } => ("", "", ""),
+            Attributes::Resource(r) => (r.group.as_str(), r.resource.as_str(), r.name.as_str()),
+        };
+        Refusal::Forbidden {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+            name: name.to_owned(),
+            reason: message,
         }
     }
 }
@@ -210,9 +211,10 @@ pub struct Authorized {
     pub grant: Grant,
 }
 
-/// One authorizer's decision.
+/// An authorizer's decision, and the union's.
 #[derive(Debug, Clone)]
-pub(crate) enum Decision {
+pub enum Decision {
+    /// Allowed, with what was granted.
     Allow(Grant),
     /// An explicit refusal, with the authorizer's reason.
     Deny(String),
@@ -295,12 +297,7 @@ impl Authorizer {
     }
 
     /// Asks each authorizer in turn (see the module docs).
-    pub(crate) async fn decide(
-        &self,
-        user: &User,
-        attributes: &Attributes,
-        now: Timestamp,
-    ) -> Decision {
+    pub async fn decide(&self, user: &User, attributes: &Attributes, now: Timestamp) -> Decision {
         if self.always_allow_groups.iter().any(|g| user.in_group(g)) {
             self.count("always_allow_group", "allow");
             return Decision::Allow(Grant::Unconstrained);
@@ -355,101 +352,59 @@ impl Authorizer {
     }
 }
 
-/// Middleware: authorizes protected requests and attaches [`Authorized`]; public ones pass.
-/// The route was matched by the first layer ([`crate::routes::find`]); a path that does not
-/// decode is refused here, before anything reads it.
-pub(crate) async fn authorize(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let authorizer = state.authorizer();
-    if authorizer.always_allowed_path(request.uri().path()) {
-        return next.run(request).await;
-    }
-    let attributes = match request.extensions().get::<Routed>() {
-        Some(Routed::BadPath) => {
-            return ApiError::bad_request(
-                "the request path is not valid: a segment does not decode (a bad %-escape, or not UTF-8)",
-            )
-            .into_response();
+impl Authorizer {
+    /// Decides whether `user` may request a token with `audience` for
+    /// `namespace/service_account` without a pod naming that audience (kube's NodeRestriction
+    /// fallback): the always-allowed groups, the policy, then kube-apiserver.
+    pub(crate) async fn audience_allowed(
+        &self,
+        user: &User,
+        namespace: &str,
+        service_account: &str,
+        audience: &str,
+        now: Timestamp,
+    ) -> Result<bool, String> {
+        let attributes = Attributes::Resource(ResourceAttributes::audience(
+            namespace,
+            service_account,
+            audience,
+        ));
+        match self.decide(user, &attributes, now).await {
+            Decision::Allow(_) => Ok(true),
+            Decision::Deny(_) | Decision::NoOpinion(_) => Ok(false),
+            Decision::Error(why) => Err(why),
         }
-        Some(found) => found.attributes(),
-        None => {
-            return ApiError::internal("the request reached authorization unrouted")
-                .into_response();
-        }
-    };
-    let Some(attributes) = attributes else {
-        return next.run(request).await;
-    };
-    let user = match request.extensions().get::<Caller>() {
-        Some(Caller::User(user)) => user.clone(),
-        _ => return ApiError::unauthorized().into_response(),
-    };
-    let now = state.clock().now();
-    match authorizer.decide(&user, &attributes, now).await {
-        Decision::Allow(grant) => {
-            request
-                .extensions_mut()
-                .insert(Authorized { attributes, grant });
-            next.run(request).await
-        }
-        Decision::Deny(reason) | Decision::NoOpinion(reason) => {
-            tracing::info!(user = %user.name, ?attributes, "forbidden");
-            attributes.forbidden(&user.name, &reason).into_response()
-        }
-        Decision::Error(why) => {
-            tracing::warn!(user = %user.name, ?attributes, error = %why, "authorization could not be decided");
-            ApiError::unavailable(format!("authorization could not be decided: {why}"))
-                .into_response()
-        }
-    }
-}
-
-/// Decides whether `user` may request a token with `audience` for `namespace/service_account`
-/// without a pod naming that audience (kube's NodeRestriction fallback): the always-allowed
-/// groups, the policy, then kube-apiserver.
-pub(crate) async fn audience_allowed(
-    state: &AppState,
-    user: &User,
-    namespace: &str,
-    service_account: &str,
-    audience: &str,
-    now: Timestamp,
-) -> Result<bool, String> {
-    let attributes = Attributes::Resource(ResourceAttributes::audience(
-        namespace,
-        service_account,
-        audience,
-    ));
-    match state.authorizer().decide(user, &attributes, now).await {
-        Decision::Allow(_) => Ok(true),
-        Decision::Deny(_) | Decision::NoOpinion(_) => Ok(false),
-        Decision::Error(why) => Err(why),
     }
 }
 
 /// The token a TokenRequest asks for, as admission sees it.
 #[derive(Debug)]
-pub(crate) struct TokenAsk<'a> {
+pub struct TokenAsk<'a> {
     /// The request's API group (`""` or `warrant.dev`), for messages.
-    pub(crate) group: &'a str,
-    pub(crate) namespace: &'a str,
-    pub(crate) service_account: &'a str,
+    pub group: &'a str,
+    /// The service account's namespace.
+    pub namespace: &'a str,
+    /// The service account's name.
+    pub service_account: &'a str,
     /// As the client sent them (node restriction reads these: none is the audience `""`).
-    pub(crate) requested: &'a [String],
+    pub requested: &'a [String],
     /// After defaulting to the API audiences.
-    pub(crate) audiences: &'a [String],
+    pub audiences: &'a [String],
     /// After the server's cap.
-    pub(crate) expiration_seconds: i64,
-    pub(crate) bound: Option<&'a BoundObjectReference>,
+    pub expiration_seconds: i64,
+    /// The object the token is to be bound to, as the client wrote it.
+    pub bound: Option<&'a BoundObjectReference>,
 }
 
 impl TokenAsk<'_> {
     /// `serviceaccounts "<name>" is forbidden: <why>`.
-    pub(crate) fn forbidden(&self, why: &str) -> ApiError {
-        ApiError::forbidden(self.group, "serviceaccounts", self.service_account, why)
+    pub(crate) fn forbidden(&self, why: &str) -> Refusal {
+        Refusal::Forbidden {
+            group: self.group.to_owned(),
+            resource: "serviceaccounts".to_owned(),
+            name: self.service_account.to_owned(),
+            reason: why.to_owned(),
+        }
     }
 }
 
@@ -460,13 +415,14 @@ impl TokenAsk<'_> {
 /// A caller that authenticated with a warrant token bound to an object may only request tokens
 /// bound to that same object, whichever authorizer allowed the request: a credential minted on
 /// behalf of a bound token dies with what bound it.
-pub(crate) async fn admit_token_request(
-    state: &AppState,
+pub async fn admit_token_request(
+    authorizer: &Authorizer,
+    objects: &Objects,
     user: &User,
     grant: &Grant,
     ask: &TokenAsk<'_>,
     now: Timestamp,
-) -> Result<Option<i64>, ApiError> {
+) -> Result<Option<i64>, Refusal> {
     if let Via::OwnToken(binding) = &user.via
         && let Some((kind, bound)) = binding.object()
     {
@@ -486,7 +442,7 @@ pub(crate) async fn admit_token_request(
     }
     let node = node::node_name(user);
     if let Some(node) = node {
-        node::admit(state, user, node, ask, now).await?;
+        node::admit(authorizer, objects, user, node, ask, now).await?;
     }
     match grant {
         Grant::Unconstrained => Ok(None),

@@ -13,13 +13,12 @@
 //! that only a CSI driver asks for needs a grant.
 
 use jiff::Timestamp;
-use warrant_objects::{Kind, LookupError};
+use warrant_objects::{Kind, LookupError, Objects};
 use warrant_token::go_quote;
 
-use super::{TokenAsk, audience_allowed};
+use super::{Authorizer, TokenAsk};
+use crate::Refusal;
 use crate::authn::User;
-use crate::error::ApiError;
-use crate::state::AppState;
 
 /// The user name prefix of nodes.
 const NODE_PREFIX: &str = "system:node:";
@@ -36,12 +35,13 @@ pub(crate) fn node_name(user: &User) -> Option<&str> {
 
 /// kube's NodeRestriction checks for a node's TokenRequest.
 pub(crate) async fn admit(
-    state: &AppState,
+    authorizer: &Authorizer,
+    objects: &Objects,
     user: &User,
     node: &str,
     ask: &TokenAsk<'_>,
     now: Timestamp,
-) -> Result<(), ApiError> {
+) -> Result<(), Refusal> {
     let reference = match ask.bound {
         Some(r) if r.api_version == "v1" && r.kind == "Pod" && !r.name.is_empty() => r,
         _ => return Err(ask.forbidden("node requested token not bound to a pod")),
@@ -49,13 +49,14 @@ pub(crate) async fn admit(
     if reference.uid.is_empty() {
         return Err(ask.forbidden("node requested token with a pod binding without a uid"));
     }
-    let pod = match state
-        .objects()
-        .get(Kind::Pod, ask.namespace, &reference.name)
-        .await
-    {
+    let pod = match objects.get(Kind::Pod, ask.namespace, &reference.name).await {
         Ok(Some(pod)) => pod,
-        Ok(None) => return Err(ApiError::not_found(Kind::Pod.resource(), &reference.name)),
+        Ok(None) => {
+            return Err(Refusal::NotFound {
+                resource: Kind::Pod.resource().to_owned(),
+                name: reference.name.clone(),
+            });
+        }
         Err(LookupError::Unavailable(why)) => return Err(ask.forbidden(&why)),
     };
     if pod.uid != reference.uid {
@@ -78,7 +79,10 @@ pub(crate) async fn admit(
     if info.token_audiences.iter().any(|a| a == audience) {
         return Ok(());
     }
-    match audience_allowed(state, user, ask.namespace, ask.service_account, audience, now).await {
+    match authorizer
+        .audience_allowed(user, ask.namespace, ask.service_account, audience, now)
+        .await
+    {
         Ok(true) => Ok(()),
         Ok(false) => Err(ask.forbidden(&format!(
             "audience {} not found in pod spec volume, {} is not authorized to request tokens for this audience",

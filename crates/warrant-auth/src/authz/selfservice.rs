@@ -16,8 +16,8 @@ use warrant_token::go_quote;
 
 use super::policy::{Policy, TokenGrant};
 use super::{Attributes, Decision, Grant, TokenAsk};
+use crate::Refusal;
 use crate::authn::{User, Via};
-use crate::error::ApiError;
 
 /// Allows a service account's request for itself, if the policy has a `selfService` section.
 pub(crate) fn decide(policy: &Policy, user: &User, attributes: &Attributes) -> Decision {
@@ -36,7 +36,7 @@ pub(crate) fn decide(policy: &Policy, user: &User, attributes: &Attributes) -> D
 }
 
 /// Holds a self-service request to the policy's audiences and lifetime.
-pub(crate) fn admit(user: &User, limits: &TokenGrant, ask: &TokenAsk<'_>) -> Result<(), ApiError> {
+pub(crate) fn admit(user: &User, limits: &TokenGrant, ask: &TokenAsk<'_>) -> Result<(), Refusal> {
     let name = go_quote(&user.name);
     if let Some(audience) = ask
         .audiences

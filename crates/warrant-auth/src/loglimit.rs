@@ -11,14 +11,15 @@ use tokio::time::Instant;
 /// At most one log line per `interval` for a repeated event, then a count of those left out:
 /// a flood of failures (refused accepts, bad tokens) costs one line a second, not one each.
 #[derive(Debug)]
-pub(crate) struct Throttle {
+pub struct Throttle {
     interval: Duration,
     last: Option<Instant>,
     suppressed: u64,
 }
 
 impl Throttle {
-    pub(crate) fn new(interval: Duration) -> Self {
+    /// Lets one line through per `interval`.
+    pub fn new(interval: Duration) -> Self {
         Throttle {
             interval,
             last: None,
@@ -28,7 +29,7 @@ impl Throttle {
 
     /// `Some(n)` if a line may be written at `now`, `n` being how many were left out since the
     /// last one; `None` if this one is to be left out (and counted).
-    pub(crate) fn allow(&mut self, now: Instant) -> Option<u64> {
+    pub fn allow(&mut self, now: Instant) -> Option<u64> {
         match self.last {
             Some(last) if now < last + self.interval => {
                 self.suppressed += 1;

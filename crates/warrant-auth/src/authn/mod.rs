@@ -30,9 +30,6 @@ pub(crate) mod x509;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 use jiff::Timestamp;
@@ -46,11 +43,11 @@ use warrant_token::{Binding, GROUP_AUTHENTICATED};
 pub use self::configmap::{Follow, follow_extension_authentication};
 pub use self::delegated::DelegatedAuthentication;
 pub use self::frontproxy::{FrontProxy, RequestHeaders};
+pub use self::owntoken::{OwnTokenReview, OwnTokens};
 pub use self::tokenfile::{TokenFile, TokenFileError};
 pub use self::x509::{CaBundle, CaError, ClientTrust};
-use crate::error::ApiError;
+use crate::Refusal;
 use crate::loglimit::{SharedThrottle, bounded};
-use crate::state::AppState;
 
 /// How a caller proved who they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,10 +123,10 @@ pub enum Caller {
 
 impl Caller {
     /// The user, or 401 for an anonymous caller.
-    pub fn require(&self) -> Result<&Arc<User>, ApiError> {
+    pub fn require(&self) -> Result<&Arc<User>, Refusal> {
         match self {
             Caller::User(user) => Ok(user),
-            Caller::Anonymous => Err(ApiError::unauthorized()),
+            Caller::Anonymous => Err(Refusal::Unauthorized),
         }
     }
 
@@ -186,7 +183,8 @@ pub struct Authenticator {
     pub trust: ClientTrust,
     /// `--token-auth-file`.
     pub token_file: Option<TokenFile>,
-    /// Accept warrant's own tokens for its API audiences as their service accounts.
+    /// Accept warrant's own tokens for its API audiences as their service accounts (reviewed
+    /// by the [`OwnTokens`] the caller of [`Authenticator::authenticate`] passes).
     pub own_tokens: bool,
     /// Ask kube-apiserver about other bearer tokens (`--authentication-kubeconfig`).
     pub delegated: Option<DelegatedAuthentication>,
@@ -217,14 +215,15 @@ impl Authenticator {
     }
 
     /// The caller of a request, or why it is refused: 401, or 429 when delegated
-    /// authentication has too many lookups in flight to take another.
-    pub(crate) async fn authenticate(
+    /// authentication has too many lookups in flight to take another. `own` reviews warrant's
+    /// own tokens, if [`Authenticator::own_tokens`] is set.
+    pub async fn authenticate(
         &self,
-        state: &AppState,
+        own: &dyn OwnTokens,
         headers: &HeaderMap,
         peer: &PeerCertificate,
         now: Timestamp,
-    ) -> Result<Caller, ApiError> {
+    ) -> Result<Caller, Refusal> {
         let mut failures: Vec<(&'static str, String)> = Vec::new();
         let trust = self.trust.load();
 
@@ -259,7 +258,7 @@ impl Authenticator {
                 return Ok(self.success("token_file", user));
             }
             if self.own_tokens {
-                match owntoken::authenticate(state, token, now).await {
+                match owntoken::authenticate(own, token, now).await {
                     Outcome::User(user) => return Ok(self.success("own_token", user)),
                     Outcome::Failed(why) | Outcome::Overloaded(why) => {
                         return Err(self.refuse("own_token", &why));
@@ -277,7 +276,9 @@ impl Authenticator {
                             reason = why,
                             "authentication deferred: asking the caller to retry"
                         );
-                        return Err(ApiError::too_many_requests(1));
+                        return Err(Refusal::TooManyRequests {
+                            retry_after_seconds: 1,
+                        });
                     }
                     Outcome::NotMine => {}
                 }
@@ -301,6 +302,13 @@ impl Authenticator {
         }
     }
 
+    /// Removes every identity header (`X-Remote-User` and the rest, under the front proxy's
+    /// names and the defaults) from a request once it is authenticated, so nothing downstream
+    /// can be misled by one a client sent itself.
+    pub fn strip_identity_headers(&self, headers: &mut HeaderMap) {
+        frontproxy::strip_identity_headers(headers, self.trust.load().front_proxy.as_deref());
+    }
+
     fn count(&self, method: &'static str, result: &'static str) {
         self.results
             .get_or_create(&AuthnLabels { method, result })
@@ -312,7 +320,7 @@ impl Authenticator {
         Caller::User(user)
     }
 
-    fn refuse(&self, method: &'static str, why: &str) -> ApiError {
+    fn refuse(&self, method: &'static str, why: &str) -> Refusal {
         self.count(method, "failure");
         if let Some(left_out) = self.refusals_logged.allow(tokio::time::Instant::now()) {
             tracing::info!(
@@ -322,7 +330,7 @@ impl Authenticator {
                 "authentication failed"
             );
         }
-        ApiError::unauthorized()
+        Refusal::Unauthorized
     }
 }
 
@@ -332,36 +340,6 @@ fn bearer(value: &http::HeaderValue) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
-/// Middleware: attaches the [`Caller`] to the request (or answers 401), then removes the
-/// identity headers so nothing downstream reads one a client sent.
-pub(crate) async fn authenticate(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let peer = request
-        .extensions()
-        .get::<PeerCertificate>()
-        .cloned()
-        .unwrap_or_default();
-    let now = state.clock().now();
-    let result = state
-        .authenticator()
-        .authenticate(&state, request.headers(), &peer, now)
-        .await;
-    frontproxy::strip_identity_headers(
-        request.headers_mut(),
-        state.authenticator().trust.load().front_proxy.as_deref(),
-    );
-    match result {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
-        Err(e) => e.into_response(),
-    }
 }
 
 #[cfg(test)]

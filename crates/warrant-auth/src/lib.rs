@@ -1,0 +1,69 @@
+//! Who may call warrant, and what they may do: kube-apiserver's authentication, authorization
+//! and (for TokenRequest) admission, as warrant's HTTP API applies them.
+//!
+//! - [`authn`]: the authenticator chain (front proxy, client certificates, the token file,
+//!   warrant's own tokens, kube-apiserver's TokenReview), each module saying what it trusts.
+//! - [`authz`]: the authorizers (always-allowed groups, self-service, the policy file,
+//!   kube-apiserver's SubjectAccessReview) and admission of a token request (the caller's own
+//!   binding, node restriction, the grant's limits).
+//! - [`delegation`]: asking kube-apiserver, cached and bounded, for both.
+//! - [`loglimit`]: bounded log lines, for refusals that a flood of garbage could multiply.
+//!
+//! This crate knows nothing of HTTP routing or of the server's state: each authenticator and
+//! authorizer owns the handles it needs (trust anchors, clients, the policy, the objects), the
+//! server hands in what only it has (its review of its own tokens, [`authn::OwnTokens`]; the
+//! request's attributes, [`authz::Attributes`]), and refusals come back as [`Refusal`], which
+//! the server renders as kube's `Status`. Cargo forbids cycles between crates, so none can come
+//! back.
+
+pub mod authn;
+pub mod authz;
+pub mod delegation;
+pub mod loglimit;
+
+pub use authn::{
+    Authenticator, CaBundle, CaError, Caller, ClientTrust, DelegatedAuthentication, Follow,
+    FrontProxy, OwnTokenReview, OwnTokens, PeerCertificate, RequestHeaders, TokenFile,
+    TokenFileError, User, Via, follow_extension_authentication,
+};
+pub use authz::{
+    Attributes, Authorized, Authorizer, DEFAULT_ALWAYS_ALLOW_GROUPS, DEFAULT_ALWAYS_ALLOW_PATHS,
+    Decision, DelegatedAuthorization, Grant, Policy, PolicyError, PolicyFile, ResourceAttributes,
+    TokenAsk,
+};
+pub use delegation::{
+    Backoff, DEFAULT_MAX_IN_FLIGHT, DelegationError, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES,
+};
+pub use loglimit::{LOGGED_ITEM_CHARS, bounded, bounded_list};
+
+/// Why a request is refused, in kube's terms; the server answers each with kube's `Status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// 401: no valid credentials (the reason is logged, never sent).
+    Unauthorized,
+    /// 429: too many lookups in flight to take another; retry after the given seconds.
+    TooManyRequests {
+        /// `Retry-After`.
+        retry_after_seconds: u32,
+    },
+    /// 403 in kube's words: `<resource[.group]> "<name>" is forbidden: <reason>`.
+    Forbidden {
+        /// The API group; empty for the core group.
+        group: String,
+        /// The resource; empty for a non-resource path.
+        resource: String,
+        /// The object's name; may be empty.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// 404 for a named object: `pods "p1" not found`.
+    NotFound {
+        /// The resource (`pods`).
+        resource: String,
+        /// The name.
+        name: String,
+    },
+    /// 503: an authority that must be asked could not answer.
+    Unavailable(String),
+}

@@ -1,0 +1,172 @@
+//! The layers every request passes before its handler, outermost first (see [`crate::router`]):
+//!
+//! 1. [`track`]: matches the route (the one parse of the path, [`crate::routes::find`]), then
+//!    counts and times the request under the route's label;
+//! 2. (the timeout;)
+//! 3. [`authenticate`]: the caller, by warrant-auth's chain, with this server's review of its
+//!    own tokens;
+//! 4. [`authorize`]: kube's attributes of the matched route, decided by warrant-auth's
+//!    authorizers.
+//!
+//! These are the only code besides the handlers that reads the server's state.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::Method;
+use jiff::Timestamp;
+use warrant_auth::{Authorized, Caller, Decision, OwnTokenReview, OwnTokens, PeerCertificate};
+
+use crate::error::ApiError;
+use crate::review::review_token;
+use crate::routes::{self, Routed};
+use crate::state::AppState;
+
+/// Matches the request to its route (once, for every layer after it), then counts and times it
+/// under the route's label.
+pub(crate) async fn track(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let start = tokio::time::Instant::now();
+    let routed = routes::find(request.method(), request.uri().path());
+    let route = routed.label();
+    request.extensions_mut().insert(routed);
+    let method = method_label(request.method());
+    let response = next.run(request).await;
+    state
+        .metrics()
+        .request(route, method, response.status().as_u16(), start.elapsed());
+    response
+}
+
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// This server's review of its own tokens, for the own-token authenticator: the same review as
+/// TokenReview's, for the API audiences.
+struct OwnTokensOf<'a>(&'a AppState);
+
+impl OwnTokens for OwnTokensOf<'_> {
+    fn review<'a>(
+        &'a self,
+        token: &'a str,
+        now: Timestamp,
+    ) -> Pin<Box<dyn Future<Output = OwnTokenReview> + Send + 'a>> {
+        Box::pin(async move {
+            let state = self.0;
+            let published = state.published();
+            let reviewed = review_token(
+                &published,
+                state.objects(),
+                state.metrics(),
+                token,
+                &[],
+                now,
+            )
+            .await;
+            match reviewed {
+                Ok(verified) => OwnTokenReview::Valid {
+                    user: verified.user_info(),
+                    binding: verified.claims.binding(),
+                },
+                Err(refused) if refused.not_mine() => OwnTokenReview::NotMine,
+                Err(refused) => OwnTokenReview::Invalid(refused.reason),
+            }
+        })
+    }
+}
+
+/// Attaches the [`Caller`] to the request (or answers 401), then removes the identity headers
+/// so nothing downstream reads one a client sent.
+pub(crate) async fn authenticate(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let peer = request
+        .extensions()
+        .get::<PeerCertificate>()
+        .cloned()
+        .unwrap_or_default();
+    let now = state.clock().now();
+    let result = state
+        .authenticator()
+        .authenticate(&OwnTokensOf(&state), request.headers(), &peer, now)
+        .await;
+    state
+        .authenticator()
+        .strip_identity_headers(request.headers_mut());
+    match result {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(refusal) => ApiError::from(refusal).into_response(),
+    }
+}
+
+/// Authorizes protected requests and attaches [`Authorized`]; public ones pass. A path that
+/// does not decode is refused here, before anything reads it.
+pub(crate) async fn authorize(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let authorizer = state.authorizer();
+    if authorizer.always_allowed_path(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let attributes = match request.extensions().get::<Routed>() {
+        Some(Routed::BadPath) => {
+            return ApiError::bad_request(
+                "the request path is not valid: a segment does not decode (a bad %-escape, or not UTF-8)",
+            )
+            .into_response();
+        }
+        Some(routed) => routed.attributes(),
+        None => {
+            return ApiError::internal("the request reached authorization unrouted")
+                .into_response();
+        }
+    };
+    let Some(attributes) = attributes else {
+        return next.run(request).await;
+    };
+    let user = match request.extensions().get::<Caller>() {
+        Some(Caller::User(user)) => user.clone(),
+        _ => return ApiError::unauthorized().into_response(),
+    };
+    let now = state.clock().now();
+    match authorizer.decide(&user, &attributes, now).await {
+        Decision::Allow(grant) => {
+            request
+                .extensions_mut()
+                .insert(Authorized { attributes, grant });
+            next.run(request).await
+        }
+        Decision::Deny(reason) | Decision::NoOpinion(reason) => {
+            tracing::info!(user = %user.name, ?attributes, "forbidden");
+            ApiError::from(attributes.forbidden(&user.name, &reason)).into_response()
+        }
+        Decision::Error(why) => {
+            tracing::warn!(user = %user.name, ?attributes, error = %why, "authorization could not be decided");
+            ApiError::unavailable(format!("authorization could not be decided: {why}"))
+                .into_response()
+        }
+    }
+}
