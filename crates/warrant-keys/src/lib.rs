@@ -22,6 +22,7 @@ mod metrics;
 mod secret;
 mod static_files;
 mod store;
+mod store_error;
 mod stored;
 #[cfg(test)]
 mod test_support;

@@ -14,13 +14,12 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch};
-use warrant_token::KeyError;
 
-use crate::lifecycle::{LifecycleError, ManagedKeySet};
+use crate::lifecycle::ManagedKeySet;
+pub use crate::store_error::StoreError;
 use crate::stored::{EncodedKeySet, decode, encode};
 
 /// The version of a stored key set, opaque to everyone but its store: a directory's index
@@ -132,73 +131,6 @@ impl std::fmt::Debug for ChangeFeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ChangeFeed")
     }
-}
-
-/// Why a store could not be read or written. Messages name the store and never contain key
-/// material.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    /// Another writer changed the store since it was read.
-    #[error("{store}: the key set was changed by another writer since it was read")]
-    Conflict {
-        /// The store.
-        store: String,
-    },
-    /// A file could not be read or written.
-    #[error("{store}: {path}: {source}")]
-    Io {
-        /// The store.
-        store: String,
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        #[source]
-        source: Arc<std::io::Error>,
-    },
-    /// The store is somewhere others could change it: private keys are not kept there.
-    #[error("{store}: {reason}")]
-    Insecure {
-        /// The store.
-        store: String,
-        /// What is wrong, and how to fix it.
-        reason: String,
-    },
-    /// The stored data is not a valid key set.
-    #[error("{store}: {reason}")]
-    Corrupt {
-        /// The store.
-        store: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A stored key does not load, or a key could not be encoded.
-    #[error("{store}: key {kid}: {source}")]
-    Key {
-        /// The store.
-        store: String,
-        /// The key's ID as recorded.
-        kid: String,
-        /// What is wrong with it.
-        #[source]
-        source: KeyError,
-    },
-    /// The records are inconsistent.
-    #[error("{store}: {source}")]
-    Lifecycle {
-        /// The store.
-        store: String,
-        /// What is inconsistent.
-        #[source]
-        source: LifecycleError,
-    },
-    /// The store cannot be reached (an API server down, a test's simulated outage).
-    #[error("{store}: unavailable: {reason}")]
-    Unavailable {
-        /// The store.
-        store: String,
-        /// Why.
-        reason: String,
-    },
 }
 
 /// A store in memory, holding exactly what a durable store would (the encoded files), for

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use warrant_token::{KeyError, PrivateKeyPem, signing_key_from_pem};
 
 use crate::lifecycle::{ManagedKey, ManagedKeySet, Revocation};
-use crate::store::StoreError;
+use crate::store_error::StoreError;
 
 /// The name of the index.
 pub const INDEX_FILE: &str = "keys.json";

@@ -48,7 +48,7 @@ pub(crate) enum Command {
     /// client-go's exec credential plugin: trade this workload's own token for a short-lived
     /// token from warrant for the cluster client-go is about to call (KEP-5339). Run by kubectl
     /// or a controller from a kubeconfig's `exec` section, never by hand.
-    #[command(after_long_help = crate::credential::HELP_EXAMPLES)]
+    #[command(after_long_help = CREDENTIAL_EXAMPLES)]
     Credential(CredentialArgs),
     /// Check an external signer as kube-apiserver does when it starts: Metadata and FetchKeys
     /// over the socket. Exits 0 if both answer and there are keys; otherwise says why and exits
@@ -70,6 +70,33 @@ pub(crate) struct ProbeSignerArgs {
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::duration::parse_duration)]
     pub(crate) timeout: std::time::Duration,
 }
+
+/// `warrant credential --help`'s examples.
+pub(crate) const CREDENTIAL_EXAMPLES: &str = r#"A kubeconfig user that runs it (client-go caches the token until it expires):
+
+  users:
+  - name: fleet-controller
+    user:
+      exec:
+        apiVersion: client.authentication.k8s.io/v1
+        command: warrant
+        args: [credential, --warrant-url, https://warrant.example]
+        provideClusterInfo: true
+        interactiveMode: Never
+
+A ClusterProfile's credential provider for it (KEP-5339), on the hub:
+
+  status:
+    credentialProviders:
+    - name: warrant
+      cluster:
+        server: https://member-1.example:6443
+        certificate-authority-data: LS0t...
+        extensions:
+        - name: client.authentication.k8s.io/exec
+          extension:
+            audience: member-1
+            warrant: https://warrant.example"#;
 
 /// `warrant credential`.
 #[derive(Debug, Args)]

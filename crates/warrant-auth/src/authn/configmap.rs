@@ -23,7 +23,8 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 
 use super::frontproxy::{FrontProxy, RequestHeaders};
-use super::x509::{CaBundle, ClientTrust};
+use super::trust::ClientTrust;
+use super::x509::CaBundle;
 
 /// The ConfigMap's namespace.
 pub(crate) const NAMESPACE: &str = "kube-system";

@@ -25,6 +25,7 @@ pub(crate) mod delegated;
 pub(crate) mod frontproxy;
 pub(crate) mod owntoken;
 pub(crate) mod tokenfile;
+pub(crate) mod trust;
 pub(crate) mod x509;
 
 use std::collections::BTreeMap;
@@ -45,7 +46,8 @@ pub use self::delegated::DelegatedAuthentication;
 pub use self::frontproxy::{FrontProxy, RequestHeaders};
 pub use self::owntoken::{OwnTokenReview, OwnTokens};
 pub use self::tokenfile::{TokenFile, TokenFileError};
-pub use self::x509::{CaBundle, CaError, ClientTrust};
+pub use self::trust::ClientTrust;
+pub use self::x509::{CaBundle, CaError};
 use crate::Refusal;
 use crate::loglimit::{SharedThrottle, bounded};
 

@@ -25,33 +25,6 @@ use serde_json::{Value, json};
 
 use crate::cli::{CredentialArgs, ObjectName, parse_object_name};
 
-/// Shown after `warrant credential --help`.
-pub(crate) const HELP_EXAMPLES: &str = r#"A kubeconfig user that runs it (client-go caches the token until it expires):
-
-  users:
-  - name: fleet-controller
-    user:
-      exec:
-        apiVersion: client.authentication.k8s.io/v1
-        command: warrant
-        args: [credential, --warrant-url, https://warrant.example]
-        provideClusterInfo: true
-        interactiveMode: Never
-
-A ClusterProfile's credential provider for it (KEP-5339), on the hub:
-
-  status:
-    credentialProviders:
-    - name: warrant
-      cluster:
-        server: https://member-1.example:6443
-        certificate-authority-data: LS0t...
-        extensions:
-        - name: client.authentication.k8s.io/exec
-          extension:
-            audience: member-1
-            warrant: https://warrant.example"#;
-
 /// How long the TokenRequest to warrant may take, connecting included.
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
