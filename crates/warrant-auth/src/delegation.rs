@@ -16,12 +16,8 @@
 //! clock instead of waiting. (moka would expire entries by its own clock, which tests cannot
 //! move; a bounded map of a few thousand entries is all this needs.)
 
-use std::collections::HashMap;
-use std::hash::Hash;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, PostParams};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -271,52 +267,6 @@ where
     }
 }
 
-/// Answers kept until a time on the server's clock. At most `capacity` entries: when full,
-/// expired entries are dropped, and if none had expired, all are (a burst of distinct callers
-/// costs re-asking, never unbounded memory).
-#[derive(Debug)]
-pub(crate) struct ExpiringCache<K, V> {
-    entries: Mutex<HashMap<K, (V, Timestamp)>>,
-    capacity: usize,
-}
-
-impl<K: Eq + Hash, V: Clone> ExpiringCache<K, V> {
-    pub(crate) fn new(capacity: usize) -> Self {
-        ExpiringCache {
-            entries: Mutex::new(HashMap::new()),
-            capacity,
-        }
-    }
-
-    /// The answer for `key`, if one was kept and has not expired at `now`.
-    pub(crate) fn get(&self, key: &K, now: Timestamp) -> Option<V> {
-        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        entries
-            .get(key)
-            .filter(|(_, expires)| now < *expires)
-            .map(|(value, _)| value.clone())
-    }
-
-    /// Keeps `value` for `ttl` from `now`; a zero TTL keeps nothing.
-    pub(crate) fn put(&self, key: K, value: V, now: Timestamp, ttl: Duration) {
-        if ttl.is_zero() {
-            return;
-        }
-        let Ok(ttl) = SignedDuration::try_from(ttl) else {
-            return;
-        };
-        let expires = now.saturating_add(ttl).unwrap_or(now);
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        if entries.len() >= self.capacity {
-            entries.retain(|_, (_, expires)| now < *expires);
-            if entries.len() >= self.capacity {
-                entries.clear();
-            }
-        }
-        entries.insert(key, (value, expires));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,25 +281,5 @@ mod tests {
             let base = backoff.base_wait(attempt);
             assert!(wait >= base && wait <= base.mul_f64(1.2), "{wait:?}");
         }
-    }
-
-    #[test]
-    fn cache_expires_by_the_clock() {
-        let cache = ExpiringCache::new(2);
-        let t0 = Timestamp::from_second(1_000).unwrap();
-        cache.put("a", 1, t0, Duration::from_secs(10));
-        let at = |s: i64| t0 + SignedDuration::from_secs(s);
-        assert_eq!(cache.get(&"a", at(9)), Some(1));
-        assert_eq!(cache.get(&"a", at(10)), None);
-        cache.put("b", 2, t0, Duration::ZERO);
-        assert_eq!(cache.get(&"b", t0), None);
-        // Full: expired entries make room first; if none expired, everything goes.
-        cache.put("b", 2, at(5), Duration::from_secs(10));
-        cache.put("c", 3, at(11), Duration::from_secs(10));
-        assert_eq!(cache.get(&"b", at(11)), Some(2));
-        assert_eq!(cache.get(&"c", at(11)), Some(3));
-        cache.put("d", 4, at(12), Duration::from_secs(10));
-        assert_eq!(cache.get(&"b", at(12)), None);
-        assert_eq!(cache.get(&"d", at(12)), Some(4));
     }
 }

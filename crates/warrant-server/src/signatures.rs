@@ -20,48 +20,16 @@
 //! instead of a JSON parse and a signature verification (18 µs for RS256, 51 µs for ES256).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use aws_lc_rs::digest;
 use jiff::Timestamp;
-use moka::sync::Cache;
+use warrant_cache::ExpiringCache;
 use warrant_token::{Claims, LEEWAY_SECONDS, MAX_TOKEN_BYTES, TokenError, Verifier};
 
-#[derive(Clone)]
-struct Entry {
-    claims: Arc<Claims>,
-    /// How long this entry may live, fixed when it is inserted.
-    ttl: Duration,
-}
-
-struct UntilExpiry;
-
-impl moka::Expiry<[u8; 32], Entry> for UntilExpiry {
-    // moka's trait hands us its own clock's reading, which this policy does not use: the entry's
-    // lifetime was fixed from warrant's clock when it was made.
-    #[allow(clippy::disallowed_types)]
-    fn expire_after_create(
-        &self,
-        _key: &[u8; 32],
-        entry: &Entry,
-        _created_at: std::time::Instant,
-    ) -> Option<Duration> {
-        Some(entry.ttl)
-    }
-}
-
 /// Verified signatures by token digest.
+#[derive(Debug)]
 pub(crate) struct SignatureCache {
-    /// None when the cache is turned off (`--signature-cache-size 0`).
-    entries: Option<Cache<[u8; 32], Entry>>,
-}
-
-impl std::fmt::Debug for SignatureCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SignatureCache")
-            .field("entries", &self.entries.as_ref().map(Cache::entry_count))
-            .finish()
-    }
+    entries: ExpiringCache<[u8; 32], Arc<Claims>>,
 }
 
 /// Whether a verification was answered from the cache.
@@ -77,12 +45,7 @@ impl SignatureCache {
     /// A cache of at most `capacity` entries; 0 remembers nothing.
     pub(crate) fn new(capacity: u64) -> Self {
         SignatureCache {
-            entries: (capacity > 0).then(|| {
-                Cache::builder()
-                    .max_capacity(capacity)
-                    .expire_after(UntilExpiry)
-                    .build()
-            }),
+            entries: ExpiringCache::new(capacity),
         }
     }
 
@@ -93,47 +56,28 @@ impl SignatureCache {
         token: &str,
         now: Timestamp,
     ) -> (Result<Arc<Claims>, TokenError>, Lookup) {
-        let Some(entries) = self
-            .entries
-            .as_ref()
-            .filter(|_| token.len() <= MAX_TOKEN_BYTES)
-        else {
-            // No cache, or a token refused unread (not worth hashing).
+        if token.len() > MAX_TOKEN_BYTES {
+            // Refused unread: not worth hashing.
             return (verifier.verify_signature(token).map(Arc::new), Lookup::Miss);
-        };
+        }
         let mut key = [0u8; 32];
         key.copy_from_slice(digest::digest(&digest::SHA256, token.as_bytes()).as_ref());
-        if let Some(entry) = entries.get(&key) {
-            return (Ok(entry.claims), Lookup::Hit);
+        if let Some(claims) = self.entries.get(&key, now) {
+            return (Ok(claims), Lookup::Hit);
         }
         let result = verifier.verify_signature(token).map(Arc::new);
-        if let Ok(claims) = &result {
-            // Saturating: `exp` is whatever a validly signed token says, up to i64::MAX.
-            let remaining = claims.exp.map_or(0, |exp| {
-                exp.saturating_add(LEEWAY_SECONDS)
-                    .saturating_sub(now.as_second())
-            });
-            if let Ok(seconds) = u64::try_from(remaining)
-                && seconds > 0
-            {
-                // Capped: the cache adds the TTL to its clock, which must not overflow.
-                let ttl = Duration::from_secs(seconds.min(MAX_ENTRY_SECONDS));
-                entries.insert(
-                    key,
-                    Entry {
-                        claims: claims.clone(),
-                        ttl,
-                    },
-                );
-            }
+        if let Ok(claims) = &result
+            && let Some(exp) = claims.exp
+        {
+            // Saturating: `exp` is whatever a validly signed token says, up to i64::MAX; the
+            // cache caps how long it keeps anything.
+            let until = Timestamp::from_second(exp.saturating_add(LEEWAY_SECONDS))
+                .unwrap_or(Timestamp::MAX);
+            self.entries.insert_until(key, claims.clone(), now, until);
         }
         (result, Lookup::Miss)
     }
 }
-
-/// The longest an entry is kept, whatever the token's `exp`: a year and a bit, beyond any
-/// lifetime warrant issues.
-const MAX_ENTRY_SECONDS: u64 = 400 * 86_400;
 
 #[cfg(test)]
 mod tests {

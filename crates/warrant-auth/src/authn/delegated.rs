@@ -24,12 +24,11 @@ use kube::api::Api;
 use prometheus_client::registry::Registry;
 
 use super::tokenfile::digest;
+use warrant_cache::ExpiringCache;
 use warrant_flight::{FlightError, SingleFlight};
 
 use super::{Outcome, User, Via};
-use crate::delegation::{
-    self, DelegationMetrics, DelegationOptions, ExpiringCache, MAX_DELEGATED_TOKEN_BYTES,
-};
+use crate::delegation::{self, DelegationMetrics, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES};
 
 const RESOURCE: &str = "tokenreviews";
 
@@ -131,7 +130,7 @@ impl DelegatedAuthentication {
                     Answer::User(_) => self.options.allow_ttl,
                     Answer::Rejected(_) => self.options.deny_ttl,
                 };
-                self.cache.put(key, answer.clone(), now, ttl);
+                self.cache.insert_for(key, answer.clone(), now, ttl);
                 answer
             }
         };

@@ -23,9 +23,10 @@ use prometheus_client::registry::Registry;
 
 use super::{Attributes, Decision, Grant};
 use crate::authn::User;
+use warrant_cache::ExpiringCache;
 use warrant_flight::{FlightError, SingleFlight};
 
-use crate::delegation::{self, DelegationMetrics, DelegationOptions, ExpiringCache};
+use crate::delegation::{self, DelegationMetrics, DelegationOptions};
 
 const RESOURCE: &str = "subjectaccessreviews";
 
@@ -36,12 +37,23 @@ enum Answer {
     NoOpinion(String),
 }
 
+/// What a SubjectAccessReview asks, as the cache's and the single flight's key: everything
+/// that goes into the review.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Question {
+    user: String,
+    uid: String,
+    groups: Vec<String>,
+    extra: std::collections::BTreeMap<String, Vec<String>>,
+    attributes: Attributes,
+}
+
 /// kube-apiserver's SubjectAccessReview, with kube's cache and retries.
 pub struct DelegatedAuthorization {
     api: Api<SubjectAccessReview>,
     options: DelegationOptions,
-    cache: ExpiringCache<String, Answer>,
-    in_flight: SingleFlight<String, Result<Answer, String>>,
+    cache: ExpiringCache<Question, Answer>,
+    in_flight: SingleFlight<Question, Result<Answer, String>>,
     metrics: DelegationMetrics,
 }
 
@@ -119,8 +131,14 @@ impl DelegatedAuthorization {
         now: Timestamp,
     ) -> Decision {
         let spec = spec(user, attributes);
-        // The key is the review itself: the same question gets the same answer.
-        let key = serde_json::to_string(&spec).unwrap_or_default();
+        // The same question (who asks, what for) gets the same answer.
+        let key = Question {
+            user: user.name.clone(),
+            uid: user.uid.clone(),
+            groups: user.groups.clone(),
+            extra: user.extra.clone(),
+            attributes: attributes.clone(),
+        };
         let answer = match self.cache.get(&key, now) {
             Some(answer) => {
                 self.metrics.cache(RESOURCE, true);
@@ -140,19 +158,13 @@ impl DelegatedAuthorization {
                         .map_err(|e| e.to_string())?;
                     interpret(reviewed)
                 };
-                // Without a key (the spec did not serialize), questions cannot be told apart:
-                // ask alone.
-                let asked = if key.is_empty() {
-                    ask().await
-                } else {
-                    match self.in_flight.join(key.clone(), ask) {
-                        Ok(flight) => flight.answer().await.unwrap_or_else(|e| Err(e.to_string())),
-                        Err(FlightError::Overloaded { limit }) => {
-                            self.metrics.overloaded();
-                            Err(format!("{limit} SubjectAccessReviews already in flight"))
-                        }
-                        Err(e) => Err(e.to_string()),
+                let asked = match self.in_flight.join(key.clone(), ask) {
+                    Ok(flight) => flight.answer().await.unwrap_or_else(|e| Err(e.to_string())),
+                    Err(FlightError::Overloaded { limit }) => {
+                        self.metrics.overloaded();
+                        Err(format!("{limit} SubjectAccessReviews already in flight"))
                     }
+                    Err(e) => Err(e.to_string()),
                 };
                 let answer = match asked {
                     Ok(answer) => answer,
@@ -162,9 +174,7 @@ impl DelegatedAuthorization {
                     Answer::Allow => self.options.allow_ttl,
                     _ => self.options.deny_ttl,
                 };
-                if !key.is_empty() {
-                    self.cache.put(key, answer.clone(), now, ttl);
-                }
+                self.cache.insert_for(key, answer.clone(), now, ttl);
                 answer
             }
         };

@@ -56,7 +56,7 @@ pub const DEFAULT_ALWAYS_ALLOW_PATHS: [&str; 3] = ["/healthz", "/readyz", "/live
 pub const DEFAULT_ALWAYS_ALLOW_GROUPS: [&str; 1] = ["system:masters"];
 
 /// A resource request, as kube's `ResourceAttributes`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ResourceAttributes {
     /// `create`, or [`VERB_AUDIENCE`].
     pub verb: String,
@@ -124,7 +124,7 @@ impl ResourceAttributes {
 }
 
 /// What a request does, as kube's authorizers see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Attributes {
     /// An API resource.
     Resource(ResourceAttributes),
