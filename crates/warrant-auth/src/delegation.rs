@@ -16,6 +16,7 @@
 //! clock instead of waiting. (moka would expire entries by its own clock, which tests cannot
 //! move; a bounded map of a few thousand entries is all this needs.)
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, PostParams};
@@ -124,13 +125,13 @@ pub enum DelegationError {
     },
     /// kube-apiserver could not be reached, or the connection failed.
     #[error("cannot reach kube-apiserver: {0}")]
-    Transport(String),
+    Transport(#[source] Arc<kube::Error>),
     /// An attempt took longer than the timeout.
     #[error("kube-apiserver did not answer within {0:?}")]
     Timeout(Duration),
     /// The answer could not be read.
     #[error("kube-apiserver's answer could not be read: {0}")]
-    Decode(String),
+    Decode(#[source] Arc<serde_json::Error>),
 }
 
 impl DelegationError {
@@ -151,8 +152,8 @@ impl DelegationError {
                 reason: status.reason.clone(),
                 message: status.message.clone(),
             },
-            kube::Error::SerdeError(e) => DelegationError::Decode(e.to_string()),
-            other => DelegationError::Transport(other.to_string()),
+            kube::Error::SerdeError(e) => DelegationError::Decode(Arc::new(e)),
+            other => DelegationError::Transport(Arc::new(other)),
         }
     }
 }

@@ -258,7 +258,8 @@ fn qualified(name: &str, group: &str) -> String {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::to_vec(&self.status()).unwrap_or_default();
+        #[allow(clippy::expect_used)]
+        let body = serde_json::to_vec(&self.status()).expect("a Status always serializes");
         let mut response = (self.0.code, body).into_response();
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

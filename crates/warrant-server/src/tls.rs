@@ -61,9 +61,15 @@ pub enum TlsError {
         /// What is wrong.
         message: String,
     },
-    /// rustls refused the combination.
-    #[error("TLS configuration: {0}")]
-    Config(String),
+    /// rustls refused the combination; `what` names the file or the part refused.
+    #[error("TLS configuration: {what}: {source}")]
+    Config {
+        /// The key file, or the part of the configuration refused.
+        what: String,
+        /// rustls's reason.
+        #[source]
+        source: rustls::Error,
+    },
 }
 
 fn file_error(path: &std::path::Path, message: impl std::fmt::Display) -> TlsError {
@@ -87,8 +93,10 @@ fn read_pair(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
         return Err(file_error(&files.cert, "no CERTIFICATE block found"));
     }
     let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| file_error(&files.key, e))?;
-    CertifiedKey::from_der(certs, key, &provider())
-        .map_err(|e| TlsError::Config(format!("{}: {e}", files.key.display())))
+    CertifiedKey::from_der(certs, key, &provider()).map_err(|source| TlsError::Config {
+        what: files.key.display().to_string(),
+        source,
+    })
 }
 
 /// When a certificate stops being valid, in seconds since the epoch.
@@ -221,7 +229,10 @@ pub fn server_config(
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Config(e.to_string()))?
+        .map_err(|source| TlsError::Config {
+            what: "protocol versions".to_owned(),
+            source,
+        })?
         .with_client_cert_verifier(trust.handshake_verifier())
         .with_cert_resolver(Arc::new(certificate.clone()));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];

@@ -34,12 +34,17 @@ impl Formatter for GoFormatter {
                 _ => None,
             };
             if let Some(escape) = escape {
-                writer.write_all(fragment.as_bytes().get(start..i).unwrap_or_default())?;
+                // Both ends come from char_indices: always in range.
+                #[allow(clippy::expect_used)]
+                let before = fragment.get(start..i).expect("char boundaries");
+                writer.write_all(before.as_bytes())?;
                 writer.write_all(escape)?;
                 start = i + c.len_utf8();
             }
         }
-        writer.write_all(fragment.as_bytes().get(start..).unwrap_or_default())
+        #[allow(clippy::expect_used)]
+        let rest = fragment.get(start..).expect("a char boundary");
+        writer.write_all(rest.as_bytes())
     }
 
     fn write_char_escape<W>(&mut self, writer: &mut W, char_escape: CharEscape) -> io::Result<()>

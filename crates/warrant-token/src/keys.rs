@@ -362,7 +362,12 @@ fn render_jwk(
         n: rsa.map(|(n, _)| b64(n)),
         e: rsa.map(|(_, e)| b64(e)),
     };
-    String::from_utf8(gojson::to_vec(&jwk).unwrap_or_default()).unwrap_or_default()
+    // Strings only: serializing cannot fail, and JSON is UTF-8; an empty JWK must never be
+    // published if it somehow did.
+    #[allow(clippy::expect_used)]
+    let json = gojson::to_vec(&jwk).expect("a JWK always serializes");
+    #[allow(clippy::expect_used)]
+    String::from_utf8(json).expect("JSON is UTF-8")
 }
 
 /// A private key that signs tokens, parsed once, with the public half that verifies them.
@@ -480,11 +485,13 @@ impl SigningKey {
             alg: &'static str,
             kid: &'a str,
         }
+        // Two strings: serializing cannot fail, and an empty header must never be signed.
+        #[allow(clippy::expect_used)]
         let header = gojson::to_vec(&Header {
             alg: public.algorithm().name(),
             kid: public.kid(),
         })
-        .unwrap_or_default();
+        .expect("a JWS header always serializes");
         let header = URL_SAFE_NO_PAD.encode(header);
         SigningKey {
             inner: Arc::new(PrivateInner {
@@ -579,7 +586,8 @@ fn pem_encode(label: &str, der: &[u8]) -> String {
     let body = base64::engine::general_purpose::STANDARD.encode(der);
     let mut out = format!("-----BEGIN {label}-----\n");
     for line in body.as_bytes().chunks(64) {
-        out.push_str(std::str::from_utf8(line).unwrap_or_default());
+        #[allow(clippy::expect_used)]
+        out.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
         out.push('\n');
     }
     out.push_str(&format!("-----END {label}-----\n"));
