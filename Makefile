@@ -3,18 +3,22 @@
 
 CARGO ?= cargo
 
-.PHONY: test lint fmt run build bench bench-micro bench-load bench-cache bench-signer fuzz soak wrk-installed
+.PHONY: test lint deny-installed fmt run build bench bench-micro bench-load bench-cache bench-signer fuzz soak wrk-installed
 
 ## make test: formatting, lints and every test, as CI runs them.
 test: lint
 	$(CARGO) test --workspace --locked
 
-lint:
+lint: deny-installed
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	@# One crypto backend (aws-lc-rs): nothing may pull in ring, the rsa crate or OpenSSL.
-	@if $(CARGO) tree --workspace --locked -e all --prefix none | grep -E '^(ring|rsa|openssl|openssl-sys) v'; then \
-		echo "error: a second crypto backend is in the dependency tree (see cargo tree -i <crate>)"; exit 1; fi
+	@# Licences, duplicate crates, sources, and one crypto backend (aws-lc-rs): deny.toml.
+	$(CARGO) deny --log-level error check licenses bans sources
+
+# cargo-deny checks the dependency tree (make lint); installed from crates.io if missing.
+DENY_VERSION ?= 0.20.2
+deny-installed:
+	@command -v cargo-deny >/dev/null 2>&1 || $(CARGO) install --locked cargo-deny@$(DENY_VERSION)
 
 fmt:
 	$(CARGO) fmt --all
