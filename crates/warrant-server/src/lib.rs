@@ -48,6 +48,7 @@ pub use connections::{Connections, RESERVED_DESCRIPTORS, ServeOptions, max_conne
 pub use error::ApiError;
 pub use metrics::ReviewResult;
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
+pub use routes::{DISCOVERY_PATH, JWKS_PATH};
 pub use settings::{
     DEFAULT_SIGNATURE_CACHE_ENTRIES, Settings, SettingsError, validate_issuers,
     validate_max_expiration,

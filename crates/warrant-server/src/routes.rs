@@ -57,6 +57,11 @@ pub(crate) const AUTHENTICATION_V1BETA1: GroupVersion =
 /// warrant's own group, for serving behind kube-apiserver's aggregator.
 pub(crate) const WARRANT_V1ALPHA1: GroupVersion = group_version!("warrant.dev", "v1alpha1");
 
+/// Where the OIDC discovery document is served (below the issuer, as OIDC has it).
+pub const DISCOVERY_PATH: &str = "/.well-known/openid-configuration";
+/// Where the JWKS is served; the discovery document's default `jwks_uri` points here.
+pub const JWKS_PATH: &str = "/openid/v1/jwks";
+
 /// What a route serves: which handler answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Endpoint {
@@ -223,12 +228,12 @@ pub(crate) static ROUTES: &[Route] = &[
         Some("createWarrantDevV1alpha1TokenReview"),
     ),
     route(
-        "/.well-known/openid-configuration",
+        DISCOVERY_PATH,
         Verb::Get,
         Endpoint::OpenIdConfiguration,
         "openid-configuration",
     ),
-    route("/openid/v1/jwks", Verb::Get, Endpoint::Jwks, "jwks"),
+    route(JWKS_PATH, Verb::Get, Endpoint::Jwks, "jwks"),
     route("/api", Verb::Get, Endpoint::CoreVersions, "discovery"),
     in_group(
         "/api/v1",

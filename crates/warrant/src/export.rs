@@ -18,11 +18,7 @@ use crate::keys::{
     KeySource, ManagedStore, Store, client, current_algorithm, policy, recorded_max_token_seconds,
 };
 use crate::serve::jwks_uri;
-
-/// Where the documents go under the export directory: the paths relying parties fetch.
-pub(crate) const DISCOVERY_PATH: &str = ".well-known/openid-configuration";
-/// The JWKS's path.
-pub(crate) const JWKS_PATH: &str = "openid/v1/jwks";
+use warrant_server::{DISCOVERY_PATH, JWKS_PATH};
 
 /// Writes the documents.
 pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>> {
@@ -44,8 +40,13 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
     let discovery = render_discovery(issuer, &jwks_uri, keys.verifying())
         .map_err(|e| format!("cannot publish discovery for this issuer: {e}"))?;
     let jwks = render_jwks(keys.verifying());
-    write(&args.dir, DISCOVERY_PATH, &discovery)?;
-    write(&args.dir, JWKS_PATH, &jwks)?;
+    // Under the export directory, the paths relying parties fetch (those warrant serves).
+    write(
+        &args.dir,
+        DISCOVERY_PATH.trim_start_matches('/'),
+        &discovery,
+    )?;
+    write(&args.dir, JWKS_PATH.trim_start_matches('/'), &jwks)?;
     match keys.next_change() {
         Some(next) => tracing::info!(
             dir = %args.dir.display(),

@@ -10,8 +10,9 @@ use warrant_clock::Clock;
 use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
 use warrant_server::{
-    AppState, Connections, ServeOptions, ServingCertificate, Settings, StateParts, TlsFiles,
-    max_connections_for, router, serve, server_config, validate_issuers, validate_max_expiration,
+    AppState, Connections, JWKS_PATH, ServeOptions, ServingCertificate, Settings, StateParts,
+    TlsFiles, max_connections_for, router, serve, server_config, validate_issuers,
+    validate_max_expiration,
 };
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
@@ -300,11 +301,11 @@ pub(crate) fn jwks_uri(
             validate_jwks_uri(uri)?;
             uri.to_owned()
         }
-        (None, Some(host)) if host.contains(':') => format!("https://{host}/openid/v1/jwks"),
-        (None, Some(host)) => format!("https://{host}:{port}/openid/v1/jwks"),
+        (None, Some(host)) if host.contains(':') => format!("https://{host}{JWKS_PATH}"),
+        (None, Some(host)) => format!("https://{host}:{port}{JWKS_PATH}"),
         (None, None) => {
             let issuer = issuers.first().map(String::as_str).unwrap_or_default();
-            format!("{}/openid/v1/jwks", issuer.trim_end_matches('/'))
+            format!("{}{JWKS_PATH}", issuer.trim_end_matches('/'))
         }
     })
 }

@@ -29,7 +29,7 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<(), Box<dyn Error>> {
     let client = client.build()?;
 
     let issuer = args.issuer.trim_end_matches('/');
-    let discovery_url = format!("{issuer}/.well-known/openid-configuration");
+    let discovery_url = format!("{issuer}{}", warrant_server::DISCOVERY_PATH);
     let discovery: Discovery = fetch(&client, &discovery_url).await?;
     // OpenID Connect Discovery §4.3: the document must name the issuer it was fetched for.
     if discovery.issuer != args.issuer {
