@@ -169,3 +169,34 @@ fn the_fleet_examples_fit_the_plugin() {
     let member: Value = serde_saphyr::from_str(&read("member-authentication-config.yaml")).unwrap();
     assert_eq!(&member["jwt"][0]["issuer"]["audiences"][0], audience);
 }
+
+/// The structured-authentication examples give a warrant token the user UID the webhook path
+/// gives it (the service account's), not one that changes with every token: the mapping names
+/// the claim that TokenReview's user UID comes from.
+#[tokio::test]
+async fn authentication_configs_map_uid_as_the_webhook_does() {
+    let warrant = Warrant::start(&demo_objects(), &[]).await;
+    let token = warrant.token(&[]);
+    let reviewed = warrant.review(&token, &[]);
+    assert_eq!(reviewed["authenticated"], true, "{reviewed}");
+    let claims = claims(&token);
+    assert_eq!(
+        reviewed["user"]["uid"].as_str(),
+        Some(claims.kubernetes.serviceaccount.uid.as_str()),
+        "the webhook's user UID is the service account's"
+    );
+    for file in [
+        "kube-apiserver/authentication-config.yaml",
+        "fleet/member-authentication-config.yaml",
+    ] {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/").to_owned() + file;
+        let config: Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let uid = &config["jwt"][0]["claimMappings"]["uid"];
+        assert_eq!(
+            uid["expression"], r#"claims["kubernetes.io"].serviceaccount.uid"#,
+            "{file}: {uid}"
+        );
+        assert!(uid.get("claim").is_none(), "{file}: uid maps a claim too");
+    }
+}
