@@ -33,6 +33,9 @@ LOCAL   ?= .warrant
 ADDRESS ?= 127.0.0.1
 PORT    ?= 8443
 ISSUER  ?= https://$(ADDRESS):$(PORT)
+# More `warrant serve` flags for make run, e.g.
+#   make run ARGS="--authorization-policy-file .warrant/policy.yaml"
+ARGS    ?=
 
 run:
 	$(CARGO) build --locked --bin warrant
@@ -54,7 +57,7 @@ run:
 		--tls-private-key-file $(LOCAL)/serving.key \
 		--token-auth-file $(LOCAL)/tokens.csv \
 		--objects-file deploy/local/objects.yaml \
-		--bind-address $(ADDRESS) --secure-port $(PORT)
+		--bind-address $(ADDRESS) --secure-port $(PORT) $(ARGS)
 
 ## make bench-cache: time to ready and resident memory of the cluster cache over a synthetic
 ## cluster of 355,000 objects served by the loopback fixture (release build; see docs/benchmarks.md).

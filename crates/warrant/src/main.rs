@@ -101,7 +101,7 @@ fn current_thread() -> Result<tokio::runtime::Runtime, Box<dyn std::error::Error
 }
 
 fn local_setup(args: &cli::LocalSetupArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let files = local::setup(args)?;
+    let files = local::setup(args, warrant_clock::Clock::System.now())?;
     tracing::info!(dir = %files.dir.display(), "local setup ready");
     Ok(())
 }
