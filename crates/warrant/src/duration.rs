@@ -1,53 +1,113 @@
-//! Go's duration syntax (`1h`, `90m`, `1h30m`, `3600s`), which kube-apiserver's duration flags
-//! use, reduced to whole seconds.
+//! Go's duration syntax, as kube-apiserver's duration flags take it (`time.ParseDuration`):
+//! `1h`, `90m`, `1h30m`, `1.5h`, `500ms`, `3600s`, `0`; units `ns`, `us` (`µs`), `ms`, `s`, `m`,
+//! `h`; a decimal fraction on any number. One parser for every duration flag of warrant's, kept
+//! in integer nanoseconds (as Go does) so nothing is rounded and nothing overflows into a panic:
+//! the fuzz target `duration` and the proptests below hold it to that.
 
-/// Parses a Go duration into whole seconds. Fractions of a second are refused rather than
-/// rounded: every duration warrant takes is a whole number of seconds.
-pub(crate) fn parse_seconds(text: &str) -> Result<i64, String> {
-    let invalid =
-        || format!("invalid duration {text:?}: use a number with a unit, e.g. 24h, 90m, 3600s");
-    if text == "0" {
+const NANOS_PER_SECOND: u128 = 1_000_000_000;
+
+/// Parses a Go duration into nanoseconds. Negative durations (which Go allows) are refused:
+/// no flag of warrant's takes one.
+fn parse_nanos(text: &str) -> Result<u128, String> {
+    let invalid = || {
+        format!(
+            "invalid duration {text:?}: use a number with a unit, e.g. 24h, 1h30m, 1.5h, 90s, 500ms"
+        )
+    };
+    let mut rest = text;
+    let negative = rest.starts_with('-');
+    rest = rest.strip_prefix(['-', '+']).unwrap_or(rest);
+    if rest == "0" {
         return Ok(0);
     }
-    let mut rest = text;
-    let mut total: i64 = 0;
     if rest.is_empty() {
         return Err(invalid());
     }
+    let mut total: u128 = 0;
     while !rest.is_empty() {
-        let digits = rest
+        let whole_len = rest
             .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(invalid)?;
-        if digits == 0 {
+            .unwrap_or(rest.len());
+        let (whole, tail) = rest.split_at(whole_len);
+        let (fraction, tail) = match tail.strip_prefix('.') {
+            Some(tail) => {
+                let len = tail
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(tail.len());
+                tail.split_at(len)
+            }
+            None => ("", tail),
+        };
+        if whole.is_empty() && fraction.is_empty() {
             return Err(invalid());
         }
-        let (number, tail) = rest.split_at(digits);
-        let number: i64 = number.parse().map_err(|_| invalid())?;
         let unit_len = tail
-            .find(|c: char| c.is_ascii_digit())
+            .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
-        let scale = match unit {
-            "h" => 3600,
-            "m" => 60,
-            "s" => 1,
-            _ => return Err(invalid()),
+        let scale: u128 = match unit {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => NANOS_PER_SECOND,
+            "m" => 60 * NANOS_PER_SECOND,
+            "h" => 3_600 * NANOS_PER_SECOND,
+            "" => return Err(format!("{}: a number has no unit", invalid())),
+            _ => return Err(format!("{}: unknown unit {unit:?}", invalid())),
         };
-        total = number
-            .checked_mul(scale)
-            .and_then(|n| total.checked_add(n))
-            .ok_or_else(invalid)?;
+        let too_long = || format!("invalid duration {text:?}: too long");
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| too_long())?
+        };
+        let mut value = whole.checked_mul(scale).ok_or_else(too_long)?;
+        // The fraction, digit by digit, as Go does: what falls below a nanosecond is dropped.
+        let mut place = scale;
+        for digit in fraction.bytes() {
+            place /= 10;
+            if place == 0 {
+                break;
+            }
+            value = value
+                .checked_add(u128::from(digit - b'0') * place)
+                .ok_or_else(too_long)?;
+        }
+        total = total.checked_add(value).ok_or_else(too_long)?;
+        // Go's limit: what an int64 of nanoseconds holds (about 292 years).
+        if total > i64::MAX as u128 {
+            return Err(too_long());
+        }
         rest = tail;
+    }
+    if negative && total > 0 {
+        return Err(format!("invalid duration {text:?}: may not be negative"));
     }
     Ok(total)
 }
 
-/// Parses a Go duration into a `Duration` (a flag's value parser).
+/// Parses a Go duration into whole seconds, for flags kube-apiserver keeps in seconds (token
+/// lifetimes, rotation periods): `1.5h` is 5400; a duration with a fraction of a second is
+/// refused, saying so, rather than rounded.
+pub(crate) fn parse_seconds(text: &str) -> Result<i64, String> {
+    let nanos = parse_nanos(text)?;
+    if nanos % NANOS_PER_SECOND != 0 {
+        return Err(format!(
+            "invalid duration {text:?}: must be a whole number of seconds"
+        ));
+    }
+    i64::try_from(nanos / NANOS_PER_SECOND)
+        .map_err(|_| format!("invalid duration {text:?}: too long"))
+}
+
+/// Parses a Go duration into a `Duration`, to the nanosecond (a flag's value parser).
 pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let seconds = parse_seconds(text)?;
-    u64::try_from(seconds)
-        .map(std::time::Duration::from_secs)
-        .map_err(|_| format!("invalid duration {text:?}: may not be negative"))
+    let nanos = parse_nanos(text)?;
+    let seconds = u64::try_from(nanos / NANOS_PER_SECOND)
+        .map_err(|_| format!("invalid duration {text:?}: too long"))?;
+    // Below a second: always fits.
+    let below = u32::try_from(nanos % NANOS_PER_SECOND).unwrap_or(0);
+    Ok(std::time::Duration::new(seconds, below))
 }
 
 /// The shortest `--max-cache-staleness`: kube-apiserver sends each watch a bookmark about once
@@ -68,11 +128,18 @@ pub(crate) fn parse_staleness_bound(text: &str) -> Result<std::time::Duration, S
 }
 
 /// Checks what must hold for any text: no panic; an accepted duration is not negative, and
-/// its value written back in seconds and in hours, minutes and seconds parses to the same value.
+/// its value written back in seconds and in hours, minutes and seconds parses to the same value;
+/// the two parsers agree.
 /// The fuzz target `duration` (which includes this file) and the corpus replay run it.
 #[cfg(any(test, fuzzing))]
 #[allow(clippy::panic)]
 pub(crate) fn check(text: &str) {
+    if let Ok(duration) = parse_duration(text)
+        && let Ok(seconds) = parse_seconds(text)
+    {
+        assert_eq!(duration.as_secs(), seconds.unsigned_abs(), "{text:?}");
+        assert_eq!(duration.subsec_nanos(), 0, "{text:?}");
+    }
     let Ok(seconds) = parse_seconds(text) else {
         return;
     };
@@ -91,30 +158,68 @@ pub(crate) fn check(text: &str) {
 mod tests {
     use super::*;
 
+    /// What Go's time.ParseDuration accepts, kube-apiserver's flags included.
     #[test]
     fn go_durations() {
         assert_eq!(parse_seconds("24h"), Ok(86400));
         assert_eq!(parse_seconds("1h30m"), Ok(5400));
+        assert_eq!(parse_seconds("1.5h"), Ok(5400));
+        assert_eq!(parse_seconds(".5m"), Ok(30));
         assert_eq!(parse_seconds("3600s"), Ok(3600));
         assert_eq!(parse_seconds("0"), Ok(0));
+        assert_eq!(parse_seconds("+0"), Ok(0));
         assert_eq!(parse_seconds("2h0m5s"), Ok(7205));
+        assert_eq!(
+            parse_seconds("1500ms"),
+            Err(r#"invalid duration "1500ms": must be a whole number of seconds"#.to_owned())
+        );
+        assert_eq!(parse_seconds("2000ms"), Ok(2));
+        let ms = |n| std::time::Duration::from_millis(n);
+        assert_eq!(parse_duration("500ms"), Ok(ms(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(ms(1500)));
+        assert_eq!(parse_duration("1m0.25s"), Ok(ms(60_250)));
+        assert_eq!(
+            parse_duration("10us"),
+            Ok(std::time::Duration::from_micros(10))
+        );
+        assert_eq!(
+            parse_duration("10\u{b5}s"),
+            Ok(std::time::Duration::from_micros(10))
+        );
+        assert_eq!(
+            parse_duration("1ns"),
+            Ok(std::time::Duration::from_nanos(1))
+        );
+        assert_eq!(
+            parse_duration("2540400h10m10.000000000s"),
+            Ok(std::time::Duration::new(9_145_440_610, 0))
+        );
         for bad in [
             "",
             "h",
             "10",
-            "1.5h",
+            ".",
+            ".h",
             "1d",
             "-1h",
             "1h x",
+            "1..5h",
             "99999999999999999999h",
+            "2562048h",
         ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
             assert!(parse_seconds(bad).is_err(), "{bad}");
         }
+        assert!(
+            parse_seconds("-1h")
+                .unwrap_err()
+                .contains("may not be negative")
+        );
     }
 
     proptest::proptest! {
         #[test]
-        fn any_text_keeps_the_invariants(text in "[0-9hms.+-]{0,24}") {
+        fn any_text_keeps_the_invariants(text in "[0-9hmsnu.+-]{0,24}") {
             check(&text);
         }
 
