@@ -67,3 +67,29 @@ async fn an_unknown_caller_is_refused() {
         "{err}"
     );
 }
+
+/// A failure is said once: `serve` logs it (its output is its log), every other command prints
+/// one `warrant: …` line and nothing else.
+#[test]
+fn a_failure_is_said_once() {
+    let serve = serve_refusing(&[], &[]);
+    assert!(!serve.status.success());
+    let said = stderr(&serve);
+    assert!(
+        said.lines().filter(|l| l.contains("unused.key")).count() == 1,
+        "said more than once:\n{said}"
+    );
+    assert!(!said.lines().any(|l| l.starts_with("warrant: ")), "{said}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none");
+    let keys = std::process::Command::new(BIN)
+        .args(["keys", "list", "--key-dir"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!keys.status.success());
+    let said = stderr(&keys);
+    assert_eq!(said.trim_end().lines().count(), 1, "{said}");
+    assert!(said.starts_with("warrant: "), "{said}");
+}

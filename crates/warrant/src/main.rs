@@ -34,12 +34,10 @@ fn main() -> ExitCode {
     // Before any thread starts: taking the socket clears its variables from the environment.
     let inherited = listen::inherited();
     let cli = Cli::parse();
-    // An exec plugin's stderr is shown to whoever runs kubectl, and a probe's failure to whoever
-    // reads the pod's events: a failure is one line there, not a log line and a sentence.
-    let one_line_errors = matches!(
-        cli.command,
-        Command::Credential(_) | Command::ProbeSigner(_)
-    );
+    // A failure is said once: by the server as a log line (its output is its log, perhaps
+    // JSON, perhaps collected); by every other command as one `warrant: …` line, which is
+    // what a person, kubectl (an exec plugin's stderr) or a pod's events (a probe's) show.
+    let server = matches!(cli.command, Command::Serve(_));
     // Held until the command ends; dropping it writes out the lines still queued (before the
     // process exits, and before a failure's message below, so the two keep their order).
     let log_writer = logging::init(cli.log_format, &cli.log_level);
@@ -80,13 +78,15 @@ fn main() -> ExitCode {
                 }
                 source = cause.source();
             }
-            if !one_line_errors {
+            if server {
                 tracing::error!("{message}");
-            }
-            drop(log_writer);
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("warrant: {message}");
+                drop(log_writer);
+            } else {
+                drop(log_writer);
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("warrant: {message}");
+                }
             }
             ExitCode::FAILURE
         }
