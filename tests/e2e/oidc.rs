@@ -85,3 +85,62 @@ async fn warrant_verify_checks_a_token_like_a_relying_party() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// An issuer with a path (`https://host/tenant-a`, common for discovery hosted in a bucket):
+/// discovery and the JWKS it names are served below the path (and at the root, as before),
+/// `warrant verify` works against it, and `discovery export` writes the same layout.
+#[tokio::test]
+async fn an_issuer_with_a_path_is_discoverable_below_it() {
+    let w = Warrant::start_at_issuer_path(OBJECTS, "/tenant-a").await;
+    let get = |path: String| {
+        let http = w.http.clone();
+        let url = w.url(&path);
+        async move {
+            let response = http.get(url).send().await.unwrap();
+            (response.status().as_u16(), response.bytes().await.unwrap())
+        }
+    };
+    let (code, body) = get("/tenant-a/.well-known/openid-configuration".into()).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let discovery: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(discovery["issuer"], w.issuer());
+    let jwks_uri = discovery["jwks_uri"].as_str().unwrap().to_owned();
+    assert_eq!(jwks_uri, format!("{}/openid/v1/jwks", w.issuer()));
+    let (code, jwks) = get("/tenant-a/openid/v1/jwks".into()).await;
+    assert_eq!(code, 200);
+    assert_eq!(get("/openid/v1/jwks".into()).await, (200, jwks.clone()));
+    assert_eq!(get("/tenant-a/version".into()).await.0, 404);
+
+    let token = w.token(&["--audience", "vault"]);
+    let out = std::process::Command::new(BIN)
+        .args([
+            "verify",
+            "--issuer",
+            &w.issuer(),
+            "--audience",
+            "vault",
+            "--ca-file",
+        ])
+        .arg(w.path("ca.crt"))
+        .arg(token.trim())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let out_dir = w.path("export");
+    let mut args: Vec<std::ffi::OsString> =
+        vec!["discovery".into(), "export".into(), "--dir".into()];
+    args.push(out_dir.clone().into());
+    args.extend(["--service-account-issuer".into(), w.issuer().into()]);
+    args.extend(static_keys(w.dir.path()));
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    w.warrant_ok(&args);
+    assert_eq!(
+        std::fs::read(out_dir.join("tenant-a/.well-known/openid-configuration")).unwrap(),
+        body.to_vec()
+    );
+    assert_eq!(
+        std::fs::read(out_dir.join("tenant-a/openid/v1/jwks")).unwrap(),
+        jwks.to_vec()
+    );
+}

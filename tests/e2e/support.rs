@@ -33,6 +33,8 @@ pub(crate) struct Warrant {
     /// activation): the port, which the issuer URL holds, is the test's for its whole life, so
     /// no other process can take it before the server starts or between two runs.
     listener: TcpListener,
+    /// The path of the issuer's URL (`/tenant-a`), or empty.
+    issuer_path: String,
 }
 
 /// Where the server's objects come from.
@@ -87,7 +89,7 @@ impl Warrant {
         cluster: &warrant_kube_fixture::Fixture,
         extra: &[&str],
     ) -> Warrant {
-        Self::launch_until(Source::Cluster(cluster), static_keys, extra, "/livez").await
+        Self::launch_until(Source::Cluster(cluster), static_keys, extra, "/livez", "").await
     }
 
     async fn launch(
@@ -95,7 +97,20 @@ impl Warrant {
         keys: impl FnOnce(&Path) -> Vec<OsString>,
         extra: &[&str],
     ) -> Warrant {
-        Self::launch_until(source, keys, extra, "/readyz").await
+        Self::launch_until(source, keys, extra, "/readyz", "").await
+    }
+
+    /// As [`start`](Self::start), with an issuer URL that has a path (`/tenant-a`), as when
+    /// discovery is hosted in a bucket.
+    pub(crate) async fn start_at_issuer_path(objects: &str, issuer_path: &str) -> Warrant {
+        Self::launch_until(
+            Source::File(objects),
+            static_keys,
+            &[],
+            "/readyz",
+            issuer_path,
+        )
+        .await
     }
 
     /// Starts the server and waits until `health` (`/readyz` or `/livez`) answers 200.
@@ -104,6 +119,7 @@ impl Warrant {
         keys: impl FnOnce(&Path) -> Vec<OsString>,
         extra: &[&str],
         health: &str,
+        issuer_path: &str,
     ) -> Warrant {
         let dir = tempfile::tempdir().unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -119,7 +135,7 @@ impl Warrant {
             "local-setup: {}",
             String::from_utf8_lossy(&setup.stderr)
         );
-        let issuer = format!("https://127.0.0.1:{port}");
+        let issuer = format!("https://127.0.0.1:{port}{issuer_path}");
         let mut flags: Vec<OsString> = vec!["--service-account-issuer".into(), issuer.into()];
         for (flag, file) in [
             ("--tls-cert-file", "serving.crt"),
@@ -158,6 +174,7 @@ impl Warrant {
             http,
             flags,
             listener,
+            issuer_path: issuer_path.to_owned(),
         };
         warrant.wait_for(health).await;
         warrant
@@ -235,7 +252,7 @@ impl Warrant {
     }
 
     pub(crate) fn issuer(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
+        format!("https://127.0.0.1:{}{}", self.port, self.issuer_path)
     }
 
     pub(crate) fn path(&self, name: &str) -> PathBuf {

@@ -33,7 +33,8 @@ pub(crate) async fn track(
     next: Next,
 ) -> Response {
     let start = tokio::time::Instant::now();
-    let routed = routes::find(request.method(), request.uri().path());
+    let routed =
+        routes::find_for_issuer(request.method(), request.uri().path(), state.issuer_path());
     let route = routed.label();
     request.extensions_mut().insert(routed);
     let method = method_label(request.method());

@@ -50,7 +50,7 @@ pub use metrics::ReviewResult;
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
 pub use routes::{DISCOVERY_PATH, JWKS_PATH};
 pub use settings::{
-    DEFAULT_SIGNATURE_CACHE_ENTRIES, Settings, SettingsError, validate_issuers,
+    DEFAULT_SIGNATURE_CACHE_ENTRIES, Settings, SettingsError, url_path, validate_issuers,
     validate_max_expiration,
 };
 pub use state::{AppState, StateParts};

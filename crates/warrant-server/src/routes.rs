@@ -379,6 +379,35 @@ impl Routed {
     }
 }
 
+/// [`find`], also under `issuer_path` (the path of the issuer's URL, e.g. `/tenant-a`, or empty)
+/// for the routes OIDC places below the issuer: the discovery document and the JWKS its default
+/// `jwks_uri` names. A relying party given the issuer `https://host/tenant-a` fetches
+/// `/tenant-a/.well-known/openid-configuration`; the root paths are served too.
+pub(crate) fn find_for_issuer(method: &Method, path: &str, issuer_path: &str) -> Routed {
+    if !issuer_path.is_empty()
+        && let Some(rest) = path.strip_prefix(issuer_path)
+        && rest.starts_with('/')
+    {
+        let routed = find(method, rest);
+        if let Routed::Route { route, .. } = &routed
+            && route.under_issuer()
+        {
+            return routed;
+        }
+    }
+    find(method, path)
+}
+
+impl Route {
+    /// True for the routes served below the issuer's path as well as at the root.
+    fn under_issuer(&self) -> bool {
+        matches!(
+            self.endpoint,
+            Endpoint::OpenIdConfiguration | Endpoint::Jwks
+        )
+    }
+}
+
 /// Parses and matches a request's method and path: the one parse of a path.
 pub(crate) fn find(method: &Method, path: &str) -> Routed {
     let mut segments: Vec<Cow<'_, str>> = Vec::new();
@@ -607,6 +636,24 @@ mod tests {
             None,
             "a method the route does not take is refused (405), not authorized"
         );
+    }
+
+    /// Discovery and the JWKS are served below an issuer's path too; nothing else is.
+    #[test]
+    fn discovery_is_served_below_the_issuers_path() {
+        let endpoint = |path: &str| match find_for_issuer(&Method::GET, path, "/tenant-a") {
+            Routed::Route { route, .. } => Some(route.endpoint),
+            _ => None,
+        };
+        assert_eq!(
+            endpoint("/tenant-a/.well-known/openid-configuration"),
+            Some(Endpoint::OpenIdConfiguration)
+        );
+        assert_eq!(endpoint("/tenant-a/openid/v1/jwks"), Some(Endpoint::Jwks));
+        assert_eq!(endpoint("/openid/v1/jwks"), Some(Endpoint::Jwks));
+        assert_eq!(endpoint("/tenant-a/version"), None);
+        assert_eq!(endpoint("/tenant-ab/openid/v1/jwks"), None);
+        assert_eq!(endpoint("/tenant-a"), None);
     }
 
     #[test]

@@ -42,6 +42,25 @@ pub enum SettingsError {
     MaxExpiration,
 }
 
+impl Settings {
+    /// The path of the first issuer's URL without a trailing `/` (`/tenant-a` for
+    /// `https://host/tenant-a/`), where the discovery document and the JWKS are served too;
+    /// empty for an issuer at the root, or one that is not a URL.
+    pub fn issuer_path(&self) -> String {
+        self.issuers
+            .first()
+            .map_or_else(String::new, |i| url_path(i))
+    }
+}
+
+/// The path of a URL without a trailing `/` (`/tenant-a` for `https://host/tenant-a/`); empty
+/// for one at the root, or text that is not a URL.
+pub fn url_path(url: &str) -> String {
+    url::Url::parse(url)
+        .map(|url| url.path().trim_end_matches('/').to_owned())
+        .unwrap_or_default()
+}
+
 /// Checks `--service-account-issuer` values as kube-apiserver does.
 pub fn validate_issuers(issuers: &[String]) -> Result<(), SettingsError> {
     if issuers.is_empty() {

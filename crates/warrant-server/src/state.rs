@@ -33,6 +33,8 @@ struct Inner {
     reports: Mutex<Vec<(&'static str, Report)>>,
     /// When the published keys last changed (in whole seconds since the epoch).
     keys_changed_at: AtomicI64,
+    /// [`Settings::issuer_path`], worked out once.
+    issuer_path: String,
 }
 
 /// A line of `/readyz?verbose` that a component computes when asked (see
@@ -74,6 +76,7 @@ impl AppState {
         authorizer.register_metrics(&mut registry);
         let published = ArcSwap::from_pointee(Published::new(&settings, keys));
         let keys_changed_at = AtomicI64::new(clock.now().as_second());
+        let issuer_path = settings.issuer_path();
         AppState {
             inner: Arc::new(Inner {
                 settings,
@@ -86,6 +89,7 @@ impl AppState {
                 clock,
                 reports: Mutex::new(Vec::new()),
                 keys_changed_at,
+                issuer_path,
             }),
         }
     }
@@ -118,6 +122,11 @@ impl AppState {
     pub fn keys_changed_at(&self) -> Timestamp {
         Timestamp::from_second(self.inner.keys_changed_at.load(Ordering::Relaxed))
             .unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    /// The path of the issuer's URL (`/tenant-a`, or empty): discovery is served below it too.
+    pub fn issuer_path(&self) -> &str {
+        &self.inner.issuer_path
     }
 
     /// The objects tokens bind to.

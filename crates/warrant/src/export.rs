@@ -10,7 +10,7 @@ use std::path::Path;
 use jiff::Timestamp;
 use warrant_clock::Clock;
 use warrant_keys::{DirStore, KeySet, KeyStore as _, SecretStore, StaticKeys};
-use warrant_server::validate_issuers;
+use warrant_server::{url_path, validate_issuers};
 use warrant_token::{render_discovery, render_jwks};
 
 use crate::cli::DiscoveryExportArgs;
@@ -40,13 +40,20 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
     let discovery = render_discovery(issuer, &jwks_uri, keys.verifying())
         .map_err(|e| format!("cannot publish discovery for this issuer: {e}"))?;
     let jwks = render_jwks(keys.verifying());
-    // Under the export directory, the paths relying parties fetch (those warrant serves).
+    // Under the export directory, the paths relying parties fetch: the discovery document
+    // below the issuer's path (`tenant-a/.well-known/…` for `https://host/tenant-a`), the JWKS
+    // where the document's jwks_uri points.
+    let discovery_path = format!("{}{DISCOVERY_PATH}", url_path(issuer));
+    let jwks_path = match url_path(&jwks_uri) {
+        path if path.is_empty() => JWKS_PATH.to_owned(),
+        path => path,
+    };
     write(
         &args.dir,
-        DISCOVERY_PATH.trim_start_matches('/'),
+        discovery_path.trim_start_matches('/'),
         &discovery,
     )?;
-    write(&args.dir, JWKS_PATH.trim_start_matches('/'), &jwks)?;
+    write(&args.dir, jwks_path.trim_start_matches('/'), &jwks)?;
     match keys.next_change() {
         Some(next) => tracing::info!(
             dir = %args.dir.display(),
