@@ -389,3 +389,35 @@ async fn a_service_account_requests_tokens_for_itself() {
     w.eventually("the policy to reload", || as_app("s3").status.success())
         .await;
 }
+
+/// kubectl's RBAC commands find warrant's TokenRequest subresource through discovery, in
+/// warrant's group and the core group: the Role they write is the one a delegated authorizer
+/// (or kube-apiserver in front of warrant) checks.
+#[tokio::test]
+async fn kubectl_rbac_commands_know_warrants_resources() {
+    let w = Warrant::start(OBJECTS, &[]).await;
+    for (resource, group) in [
+        ("serviceaccounts.warrant.dev/token", "warrant.dev"),
+        ("serviceaccounts/token", ""),
+    ] {
+        let role = w.kubectl_ok(&[
+            "create",
+            "role",
+            "token-minter",
+            "-n",
+            "demo",
+            "--verb=create",
+            &format!("--resource={resource}"),
+            "--dry-run=client",
+            "-o",
+            "json",
+        ]);
+        let role: serde_json::Value = serde_json::from_str(&role).unwrap();
+        assert_eq!(role["rules"][0]["apiGroups"], serde_json::json!([group]), "{role}");
+        assert_eq!(
+            role["rules"][0]["resources"],
+            serde_json::json!(["serviceaccounts/token"]),
+            "{role}"
+        );
+    }
+}

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
 use crate::published::Published;
-use crate::routes::{Endpoint, GroupVersion, ROUTES, Resource, Route, discoverable};
+use crate::routes::{Endpoint, GroupVersion, Parent, ROUTES, Resource, Route, discoverable};
 use crate::state::AppState;
 
 /// True if an `If-None-Match` header matches `etag` (weak comparison, as RFC 9110 asks for
@@ -198,11 +198,16 @@ fn api_document(route: &Route) -> Option<Value> {
         }
         (Endpoint::Group, Some(gv)) => group(gv, true),
         (Endpoint::Resources, Some(gv)) => {
-            let resources: Vec<Value> = discoverable()
+            let mut resources: Vec<Value> = Vec::new();
+            for resource in discoverable()
                 .filter(|r| r.group_version == Some(gv))
                 .filter_map(|r| r.endpoint.resource())
-                .map(api_resource)
-                .collect();
+            {
+                if let Some(parent) = resource.parent {
+                    resources.push(parent_resource(parent, resource.namespaced));
+                }
+                resources.push(api_resource(resource));
+            }
             let mut list = Map::new();
             list.insert("kind".into(), "APIResourceList".into());
             // As kube-apiserver: the core group's list carries no apiVersion.
@@ -231,6 +236,18 @@ fn api_resource(resource: Resource) -> Value {
     entry.insert("kind".into(), resource.kind.into());
     entry.insert("verbs".into(), json!(["create"]));
     Value::Object(entry)
+}
+
+/// The resource a subresource belongs to: listed, with no verbs, so that its group and
+/// version resolve for kubectl and RBAC tools; warrant serves none of its own operations.
+fn parent_resource(parent: Parent, namespaced: bool) -> Value {
+    json!({
+        "name": parent.name,
+        "singularName": parent.singular,
+        "namespaced": namespaced,
+        "kind": parent.kind,
+        "verbs": [],
+    })
 }
 
 /// An `APIGroup` with its one version; inside an `APIGroupList` it carries no kind of its own.

@@ -495,6 +495,21 @@ pub(crate) struct Resource {
     /// The group-version of its body's kind when it differs from the route's (a TokenRequest
     /// is an `authentication.k8s.io/v1` object wherever it is posted).
     pub(crate) kind_group_version: Option<GroupVersion>,
+    /// For a subresource, the resource it belongs to, listed before it with no verbs of its
+    /// own: kubectl (`create role --resource=serviceaccounts.warrant.dev/token`) and RBAC
+    /// tooling find a subresource's group through its parent.
+    pub(crate) parent: Option<Parent>,
+}
+
+/// The resource a subresource belongs to, as discovery lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Parent {
+    /// `serviceaccounts`.
+    pub(crate) name: &'static str,
+    /// `serviceaccount`.
+    pub(crate) singular: &'static str,
+    /// `ServiceAccount`.
+    pub(crate) kind: &'static str,
 }
 
 impl Endpoint {
@@ -507,6 +522,11 @@ impl Endpoint {
                 namespaced: true,
                 kind: "TokenRequest",
                 kind_group_version: Some(AUTHENTICATION_V1),
+                parent: Some(Parent {
+                    name: "serviceaccounts",
+                    singular: "serviceaccount",
+                    kind: "ServiceAccount",
+                }),
             }),
             Endpoint::TokenReview => Some(Resource {
                 name: "tokenreviews",
@@ -514,6 +534,7 @@ impl Endpoint {
                 namespaced: false,
                 kind: "TokenReview",
                 kind_group_version: None,
+                parent: None,
             }),
             _ => None,
         }

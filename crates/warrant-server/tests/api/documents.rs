@@ -177,10 +177,16 @@ async fn kubernetes_discovery() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["serviceaccounts/token", "tokenreviews"]);
+    assert_eq!(
+        names,
+        ["serviceaccounts", "serviceaccounts/token", "tokenreviews"]
+    );
     // The subresource takes an authentication.k8s.io/v1 TokenRequest in every group, as in kube.
-    assert_eq!(r.json["resources"][0]["group"], "authentication.k8s.io");
-    assert_eq!(r.json["resources"][0]["version"], "v1");
+    assert_eq!(r.json["resources"][1]["group"], "authentication.k8s.io");
+    assert_eq!(r.json["resources"][1]["version"], "v1");
+    // The parent of the subresource is listed with no verbs: warrant serves none of its own.
+    assert_eq!(r.json["resources"][0]["kind"], "ServiceAccount");
+    assert_eq!(r.json["resources"][0]["verbs"], serde_json::json!([]));
     let r = api.get("/apis").await;
     let groups: Vec<&str> = r.json["groups"]
         .as_array()

@@ -298,7 +298,10 @@ async fn the_aggregators_requests() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["serviceaccounts/token", "tokenreviews"]);
+    assert_eq!(
+        names,
+        ["serviceaccounts", "serviceaccounts/token", "tokenreviews"]
+    );
     for path in [
         "/openapi/v2",
         "/openapi/v3",
