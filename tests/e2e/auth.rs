@@ -413,7 +413,11 @@ async fn kubectl_rbac_commands_know_warrants_resources() {
             "json",
         ]);
         let role: serde_json::Value = serde_json::from_str(&role).unwrap();
-        assert_eq!(role["rules"][0]["apiGroups"], serde_json::json!([group]), "{role}");
+        assert_eq!(
+            role["rules"][0]["apiGroups"],
+            serde_json::json!([group]),
+            "{role}"
+        );
         assert_eq!(
             role["rules"][0]["resources"],
             serde_json::json!(["serviceaccounts/token"]),

@@ -56,6 +56,21 @@ fn deploy_renders_a_complete_install() {
     assert!(container["resources"]["requests"]["cpu"].is_string());
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/livez");
+    assert_eq!(container["startupProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    find("NetworkPolicy", "warrant");
+
+    // The pod's grace covers the shutdown delay and the 30 s requests in flight get after it,
+    // or the kubelet would kill warrant mid-request.
+    let delay = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|a| a.as_str()?.strip_prefix("--shutdown-delay-duration="))
+        .expect("the Deployment sets --shutdown-delay-duration");
+    let delay: u64 = delay.trim_end_matches('s').parse().unwrap();
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(grace > delay + 30, "{grace} s of grace for {delay} s + 30 s");
 
     assert_serve_knows(&container["args"]);
 }

@@ -344,3 +344,84 @@ fn local_setup_files_are_private() {
         assert_eq!(mode(secret), 0o600, "{secret}");
     }
 }
+
+/// A rollout without refused logins: on SIGTERM readiness fails at once while requests are still
+/// served (the shutdown delay, cut short by a second signal); then the listener closes, a
+/// request already in flight is answered, and warrant exits cleanly.
+#[tokio::test]
+async fn shutdown_fails_readiness_first_and_finishes_requests_in_flight() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    // Waits against the real clock: the server is a real process.
+    #[allow(clippy::disallowed_methods)]
+    async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !check().await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: not within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let mut w = Warrant::start(OBJECTS, &["--shutdown-delay-duration", "10m"]).await;
+    let addr = format!("127.0.0.1:{}", w.port);
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+
+    // A TokenReview in flight: its headers and half its body are in when SIGTERM arrives.
+    let token = w.token(&[]);
+    let body = format!(
+        r#"{{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{{"token":"{token}"}}}}"#
+    );
+    let (first, rest) = body.split_at(body.len() / 2);
+    let mut in_flight = tls_client(&w, &[b"http/1.1"])
+        .connect(
+            name.clone(),
+            tokio::net::TcpStream::connect(&addr).await.unwrap(),
+        )
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /apis/authentication.k8s.io/v1/tokenreviews HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{first}",
+        w.admin_token(),
+        body.len()
+    );
+    in_flight.write_all(head.as_bytes()).await.unwrap();
+    // Flushed: the server has the request (and waits for the rest of its body) long before
+    // the listener closes, several round trips after the signal.
+    in_flight.flush().await.unwrap();
+
+    w.signal("TERM");
+    let readyz = || {
+        let http = w.http.clone();
+        let url = w.url("/readyz");
+        async move { http.get(url).send().await.map(|r| r.status().as_u16()) }
+    };
+    until("readiness fails", async || readyz().await.ok() == Some(503)).await;
+    // Still serving: new connections are accepted and answered.
+    assert!(w.token(&[]).starts_with("ey"));
+
+    // A second signal cuts the delay short: warrant stops accepting. (The test holds the
+    // socket-activated listener, so a new connection is not refused: its handshake is never
+    // answered.)
+    w.signal("TERM");
+    let client = tls_client(&w, &[b"http/1.1"]);
+    until("accepting stops", async || {
+        let Ok(tcp) = tokio::net::TcpStream::connect(&addr).await else {
+            return true;
+        };
+        let handshake = client.connect(name.clone(), tcp);
+        tokio::time::timeout(Duration::from_secs(1), handshake)
+            .await
+            .is_err()
+    })
+    .await;
+    // ...and the request in flight is still answered.
+    in_flight.write_all(rest.as_bytes()).await.unwrap();
+    in_flight.flush().await.unwrap();
+    let mut answer = Vec::new();
+    let _ = in_flight.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert!(answer.contains(r#""authenticated":true"#), "{answer}");
+    assert!(w.wait_exit().success());
+}

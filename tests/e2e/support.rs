@@ -259,7 +259,21 @@ impl Warrant {
         self.dir.path().join(name)
     }
 
-    /// The admin bearer token from the local setup.
+    /// Sends the server `signal` (`TERM`, `INT`), as a kubelet or a person does.
+    pub(crate) fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal}");
+    }
+
+    /// Waits for the server process to exit, and says how it did.
+    pub(crate) fn wait_exit(&mut self) -> std::process::ExitStatus {
+        self.child.wait().unwrap()
+    }
+
     /// A figure from the server process's /proc/PID/status (`VmRSS`, in KiB) or, for `"fds"`,
     /// its open descriptors.
     pub(crate) fn process(&self, what: &str) -> u64 {

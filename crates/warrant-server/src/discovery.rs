@@ -1,12 +1,13 @@
 //! The read-only endpoints: OIDC discovery and JWKS for relying parties, Kubernetes API
-//! discovery for kubectl and kube-apiserver's aggregator, version, health and metrics.
+//! discovery for kubectl and kube-apiserver's aggregator, version and metrics (health is
+//! `health.rs`).
 //!
 //! Every body here except health and metrics is fixed once the server starts (or, for the key
 //! documents, once per key-set change), so handlers copy prepared bytes.
 
 use std::sync::OnceLock;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH};
@@ -258,60 +259,6 @@ fn group(gv: GroupVersion, standalone: bool) -> Value {
     } else {
         json!({"name": gv.group, "versions": [version], "preferredVersion": version})
     }
-}
-
-/// `GET /livez`: the process is serving.
-pub(crate) async fn livez() -> Response {
-    "ok".into_response()
-}
-
-/// `GET /readyz` (and `/healthz`): ready while the objects can be trusted (loaded, and, with
-/// `--max-cache-staleness`, current; keys are loaded before the server starts). `?verbose` lists each check, as kube-apiserver's does.
-pub(crate) async fn readyz(
-    State(state): State<AppState>,
-    Query(query): Query<std::collections::HashMap<String, String>>,
-) -> Response {
-    let objects = state.objects().not_ready();
-    let trust = state.authenticator().ready();
-    let ready = objects.is_none() && trust;
-    let code = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    if !query.contains_key("verbose") {
-        let text = match (&objects, trust) {
-            (None, true) => "ok".to_owned(),
-            (Some(why), _) => format!("not ready: objects {why}"),
-            (None, false) => "not ready: front-proxy configuration not loaded yet".to_owned(),
-        };
-        return (code, text).into_response();
-    }
-    let mut body = String::from("[+]keys ok\n");
-    match &objects {
-        None => body.push_str("[+]objects ok\n"),
-        Some(why) => body.push_str(&format!("[-]objects failed: {why}\n")),
-    }
-    body.push_str(if trust {
-        "[+]client-trust ok\n"
-    } else {
-        "[-]client-trust failed: front-proxy configuration not loaded yet\n"
-    });
-    match state.published().discovery() {
-        Ok(_) => body.push_str("[+]discovery ok\n"),
-        // Informational: a non-https issuer disables discovery, not readiness.
-        Err(e) => body.push_str(&format!("[+]discovery disabled: {e}\n")),
-    }
-    // Informational too: degraded components that keep serving (a key store that cannot be read).
-    for (name, text) in state.reports() {
-        body.push_str(&format!("[+]{name} {text}\n"));
-    }
-    body.push_str(if ready {
-        "readyz check passed\n"
-    } else {
-        "readyz check failed\n"
-    });
-    (code, body).into_response()
 }
 
 /// `GET /metrics`: Prometheus text format.

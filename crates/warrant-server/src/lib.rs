@@ -8,6 +8,7 @@ mod body;
 mod connections;
 mod discovery;
 mod error;
+mod health;
 mod layers;
 mod metrics;
 mod openapi;
@@ -124,8 +125,10 @@ async fn dispatch(State(state): State<AppState>, mut request: Request) -> Respon
         Endpoint::OpenApiV3Index => openapi::v3_index.call(request, state).await,
         Endpoint::OpenApiV3 => openapi::v3_group_version.call(request, state).await,
         Endpoint::Version => discovery::version().await,
-        Endpoint::Livez => discovery::livez().await,
-        Endpoint::Readyz => discovery::readyz.call(request, state).await,
+        Endpoint::Livez => health::livez.call(request, state).await,
+        Endpoint::LivezCheck => health::livez_check.call(request, state).await,
+        Endpoint::Readyz => health::readyz.call(request, state).await,
+        Endpoint::ReadyzCheck => health::readyz_check.call(request, state).await,
         // Authorized by the authorization layer (`get` on the path `/metrics`), as in
         // kube-apiserver.
         Endpoint::Metrics => discovery::metrics(State(state)).await,

@@ -91,8 +91,12 @@ pub(crate) enum Endpoint {
     Version,
     /// `/livez`.
     Livez,
+    /// `/livez/{name}`: one liveness check.
+    LivezCheck,
     /// `/readyz`, `/healthz`.
     Readyz,
+    /// `/readyz/{name}`: one readiness check.
+    ReadyzCheck,
     /// `/metrics`, which needs authorization (`get` on the path).
     Metrics,
 }
@@ -286,7 +290,9 @@ pub(crate) static ROUTES: &[Route] = &[
     ),
     route("/version", Verb::Get, Endpoint::Version, "version"),
     route("/livez", Verb::Get, Endpoint::Livez, "health"),
+    route("/livez/{name}", Verb::Get, Endpoint::LivezCheck, "health"),
     route("/readyz", Verb::Get, Endpoint::Readyz, "health"),
+    route("/readyz/{name}", Verb::Get, Endpoint::ReadyzCheck, "health"),
     route("/healthz", Verb::Get, Endpoint::Readyz, "health"),
     route("/metrics", Verb::Get, Endpoint::Metrics, "metrics"),
 ];
@@ -374,7 +380,9 @@ impl Routed {
             | Endpoint::OpenApiV3
             | Endpoint::Version
             | Endpoint::Livez
-            | Endpoint::Readyz => None,
+            | Endpoint::LivezCheck
+            | Endpoint::Readyz
+            | Endpoint::ReadyzCheck => None,
         }
     }
 }

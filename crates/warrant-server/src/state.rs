@@ -1,6 +1,6 @@
 //! Everything a request handler needs, shared by all of them.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
@@ -35,6 +35,8 @@ struct Inner {
     keys_changed_at: AtomicI64,
     /// [`Settings::issuer_path`], worked out once.
     issuer_path: String,
+    /// Set when shutdown begins: readiness fails from then on.
+    shutting_down: AtomicBool,
 }
 
 /// A line of `/readyz?verbose` that a component computes when asked (see
@@ -90,6 +92,7 @@ impl AppState {
                 reports: Mutex::new(Vec::new()),
                 keys_changed_at,
                 issuer_path,
+                shutting_down: AtomicBool::new(false),
             }),
         }
     }
@@ -127,6 +130,17 @@ impl AppState {
     /// The path of the issuer's URL (`/tenant-a`, or empty): discovery is served below it too.
     pub fn issuer_path(&self) -> &str {
         &self.inner.issuer_path
+    }
+
+    /// Marks the server as shutting down: `/readyz` fails from now on (so endpoints and
+    /// kube-apiserver's webhook stop sending), while requests are still served.
+    pub fn begin_shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::Relaxed);
+    }
+
+    /// True once [`begin_shutdown`](Self::begin_shutdown) was called.
+    pub fn shutting_down(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::Relaxed)
     }
 
     /// The objects tokens bind to.

@@ -489,6 +489,11 @@ pub(crate) struct ServeArgs {
     /// HTTP/2), as kube-apiserver's IdleTimeout.
     #[arg(long = "connection-idle-timeout", default_value = "90s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
     pub(crate) connection_idle_timeout: std::time::Duration,
+    /// On SIGTERM, how long to keep serving with /readyz failing before the listener closes,
+    /// so that endpoints and kube-apiserver's webhook stop sending first (kube-apiserver's
+    /// flag). Requests in flight then get up to 30 s to finish. A second signal cuts it short.
+    #[arg(long = "shutdown-delay-duration", default_value = "0s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
+    pub(crate) shutdown_delay: std::time::Duration,
     /// Serving certificate chain (PEM). Required unless --secure-port 0.
     #[arg(long = "tls-cert-file", value_name = "PATH")]
     pub(crate) tls_cert_file: Option<PathBuf>,

@@ -87,6 +87,7 @@ pub(crate) async fn run(
     }
 
     let _auth = auth.running;
+    let shutdown = shutdown(state.clone(), args.shutdown_delay);
     match https {
         Some(mut https) => {
             let tls = server_config(&https.certificate, &auth.trust)?;
@@ -106,7 +107,7 @@ pub(crate) async fn run(
                 router(state),
                 https.serving,
                 https.connections,
-                shutdown_signal(),
+                shutdown,
             )
             .await;
         }
@@ -116,7 +117,7 @@ pub(crate) async fn run(
                 signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
                 "serving the signing socket only (--secure-port 0: no HTTPS, so no API, metrics or health endpoints)"
             );
-            shutdown_signal().await;
+            shutdown.await;
         }
     }
     if let Some(signer) = signer {
@@ -331,5 +332,24 @@ async fn shutdown_signal() {
     {
         let _ = interrupt.await;
     }
-    tracing::info!("shutting down: finishing requests in flight");
+}
+
+/// Completes when the server should stop accepting: at SIGTERM (or SIGINT) readiness fails at
+/// once, the server goes on serving for `delay` (so endpoints and kube-apiserver's webhook
+/// stop sending before anything is refused; a second signal cuts it short), then this
+/// completes and requests in flight get the server's grace to finish.
+async fn shutdown(state: AppState, delay: std::time::Duration) {
+    shutdown_signal().await;
+    state.begin_shutdown();
+    if !delay.is_zero() {
+        tracing::info!(
+            delay = %format!("{}s", delay.as_secs_f64()),
+            "shutting down: /readyz fails from now on; serving on for the shutdown delay"
+        );
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = shutdown_signal() => tracing::info!("a second signal: not waiting out the shutdown delay"),
+        }
+    }
+    tracing::info!("shutting down: no new connections; finishing requests in flight");
 }

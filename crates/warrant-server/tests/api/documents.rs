@@ -241,6 +241,56 @@ async fn health_and_metrics() {
     );
 }
 
+/// Named checks, as kube-apiserver has them: each alone at `/readyz/NAME` and `/livez/NAME`,
+/// `?exclude=NAME`, and readiness failing from the start of shutdown while requests are served.
+#[tokio::test]
+async fn named_health_checks_and_shutdown() {
+    let api = api();
+    for path in [
+        "/readyz/shutdown",
+        "/readyz/objects",
+        "/livez/ping",
+        "/livez/keys",
+    ] {
+        let r = api.get(path).await;
+        assert_eq!((r.code, r.text.as_str()), (StatusCode::OK, "ok"), "{path}");
+    }
+    assert_eq!(api.get("/readyz/nothing").await.code, StatusCode::NOT_FOUND);
+    let live = api.get("/livez?verbose").await.text;
+    assert_eq!(live, "[+]ping ok\n[+]keys ok\nlivez check passed\n");
+
+    api.state.begin_shutdown();
+    let r = api.get("/readyz").await;
+    assert_eq!(r.code, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.text, "not ready: the server is shutting down");
+    let r = api.get("/readyz/shutdown").await;
+    assert_eq!(
+        (r.code, r.text.as_str()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "internal server error: the server is shutting down"
+        )
+    );
+    let r = api.get("/readyz?verbose").await;
+    assert!(
+        r.text
+            .starts_with("[-]shutdown failed: the server is shutting down\n")
+            && r.text.ends_with("readyz check failed\n"),
+        "{}",
+        r.text
+    );
+    let r = api.get("/readyz?verbose&exclude=shutdown").await;
+    assert_eq!(r.code, StatusCode::OK, "{}", r.text);
+    assert!(
+        r.text.starts_with("[+]shutdown excluded: ok\n"),
+        "{}",
+        r.text
+    );
+    // Still serving: liveness holds and tokens are issued.
+    assert_eq!(api.get("/livez").await.text, "ok");
+    assert_eq!(api.token("app", json!({})).await.code, StatusCode::CREATED);
+}
+
 #[tokio::test]
 async fn degraded_components_are_reported_without_failing_readiness() {
     let api = api();

@@ -1,0 +1,231 @@
+//! Health as kube-apiserver reports it: `/livez` and `/readyz` (and `/healthz`, as `/readyz`),
+//! each a list of named checks.
+//!
+//! - `GET /readyz`: `ok`, or 503 naming what is not ready. `?verbose` lists every check as
+//!   `[+]name ok` / `[-]name failed: why`, informational lines as `[+]name text`; `?exclude=NAME`
+//!   (repeatable) skips a check, listed as `[+]NAME excluded: ok`. `GET /readyz/NAME` runs that
+//!   check alone: `ok`, or 503 `internal server error: why`; an unknown name is 404.
+//! - Readiness: `shutdown` (fails from SIGTERM on, so endpoints and kube-apiserver's webhook
+//!   stop sending while requests are still served), `keys`, `objects` (loaded and, with
+//!   `--max-cache-staleness`, current), `client-trust` (the cluster's front-proxy configuration,
+//!   when followed). Informational, never failing: `discovery`, and what components report
+//!   (`key-store`, `key-lease`, …).
+//! - Liveness: `ping` (the runtime answers) and `keys` (the key in force signs, and what it signs
+//!   verifies with the published keys: the one thing warrant cannot serve without).
+
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use http::StatusCode;
+use warrant_token::{Binding, Claims, NewToken, ObjectRef};
+
+use crate::error::ApiError;
+use crate::routes::Params;
+use crate::state::AppState;
+
+/// One check's outcome.
+struct Check {
+    name: &'static str,
+    /// `None`: passed; else why, as `?verbose` and `/readyz/NAME` say it.
+    failure: Option<String>,
+    /// How the plain answer says it failed (`objects …` where the reason alone would not say
+    /// what it is about).
+    summary: Option<String>,
+}
+
+fn check(name: &'static str, failure: Option<String>) -> Check {
+    Check {
+        name,
+        summary: failure.clone(),
+        failure,
+    }
+}
+
+/// The readiness checks, in the order they are listed.
+fn readiness(state: &AppState) -> Vec<Check> {
+    vec![
+        check(
+            "shutdown",
+            state
+                .shutting_down()
+                .then(|| "the server is shutting down".to_owned()),
+        ),
+        // Loaded before the server started, and kept (the last good set) if a reload fails.
+        check("keys", None),
+        {
+            let why = state.objects().not_ready();
+            Check {
+                name: "objects",
+                summary: why.as_ref().map(|why| format!("objects {why}")),
+                failure: why,
+            }
+        },
+        check(
+            "client-trust",
+            (!state.authenticator().ready())
+                .then(|| "front-proxy configuration not loaded yet".to_owned()),
+        ),
+    ]
+}
+
+/// The liveness checks.
+fn liveness(state: &AppState) -> Vec<Check> {
+    let now = state.clock().now();
+    let published = state.published();
+    let key = published.keys().signing_at(now);
+    // A token of warrant's own, bound to nothing and for no one, signed by the key in force and
+    // checked as every token is (pre-filter, key, signature, issuer). It is never sent anywhere.
+    let issuer = state.settings().issuers.first().map_or("", String::as_str);
+    let claims = Claims::new(NewToken {
+        issuer,
+        namespace: "",
+        service_account: ObjectRef::new("livez", ""),
+        audiences: vec!["livez".to_owned()],
+        binding: Binding::None,
+        issued_at: now.as_second(),
+        expires_at: now.as_second().saturating_add(60),
+        warn_after: None,
+        jti: String::new(),
+    });
+    let payload = URL_SAFE_NO_PAD.encode(claims.to_json());
+    let usable = key
+        .sign_detached(&payload)
+        .map_err(|e| format!("the key in force cannot sign: {e}"))
+        .and_then(|signed| {
+            let token = format!("{}.{payload}.{}", signed.header, signed.signature);
+            published
+                .verifier()
+                .verify_signature(&token)
+                .map(drop)
+                .map_err(|e| format!("a signature of the key in force does not verify: {e}"))
+        });
+    vec![check("ping", None), check("keys", usable.err())]
+}
+
+/// What the query asks: verbose, and the checks to skip.
+struct Asked {
+    verbose: bool,
+    exclude: Vec<String>,
+}
+
+impl Asked {
+    fn from(query: &[(String, String)]) -> Asked {
+        Asked {
+            verbose: query.iter().any(|(k, _)| k == "verbose"),
+            exclude: query
+                .iter()
+                .filter(|(k, _)| k == "exclude")
+                .map(|(_, v)| v.clone())
+                .collect(),
+        }
+    }
+}
+
+/// The answer to `/readyz` or `/livez` (`what`), with `informational` lines for `?verbose`.
+fn report(
+    what: &str,
+    checks: &[Check],
+    informational: &[(String, String)],
+    asked: &Asked,
+) -> Response {
+    let mut failed = Vec::new();
+    let mut verbose = String::new();
+    for check in checks {
+        if asked.exclude.iter().any(|e| e == check.name) {
+            verbose.push_str(&format!("[+]{} excluded: ok\n", check.name));
+            continue;
+        }
+        match &check.failure {
+            None => verbose.push_str(&format!("[+]{} ok\n", check.name)),
+            Some(why) => {
+                verbose.push_str(&format!("[-]{} failed: {why}\n", check.name));
+                failed.push(check.summary.as_deref().unwrap_or(why.as_str()));
+            }
+        }
+    }
+    let ok = failed.is_empty();
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    if !asked.verbose {
+        let text = if ok {
+            "ok".to_owned()
+        } else {
+            format!("not ready: {}", failed.join("; "))
+        };
+        return (code, text).into_response();
+    }
+    for (name, text) in informational {
+        verbose.push_str(&format!("[+]{name} {text}\n"));
+    }
+    verbose.push_str(&format!(
+        "{what} check {}\n",
+        if ok { "passed" } else { "failed" }
+    ));
+    (code, verbose).into_response()
+}
+
+/// One check alone: `/readyz/NAME`, `/livez/NAME`.
+fn single(checks: Vec<Check>, name: &str) -> Response {
+    match checks.into_iter().find(|c| c.name == name) {
+        None => ApiError::no_such_path().into_response(),
+        Some(Check { failure: None, .. }) => "ok".into_response(),
+        Some(Check {
+            failure: Some(why), ..
+        }) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("internal server error: {why}"),
+        )
+            .into_response(),
+    }
+}
+
+/// `GET /readyz` and `/healthz`.
+pub(crate) async fn readyz(
+    State(state): State<AppState>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Response {
+    let mut informational = Vec::new();
+    match state.published().discovery() {
+        Ok(_) => informational.push(("discovery".to_owned(), "ok".to_owned())),
+        // A non-https issuer disables discovery, not readiness.
+        Err(e) => informational.push(("discovery".to_owned(), format!("disabled: {e}"))),
+    }
+    // Degraded components that keep serving (a key store that cannot be read).
+    for (name, text) in state.reports() {
+        informational.push((name.to_owned(), text));
+    }
+    report(
+        "readyz",
+        &readiness(&state),
+        &informational,
+        &Asked::from(&query),
+    )
+}
+
+/// `GET /readyz/NAME`.
+pub(crate) async fn readyz_check(
+    State(state): State<AppState>,
+    axum::Extension(params): axum::Extension<Params>,
+) -> Response {
+    single(readiness(&state), &params.name)
+}
+
+/// `GET /livez`.
+pub(crate) async fn livez(
+    State(state): State<AppState>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Response {
+    report("livez", &liveness(&state), &[], &Asked::from(&query))
+}
+
+/// `GET /livez/NAME`.
+pub(crate) async fn livez_check(
+    State(state): State<AppState>,
+    axum::Extension(params): axum::Extension<Params>,
+) -> Response {
+    single(liveness(&state), &params.name)
+}
