@@ -134,12 +134,12 @@ static VERSION: Fixed = Fixed::new(|| {
         "major": "1",
         "minor": "36",
         "gitVersion": concat!("v1.36.0+warrant-", env!("CARGO_PKG_VERSION")),
-        "gitCommit": "",
+        "gitCommit": crate::build::GIT_COMMIT,
         "gitTreeState": "",
-        "buildDate": "",
+        "buildDate": crate::build::BUILD_DATE,
         "goVersion": "",
         "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        "platform": crate::build::PLATFORM,
     })
 });
 

@@ -24,6 +24,21 @@ mod tokenrequest;
 mod tokenreview;
 pub mod wire;
 
+/// What this build is: version, git commit, build date (the commit's) and platform in Go's
+/// names, as `/version` and `warrant --version` say (see build.rs).
+pub mod build {
+    /// warrant's version.
+    pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+    /// The git commit built, or empty.
+    pub const GIT_COMMIT: &str = env!("WARRANT_GIT_COMMIT");
+    /// When that commit was made (RFC 3339, UTC), or empty.
+    pub const BUILD_DATE: &str = env!("WARRANT_BUILD_DATE");
+    /// `linux/amd64`, as Go names platforms.
+    pub const PLATFORM: &str = env!("WARRANT_PLATFORM");
+    /// `0.1.0 (commit 0123456789ab, built 2026-11-25T04:00:00Z, linux/amd64)`.
+    pub const VERSION_LINE: &str = env!("WARRANT_VERSION_LINE");
+}
+
 /// Entry points for the fuzz targets (`fuzz/`) and their corpus replay; not an API.
 #[doc(hidden)]
 pub mod fuzzing {

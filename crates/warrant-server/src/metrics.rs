@@ -40,6 +40,8 @@ struct CacheLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
+    git_commit: &'static str,
+    platform: &'static str,
 }
 
 /// The outcome of a TokenReview, for counting.
@@ -123,10 +125,16 @@ impl Metrics {
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
+                version: crate::build::VERSION,
+                git_commit: crate::build::GIT_COMMIT,
+                platform: crate::build::PLATFORM,
             })
             .set(1);
-        registry.register("warrant_build_info", "warrant's version", build);
+        registry.register(
+            "warrant_build_info",
+            "warrant's version, git commit and platform",
+            build,
+        );
         metrics
     }
 

@@ -7,7 +7,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 /// warrant: a standalone, Kubernetes-compatible service-account token issuer.
 #[derive(Debug, Parser)]
-#[command(name = "warrant", version, about, long_about = None)]
+#[command(name = "warrant", version = warrant_server::build::VERSION_LINE, about, long_about = None)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,

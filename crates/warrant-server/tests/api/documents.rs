@@ -241,6 +241,38 @@ async fn health_and_metrics() {
     );
 }
 
+/// `/version` says what was built, as kube-apiserver does: the git commit (and its date), and
+/// the platform in Go's names, which kubectl shows.
+#[tokio::test]
+async fn version_names_the_build() {
+    let api = api();
+    let version = api.get("/version").await.json;
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned());
+    match head {
+        // Built from this checkout: its commit (the build script reruns when HEAD moves).
+        Some(head) => {
+            assert_eq!(version["gitCommit"], head.as_str());
+            assert!(version["buildDate"].as_str().unwrap().ends_with('Z'), "{version}");
+        }
+        None => assert_eq!(version["gitCommit"], ""),
+    }
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    assert_eq!(
+        version["platform"],
+        format!("{}/{arch}", std::env::consts::OS).as_str()
+    );
+}
+
 /// Named checks, as kube-apiserver has them: each alone at `/readyz/NAME` and `/livez/NAME`,
 /// `?exclude=NAME`, and readiness failing from the start of shutdown while requests are served.
 #[tokio::test]

@@ -1,0 +1,58 @@
+//! What `/version` and `warrant --version` say of the build: the git commit and the commit's
+//! date (reproducible: the same source gives the same answer), and the platform in Go's names.
+//! `WARRANT_GIT_COMMIT` and `WARRANT_BUILD_DATE` override them where there is no `.git` (an
+//! image built from a copy of the tree: `docker build --build-arg`).
+
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).env("TZ", "UTC").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=WARRANT_GIT_COMMIT");
+    println!("cargo:rerun-if-env-changed=WARRANT_BUILD_DATE");
+    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
+        // A new commit or checkout moves HEAD or a ref.
+        println!("cargo:rerun-if-changed={dir}/HEAD");
+        println!("cargo:rerun-if-changed={dir}/refs/heads");
+        println!("cargo:rerun-if-changed={dir}/packed-refs");
+    }
+    let commit = std::env::var("WARRANT_GIT_COMMIT")
+        .ok()
+        .or_else(|| git(&["rev-parse", "HEAD"]))
+        .unwrap_or_default();
+    let date = std::env::var("WARRANT_BUILD_DATE")
+        .ok()
+        .or_else(|| {
+            // The commit's time, in UTC, as Kubernetes writes buildDate.
+            git(&["log", "-1", "--format=%cd", "--date=format-local:%Y-%m-%dT%H:%M:%SZ"])
+        })
+        .unwrap_or_default();
+    println!("cargo:rustc-env=WARRANT_GIT_COMMIT={commit}");
+    println!("cargo:rustc-env=WARRANT_BUILD_DATE={date}");
+    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default().as_str() {
+        "x86_64" => "amd64".to_owned(),
+        "aarch64" => "arm64".to_owned(),
+        "x86" => "386".to_owned(),
+        "powerpc64" => "ppc64le".to_owned(),
+        other => other.to_owned(),
+    };
+    println!("cargo:rustc-env=WARRANT_PLATFORM={os}/{arch}");
+    let mut line = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    let mut about = Vec::new();
+    if !commit.is_empty() {
+        about.push(format!("commit {}", commit.get(..12).unwrap_or(&commit)));
+    }
+    if !date.is_empty() {
+        about.push(format!("built {date}"));
+    }
+    about.push(format!("{os}/{arch}"));
+    line.push_str(&format!(" ({})", about.join(", ")));
+    println!("cargo:rustc-env=WARRANT_VERSION_LINE={line}");
+}
