@@ -6,7 +6,11 @@
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).env("TZ", "UTC").output().ok()?;
+    let out = Command::new("git")
+        .args(args)
+        .env("TZ", "UTC")
+        .output()
+        .ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
@@ -30,13 +34,21 @@ fn main() {
         .ok()
         .or_else(|| {
             // The commit's time, in UTC, as Kubernetes writes buildDate.
-            git(&["log", "-1", "--format=%cd", "--date=format-local:%Y-%m-%dT%H:%M:%SZ"])
+            git(&[
+                "log",
+                "-1",
+                "--format=%cd",
+                "--date=format-local:%Y-%m-%dT%H:%M:%SZ",
+            ])
         })
         .unwrap_or_default();
     println!("cargo:rustc-env=WARRANT_GIT_COMMIT={commit}");
     println!("cargo:rustc-env=WARRANT_BUILD_DATE={date}");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default().as_str() {
+    let arch = match std::env::var("CARGO_CFG_TARGET_ARCH")
+        .unwrap_or_default()
+        .as_str()
+    {
         "x86_64" => "amd64".to_owned(),
         "aarch64" => "arm64".to_owned(),
         "x86" => "386".to_owned(),

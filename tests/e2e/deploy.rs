@@ -70,7 +70,10 @@ fn deploy_renders_a_complete_install() {
         .expect("the Deployment sets --shutdown-delay-duration");
     let delay: u64 = delay.trim_end_matches('s').parse().unwrap();
     let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
-    assert!(grace > delay + 30, "{grace} s of grace for {delay} s + 30 s");
+    assert!(
+        grace > delay + 30,
+        "{grace} s of grace for {delay} s + 30 s"
+    );
 
     assert_serve_knows(&container["args"]);
 }

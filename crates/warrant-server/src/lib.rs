@@ -12,6 +12,7 @@ mod health;
 mod layers;
 mod metrics;
 mod openapi;
+mod process;
 mod protobuf;
 mod published;
 mod review;

@@ -130,6 +130,7 @@ impl Metrics {
                 platform: crate::build::PLATFORM,
             })
             .set(1);
+        registry.register_collector(Box::new(crate::process::ProcessCollector));
         registry.register(
             "warrant_build_info",
             "warrant's version, git commit and platform",

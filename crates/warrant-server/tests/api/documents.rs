@@ -239,6 +239,21 @@ async fn health_and_metrics() {
         "{}",
         r.text
     );
+    // The process's own figures, under the names every Prometheus client library uses.
+    for name in [
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
+        "process_virtual_memory_bytes ",
+        "process_open_fds ",
+        "process_max_fds ",
+        "process_start_time_seconds ",
+    ] {
+        assert!(
+            r.text.lines().any(|l| l.starts_with(name)),
+            "{name}missing:\n{}",
+            r.text
+        );
+    }
 }
 
 /// `/version` says what was built, as kube-apiserver does: the git commit (and its date), and
@@ -258,7 +273,10 @@ async fn version_names_the_build() {
         // Built from this checkout: its commit (the build script reruns when HEAD moves).
         Some(head) => {
             assert_eq!(version["gitCommit"], head.as_str());
-            assert!(version["buildDate"].as_str().unwrap().ends_with('Z'), "{version}");
+            assert!(
+                version["buildDate"].as_str().unwrap().ends_with('Z'),
+                "{version}"
+            );
         }
         None => assert_eq!(version["gitCommit"], ""),
     }
