@@ -102,6 +102,15 @@ async fn abandoned_delegated_lookups_are_released() {
 
 /// A TLS client for `w` offering `alpn` (none: no ALPN at all).
 fn tls_client(w: &Warrant, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    tls_client_speaking(w, alpn, rustls::DEFAULT_VERSIONS)
+}
+
+/// A TLS client for `w` offering `alpn` and speaking only `versions`.
+fn tls_client_speaking(
+    w: &Warrant,
+    alpn: &[&[u8]],
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> tokio_rustls::TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
     let pem = std::fs::read(w.path("ca.crt")).unwrap();
     for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
@@ -109,12 +118,41 @@ fn tls_client(w: &Warrant, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
     }
     let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
+/// kube-apiserver's `--tls-min-version VersionTLS13` reaches the server: a client that speaks
+/// only TLS 1.2 is refused at the handshake (a `protocol_version` alert), one that speaks TLS
+/// 1.3 is served.
+#[tokio::test]
+async fn a_tls13_minimum_refuses_tls12_clients() {
+    let w = Warrant::start(OBJECTS, &["--tls-min-version", "VersionTLS13"]).await;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let connect = || tokio::net::TcpStream::connect(("127.0.0.1", w.port));
+    let alpn = [b"http/1.1".as_slice()];
+
+    let tls12 = tls_client_speaking(&w, &alpn, &[&rustls::version::TLS12]);
+    let refused = tls12
+        .connect(name.clone(), connect().await.unwrap())
+        .await
+        .expect_err("a TLS 1.2 handshake is refused");
+    assert_eq!(
+        refused.to_string(),
+        "received fatal alert: ProtocolVersion",
+        "{refused:?}"
+    );
+
+    let tls13 = tls_client_speaking(&w, &alpn, &[&rustls::version::TLS13]);
+    let served = tls13.connect(name, connect().await.unwrap()).await.unwrap();
+    assert_eq!(
+        served.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_3)
+    );
 }
 
 /// Reads until the server closes the connection; fails if it is still open after a minute.

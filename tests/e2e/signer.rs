@@ -17,11 +17,14 @@ async fn the_binary_signs_for_kube_apiserver_on_its_socket() {
     let socket = run.path().join("signer.sock");
     // A socket file left by a warrant that crashed: replaced at start.
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
-    let w = Warrant::start(
+    let audit_log = run.path().join("audit/audit.log");
+    let mut w = Warrant::start(
         OBJECTS,
         &[
             "--service-account-signing-endpoint",
             socket.to_str().unwrap(),
+            "--audit-log-path",
+            audit_log.to_str().unwrap(),
         ],
     )
     .await;
@@ -104,6 +107,71 @@ async fn the_binary_signs_for_kube_apiserver_on_its_socket() {
             .await,
         1.0
     );
+
+    // The audit trail, written out when warrant stops: kubectl's TokenRequest, the Sign, the
+    // review and the refused Sign, in that order; never a token or a signature.
+    w.signal("TERM");
+    assert!(w.wait_exit().success());
+    let text = std::fs::read_to_string(&audit_log).unwrap();
+    assert!(!text.contains(&issued) && !text.contains(&signed.signature));
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let decisions: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap(), e["decision"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("TokenRequest", "issued"),
+            ("Sign", "signed"),
+            ("TokenReview", "authenticated"),
+            ("Sign", "refused"),
+        ]
+    );
+    let jti = |token: &str| -> String {
+        let claims: Value = serde_json::from_slice(
+            &URL_SAFE_NO_PAD
+                .decode(token.split('.').nth(1).unwrap())
+                .unwrap(),
+        )
+        .unwrap();
+        format!("JTI={}", claims["jti"].as_str().unwrap())
+    };
+    // The Sign and the review are of the same claims as the issued token.
+    for event in &events[..3] {
+        assert_eq!(event["credentialID"], jti(&issued).as_str(), "{event}");
+        assert_eq!(event["serviceAccount"]["name"], "app");
+        assert_eq!(event["audiences"], serde_json::json!(["vault"]));
+    }
+    assert_eq!(events[1]["keyID"], header["kid"]);
+    assert_eq!(events[1]["requester"]["authenticatedBy"], "unix-socket");
+    let pid = std::process::id();
+    assert_eq!(
+        events[1]["requester"]["clientAddress"],
+        format!("unix:pid={pid},uid={}", own_uid()).as_str()
+    );
+    assert!(
+        events[3]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is not an issuer of this signer")
+    );
+    // kubectl authenticated with the admin's client certificate, from this machine.
+    assert_eq!(events[0]["requester"]["user"], "admin");
+    assert!(
+        events[0]["requester"]["clientAddress"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:")
+    );
+}
+
+/// This process's user ID, as the kernel reports it to the socket's other end.
+fn own_uid() -> u32 {
+    std::fs::metadata("/proc/self").unwrap().uid()
 }
 
 /// kube-apiserver needs the signer before it can serve anything, including the lists warrant's

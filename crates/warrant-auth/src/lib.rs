@@ -34,7 +34,7 @@ pub use authz::{
 pub use delegation::{
     Backoff, DEFAULT_MAX_IN_FLIGHT, DelegationError, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES,
 };
-pub use loglimit::{LOGGED_ITEM_CHARS, bounded, bounded_list};
+pub use loglimit::{JSON_FIELDS, JsonList, LOGGED_ITEM_CHARS, bounded};
 
 /// Why a request is refused, in kube's terms; the server answers each with kube's `Status`.
 #[derive(Debug, Clone, PartialEq, Eq)]

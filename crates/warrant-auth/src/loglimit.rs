@@ -77,25 +77,54 @@ pub(crate) const LOGGED_ITEMS: usize = 5;
 /// How many characters of one item a log line shows.
 pub const LOGGED_ITEM_CHARS: usize = 128;
 
-/// `items` for a log line: the first [`LOGGED_ITEMS`], each cut to [`LOGGED_ITEM_CHARS`]
-/// characters, and how many more there were.
-pub fn bounded_list(items: &[String]) -> String {
-    let shown: Vec<String> = items
-        .iter()
-        .take(LOGGED_ITEMS)
-        .map(|item| format!("{:?}", bounded(item, LOGGED_ITEM_CHARS)))
-        .collect();
-    let more = items.len().saturating_sub(LOGGED_ITEMS);
-    if more > 0 {
-        format!("[{}] (+{more} more)", shown.join(", "))
-    } else {
-        format!("[{}]", shown.join(", "))
+/// A list of a client's for a log line, written as a JSON array: the first [`LOGGED_ITEMS`],
+/// each cut to [`LOGGED_ITEM_CHARS`] characters, then `"(+N more)"` if there were more. The
+/// JSON log format writes a field holding one as the array itself, not as a string of it
+/// (see [`JSON_FIELDS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct JsonList<'a>(pub &'a [String]);
+
+impl std::fmt::Display for JsonList<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut shown: Vec<String> = self
+            .0
+            .iter()
+            .take(LOGGED_ITEMS)
+            .map(|item| bounded(item, LOGGED_ITEM_CHARS))
+            .collect();
+        let more = self.0.len().saturating_sub(LOGGED_ITEMS);
+        if more > 0 {
+            shown.push(format!("(+{more} more)"));
+        }
+        match serde_json::to_string(&shown) {
+            Ok(text) => f.write_str(&text),
+            Err(_) => Err(std::fmt::Error),
+        }
     }
 }
+
+/// The log fields whose values are [`JsonList`]s: the JSON log format writes them as arrays.
+pub const JSON_FIELDS: &[&str] = &["audiences", "groups"];
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A list is valid JSON whatever its items hold, and says how many it left out.
+    #[test]
+    fn a_json_list_is_json_and_bounded() {
+        let items: Vec<String> = ["a\"b", "c\nd", "e", "f", "g", "h", "i"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let text = JsonList(&items).to_string();
+        let parsed: Vec<String> = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed, ["a\"b", "c\nd", "e", "f", "g", "(+2 more)"]);
+        let long = vec!["x".repeat(1000)];
+        let parsed: Vec<String> = serde_json::from_str(&JsonList(&long).to_string()).unwrap();
+        assert_eq!(parsed[0].chars().count(), LOGGED_ITEM_CHARS + 1);
+        assert_eq!(JsonList(&[]).to_string(), "[]");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_throttle_lets_one_line_through_per_interval_and_counts_the_rest() {
@@ -114,9 +143,9 @@ mod tests {
         let items: Vec<String> = (0..1000)
             .map(|i| format!("{i}{}", "a".repeat(500)))
             .collect();
-        let line = bounded_list(&items);
+        let line = JsonList(&items).to_string();
         assert!(line.len() < 1000, "{}", line.len());
-        assert!(line.ends_with("(+995 more)"), "{line}");
-        assert_eq!(bounded_list(&["vault".to_owned()]), r#"["vault"]"#);
+        assert!(line.ends_with(r#""(+995 more)"]"#), "{line}");
+        assert_eq!(JsonList(&["vault".to_owned()]).to_string(), r#"["vault"]"#);
     }
 }

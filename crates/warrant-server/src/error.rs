@@ -261,6 +261,9 @@ impl IntoResponse for ApiError {
         #[allow(clippy::expect_used)]
         let body = serde_json::to_vec(&self.status()).expect("a Status always serializes");
         let mut response = (self.0.code, body).into_response();
+        response
+            .extensions_mut()
+            .insert(crate::audit::ErrorMessage(self.0.message));
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(seconds) = self.0.details.as_ref().and_then(|d| d.retry_after_seconds) {

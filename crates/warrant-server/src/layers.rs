@@ -2,10 +2,11 @@
 //!
 //! 1. [`track`]: matches the route (the one parse of the path, [`crate::routes::find`]), then
 //!    counts and times the request under the route's label;
-//! 2. (the timeout;)
-//! 3. [`authenticate`]: the caller, by warrant-auth's chain, with this server's review of its
+//! 2. [`crate::audit::layer`]: the audit event of a TokenRequest or TokenReview;
+//! 3. (the timeout;)
+//! 4. [`authenticate`]: the caller, by warrant-auth's chain, with this server's review of its
 //!    own tokens;
-//! 4. [`authorize`]: kube's attributes of the matched route, decided by warrant-auth's
+//! 5. [`authorize`]: kube's attributes of the matched route, decided by warrant-auth's
 //!    authorizers.
 //!
 //! These are the only code besides the handlers that reads the server's state.
@@ -114,8 +115,14 @@ pub(crate) async fn authenticate(
         .strip_identity_headers(request.headers_mut());
     match result {
         Ok(caller) => {
+            // The audit layer, outside this one, reads the caller from the response.
+            let audited = state.audit().enabled().then(|| caller.clone());
             request.extensions_mut().insert(caller);
-            next.run(request).await
+            let mut response = next.run(request).await;
+            if let Some(caller) = audited {
+                response.extensions_mut().insert(caller);
+            }
+            response
         }
         Err(refusal) => ApiError::from(refusal).into_response(),
     }

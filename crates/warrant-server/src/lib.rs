@@ -4,6 +4,7 @@
 //! [`router`] builds the whole API as an axum `Router` (handlers are testable without a socket);
 //! [`serve`] runs it on a TLS listener.
 
+mod audit;
 mod body;
 mod connections;
 mod discovery;
@@ -60,6 +61,7 @@ use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
 
+pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;
 pub use connections::{Connections, RESERVED_DESCRIPTORS, ServeOptions, max_connections_for};
 pub use error::ApiError;
@@ -71,7 +73,9 @@ pub use settings::{
     validate_max_expiration,
 };
 pub use state::{AppState, StateParts};
-pub use tls::{ServingCertificate, TlsError, TlsFiles, serve, server_config};
+pub use tls::{
+    ServingCertificate, TlsError, TlsFiles, TlsMinVersion, TlsSettings, serve, server_config,
+};
 pub use warrant_watch::{FileWatch, WatchError};
 
 use crate::routes::{Endpoint, Routed};
@@ -91,6 +95,7 @@ pub fn router(state: AppState) -> Router {
             http::StatusCode::GATEWAY_TIMEOUT,
             REQUEST_TIMEOUT,
         ))
+        .layer(from_fn_with_state(state.clone(), audit::layer))
         .layer(from_fn_with_state(state.clone(), layers::track))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("the request handler failed").into_response()

@@ -2,9 +2,11 @@
 //! signature, issuer, audience and time (through the verified-signature cache), then, on every
 //! review, the service account and the bound object in the object source.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use warrant_objects::{ObjectError, Objects, check_token_objects};
-use warrant_token::{TokenError, VerifiedToken};
+use warrant_token::{Claims, TokenError, VerifiedToken};
 
 use crate::metrics::{Metrics, ReviewResult};
 use crate::published::Published;
@@ -16,6 +18,9 @@ pub(crate) struct Refused {
     pub(crate) result: ReviewResult,
     /// Why, as TokenReview's `status.error` says it.
     pub(crate) reason: String,
+    /// The token's claims, when its signature was good and an object check refused it (for
+    /// the audit event: whose token it was).
+    pub(crate) claims: Option<Arc<Claims>>,
 }
 
 impl Refused {
@@ -35,7 +40,11 @@ pub(crate) async fn review_token(
     audiences: &[String],
     now: Timestamp,
 ) -> Result<VerifiedToken, Refused> {
-    let refused = |result, reason: String| Refused { result, reason };
+    let refused = |result, reason: String| Refused {
+        result,
+        reason,
+        claims: None,
+    };
     let (verified, lookup) = published.verify(token, audiences, now);
     metrics.signature_lookup(lookup);
     let verified = match verified {
@@ -43,9 +52,14 @@ pub(crate) async fn review_token(
         Err(e @ TokenError::NotMine) => return Err(refused(ReviewResult::NotMine, e.to_string())),
         Err(e) => return Err(refused(ReviewResult::Invalid, e.to_string())),
     };
-    match check_token_objects(objects, &verified.claims, now).await {
-        Ok(()) => Ok(verified),
-        Err(e @ ObjectError::Lookup(_)) => Err(refused(ReviewResult::Unavailable, e.to_string())),
-        Err(e) => Err(refused(ReviewResult::Invalid, e.to_string())),
-    }
+    let (result, reason) = match check_token_objects(objects, &verified.claims, now).await {
+        Ok(()) => return Ok(verified),
+        Err(e @ ObjectError::Lookup(_)) => (ReviewResult::Unavailable, e.to_string()),
+        Err(e) => (ReviewResult::Invalid, e.to_string()),
+    };
+    Err(Refused {
+        result,
+        reason,
+        claims: Some(verified.claims),
+    })
 }

@@ -12,6 +12,7 @@ use warrant_objects::Objects;
 use crate::metrics::Metrics;
 use crate::published::Published;
 use crate::settings::Settings;
+use warrant_audit::Auditor;
 use warrant_auth::{Authenticator, Authorizer};
 use warrant_clock::Clock;
 
@@ -30,6 +31,7 @@ struct Inner {
     metrics: Metrics,
     registry: Registry,
     clock: Clock,
+    audit: Auditor,
     reports: Mutex<Vec<(&'static str, Report)>>,
     /// When the published keys last changed (in whole seconds since the epoch).
     keys_changed_at: AtomicI64,
@@ -59,6 +61,8 @@ pub struct StateParts {
     pub registry: Registry,
     /// The clock.
     pub clock: Clock,
+    /// Where audit events go ([`Auditor::disabled`] without an audit log).
+    pub audit: Auditor,
 }
 
 impl AppState {
@@ -72,6 +76,7 @@ impl AppState {
             authorizer,
             mut registry,
             clock,
+            audit,
         } = parts;
         let metrics = Metrics::register(&mut registry);
         authenticator.register_metrics(&mut registry);
@@ -89,12 +94,18 @@ impl AppState {
                 metrics,
                 registry,
                 clock,
+                audit,
                 reports: Mutex::new(Vec::new()),
                 keys_changed_at,
                 issuer_path,
                 shutting_down: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Where audit events go.
+    pub fn audit(&self) -> &Auditor {
+        &self.inner.audit
     }
 
     /// Issuer settings.

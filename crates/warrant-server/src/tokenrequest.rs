@@ -10,12 +10,14 @@ use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use jiff::{SignedDuration, Timestamp};
+use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_objects::{Kind, LookupError, Record};
 use warrant_token::{
     Binding, Claims, DEFAULT_EXPIRATION_SECONDS, NewToken, ObjectRef, new_jti,
     validate_expiration_seconds,
 };
 
+use crate::audit::AuditFacts;
 use crate::body;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -51,9 +53,9 @@ pub(crate) async fn create(
             user = %user.name,
             namespace = %namespace,
             serviceaccount = %name,
-            audiences = %warrant_auth::bounded_list(&issued.audiences),
+            audiences = %warrant_auth::JsonList(&issued.claims.aud),
             binding = issued.binding,
-            credential_id = %format!("JTI={}", issued.jti),
+            credential_id = %format!("JTI={}", issued.claims.jti),
             "issued a token"
         );
         Ok::<_, ApiError>(issued)
@@ -62,6 +64,12 @@ pub(crate) async fn create(
     match result {
         Ok(issued) => {
             state.metrics().token_issued(issued.binding);
+            let audit = state.audit().enabled().then(|| AuditFacts {
+                decision: Decision::Issued,
+                reason: String::new(),
+                service_account: ServiceAccount::from_claims(&issued.claims),
+                token: Some(TokenFacts::from_claims(&issued.claims, &issued.kid)),
+            });
             // A bug here is a caught panic and a 500, never a 201 with an empty body.
             #[allow(clippy::expect_used)]
             let body =
@@ -71,6 +79,9 @@ pub(crate) async fn create(
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             if let Some(warning) = issued.warning.and_then(|w| HeaderValue::from_str(&w).ok()) {
                 headers.insert(http::header::WARNING, warning);
+            }
+            if let Some(audit) = audit {
+                response.extensions_mut().insert(audit);
             }
             response
         }
@@ -83,8 +94,10 @@ pub(crate) struct Issued {
     pub(crate) response: TokenRequest,
     pub(crate) warning: Option<String>,
     pub(crate) binding: &'static str,
-    pub(crate) audiences: Vec<String>,
-    pub(crate) jti: String,
+    /// The token's claims, for the log and the audit event.
+    pub(crate) claims: Claims,
+    /// The key that signed it.
+    pub(crate) kid: String,
 }
 
 /// Issues a token for `namespace/name` as asked by `request`, for `user` as `authorized`.
@@ -265,11 +278,10 @@ pub(crate) async fn issue(
         issued_at,
         expires_at: issued_at + lifetime.token_seconds,
         warn_after: lifetime.warn_after_seconds.map(|w| issued_at + w),
-        jti: jti.clone(),
+        jti,
     });
-    let token = published
-        .keys()
-        .signing_at(now)
+    let signing = published.keys().signing_at(now);
+    let token = signing
         .sign(&claims)
         .map_err(|e| ApiError::internal(format!("failed to generate token: {e}")))?;
     // Never hand out a token that TokenReview would refuse unread.
@@ -300,8 +312,8 @@ pub(crate) async fn issue(
         response: request,
         warning,
         binding: binding_label,
-        audiences,
-        jti,
+        claims,
+        kid: signing.kid().to_owned(),
     })
 }
 

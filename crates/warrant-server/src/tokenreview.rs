@@ -9,12 +9,14 @@ use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
 
+use crate::audit::AuditFacts;
 use crate::body;
 use crate::error::ApiError;
 use crate::metrics::ReviewResult;
 use crate::review::{Refused, review_token};
 use crate::state::AppState;
 use crate::wire::{ObjectMeta, TokenReview, TokenReviewStatus};
+use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_auth::Caller;
 
 /// The handler for one served version (`authentication.k8s.io/v1`, …).
@@ -32,7 +34,7 @@ pub(crate) async fn create(
     }
     .await;
     match result {
-        Ok(review) => {
+        Ok((review, audit)) => {
             // A bug here is a caught panic and a 500, never a 201 with an empty body.
             #[allow(clippy::expect_used)]
             let body = serde_json::to_vec(&review).expect("a TokenReview always serializes");
@@ -40,6 +42,9 @@ pub(crate) async fn create(
             response
                 .headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            if let Some(audit) = audit {
+                response.extensions_mut().insert(audit);
+            }
             response
         }
         Err(e) => e.into_response(),
@@ -50,12 +55,12 @@ pub(crate) async fn create(
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ServedVersion(pub(crate) &'static str);
 
-/// Reviews the token in `request`.
+/// Reviews the token in `request`; with an audit log, says what for its event.
 pub(crate) async fn review(
     state: &AppState,
     served: &'static str,
     request: TokenReview,
-) -> Result<TokenReview, ApiError> {
+) -> Result<(TokenReview, Option<AuditFacts>), ApiError> {
     if let Some(kind) = request
         .kind
         .as_deref()
@@ -105,23 +110,46 @@ pub(crate) async fn review(
     )
     .await;
     let mut status = TokenReviewStatus::default();
-    let (result, stale) = match outcome {
+    let auditing = state.audit().enabled();
+    let (result, stale, audit) = match outcome {
         Ok(verified) => {
             status.authenticated = true;
             status.user = verified.user_info();
             status.audiences = verified.audiences.clone();
-            (ReviewResult::Authenticated, verified.is_stale(now))
+            let audit = auditing.then(|| AuditFacts {
+                decision: Decision::Authenticated,
+                reason: String::new(),
+                service_account: ServiceAccount::from_claims(&verified.claims),
+                token: Some(TokenFacts::from_claims(
+                    &verified.claims,
+                    &signed_kid(&request.spec.token),
+                )),
+            });
+            (ReviewResult::Authenticated, verified.is_stale(now), audit)
         }
-        Err(Refused { result, reason }) => {
+        Err(Refused {
+            result,
+            reason,
+            claims,
+        }) => {
+            // Whose token it was is known only when its signature was good.
+            let audit = auditing.then(|| AuditFacts {
+                decision: Decision::Unauthenticated,
+                reason: reason.clone(),
+                service_account: claims.as_deref().and_then(ServiceAccount::from_claims),
+                token: claims.as_deref().map(|claims| {
+                    TokenFacts::from_claims(claims, &signed_kid(&request.spec.token))
+                }),
+            });
             status.error = reason;
-            (result, false)
+            (result, false, audit)
         }
     };
     state.metrics().token_reviewed(result, stale);
     if stale {
         tracing::info!(user = %status.user.username, "stale token: used after its warnafter time");
     }
-    Ok(TokenReview {
+    let review = TokenReview {
         kind: Some("TokenReview".to_owned()),
         api_version: Some(version),
         metadata: ObjectMeta {
@@ -130,7 +158,30 @@ pub(crate) async fn review(
         },
         spec: request.spec,
         status,
-    })
+    };
+    Ok((review, audit))
+}
+
+/// The `kid` in the header of a token whose signature was verified (and so whose header is
+/// the signer's), for the audit event; empty if it has none.
+fn signed_kid(token: &str) -> String {
+    use base64::Engine as _;
+    #[derive(serde::Deserialize)]
+    struct Header {
+        #[serde(default)]
+        kid: String,
+    }
+    token
+        .split('.')
+        .next()
+        .and_then(|header| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(header)
+                .ok()
+        })
+        .and_then(|json| serde_json::from_slice::<Header>(&json).ok())
+        .map(|h| h.kid)
+        .unwrap_or_default()
 }
 
 /// The versions a route accepts in a body: the authentication group's routes take v1 and

@@ -25,7 +25,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::server::UdsConnectInfo;
 use tonic::{Request, Response, Status};
+use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
 use warrant_server::AppState;
 use warrant_token::{LEEWAY_SECONDS, MAX_TOKEN_BYTES};
 
@@ -70,7 +72,10 @@ impl Signer {
         ExternalJwtSignerServer::new(self).max_decoding_message_size(64 * 1024)
     }
 
-    fn sign_claims(&self, claims: &str) -> Result<(SignJwtResponse, serde_json::Value), Refusal> {
+    fn sign_claims(
+        &self,
+        claims: &str,
+    ) -> Result<(SignJwtResponse, serde_json::Value, String), Refusal> {
         if claims.len() > MAX_CLAIMS_BYTES {
             return Err(Refusal(
                 "oversized",
@@ -144,6 +149,7 @@ impl Signer {
                 signature: signed.signature,
             },
             parsed,
+            key.kid().to_owned(),
         ))
     }
 }
@@ -155,11 +161,18 @@ impl ExternalJwtSigner for Signer {
         request: Request<SignJwtRequest>,
     ) -> Result<Response<SignJwtResponse>, Status> {
         let started = Instant::now();
+        let audit = self.state.audit();
+        let audited = audit
+            .enabled()
+            .then(|| (self.state.clock().now(), peer(&request)));
         let claims = request.into_inner().claims;
         let result = self.sign_claims(&claims);
         let elapsed = started.elapsed().as_secs_f64();
+        if let Some((time, requester)) = audited {
+            audit.record(sign_event(time, requester, &result)).await;
+        }
         match result {
-            Ok((response, parsed)) => {
+            Ok((response, parsed, _)) => {
                 self.metrics.answered("Sign", "ok", elapsed);
                 let text = |name: &str| {
                     parsed
@@ -178,7 +191,7 @@ impl ExternalJwtSigner for Signer {
                 };
                 tracing::info!(
                     subject = %warrant_auth::bounded(&text("sub"), warrant_auth::LOGGED_ITEM_CHARS),
-                    audiences = %warrant_auth::bounded_list(&audiences),
+                    audiences = %warrant_auth::JsonList(&audiences),
                     credential_id = %format!("JTI={}", warrant_auth::bounded(&text("jti"), warrant_auth::LOGGED_ITEM_CHARS)),
                     "signed a token for kube-apiserver"
                 );
@@ -235,6 +248,66 @@ impl ExternalJwtSigner for Signer {
             .answered("Metadata", "ok", started.elapsed().as_secs_f64());
         Ok(Response::new(response))
     }
+}
+
+/// The caller of a Sign: the process at the other end of the socket, as the kernel says.
+fn peer<T>(request: &Request<T>) -> Requester {
+    let address = request
+        .extensions()
+        .get::<UdsConnectInfo>()
+        .and_then(|info| info.peer_cred)
+        .map(|cred| match cred.pid() {
+            Some(pid) => format!("unix:pid={pid},uid={}", cred.uid()),
+            None => format!("unix:uid={}", cred.uid()),
+        })
+        .unwrap_or_default();
+    Requester {
+        authenticated_by: "unix-socket",
+        client_address: address,
+        ..Requester::default()
+    }
+}
+
+/// The audit event of a Sign: for a signed token, whose it is (from the claims kube-apiserver
+/// sent, which warrant checked and signed); for a refusal, why.
+fn sign_event(
+    time: jiff::Timestamp,
+    requester: Requester,
+    result: &Result<(SignJwtResponse, serde_json::Value, String), Refusal>,
+) -> Event {
+    let mut event = Event {
+        kind: EventKind::Sign,
+        time,
+        request_id: String::new(),
+        requester,
+        decision: Decision::Refused,
+        code: None,
+        reason: String::new(),
+        service_account: None,
+        token: None,
+    };
+    match result {
+        Ok((_, parsed, kid)) => {
+            event.decision = Decision::Signed;
+            let claims = serde_json::from_value::<warrant_token::Claims>(parsed.clone());
+            match claims {
+                Ok(claims) => {
+                    event.service_account = ServiceAccount::from_claims(&claims);
+                    event.token = Some(TokenFacts::from_claims(&claims, kid));
+                }
+                // Signed, but not in the shape of a service-account token's claims: the key is
+                // still worth recording.
+                Err(_) => {
+                    event.token = Some(TokenFacts {
+                        key_id: kid.clone(),
+                        ..TokenFacts::default()
+                    });
+                }
+            }
+        }
+        Err(Refusal(_, message)) => event.reason = message.clone(),
+    }
+    event
 }
 
 /// Serves `signer` on `listener` until `shutdown` completes.

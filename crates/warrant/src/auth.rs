@@ -25,7 +25,7 @@ pub(crate) struct AuthArgs {
     #[arg(
         long = "requestheader-client-ca-file",
         value_name = "PATH",
-        help_heading = "Authentication"
+        help_heading = "Who may call"
     )]
     pub(crate) requestheader_client_ca_file: Option<PathBuf>,
     /// Common names the front proxy's certificate may have; empty allows any the CA signed.
@@ -33,7 +33,7 @@ pub(crate) struct AuthArgs {
         long = "requestheader-allowed-names",
         value_delimiter = ',',
         value_name = "NAMES",
-        help_heading = "Authentication"
+        help_heading = "Who may call"
     )]
     pub(crate) requestheader_allowed_names: Vec<String>,
     /// Headers the front proxy names the user in (the first present wins).
@@ -42,7 +42,7 @@ pub(crate) struct AuthArgs {
         value_delimiter = ',',
         default_value = "X-Remote-User",
         value_name = "HEADERS",
-        help_heading = "Authentication"
+        help_heading = "Who may call"
     )]
     pub(crate) requestheader_username_headers: Vec<String>,
     /// Headers the front proxy gives the user's UID in.
@@ -51,7 +51,7 @@ pub(crate) struct AuthArgs {
         value_delimiter = ',',
         default_value = "X-Remote-Uid",
         value_name = "HEADERS",
-        help_heading = "Authentication"
+        help_heading = "Who may call"
     )]
     pub(crate) requestheader_uid_headers: Vec<String>,
     /// Headers the front proxy lists the user's groups in.
@@ -60,7 +60,7 @@ pub(crate) struct AuthArgs {
         value_delimiter = ',',
         default_value = "X-Remote-Group",
         value_name = "HEADERS",
-        help_heading = "Authentication"
+        help_heading = "Who may call"
     )]
     pub(crate) requestheader_group_headers: Vec<String>,
     /// Prefixes of the headers the front proxy gives the user's extra attributes in.
@@ -69,66 +69,66 @@ pub(crate) struct AuthArgs {
         value_delimiter = ',',
         default_value = "X-Remote-Extra-",
         value_name = "PREFIXES",
-        help_heading = "Authentication"
+        help_heading = "Who may call"
     )]
     pub(crate) requestheader_extra_headers_prefix: Vec<String>,
     /// Send bearer tokens warrant does not know to kube-apiserver's TokenReview, and read the
     /// front proxy's configuration from the cluster. Implied by --authentication-kubeconfig.
-    #[arg(long = "delegate-authentication", help_heading = "Authentication")]
+    #[arg(long = "delegate-authentication", help_heading = "Who may call")]
     pub(crate) delegate_authentication: bool,
     /// Kubeconfig for delegated authentication; default: --kubeconfig, else in-cluster.
     #[arg(
         long = "authentication-kubeconfig",
         value_name = "PATH",
-        help_heading = "Authentication"
+        help_heading = "Who may call"
     )]
     pub(crate) authentication_kubeconfig: Option<PathBuf>,
     /// How long kube-apiserver's answers about a token are reused.
-    #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Authentication")]
+    #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Who may call")]
     pub(crate) authentication_cache_ttl: Duration,
     /// How long one request to kube-apiserver for delegated authentication or authorization
     /// may take (kube: 10 s). Failures are retried with kube's backoff, 5 attempts in all, so a
     /// lookup ends within about 5 times this plus 6 s, whether its caller waits or not.
-    #[arg(long = "delegation-timeout", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Authentication")]
+    #[arg(long = "delegation-timeout", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Who may call")]
     pub(crate) delegation_timeout: Duration,
     /// The most TokenReviews (and, separately, SubjectAccessReviews) in flight to
     /// kube-apiserver at once; past it, callers are answered 429 (authentication) or 503
     /// (authorization) at once.
-    #[arg(long = "delegation-max-in-flight", default_value_t = DEFAULT_MAX_IN_FLIGHT, value_name = "COUNT", help_heading = "Authentication")]
+    #[arg(long = "delegation-max-in-flight", default_value_t = DEFAULT_MAX_IN_FLIGHT, value_name = "COUNT", help_heading = "Who may call")]
     pub(crate) delegation_max_in_flight: usize,
     /// Do not read kube-system/extension-apiserver-authentication.
-    #[arg(long = "authentication-skip-lookup", help_heading = "Authentication")]
+    #[arg(long = "authentication-skip-lookup", help_heading = "Who may call")]
     pub(crate) authentication_skip_lookup: bool,
 
     /// Who may request which tokens, review tokens and read metrics (YAML; docs/security.md).
     #[arg(
         long = "authorization-policy-file",
         value_name = "PATH",
-        help_heading = "Authorization"
+        help_heading = "Who may call"
     )]
     pub(crate) authorization_policy_file: Option<PathBuf>,
     /// Ask kube-apiserver (SubjectAccessReview) whether a caller may do what it asks.
     /// Implied by --authorization-kubeconfig.
-    #[arg(long = "delegate-authorization", help_heading = "Authorization")]
+    #[arg(long = "delegate-authorization", help_heading = "Who may call")]
     pub(crate) delegate_authorization: bool,
     /// Kubeconfig for delegated authorization; default: --kubeconfig, else in-cluster.
     #[arg(
         long = "authorization-kubeconfig",
         value_name = "PATH",
-        help_heading = "Authorization"
+        help_heading = "Who may call"
     )]
     pub(crate) authorization_kubeconfig: Option<PathBuf>,
     /// How long kube-apiserver's allowing answers are reused.
-    #[arg(long = "authorization-webhook-cache-authorized-ttl", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Authorization")]
+    #[arg(long = "authorization-webhook-cache-authorized-ttl", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Who may call")]
     pub(crate) authorization_allowed_ttl: Duration,
     /// How long kube-apiserver's refusing answers are reused.
-    #[arg(long = "authorization-webhook-cache-unauthorized-ttl", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Authorization")]
+    #[arg(long = "authorization-webhook-cache-unauthorized-ttl", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Who may call")]
     pub(crate) authorization_denied_ttl: Duration,
     /// Paths anyone may read, without authentication (a trailing * matches a prefix).
-    #[arg(long = "authorization-always-allow-paths", value_delimiter = ',', default_values_t = DEFAULT_ALWAYS_ALLOW_PATHS.map(str::to_owned), value_name = "PATHS", help_heading = "Authorization")]
+    #[arg(long = "authorization-always-allow-paths", value_delimiter = ',', default_values_t = DEFAULT_ALWAYS_ALLOW_PATHS.map(str::to_owned), value_name = "PATHS", help_heading = "Who may call")]
     pub(crate) always_allow_paths: Vec<String>,
     /// Groups whose members may do anything.
-    #[arg(long = "authorization-always-allow-groups", value_delimiter = ',', default_values_t = DEFAULT_ALWAYS_ALLOW_GROUPS.map(str::to_owned), value_name = "GROUPS", help_heading = "Authorization", action = ArgAction::Append)]
+    #[arg(long = "authorization-always-allow-groups", value_delimiter = ',', default_values_t = DEFAULT_ALWAYS_ALLOW_GROUPS.map(str::to_owned), value_name = "GROUPS", help_heading = "Who may call", action = ArgAction::Append)]
     pub(crate) always_allow_groups: Vec<String>,
 }
 

@@ -11,12 +11,32 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
-    /// Log format.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
+    /// Log format (kube components' --logging-format; --log-format is the same flag).
+    #[arg(
+        long = "logging-format",
+        visible_alias = "log-format",
+        global = true,
+        value_enum,
+        default_value_t = LogFormat::Text,
+        value_name = "FORMAT",
+        help_heading = "Logging"
+    )]
     pub(crate) log_format: LogFormat,
-    /// Log filter, in tracing's syntax (e.g. `info`, `warrant_server=debug`); RUST_LOG overrides.
-    #[arg(long, global = true, default_value = "info", help_heading = "Logging")]
-    pub(crate) log_level: String,
+    /// Log verbosity, as kube components' -v (klog): 0 to 2 log at info, 3 and 4 add
+    /// warrant's debug lines, 5 and more its trace lines. --log-level wins over it, and
+    /// RUST_LOG over both.
+    #[arg(
+        short = 'v',
+        long = "v",
+        global = true,
+        value_name = "N",
+        help_heading = "Logging"
+    )]
+    pub(crate) verbosity: Option<u32>,
+    /// Log filter, in tracing's syntax (e.g. `info`, `warrant_server=debug`). Default: info,
+    /// or what -v says. RUST_LOG overrides it.
+    #[arg(long, global = true, value_name = "FILTER", help_heading = "Logging")]
+    pub(crate) log_level: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -54,6 +74,28 @@ pub(crate) enum Command {
     /// over the socket. Exits 0 if both answer and there are keys; otherwise says why and exits
     /// 1. The liveness probe where warrant serves only the socket (`--secure-port 0`).
     ProbeSigner(ProbeSignerArgs),
+    /// Print the shell completion script for bash, zsh or fish to standard output, e.g.
+    /// `source <(warrant completion bash)`.
+    Completion(CompletionArgs),
+}
+
+/// `warrant completion`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionArgs {
+    /// The shell to complete in.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub(crate) shell: CompletionShell,
+}
+
+/// The shells `warrant completion` writes a script for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CompletionShell {
+    /// bash (with the bash-completion package).
+    Bash,
+    /// zsh.
+    Zsh,
+    /// fish.
+    Fish,
 }
 
 /// `warrant probe-signer`.
@@ -196,15 +238,15 @@ pub(crate) struct RotationArgs {
         value_enum,
         value_name = "ALG",
         requires = "managed",
-        help_heading = "Managed keys"
+        help_heading = "Keys"
     )]
     pub(crate) key_algorithm: Option<KeyAlgorithm>,
     /// How long each key signs before the next one takes over (Go duration; 168h is 7 days).
-    #[arg(long = "key-rotation-period", default_value = "168h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "managed", help_heading = "Managed keys")]
+    #[arg(long = "key-rotation-period", default_value = "168h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "managed", help_heading = "Keys")]
     pub(crate) key_rotation_period: i64,
     /// How long a key is published in the JWKS before it signs, so that relying parties have
     /// fetched it (Go duration).
-    #[arg(long = "key-publish-ahead", default_value = "24h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "managed", help_heading = "Managed keys")]
+    #[arg(long = "key-publish-ahead", default_value = "24h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "managed", help_heading = "Keys")]
     pub(crate) key_publish_ahead: i64,
 }
 
@@ -260,11 +302,19 @@ pub(crate) fn parse_object_name(text: &str) -> Result<ObjectName, String> {
 pub(crate) struct KeySourceArgs {
     /// PEM file whose first private key signs tokens (static keys). Mutually exclusive with
     /// --key-dir and --key-secret.
-    #[arg(long = "service-account-signing-key-file", value_name = "PATH")]
+    #[arg(
+        long = "service-account-signing-key-file",
+        value_name = "PATH",
+        help_heading = "Keys"
+    )]
     pub(crate) signing_key_file: Option<PathBuf>,
     /// PEM file of keys that verify tokens (the signing key always does). Repeatable. With
     /// managed keys, these keys are published and verify beside them.
-    #[arg(long = "service-account-key-file", value_name = "PATH")]
+    #[arg(
+        long = "service-account-key-file",
+        value_name = "PATH",
+        help_heading = "Keys"
+    )]
     pub(crate) key_files: Vec<PathBuf>,
     /// Directory of managed keys: warrant generates them, publishes each --key-publish-ahead
     /// before it signs, and rotates them every --key-rotation-period (created if missing).
@@ -272,21 +322,21 @@ pub(crate) struct KeySourceArgs {
         long = "key-dir",
         value_name = "DIR",
         group = "managed",
-        help_heading = "Managed keys"
+        help_heading = "Keys"
     )]
     pub(crate) key_dir: Option<PathBuf>,
     /// Kubernetes Secret of managed keys shared by replicas (created if missing): every replica
     /// reads and watches it, and the one holding --key-lease generates and rotates the keys.
     /// Reached with --kubeconfig, else the in-cluster configuration.
-    #[arg(long = "key-secret", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, group = "managed", help_heading = "Managed keys")]
+    #[arg(long = "key-secret", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, group = "managed", help_heading = "Keys")]
     pub(crate) key_secret: Option<ObjectName>,
     /// The coordination.k8s.io Lease that elects the replica writing --key-secret. Default: in
     /// the Secret's namespace, named after it with `-leader`.
-    #[arg(long = "key-lease", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, requires = "key_secret", help_heading = "Managed keys")]
+    #[arg(long = "key-lease", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, requires = "key_secret", help_heading = "Keys")]
     pub(crate) key_lease: Option<ObjectName>,
     /// How long the Lease stays with a replica that stopped renewing it (Go duration, at least
     /// 2s); the holder renews it a third of this before it expires.
-    #[arg(long = "key-lease-duration", default_value = "15s", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "key_secret", help_heading = "Managed keys")]
+    #[arg(long = "key-lease-duration", default_value = "15s", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "key_secret", help_heading = "Keys")]
     pub(crate) key_lease_duration: i64,
     #[command(flatten)]
     pub(crate) rotation: RotationArgs,
@@ -425,13 +475,18 @@ pub(crate) struct DiscoveryExportArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
     /// Issuer of new tokens (the first) and accepted issuers (all). Repeatable.
-    #[arg(long = "service-account-issuer", value_name = "URL")]
+    #[arg(
+        long = "service-account-issuer",
+        value_name = "URL",
+        help_heading = "Issuer and tokens"
+    )]
     pub(crate) issuers: Vec<String>,
     /// Audiences of warrant's own API; default: the issuers. Comma-separated, repeatable.
     #[arg(
         long = "api-audiences",
         value_delimiter = ',',
-        value_name = "AUDIENCES"
+        value_name = "AUDIENCES",
+        help_heading = "Issuer and tokens"
     )]
     pub(crate) api_audiences: Vec<String>,
     /// The keys: static key files, or a key directory.
@@ -440,7 +495,7 @@ pub(crate) struct ServeArgs {
     /// Longest lifetime a TokenRequest gets (Go duration, 1h to 2^32 s); longer requests are
     /// shortened with a warning. Default: no cap; 24h with managed keys (where it also bounds
     /// extended tokens, so retired keys leave the JWKS a day after they stop signing).
-    #[arg(long = "service-account-max-token-expiration", value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
+    #[arg(long = "service-account-max-token-expiration", value_name = "DURATION", value_parser = crate::duration::parse_seconds, help_heading = "Issuer and tokens")]
     pub(crate) max_token_expiration: Option<i64>,
     /// Extend pod-bound 3607-second tokens for the API audiences to a year (kubelet default
     /// volumes), as kube-apiserver does.
@@ -451,81 +506,118 @@ pub(crate) struct ServeArgs {
         require_equals = true,
         default_value_t = true,
         default_missing_value = "true",
-        value_name = "BOOL"
+        value_name = "BOOL",
+        help_heading = "Issuer and tokens"
     )]
     pub(crate) extend_token_expiration: bool,
     /// The JWKS URL the discovery document names (https). Default:
     /// https://<external-hostname>/openid/v1/jwks, else <issuer>/openid/v1/jwks.
-    #[arg(long = "service-account-jwks-uri", value_name = "URL")]
+    #[arg(
+        long = "service-account-jwks-uri",
+        value_name = "URL",
+        help_heading = "Discovery"
+    )]
     pub(crate) jwks_uri: Option<String>,
     /// The host (and port) relying parties reach warrant at, for the default JWKS URL.
-    #[arg(long = "external-hostname", value_name = "HOST[:PORT]")]
+    #[arg(
+        long = "external-hostname",
+        value_name = "HOST[:PORT]",
+        help_heading = "Discovery"
+    )]
     pub(crate) external_hostname: Option<String>,
     /// How many verified token signatures to remember, so a token reviewed again skips the
     /// signature check (about 1.1 KiB each when full; 0 turns the cache off). Object checks
     /// run on every review regardless.
-    #[arg(long = "signature-cache-size", value_name = "ENTRIES", default_value_t = warrant_server::DEFAULT_SIGNATURE_CACHE_ENTRIES)]
+    #[arg(long = "signature-cache-size", value_name = "ENTRIES", default_value_t = warrant_server::DEFAULT_SIGNATURE_CACHE_ENTRIES, help_heading = "Reviews")]
     pub(crate) signature_cache_entries: u64,
     /// Address to listen on.
-    #[arg(long = "bind-address", default_value = "0.0.0.0", value_name = "IP")]
+    #[arg(
+        long = "bind-address",
+        default_value = "0.0.0.0",
+        value_name = "IP",
+        help_heading = "Serving"
+    )]
     pub(crate) bind_address: IpAddr,
     /// Port to serve HTTPS on; 0 serves no HTTPS at all (only the signing socket, which
     /// --service-account-signing-endpoint must then give), as kube components read 0.
-    #[arg(long = "secure-port", default_value_t = 8443, value_name = "PORT")]
+    #[arg(
+        long = "secure-port",
+        default_value_t = 8443,
+        value_name = "PORT",
+        help_heading = "Serving"
+    )]
     pub(crate) secure_port: u16,
     /// The most client connections open at once, TLS handshakes included; at the limit the
     /// longest-idle connection makes room for a new one. Default: from the descriptor limit
     /// (three quarters of what 512 kept for files and outgoing connections leave, at least 64).
-    #[arg(long = "max-connections", value_name = "COUNT")]
+    #[arg(
+        long = "max-connections",
+        value_name = "COUNT",
+        help_heading = "Serving"
+    )]
     pub(crate) max_connections: Option<usize>,
     /// How long a TLS handshake may take.
-    #[arg(long = "tls-handshake-timeout", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
+    #[arg(long = "tls-handshake-timeout", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Serving")]
     pub(crate) tls_handshake_timeout: std::time::Duration,
     /// How long a client has, after the handshake, to send its first request's headers (and
     /// any HTTP/1.1 request's headers), as kube-apiserver's ReadHeaderTimeout.
-    #[arg(long = "request-header-timeout", default_value = "32s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
+    #[arg(long = "request-header-timeout", default_value = "32s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Serving")]
     pub(crate) request_header_timeout: std::time::Duration,
     /// How long a connection may stay open with no request in flight (HTTP/1.1 keep-alive and
     /// HTTP/2), as kube-apiserver's IdleTimeout.
-    #[arg(long = "connection-idle-timeout", default_value = "90s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
+    #[arg(long = "connection-idle-timeout", default_value = "90s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Serving")]
     pub(crate) connection_idle_timeout: std::time::Duration,
     /// On SIGTERM, how long to keep serving with /readyz failing before the listener closes,
     /// so that endpoints and kube-apiserver's webhook stop sending first (kube-apiserver's
     /// flag). Requests in flight then get up to 30 s to finish. A second signal cuts it short.
-    #[arg(long = "shutdown-delay-duration", default_value = "0s", value_parser = crate::duration::parse_duration, value_name = "DURATION")]
+    #[arg(long = "shutdown-delay-duration", default_value = "0s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Serving")]
     pub(crate) shutdown_delay: std::time::Duration,
     /// Serving certificate chain (PEM). Required unless --secure-port 0.
-    #[arg(long = "tls-cert-file", value_name = "PATH")]
+    #[arg(long = "tls-cert-file", value_name = "PATH", help_heading = "Serving")]
     pub(crate) tls_cert_file: Option<PathBuf>,
     /// Serving certificate's private key (PEM). Required unless --secure-port 0.
-    #[arg(long = "tls-private-key-file", value_name = "PATH")]
+    #[arg(
+        long = "tls-private-key-file",
+        value_name = "PATH",
+        help_heading = "Serving"
+    )]
     pub(crate) tls_private_key_file: Option<PathBuf>,
+    /// The lowest TLS version served: VersionTLS12 or VersionTLS13 (kube-apiserver's values;
+    /// warrant's TLS library, rustls, speaks neither TLS 1.0 nor 1.1).
+    #[arg(long = "tls-min-version", default_value = "VersionTLS12", value_parser = warrant_server::TlsMinVersion::parse, value_name = "VERSION", help_heading = "Serving")]
+    pub(crate) tls_min_version: warrant_server::TlsMinVersion,
+    /// The TLS 1.2 cipher suites allowed, comma-separated, in Go's names as kube-apiserver
+    /// takes them (TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    /// …). TLS 1.3's suites are always on, as in Go. Default: every suite rustls implements
+    /// (ECDHE with AES-GCM or ChaCha20-Poly1305).
+    #[arg(
+        long = "tls-cipher-suites",
+        value_delimiter = ',',
+        value_name = "SUITES",
+        help_heading = "Serving"
+    )]
+    pub(crate) tls_cipher_suites: Vec<String>,
     /// CA bundle that users' client certificates must chain to; a verified certificate's CN
     /// is the user name and each O a group.
-    #[arg(long = "client-ca-file", value_name = "PATH")]
+    #[arg(
+        long = "client-ca-file",
+        value_name = "PATH",
+        help_heading = "Who may call"
+    )]
     pub(crate) client_ca_file: Option<PathBuf>,
     /// Static bearer tokens, kube-apiserver's CSV format: token,user,uid[,"group1,group2"].
-    #[arg(long = "token-auth-file", value_name = "PATH")]
+    #[arg(
+        long = "token-auth-file",
+        value_name = "PATH",
+        help_heading = "Who may call"
+    )]
     pub(crate) token_auth_file: Option<PathBuf>,
-    /// Manifest of ServiceAccounts, Pods, Secrets and Nodes (YAML or JSON) that tokens bind
-    /// to; reloaded when it changes. The standalone issuer.
-    #[arg(long = "objects-file", value_name = "PATH")]
-    pub(crate) objects_file: Option<PathBuf>,
-    /// Kubeconfig of the cluster warrant works with: the ServiceAccounts, Pods, Secrets and
-    /// Nodes tokens bind to (watched; unless --objects-file), and the --key-secret. Without it,
-    /// warrant uses the in-cluster configuration when it runs in a pod.
-    #[arg(long = "kubeconfig", value_name = "PATH")]
-    pub(crate) kubeconfig: Option<PathBuf>,
-    /// How long the cluster cache may go without a word from the API server about a kind
-    /// (an event, or the bookmark sent about once a minute) before its records are not
-    /// trusted: past it, reviews look objects up in the API server (and fail, with the reason,
-    /// when it cannot answer) and /readyz fails. At least 90s. Default: no bound, as
-    /// kube-apiserver (docs/cluster.md says which to choose).
-    #[arg(long = "max-cache-staleness", value_name = "DURATION", value_parser = crate::duration::parse_staleness_bound, conflicts_with = "objects_file")]
-    pub(crate) max_cache_staleness: Option<std::time::Duration>,
     /// Front proxy, delegation and authorization (docs/security.md).
     #[command(flatten)]
     pub(crate) auth: crate::auth::AuthArgs,
+    /// The audit log (docs/audit.md).
+    #[command(flatten)]
+    pub(crate) audit: crate::audit::AuditArgs,
     /// Serve kube-apiserver's external JWT signer (KEP-740) on this Unix socket: give
     /// kube-apiserver the same path as its --service-account-signing-endpoint, and the same
     /// --service-account-issuer. Owner-only (0600) unless --signing-endpoint-group. See
@@ -545,6 +637,22 @@ pub(crate) struct ServeArgs {
         help_heading = "External signer"
     )]
     pub(crate) signing_endpoint_group: Option<String>,
+    /// Manifest of ServiceAccounts, Pods, Secrets and Nodes (YAML or JSON) that tokens bind
+    /// to; reloaded when it changes. The standalone issuer.
+    #[arg(long = "objects-file", value_name = "PATH", help_heading = "Objects")]
+    pub(crate) objects_file: Option<PathBuf>,
+    /// Kubeconfig of the cluster warrant works with: the ServiceAccounts, Pods, Secrets and
+    /// Nodes tokens bind to (watched; unless --objects-file), and the --key-secret. Without it,
+    /// warrant uses the in-cluster configuration when it runs in a pod.
+    #[arg(long = "kubeconfig", value_name = "PATH", help_heading = "Objects")]
+    pub(crate) kubeconfig: Option<PathBuf>,
+    /// How long the cluster cache may go without a word from the API server about a kind
+    /// (an event, or the bookmark sent about once a minute) before its records are not
+    /// trusted: past it, reviews look objects up in the API server (and fail, with the reason,
+    /// when it cannot answer) and /readyz fails. At least 90s. Default: no bound, as
+    /// kube-apiserver (docs/cluster.md says which to choose).
+    #[arg(long = "max-cache-staleness", value_name = "DURATION", value_parser = crate::duration::parse_staleness_bound, conflicts_with = "objects_file", help_heading = "Objects")]
+    pub(crate) max_cache_staleness: Option<std::time::Duration>,
 }
 
 /// `warrant local-setup`.
@@ -581,7 +689,7 @@ pub(crate) struct VerifyArgs {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
+    use clap::{CommandFactory as _, Parser as _};
 
     use super::*;
 
@@ -612,6 +720,149 @@ mod tests {
                 panic!("{args:?}: not keys revoke");
             };
             assert_eq!(revoke.kid, "-Uq3f2QmZ8");
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// kube components' logging flags, and warrant's older names for them, anywhere on the line.
+    #[test]
+    fn logging_flags_as_kube_components_spell_them() {
+        let parse =
+            |args: &[&str]| Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        for args in [
+            &["warrant", "-v", "4", "completion", "bash"][..],
+            &["warrant", "--v", "4", "completion", "bash"],
+            &["warrant", "--v=4", "completion", "bash"],
+            &["warrant", "completion", "bash", "-v=4"],
+            &["warrant", "completion", "-v4", "bash"],
+        ] {
+            assert_eq!(parse(args).verbosity, Some(4), "{args:?}");
+        }
+        for args in [
+            &["warrant", "--logging-format", "json", "completion", "bash"][..],
+            &["warrant", "completion", "bash", "--log-format=json"],
+        ] {
+            assert!(
+                matches!(parse(args).log_format, LogFormat::Json),
+                "{args:?}"
+            );
+        }
+        let cli = parse(&["warrant", "completion", "bash"]);
+        assert!(matches!(cli.log_format, LogFormat::Text));
+        assert_eq!((cli.verbosity, cli.log_level), (None, None));
+        let cli = parse(&[
+            "warrant",
+            "--log-level",
+            "debug",
+            "-v",
+            "5",
+            "completion",
+            "zsh",
+        ]);
+        assert_eq!(cli.log_level.as_deref(), Some("debug"));
+        assert!(Cli::try_parse_from(["warrant", "-v", "high", "completion", "bash"]).is_err());
+    }
+
+    #[test]
+    fn tls_flags_take_kube_apiservers_values() {
+        let serve = |extra: &[&str]| {
+            let args = [&["warrant", "serve"][..], extra].concat();
+            Cli::try_parse_from(args).map(|cli| match cli.command {
+                Command::Serve(args) => args,
+                _ => panic!("not serve"),
+            })
+        };
+        let args = serve(&[]).unwrap();
+        assert_eq!(args.tls_min_version, warrant_server::TlsMinVersion::Tls12);
+        assert!(args.tls_cipher_suites.is_empty());
+        let args = serve(&[
+            "--tls-min-version",
+            "VersionTLS13",
+            "--tls-cipher-suites",
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
+        ])
+        .unwrap();
+        assert_eq!(args.tls_min_version, warrant_server::TlsMinVersion::Tls13);
+        assert_eq!(
+            args.tls_cipher_suites,
+            [
+                "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                "TLS_AES_128_GCM_SHA256"
+            ]
+        );
+        let error = serve(&["--tls-min-version", "VersionTLS11"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(
+                "VersionTLS11 is not supported: warrant's TLS library (rustls) supports only TLS 1.2 and 1.3"
+            ),
+            "{error}"
+        );
+    }
+
+    /// `warrant serve --help` groups its flags under the headings of docs/configuration.md,
+    /// and each flag is documented in the section its heading names.
+    #[test]
+    fn serve_flags_are_grouped_as_the_docs_are() {
+        let docs = include_str!("../../../docs/configuration.md");
+        let serve_docs = docs
+            .split("\n## ")
+            .find(|part| part.starts_with("`warrant serve`"))
+            .expect("docs/configuration.md has a `warrant serve` part");
+        let section = |heading: &str| {
+            serve_docs
+                .split("\n### ")
+                .find(|part| part.starts_with(&format!("{heading}\n")))
+        };
+        let mut cli = Cli::command();
+        cli.build();
+        let serve = cli.find_subcommand("serve").expect("serve");
+        let mut headings = Vec::new();
+        for arg in serve.get_arguments() {
+            let Some(long) = arg.get_long() else {
+                continue;
+            };
+            if long == "help" {
+                continue;
+            }
+            let heading = arg
+                .get_help_heading()
+                .unwrap_or_else(|| panic!("--{long} has no help heading"));
+            let text = section(heading).unwrap_or_else(|| {
+                panic!("--{long} is under \"{heading}\", which docs/configuration.md has no section for")
+            });
+            let flag = if long == "v" {
+                "`-v".to_owned()
+            } else {
+                format!("`--{long}")
+            };
+            assert!(
+                [" ", "`", "["]
+                    .iter()
+                    .any(|next| text.contains(&format!("{flag}{next}"))),
+                "--{long} is under \"{heading}\" but not documented in that section"
+            );
+            if !headings.contains(&heading) {
+                headings.push(heading);
+            }
+        }
+        for heading in [
+            "Issuer and tokens",
+            "Keys",
+            "Discovery",
+            "Reviews",
+            "Serving",
+            "Who may call",
+            "External signer",
+            "Objects",
+            "Logging",
+        ] {
+            assert!(headings.contains(&heading), "no flag under \"{heading}\"");
         }
     }
 }

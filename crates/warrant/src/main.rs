@@ -1,13 +1,16 @@
 //! The `warrant` binary: command line, configuration and wiring. The behaviour lives in the
 //! library crates; this crate only assembles them.
 
+mod audit;
 mod auth;
 mod cli;
+mod completion;
 mod credential;
 mod duration;
 mod export;
 #[cfg(test)]
 mod fuzz_corpus;
+mod jsonlog;
 mod keydir;
 mod keys;
 mod listen;
@@ -40,7 +43,7 @@ fn main() -> ExitCode {
     let server = matches!(cli.command, Command::Serve(_));
     // Held until the command ends; dropping it writes out the lines still queued (before the
     // process exits, and before a failure's message below, so the two keep their order).
-    let log_writer = logging::init(cli.log_format, &cli.log_level);
+    let log_writer = logging::init(cli.log_format, cli.log_level.as_deref(), cli.verbosity);
     let result = match cli.command {
         Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -62,6 +65,10 @@ fn main() -> ExitCode {
         }
         Command::ProbeSigner(args) => {
             current_thread().and_then(|runtime| runtime.block_on(signer::probe(&args)))
+        }
+        Command::Completion(args) => {
+            completion::write(args.shell, &mut std::io::stdout().lock());
+            Ok(())
         }
     };
     match result {

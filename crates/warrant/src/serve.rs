@@ -6,12 +6,13 @@ use std::net::SocketAddr;
 
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+use warrant_audit::Auditor;
 use warrant_clock::Clock;
 use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
 use warrant_server::{
     AppState, Connections, JWKS_PATH, ServeOptions, ServingCertificate, Settings, StateParts,
-    TlsFiles, max_connections_for, router, serve, server_config, validate_issuers,
+    TlsFiles, TlsSettings, max_connections_for, router, serve, server_config, validate_issuers,
     validate_max_expiration,
 };
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
@@ -64,6 +65,13 @@ pub(crate) async fn run(
     let (source, _objects) =
         objects::open(&args, &mut registry, clock.clone(), clock.now()).await?;
     let signer_metrics = signer::metrics(&args, &mut registry);
+    let (auditor, audit_writer) = match args.audit.options() {
+        Some(options) => {
+            let (auditor, writer) = warrant_audit::start(&options, clock.clone(), &mut registry)?;
+            (auditor, Some(writer))
+        }
+        None => (Auditor::disabled(), None),
+    };
 
     let state = AppState::new(StateParts {
         settings,
@@ -73,6 +81,7 @@ pub(crate) async fn run(
         authorizer: auth.authorizer,
         registry,
         clock: clock.clone(),
+        audit: auditor,
     });
     let keys = keys.start(state.clone(), clock)?;
     // Before the HTTPS listener and whatever the cluster's state: kube-apiserver needs the
@@ -90,7 +99,7 @@ pub(crate) async fn run(
     let shutdown = shutdown(state.clone(), args.shutdown_delay);
     match https {
         Some(mut https) => {
-            let tls = server_config(&https.certificate, &auth.trust)?;
+            let tls = server_config(&https.certificate, &auth.trust, &https.tls)?;
             let socket_activated = https.inherited.is_some();
             let listener = https.listen(&args).await?;
             tracing::info!(
@@ -124,6 +133,10 @@ pub(crate) async fn run(
         signer.stop().await;
     }
     keys.stop().await;
+    // Last: every request that could make an event has been answered.
+    if let Some(writer) = audit_writer {
+        writer.finish().await;
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -132,6 +145,8 @@ pub(crate) async fn run(
 /// listens. `None` with `--secure-port 0` (and no socket passed by a service manager).
 struct Https {
     certificate: ServingCertificate,
+    /// `--tls-min-version` and `--tls-cipher-suites`.
+    tls: TlsSettings,
     _certificate_watch: warrant_server::FileWatch,
     serving: ServeOptions,
     connections: Connections,
@@ -153,6 +168,7 @@ impl Https {
         let (Some(cert), Some(key)) = (&args.tls_cert_file, &args.tls_private_key_file) else {
             return Err("--tls-cert-file and --tls-private-key-file are required to serve HTTPS (--secure-port 0 serves only the signing socket)".into());
         };
+        let tls = TlsSettings::new(args.tls_min_version, &args.tls_cipher_suites)?;
         let certificate = ServingCertificate::load(&TlsFiles {
             cert: cert.clone(),
             key: key.clone(),
@@ -164,6 +180,7 @@ impl Https {
         connections.register_metrics(registry);
         Ok(Some(Https {
             certificate,
+            tls,
             _certificate_watch: certificate_watch,
             serving,
             connections,

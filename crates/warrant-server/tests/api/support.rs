@@ -11,6 +11,7 @@ use jiff::Timestamp;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 use tower::ServiceExt;
+use warrant_audit::{AuditOptions, AuditWriter, Auditor, Destination, Mode, Rotation};
 use warrant_auth::{Authenticator, Authorizer, PeerCertificate, TokenFile};
 use warrant_clock::Clock;
 use warrant_keys::KeySet;
@@ -61,7 +62,12 @@ pub(crate) fn pod(uid: &str, service_account: &str, node: &str) -> Record {
 /// Secret `app-token`, Pod `other-0` of ServiceAccount `other`, an unscheduled Pod `pending`
 /// and Pod `orphan` on a node that does not exist.
 pub(crate) fn api_with(expiration: ExpirationPolicy) -> Api {
-    build(expiration, |_, _| {})
+    build(
+        expiration,
+        |_, _| {},
+        Auditor::disabled(),
+        Registry::default(),
+    )
 }
 
 /// Static tokens besides the admin's: `bob` (group `dev`), and the kubelets of `node-1` and
@@ -72,12 +78,42 @@ pub(crate) const NODE_2: &str = "node-2-token";
 
 /// The standard server, with authentication and authorization as `configure` sets them.
 pub(crate) fn api_auth(configure: impl FnOnce(&mut Authenticator, &mut Authorizer)) -> Api {
-    build(ExpirationPolicy::default(), configure)
+    build(
+        ExpirationPolicy::default(),
+        configure,
+        Auditor::disabled(),
+        Registry::default(),
+    )
+}
+
+/// The standard server, writing its audit events to the returned file (through a real
+/// audit writer, which the test finishes before it reads the file).
+pub(crate) fn api_audited() -> (Api, AuditWriter, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = AuditOptions {
+        destination: Destination::File(
+            dir.path().join("audit.log"),
+            Rotation {
+                max_size_bytes: 0,
+                max_backups: 0,
+                max_age_days: 0,
+            },
+        ),
+        mode: Mode::Blocking,
+        buffer_size: 100,
+    };
+    let mut registry = Registry::default();
+    let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
+    let (auditor, writer) = warrant_audit::start(&options, clock, &mut registry).unwrap();
+    let api = build(ExpirationPolicy::default(), |_, _| {}, auditor, registry);
+    (api, writer, dir)
 }
 
 fn build(
     expiration: ExpirationPolicy,
     configure: impl FnOnce(&mut Authenticator, &mut Authorizer),
+    audit: Auditor,
+    registry: Registry,
 ) -> Api {
     let objects = Arc::new(MemorySource::new());
     objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID));
@@ -130,8 +166,9 @@ fn build(
         objects: Objects::new(objects.clone()),
         authenticator,
         authorizer,
-        registry: Registry::default(),
+        registry,
         clock: Clock::manual(Timestamp::from_second(NOW).unwrap()),
+        audit,
     });
     Api {
         router: router(state.clone()),

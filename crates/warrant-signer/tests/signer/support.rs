@@ -104,6 +104,7 @@ pub(crate) async fn start_with(
         authorizer: Authorizer::default(),
         registry,
         clock: clock.clone(),
+        audit: warrant_audit::Auditor::disabled(),
     });
 
     let dir = tempfile::tempdir().unwrap();

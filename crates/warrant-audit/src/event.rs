@@ -1,0 +1,376 @@
+//! The audit event: what one line of the audit log says. docs/audit.md is its schema; a field
+//! added here is added there. An event never holds a token, a signature or a key: only names,
+//! UIDs, times, the credential ID (`JTI=…`) and the key ID.
+
+use jiff::Timestamp;
+use serde::{Serialize, Serializer};
+use warrant_auth::{User, Via};
+use warrant_token::{Binding, Claims, ObjectRef};
+
+/// One audited request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// What was asked.
+    pub kind: EventKind,
+    /// When the request arrived, RFC 3339 in UTC with microseconds.
+    #[serde(serialize_with = "micro_time")]
+    pub time: Timestamp,
+    /// The request's ID: the `Audit-ID` header kube-apiserver sent (so warrant's event and
+    /// kube-apiserver's share it), else one warrant made; warrant answers with it in `Audit-ID`.
+    /// Empty for Sign (gRPC has no such header).
+    #[serde(rename = "requestID", skip_serializing_if = "String::is_empty")]
+    pub request_id: String,
+    /// Who asked.
+    pub requester: Requester,
+    /// What warrant did.
+    pub decision: Decision,
+    /// The HTTP status of the answer (absent for Sign).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<u16>,
+    /// Why it refused (a request) or did not authenticate (a token): the message the client was
+    /// given.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// The service account the token is (or would have been) for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ServiceAccount>,
+    /// The token issued, reviewed or signed, when there is one whose claims are known.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub token: Option<TokenFacts>,
+}
+
+/// The three audited requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum EventKind {
+    /// `POST …/serviceaccounts/NAME/token`.
+    TokenRequest,
+    /// `POST …/tokenreviews`.
+    TokenReview,
+    /// The external signer's `Sign`, for kube-apiserver.
+    Sign,
+}
+
+/// What warrant did with the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Decision {
+    /// TokenRequest: a token was issued.
+    Issued,
+    /// Sign: the claims were signed.
+    Signed,
+    /// TokenReview: the token is valid; `serviceAccount` and the token's fields say whose.
+    Authenticated,
+    /// TokenReview: the token is not valid (the review itself succeeded); `reason` says why.
+    Unauthenticated,
+    /// The request itself was refused or failed (unauthenticated caller, forbidden, invalid,
+    /// not found, unavailable, a timeout…); `code` and `reason` say how.
+    Refused,
+}
+
+/// The caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Requester {
+    /// The user name, as authorization saw it; empty for an anonymous caller.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub user: String,
+    /// The user's UID, when its authenticator knows one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// The user's groups.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// How the caller proved who it is: `client-certificate`, `front-proxy` (relayed by
+    /// kube-apiserver's aggregator), `token-file`, `service-account-token` (one of warrant's
+    /// own), `delegated` (kube-apiserver's TokenReview), `anonymous` (no credentials),
+    /// `failed` (credentials that did not authenticate), or `unix-socket` (Sign).
+    pub authenticated_by: &'static str,
+    /// Where the request came from: `IP:PORT` of the TCP peer (for a relayed request, the
+    /// aggregator's), or `unix:pid=…,uid=…` for the signing socket.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub client_address: String,
+}
+
+impl Requester {
+    /// An authenticated user at `client_address`.
+    pub fn user(user: &User, client_address: String) -> Self {
+        Requester {
+            user: user.name.clone(),
+            uid: user.uid.clone(),
+            groups: user.groups.clone(),
+            authenticated_by: match &user.via {
+                Via::FrontProxy => "front-proxy",
+                Via::ClientCertificate => "client-certificate",
+                Via::TokenFile => "token-file",
+                Via::OwnToken(_) => "service-account-token",
+                Via::Delegated => "delegated",
+            },
+            client_address,
+        }
+    }
+
+    /// A caller that presented no credentials.
+    pub fn anonymous(client_address: String) -> Self {
+        Requester {
+            authenticated_by: "anonymous",
+            client_address,
+            ..Requester::default()
+        }
+    }
+
+    /// A caller whose credentials were refused (or could not be checked).
+    pub fn refused(client_address: String) -> Self {
+        Requester {
+            authenticated_by: "failed",
+            client_address,
+            ..Requester::default()
+        }
+    }
+}
+
+/// A service account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServiceAccount {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its UID, when known (it is not when the request failed before the lookup).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+/// What an event says about a token. Flattened into the event.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenFacts {
+    /// The token's audiences.
+    pub audiences: Vec<String>,
+    /// `iat`, RFC 3339.
+    #[serde(
+        serialize_with = "seconds_time",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub issued_at: Option<i64>,
+    /// When the token expires as far as its requester was told (`status.expirationTimestamp`):
+    /// `exp`, or for an extended token the time it would have expired unextended
+    /// (`warnafter`).
+    #[serde(
+        serialize_with = "seconds_time",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expires_at: Option<i64>,
+    /// For an extended token (a kubelet's pod token for the API audiences): `exp`, when it
+    /// really stops being valid.
+    #[serde(
+        serialize_with = "seconds_time",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub extended_expires_at: Option<i64>,
+    /// The object the token is bound to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_object: Option<BoundObject>,
+    /// For a pod-bound token, the pod's node when the token was issued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<BoundObject>,
+    /// `JTI=<jti>`, as TokenReview reports it in `authentication.kubernetes.io/credential-id`.
+    #[serde(rename = "credentialID", skip_serializing_if = "String::is_empty")]
+    pub credential_id: String,
+    /// The key that signed it.
+    #[serde(rename = "keyID", skip_serializing_if = "String::is_empty")]
+    pub key_id: String,
+}
+
+impl TokenFacts {
+    /// The facts of `claims`, signed by `key_id`.
+    pub fn from_claims(claims: &Claims, key_id: &str) -> Self {
+        let warnafter = claims.kubernetes.warnafter.filter(|w| *w != 0);
+        let binding = claims.binding();
+        let node = match &binding {
+            Binding::Pod { node, .. } => node.as_ref().map(|n| BoundObject::new("Node", n)),
+            _ => None,
+        };
+        TokenFacts {
+            audiences: claims.aud.clone(),
+            issued_at: claims.iat,
+            expires_at: warnafter.or(claims.exp),
+            extended_expires_at: warnafter.and(claims.exp),
+            bound_object: binding
+                .object()
+                .map(|(kind, object)| BoundObject::new(kind.as_str(), object)),
+            node,
+            credential_id: if claims.jti.is_empty() {
+                String::new()
+            } else {
+                format!("JTI={}", claims.jti)
+            },
+            key_id: key_id.to_owned(),
+        }
+    }
+}
+
+impl ServiceAccount {
+    /// The service account `claims` name (`None` if they name none).
+    pub fn from_claims(claims: &Claims) -> Option<Self> {
+        let account = &claims.kubernetes.serviceaccount;
+        (!claims.kubernetes.namespace.is_empty() || !account.name.is_empty()).then(|| {
+            ServiceAccount {
+                namespace: claims.kubernetes.namespace.clone(),
+                name: account.name.clone(),
+                uid: account.uid.clone(),
+            }
+        })
+    }
+}
+
+/// A bound object (or a pod's node).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BoundObject {
+    /// `Pod`, `Secret` or `Node`.
+    pub kind: &'static str,
+    /// Its name.
+    pub name: String,
+    /// Its UID (absent for a pod's node that was not found).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+impl BoundObject {
+    fn new(kind: &'static str, object: &ObjectRef) -> Self {
+        BoundObject {
+            kind,
+            name: object.name.clone(),
+            uid: object.uid.clone(),
+        }
+    }
+}
+
+fn micro_time<S: Serializer>(time: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&time.strftime("%Y-%m-%dT%H:%M:%S%.6fZ"))
+}
+
+fn seconds_time<S: Serializer>(seconds: &Option<i64>, serializer: S) -> Result<S::Ok, S::Error> {
+    match seconds.and_then(|s| Timestamp::from_second(s).ok()) {
+        Some(time) => serializer.collect_str(&time.strftime("%Y-%m-%dT%H:%M:%SZ")),
+        None => serializer.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_token() -> Claims {
+        serde_json::from_value(serde_json::json!({
+            "aud": ["vault"],
+            "iat": 1_700_000_000,
+            "exp": 1_731_536_000,
+            "nbf": 1_700_000_000,
+            "iss": "https://warrant.example",
+            "jti": "4f1e2d3c-0000-4000-8000-000000000001",
+            "sub": "system:serviceaccount:shop:cart",
+            "kubernetes.io": {
+                "namespace": "shop",
+                "serviceaccount": {"name": "cart", "uid": "sa-uid"},
+                "pod": {"name": "cart-7d9", "uid": "pod-uid"},
+                "node": {"name": "n1", "uid": "node-uid"},
+                "warnafter": 1_700_003_607
+            }
+        }))
+        .unwrap()
+    }
+
+    /// An extended pod token says when its requester was told it expires and when it really
+    /// does, what it is bound to, and how to find its issuance: and never more than that.
+    #[test]
+    fn an_event_is_one_line_of_the_documented_fields() {
+        let claims = pod_token();
+        let event = Event {
+            kind: EventKind::TokenReview,
+            time: Timestamp::from_microsecond(1_700_000_100_123_456).unwrap(),
+            request_id: "b1f0".into(),
+            requester: Requester {
+                user: "system:kube-apiserver".into(),
+                uid: String::new(),
+                groups: vec!["system:authenticated".into()],
+                authenticated_by: "client-certificate",
+                client_address: "10.0.0.1:40000".into(),
+            },
+            decision: Decision::Authenticated,
+            code: Some(201),
+            reason: String::new(),
+            service_account: ServiceAccount::from_claims(&claims),
+            token: Some(TokenFacts::from_claims(&claims, "kid-1")),
+        };
+        let line = serde_json::to_string(&event).unwrap();
+        assert!(!line.contains('\n'));
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "kind": "TokenReview",
+                "time": "2023-11-14T22:15:00.123456Z",
+                "requestID": "b1f0",
+                "requester": {
+                    "user": "system:kube-apiserver",
+                    "groups": ["system:authenticated"],
+                    "authenticatedBy": "client-certificate",
+                    "clientAddress": "10.0.0.1:40000"
+                },
+                "decision": "authenticated",
+                "code": 201,
+                "serviceAccount": {"namespace": "shop", "name": "cart", "uid": "sa-uid"},
+                "audiences": ["vault"],
+                "issuedAt": "2023-11-14T22:13:20Z",
+                "expiresAt": "2023-11-14T23:13:27Z",
+                "extendedExpiresAt": "2024-11-13T22:13:20Z",
+                "boundObject": {"kind": "Pod", "name": "cart-7d9", "uid": "pod-uid"},
+                "node": {"kind": "Node", "name": "n1", "uid": "node-uid"},
+                "credentialID": "JTI=4f1e2d3c-0000-4000-8000-000000000001",
+                "keyID": "kid-1"
+            })
+        );
+    }
+
+    /// A refusal before any token is known says only who asked, what and why.
+    #[test]
+    fn a_refusal_has_no_token_fields() {
+        let event = Event {
+            kind: EventKind::TokenRequest,
+            time: Timestamp::UNIX_EPOCH,
+            request_id: "r".into(),
+            requester: Requester::anonymous("127.0.0.1:1".into()),
+            decision: Decision::Refused,
+            code: Some(401),
+            reason: "Unauthorized".into(),
+            service_account: Some(ServiceAccount {
+                namespace: "shop".into(),
+                name: "cart".into(),
+                uid: String::new(),
+            }),
+            token: None,
+        };
+        let value = serde_json::to_value(&event).unwrap();
+        let keys: std::collections::BTreeSet<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            std::collections::BTreeSet::from([
+                "kind",
+                "time",
+                "requestID",
+                "requester",
+                "decision",
+                "code",
+                "reason",
+                "serviceAccount"
+            ])
+        );
+        assert_eq!(value["requester"]["authenticatedBy"], "anonymous");
+    }
+}

@@ -1,0 +1,140 @@
+//! Audit events of TokenRequest and TokenReview (warrant-audit writes them; the external signer
+//! makes its own). One layer, [`layer`], makes the event of every such request, whatever
+//! answered it: a handler (which attaches [`AuditFacts`] to its response: the decision and the
+//! token), authentication or authorization (401, 403, 429: their [`ErrorMessage`]), or the
+//! timeout. It hands the event to the auditor before the response leaves, so a client never
+//! holds a token whose issuance is not queued for the log.
+
+use std::net::SocketAddr;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use http::{HeaderName, HeaderValue};
+use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
+use warrant_auth::{Attributes, Caller};
+
+use crate::routes::{Endpoint, Routed};
+use crate::state::AppState;
+
+/// The TCP peer of a connection, attached to each of its requests by the accept loop.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddress(pub SocketAddr);
+
+/// What a handler says about its answer, for the audit event: attached to its response.
+#[derive(Debug, Clone)]
+pub(crate) struct AuditFacts {
+    /// What was decided.
+    pub(crate) decision: Decision,
+    /// Why a token did not authenticate (TokenReview's `status.error`).
+    pub(crate) reason: String,
+    /// The service account, when known from the token or the lookup.
+    pub(crate) service_account: Option<ServiceAccount>,
+    /// The token issued or reviewed.
+    pub(crate) token: Option<TokenFacts>,
+}
+
+/// The message of an error response (its `Status.message`), for the audit event.
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorMessage(pub(crate) String);
+
+/// kube-apiserver's header for the request's audit ID, in requests it relays and in responses.
+const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
+
+/// An `Audit-ID` a client sent is used if it is plausibly an ID: printable ASCII, no spaces,
+/// at most this long. Anything else gets an ID of warrant's.
+const MAX_AUDIT_ID: usize = 128;
+
+/// Audits TokenRequest and TokenReview; every other request passes untouched (and, with no
+/// audit log, every request does).
+pub(crate) async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let auditor = state.audit();
+    if !auditor.enabled() {
+        return next.run(request).await;
+    }
+    let Some(Routed::Route {
+        route,
+        allowed: true,
+        ..
+    }) = request.extensions().get::<Routed>()
+    else {
+        return next.run(request).await;
+    };
+    let kind = match route.endpoint {
+        Endpoint::TokenRequest => EventKind::TokenRequest,
+        Endpoint::TokenReview => EventKind::TokenReview,
+        _ => return next.run(request).await,
+    };
+    // The service account a TokenRequest's path names, for events of requests refused
+    // before the handler read it.
+    let path_account = request
+        .extensions()
+        .get::<Routed>()
+        .and_then(Routed::attributes)
+        .and_then(|attributes| match attributes {
+            Attributes::Resource(r) if kind == EventKind::TokenRequest => Some(ServiceAccount {
+                namespace: r.namespace,
+                name: r.name,
+                uid: String::new(),
+            }),
+            _ => None,
+        });
+    let time = state.clock().now();
+    let request_id = request
+        .headers()
+        .get(&AUDIT_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| {
+            !id.is_empty() && id.len() <= MAX_AUDIT_ID && id.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let client_address = request
+        .extensions()
+        .get::<ClientAddress>()
+        .map(|a| a.0.to_string())
+        .unwrap_or_default();
+
+    let mut response = next.run(request).await;
+
+    let extensions = response.extensions_mut();
+    let requester = match extensions.remove::<Caller>() {
+        Some(Caller::User(user)) => Requester::user(&user, client_address),
+        Some(Caller::Anonymous) => Requester::anonymous(client_address),
+        None => Requester::refused(client_address),
+    };
+    let facts = extensions.remove::<AuditFacts>();
+    let message = extensions.remove::<ErrorMessage>();
+    let status = response.status();
+    let event = match facts {
+        Some(facts) => Event {
+            kind,
+            time,
+            request_id: request_id.clone(),
+            requester,
+            decision: facts.decision,
+            code: Some(status.as_u16()),
+            reason: facts.reason,
+            service_account: facts.service_account.or(path_account),
+            token: facts.token,
+        },
+        None => Event {
+            kind,
+            time,
+            request_id: request_id.clone(),
+            requester,
+            decision: Decision::Refused,
+            code: Some(status.as_u16()),
+            reason: message.map_or_else(
+                || status.canonical_reason().unwrap_or_default().to_owned(),
+                |m| m.0,
+            ),
+            service_account: path_account,
+            token: None,
+        },
+    };
+    auditor.record(event).await;
+    if let Ok(id) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(AUDIT_ID, id);
+    }
+    response
+}

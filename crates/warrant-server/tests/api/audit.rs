@@ -1,0 +1,272 @@
+//! The audit trail through the router: every TokenRequest and TokenReview, whoever answered
+//! it, is one event that says who asked, for what, what was decided and why; and never the
+//! token.
+
+use axum::body::Body;
+use http::{Method, Request, StatusCode};
+use serde_json::{Value, json};
+use warrant_objects::Kind;
+
+use crate::support::*;
+
+/// The events written, once the writer has finished.
+async fn events(
+    writer: warrant_audit::AuditWriter,
+    dir: &tempfile::TempDir,
+) -> (String, Vec<Value>) {
+    writer.finish().await;
+    let text = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();
+    let events = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (text, events)
+}
+
+fn header_kid(token: &str) -> String {
+    use base64::Engine as _;
+    let header = token.split('.').next().unwrap();
+    let json: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(header)
+            .unwrap(),
+    )
+    .unwrap();
+    json["kid"].as_str().unwrap().to_owned()
+}
+
+/// An issued pod token: who asked and how they authenticated, the service account with its
+/// UID, audiences, times, the pod and its node, the credential ID and the key; the request ID
+/// is the one the response carries in `Audit-ID`.
+#[tokio::test]
+async fn an_issued_token_is_an_event_without_the_token() {
+    let (api, writer, dir) = api_audited();
+    let reply = api
+        .token_as(
+            ADMIN,
+            "app",
+            json!({"audiences": ["vault"], "expirationSeconds": 3600,
+                   "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "app-0"}}),
+        )
+        .await;
+    assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
+    let token = reply.json["status"]["token"].as_str().unwrap().to_owned();
+    let request_id = reply.headers["audit-id"].to_str().unwrap().to_owned();
+    let jti = claims(&token).jti;
+
+    let (text, events) = events(writer, &dir).await;
+    assert!(!text.contains(&token), "the audit log holds the token");
+    let signature = token.rsplit('.').next().unwrap();
+    assert!(
+        !text.contains(signature),
+        "the audit log holds its signature"
+    );
+    assert_eq!(events.len(), 1, "{text}");
+    let event = &events[0];
+    let mut expected = json!({
+        "kind": "TokenRequest",
+        "requestID": request_id,
+        "requester": {
+            "user": "admin",
+            "uid": "admin-uid",
+            "groups": ["system:masters", "system:authenticated"],
+            "authenticatedBy": "token-file"
+        },
+        "decision": "issued",
+        "code": 201,
+        "serviceAccount": {"namespace": "demo", "name": "app", "uid": SA_UID},
+        "audiences": ["vault"],
+        "issuedAt": "2027-01-15T08:00:00Z",
+        "expiresAt": "2027-01-15T09:00:00Z",
+        "boundObject": {"kind": "Pod", "name": "app-0", "uid": POD_UID},
+        "node": {"kind": "Node", "name": "node-1", "uid": NODE_UID},
+        "credentialID": format!("JTI={jti}"),
+        "keyID": header_kid(&token),
+    });
+    // The time is the request's arrival, on the server's clock.
+    expected["time"] = json!("2027-01-15T08:00:00.000000Z");
+    assert_eq!(event, &expected);
+}
+
+/// An extended token (a kubelet's pod token for the API audiences) says both expiries.
+#[tokio::test]
+async fn an_extended_token_says_both_expiries() {
+    let (api, writer, dir) = api_audited();
+    let reply = api
+        .token_as(
+            ADMIN,
+            "app",
+            json!({"expirationSeconds": 3607,
+                   "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "app-0"}}),
+        )
+        .await;
+    assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
+    let (_, events) = events(writer, &dir).await;
+    assert_eq!(events[0]["expiresAt"], "2027-01-15T09:00:07Z");
+    assert_eq!(events[0]["extendedExpiresAt"], "2028-01-15T08:00:00Z");
+}
+
+/// Refusals are events too, whichever layer refused: a caller without credentials, one whose
+/// credentials fail, one not allowed, and a service account that does not exist, each with
+/// its code and the message the client got.
+#[tokio::test]
+async fn every_refusal_is_an_event_with_its_reason() {
+    let (api, writer, dir) = api_audited();
+    let uri = "/api/v1/namespaces/demo/serviceaccounts/app/token";
+    let body =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let anonymous = api
+        .send(
+            Request::builder()
+                .method(Method::POST)
+                .uri(uri)
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(anonymous.code, StatusCode::UNAUTHORIZED);
+    let bad = api.post_as("not-a-token", uri, body.clone()).await;
+    assert_eq!(bad.code, StatusCode::UNAUTHORIZED);
+    let forbidden = api.post_as(BOB, uri, body.clone()).await;
+    assert_eq!(forbidden.code, StatusCode::FORBIDDEN);
+    let missing = api.token_as(ADMIN, "nobody", json!({})).await;
+    assert_eq!(missing.code, StatusCode::NOT_FOUND);
+
+    let (_, events) = events(writer, &dir).await;
+    let summary: Vec<(String, String, u64, String, String)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["decision"].as_str().unwrap().to_owned(),
+                e["requester"]["authenticatedBy"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+                e["code"].as_u64().unwrap(),
+                e["serviceAccount"]["name"].as_str().unwrap().to_owned(),
+                e["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let row = |d: &str, by: &str, code: u64, sa: &str, reason: &str| {
+        (
+            d.to_owned(),
+            by.to_owned(),
+            code,
+            sa.to_owned(),
+            reason.to_owned(),
+        )
+    };
+    assert_eq!(
+        summary,
+        [
+            row("refused", "anonymous", 401, "app", "Unauthorized"),
+            row("refused", "failed", 401, "app", "Unauthorized"),
+            row(
+                "refused",
+                "token-file",
+                403,
+                "app",
+                forbidden.json["message"].as_str().unwrap()
+            ),
+            row(
+                "refused",
+                "token-file",
+                404,
+                "nobody",
+                "serviceaccounts \"nobody\" not found"
+            ),
+        ]
+    );
+    assert_eq!(events[2]["requester"]["user"], "bob");
+    assert!(events.iter().all(|e| e.get("credentialID").is_none()));
+}
+
+/// Reviews: a valid token (with the Audit-ID kube-apiserver sent kept as the request ID), a
+/// token whose pod is gone (whose it was is known: its signature is good), and garbage (only
+/// the reason).
+#[tokio::test]
+async fn reviews_say_whose_token_and_why_not() {
+    let (api, writer, dir) = api_audited();
+    let token = api
+        .token_as(
+            ADMIN,
+            "app",
+            json!({"audiences": ["vault"],
+                   "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "app-0"}}),
+        )
+        .await
+        .json["status"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                        "spec": {"token": token, "audiences": ["vault"]}});
+    let reply = api
+        .send_with_peer(
+            Method::POST,
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            None,
+            &[
+                ("authorization", &format!("Bearer {ADMIN}")),
+                ("audit-id", "from-kube-apiserver-1"),
+            ],
+            Some(review),
+        )
+        .await;
+    assert_eq!(
+        reply.json["status"]["authenticated"], true,
+        "{}",
+        reply.text
+    );
+    assert_eq!(reply.headers["audit-id"], "from-kube-apiserver-1");
+    api.objects.remove(Kind::Pod, "demo", "app-0");
+    let gone = api
+        .review("authentication.k8s.io/v1", &token, &["vault"])
+        .await;
+    assert_ne!(gone.json["status"]["authenticated"], true);
+    assert!(gone.json["status"]["error"].is_string(), "{}", gone.text);
+    let garbage = api
+        .review("authentication.k8s.io/v1", "eyJhbGciOiJub25lIn0.e30.", &[])
+        .await;
+    assert_ne!(garbage.json["status"]["authenticated"], true);
+
+    let (text, events) = events(writer, &dir).await;
+    assert!(!text.contains(&token));
+    assert!(!text.contains("eyJhbGciOiJub25lIn0"));
+    assert_eq!(events.len(), 4, "{text}");
+    let jti = format!("JTI={}", claims(&token).jti);
+
+    let valid = &events[1];
+    assert_eq!(valid["kind"], "TokenReview");
+    assert_eq!(valid["requestID"], "from-kube-apiserver-1");
+    assert_eq!(valid["decision"], "authenticated");
+    assert_eq!(valid["credentialID"], jti.as_str());
+    assert_eq!(valid["boundObject"]["name"], "app-0");
+    assert_eq!(valid["keyID"], header_kid(&token).as_str());
+
+    let revoked = &events[2];
+    assert_eq!(revoked["decision"], "unauthenticated");
+    assert_eq!(revoked["credentialID"], jti.as_str());
+    assert_eq!(revoked["serviceAccount"]["name"], "app");
+    assert_eq!(revoked["reason"], gone.json["status"]["error"]);
+
+    let unknown = &events[3];
+    assert_eq!(unknown["decision"], "unauthenticated");
+    assert_eq!(unknown["reason"], garbage.json["status"]["error"]);
+    assert!(unknown.get("credentialID").is_none());
+    assert!(unknown.get("serviceAccount").is_none());
+}
+
+/// Nothing else is audited: documents, health and discovery make no events.
+#[tokio::test]
+async fn other_requests_make_no_events() {
+    let (api, writer, dir) = api_audited();
+    for path in ["/openid/v1/jwks", "/readyz", "/apis", "/version"] {
+        let reply = api.send_with_peer(Method::GET, path, None, &[], None).await;
+        assert!(reply.headers.get("audit-id").is_none(), "{path}");
+    }
+    let (text, _) = events(writer, &dir).await;
+    assert_eq!(text, "");
+}
