@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName};
 use jiff::Timestamp;
-use rustls_pki_types::CertificateDer;
 
-use super::x509::{CaBundle, subject};
+use super::peer::Presented;
+use super::x509::CaBundle;
 use super::{Outcome, User, Via};
 
 /// The header names kube-apiserver's aggregator uses, and warrant's defaults.
@@ -77,10 +77,10 @@ impl FrontProxy {
     pub(crate) fn authenticate(
         &self,
         headers: &HeaderMap,
-        chain: &[CertificateDer<'static>],
+        peer: &Presented,
         now: Timestamp,
     ) -> Outcome {
-        if let Err(why) = self.ca.verify(chain, now) {
+        if let Err(why) = peer.verify(&self.ca, now) {
             // Chained to another CA the handshake trusts (the users' CA): not the proxy.
             return if has_identity_headers(headers, Some(self)) {
                 Outcome::Failed(format!("front proxy: {why}"))
@@ -88,11 +88,7 @@ impl FrontProxy {
                 Outcome::NotMine
             };
         }
-        let common_name = chain
-            .first()
-            .and_then(subject)
-            .map(|(cn, _)| cn)
-            .unwrap_or_default();
+        let common_name = peer.subject().map(|(cn, _)| cn.clone()).unwrap_or_default();
         if !self.allowed_names.is_empty() && !self.allowed_names.contains(&common_name) {
             return Outcome::Failed(format!(
                 "x509: subject with cn={common_name} is not in the allowed list"

@@ -24,6 +24,7 @@ pub(crate) mod configmap;
 pub(crate) mod delegated;
 pub(crate) mod frontproxy;
 pub(crate) mod owntoken;
+pub(crate) mod peer;
 pub(crate) mod tokenfile;
 pub(crate) mod trust;
 pub(crate) mod x509;
@@ -38,13 +39,13 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use rustls_pki_types::CertificateDer;
 use warrant_token::{Binding, GROUP_AUTHENTICATED};
 
 pub use self::configmap::{Follow, follow_extension_authentication};
 pub use self::delegated::DelegatedAuthentication;
 pub use self::frontproxy::{FrontProxy, RequestHeaders};
 pub use self::owntoken::{OwnTokenReview, OwnTokens};
+pub use self::peer::PeerCertificate;
 pub use self::tokenfile::{TokenFile, TokenFileError};
 pub use self::trust::ClientTrust;
 pub use self::x509::{CaBundle, CaError};
@@ -138,24 +139,6 @@ impl Caller {
     }
 }
 
-/// The certificate chain a client presented on this connection (end entity first). The TLS
-/// handshake has checked that it chains to one of the configured client CAs and that the
-/// client holds its key; each authenticator checks it again against the CA it trusts.
-#[derive(Debug, Clone, Default)]
-pub struct PeerCertificate(Option<Arc<[CertificateDer<'static>]>>);
-
-impl PeerCertificate {
-    /// A presented chain, end entity first.
-    pub fn new(chain: Vec<CertificateDer<'static>>) -> Self {
-        PeerCertificate((!chain.is_empty()).then(|| chain.into()))
-    }
-
-    /// The chain, if a certificate was presented.
-    pub fn chain(&self) -> Option<&[CertificateDer<'static>]> {
-        self.0.as_deref()
-    }
-}
-
 /// What one authenticator made of a request.
 #[derive(Debug)]
 pub(crate) enum Outcome {
@@ -230,9 +213,9 @@ impl Authenticator {
         let trust = self.trust.load();
 
         // 1 and 2: the client certificate, as a front proxy, then as a user.
-        if let Some(chain) = peer.chain() {
+        if let Some(presented) = peer.presented() {
             if let Some(front_proxy) = &trust.front_proxy {
-                match front_proxy.authenticate(headers, chain, now) {
+                match front_proxy.authenticate(headers, presented, now) {
                     Outcome::User(user) => return Ok(self.success("front_proxy", user)),
                     Outcome::Failed(why) | Outcome::Overloaded(why) => {
                         failures.push(("front_proxy", why))
@@ -241,7 +224,7 @@ impl Authenticator {
                 }
             }
             if let Some(ca) = &trust.client_ca {
-                match x509::authenticate(ca, chain, now) {
+                match x509::authenticate(ca, presented, now) {
                     Outcome::User(user) => return Ok(self.success("client_certificate", user)),
                     Outcome::Failed(why) | Outcome::Overloaded(why) => {
                         failures.push(("client_certificate", why))

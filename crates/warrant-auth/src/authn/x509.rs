@@ -26,6 +26,7 @@ use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
+use super::peer::Presented;
 use super::{Outcome, User, Via};
 
 /// Why a CA bundle is unusable.
@@ -45,6 +46,9 @@ pub enum CaError {
 /// and the client-auth extended key usage, by webpki).
 #[derive(Clone)]
 pub struct CaBundle {
+    /// This bundle's identity: each bundle parsed gets its own (clones share it), so what a
+    /// connection remembers having verified against one never counts for its replacement.
+    id: u64,
     origin: String,
     pub(crate) certificates: Vec<CertificateDer<'static>>,
     verifier: Arc<dyn ClientCertVerifier>,
@@ -96,7 +100,9 @@ impl CaBundle {
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
             .map_err(|e| invalid(e.to_string()))?;
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(CaBundle {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             origin: origin.to_owned(),
             certificates,
             verifier,
@@ -111,6 +117,11 @@ impl CaBundle {
             message: e.to_string(),
         })?;
         Self::from_pem(&pem, &origin)
+    }
+
+    /// This bundle's identity (never 0).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Where the bundle came from.
@@ -138,23 +149,16 @@ impl CaBundle {
 }
 
 /// The user a client certificate from `ca` names, if it chains to it.
-pub(crate) fn authenticate(
-    ca: &CaBundle,
-    chain: &[CertificateDer<'static>],
-    now: Timestamp,
-) -> Outcome {
-    if let Err(why) = ca.verify(chain, now) {
+pub(crate) fn authenticate(ca: &CaBundle, peer: &Presented, now: Timestamp) -> Outcome {
+    if let Err(why) = peer.verify(ca, now) {
         // Chained to another CA the handshake trusts (the front proxy's): not a user.
         return Outcome::Failed(why);
     }
-    let Some(end_entity) = chain.first() else {
-        return Outcome::NotMine;
-    };
-    match subject(end_entity) {
+    match peer.subject() {
         Some((name, groups)) if !name.is_empty() => Outcome::User(Arc::new(User::new(
-            name,
+            name.clone(),
             String::new(),
-            groups,
+            groups.clone(),
             Via::ClientCertificate,
         ))),
         _ => Outcome::Failed("x509: the certificate has no common name".to_owned()),

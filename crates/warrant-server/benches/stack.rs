@@ -1,0 +1,268 @@
+//! warrant's own per-request cost, without the transport: requests through the whole router
+//! (route matching, metrics, timeout, authentication, authorization, the handler, JSON in and
+//! out) as the connection loop hands them over, on one thread. Against the crypto micro
+//! benchmarks (warrant-token's `token` bench), what is left is warrant's overhead per request.
+//! `make bench-micro` runs it; docs/benchmarks.md has figures.
+//!
+//! - `version`: the floor of the stack, `GET /version` by a token-file user;
+//! - `tokenreview/repeated` and `tokenreview/distinct`: pod-bound RS256 tokens (distinct ones
+//!   never found in the signature cache, so each pays a verification and a cache insert);
+//! - `tokenreview/client-cert`: the repeated review by a caller authenticated by a client
+//!   certificate instead of a token, as kube-apiserver's webhook and the issue's benchmark do;
+//! - `tokenrequest/pod`: a pod-bound TokenRequest (ES256, so the signature does not hide the
+//!   rest).
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use criterion::{Criterion, criterion_group, criterion_main};
+use http::{Method, Request};
+use http_body_util::BodyExt;
+use jiff::Timestamp;
+use prometheus_client::registry::Registry;
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer};
+use tower::ServiceExt;
+use warrant_audit::Auditor;
+use warrant_auth::{Authenticator, Authorizer, CaBundle, ClientTrust, PeerCertificate, TokenFile};
+use warrant_clock::Clock;
+use warrant_keys::KeySet;
+use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
+use warrant_server::{AppState, Settings, StateParts, router};
+use warrant_token::{
+    Binding, Claims, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey, new_jti,
+};
+
+const ISSUER: &str = "https://warrant.bench";
+const ADMIN: &str = "admin-token";
+const NOW: i64 = 1_800_000_000;
+const PODS: usize = 5_000;
+
+fn record(uid: String, pod: Option<PodInfo>) -> Record {
+    Record {
+        uid,
+        deletion_timestamp: None,
+        pod,
+    }
+}
+
+struct Bench {
+    router: Router,
+    key: SigningKey,
+    peer: PeerCertificate,
+}
+
+fn server(key: SigningKey, signature_cache_entries: u64) -> Bench {
+    let source = Arc::new(MemorySource::new());
+    for i in 0..PODS / 10 {
+        source.put(
+            Kind::ServiceAccount,
+            "bench",
+            &format!("sa-{i}"),
+            record(format!("sa-uid-{i}"), None),
+        );
+    }
+    source.put(Kind::Node, "", "node-1", record("node-uid".into(), None));
+    for i in 0..PODS {
+        let info = PodInfo {
+            service_account_name: format!("sa-{}", i % (PODS / 10)),
+            node_name: "node-1".into(),
+            token_audiences: vec![],
+        };
+        source.put(
+            Kind::Pod,
+            "bench",
+            &format!("pod-{i}"),
+            record(format!("pod-uid-{i}"), Some(info)),
+        );
+    }
+    // A users' CA and an admin certificate from it, as the TLS layer attaches it.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "bench CA");
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let mut admin = CertificateParams::new(Vec::<String>::new()).unwrap();
+    admin.distinguished_name.push(DnType::CommonName, "admin");
+    admin
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let admin = admin
+        .signed_by(&rcgen::KeyPair::generate().unwrap(), &issuer)
+        .unwrap();
+    let peer = PeerCertificate::new(vec![admin.der().clone()]);
+
+    let mut authenticator = Authenticator::default();
+    authenticator.token_file = Some(
+        TokenFile::parse(
+            format!("{ADMIN},admin,admin-uid,system:masters\n").as_bytes(),
+            "tokens.csv",
+        )
+        .unwrap(),
+    );
+    authenticator.own_tokens = true;
+    authenticator.trust = ClientTrust::new(
+        Some(CaBundle::from_pem(ca_pem.as_bytes(), "bench CA").unwrap()),
+        None,
+    );
+    let state = AppState::new(StateParts {
+        settings: Settings {
+            issuers: vec![ISSUER.into()],
+            api_audiences: vec![ISSUER.into()],
+            jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
+            expiration: ExpirationPolicy::default(),
+            signature_cache_entries,
+        },
+        keys: KeySet::new(key.clone(), vec![]),
+        objects: Objects::new(source),
+        authenticator,
+        authorizer: Authorizer::default(),
+        registry: Registry::default(),
+        clock: Clock::manual(Timestamp::from_second(NOW).unwrap()),
+        audit: Auditor::disabled(),
+    });
+    Bench {
+        router: router(state),
+        key,
+        peer,
+    }
+}
+
+fn pod_token(key: &SigningKey, i: usize) -> String {
+    let claims = Claims::new(NewToken {
+        issuer: ISSUER,
+        namespace: "bench",
+        service_account: ObjectRef::new(
+            format!("sa-{}", i % (PODS / 10)),
+            format!("sa-uid-{}", i % (PODS / 10)),
+        ),
+        audiences: vec!["vault".into()],
+        binding: Binding::Pod {
+            pod: ObjectRef::new(format!("pod-{}", i % PODS), format!("pod-uid-{}", i % PODS)),
+            node: Some(ObjectRef::new("node-1", "node-uid")),
+        },
+        issued_at: NOW - 60,
+        expires_at: NOW + 3600,
+        warn_after: None,
+        jti: new_jti(),
+    });
+    key.sign(&claims).unwrap()
+}
+
+fn review_body(token: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview",
+        "spec": {"token": token, "audiences": ["vault"]},
+    })
+    .to_string()
+}
+
+/// One request through the router, its whole body read.
+async fn send(router: &Router, request: Request<Body>) -> usize {
+    let response = router.clone().oneshot(request).await.unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .len()
+}
+
+fn post(uri: &str, body: String, peer: Option<&PeerCertificate>) -> Request<Body> {
+    let mut builder = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header("content-type", "application/json");
+    if peer.is_none() {
+        builder = builder.header("authorization", format!("Bearer {ADMIN}"));
+    }
+    let mut request = builder.body(Body::from(body)).unwrap();
+    if let Some(peer) = peer {
+        request.extensions_mut().insert(peer.clone());
+    }
+    request
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let default = warrant_server::DEFAULT_SIGNATURE_CACHE_ENTRIES;
+    let rs256 = server(SigningKey::generate(KeyType::Rsa2048).unwrap(), default);
+    let es256 = server(SigningKey::generate(KeyType::P256).unwrap(), default);
+    // A cache smaller than the tokens cycled through: every distinct review misses, verifies
+    // and inserts, as with a stream of new tokens.
+    let small_cache = server(rs256.key.clone(), 1_000);
+    let reviews = "/apis/authentication.k8s.io/v1/tokenreviews";
+
+    c.bench_function("stack/version", |b| {
+        b.iter(|| {
+            let request = Request::builder()
+                .uri("/version")
+                .header("authorization", format!("Bearer {ADMIN}"))
+                .body(Body::empty())
+                .unwrap();
+            black_box(runtime.block_on(send(&rs256.router, request)))
+        });
+    });
+
+    let repeated = review_body(&pod_token(&rs256.key, 7));
+    c.bench_function("stack/tokenreview/repeated", |b| {
+        b.iter(|| {
+            black_box(runtime.block_on(send(&rs256.router, post(reviews, repeated.clone(), None))))
+        });
+    });
+    c.bench_function("stack/tokenreview/client-cert", |b| {
+        b.iter(|| {
+            black_box(runtime.block_on(send(
+                &rs256.router,
+                post(reviews, repeated.clone(), Some(&rs256.peer)),
+            )))
+        });
+    });
+
+    // Cycled through a cache a fifth of their number, so none is found there.
+    let distinct: Vec<String> = (0..5_000)
+        .map(|i| review_body(&pod_token(&rs256.key, i)))
+        .collect();
+    let mut next = 0;
+    c.bench_function("stack/tokenreview/distinct", |b| {
+        b.iter(|| {
+            let body = distinct[next % distinct.len()].clone();
+            next += 1;
+            black_box(runtime.block_on(send(&small_cache.router, post(reviews, body, None))))
+        });
+    });
+
+    let mut pod = 0;
+    c.bench_function("stack/tokenrequest/pod", |b| {
+        b.iter(|| {
+            pod += 1;
+            let sa = pod % (PODS / 10);
+            let body = serde_json::json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"audiences": ["vault"], "boundObjectRef":
+                    {"kind": "Pod", "apiVersion": "v1", "name": format!("pod-{sa}")}},
+            })
+            .to_string();
+            let uri = format!("/api/v1/namespaces/bench/serviceaccounts/sa-{sa}/token");
+            black_box(runtime.block_on(send(&es256.router, post(&uri, body, None))))
+        });
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30);
+    targets = bench
+}
+criterion_main!(benches);
