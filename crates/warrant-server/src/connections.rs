@@ -15,7 +15,7 @@
 //! 90 s idle for HTTP/1.1 and HTTP/2, 250 concurrent streams.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -24,7 +24,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -113,21 +112,51 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
-/// What a connection is doing, for the idle watch and the choice of whom to shed.
-#[derive(Debug, Clone, Copy)]
+/// What a connection is doing, for the idle watch and the choice of whom to shed. Atomics,
+/// written by requests and read by the watch when its timer fires: a request's start and end
+/// wake nobody (a watch channel here cost each request two task wake-ups and a timer
+/// re-registration: docs/benchmarks.md).
+#[derive(Debug)]
 struct Activity {
     /// Requests being answered.
-    in_flight: usize,
+    in_flight: AtomicUsize,
     /// Whether any request has started.
-    started: bool,
-    /// Since when nothing has been in flight (the accept, or the last request's end).
-    idle_since: Instant,
+    started: AtomicBool,
+    /// Since when nothing has been in flight (the accept, or the last request's end), in
+    /// nanoseconds after `base`.
+    idle_since: AtomicU64,
+    base: Instant,
+}
+
+impl Activity {
+    fn new(now: Instant) -> Self {
+        Activity {
+            in_flight: AtomicUsize::new(0),
+            started: AtomicBool::new(false),
+            idle_since: AtomicU64::new(0),
+            base: now,
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    fn idle_since(&self) -> Instant {
+        self.base + Duration::from_nanos(self.idle_since.load(Ordering::Acquire))
+    }
+
+    fn set_idle_since(&self, now: Instant) {
+        let nanos =
+            u64::try_from(now.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX);
+        self.idle_since.fetch_max(nanos, Ordering::AcqRel);
+    }
 }
 
 /// One open connection, as the tracker and its own task see it.
 pub(crate) struct Connection {
     id: u64,
-    activity: watch::Sender<Activity>,
+    activity: Arc<Activity>,
     shed: CancellationToken,
     protocol: Mutex<&'static str>,
     tracker: Arc<Inner>,
@@ -136,26 +165,28 @@ pub(crate) struct Connection {
 impl Connection {
     /// A request starts.
     pub(crate) fn begin(&self) {
-        self.activity.send_modify(|a| {
-            a.in_flight += 1;
-            a.started = true;
-        });
+        self.activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.activity.started.store(true, Ordering::Release);
     }
 
     /// A request ended at `now`.
     pub(crate) fn end(&self, now: Instant) {
-        self.activity.send_modify(|a| {
-            a.in_flight = a.in_flight.saturating_sub(1);
-            if a.in_flight == 0 {
-                a.idle_since = now;
-            }
-        });
+        let before = self
+            .activity
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(1))
+            })
+            .unwrap_or_default();
+        if before <= 1 {
+            self.activity.set_idle_since(now);
+        }
     }
 
     /// The handshake ended at `now` and chose `protocol` (`http1`, `h2`): the wait for the
     /// first request starts.
     pub(crate) fn handshaken(&self, protocol: &'static str, now: Instant) {
-        self.activity.send_modify(|a| a.idle_since = now);
+        self.activity.set_idle_since(now);
         let mut current = self.protocol.lock().unwrap_or_else(PoisonError::into_inner);
         self.tracker.open(*current).dec();
         *current = protocol;
@@ -164,25 +195,30 @@ impl Connection {
 
     /// Resolves when this connection should close, and why: it stayed idle too long, or the
     /// tracker shed it. Never while a request is in flight, unless shed.
+    ///
+    /// It wakes only when its timer fires, and then looks: with a request in flight it looks
+    /// again a whole limit later; otherwise at the limit after the last request ended, which is
+    /// when it closes if nothing started since.
     pub(crate) async fn close_reason(&self, options: &ServeOptions) -> Closed {
-        let mut activity = self.activity.subscribe();
+        let activity = &self.activity;
         loop {
-            let now = *activity.borrow_and_update();
-            let (limit, reason) = if now.started {
+            let (limit, reason) = if activity.started.load(Ordering::Acquire) {
                 (options.idle_timeout, Closed::Idle)
             } else {
                 (options.first_request_timeout, Closed::FirstRequestTimeout)
             };
+            let now = Instant::now();
+            let deadline = if activity.in_flight() > 0 {
+                now + limit
+            } else {
+                activity.idle_since() + limit
+            };
+            if deadline <= now {
+                return reason;
+            }
             tokio::select! {
                 () = self.shed.cancelled() => return Closed::Shed,
-                changed = activity.changed() => {
-                    if changed.is_err() {
-                        return reason;
-                    }
-                }
-                () = tokio::time::sleep_until(now.idle_since + limit), if now.in_flight == 0 => {
-                    return reason;
-                }
+                () = tokio::time::sleep_until(deadline) => {}
             }
         }
     }
@@ -213,7 +249,7 @@ impl Drop for Connection {
 
 /// Handle on a tracked connection kept by the tracker: enough to choose and shed.
 struct Tracked {
-    activity: watch::Receiver<Activity>,
+    activity: Arc<Activity>,
     shed: CancellationToken,
 }
 
@@ -246,10 +282,9 @@ impl Inner {
 fn idlest(connections: &HashMap<u64, Tracked>) -> Option<u64> {
     connections
         .iter()
-        .map(|(id, c)| (*id, *c.activity.borrow()))
-        .filter(|(_, a)| a.in_flight == 0)
-        .min_by_key(|(_, a)| a.idle_since)
-        .map(|(id, _)| id)
+        .filter(|(_, c)| c.activity.in_flight() == 0)
+        .min_by_key(|(_, c)| c.activity.idle_since())
+        .map(|(id, _)| *id)
 }
 
 /// The open connections, their limit and their metrics.
@@ -323,16 +358,12 @@ impl Connections {
             }
         }
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let (activity, watching) = watch::channel(Activity {
-            in_flight: 0,
-            started: false,
-            idle_since: now,
-        });
+        let activity = Arc::new(Activity::new(now));
         let shed = CancellationToken::new();
         connections.insert(
             id,
             Tracked {
-                activity: watching,
+                activity: activity.clone(),
                 shed: shed.clone(),
             },
         );

@@ -536,6 +536,12 @@ pub async fn serve(
             tracing::debug!(%peer, "connection refused: at the connection limit with every connection busy");
             continue;
         };
+        // Each answer goes out when written, as Go's servers (kube-apiserver's) send theirs:
+        // with Nagle's algorithm, an HTTP/2 frame written after another still unacknowledged
+        // waited for the client's delayed ACK, 40 ms (seen as the p99 of the h2 bench rows).
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "could not set TCP_NODELAY");
+        }
         let acceptor = acceptor.clone();
         let app = app.clone();
         let options = options.clone();
