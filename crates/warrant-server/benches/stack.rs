@@ -12,7 +12,12 @@
 //! - `tokenrequest/pod`: a pod-bound TokenRequest (ES256, so the signature does not hide the
 //!   rest).
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing
+)]
 
 use std::hint::black_box;
 use std::sync::Arc;
