@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test lint deny-installed fmt run build bench bench-micro bench-load bench-cache bench-signer fuzz soak wrk-installed
+.PHONY: test lint deny-installed fmt run build bench bench-micro bench-load bench-cache bench-signer fuzz soak wrk-installed h2load-installed
 
 ## make test: formatting, lints and every test, as CI runs them.
 test: lint
@@ -65,17 +65,24 @@ bench-cache:
 	$(CARGO) bench -p warrant-objects --bench cache --locked
 
 ## make bench: every benchmark, on a release build: the micro-benchmarks (criterion), the load
-## benchmark (warrant-bench drives `warrant serve` with wrk) and the cluster cache. Installs wrk
-## (Debian's package) if it is missing. Figures and how to read them: docs/benchmarks.md.
+## benchmark (warrant-bench drives `warrant serve` with wrk and h2load) and the cluster cache.
+## Installs wrk and h2load (Debian's packages) if missing. Figures and how to read them:
+## docs/benchmarks.md.
 bench: bench-micro bench-load bench-cache bench-signer
 
 bench-micro:
 	$(CARGO) bench --locked -p warrant-token --bench token
 	$(CARGO) bench --locked -p warrant-objects --bench review
 
-bench-load: wrk-installed
+## make bench-load: the load table (docs/benchmarks.md, "Load"): every scenario over HTTP/1.1
+## (wrk) and HTTP/2 (h2load), warrant's CPU µs per request against its limit, and the floor
+## against a minimal hyper + rustls server. BENCH_ARGS narrows a run, e.g.
+##   make bench-load BENCH_ARGS="--scenarios floor,tokenreview-distinct --algorithms RS256 --connections 32 --seconds 5"
+BENCH_ARGS ?=
+
+bench-load: wrk-installed h2load-installed
 	$(CARGO) build --locked --release -p warrant -p warrant-bench
-	./target/release/warrant-bench --warrant target/release/warrant
+	./target/release/warrant-bench --warrant target/release/warrant $(BENCH_ARGS)
 
 ## make bench-signer: Sign over the external signer's Unix socket at 1 and 32 streams, against
 ## the same signatures in-process (docs/benchmarks.md, "External signer").
@@ -88,6 +95,12 @@ wrk-installed:
 	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk"; \
 		if [ "$$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; \
 		else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi; }
+
+# h2load (nghttp2's load generator) drives the HTTP/2 rows of bench-load; Debian packages it.
+h2load-installed:
+	@command -v h2load >/dev/null 2>&1 || { echo "installing h2load"; \
+		if [ "$$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq nghttp2-client; \
+		else sudo apt-get update -qq && sudo apt-get install -y -qq nghttp2-client; fi; }
 
 ## make soak: good clients (TokenRequest + TokenReview) for SOAK_SECONDS while abusive ones
 ## hold idle TCP and TLS connections, dribble headers and abandon delegated lookups against a

@@ -56,18 +56,13 @@ impl Cluster {
         out
     }
 
-    /// A pod-bound token for pod `index`, as warrant would issue it, for the API audience.
-    fn token(
-        &self,
-        key: &SigningKey,
-        issuer: &str,
-        index: usize,
-        now: i64,
-    ) -> Result<String, warrant_token::KeyError> {
+    /// The claims of a pod-bound token for pod `index`, as warrant would issue it, for the API
+    /// audience.
+    pub(crate) fn claims(&self, issuer: &str, index: usize, now: i64) -> Claims {
         let pod = index % self.pods;
         let sa = pod % self.service_accounts;
         let node = pod % NODES;
-        key.sign(&Claims::new(NewToken {
+        Claims::new(NewToken {
             issuer,
             namespace: "bench",
             service_account: ObjectRef::new(format!("sa-{sa}"), uid(1, sa)),
@@ -80,7 +75,18 @@ impl Cluster {
             expires_at: now + 3600,
             warn_after: None,
             jti: new_jti(),
-        }))
+        })
+    }
+
+    /// That token, signed.
+    fn token(
+        &self,
+        key: &SigningKey,
+        issuer: &str,
+        index: usize,
+        now: i64,
+    ) -> Result<String, warrant_token::KeyError> {
+        key.sign(&self.claims(issuer, index, now))
     }
 
     /// Writes `count` fresh tokens split over two files (`PATH.0`, `PATH.1`, one per wrk thread),

@@ -5,8 +5,11 @@ use std::process::Command;
 use crate::{Error, Target};
 
 /// What is measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Scenario {
+    /// `GET /version`, authenticated as the others are: the transport floor, what a request
+    /// costs with no work behind it.
+    Floor,
     /// TokenRequest for a service account, no binding.
     RequestPlain,
     /// TokenRequest bound to a pod (pod and node looked up).
@@ -21,15 +24,19 @@ pub(crate) enum Scenario {
 }
 
 impl Scenario {
-    pub(crate) const ALL: [Scenario; 4] = [
+    /// In the order measured: the floor first (the limits of the others need it), repeated
+    /// reviews before distinct ones (their rate sizes the distinct tokens' supply).
+    pub(crate) const ALL: [Scenario; 5] = [
+        Scenario::Floor,
         Scenario::RequestPlain,
         Scenario::RequestPod,
-        Scenario::ReviewDistinct,
         Scenario::ReviewRepeated,
+        Scenario::ReviewDistinct,
     ];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
+            Scenario::Floor => "floor",
             Scenario::RequestPlain => "tokenrequest-plain",
             Scenario::RequestPod => "tokenrequest-pod",
             Scenario::ReviewDistinct => "tokenreview-distinct",
@@ -38,9 +45,10 @@ impl Scenario {
         }
     }
 
-    /// One request's path and body, for the preflight check.
-    pub(crate) fn sample(self, dir: &std::path::Path) -> Result<(String, String), Error> {
-        Ok(match self {
+    /// One request's path and body (none for a GET), for the preflight check.
+    pub(crate) fn sample(self, dir: &std::path::Path) -> Result<(String, Option<String>), Error> {
+        let (path, body) = match self {
+            Scenario::Floor => return Ok(("/version".into(), None)),
             Scenario::RequestPlain => (
                 "/api/v1/namespaces/bench/serviceaccounts/sa-0/token".into(),
                 r#"{"spec":{"audiences":["vault"]}}"#.into(),
@@ -55,11 +63,13 @@ impl Scenario {
                 let token = tokens.lines().last().unwrap_or_default().to_owned();
                 (REVIEW_PATH.into(), review_body(&token))
             }
-        })
+        };
+        Ok((path, Some(body)))
     }
 
     fn script(self) -> &'static str {
         match self {
+            Scenario::Floor => FLOOR_LUA,
             Scenario::RequestPlain | Scenario::RequestPod => TOKEN_REQUEST_LUA,
             Scenario::ReviewDistinct => REVIEW_DISTINCT_LUA,
             Scenario::ReviewRepeated => REVIEW_REPEATED_LUA,
@@ -68,9 +78,9 @@ impl Scenario {
     }
 }
 
-const REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+pub(crate) const REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 
-fn review_body(token: &str) -> String {
+pub(crate) fn review_body(token: &str) -> String {
     format!(
         r#"{{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{{"token":"{token}"}}}}"#
     )
@@ -82,6 +92,16 @@ local next_id = 0
 function setup(thread)
   thread:set("id", next_id)
   next_id = next_id + 1
+end
+"#;
+
+const FLOOR_LUA: &str = r#"
+local request_bytes
+function init(args)
+  request_bytes = wrk.format("GET", "/version", { ["Authorization"] = "Bearer " .. os.getenv("BENCH_ADMIN") })
+end
+function request()
+  return request_bytes
 end
 "#;
 
