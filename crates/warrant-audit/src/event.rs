@@ -84,7 +84,8 @@ pub struct Requester {
     /// How the caller proved who it is: `client-certificate`, `front-proxy` (relayed by
     /// kube-apiserver's aggregator), `token-file`, `service-account-token` (one of warrant's
     /// own), `delegated` (kube-apiserver's TokenReview), `anonymous` (no credentials),
-    /// `failed` (credentials that did not authenticate), or `unix-socket` (Sign).
+    /// `failed` (credentials that did not authenticate), `undecided` (answered before
+    /// authentication ended: 429 or a timeout), or `unix-socket` (Sign).
     pub authenticated_by: &'static str,
     /// Where the request came from: `IP:PORT` of the TCP peer (for a relayed request, the
     /// aggregator's), or `unix:pid=…,uid=…` for the signing socket.
@@ -119,10 +120,20 @@ impl Requester {
         }
     }
 
-    /// A caller whose credentials were refused (or could not be checked).
+    /// A caller whose credentials were refused.
     pub fn refused(client_address: String) -> Self {
         Requester {
             authenticated_by: "failed",
+            client_address,
+            ..Requester::default()
+        }
+    }
+
+    /// A caller whose credentials were not decided on: the request was answered before
+    /// authentication ended (too many lookups in flight, or the request timed out).
+    pub fn undecided(client_address: String) -> Self {
+        Requester {
+            authenticated_by: "undecided",
             client_address,
             ..Requester::default()
         }

@@ -180,6 +180,19 @@ struct Measured {
     errors: String,
 }
 
+impl From<wrk::Outcome> for Measured {
+    fn from(o: wrk::Outcome) -> Self {
+        Measured {
+            requests: o.requests,
+            seconds: o.seconds,
+            requests_per_second: o.requests_per_second,
+            p50: o.p50,
+            p99: o.p99,
+            errors: o.errors.to_string(),
+        }
+    }
+}
+
 /// One row of the table.
 struct Row<'a> {
     scenario: &'a str,
@@ -477,17 +490,8 @@ fn load(
                     connections,
                     seconds: args.seconds,
                 };
-                let (mut measured, cpu) = server.measure(|| {
-                    let o = wrk::run(&target, &run)?;
-                    Ok(Measured {
-                        requests: o.requests,
-                        seconds: o.seconds,
-                        requests_per_second: o.requests_per_second,
-                        p50: o.p50,
-                        p99: o.p99,
-                        errors: o.errors.to_string(),
-                    })
-                })?;
+                let (mut measured, cpu) =
+                    server.measure(|| Ok(Measured::from(wrk::run(&target, &run)?)))?;
                 rates.insert((*scenario, load.clone()), measured.requests_per_second);
                 if *scenario == Scenario::ReviewDistinct
                     && measured.requests > (tokens / 2 * threads) as u64
@@ -713,17 +717,7 @@ fn measure_reference(
             connections: *connections,
             seconds: args.seconds,
         };
-        let (measured, cpu) = server.measure(|| {
-            let o = wrk::run(&target, &run)?;
-            Ok(Measured {
-                requests: o.requests,
-                seconds: o.seconds,
-                requests_per_second: o.requests_per_second,
-                p50: o.p50,
-                p99: o.p99,
-                errors: o.errors.to_string(),
-            })
-        })?;
+        let (measured, cpu) = server.measure(|| Ok(Measured::from(wrk::run(&target, &run)?)))?;
         record(load, measured, cpu, server.memory("VmRSS")?);
     }
     for (load, streams) in h2_loads.iter().filter(|_| h2) {

@@ -96,15 +96,18 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
 
     let mut response = next.run(request).await;
 
+    let status = response.status();
     let extensions = response.extensions_mut();
     let requester = match extensions.remove::<Caller>() {
         Some(Caller::User(user)) => Requester::user(&user, client_address),
         Some(Caller::Anonymous) => Requester::anonymous(client_address),
-        None => Requester::refused(client_address),
+        // Answered before authentication ended: refused by it (401), or it could not decide
+        // (429) or did not finish in time (504).
+        None if status == http::StatusCode::UNAUTHORIZED => Requester::refused(client_address),
+        None => Requester::undecided(client_address),
     };
     let facts = extensions.remove::<AuditFacts>();
     let message = extensions.remove::<ErrorMessage>();
-    let status = response.status();
     let event = match facts {
         Some(facts) => Event {
             kind,
