@@ -7,8 +7,7 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::Response;
 use http::{HeaderName, HeaderValue};
 use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
@@ -47,10 +46,10 @@ const MAX_AUDIT_ID: usize = 128;
 
 /// Audits TokenRequest and TokenReview; every other request passes untouched (and, with no
 /// audit log, every request does).
-pub(crate) async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn layer(state: &AppState, request: Request) -> Response {
     let auditor = state.audit();
     if !auditor.enabled() {
-        return next.run(request).await;
+        return crate::layers::timed(state, request).await;
     }
     let Some(Routed::Route {
         route,
@@ -58,12 +57,12 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         ..
     }) = request.extensions().get::<Routed>()
     else {
-        return next.run(request).await;
+        return crate::layers::timed(state, request).await;
     };
     let kind = match route.endpoint {
         Endpoint::TokenRequest => EventKind::TokenRequest,
         Endpoint::TokenReview => EventKind::TokenReview,
-        _ => return next.run(request).await,
+        _ => return crate::layers::timed(state, request).await,
     };
     // The service account a TokenRequest's path names, for events of requests refused
     // before the handler read it.
@@ -94,7 +93,7 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .map(|a| a.0.to_string())
         .unwrap_or_default();
 
-    let mut response = next.run(request).await;
+    let mut response = crate::layers::timed(state, request).await;
 
     let status = response.status();
     let extensions = response.extensions_mut();

@@ -1,21 +1,26 @@
-//! The layers every request passes before its handler, outermost first (see [`crate::router`]):
+//! The steps every request passes before its handler, outermost first (see [`crate::router`]):
 //!
-//! 1. [`track`]: matches the route (the one parse of the path, [`crate::routes::find`]), then
+//! 1. (panic catching;)
+//! 2. [`track`]: matches the route (the one parse of the path, [`crate::routes::find`]), then
 //!    counts and times the request under the route's label;
-//! 2. [`crate::audit::layer`]: the audit event of a TokenRequest or TokenReview;
-//! 3. (the timeout;)
-//! 4. [`authenticate`]: the caller, by warrant-auth's chain, with this server's review of its
+//! 3. [`crate::audit::layer`]: the audit event of a TokenRequest or TokenReview;
+//! 4. [`timed`]: the request timeout;
+//! 5. [`authenticate`]: the caller, by warrant-auth's chain, with this server's review of its
 //!    own tokens;
-//! 5. [`authorize`]: kube's attributes of the matched route, decided by warrant-auth's
-//!    authorizers.
+//! 6. [`authorize`]: kube's attributes of the matched route, decided by warrant-auth's
+//!    authorizers;
+//! 7. [`crate::dispatch`]: the route's handler.
+//!
+//! Each step is a plain async function that calls the next: one future per request, where
+//! tower layers (axum's `from_fn`) cloned and boxed the service beneath them at every step of
+//! every request (docs/benchmarks.md measured what that cost).
 //!
 //! These are the only code besides the handlers that reads the server's state.
 
 use std::future::Future;
 use std::pin::Pin;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::Method;
 use jiff::Timestamp;
@@ -28,18 +33,14 @@ use crate::state::AppState;
 
 /// Matches the request to its route (once, for every layer after it), then counts and times it
 /// under the route's label.
-pub(crate) async fn track(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub(crate) async fn track(state: AppState, mut request: Request) -> Response {
     let start = tokio::time::Instant::now();
     let routed =
         routes::find_for_issuer(request.method(), request.uri().path(), state.issuer_path());
     let route = routed.label();
     request.extensions_mut().insert(routed);
     let method = method_label(request.method());
-    let response = next.run(request).await;
+    let response = crate::audit::layer(&state, request).await;
     state
         .metrics()
         .request(route, method, response.status().as_u16(), start.elapsed());
@@ -56,6 +57,14 @@ fn method_label(method: &Method) -> &'static str {
         Method::HEAD => "HEAD",
         Method::OPTIONS => "OPTIONS",
         _ => "other",
+    }
+}
+
+/// Answers with 504 (no body) if the request takes longer than [`crate::REQUEST_TIMEOUT`].
+pub(crate) async fn timed(state: &AppState, request: Request) -> Response {
+    match tokio::time::timeout(crate::REQUEST_TIMEOUT, authenticate(state, request)).await {
+        Ok(response) => response,
+        Err(_) => http::StatusCode::GATEWAY_TIMEOUT.into_response(),
     }
 }
 
@@ -95,11 +104,7 @@ impl OwnTokens for OwnTokensOf<'_> {
 
 /// Attaches the [`Caller`] to the request (or answers 401), then removes the identity headers
 /// so nothing downstream reads one a client sent.
-pub(crate) async fn authenticate(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub(crate) async fn authenticate(state: &AppState, mut request: Request) -> Response {
     let peer = request
         .extensions()
         .get::<PeerCertificate>()
@@ -108,7 +113,7 @@ pub(crate) async fn authenticate(
     let now = state.clock().now();
     let result = state
         .authenticator()
-        .authenticate(&OwnTokensOf(&state), request.headers(), &peer, now)
+        .authenticate(&OwnTokensOf(state), request.headers(), &peer, now)
         .await;
     state
         .authenticator()
@@ -118,7 +123,7 @@ pub(crate) async fn authenticate(
             // The audit layer, outside this one, reads the caller from the response.
             let audited = state.audit().enabled().then(|| caller.clone());
             request.extensions_mut().insert(caller);
-            let mut response = next.run(request).await;
+            let mut response = authorize(state, request).await;
             if let Some(caller) = audited {
                 response.extensions_mut().insert(caller);
             }
@@ -130,14 +135,10 @@ pub(crate) async fn authenticate(
 
 /// Authorizes protected requests and attaches [`Authorized`]; public ones pass. A path that
 /// does not decode is refused here, before anything reads it.
-pub(crate) async fn authorize(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub(crate) async fn authorize(state: &AppState, mut request: Request) -> Response {
     let authorizer = state.authorizer();
     if authorizer.always_allowed_path(request.uri().path()) {
-        return next.run(request).await;
+        return crate::dispatch(state, request).await;
     }
     let attributes = match request.extensions().get::<Routed>() {
         Some(Routed::BadPath) => {
@@ -153,7 +154,7 @@ pub(crate) async fn authorize(
         }
     };
     let Some(attributes) = attributes else {
-        return next.run(request).await;
+        return crate::dispatch(state, request).await;
     };
     let user = match request.extensions().get::<Caller>() {
         Some(Caller::User(user)) => user.clone(),
@@ -165,7 +166,7 @@ pub(crate) async fn authorize(
             request
                 .extensions_mut()
                 .insert(Authorized { attributes, grant });
-            next.run(request).await
+            crate::dispatch(state, request).await
         }
         Decision::Deny(reason) | Decision::NoOpinion(reason) => {
             tracing::info!(user = %user.name, ?attributes, "forbidden");

@@ -56,10 +56,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::handler::Handler;
-use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::timeout::TimeoutLayer;
 
 pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;
@@ -84,28 +81,29 @@ use crate::tokenreview::ServedVersion;
 /// How long a request may take before it is abandoned.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The whole API: every request goes through the layers (outermost first: panic catching,
-/// route matching and metrics, the timeout, authentication, authorization) to [`dispatch`].
+/// The whole API: every request goes through the steps of [`layers`] (outermost first: panic
+/// catching, route matching and metrics, the audit event, the timeout, authentication,
+/// authorization) to [`dispatch`].
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .fallback(dispatch)
-        .layer(from_fn_with_state(state.clone(), layers::authorize))
-        .layer(from_fn_with_state(state.clone(), layers::authenticate))
-        .layer(TimeoutLayer::with_status_code(
-            http::StatusCode::GATEWAY_TIMEOUT,
-            REQUEST_TIMEOUT,
-        ))
-        .layer(from_fn_with_state(state.clone(), audit::layer))
-        .layer(from_fn_with_state(state.clone(), layers::track))
-        .layer(CatchPanicLayer::custom(|_| {
-            ApiError::internal("the request handler failed").into_response()
-        }))
-        .with_state(state)
+    Router::new().fallback(serve_request).with_state(state)
 }
 
-/// Answers a request with its route's handler. The route was found by the first layer, from
+/// One request, start to end; a panic anywhere in it is a 500, never a dropped connection.
+async fn serve_request(State(state): State<AppState>, request: Request) -> Response {
+    use futures::FutureExt as _;
+    match std::panic::AssertUnwindSafe(layers::track(state, request))
+        .catch_unwind()
+        .await
+    {
+        Ok(response) => response,
+        Err(_) => ApiError::internal("the request handler failed").into_response(),
+    }
+}
+
+/// Answers a request with its route's handler. The route was found by the first step, from
 /// the one route table ([`routes::ROUTES`]); no other code matches paths.
-async fn dispatch(State(state): State<AppState>, mut request: Request) -> Response {
+async fn dispatch(state: &AppState, mut request: Request) -> Response {
+    let state = state.clone();
     let (route, params) = match request.extensions_mut().remove::<Routed>() {
         Some(Routed::Route {
             route,
