@@ -155,6 +155,9 @@ impl Auditor {
     }
 }
 
+/// How long [`AuditWriter::finish`] waits for the queue to be written out.
+pub const FINISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The writer thread. Keep it until the server has stopped answering, then
 /// [`finish`](AuditWriter::finish) it.
 #[derive(Debug)]
@@ -165,10 +168,21 @@ pub struct AuditWriter {
 
 impl AuditWriter {
     /// Writes out every event queued so far and stops the thread. Events recorded after this
-    /// are dropped (and counted).
+    /// are dropped (and counted). Waits at most [`FINISH_TIMEOUT`]: a disk that stopped
+    /// answering must not keep the process from exiting; what was left is then logged.
     pub async fn finish(self) {
-        if self.sender.send(Message::Finish).await.is_ok() {
-            let _ = self.done.await;
+        let queued = self.sender.max_capacity() - self.sender.capacity();
+        let written = async {
+            if self.sender.send(Message::Finish).await.is_ok() {
+                let _ = self.done.await;
+            }
+        };
+        if tokio::time::timeout(FINISH_TIMEOUT, written).await.is_err() {
+            tracing::error!(
+                queued_at_shutdown = queued,
+                "the audit log was not written out within {}s of shutdown: the events still queued are lost",
+                FINISH_TIMEOUT.as_secs()
+            );
         }
     }
 }
@@ -406,6 +420,19 @@ mod tests {
             .get_or_create(&ResultLabels { result: "dropped" })
             .get();
         assert_eq!(dropped, 3);
+    }
+
+    /// A writer that never answers (a disk that hangs) does not hold shutdown forever.
+    #[tokio::test(start_paused = true)]
+    async fn finish_gives_up_on_a_writer_that_never_answers() {
+        let (sender, mut receiver) = mpsc::channel(4);
+        let (_never, done) = oneshot::channel();
+        let writer = AuditWriter { sender, done };
+        let started = tokio::time::Instant::now();
+        writer.finish().await;
+        assert_eq!(started.elapsed(), FINISH_TIMEOUT);
+        // The request to finish was queued; nothing answered it.
+        assert!(matches!(receiver.try_recv(), Ok(Message::Finish)));
     }
 
     /// A path that cannot be written is a startup error naming it.

@@ -1,5 +1,5 @@
 //! Audit events of TokenRequest and TokenReview (warrant-audit writes them; the external signer
-//! makes its own). One layer, [`layer`], makes the event of every such request, whatever
+//! makes its own). One step of every request, [`step`], makes the event of every such request, whatever
 //! answered it: a handler (which attaches [`AuditFacts`] to its response: the decision and the
 //! token), authentication or authorization (401, 403, 429: their [`ErrorMessage`]), or the
 //! timeout. It hands the event to the auditor before the response leaves, so a client never
@@ -46,38 +46,39 @@ const MAX_AUDIT_ID: usize = 128;
 
 /// Audits TokenRequest and TokenReview; every other request passes untouched (and, with no
 /// audit log, every request does).
-pub(crate) async fn layer(state: &AppState, request: Request) -> Response {
+pub(crate) async fn step(state: &AppState, request: Request) -> Response {
     let auditor = state.audit();
     if !auditor.enabled() {
         return crate::layers::timed(state, request).await;
     }
-    let Some(Routed::Route {
-        route,
-        allowed: true,
-        ..
-    }) = request.extensions().get::<Routed>()
-    else {
-        return crate::layers::timed(state, request).await;
-    };
-    let kind = match route.endpoint {
-        Endpoint::TokenRequest => EventKind::TokenRequest,
-        Endpoint::TokenReview => EventKind::TokenReview,
+    let routed = request.extensions().get::<Routed>();
+    let kind = match routed {
+        Some(Routed::Route {
+            route,
+            allowed: true,
+            ..
+        }) => match route.endpoint {
+            Endpoint::TokenRequest => EventKind::TokenRequest,
+            Endpoint::TokenReview => EventKind::TokenReview,
+            _ => return crate::layers::timed(state, request).await,
+        },
         _ => return crate::layers::timed(state, request).await,
     };
     // The service account a TokenRequest's path names, for events of requests refused
     // before the handler read it.
-    let path_account = request
-        .extensions()
-        .get::<Routed>()
-        .and_then(Routed::attributes)
-        .and_then(|attributes| match attributes {
-            Attributes::Resource(r) if kind == EventKind::TokenRequest => Some(ServiceAccount {
-                namespace: r.namespace,
-                name: r.name,
-                uid: String::new(),
-            }),
-            _ => None,
-        });
+    let path_account =
+        routed
+            .and_then(Routed::attributes)
+            .and_then(|attributes| match attributes {
+                Attributes::Resource(r) if kind == EventKind::TokenRequest => {
+                    Some(ServiceAccount {
+                        namespace: r.namespace,
+                        name: r.name,
+                        uid: String::new(),
+                    })
+                }
+                _ => None,
+            });
     let time = state.clock().now();
     let request_id = request
         .headers()
@@ -105,38 +106,33 @@ pub(crate) async fn layer(state: &AppState, request: Request) -> Response {
         None if status == http::StatusCode::UNAUTHORIZED => Requester::refused(client_address),
         None => Requester::undecided(client_address),
     };
-    let facts = extensions.remove::<AuditFacts>();
-    let message = extensions.remove::<ErrorMessage>();
-    let event = match facts {
-        Some(facts) => Event {
+    // A handler's facts, or a refusal before any handler: its message, else the status's name.
+    let facts = extensions
+        .remove::<AuditFacts>()
+        .unwrap_or_else(|| AuditFacts {
+            decision: Decision::Refused,
+            reason: extensions.remove::<ErrorMessage>().map_or_else(
+                || status.canonical_reason().unwrap_or_default().to_owned(),
+                |m| m.0,
+            ),
+            service_account: None,
+            token: None,
+        });
+    if let Ok(id) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(AUDIT_ID, id);
+    }
+    auditor
+        .record(Event {
             kind,
             time,
-            request_id: request_id.clone(),
+            request_id,
             requester,
             decision: facts.decision,
             code: Some(status.as_u16()),
             reason: facts.reason,
             service_account: facts.service_account.or(path_account),
             token: facts.token,
-        },
-        None => Event {
-            kind,
-            time,
-            request_id: request_id.clone(),
-            requester,
-            decision: Decision::Refused,
-            code: Some(status.as_u16()),
-            reason: message.map_or_else(
-                || status.canonical_reason().unwrap_or_default().to_owned(),
-                |m| m.0,
-            ),
-            service_account: path_account,
-            token: None,
-        },
-    };
-    auditor.record(event).await;
-    if let Ok(id) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert(AUDIT_ID, id);
-    }
+        })
+        .await;
     response
 }

@@ -3,7 +3,7 @@
 //! 1. (panic catching;)
 //! 2. [`track`]: matches the route (the one parse of the path, [`crate::routes::find`]), then
 //!    counts and times the request under the route's label;
-//! 3. [`crate::audit::layer`]: the audit event of a TokenRequest or TokenReview;
+//! 3. [`crate::audit::step`]: the audit event of a TokenRequest or TokenReview;
 //! 4. [`timed`]: the request timeout;
 //! 5. [`authenticate`]: the caller, by warrant-auth's chain, with this server's review of its
 //!    own tokens;
@@ -40,7 +40,7 @@ pub(crate) async fn track(state: AppState, mut request: Request) -> Response {
     let route = routed.label();
     request.extensions_mut().insert(routed);
     let method = method_label(request.method());
-    let response = crate::audit::layer(&state, request).await;
+    let response = crate::audit::step(&state, request).await;
     state
         .metrics()
         .request(route, method, response.status().as_u16(), start.elapsed());
@@ -120,7 +120,7 @@ pub(crate) async fn authenticate(state: &AppState, mut request: Request) -> Resp
         .strip_identity_headers(request.headers_mut());
     match result {
         Ok(caller) => {
-            // The audit layer, outside this one, reads the caller from the response.
+            // The audit step, outside this one, reads the caller from the response.
             let audited = state.audit().enabled().then(|| caller.clone());
             request.extensions_mut().insert(caller);
             let mut response = authorize(state, request).await;

@@ -18,6 +18,7 @@ use crate::state::AppState;
 use crate::wire::{ObjectMeta, TokenReview, TokenReviewStatus};
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_auth::Caller;
+use warrant_token::header_key_id;
 
 /// The handler for one served version (`authentication.k8s.io/v1`, …).
 pub(crate) async fn create(
@@ -122,7 +123,7 @@ pub(crate) async fn review(
                 service_account: ServiceAccount::from_claims(&verified.claims),
                 token: Some(TokenFacts::from_claims(
                     &verified.claims,
-                    &signed_kid(&request.spec.token),
+                    &header_key_id(&request.spec.token).unwrap_or_default(),
                 )),
             });
             (ReviewResult::Authenticated, verified.is_stale(now), audit)
@@ -138,7 +139,10 @@ pub(crate) async fn review(
                 reason: reason.clone(),
                 service_account: claims.as_deref().and_then(ServiceAccount::from_claims),
                 token: claims.as_deref().map(|claims| {
-                    TokenFacts::from_claims(claims, &signed_kid(&request.spec.token))
+                    TokenFacts::from_claims(
+                        claims,
+                        &header_key_id(&request.spec.token).unwrap_or_default(),
+                    )
                 }),
             });
             status.error = reason;
@@ -160,28 +164,6 @@ pub(crate) async fn review(
         status,
     };
     Ok((review, audit))
-}
-
-/// The `kid` in the header of a token whose signature was verified (and so whose header is
-/// the signer's), for the audit event; empty if it has none.
-fn signed_kid(token: &str) -> String {
-    use base64::Engine as _;
-    #[derive(serde::Deserialize)]
-    struct Header {
-        #[serde(default)]
-        kid: String,
-    }
-    token
-        .split('.')
-        .next()
-        .and_then(|header| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(header)
-                .ok()
-        })
-        .and_then(|json| serde_json::from_slice::<Header>(&json).ok())
-        .map(|h| h.kid)
-        .unwrap_or_default()
 }
 
 /// The versions a route accepts in a body: the authentication group's routes take v1 and

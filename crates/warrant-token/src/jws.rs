@@ -103,9 +103,31 @@ pub(crate) fn decode(part: &str) -> Option<Vec<u8>> {
     GO_RAW_URL.decode(part).ok()
 }
 
+/// The `kid` a token's header names, if any. Nothing is checked: ask it of a token whose
+/// signature was verified (its header is then the signer's), e.g. to say which key signed it.
+pub fn header_key_id(token: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Header {
+        kid: Option<String>,
+    }
+    let (header, _) = token.split_once('.')?;
+    serde_json::from_slice::<Header>(&decode(header)?).ok()?.kid
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_header_names_the_key() {
+        // {"alg":"RS256","kid":"k1"} and {"alg":"RS256"}
+        assert_eq!(
+            header_key_id("eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.e30.sig").as_deref(),
+            Some("k1")
+        );
+        assert_eq!(header_key_id("eyJhbGciOiJSUzI1NiJ9.e30.sig"), None);
+        assert_eq!(header_key_id("not a token"), None);
+    }
 
     #[test]
     fn split_requires_exactly_three_parts() {

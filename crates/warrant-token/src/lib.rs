@@ -64,7 +64,7 @@ pub use claims::{
 pub use documents::{render_discovery, render_jwks, validate_issuer_url, validate_jwks_uri};
 pub use error::{DocumentError, KeyError, TokenError};
 pub use gourl::path_unescape;
-pub use jws::DetachedSignature;
+pub use jws::{DetachedSignature, header_key_id};
 pub use keys::{Algorithm, KeyType, PrivateKeyPem, SigningKey, VerifyingKey, key_id};
 pub use lifetime::{
     DEFAULT_EXPIRATION_SECONDS, EXTENDED_EXPIRATION_SECONDS, ExpirationPolicy, Lifetime,
