@@ -22,7 +22,6 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{Method, Request};
@@ -36,6 +35,7 @@ use warrant_auth::{Authenticator, Authorizer, CaBundle, ClientTrust, PeerCertifi
 use warrant_clock::Clock;
 use warrant_keys::KeySet;
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
+use warrant_server::Api;
 use warrant_server::{AppState, Settings, StateParts, router};
 use warrant_token::{
     Binding, Claims, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey, new_jti,
@@ -55,7 +55,7 @@ fn record(uid: String, pod: Option<PodInfo>) -> Record {
 }
 
 struct Bench {
-    router: Router,
+    router: Api,
     key: SigningKey,
     peer: PeerCertificate,
 }
@@ -169,7 +169,7 @@ fn review_body(token: &str) -> String {
 }
 
 /// One request through the router, its whole body read.
-async fn send(router: &Router, request: Request<Body>) -> usize {
+async fn send(router: &Api, request: Request<Body>) -> usize {
     let response = router.clone().oneshot(request).await.unwrap();
     assert!(response.status().is_success(), "{}", response.status());
     response

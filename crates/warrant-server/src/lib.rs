@@ -1,7 +1,8 @@
 //! warrant's HTTP API over TLS: TokenRequest and TokenReview as kube-apiserver serves them, the
 //! OIDC discovery document and JWKS, Kubernetes API discovery and OpenAPI, health and metrics.
 //!
-//! [`router`] builds the whole API as an axum `Router` (handlers are testable without a socket);
+//! [`router`] builds the whole API as a tower `Service` ([`Api`]; handlers are testable without a
+//! socket);
 //! [`serve`] runs it on a TLS listener.
 
 mod audit;
@@ -53,7 +54,6 @@ pub mod fuzzing {
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::response::{IntoResponse, Response};
@@ -84,12 +84,43 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// The whole API: every request goes through the steps of [`layers`] (outermost first: panic
 /// catching, route matching and metrics, the audit event, the timeout, authentication,
 /// authorization) to [`dispatch`].
-pub fn router(state: AppState) -> Router {
-    Router::new().fallback(serve_request).with_state(state)
+pub fn router(state: AppState) -> Api {
+    Api(state)
+}
+
+/// The whole API as a tower `Service`: what [`router`] returns, what the TLS listener runs and
+/// what tests send requests to. Every request goes to [`serve_request`]; the route table does
+/// the routing, so there is no second router in front of it.
+#[derive(Clone)]
+pub struct Api(AppState);
+
+impl<B> tower::Service<http::Request<B>> for Api
+where
+    B: axum::body::HttpBody<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send + 'static>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let state = self.0.clone();
+        let request = request.map(axum::body::Body::new);
+        Box::pin(async move { Ok(serve_request(state, request).await) })
+    }
 }
 
 /// One request, start to end; a panic anywhere in it is a 500, never a dropped connection.
-async fn serve_request(State(state): State<AppState>, request: Request) -> Response {
+async fn serve_request(state: AppState, request: Request) -> Response {
     use futures::FutureExt as _;
     match std::panic::AssertUnwindSafe(layers::track(state, request))
         .catch_unwind()

@@ -431,8 +431,8 @@ pub(crate) fn find(method: &Method, path: &str) -> Routed {
         segments.push(segment);
     }
     let mut path_only = None;
-    for route in ROUTES {
-        let Some(params) = route.matches(&segments) else {
+    for (route, template) in ROUTES.iter().zip(templates()) {
+        let Some(params) = template.matches(&segments) else {
             continue;
         };
         if route.verb.allows(method) {
@@ -454,38 +454,75 @@ pub(crate) fn find(method: &Method, path: &str) -> Routed {
     }
 }
 
-impl Route {
+/// One segment of a route's template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Matches itself only.
+    Literal(&'static str),
+    /// `{namespace}`: one segment.
+    Namespace,
+    /// `{name}`: one segment.
+    Name,
+    /// `{*rest}`: one or more segments, to the end.
+    Rest,
+}
+
+/// A route's template, split into its parts once (every request is matched against them).
+#[derive(Debug)]
+struct Template(Vec<Part>);
+
+/// The templates of [`ROUTES`], in the same order.
+fn templates() -> &'static [Template] {
+    static TEMPLATES: std::sync::LazyLock<Vec<Template>> = std::sync::LazyLock::new(|| {
+        ROUTES
+            .iter()
+            .map(|route| Template::parse(route.path))
+            .collect()
+    });
+    &TEMPLATES
+}
+
+impl Template {
+    fn parse(path: &'static str) -> Self {
+        Template(
+            path.trim_start_matches('/')
+                .split('/')
+                .map(|part| match part {
+                    "{namespace}" => Part::Namespace,
+                    "{name}" => Part::Name,
+                    wildcard if wildcard.starts_with("{*") => Part::Rest,
+                    literal => Part::Literal(literal),
+                })
+                .collect(),
+        )
+    }
+
     /// The parameters, if `segments` (decoded) fit the template.
     fn matches(&self, segments: &[Cow<'_, str>]) -> Option<Params> {
         let mut params = Params::default();
-        let mut template = self.path.trim_start_matches('/').split('/');
         let mut given = segments.iter();
-        loop {
-            match (template.next(), given.next()) {
-                (None, None) => return Some(params),
-                (Some(part), Some(segment)) => {
-                    if part.starts_with("{*") {
-                        let mut rest = segment.to_string();
-                        for more in given.by_ref() {
-                            rest.push('/');
-                            rest.push_str(more);
-                        }
-                        if rest.is_empty() {
-                            return None;
-                        }
-                        params.rest = rest;
-                        return Some(params);
+        for part in &self.0 {
+            let segment = given.next()?;
+            match part {
+                Part::Literal(literal) if *literal == segment.as_ref() => {}
+                Part::Literal(_) => return None,
+                Part::Namespace => params.namespace = segment.to_string(),
+                Part::Name => params.name = segment.to_string(),
+                Part::Rest => {
+                    let mut rest = segment.to_string();
+                    for more in given.by_ref() {
+                        rest.push('/');
+                        rest.push_str(more);
                     }
-                    match part {
-                        "{namespace}" => params.namespace = segment.to_string(),
-                        "{name}" => params.name = segment.to_string(),
-                        literal if literal == segment.as_ref() => {}
-                        _ => return None,
+                    if rest.is_empty() {
+                        return None;
                     }
+                    params.rest = rest;
+                    return Some(params);
                 }
-                _ => return None,
             }
         }
+        given.next().is_none().then_some(params)
     }
 }
 

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Api;
 use arc_swap::ArcSwap;
-use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -498,7 +498,7 @@ pub fn server_config(
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
-    app: Router,
+    app: Api,
     options: ServeOptions,
     connections: Connections,
     shutdown: impl Future<Output = ()>,
@@ -570,7 +570,7 @@ async fn serve_connection(
     tcp: tokio::net::TcpStream,
     peer: std::net::SocketAddr,
     acceptor: TlsAcceptor,
-    app: Router,
+    app: Api,
     options: &ServeOptions,
     connection: Arc<Connection>,
     stopping: CancellationToken,

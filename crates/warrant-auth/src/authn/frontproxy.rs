@@ -158,20 +158,23 @@ fn has_identity_headers(headers: &HeaderMap, proxy: Option<&FrontProxy>) -> bool
 }
 
 fn is_identity_header(name: &HeaderName, proxy: Option<&FrontProxy>) -> bool {
-    let defaults = RequestHeaders::default();
-    let configured = proxy.map(|p| &p.headers);
-    [Some(&defaults), configured]
+    let name = name.as_str();
+    let named = |n: &str| name.eq_ignore_ascii_case(n);
+    let prefixed = |p: &str| strip_prefix_ignore_case(name, p).is_some();
+    // kube's defaults first, without building a RequestHeaders: this runs for every header of
+    // every request.
+    [defaults::USERNAME, defaults::UID, defaults::GROUP]
         .into_iter()
-        .flatten()
-        .any(|h| {
+        .any(named)
+        || prefixed(defaults::EXTRA_PREFIX)
+        || proxy.is_some_and(|p| {
+            let h = &p.headers;
             h.username
                 .iter()
                 .chain(&h.uid)
                 .chain(&h.group)
-                .any(|n| name.as_str().eq_ignore_ascii_case(n))
-                || h.extra_prefix
-                    .iter()
-                    .any(|p| strip_prefix_ignore_case(name.as_str(), p).is_some())
+                .any(|n| named(n))
+                || h.extra_prefix.iter().any(|p| prefixed(p))
         })
 }
 

@@ -2,7 +2,6 @@
 
 use std::sync::{Arc, OnceLock};
 
-use axum::Router;
 use axum::body::Body;
 use base64::Engine as _;
 use http::{HeaderMap, Method, Request, StatusCode};
@@ -16,6 +15,7 @@ use warrant_auth::{Authenticator, Authorizer, PeerCertificate, TokenFile};
 use warrant_clock::Clock;
 use warrant_keys::KeySet;
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
+use warrant_server::Api as WarrantApi;
 use warrant_server::{AppState, Settings, StateParts, router};
 use warrant_token::{Claims, ExpirationPolicy, KeyType, SigningKey};
 
@@ -35,7 +35,7 @@ pub(crate) fn key() -> &'static SigningKey {
 pub(crate) struct Api {
     pub(crate) state: AppState,
     pub(crate) objects: Arc<MemorySource>,
-    router: Router,
+    router: WarrantApi,
 }
 
 fn record(uid: &str) -> Record {
