@@ -270,3 +270,78 @@ async fn other_requests_make_no_events() {
     let (text, _) = events(writer, &dir).await;
     assert_eq!(text, "");
 }
+
+/// Requests answered before authentication decided who asked: told to retry (429: the delegated
+/// lookups are all taken, kube-apiserver stalled) and timed out (504: the request's own
+/// deadline passed while its lookup waited). Each is an event, refused, with the requester
+/// `undecided` (neither anonymous nor failed: nothing was concluded about the credentials).
+#[tokio::test]
+async fn requests_answered_before_authentication_decided_are_undecided() {
+    use std::time::Duration;
+    use warrant_auth::{DelegatedAuthentication, DelegationOptions};
+
+    let (url, _server) = crate::delegated::stalled_apiserver().await;
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let (api, writer, dir) = api_audited_with(|authenticator, _| {
+        authenticator.delegated = Some(DelegatedAuthentication::new(
+            client,
+            DelegationOptions {
+                max_in_flight: 1,
+                timeout: Duration::from_secs(600),
+                ..crate::delegated::options()
+            },
+        ));
+    });
+    let api = std::sync::Arc::new(api);
+    let uri = "/api/v1/namespaces/demo/serviceaccounts/app/token";
+    let body =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let waiting = {
+        let (api, body) = (api.clone(), body.clone());
+        tokio::spawn(async move { api.post_as("first-unknown-token", uri, body).await })
+    };
+    // Until its lookup holds the only place (real time: the lookup connects to the server).
+    let admin = format!("Bearer {ADMIN}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = api
+            .get_with("/metrics", &[("authorization", admin.as_str())])
+            .await
+            .text;
+        if text.contains("warrant_delegated_authentication_in_flight 1") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let retry = api.post_as("second-unknown-token", uri, body).await;
+    assert_eq!(retry.code, StatusCode::TOO_MANY_REQUESTS, "{}", retry.text);
+    // The first request's deadline: on a paused clock, reached as soon as nothing else runs.
+    tokio::time::pause();
+    let timed_out = waiting.await.unwrap();
+    assert_eq!(timed_out.code, StatusCode::GATEWAY_TIMEOUT);
+    // The writer is a thread of its own: its bounded wait at the end runs on real time.
+    tokio::time::resume();
+
+    let (text, events) = events(writer, &dir).await;
+    assert!(!text.contains("unknown-token"), "{text}");
+    let summary: Vec<(&str, &str, u64, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["decision"].as_str().unwrap(),
+                e["requester"]["authenticatedBy"].as_str().unwrap(),
+                e["code"].as_u64().unwrap(),
+                e["serviceAccount"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("refused", "undecided", 429, "app"),
+            ("refused", "undecided", 504, "app"),
+        ]
+    );
+    assert!(events.iter().all(|e| e["requester"].get("user").is_none()));
+}

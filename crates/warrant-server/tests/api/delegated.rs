@@ -17,7 +17,7 @@ use crate::pki::Ca;
 use crate::support::*;
 
 /// kube's options with a backoff short enough not to slow the tests down.
-fn options() -> DelegationOptions {
+pub(crate) fn options() -> DelegationOptions {
     DelegationOptions {
         backoff: Backoff {
             initial: Duration::from_millis(1),
@@ -486,7 +486,7 @@ async fn relayed_users_are_asked_about_whole() {
 }
 
 /// A kube-apiserver that accepts connections and never answers (stalled, or a black hole).
-async fn stalled_apiserver() -> (String, tokio::task::JoinHandle<()>) {
+pub(crate) async fn stalled_apiserver() -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let task = tokio::spawn(async move {

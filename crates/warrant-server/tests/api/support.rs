@@ -89,6 +89,13 @@ pub(crate) fn api_auth(configure: impl FnOnce(&mut Authenticator, &mut Authorize
 /// The standard server, writing its audit events to the returned file (through a real
 /// audit writer, which the test finishes before it reads the file).
 pub(crate) fn api_audited() -> (Api, AuditWriter, tempfile::TempDir) {
+    api_audited_with(|_, _| {})
+}
+
+/// [`api_audited`] with authentication and authorization set up by `configure`.
+pub(crate) fn api_audited_with(
+    configure: impl FnOnce(&mut Authenticator, &mut Authorizer),
+) -> (Api, AuditWriter, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let options = AuditOptions {
         destination: Destination::File(
@@ -105,7 +112,7 @@ pub(crate) fn api_audited() -> (Api, AuditWriter, tempfile::TempDir) {
     let mut registry = Registry::default();
     let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
     let (auditor, writer) = warrant_audit::start(&options, clock, &mut registry).unwrap();
-    let api = build(ExpirationPolicy::default(), |_, _| {}, auditor, registry);
+    let api = build(ExpirationPolicy::default(), configure, auditor, registry);
     (api, writer, dir)
 }
 
