@@ -50,6 +50,12 @@ pub mod fuzzing {
     pub fn request_body(bytes: &[u8]) {
         crate::body::check_decoders(bytes);
     }
+
+    /// Matches `bytes` (as a path, if UTF-8) against the route table, asserting that it
+    /// matches as the plain reading of the templates does and that nothing after it panics.
+    pub fn request_path(bytes: &[u8]) {
+        crate::routes::check_find(bytes);
+    }
 }
 
 use std::time::Duration;

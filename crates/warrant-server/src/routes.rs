@@ -591,6 +591,100 @@ pub(crate) fn discoverable() -> impl Iterator<Item = &'static Route> {
     ROUTES.iter().filter(|r| r.operation_id.is_some())
 }
 
+/// For the `request_path` fuzz target: [`find`] on any path, checked against the plain reading
+/// of the route table it replaced (each template split and compared on every request), and
+/// what the layers after it do with the result. Panics when they disagree.
+pub(crate) fn check_find(bytes: &[u8]) {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return;
+    };
+    // hyper hands over paths from their leading `/`.
+    let path = format!("/{}", text.trim_start_matches('/'));
+    for method in [Method::GET, Method::POST, Method::DELETE] {
+        let routed = find(&method, &path);
+        assert_eq!(
+            outline(&routed),
+            outline(&find_by_reading(&method, &path)),
+            "{method} {path}"
+        );
+        if !path.contains('%') {
+            assert!(!matches!(routed, Routed::BadPath), "{path}");
+        }
+        let _ = routed.attributes();
+        let _ = routed.label();
+        let _ = find_for_issuer(&method, &path, "/tenant-a").attributes();
+    }
+}
+
+/// A [`Routed`] as plain data, to compare two.
+fn outline(routed: &Routed) -> (&'static str, Option<Params>, Option<bool>) {
+    match routed {
+        Routed::Route {
+            route,
+            params,
+            allowed,
+        } => (route.path, Some(params.clone()), Some(*allowed)),
+        Routed::NotFound => ("not found", None, None),
+        Routed::BadPath => ("bad path", None, None),
+    }
+}
+
+/// [`find`] as it was before the templates were split once: the oracle of [`check_find`].
+fn find_by_reading(method: &Method, path: &str) -> Routed {
+    let mut segments = Vec::new();
+    for raw in path.trim_start_matches('/').split('/') {
+        if raw.contains('%') {
+            match path_unescape(raw) {
+                Some(decoded) => segments.push(decoded),
+                None => return Routed::BadPath,
+            }
+        } else {
+            segments.push(raw.to_owned());
+        }
+    }
+    let fits = |template: &str| -> Option<Params> {
+        let mut params = Params::default();
+        let mut parts = template.trim_start_matches('/').split('/');
+        let mut given = segments.iter();
+        loop {
+            match (parts.next(), given.next()) {
+                (None, None) => return Some(params),
+                (Some(part), Some(segment)) if part.starts_with("{*") => {
+                    let rest: Vec<&str> = std::iter::once(segment)
+                        .chain(given)
+                        .map(String::as_str)
+                        .collect();
+                    let rest = rest.join("/");
+                    return (!rest.is_empty()).then_some(Params { rest, ..params });
+                }
+                (Some("{namespace}"), Some(segment)) => params.namespace = segment.clone(),
+                (Some("{name}"), Some(segment)) => params.name = segment.clone(),
+                (Some(literal), Some(segment)) if literal == segment => {}
+                _ => return None,
+            }
+        }
+    };
+    let mut path_only = None;
+    for route in ROUTES {
+        let Some(params) = fits(route.path) else {
+            continue;
+        };
+        if route.verb.allows(method) {
+            return Routed::Route {
+                route,
+                params,
+                allowed: true,
+            };
+        }
+        path_only.get_or_insert((route, params));
+    }
+    path_only.map_or(Routed::NotFound, |(route, params)| Routed::Route {
+        route,
+        params,
+        allowed: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,6 +47,11 @@ fn request_body_corpus() {
 }
 
 #[test]
+fn request_path_corpus() {
+    replay("request_path", warrant_server::fuzzing::request_path);
+}
+
+#[test]
 fn manifest_corpus() {
     replay("manifest", warrant_objects::fuzzing::manifest);
 }
@@ -72,6 +77,13 @@ proptest! {
     #[test]
     fn any_request_body(data in proptest::collection::vec(any::<u8>(), 0..400)) {
         warrant_server::fuzzing::request_body(&data);
+    }
+
+    #[test]
+    fn any_request_path(
+        text in "(/|api|apis|v1|namespaces|serviceaccounts|token|tokenreviews|openapi|v3|\\.well-known|readyz|[a-z0-9.-]{1,8}|%[0-9A-Fa-f]{0,2}|\\{\\*x\\}){0,14}"
+    ) {
+        warrant_server::fuzzing::request_path(text.as_bytes());
     }
 
     #[test]
