@@ -430,11 +430,20 @@ pub(crate) fn find(method: &Method, path: &str) -> Routed {
         };
         segments.push(segment);
     }
+    choose(
+        method,
+        ROUTES
+            .iter()
+            .zip(templates())
+            .filter_map(|(route, template)| Some((route, template.matches(&segments)?))),
+    )
+}
+
+/// Of the routes whose template fits the path (in table order, with their parameters), the
+/// first that takes the method; else the first of them, not allowed (405); else none (404).
+fn choose(method: &Method, fitting: impl Iterator<Item = (&'static Route, Params)>) -> Routed {
     let mut path_only = None;
-    for (route, template) in ROUTES.iter().zip(templates()) {
-        let Some(params) = template.matches(&segments) else {
-            continue;
-        };
+    for (route, params) in fitting {
         if route.verb.allows(method) {
             return Routed::Route {
                 route,
@@ -629,7 +638,8 @@ fn outline(routed: &Routed) -> (&'static str, Option<Params>, Option<bool>) {
     }
 }
 
-/// [`find`] as it was before the templates were split once: the oracle of [`check_find`].
+/// [`find`] as it was before the templates were split once: the oracle of [`check_find`]. Only
+/// the matching of templates differs; the choice among fitting routes is shared.
 fn find_by_reading(method: &Method, path: &str) -> Routed {
     let mut segments = Vec::new();
     for raw in path.trim_start_matches('/').split('/') {
@@ -664,25 +674,12 @@ fn find_by_reading(method: &Method, path: &str) -> Routed {
             }
         }
     };
-    let mut path_only = None;
-    for route in ROUTES {
-        let Some(params) = fits(route.path) else {
-            continue;
-        };
-        if route.verb.allows(method) {
-            return Routed::Route {
-                route,
-                params,
-                allowed: true,
-            };
-        }
-        path_only.get_or_insert((route, params));
-    }
-    path_only.map_or(Routed::NotFound, |(route, params)| Routed::Route {
-        route,
-        params,
-        allowed: false,
-    })
+    choose(
+        method,
+        ROUTES
+            .iter()
+            .filter_map(|route| Some((route, fits(route.path)?))),
+    )
 }
 
 #[cfg(test)]
