@@ -79,14 +79,18 @@ impl RotatingFile {
 
     fn rotate(&mut self, now: Timestamp) -> io::Result<()> {
         self.file.flush()?;
-        let mut at = now;
-        let mut backup = self.backup_path(at);
-        // Two rotations in one millisecond (a tiny size limit) must not overwrite a backup.
-        while backup.exists() {
-            at += jiff::SignedDuration::from_millis(1);
-            backup = self.backup_path(at);
+        // Gone already when a rotation renamed it and then could not open the new file (out of
+        // descriptors, say), or when something else moved it: this rotation only opens anew.
+        if self.path.exists() {
+            let mut at = now;
+            let mut backup = self.backup_path(at);
+            // Two rotations in one millisecond (a tiny size limit) must not overwrite a backup.
+            while backup.exists() {
+                at += jiff::SignedDuration::from_millis(1);
+                backup = self.backup_path(at);
+            }
+            std::fs::rename(&self.path, &backup)?;
         }
-        std::fs::rename(&self.path, &backup)?;
         self.file = BufWriter::with_capacity(64 * 1024, open(&self.path)?);
         self.size = 0;
         if let Err(e) = self.prune(now) {
@@ -209,6 +213,28 @@ mod tests {
         file.write_line(b"third\n", at(1_764_075_640)).unwrap();
         file.flush().unwrap();
         assert_eq!(names(dir.path()).len(), 3);
+    }
+
+    /// A rotation that finds the file gone (renamed by a rotation whose reopening failed, or
+    /// moved away by someone else) starts a new one: it does not fail every write after.
+    #[test]
+    fn a_rotation_that_finds_the_file_gone_starts_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let rotation = Rotation {
+            max_size_bytes: 10,
+            max_backups: 0,
+            max_age_days: 0,
+        };
+        let mut file = RotatingFile::open(&path, rotation).unwrap();
+        file.write_line(b"first\n", at(1_764_075_640)).unwrap();
+        file.flush().unwrap();
+        std::fs::rename(&path, dir.path().join("moved.log")).unwrap();
+        file.write_line(b"second\n", at(1_764_075_641)).unwrap();
+        file.write_line(b"3\n", at(1_764_075_641)).unwrap();
+        file.flush().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second\n3\n");
+        assert_eq!(names(dir.path()), ["audit.log", "moved.log"]);
     }
 
     /// An existing file is appended to, its size counted towards the limit.

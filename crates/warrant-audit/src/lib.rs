@@ -135,25 +135,55 @@ impl Auditor {
         self.inner.is_some()
     }
 
-    /// Queues `event` for the writer; in blocking mode, waits for room if the queue is full.
-    pub async fn record(&self, event: Event) {
-        let Some(queue) = &self.inner else { return };
+    /// Queues `event` for the writer; in blocking mode, waits for room if the queue is full, for
+    /// at most [`MAX_QUEUE_WAIT`]. `Err` only in blocking mode, when that wait ran out (the disk
+    /// is not keeping up): the event is dropped and counted, and the caller must not complete
+    /// what the event records (the request is answered 503 instead).
+    pub async fn record(&self, event: Event) -> Result<(), QueueStalled> {
+        let Some(queue) = &self.inner else {
+            return Ok(());
+        };
         let message = Message::Event(Box::new(event));
         match queue.sender.try_send(message) {
-            Ok(()) => {}
+            Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(message)) => match queue.mode {
                 Mode::Blocking => {
                     queue.metrics.queue_full.inc();
-                    if queue.sender.send(message).await.is_err() {
-                        queue.metrics.count("dropped", 1);
+                    match tokio::time::timeout(MAX_QUEUE_WAIT, queue.sender.send(message)).await {
+                        Ok(Ok(())) => Ok(()),
+                        // The writer stopped (shutdown): nothing more can be written.
+                        Ok(Err(_)) => {
+                            queue.metrics.count("dropped", 1);
+                            Ok(())
+                        }
+                        Err(_) => {
+                            queue.metrics.count("dropped", 1);
+                            Err(QueueStalled)
+                        }
                     }
                 }
-                Mode::Batch => queue.metrics.count("dropped", 1),
+                Mode::Batch => {
+                    queue.metrics.count("dropped", 1);
+                    Ok(())
+                }
             },
-            Err(mpsc::error::TrySendError::Closed(_)) => queue.metrics.count("dropped", 1),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                queue.metrics.count("dropped", 1);
+                Ok(())
+            }
         }
     }
 }
+
+/// How long a request waits for room in a full queue in blocking mode: a request's own timeout.
+/// A disk that hangs longer than that fails the requests it holds (503) rather than holding them,
+/// and their connections, without end.
+pub const MAX_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The blocking-mode queue stayed full for [`MAX_QUEUE_WAIT`]: the event was not recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the audit log is not keeping up: the event could not be queued within 60 s")]
+pub struct QueueStalled;
 
 /// How long [`AuditWriter::finish`] waits for the queue to be written out.
 pub const FINISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -377,7 +407,7 @@ mod tests {
         .unwrap();
         // More than the queue holds: blocking mode waits, and loses none.
         for n in 0..100 {
-            auditor.record(event(n)).await;
+            assert_eq!(auditor.record(event(n)).await, Ok(()));
         }
         writer.finish().await;
         let text = std::fs::read_to_string(&path).unwrap();
@@ -391,8 +421,9 @@ mod tests {
             metric(&registry, "warrant_audit_events_total{result=\"written\"}"),
             "warrant_audit_events_total{result=\"written\"} 100"
         );
-        // After finish, an event is dropped and counted, not lost silently.
-        auditor.record(event(100)).await;
+        // After finish, an event is dropped and counted, not lost silently (and the request
+        // is not failed: the server is stopping).
+        assert_eq!(auditor.record(event(100)).await, Ok(()));
         assert_eq!(
             metric(&registry, "warrant_audit_events_total{result=\"dropped\"}"),
             "warrant_audit_events_total{result=\"dropped\"} 1"
@@ -413,13 +444,51 @@ mod tests {
         };
         // Nobody reads: two fit, three are dropped.
         for n in 0..5 {
-            auditor.record(event(n)).await;
+            assert_eq!(auditor.record(event(n)).await, Ok(()));
         }
         let dropped = metrics
             .events
             .get_or_create(&ResultLabels { result: "dropped" })
             .get();
         assert_eq!(dropped, 3);
+    }
+
+    /// In blocking mode a full queue holds the request until there is room, but not without
+    /// end: after MAX_QUEUE_WAIT the event is dropped, counted, and the caller told.
+    #[tokio::test(start_paused = true)]
+    async fn blocking_mode_waits_for_room_then_gives_up() {
+        let (sender, mut receiver) = mpsc::channel(1);
+        let metrics = AuditMetrics::default();
+        let auditor = Auditor {
+            inner: Some(Arc::new(Queue {
+                sender,
+                mode: Mode::Blocking,
+                metrics: metrics.clone(),
+            })),
+        };
+        let dropped = || {
+            metrics
+                .events
+                .get_or_create(&ResultLabels { result: "dropped" })
+                .get()
+        };
+        assert_eq!(auditor.record(event(0)).await, Ok(()));
+        // Full: the second waits, and gets in when the writer takes the first.
+        let waiting = tokio::spawn({
+            let auditor = auditor.clone();
+            async move { auditor.record(event(1)).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        assert!(!waiting.is_finished());
+        assert!(matches!(receiver.recv().await, Some(Message::Event(_))));
+        assert_eq!(waiting.await.unwrap(), Ok(()));
+        assert_eq!(dropped(), 0);
+        // A writer that takes nothing more: the third gives up after MAX_QUEUE_WAIT.
+        let started = tokio::time::Instant::now();
+        assert_eq!(auditor.record(event(2)).await, Err(QueueStalled));
+        assert_eq!(started.elapsed(), MAX_QUEUE_WAIT);
+        assert_eq!(dropped(), 1);
+        assert_eq!(metrics.queue_full.get(), 2);
     }
 
     /// A writer that never answers (a disk that hangs) does not hold shutdown forever.

@@ -8,11 +8,12 @@
 use std::net::SocketAddr;
 
 use axum::extract::Request;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http::{HeaderName, HeaderValue};
 use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
-use warrant_auth::{Attributes, Caller};
+use warrant_auth::{Caller, bounded};
 
+use crate::error::ApiError;
 use crate::routes::{Endpoint, Routed};
 use crate::state::AppState;
 
@@ -66,19 +67,16 @@ pub(crate) async fn step(state: &AppState, request: Request) -> Response {
     };
     // The service account a TokenRequest's path names, for events of requests refused
     // before the handler read it.
-    let path_account =
-        routed
-            .and_then(Routed::attributes)
-            .and_then(|attributes| match attributes {
-                Attributes::Resource(r) if kind == EventKind::TokenRequest => {
-                    Some(ServiceAccount {
-                        namespace: r.namespace,
-                        name: r.name,
-                        uid: String::new(),
-                    })
-                }
-                _ => None,
-            });
+    let path_account = match routed {
+        Some(Routed::Route { params, .. }) if kind == EventKind::TokenRequest => {
+            Some(ServiceAccount {
+                namespace: bounded(&params.namespace, MAX_EVENT_TEXT),
+                name: bounded(&params.name, MAX_EVENT_TEXT),
+                uid: String::new(),
+            })
+        }
+        _ => None,
+    };
     let time = state.clock().now();
     let request_id = request
         .headers()
@@ -121,7 +119,7 @@ pub(crate) async fn step(state: &AppState, request: Request) -> Response {
     if let Ok(id) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(AUDIT_ID, id);
     }
-    auditor
+    let recorded = auditor
         .record(Event {
             kind,
             time,
@@ -129,10 +127,25 @@ pub(crate) async fn step(state: &AppState, request: Request) -> Response {
             requester,
             decision: facts.decision,
             code: Some(status.as_u16()),
-            reason: facts.reason,
+            // Refusals quote what the client sent (a kind, a version, a name): bounded, so
+            // neither the queue nor the file holds a body's worth of it per event.
+            reason: bounded(&facts.reason, MAX_EVENT_TEXT),
             service_account: facts.service_account.or(path_account),
             token: facts.token,
         })
         .await;
-    response
+    match recorded {
+        Ok(()) => response,
+        // Blocking mode, and the disk has not kept up for a request's timeout: what was not
+        // recorded is not handed out (a token unaudited), and the connection is not held.
+        // Counted in warrant_audit_events_total{result="dropped"}; logged at debug only, as a
+        // stalled disk would otherwise log a line per request.
+        Err(stalled) => {
+            tracing::debug!(error = %stalled, "request answered 503: its audit event was not recorded");
+            ApiError::unavailable(stalled.to_string()).into_response()
+        }
+    }
 }
+
+/// The longest text an event takes from a request (its reason, the path's namespace and name).
+const MAX_EVENT_TEXT: usize = 1024;

@@ -171,16 +171,12 @@ impl Connection {
 
     /// A request ended at `now`.
     pub(crate) fn end(&self, now: Instant) {
-        let before = self
-            .activity
-            .in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                Some(n.saturating_sub(1))
-            })
-            .unwrap_or_default();
-        if before <= 1 {
-            self.activity.set_idle_since(now);
-        }
+        // The idle time first, then the count: a watch that looks between the two sees a
+        // request still in flight, never "none in flight" with the idle time of an earlier one
+        // (which closed a connection whose request had just ended). Moving the idle time on
+        // while other requests run is harmless: the watch ignores it until none do.
+        self.activity.set_idle_since(now);
+        self.activity.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// The handshake ended at `now` and chose `protocol` (`http1`, `h2`): the wait for the

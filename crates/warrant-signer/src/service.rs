@@ -168,8 +168,12 @@ impl ExternalJwtSigner for Signer {
         let claims = request.into_inner().claims;
         let result = self.sign_claims(&claims);
         let elapsed = started.elapsed().as_secs_f64();
-        if let Some((time, requester)) = audited {
-            audit.record(sign_event(time, requester, &result)).await;
+        if let Some((time, requester)) = audited
+            && let Err(stalled) = audit.record(sign_event(time, requester, &result)).await
+        {
+            // Blocking mode and the disk not keeping up: no unaudited signature goes out.
+            self.metrics.answered("Sign", "unavailable", elapsed);
+            return Err(Status::unavailable(stalled.to_string()));
         }
         match result {
             Ok((response, parsed, _)) => {
