@@ -6,6 +6,7 @@
 //! holds a token whose issuance is not queued for the log.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
@@ -47,7 +48,7 @@ const MAX_AUDIT_ID: usize = 128;
 
 /// Audits TokenRequest and TokenReview; every other request passes untouched (and, with no
 /// audit log, every request does).
-pub(crate) async fn step(state: &AppState, request: Request) -> Response {
+pub(crate) async fn step(state: &AppState, mut request: Request) -> Response {
     let auditor = state.audit();
     if !auditor.enabled() {
         return crate::layers::timed(state, request).await;
@@ -92,12 +93,14 @@ pub(crate) async fn step(state: &AppState, request: Request) -> Response {
         .map(|a| a.0.to_string())
         .unwrap_or_default();
 
+    let caller = CallerSeen::default();
+    request.extensions_mut().insert(caller.clone());
     let mut response = crate::layers::timed(state, request).await;
 
     let status = response.status();
     let extensions = response.extensions_mut();
-    let requester = match extensions.remove::<Caller>() {
-        Some(Caller::User(user)) => Requester::user(&user, client_address),
+    let requester = match caller.0.get() {
+        Some(Caller::User(user)) => Requester::user(user, client_address),
         Some(Caller::Anonymous) => Requester::anonymous(client_address),
         // Answered before authentication ended: refused by it (401), or it could not decide
         // (429) or did not finish in time (504).
@@ -144,6 +147,19 @@ pub(crate) async fn step(state: &AppState, request: Request) -> Response {
             tracing::debug!(error = %stalled, "request answered 503: its audit event was not recorded");
             ApiError::unavailable(stalled.to_string()).into_response()
         }
+    }
+}
+
+/// Where authentication leaves the caller of an audited request: read after the request is
+/// answered, whatever answered it (a handler, authorization, or the timeout, which drops what
+/// the steps inside it were doing).
+#[derive(Clone, Default)]
+pub(crate) struct CallerSeen(Arc<OnceLock<Caller>>);
+
+impl CallerSeen {
+    /// Called by authentication with the caller it found.
+    pub(crate) fn saw(&self, caller: &Caller) {
+        let _ = self.0.set(caller.clone());
     }
 }
 

@@ -120,14 +120,12 @@ pub(crate) async fn authenticate(state: &AppState, mut request: Request) -> Resp
         .strip_identity_headers(request.headers_mut());
     match result {
         Ok(caller) => {
-            // The audit step, outside this one, reads the caller from the response.
-            let audited = state.audit().enabled().then(|| caller.clone());
-            request.extensions_mut().insert(caller);
-            let mut response = authorize(state, request).await;
-            if let Some(caller) = audited {
-                response.extensions_mut().insert(caller);
+            // The audit step, outside the timeout, reads the caller of an audited request.
+            if let Some(seen) = request.extensions().get::<crate::audit::CallerSeen>() {
+                seen.saw(&caller);
             }
-            response
+            request.extensions_mut().insert(caller);
+            authorize(state, request).await
         }
         Err(refusal) => ApiError::from(refusal).into_response(),
     }

@@ -345,3 +345,37 @@ async fn requests_answered_before_authentication_decided_are_undecided() {
     );
     assert!(events.iter().all(|e| e["requester"].get("user").is_none()));
 }
+
+/// A request that authenticated and then ran out of time (here: authorization asks a stalled
+/// kube-apiserver) keeps its requester in the event: the timeout drops the steps inside it,
+/// not what authentication found.
+#[tokio::test]
+async fn a_timeout_after_authentication_names_the_requester() {
+    use std::time::Duration;
+    use warrant_auth::{DelegatedAuthorization, DelegationOptions};
+
+    let (url, _server) = crate::delegated::stalled_apiserver().await;
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let (api, writer, dir) = api_audited_with(|_, authorizer| {
+        authorizer.delegated = Some(DelegatedAuthorization::new(
+            client,
+            DelegationOptions {
+                timeout: Duration::from_secs(600),
+                ..crate::delegated::options()
+            },
+        ));
+    });
+    tokio::time::pause();
+    let uri = "/api/v1/namespaces/demo/serviceaccounts/app/token";
+    let body =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let r = api.post_as(BOB, uri, body).await;
+    assert_eq!(r.code, StatusCode::GATEWAY_TIMEOUT, "{}", r.text);
+    tokio::time::resume();
+
+    let (_, events) = events(writer, &dir).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["code"], 504);
+    assert_eq!(events[0]["requester"]["authenticatedBy"], "token-file");
+    assert_eq!(events[0]["requester"]["user"], "bob");
+}
