@@ -187,10 +187,8 @@ mod tests {
         Timestamp::from_second(seconds).unwrap()
     }
 
-    /// A full file is renamed with the time of the rotation and a new one started; the line
-    /// that did not fit opens the new file, so no line is split or lost.
-    #[test]
-    fn a_full_file_rotates_under_a_timestamped_name() {
+    /// `audit.log` in a new directory, rotated past 10 bytes, no backups pruned.
+    fn ten_byte_file() -> (tempfile::TempDir, PathBuf, RotatingFile) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.log");
         let rotation = Rotation {
@@ -198,7 +196,15 @@ mod tests {
             max_backups: 0,
             max_age_days: 0,
         };
-        let mut file = RotatingFile::open(&path, rotation).unwrap();
+        let file = RotatingFile::open(&path, rotation).unwrap();
+        (dir, path, file)
+    }
+
+    /// A full file is renamed with the time of the rotation and a new one started; the line
+    /// that did not fit opens the new file, so no line is split or lost.
+    #[test]
+    fn a_full_file_rotates_under_a_timestamped_name() {
+        let (dir, path, mut file) = ten_byte_file();
         file.write_line(b"first\n", at(1_764_075_640)).unwrap();
         file.write_line(b"second\n", at(1_764_075_640)).unwrap();
         file.flush().unwrap();
@@ -219,14 +225,7 @@ mod tests {
     /// moved away by someone else) starts a new one: it does not fail every write after.
     #[test]
     fn a_rotation_that_finds_the_file_gone_starts_a_new_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.log");
-        let rotation = Rotation {
-            max_size_bytes: 10,
-            max_backups: 0,
-            max_age_days: 0,
-        };
-        let mut file = RotatingFile::open(&path, rotation).unwrap();
+        let (dir, path, mut file) = ten_byte_file();
         file.write_line(b"first\n", at(1_764_075_640)).unwrap();
         file.flush().unwrap();
         std::fs::rename(&path, dir.path().join("moved.log")).unwrap();

@@ -280,8 +280,7 @@ async fn requests_answered_before_authentication_decided_are_undecided() {
     use std::time::Duration;
     use warrant_auth::{DelegatedAuthentication, DelegationOptions};
 
-    let (url, _server) = crate::delegated::stalled_apiserver().await;
-    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let (client, _server) = crate::delegated::stalled_client().await;
     let (api, writer, dir) = api_audited_with(|authenticator, _| {
         authenticator.delegated = Some(DelegatedAuthentication::new(
             client,
@@ -354,8 +353,7 @@ async fn a_timeout_after_authentication_names_the_requester() {
     use std::time::Duration;
     use warrant_auth::{DelegatedAuthorization, DelegationOptions};
 
-    let (url, _server) = crate::delegated::stalled_apiserver().await;
-    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let (client, _server) = crate::delegated::stalled_client().await;
     let (api, writer, dir) = api_audited_with(|_, authorizer| {
         authorizer.delegated = Some(DelegatedAuthorization::new(
             client,

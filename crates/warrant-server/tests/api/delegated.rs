@@ -498,13 +498,19 @@ pub(crate) async fn stalled_apiserver() -> (String, tokio::task::JoinHandle<()>)
     (url, task)
 }
 
+/// A kube client of a [`stalled_apiserver`] (keep the handle: the server ends with it).
+pub(crate) async fn stalled_client() -> (kube::Client, tokio::task::JoinHandle<()>) {
+    let (url, server) = stalled_apiserver().await;
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    (client, server)
+}
+
 /// With kube-apiserver stalled, lookups pile up only to the limit: past it a caller is told to
 /// retry (429, as kube-apiserver's overload answer), not refused as unauthenticated; callers
 /// that go away leave their lookups running to their own end, not kept by anyone.
 #[tokio::test]
 async fn a_stalled_kube_apiserver_holds_at_most_the_limit() {
-    let (url, _server) = stalled_apiserver().await;
-    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let (client, _server) = stalled_client().await;
     let api = std::sync::Arc::new(api_auth(|authenticator, _| {
         authenticator.delegated = Some(DelegatedAuthentication::new(
             client,
