@@ -8,6 +8,11 @@
 //! account is not re-checked either: that was checked when the token was issued. Claims that
 //! name both a pod and a secret are refused (kube-apiserver would look both up; neither it nor
 //! warrant ever issues such a token).
+//!
+//! With secret binding off ([`Objects::without_secret_binding`]), a Secret-bound token is
+//! refused where its Secret would be looked up: warrant cannot tell whether that Secret still
+//! exists, and passing it unchecked would let a deleted Secret's tokens live on. The message
+//! follows kube's for a Node-bound token while node binding validation is off.
 
 use jiff::{SignedDuration, Timestamp};
 use warrant_token::{BoundKind, Claims, LEEWAY_SECONDS, ObjectRef, go_quote};
@@ -50,6 +55,10 @@ pub enum ObjectError {
         /// The UID in the token.
         claim: String,
     },
+    /// The token is bound to a Secret, and this server does not check Secrets
+    /// (`--disable-secret-binding`), so it cannot tell whether the token was revoked.
+    #[error("token is bound to a Secret object but secret binding is disabled on this server")]
+    SecretBindingDisabled,
     /// The token names both a pod and a secret, which no issuer does.
     #[error("service account token names more than one bound object (a pod and a secret)")]
     TwoBoundObjects,
@@ -105,6 +114,9 @@ pub async fn check_token_objects(
         None => Ok(()),
         Some((BoundKind::Pod, pod)) => {
             check_bound(objects, Kind::Pod, namespace, pod, cutoff).await
+        }
+        Some((BoundKind::Secret, _)) if !objects.binds(Kind::Secret) => {
+            Err(ObjectError::SecretBindingDisabled)
         }
         Some((BoundKind::Secret, secret)) => {
             check_bound(objects, Kind::Secret, namespace, secret, cutoff).await
@@ -336,6 +348,39 @@ mod tests {
         source.remove(Kind::Node, "", "n");
         *source.unavailable.lock().unwrap() = Some(Kind::Node);
         assert_eq!(check(&objects, pod()).await, Ok(()));
+    }
+
+    /// With secret binding off, a Secret-bound token is refused even though its Secret exists
+    /// (warrant may not be watching Secrets); the Secret is not looked up. Other bindings pass,
+    /// and the service account is still checked first, as kube orders its checks.
+    #[tokio::test]
+    async fn secret_bound_tokens_are_refused_with_secret_binding_off() {
+        let (source, objects) = setup();
+        let objects = objects.without_secret_binding();
+        *source.unavailable.lock().unwrap() = Some(Kind::Secret);
+        let secret = Binding::Secret(ObjectRef::new("s", "sec-1"));
+        assert_eq!(
+            check(&objects, secret.clone()).await.unwrap_err(),
+            "token is bound to a Secret object but secret binding is disabled on this server"
+        );
+        for binding in [
+            Binding::None,
+            pod(),
+            Binding::Node(ObjectRef::new("n", "node-1")),
+        ] {
+            assert_eq!(check(&objects, binding).await, Ok(()));
+        }
+        assert_eq!(
+            objects.get(Kind::Secret, "ns", "s").await,
+            Err(LookupError::Unavailable(
+                crate::SECRET_BINDING_DISABLED.into()
+            ))
+        );
+        source.remove(Kind::ServiceAccount, "ns", "app");
+        assert_eq!(
+            check(&objects, secret).await.unwrap_err(),
+            r#"serviceaccounts "app" not found"#
+        );
     }
 
     /// No issuer binds a token to a pod and a secret at once; such claims are refused rather

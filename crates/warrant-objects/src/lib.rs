@@ -25,4 +25,4 @@ pub use file::{FileSource, FileWatch, ReloadStatus};
 pub use manifest::ManifestError;
 pub use memory::MemorySource;
 pub use record::{Kind, PodInfo, Record};
-pub use source::{LiveLookup, LookupError, ObjectSource, Objects};
+pub use source::{LiveLookup, LookupError, ObjectSource, Objects, SECRET_BINDING_DISABLED};

@@ -44,26 +44,52 @@ pub trait ObjectSource: Send + Sync + 'static {
     fn count(&self, kind: Kind) -> usize;
 }
 
-/// The handle the server uses to look objects up. Cheap to clone.
+/// The handle the server uses to look objects up, and which kinds tokens may be bound to.
+/// Cheap to clone.
 #[derive(Clone)]
 pub struct Objects {
     source: Arc<dyn ObjectSource>,
+    secret_binding: bool,
 }
 
+/// What a lookup of a Secret says while secret binding is off (it never reaches the source).
+pub const SECRET_BINDING_DISABLED: &str = "secret binding is disabled on this server";
+
 impl Objects {
-    /// Wraps a source.
+    /// Wraps a source; tokens may be bound to any kind it holds.
     pub fn new(source: Arc<dyn ObjectSource>) -> Self {
-        Objects { source }
+        Objects {
+            source,
+            secret_binding: true,
+        }
+    }
+
+    /// The same source, with Secret-bound tokens refused (`--disable-secret-binding`): for a
+    /// server that may not list Secrets, and so cannot tell whether a token's Secret still
+    /// exists. Secrets are then never looked up, even where the source holds them.
+    pub fn without_secret_binding(self) -> Self {
+        Objects {
+            secret_binding: false,
+            ..self
+        }
+    }
+
+    /// Whether tokens may be bound to (and reviewed against) objects of `kind`.
+    pub fn binds(&self, kind: Kind) -> bool {
+        kind != Kind::Secret || self.secret_binding
     }
 
     /// The object, from memory, or after a miss from a live lookup. `Ok(None)` means it does
-    /// not exist.
+    /// not exist. A kind tokens may not be bound to is not looked up: an error.
     pub async fn get(
         &self,
         kind: Kind,
         namespace: &str,
         name: &str,
     ) -> Result<Option<Arc<Record>>, LookupError> {
+        if !self.binds(kind) {
+            return Err(LookupError::Unavailable(SECRET_BINDING_DISABLED.to_owned()));
+        }
         match self.source.cached(kind, namespace, name) {
             Some(record) => Ok(Some(record)),
             None => self.source.live(kind, namespace, name).await,
@@ -90,6 +116,7 @@ impl std::fmt::Debug for Objects {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Objects")
             .field("ready", &self.ready())
+            .field("secret_binding", &self.secret_binding)
             .finish()
     }
 }

@@ -47,6 +47,9 @@ impl CacheClock {
 #[derive(Debug)]
 pub(super) struct KindState {
     pub(super) kind: Kind,
+    /// False for a kind the cache does not watch (Secrets with secret binding off): it is
+    /// never listed, so it holds nothing, is always a miss, and readiness does not wait for it.
+    pub(super) watched: bool,
     pub(super) store: KindStore,
     pub(super) synced: AtomicBool,
     /// Nanoseconds after [`Kinds::start`] of the last event, bookmark or list page.
@@ -56,9 +59,10 @@ pub(super) struct KindState {
 }
 
 impl KindState {
-    fn new(kind: Kind) -> Self {
+    fn new(kind: Kind, watched: bool) -> Self {
         KindState {
             kind,
+            watched,
             store: KindStore::default(),
             synced: AtomicBool::new(false),
             last_heard: AtomicU64::new(0),
@@ -79,12 +83,17 @@ pub(super) struct Kinds {
 }
 
 impl Kinds {
-    pub(super) fn new(clock: CacheClock, max_staleness: Option<Duration>) -> Self {
+    /// `watched` says which kinds the cache watches.
+    pub(super) fn new(
+        clock: CacheClock,
+        max_staleness: Option<Duration>,
+        watched: impl Fn(Kind) -> bool,
+    ) -> Self {
         Kinds {
             start: clock.now(),
             clock,
             max_staleness,
-            kinds: Kind::ALL.map(KindState::new),
+            kinds: Kind::ALL.map(|kind| KindState::new(kind, watched(kind))),
             changes: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -132,10 +141,19 @@ impl Kinds {
             .saturating_duration_since(self.last_heard(kind))
     }
 
+    /// The kinds the cache watches, in [`Kind::ALL`]'s order.
+    pub(super) fn watched(&self) -> impl Iterator<Item = &KindState> {
+        self.kinds.iter().filter(|state| state.watched)
+    }
+
     /// The staleness of `kind` when it is past the bound (so its records are not to be
-    /// trusted), else `None`. Logs when a kind first goes past it.
+    /// trusted), else `None`; never for a kind that is not watched (nothing is cached to
+    /// distrust). Logs when a kind first goes past it.
     pub(super) fn past_bound(&self, kind: Kind) -> Option<Duration> {
         let bound = self.max_staleness?;
+        if !self.get(kind).watched {
+            return None;
+        }
         let staleness = self.staleness(kind);
         if staleness <= bound {
             return None;

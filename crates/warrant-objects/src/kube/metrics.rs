@@ -1,5 +1,6 @@
 //! The watch cache's metrics. Names are fixed (register them in the root registry); the label
-//! `resource` is the API resource (`pods`, `secrets`, `serviceaccounts`, `nodes`).
+//! `resource` is the API resource (`pods`, `secrets`, `serviceaccounts`, `nodes`). A kind the
+//! cache does not watch (`secrets`, with secret binding off) has no series.
 //!
 //! | name | type | what |
 //! |---|---|---|
@@ -126,7 +127,7 @@ impl Collector for ScrapeCollector {
                 None,
                 prometheus_client::metrics::MetricType::Gauge,
             )?;
-            for state in &kinds.kinds {
+            for state in kinds.watched() {
                 let value = i64::from(state.synced.load(Ordering::Relaxed));
                 ConstGauge::new(value)
                     .encode(family.encode_family(&[("resource", state.kind.resource())])?)?;
@@ -139,7 +140,7 @@ impl Collector for ScrapeCollector {
                 Some(&Unit::Seconds),
                 prometheus_client::metrics::MetricType::Gauge,
             )?;
-            for state in &kinds.kinds {
+            for state in kinds.watched() {
                 ConstGauge::new(kinds.staleness(state.kind).as_secs_f64())
                     .encode(family.encode_family(&[("resource", state.kind.resource())])?)?;
             }
@@ -151,7 +152,7 @@ impl Collector for ScrapeCollector {
                 None,
                 prometheus_client::metrics::MetricType::Gauge,
             )?;
-            for state in &kinds.kinds {
+            for state in kinds.watched() {
                 let value = i64::from(kinds.past_bound(state.kind).is_some());
                 ConstGauge::new(value)
                     .encode(family.encode_family(&[("resource", state.kind.resource())])?)?;
@@ -163,7 +164,7 @@ impl Collector for ScrapeCollector {
             None,
             prometheus_client::metrics::MetricType::Gauge,
         )?;
-        for state in &kinds.kinds {
+        for state in kinds.watched() {
             let len = i64::try_from(state.store.len()).unwrap_or(i64::MAX);
             ConstGauge::new(len)
                 .encode(family.encode_family(&[("resource", state.kind.resource())])?)?;

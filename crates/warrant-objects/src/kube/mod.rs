@@ -15,6 +15,10 @@
 //!   new list is complete), as an informer's `HasSynced` does.
 //! - Unlike kube-apiserver, no success cache sits in front: every review checks the current
 //!   state of the cache.
+//! - Secrets can be left unwatched ([`KubeOptions::watch_secrets`]), for a cluster where warrant
+//!   may not list them: then no request about Secrets is ever made, readiness does not wait for
+//!   them, and a Secret lookup fails as unavailable (the server refuses Secret-bound tokens
+//!   before it would look one up).
 //! - By default the cache is trusted however long ago it last heard from the API server, as
 //!   kube-apiserver trusts its informers. With [`KubeOptions::max_staleness`], a kind not heard
 //!   from (no event, no bookmark) for longer is looked up live instead, and the source is not
@@ -126,6 +130,10 @@ pub struct KubeOptions {
     pub max_staleness: Option<Duration>,
     /// The clock staleness is measured with (default: tokio's).
     pub clock: CacheClock,
+    /// Whether Secrets are watched (default: yes). Watching them takes cluster-wide `list` and
+    /// `watch` on `secrets`, which RBAC cannot limit to metadata; without it, Secret-bound
+    /// tokens cannot be checked, so the server refuses them (`--disable-secret-binding`).
+    pub watch_secrets: bool,
 }
 
 impl Default for KubeOptions {
@@ -137,6 +145,7 @@ impl Default for KubeOptions {
             watch_timeout: None,
             max_staleness: None,
             clock: CacheClock::default(),
+            watch_secrets: true,
         }
     }
 }
@@ -167,7 +176,12 @@ impl KubeSource {
         options: KubeOptions,
     ) -> Result<Self, KubeError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| KubeError::NoRuntime)?;
-        let kinds = Arc::new(Kinds::new(options.clock.clone(), options.max_staleness));
+        let watch_secrets = options.watch_secrets;
+        let kinds = Arc::new(Kinds::new(
+            options.clock.clone(),
+            options.max_staleness,
+            |kind| kind != Kind::Secret || watch_secrets,
+        ));
         let metrics = Arc::new(Metrics::default());
         metrics.register(registry);
         registry.register_collector(Box::new(ScrapeCollector(kinds.clone())));
@@ -188,7 +202,7 @@ impl KubeSource {
         }
 
         let tasks = TaskTracker::new();
-        for kind in Kind::ALL {
+        for kind in kinds.watched().map(|state| state.kind) {
             let watch = Watch {
                 kind,
                 kinds: kinds.clone(),
@@ -278,6 +292,13 @@ impl ObjectSource for KubeSource {
     }
 
     fn live<'a>(&'a self, kind: Kind, namespace: &'a str, name: &'a str) -> LiveLookup<'a> {
+        if !self.kinds.get(kind).watched {
+            // Not watched because warrant may not read them: a GET would be refused too.
+            return Box::pin(std::future::ready(Err(LookupError::Unavailable(format!(
+                "{} are not watched: secret binding is disabled",
+                kind.resource()
+            )))));
+        }
         let namespace = if kind.namespaced() { namespace } else { "" };
         let lookup = self.live.get(kind, namespace, name);
         let Some(staleness) = self.kinds.past_bound(kind) else {
@@ -298,8 +319,7 @@ impl ObjectSource for KubeSource {
     fn not_ready(&self) -> Option<String> {
         let unsynced: Vec<&str> = self
             .kinds
-            .kinds
-            .iter()
+            .watched()
             .filter(|state| !state.synced.load(Ordering::Relaxed))
             .map(|state| state.kind.resource())
             .collect();

@@ -209,3 +209,40 @@ async fn an_unreachable_or_silent_api_server_fails_the_lookup() {
         "{message}"
     );
 }
+
+/// With `watch_secrets` off (`--disable-secret-binding`), the cache never asks the API server
+/// anything about Secrets: no list, no watch, no GET on a miss. It is ready without them, has
+/// no Secret metrics, and a Secret lookup fails as unavailable with the reason.
+#[tokio::test]
+async fn secrets_are_never_requested_when_not_watched() {
+    let env = start(
+        KubeOptions {
+            watch_secrets: false,
+            ..options()
+        },
+        small_cluster,
+    )
+    .await;
+    env.wait_ready().await;
+    assert_eq!(env.source.not_ready(), None);
+    assert!(env.source.cached(Kind::Secret, "ns", "creds").is_none());
+    assert_eq!(env.source.count(Kind::Secret), 0);
+    assert_eq!(
+        env.source.live(Kind::Secret, "ns", "creds").await,
+        Err(LookupError::Unavailable(
+            "secrets are not watched: secret binding is disabled".into()
+        ))
+    );
+    // The other kinds are watched and answer as usual.
+    assert!(env.source.cached(Kind::Pod, "ns", "web").is_some());
+    let text = env.metrics_text();
+    assert!(!text.contains(r#"resource="secrets""#), "{text}");
+    assert!(
+        text.contains(r#"warrant_kube_watch_synced{resource="pods"} 1"#),
+        "{text}"
+    );
+    let log = env.fixture.request_log();
+    assert!(log.iter().any(|r| r.contains("/pods")), "{log:?}");
+    assert!(!log.iter().any(|r| r.contains("secrets")), "{log:?}");
+    assert_eq!(env.fixture.watchers("secrets"), 0);
+}
