@@ -2,6 +2,13 @@
 //! date (reproducible: the same source gives the same answer), and the platform in Go's names.
 //! `WARRANT_GIT_COMMIT` and `WARRANT_BUILD_DATE` override them where there is no `.git` (an
 //! image built from a copy of the tree: `docker build --build-arg`).
+//!
+//! The tree state is kube's `gitTreeState`: `dirty` when `git status` shows any change,
+//! `clean` when it shows none, empty when there is no git (or `WARRANT_GIT_TREE_STATE` says).
+//! A clean tree watches every tracked top-level path, so the first edit after it reruns this
+//! script and the build says `dirty`; a dirty tree watches only HEAD and the refs, so editing
+//! on costs no rebuild, and a commit makes it look again. The one way to be wrong is the safe
+//! one: a tree put back by hand to its commit still says `dirty` until the next commit.
 
 use std::process::Command;
 
@@ -17,9 +24,38 @@ fn git(args: &[&str]) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// `clean` or `dirty`, as kube's build says, or empty without git; watches what can change it.
+fn tree_state() -> String {
+    if let Ok(state) = std::env::var("WARRANT_GIT_TREE_STATE") {
+        return state;
+    }
+    // `--no-optional-locks`: status must not rewrite the index, or the next build would see
+    // a watched file newer than this run.
+    let Some(changes) = Command::new("git")
+        .args(["--no-optional-locks", "status", "--porcelain"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+    else {
+        return String::new();
+    };
+    if !changes.stdout.is_empty() {
+        return "dirty".to_owned();
+    }
+    if let Some(top) = git(&["rev-parse", "--show-toplevel"])
+        && let Some(paths) = git(&["ls-tree", "--name-only", "HEAD"])
+    {
+        for path in paths.lines() {
+            println!("cargo:rerun-if-changed={top}/{path}");
+        }
+    }
+    "clean".to_owned()
+}
+
 fn main() {
     println!("cargo:rerun-if-env-changed=WARRANT_GIT_COMMIT");
     println!("cargo:rerun-if-env-changed=WARRANT_BUILD_DATE");
+    println!("cargo:rerun-if-env-changed=WARRANT_GIT_TREE_STATE");
     if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
         // A new commit or checkout moves HEAD or a ref.
         println!("cargo:rerun-if-changed={dir}/HEAD");
@@ -44,6 +80,7 @@ fn main() {
         .unwrap_or_default();
     println!("cargo:rustc-env=WARRANT_GIT_COMMIT={commit}");
     println!("cargo:rustc-env=WARRANT_BUILD_DATE={date}");
+    println!("cargo:rustc-env=WARRANT_GIT_TREE_STATE={}", tree_state());
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let arch = match std::env::var("CARGO_CFG_TARGET_ARCH")
         .unwrap_or_default()

@@ -135,7 +135,7 @@ static VERSION: Fixed = Fixed::new(|| {
         "minor": "36",
         "gitVersion": concat!("v1.36.0+warrant-", env!("CARGO_PKG_VERSION")),
         "gitCommit": crate::build::GIT_COMMIT,
-        "gitTreeState": "",
+        "gitTreeState": crate::build::GIT_TREE_STATE,
         "buildDate": crate::build::BUILD_DATE,
         "goVersion": "",
         "compiler": "rustc",

@@ -34,6 +34,9 @@ pub mod build {
     pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     /// The git commit built, or empty.
     pub const GIT_COMMIT: &str = env!("WARRANT_GIT_COMMIT");
+    /// `clean` or `dirty`: whether the tree built had changes beside that commit (kube's
+    /// `gitTreeState`), or empty when it is not known.
+    pub const GIT_TREE_STATE: &str = env!("WARRANT_GIT_TREE_STATE");
     /// When that commit was made (RFC 3339, UTC), or empty.
     pub const BUILD_DATE: &str = env!("WARRANT_BUILD_DATE");
     /// `linux/amd64`, as Go names platforms.

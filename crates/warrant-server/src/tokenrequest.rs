@@ -340,6 +340,13 @@ async fn bind(
             )));
         }
     };
+    // As kube refuses a Node binding while its feature gate is off: a 400 before any lookup.
+    // Only Secrets can be turned off.
+    if !state.objects().binds(kind) {
+        return Err(ApiError::bad_request(
+            "cannot bind token to a Secret object as secret binding is disabled on this server (--disable-secret-binding)",
+        ));
+    }
     if reference.name.is_empty() {
         return Err(ApiError::bad_request("Name parameter required."));
     }

@@ -277,6 +277,11 @@ async fn version_names_the_build() {
                 version["buildDate"].as_str().unwrap().ends_with('Z'),
                 "{version}"
             );
+            // kube's two values (the tree may have changed since the build, so not which).
+            assert!(
+                ["clean", "dirty"].contains(&version["gitTreeState"].as_str().unwrap()),
+                "{version}"
+            );
         }
         None => assert_eq!(version["gitCommit"], ""),
     }

@@ -70,6 +70,18 @@ pub(crate) fn api_with(expiration: ExpirationPolicy) -> Api {
     )
 }
 
+/// The standard server with Secret-bound tokens refused (`--disable-secret-binding`); it still
+/// holds Secret `app-token`, which it must not consult.
+pub(crate) fn api_without_secret_binding() -> Api {
+    build_with(
+        ExpirationPolicy::default(),
+        |_, _| {},
+        Auditor::disabled(),
+        Registry::default(),
+        Objects::without_secret_binding,
+    )
+}
+
 /// Static tokens besides the admin's: `bob` (group `dev`), and the kubelets of `node-1` and
 /// `node-2`.
 pub(crate) const BOB: &str = "bob-token";
@@ -131,6 +143,16 @@ fn build(
         record("other-sa-uid"),
     );
     objects.put(Kind::Pod, "demo", "app-0", pod(POD_UID, "app", "node-1"));
+) -> Api {
+    build_with(expiration, configure, audit, registry, |objects| objects)
+}
+
+fn build_with(
+    expiration: ExpirationPolicy,
+    configure: impl FnOnce(&mut Authenticator, &mut Authorizer),
+    audit: Auditor,
+    registry: Registry,
+    objects_handle: impl FnOnce(Objects) -> Objects,
     objects.put(
         Kind::Pod,
         "demo",
@@ -170,7 +192,7 @@ fn build(
     let state = AppState::new(StateParts {
         settings,
         keys: KeySet::new(key().clone(), vec![]),
-        objects: Objects::new(objects.clone()),
+        objects: objects_handle(Objects::new(objects.clone())),
         authenticator,
         authorizer,
         registry,

@@ -394,3 +394,43 @@ async fn audiences_are_bounded_and_no_unreviewable_token_is_issued() {
         "spec.audiences: 700 audiences, more than the 100 allowed"
     );
 }
+
+/// `--disable-secret-binding`: a Secret binding is refused with a 400 BadRequest Status, as kube
+/// refuses a Node binding while its feature gate is off, in both API groups, before the Secret
+/// is looked up (so an absent Secret gets the same answer, not a 404). Other bindings still work.
+#[tokio::test]
+async fn secret_binding_can_be_turned_off() {
+    let api = api_without_secret_binding();
+    let message = "cannot bind token to a Secret object as secret binding is disabled on this server (--disable-secret-binding)";
+    for prefix in ["/api/v1", "/apis/warrant.dev/v1alpha1"] {
+        for name in ["app-token", "absent"] {
+            let r = api
+                .post(
+                    &format!("{prefix}/namespaces/demo/serviceaccounts/app/token"),
+                    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                           "spec": {"boundObjectRef": {"kind": "Secret", "apiVersion": "v1", "name": name}}}),
+                )
+                .await;
+            assert_eq!(
+                r.code,
+                StatusCode::BAD_REQUEST,
+                "{prefix} {name}: {}",
+                r.text
+            );
+            assert_eq!(
+                r.json,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                       "message": message, "reason": "BadRequest", "code": 400}),
+                "{prefix} {name}"
+            );
+        }
+    }
+    for spec in [
+        json!({}),
+        json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "app-0"}}),
+        json!({"boundObjectRef": {"kind": "Node", "apiVersion": "v1", "name": "node-1"}}),
+    ] {
+        let r = api.token("app", spec.clone()).await;
+        assert_eq!(r.code, StatusCode::CREATED, "{spec}: {}", r.text);
+    }
+}

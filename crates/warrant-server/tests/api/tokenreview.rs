@@ -398,3 +398,62 @@ async fn extreme_times_in_a_signed_token_do_not_overflow() {
         }
     }
 }
+
+/// `--disable-secret-binding`: a Secret-bound token issued before (or by kube-apiserver through
+/// the external signer) is refused, even though its Secret exists, since a server that does not
+/// watch Secrets cannot tell whether it was deleted. The webhook answer and the own-token
+/// authenticator say the same; the token is counted as invalid.
+#[tokio::test]
+async fn secret_bound_tokens_are_refused_with_secret_binding_off() {
+    let issuer = api();
+    let r = issuer
+        .token("app", json!({"audiences": ["vault"], "boundObjectRef": {"kind": "Secret", "apiVersion": "v1", "name": "app-token"}}))
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let token = r.json["status"]["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        issuer
+            .review("authentication.k8s.io/v1", &token, &["vault"])
+            .await
+            .json["status"]["authenticated"],
+        true
+    );
+
+    let api = api_without_secret_binding();
+    let refused = json!({"user": {}, "error": "token is bound to a Secret object but secret binding is disabled on this server"});
+    for version in [
+        "authentication.k8s.io/v1",
+        "authentication.k8s.io/v1beta1",
+        "warrant.dev/v1alpha1",
+    ] {
+        let r = api.review(version, &token, &["vault"]).await;
+        assert_eq!(r.code, StatusCode::CREATED, "{version}: {}", r.text);
+        assert_eq!(r.json["status"], refused, "{version}");
+    }
+    let r = api
+        .post_as(
+            &token,
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::UNAUTHORIZED, "{}", r.text);
+    // Other tokens still pass on that server.
+    let pod = pod_token(&api, &["vault"]).await;
+    assert_eq!(
+        api.review("authentication.k8s.io/v1", &pod, &["vault"])
+            .await
+            .json["status"]["authenticated"],
+        true
+    );
+    let metrics = api
+        .get_with("/metrics", &[("authorization", &format!("Bearer {ADMIN}"))])
+        .await;
+    assert!(
+        metrics
+            .text
+            .contains(r#"warrant_token_reviews_total{result="invalid"}"#),
+        "{}",
+        metrics.text
+    );
+}
