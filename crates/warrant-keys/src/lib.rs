@@ -133,6 +133,17 @@ impl KeySet {
         self
     }
 
+    /// The kids among `keys` that are revoked: keys that [`with_extra_verifying`] leaves out,
+    /// which a key file should not offer.
+    ///
+    /// [`with_extra_verifying`]: Self::with_extra_verifying
+    pub fn revoked_among<'a>(&self, keys: &'a [VerifyingKey]) -> Vec<&'a str> {
+        keys.iter()
+            .map(VerifyingKey::kid)
+            .filter(|kid| self.revoked.iter().any(|r| r == kid))
+            .collect()
+    }
+
     /// The key that signs a token issued at `now`.
     pub fn signing_at(&self, now: Timestamp) -> &SigningKey {
         self.successors

@@ -238,15 +238,21 @@ pub enum LifecycleError {
     RevokedKeyPresent(String),
 }
 
-/// A revoked key, remembered (without its key material) until every token it could have
-/// signed has expired, so that such a token is refused by name rather than as unknown.
+/// A revoked key, remembered (by kid, without its key material) for good: its tokens are
+/// refused by name rather than as unknown, and no other source of keys (a
+/// `--service-account-key-file` still offering its public half, on this replica or another, now
+/// or after a restart) can bring it back. The writer of the record cannot see every replica's
+/// files, so it cannot tell when forgetting would be safe; a record is about a hundred bytes,
+/// and revocations are rare.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Revocation {
     /// The key ID.
     pub kid: String,
     /// When it was revoked.
     pub revoked_at: Timestamp,
-    /// When the record may go: its last possible token's expiry plus the leeway.
+    /// When the last token it could have signed has expired (plus the leeway). Named for the
+    /// stored field, `forgetAt`: records were once dropped then, which let a key file bring
+    /// the key back; they are kept now.
     pub forget_at: Timestamp,
 }
 
@@ -334,7 +340,7 @@ pub struct Successor {
 #[derive(Debug, Clone, Default)]
 pub struct ManagedKeySet {
     keys: Vec<ManagedKey>,
-    /// Revoked keys whose tokens may not all have expired yet, in revocation order.
+    /// Revoked keys, in revocation order (kept for good: see [`Revocation`]).
     revoked: Vec<Revocation>,
 }
 
@@ -494,10 +500,8 @@ impl ManagedKeySet {
     pub fn next_transition(&self, now: Timestamp) -> Option<Timestamp> {
         let activations = self.keys.iter().map(ManagedKey::activate_at);
         let removals = (0..self.keys.len()).filter_map(|i| self.remove_at(i));
-        let forgotten = self.revoked.iter().map(|r| r.forget_at);
         activations
             .chain(removals)
-            .chain(forgotten)
             .filter(|t| *t > now)
             .min()
     }
@@ -534,12 +538,7 @@ impl ManagedKeySet {
             .chain(retired.map(|k| &k.key))
             .map(|k| k.verifying_key().clone())
             .collect();
-        let revoked = self
-            .revoked
-            .iter()
-            .filter(|r| r.forget_at > now)
-            .map(|r| r.kid.clone())
-            .collect();
+        let revoked = self.revoked.iter().map(|r| r.kid.clone()).collect();
         Some(
             KeySet::scheduled(
                 signing,
@@ -597,13 +596,8 @@ impl ManagedKeySet {
                 changed = true;
             }
         }
-        let revoked: Vec<Revocation> = self
-            .revoked
-            .iter()
-            .filter(|r| r.forget_at > now)
-            .cloned()
-            .collect();
-        changed |= revoked.len() != self.revoked.len();
+        // Revocations are never dropped (see `Revocation`).
+        let revoked = self.revoked.clone();
         let mut set = ManagedKeySet { keys, revoked };
         if let Some(successor) = set.successor(policy, now)
             && successor.create_at <= now
@@ -652,8 +646,8 @@ impl ManagedKeySet {
         Ok(Some(set))
     }
     /// An operator's revocation (`warrant keys revoke`): key `kid` leaves the set at once (so
-    /// it leaves the JWKS and verifies nothing), and is remembered until every token it could
-    /// have signed has expired. If it was signing, a key signs in its place from `now`, without
+    /// it leaves the JWKS and verifies nothing), and is remembered for good (see
+    /// [`Revocation`]). If it was signing, a key signs in its place from `now`, without
     /// waiting for publish-ahead: the next key, if one is published, brought forward (relying
     /// parties that fetched the JWKS since its publication have it already); else a new key.
     /// The set is first brought up to date with [`rotate`](Self::rotate).

@@ -542,31 +542,52 @@ fn revoking_the_signing_key_brings_the_next_one_forward_and_refuses_its_tokens()
     );
     assert_eq!(verify(&v, &token(b.key(), now, DAY), now), Ok(()));
 
-    // The next rotation is due a period after B activated, and the record of A stays until
-    // its last token has expired; then rotation forgets it.
+    // The next rotation is due a period after B activated.
     let successor = revoked.keys.successor(&p, at(now)).unwrap();
     assert_eq!(successor.activate_at, at(now + 7 * DAY));
-    let forget = now + DAY + REMOVAL_LEEWAY_SECONDS;
-    assert_eq!(revoked.keys.next_transition(at(now)), Some(at(forget)));
-    assert!(
-        revoked
-            .keys
-            .rotate(&p, at(forget - 1), generate)
-            .unwrap()
-            .is_none()
+}
+
+/// A revoked kid is never forgotten: long after its last token expired, and across rotations,
+/// a key file that still offers the key (`--service-account-key-file` beside managed keys) does
+/// not bring it back. (Records were once dropped when the last token expired, and the key
+/// verified again from the file.)
+#[test]
+fn a_revoked_key_never_comes_back_from_a_key_file() {
+    let p = policy();
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    let with_next = rotated(&first, &p, T0 + 6 * DAY);
+    let a = with_next.keys()[0].clone();
+    let from_file = [a.key().verifying_key().clone()];
+    let now = T0 + 6 * DAY + HOUR;
+    let revoked = with_next.revoke(a.kid(), &p, at(now), generate).unwrap();
+    let last_token_expired = now + DAY + REMOVAL_LEEWAY_SECONDS;
+    assert_eq!(revoked.keys.revocations()[0].forget_at, at(last_token_expired));
+    // Nothing is scheduled for that time: the record does not change then.
+    assert_ne!(
+        revoked.keys.next_transition(at(now)),
+        Some(at(last_token_expired))
     );
-    let forgotten = revoked
-        .keys
-        .rotate(&p, at(forget), generate)
+
+    // A year of rotations later, the record is still there, and the file's copy stays out.
+    let mut keys = revoked.keys;
+    let mut t = now;
+    while t < now + 365 * DAY {
+        t += HOUR;
+        keys = keys.rotate(&p, at(t), generate).unwrap().unwrap_or(keys);
+    }
+    assert!(keys.keys().iter().all(|k| k.kid() != a.kid()));
+    assert_eq!(keys.revocations().len(), 1);
+    let merged = keys
+        .key_set_at(at(t), &p)
         .unwrap()
-        .unwrap();
-    assert!(forgotten.revocations().is_empty());
-    assert!(
-        forgotten
-            .key_set_at(at(forget), &p)
-            .unwrap()
-            .revoked()
-            .is_empty()
+        .with_extra_verifying(&from_file);
+    assert!(merged.verifying().iter().all(|k| k.kid() != a.kid()));
+    assert_eq!(merged.revoked(), [a.kid().to_owned()]);
+    assert_eq!(merged.revoked_among(&from_file), [a.kid()]);
+    let v = verifier(&merged).with_revoked(merged.revoked().to_vec());
+    assert_eq!(
+        verify(&v, &token(a.key(), t, DAY), t),
+        Err(TokenError::Revoked(a.kid().to_owned()))
     );
 }
 
