@@ -134,16 +134,6 @@ fn build(
     audit: Auditor,
     registry: Registry,
 ) -> Api {
-    let objects = Arc::new(MemorySource::new());
-    objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID));
-    objects.put(
-        Kind::ServiceAccount,
-        "demo",
-        "other",
-        record("other-sa-uid"),
-    );
-    objects.put(Kind::Pod, "demo", "app-0", pod(POD_UID, "app", "node-1"));
-) -> Api {
     build_with(expiration, configure, audit, registry, |objects| objects)
 }
 
@@ -153,6 +143,16 @@ fn build_with(
     audit: Auditor,
     registry: Registry,
     objects_handle: impl FnOnce(Objects) -> Objects,
+) -> Api {
+    let objects = Arc::new(MemorySource::new());
+    objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID));
+    objects.put(
+        Kind::ServiceAccount,
+        "demo",
+        "other",
+        record("other-sa-uid"),
+    );
+    objects.put(Kind::Pod, "demo", "app-0", pod(POD_UID, "app", "node-1"));
     objects.put(
         Kind::Pod,
         "demo",
