@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use serde_json::json;
 use warrant_kube_fixture::Fixture;
-use warrant_kube_fixture::objects::{node, pod, service_account};
+use warrant_kube_fixture::objects::{node, pod, secret, service_account};
 
 use crate::support::*;
 
@@ -153,4 +153,73 @@ async fn a_cache_staleness_bound_is_checked_at_startup() {
         "{}",
         stderr(&with_file)
     );
+}
+
+/// `--disable-secret-binding` beside a cluster: warrant becomes ready without a single request
+/// about Secrets (no list, no watch, no GET: what lets the RBAC rule on secrets go), kubectl's
+/// Secret binding gets the 400, and a Secret-bound token signed with warrant's key (as
+/// kube-apiserver issues one through the external signer) is refused by TokenReview, while the
+/// Secret exists.
+// The server runs on the real clock, so the token signed here is dated now.
+#[allow(clippy::disallowed_methods)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_secret_binding_secrets_are_never_requested() {
+    let cluster = Fixture::start().await.unwrap();
+    cluster
+        .create(&service_account("demo", "app", "sa-1"))
+        .unwrap();
+    cluster.create(&node("node-1", "node-uid-1")).unwrap();
+    cluster
+        .create(&pod("demo", "app-0", "pod-1", "app", "node-1", None))
+        .unwrap();
+    cluster
+        .create(&secret("demo", "creds", "secret-1"))
+        .unwrap();
+    let w = Warrant::start_cluster(&cluster, &["--disable-secret-binding"]).await;
+
+    let out = w.create_token_as(
+        "app",
+        &[
+            "--bound-object-kind",
+            "Secret",
+            "--bound-object-name",
+            "creds",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "cannot bind token to a Secret object as secret binding is disabled on this server (--disable-secret-binding)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let pod_token = w.token(&["--bound-object-kind", "Pod", "--bound-object-name", "app-0"]);
+    assert_eq!(w.review(&pod_token, &[])["authenticated"], true);
+
+    let key =
+        warrant_token::signing_key_from_pem(&std::fs::read(w.path("sa.key")).unwrap()).unwrap();
+    let now = jiff::Timestamp::now().as_second();
+    let claims = warrant_token::Claims::new(warrant_token::NewToken {
+        issuer: &w.issuer(),
+        namespace: "demo",
+        service_account: warrant_token::ObjectRef::new("app", "sa-1"),
+        audiences: vec!["vault".into()],
+        binding: warrant_token::Binding::Secret(warrant_token::ObjectRef::new("creds", "secret-1")),
+        issued_at: now,
+        expires_at: now + 3600,
+        warn_after: None,
+        jti: warrant_token::new_jti(),
+    });
+    let secret_token = key.sign(&claims).unwrap();
+    assert_eq!(
+        w.review(&secret_token, &["vault"]),
+        json!({"user": {}, "error": "token is bound to a Secret object but secret binding is disabled on this server"})
+    );
+
+    let log = cluster.request_log();
+    assert!(log.iter().any(|r| r.contains("/pods")), "{log:?}");
+    assert!(!log.iter().any(|r| r.contains("secrets")), "{log:?}");
+    let metrics = w.metrics_text().await;
+    assert!(!metrics.contains(r#"resource="secrets""#), "{metrics}");
 }

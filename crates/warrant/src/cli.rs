@@ -342,16 +342,13 @@ pub(crate) struct KeySourceArgs {
     pub(crate) rotation: RotationArgs,
 }
 
-/// Where `warrant keys` finds managed keys: a key directory or a Kubernetes Secret.
+/// Where `warrant keys` finds managed keys: a key directory or a Kubernetes Secret. One of the
+/// two is required, and clap's message names both.
 #[derive(Debug, Clone, Args)]
+#[command(group = clap::ArgGroup::new("managed").required(true).multiple(false))]
 pub(crate) struct StoreArgs {
     /// The key directory.
-    #[arg(
-        long = "key-dir",
-        value_name = "DIR",
-        group = "managed",
-        required_unless_present = "key_secret"
-    )]
+    #[arg(long = "key-dir", value_name = "DIR", group = "managed")]
     pub(crate) key_dir: Option<PathBuf>,
     /// The Kubernetes Secret holding the keys (`serve --key-secret`).
     #[arg(long = "key-secret", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, group = "managed")]
@@ -653,6 +650,11 @@ pub(crate) struct ServeArgs {
     /// kube-apiserver (docs/cluster.md says which to choose).
     #[arg(long = "max-cache-staleness", value_name = "DURATION", value_parser = crate::duration::parse_staleness_bound, conflicts_with = "objects_file", help_heading = "Objects")]
     pub(crate) max_cache_staleness: Option<std::time::Duration>,
+    /// Refuse Secret-bound tokens: TokenRequest answers 400 for a Secret binding, TokenReview
+    /// refuses Secret-bound tokens already issued, and the cluster cache does not watch
+    /// Secrets, so warrant needs no list/watch on secrets (docs/cluster.md).
+    #[arg(long = "disable-secret-binding", help_heading = "Objects")]
+    pub(crate) disable_secret_binding: bool,
 }
 
 /// `warrant local-setup`.
@@ -720,6 +722,46 @@ mod tests {
                 panic!("{args:?}: not keys revoke");
             };
             assert_eq!(revoke.kid, "-Uq3f2QmZ8");
+        }
+    }
+
+    /// Every `warrant keys` command takes its store from --key-dir or --key-secret: without
+    /// either, the message names both (not only --key-dir); with both, they conflict.
+    #[test]
+    fn keys_commands_need_a_key_dir_or_a_key_secret() {
+        for command in [
+            &["generate"][..],
+            &["list"],
+            &["rotate"],
+            &["revoke", "kid-1"],
+        ] {
+            let args = |store: &[&'static str]| {
+                let mut args = vec!["warrant", "keys"];
+                args.extend_from_slice(command);
+                args.extend_from_slice(store);
+                args
+            };
+            let error = Cli::try_parse_from(args(&[])).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{command:?}"
+            );
+            let text = error.to_string();
+            assert!(
+                text.contains("--key-dir <DIR>") && text.contains("--key-secret <NAMESPACE/NAME>"),
+                "{command:?}: {text}"
+            );
+            for store in [&["--key-dir", "keys"][..], &["--key-secret", "ns/keys"]] {
+                Cli::try_parse_from(args(store))
+                    .unwrap_or_else(|e| panic!("{command:?} {store:?}: {e}"));
+            }
+            let both = Cli::try_parse_from(args(&["--key-dir", "k", "--key-secret", "ns/k"]));
+            assert_eq!(
+                both.unwrap_err().kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{command:?}"
+            );
         }
     }
 

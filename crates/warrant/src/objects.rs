@@ -55,13 +55,19 @@ pub(crate) async fn open(
         })?;
     let options = KubeOptions {
         max_staleness: args.max_cache_staleness,
+        watch_secrets: !args.disable_secret_binding,
         ..KubeOptions::default()
     };
     let source = Arc::new(KubeSource::start_with(client, registry, options)?);
     tracing::info!(
         kubeconfig = %args.kubeconfig.as_ref().map_or("in-cluster".into(), |p| p.display().to_string()),
         max_cache_staleness = args.max_cache_staleness.map(|d| d.as_secs()),
-        "watching the cluster's service accounts, pods, secrets and nodes; ready once each is listed"
+        "watching the cluster's {}; ready once each is listed",
+        if args.disable_secret_binding {
+            "service accounts, pods and nodes (not secrets: secret binding is disabled)"
+        } else {
+            "service accounts, pods, secrets and nodes"
+        }
     );
     Ok((source, Running::Cluster))
 }

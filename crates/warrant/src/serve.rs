@@ -76,7 +76,11 @@ pub(crate) async fn run(
     let state = AppState::new(StateParts {
         settings,
         keys: keys.initial.clone(),
-        objects: Objects::new(source),
+        objects: if args.disable_secret_binding {
+            Objects::new(source).without_secret_binding()
+        } else {
+            Objects::new(source)
+        },
         authenticator: auth.authenticator,
         authorizer: auth.authorizer,
         registry,
