@@ -23,6 +23,7 @@ mod hardening;
 mod keys;
 mod oidc;
 mod pki;
+mod recipes;
 mod reviews;
 mod secret_keys;
 mod signer;
