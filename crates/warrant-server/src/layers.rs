@@ -120,6 +120,16 @@ pub(crate) async fn authenticate(state: &AppState, mut request: Request) -> Resp
         .strip_identity_headers(request.headers_mut());
     match result {
         Ok(caller) => {
+            // A connection that carried an authenticated request is the last kind closed to
+            // make room for others (connections.rs).
+            if let (Caller::User(_), Some(mark)) = (
+                &caller,
+                request
+                    .extensions()
+                    .get::<crate::connections::ConnectionMark>(),
+            ) {
+                mark.authenticated();
+            }
             // The audit step, outside the timeout, reads the caller of an audited request.
             if let Some(seen) = request.extensions().get::<crate::audit::CallerSeen>() {
                 seen.saw(&caller);

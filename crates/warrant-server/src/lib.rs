@@ -69,7 +69,9 @@ use axum::response::{IntoResponse, Response};
 
 pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;
-pub use connections::{Connections, RESERVED_DESCRIPTORS, ServeOptions, max_connections_for};
+pub use connections::{
+    Connections, RESERVED_DESCRIPTORS, ServeOptions, default_per_address, max_connections_for,
+};
 pub use error::ApiError;
 pub use metrics::ReviewResult;
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};

@@ -521,7 +521,7 @@ pub async fn serve(
                     // Out of descriptors and the like: free one if an idle connection holds it,
                     // wait a growing while, and say so once a second, with a count.
                     connections.accept_error();
-                    let shed = connections.shed_one();
+                    let shed = connections.shed_one(Instant::now());
                     if let Some(left_out) = accept_errors.allow(Instant::now()) {
                         tracing::warn!(error = %e, failures_not_logged = left_out, shed_an_idle_connection = shed, "accepting a connection failed");
                     }
@@ -532,8 +532,8 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Some(connection) = connections.admit(Instant::now()) else {
-            tracing::debug!(%peer, "connection refused: at the connection limit with every connection busy");
+        let Some(connection) = connections.admit(peer.ip(), Instant::now()) else {
+            tracing::debug!(%peer, "connection refused: at a connection limit with none that may make room");
             continue;
         };
         // Each answer goes out when written, as Go's servers (kube-apiserver's) send theirs:
@@ -606,8 +606,10 @@ async fn serve_connection(
     let h2 = tls.alpn_protocol() == Some(b"h2".as_slice());
     connection.handshaken(if h2 { "h2" } else { "http1" }, Instant::now());
     let requests = connection.clone();
+    let mark = connection.mark();
     let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(certificate.clone());
+        request.extensions_mut().insert(mark.clone());
         request
             .extensions_mut()
             .insert(crate::audit::ClientAddress(peer));

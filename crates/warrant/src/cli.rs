@@ -544,15 +544,27 @@ pub(crate) struct ServeArgs {
         help_heading = "Serving"
     )]
     pub(crate) secure_port: u16,
-    /// The most client connections open at once, TLS handshakes included; at the limit the
-    /// longest-idle connection makes room for a new one. Default: from the descriptor limit
-    /// (three quarters of what 512 kept for files and outgoing connections leave, at least 64).
+    /// The most client connections open at once, TLS handshakes included; at the limit an
+    /// idle connection makes room for a new one, those that never finished a handshake or a
+    /// request first. Default: from the descriptor limit (three quarters of what 512 kept for
+    /// files and outgoing connections leave, at least 64).
     #[arg(
         long = "max-connections",
         value_name = "COUNT",
         help_heading = "Serving"
     )]
     pub(crate) max_connections: Option<usize>,
+    /// The most client connections open at once from one client address (IPv6: one /64),
+    /// handshakes included; at it, one of that address's own idle connections makes room.
+    /// Default: half of --max-connections. Behind a proxy that hides client addresses, raise
+    /// it to --max-connections.
+    #[arg(
+        long = "max-connections-per-address",
+        value_name = "COUNT",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Serving"
+    )]
+    pub(crate) max_connections_per_address: Option<u64>,
     /// How long a TLS handshake may take.
     #[arg(long = "tls-handshake-timeout", default_value = "10s", value_parser = crate::duration::parse_duration, value_name = "DURATION", help_heading = "Serving")]
     pub(crate) tls_handshake_timeout: std::time::Duration,

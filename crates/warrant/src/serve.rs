@@ -12,8 +12,8 @@ use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
 use warrant_server::{
     AppState, Connections, JWKS_PATH, ServeOptions, ServingCertificate, Settings, StateParts,
-    TlsFiles, TlsSettings, max_connections_for, router, serve, server_config, validate_issuers,
-    validate_max_expiration,
+    TlsFiles, TlsSettings, default_per_address, max_connections_for, router, serve, server_config,
+    validate_issuers, validate_max_expiration,
 };
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
@@ -180,7 +180,7 @@ impl Https {
         let certificate_watch = certificate.watch()?;
         certificate.register_metrics(registry);
         let serving = serve_options(args);
-        let connections = Connections::new(serving.max_connections);
+        let connections = Connections::new(&serving);
         connections.register_metrics(registry);
         Ok(Some(Https {
             certificate,
@@ -230,12 +230,25 @@ fn serve_options(args: &ServeArgs) -> ServeOptions {
     let max_connections = args
         .max_connections
         .unwrap_or_else(|| max_connections_for(descriptors));
-    tracing::info!(descriptors, max_connections, "connection limit");
+    let max_connections_per_address = args
+        .max_connections_per_address
+        .map_or_else(
+            || default_per_address(max_connections),
+            |n| usize::try_from(n).unwrap_or(usize::MAX),
+        )
+        .min(max_connections);
+    tracing::info!(
+        descriptors,
+        max_connections,
+        max_connections_per_address,
+        "connection limit"
+    );
     ServeOptions {
         handshake_timeout: args.tls_handshake_timeout,
         first_request_timeout: args.request_header_timeout,
         idle_timeout: args.connection_idle_timeout,
         max_connections,
+        max_connections_per_address,
         ..ServeOptions::default()
     }
 }
