@@ -4,8 +4,16 @@
 
 use jiff::Timestamp;
 use serde::{Serialize, Serializer};
-use warrant_auth::{User, Via};
-use warrant_token::{Binding, Claims, ObjectRef};
+use warrant_auth::{User, Via, bounded};
+use warrant_token::{Binding, Claims, MAX_AUDIENCE_BYTES, MAX_AUDIENCES, ObjectRef};
+
+/// The longest name an event keeps (a namespace, a service account, a bound object, a UID, a
+/// credential ID), in characters: kube's limit for an object name (a DNS subdomain), so a
+/// name kube could hold is kept whole and one it could not is cut (ending in `…`).
+pub const MAX_NAME_CHARS: usize = 253;
+
+/// The longest reason an event keeps, in characters: a refusal may quote what the client sent.
+pub const MAX_REASON_CHARS: usize = 1024;
 
 /// One audited request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,8 +48,66 @@ pub struct Event {
     pub token: Option<TokenFacts>,
 }
 
+impl Event {
+    /// Cuts what a client could make long to the limits: names to [`MAX_NAME_CHARS`], the
+    /// reason to [`MAX_REASON_CHARS`], audiences to TokenRequest's own limits (at most
+    /// `MAX_AUDIENCES`, each at most `MAX_AUDIENCE_BYTES`). Whoever built the event (the API,
+    /// the external signer), neither the queue nor the file holds more per event than that.
+    pub(crate) fn bound(&mut self) {
+        cut(&mut self.reason, MAX_REASON_CHARS);
+        if let Some(account) = &mut self.service_account {
+            cut(&mut account.namespace, MAX_NAME_CHARS);
+            cut(&mut account.name, MAX_NAME_CHARS);
+            cut(&mut account.uid, MAX_NAME_CHARS);
+        }
+        if let Some(token) = &mut self.token {
+            token.audiences.truncate(MAX_AUDIENCES);
+            for audience in &mut token.audiences {
+                if audience.len() > MAX_AUDIENCE_BYTES {
+                    let mut end = MAX_AUDIENCE_BYTES;
+                    while !audience.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    audience.truncate(end);
+                }
+            }
+            for object in [&mut token.bound_object, &mut token.node]
+                .into_iter()
+                .flatten()
+            {
+                cut(&mut object.name, MAX_NAME_CHARS);
+                cut(&mut object.uid, MAX_NAME_CHARS);
+            }
+            cut(&mut token.credential_id, MAX_NAME_CHARS);
+        }
+    }
+
+    /// A refusal of a caller that did not authenticate (no credentials, credentials that
+    /// failed, or not decided on): anyone can make these, as fast as they like, so they are
+    /// summarized rather than written one by one (docs/audit.md).
+    pub(crate) fn is_unauthenticated_refusal(&self) -> bool {
+        self.decision == Decision::Refused
+            && matches!(
+                self.requester.authenticated_by,
+                ANONYMOUS | FAILED | UNDECIDED
+            )
+    }
+}
+
+/// `text` cut to `max` characters, in place, only if it is longer.
+fn cut(text: &mut String, max: usize) {
+    // A byte length within the limit is a character count within it too.
+    if text.len() > max && text.chars().nth(max).is_some() {
+        *text = bounded(text, max);
+    }
+}
+
+const ANONYMOUS: &str = "anonymous";
+const FAILED: &str = "failed";
+const UNDECIDED: &str = "undecided";
+
 /// The three audited requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum EventKind {
     /// `POST …/serviceaccounts/NAME/token`.
     TokenRequest,
@@ -114,7 +180,7 @@ impl Requester {
     /// A caller that presented no credentials.
     pub fn anonymous(client_address: String) -> Self {
         Requester {
-            authenticated_by: "anonymous",
+            authenticated_by: ANONYMOUS,
             client_address,
             ..Requester::default()
         }
@@ -123,7 +189,7 @@ impl Requester {
     /// A caller whose credentials were refused.
     pub fn refused(client_address: String) -> Self {
         Requester {
-            authenticated_by: "failed",
+            authenticated_by: FAILED,
             client_address,
             ..Requester::default()
         }
@@ -133,7 +199,7 @@ impl Requester {
     /// authentication ended (too many lookups in flight, or the request timed out).
     pub fn undecided(client_address: String) -> Self {
         Requester {
-            authenticated_by: "undecided",
+            authenticated_by: UNDECIDED,
             client_address,
             ..Requester::default()
         }
@@ -383,5 +449,74 @@ mod tests {
             ])
         );
         assert_eq!(value["requester"]["authenticatedBy"], "anonymous");
+    }
+
+    /// What a client could make long is cut to kube's limits: names to 253 characters,
+    /// audiences to TokenRequest's caps (100, of 1,024 bytes each), the reason to 1,024; what
+    /// is within them is kept whole.
+    #[test]
+    fn client_text_is_cut_to_kubes_limits() {
+        let long = "é".repeat(2000);
+        let mut event = Event {
+            kind: EventKind::Sign,
+            time: Timestamp::UNIX_EPOCH,
+            request_id: String::new(),
+            requester: Requester::default(),
+            decision: Decision::Signed,
+            code: None,
+            reason: long.clone(),
+            service_account: Some(ServiceAccount {
+                namespace: long.clone(),
+                name: "cart".into(),
+                uid: long.clone(),
+            }),
+            token: Some(TokenFacts {
+                audiences: std::iter::repeat_n(long.clone(), 150).collect(),
+                bound_object: Some(BoundObject {
+                    kind: "Pod",
+                    name: long.clone(),
+                    uid: "u".into(),
+                }),
+                credential_id: long.clone(),
+                ..TokenFacts::default()
+            }),
+        };
+        event.bound();
+        let chars = |s: &str| s.chars().count();
+        assert_eq!(chars(&event.reason), MAX_REASON_CHARS + 1);
+        assert!(event.reason.ends_with('…'));
+        let account = event.service_account.as_ref().unwrap();
+        assert_eq!(chars(&account.namespace), MAX_NAME_CHARS + 1);
+        assert_eq!(chars(&account.uid), MAX_NAME_CHARS + 1);
+        assert_eq!(account.name, "cart");
+        let token = event.token.as_ref().unwrap();
+        assert_eq!(token.audiences.len(), MAX_AUDIENCES);
+        assert!(
+            token
+                .audiences
+                .iter()
+                .all(|a| a.len() == MAX_AUDIENCE_BYTES)
+        );
+        let object = token.bound_object.as_ref().unwrap();
+        assert_eq!(chars(&object.name), MAX_NAME_CHARS + 1);
+        assert_eq!(chars(&token.credential_id), MAX_NAME_CHARS + 1);
+        // The whole event is bounded: 100 audiences of 1 KiB are the bulk of it.
+        let len = serde_json::to_string(&event).unwrap().len();
+        assert!(len < 110 * 1024, "{len}");
+
+        // Within the limits: untouched.
+        let name = "n".repeat(MAX_NAME_CHARS);
+        let mut event = Event {
+            service_account: Some(ServiceAccount {
+                namespace: name.clone(),
+                name: name.clone(),
+                uid: String::new(),
+            }),
+            token: None,
+            reason: "r".into(),
+            ..event
+        };
+        event.bound();
+        assert_eq!(event.service_account.unwrap().namespace, name);
     }
 }

@@ -1,10 +1,19 @@
 //! The audit log file: appended to, rotated by size, old files pruned by count and age, with
 //! kube-apiserver's (lumberjack's) meaning of `--audit-log-maxsize`, `-maxbackup` and `-maxage`
 //! and its names for rotated files: `audit-2026-11-25T13-00-40.123.log` beside `audit.log`.
+//!
+//! A batch of lines is one `write` (or one per file, where a rotation falls inside it), and
+//! [`RotatingFile::write_batch`] says how many of its lines reached the file: the writer tells
+//! each request whether its own event was written. A write that fails part way is cut back off
+//! the file, so the file holds whole lines only and a line that failed is never written later.
+//!
+//! Who controls the path: the operator (`--audit-log-path`). Its directory, if missing, is
+//! created owner-only; the file is opened without following a symlink (`O_NOFOLLOW`), so a
+//! link planted at the path is an error at startup, not a write somewhere else.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
@@ -23,62 +32,161 @@ pub struct Rotation {
 /// The time format in a rotated file's name (lumberjack's).
 const BACKUP_TIME: &str = "%Y-%m-%dT%H-%M-%S%.3f";
 
+/// How much of a batch reached the file.
+#[derive(Debug)]
+pub(crate) struct Written {
+    /// The batch's first `lines` lines are in the file; the rest are not.
+    pub(crate) lines: usize,
+    /// Why the rest are not.
+    pub(crate) error: Option<io::Error>,
+}
+
 /// An open audit log file.
 #[derive(Debug)]
 pub(crate) struct RotatingFile {
     path: PathBuf,
-    file: BufWriter<File>,
+    file: File,
+    /// The file's length as far as this writer knows it: whole lines only.
     size: u64,
     rotation: Rotation,
+    /// The lines of a batch that go into the current file, written at once.
+    buffer: Vec<u8>,
+    /// A failed write left part of a line that could not be cut off: the next write starts
+    /// with a newline, so that fragment stays a line of its own.
+    fragment: bool,
 }
 
 fn open(path: &Path) -> io::Result<File> {
+    // O_NOFOLLOW: a symlink at the path is refused, not followed.
+    let nofollow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
     // Owner-only: an audit log says who holds which identity.
     OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
+        .custom_flags(nofollow)
         .open(path)
 }
 
 impl RotatingFile {
-    /// Opens (or creates) `path` for appending, creating its directory if missing.
+    /// Opens (or creates) `path` for appending, creating its directory (owner-only) if missing.
     pub(crate) fn open(path: &Path, rotation: Rotation) -> io::Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+            // Only directories created here get the mode; an existing one is left as it is.
+            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
         }
         let file = open(path)?;
         let size = file.metadata()?.len();
         Ok(RotatingFile {
             path: path.to_owned(),
-            file: BufWriter::with_capacity(64 * 1024, file),
+            file,
             size,
             rotation,
+            buffer: Vec::with_capacity(64 * 1024),
+            fragment: false,
         })
     }
 
-    /// Appends `line` (which ends in a newline), rotating first if it would take the file
-    /// past the size limit. A line longer than the limit is written to a file of its own.
-    pub(crate) fn write_line(&mut self, line: &[u8], now: Timestamp) -> io::Result<()> {
-        let len = line.len() as u64;
-        if self.rotation.max_size_bytes > 0
-            && self.size > 0
-            && self.size + len > self.rotation.max_size_bytes
-        {
-            self.rotate(now)?;
+    /// Appends `lines` (each ending in a newline), rotating before a line that would take the
+    /// file past the size limit (a line longer than the limit gets a file of its own). Stops at
+    /// the first failure: the lines after it are not written, and the caller is told how many
+    /// were.
+    pub(crate) fn write_batch<L: AsRef<[u8]>>(&mut self, lines: &[L], now: Timestamp) -> Written {
+        let mut written = 0;
+        let mut buffered = 0;
+        self.buffer.clear();
+        for line in lines {
+            let line = line.as_ref();
+            let len = line.len() as u64;
+            let size = self.size + self.buffer.len() as u64;
+            if self.rotation.max_size_bytes > 0
+                && size > 0
+                && size + len > self.rotation.max_size_bytes
+            {
+                if let Err(error) = self.commit() {
+                    return Written {
+                        lines: written,
+                        error: Some(error),
+                    };
+                }
+                written += buffered;
+                buffered = 0;
+                if let Err(error) = self.rotate(now) {
+                    return Written {
+                        lines: written,
+                        error: Some(error),
+                    };
+                }
+            }
+            self.buffer.extend_from_slice(line);
+            buffered += 1;
         }
-        self.file.write_all(line)?;
-        self.size += len;
+        match self.commit() {
+            Ok(()) => Written {
+                lines: written + buffered,
+                error: None,
+            },
+            Err(error) => Written {
+                lines: written,
+                error: Some(error),
+            },
+        }
+    }
+
+    /// Whether the file can be written again, without adding a line: one newline appended and
+    /// cut off again (a line of its own, harmless to `jq`, if it cannot be cut).
+    pub(crate) fn probe(&mut self) -> io::Result<()> {
+        self.buffer.clear();
+        self.buffer.push(b'\n');
+        self.commit()?;
+        // Written: take it back if the file allows it.
+        if self.file.set_len(self.size - 1).is_ok() {
+            self.size -= 1;
+        }
         Ok(())
     }
 
-    /// Hands what is buffered to the operating system.
-    pub(crate) fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
+    /// Writes the buffer to the file at once. On failure nothing of it stays: a part that was
+    /// written is cut off again.
+    fn commit(&mut self) -> io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        if self.fragment {
+            self.buffer.insert(0, b'\n');
+        }
+        let result = self.file.write_all(&self.buffer);
+        let len = self.buffer.len() as u64;
+        self.buffer.clear();
+        match result {
+            Ok(()) => {
+                self.size += len;
+                self.fragment = false;
+                Ok(())
+            }
+            Err(error) => {
+                self.cut_back();
+                Err(error)
+            }
+        }
+    }
+
+    /// After a failed write: the file back to its last whole line, where it can be.
+    fn cut_back(&mut self) {
+        let Ok(len) = self.file.metadata().map(|m| m.len()) else {
+            return;
+        };
+        // A device (`/dev/full`) has no length, and a write that wrote nothing left none.
+        if len <= self.size {
+            return;
+        }
+        if self.file.set_len(self.size).is_err() {
+            self.size = len;
+            self.fragment = true;
+        }
     }
 
     fn rotate(&mut self, now: Timestamp) -> io::Result<()> {
-        self.file.flush()?;
         // Gone already when a rotation renamed it and then could not open the new file (out of
         // descriptors, say), or when something else moved it: this rotation only opens anew.
         if self.path.exists() {
@@ -91,8 +199,9 @@ impl RotatingFile {
             }
             std::fs::rename(&self.path, &backup)?;
         }
-        self.file = BufWriter::with_capacity(64 * 1024, open(&self.path)?);
+        self.file = open(&self.path)?;
         self.size = 0;
+        self.fragment = false;
         if let Err(e) = self.prune(now) {
             tracing::warn!(error = %e, dir = %self.dir().display(), "could not remove old audit log files");
         }
@@ -183,6 +292,13 @@ mod tests {
         names
     }
 
+    /// Writes `lines` as one batch, which must all reach the file.
+    fn write(file: &mut RotatingFile, lines: &[&[u8]], now: Timestamp) {
+        let written = file.write_batch(lines, now);
+        assert!(written.error.is_none(), "{:?}", written.error);
+        assert_eq!(written.lines, lines.len());
+    }
+
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(seconds).unwrap()
     }
@@ -205,9 +321,8 @@ mod tests {
     #[test]
     fn a_full_file_rotates_under_a_timestamped_name() {
         let (dir, path, mut file) = ten_byte_file();
-        file.write_line(b"first\n", at(1_764_075_640)).unwrap();
-        file.write_line(b"second\n", at(1_764_075_640)).unwrap();
-        file.flush().unwrap();
+        // One batch: the rotation falls between its lines.
+        write(&mut file, &[b"first\n", b"second\n"], at(1_764_075_640));
         assert_eq!(
             names(dir.path()),
             ["audit-2025-11-25T13-00-40.000.log", "audit.log"]
@@ -216,8 +331,7 @@ mod tests {
         assert_eq!(rotated, b"first\n");
         assert_eq!(std::fs::read(&path).unwrap(), b"second\n");
         // Two rotations in the same millisecond keep both files.
-        file.write_line(b"third\n", at(1_764_075_640)).unwrap();
-        file.flush().unwrap();
+        write(&mut file, &[b"third\n"], at(1_764_075_640));
         assert_eq!(names(dir.path()).len(), 3);
     }
 
@@ -226,12 +340,10 @@ mod tests {
     #[test]
     fn a_rotation_that_finds_the_file_gone_starts_a_new_one() {
         let (dir, path, mut file) = ten_byte_file();
-        file.write_line(b"first\n", at(1_764_075_640)).unwrap();
-        file.flush().unwrap();
+        write(&mut file, &[b"first\n"], at(1_764_075_640));
         std::fs::rename(&path, dir.path().join("moved.log")).unwrap();
-        file.write_line(b"second\n", at(1_764_075_641)).unwrap();
-        file.write_line(b"3\n", at(1_764_075_641)).unwrap();
-        file.flush().unwrap();
+        write(&mut file, &[b"second\n"], at(1_764_075_641));
+        write(&mut file, &[b"3\n"], at(1_764_075_641));
         assert_eq!(std::fs::read(&path).unwrap(), b"second\n3\n");
         assert_eq!(names(dir.path()), ["audit.log", "moved.log"]);
     }
@@ -248,9 +360,7 @@ mod tests {
             max_age_days: 0,
         };
         let mut file = RotatingFile::open(&path, rotation).unwrap();
-        file.write_line(b"x\n", at(0)).unwrap();
-        file.write_line(b"y\n", at(0)).unwrap();
-        file.flush().unwrap();
+        write(&mut file, &[b"x\n", b"y\n"], at(0));
         assert_eq!(std::fs::read(&path).unwrap(), b"y\n");
         assert_eq!(names(dir.path()).len(), 2);
         use std::os::unix::fs::PermissionsExt as _;
@@ -275,9 +385,8 @@ mod tests {
         };
         let mut file = RotatingFile::open(&path, by_count).unwrap();
         for i in 0..5 {
-            file.write_line(b"line\n", at(start + i * day)).unwrap();
+            write(&mut file, &[b"line\n"], at(start + i * day));
         }
-        file.flush().unwrap();
         // Four rotations (the first line went into the empty file); two kept.
         assert_eq!(
             names(dir.path()),
@@ -296,9 +405,7 @@ mod tests {
             max_age_days: 1,
         };
         let mut file = RotatingFile::open(&path, by_age).unwrap();
-        file.write_line(b"line\n", at(start + 4 * day + 3600))
-            .unwrap();
-        file.flush().unwrap();
+        write(&mut file, &[b"line\n"], at(start + 4 * day + 3600));
         // The backup of day 3 is older than a day at the rotation of day 4 + 1 h.
         assert_eq!(
             names(dir.path()),
@@ -310,5 +417,63 @@ mod tests {
                 "other.log"
             ]
         );
+    }
+
+    /// The directory the log is created in is owner-only, and a symlink planted at the log's
+    /// path is refused, not followed.
+    #[test]
+    fn a_new_directory_is_owner_only_and_a_symlink_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new/audit.log");
+        let rotation = Rotation {
+            max_size_bytes: 0,
+            max_backups: 0,
+            max_age_days: 0,
+        };
+        drop(RotatingFile::open(&path, rotation).unwrap());
+        let mode = std::fs::metadata(dir.path().join("new"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "the audit directory is owner-only");
+
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"").unwrap();
+        let link = dir.path().join("link.log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = RotatingFile::open(&link, rotation).unwrap_err();
+        assert_eq!(
+            err.raw_os_error(),
+            Some(rustix::io::Errno::LOOP.raw_os_error())
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"");
+    }
+
+    /// A disk that refuses every write (`/dev/full`): the batch is reported not written, from
+    /// its first line, and so is the probe; nothing is held back to be written later.
+    #[test]
+    fn a_full_disk_is_reported_line_by_line() {
+        let rotation = Rotation {
+            max_size_bytes: 10,
+            max_backups: 1,
+            max_age_days: 0,
+        };
+        let mut file = RotatingFile::open(Path::new("/dev/full"), rotation).unwrap();
+        let written = file.write_batch(&[&b"first\n"[..], &b"second\n"[..]], at(0));
+        assert_eq!(written.lines, 0);
+        assert_eq!(written.error.unwrap().kind(), io::ErrorKind::StorageFull);
+        assert!(file.buffer.is_empty());
+        assert_eq!(file.probe().unwrap_err().kind(), io::ErrorKind::StorageFull);
+    }
+
+    /// The probe leaves a file as it found it.
+    #[test]
+    fn a_probe_adds_nothing() {
+        let (_dir, path, mut file) = ten_byte_file();
+        write(&mut file, &[b"a\n"], at(0));
+        file.probe().unwrap();
+        write(&mut file, &[b"b\n"], at(0));
+        assert_eq!(std::fs::read(&path).unwrap(), b"a\nb\n");
     }
 }

@@ -2,38 +2,55 @@
 //!
 //! Every TokenRequest (issued or refused), every TokenReview and every external-signer Sign
 //! becomes one [`Event`], a JSON line in `--audit-log-path` (docs/audit.md is the schema).
-//! Requests hand their event to an [`Auditor`], which queues it for a writer thread of its own:
-//! the disk is never written on a request's path, and a batch of events is one write.
+//! Requests hand their event to an [`Auditor`], which queues it for a writer task of its own:
+//! the disk is never written on a request's path, and a batch of events is one write, done on
+//! tokio's blocking pool.
 //!
-//! The queue is bounded (`--audit-log-batch-buffer-size`). What happens when it is full is the
-//! operator's choice, in kube-apiserver's words (`--audit-log-mode`):
-//! - `blocking` (the default): the request waits for room, so no event is ever lost; a disk
-//!   slower than the request rate slows requests down (counted in
-//!   `warrant_audit_queue_full_total`);
-//! - `batch`: the event is dropped and counted (`warrant_audit_events_total{result="dropped"}`),
-//!   so requests never wait on the disk.
+//! What a request waits for is the operator's choice, in kube-apiserver's words
+//! (`--audit-log-mode`):
+//! - `blocking` (the default): the request waits until its event is in the file (handed to the
+//!   operating system): its answer goes out only then, and if the write failed, or did not
+//!   finish within [`MAX_QUEUE_WAIT`], the request fails instead ([`NotRecorded`]). A request
+//!   waits for *its batch*, not for a write of its own: the writer takes everything queued at
+//!   once, so under load many requests share one write, and one slow write delays the requests
+//!   of one batch while the next batch gathers. A failed write makes the audit log not ready
+//!   ([`Auditor::failing`]) until a write succeeds; the writer probes the file every
+//!   [`PROBE_INTERVAL`] meanwhile, so it recovers even with no requests coming;
+//! - `batch`: the event is queued (or dropped and counted, if the queue
+//!   `--audit-log-batch-buffer-size` is full) and the request goes on: requests never wait on
+//!   the disk, and events lost to it are counted.
+//!
+//! Refusals of callers that did not authenticate are summarized, whatever the mode (see
+//! `summary.rs`): they never wait and never make a request fail.
 //!
 //! At shutdown, [`AuditWriter::finish`] writes out everything queued before the process exits.
 
 mod event;
 mod file;
+mod summary;
 
+use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use std::io::Write as _;
-use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use serde::Serialize;
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::time::Instant;
 use warrant_clock::Clock;
 
 pub use self::event::{
-    BoundObject, Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts,
+    BoundObject, Decision, Event, EventKind, MAX_NAME_CHARS, MAX_REASON_CHARS, Requester,
+    ServiceAccount, TokenFacts,
 };
-use self::file::RotatingFile;
 pub use self::file::Rotation;
+use self::file::{RotatingFile, Written};
+use self::summary::{Summaries, Summary, Verdict};
 
 /// Where events go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,12 +61,12 @@ pub enum Destination {
     File(PathBuf, Rotation),
 }
 
-/// What a request does when the queue is full.
+/// What a request waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Wait for room: no event is lost.
+    /// For its event to be written: no request completes unrecorded.
     Blocking,
-    /// Drop the event and count it: no request waits.
+    /// For nothing: an event that cannot be queued or written is counted and lost.
     Batch,
 }
 
@@ -58,25 +75,69 @@ pub enum Mode {
 pub struct AuditOptions {
     /// Where events go.
     pub destination: Destination,
-    /// What a request does when the queue is full.
+    /// What a request waits for.
     pub mode: Mode,
     /// How many events may wait for the writer.
     pub buffer_size: usize,
 }
 
-/// The audit log could not be opened.
+/// The audit log could not be started.
 #[derive(Debug, thiserror::Error)]
-#[error("--audit-log-path {path}: {source}")]
-pub struct AuditError {
-    path: String,
-    #[source]
-    source: std::io::Error,
+pub enum AuditError {
+    /// The file (or its directory) could not be opened or created.
+    #[error("--audit-log-path {path}: {source}")]
+    Open {
+        /// The path, as given.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// [`start`] was called outside a tokio runtime, where its writer task runs.
+    #[error("the audit log's writer needs a tokio runtime: {0}")]
+    NoRuntime(#[source] tokio::runtime::TryCurrentError),
+}
+
+/// Why a request's event was not recorded (blocking mode): the caller must not complete what
+/// the event records, and answers 503 (HTTP) or `UNAVAILABLE` (gRPC) with this message instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotRecorded {
+    /// The queue stayed full, or the write did not finish, for [`MAX_QUEUE_WAIT`].
+    #[error(
+        "the audit log is not keeping up: the request's audit event was not written within 60 s"
+    )]
+    Stalled,
+    /// Writing the event failed (a full or failing disk).
+    #[error(
+        "the audit log cannot be written: the request was not completed, as its audit event could not be recorded"
+    )]
+    WriteFailed,
+    /// The writer stopped before answering.
+    #[error("the audit log's writer has stopped: the request's audit event could not be recorded")]
+    WriterStopped,
+}
+
+/// One queued event, and in blocking mode where to say whether it was written.
+struct Entry {
+    event: Box<Event>,
+    /// For a summary: how many refusals it stands for.
+    count: Option<u64>,
+    waiter: Option<oneshot::Sender<Result<(), NotRecorded>>>,
 }
 
 enum Message {
-    Event(Box<Event>),
-    /// Write out what is queued, then stop.
+    Event(Entry),
+    /// Write out what is queued and every summary owed, then stop.
     Finish,
+}
+
+impl std::fmt::Debug for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Message::Event(_) => "Event",
+            Message::Finish => "Finish",
+        })
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -91,6 +152,8 @@ struct AuditMetrics {
     events: Family<ResultLabels, Counter>,
     /// Times a request found the queue full and waited (blocking mode).
     queue_full: Counter,
+    /// Refusals of unauthenticated callers counted in a summary instead of written.
+    summarized: Counter,
 }
 
 impl AuditMetrics {
@@ -101,27 +164,160 @@ impl AuditMetrics {
     }
 }
 
+/// Whether the audit log can be written, as the writer last found it.
+#[derive(Debug, Default)]
+struct Health {
+    /// Set with `why`; read on every batch without taking the lock.
+    failing: AtomicBool,
+    why: Mutex<String>,
+}
+
+impl Health {
+    fn fail(&self, why: String) {
+        *self.why.lock().unwrap_or_else(PoisonError::into_inner) = why;
+        self.failing.store(true, Ordering::Release);
+    }
+
+    /// Back to healthy; true if it was failing.
+    fn recover(&self) -> bool {
+        self.failing.swap(false, Ordering::AcqRel)
+    }
+
+    fn failing(&self) -> Option<String> {
+        self.failing.load(Ordering::Acquire).then(|| {
+            self.why
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        })
+    }
+}
+
+/// What requests and the writer share.
+#[derive(Debug)]
+struct Shared {
+    sender: mpsc::Sender<Message>,
+    mode: Mode,
+    metrics: AuditMetrics,
+    health: Health,
+    summaries: Mutex<Summaries>,
+    /// Tells the writer a summary is owed (it then sleeps until the window ends).
+    summary_owed: Notify,
+}
+
+impl Shared {
+    fn new(sender: mpsc::Sender<Message>, mode: Mode, metrics: AuditMetrics) -> Self {
+        Shared {
+            sender,
+            mode,
+            metrics,
+            health: Health::default(),
+            summaries: Mutex::new(Summaries::default()),
+            summary_owed: Notify::new(),
+        }
+    }
+
+    fn summaries(&self) -> std::sync::MutexGuard<'_, Summaries> {
+        self.summaries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `entry` if there is room; counts it dropped if not.
+    fn offer(&self, entry: Entry) {
+        if self.sender.try_send(Message::Event(entry)).is_err() {
+            self.metrics.count("dropped", 1);
+        }
+    }
+
+    /// A refusal of a caller that did not authenticate: written if it is the first of its kind
+    /// in the window, else counted for the window's summary. Never waits.
+    fn refusal(&self, event: Event) {
+        let (ended, verdict) = self.summaries().refusal(event, Instant::now());
+        for summary in ended {
+            self.offer(summary_entry(summary));
+        }
+        match verdict {
+            Verdict::Write(event) => self.offer(Entry {
+                event,
+                count: None,
+                waiter: None,
+            }),
+            Verdict::Counted { due } => {
+                self.metrics.summarized.inc();
+                if due {
+                    self.summary_owed.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Blocking mode: queues the event and waits until the writer says it is written, for at
+    /// most [`MAX_QUEUE_WAIT`] in all.
+    async fn record_written(&self, event: Event) -> Result<(), NotRecorded> {
+        let deadline = Instant::now() + MAX_QUEUE_WAIT;
+        let (waiter, written) = oneshot::channel();
+        let message = Message::Event(Entry {
+            event: Box::new(event),
+            count: None,
+            waiter: Some(waiter),
+        });
+        match self.sender.try_send(message) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(message)) => {
+                self.metrics.queue_full.inc();
+                match tokio::time::timeout_at(deadline, self.sender.send(message)).await {
+                    Ok(Ok(())) => {}
+                    // The writer finished: the server is stopping, nothing more is written.
+                    Ok(Err(_)) => {
+                        self.metrics.count("dropped", 1);
+                        return Ok(());
+                    }
+                    Err(_) => {
+                        self.metrics.count("dropped", 1);
+                        self.stalled();
+                        return Err(NotRecorded::Stalled);
+                    }
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.metrics.count("dropped", 1);
+                return Ok(());
+            }
+        }
+        match tokio::time::timeout_at(deadline, written).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(NotRecorded::WriterStopped),
+            // The write is still under way. The writer skips an event whose request gave up
+            // if it has not begun writing it.
+            Err(_) => {
+                self.stalled();
+                Err(NotRecorded::Stalled)
+            }
+        }
+    }
+
+    fn stalled(&self) {
+        self.health.fail(format!(
+            "the audit log is not keeping up: an event was not written within {} s",
+            MAX_QUEUE_WAIT.as_secs()
+        ));
+    }
+}
+
+fn summary_entry(summary: Summary) -> Entry {
+    Entry {
+        event: Box::new(summary.event),
+        count: Some(summary.count),
+        waiter: None,
+    }
+}
+
 /// Where requests hand their events. Cheap to clone; [`Auditor::disabled`] takes every event
 /// and does nothing with it, at no cost.
 #[derive(Clone, Debug, Default)]
 pub struct Auditor {
-    inner: Option<Arc<Queue>>,
-}
-
-#[derive(Debug)]
-struct Queue {
-    sender: mpsc::Sender<Message>,
-    mode: Mode,
-    metrics: AuditMetrics,
-}
-
-impl std::fmt::Debug for Message {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Message::Event(_) => "Event",
-            Message::Finish => "Finish",
-        })
-    }
+    inner: Option<Arc<Shared>>,
 }
 
 impl Auditor {
@@ -135,76 +331,89 @@ impl Auditor {
         self.inner.is_some()
     }
 
-    /// Queues `event` for the writer; in blocking mode, waits for room if the queue is full, for
-    /// at most [`MAX_QUEUE_WAIT`]. `Err` only in blocking mode, when that wait ran out (the disk
-    /// is not keeping up): the event is dropped and counted, and the caller must not complete
-    /// what the event records (the request is answered 503 instead).
-    pub async fn record(&self, event: Event) -> Result<(), QueueStalled> {
-        let Some(queue) = &self.inner else {
+    /// The mode, if events are written.
+    pub fn mode(&self) -> Option<Mode> {
+        self.inner.as_ref().map(|shared| shared.mode)
+    }
+
+    /// Why the audit log cannot be written, if the last write failed (or an event waited
+    /// [`MAX_QUEUE_WAIT`]): until a write succeeds. In blocking mode the server is then not
+    /// ready, as every audited request fails.
+    pub fn failing(&self) -> Option<String> {
+        self.inner
+            .as_ref()
+            .and_then(|shared| shared.health.failing())
+    }
+
+    /// Records `event`. Text a client could make long is cut first ([`MAX_NAME_CHARS`],
+    /// [`MAX_REASON_CHARS`], TokenRequest's audience limits). A refusal of a caller that did
+    /// not authenticate is summarized, never waits, and is always `Ok`. Otherwise, in blocking
+    /// mode, waits until the event is written, and is `Err` if it was not: the caller must not
+    /// complete what the event records (the request is answered 503 instead). In batch mode,
+    /// queues it and is always `Ok`.
+    pub async fn record(&self, mut event: Event) -> Result<(), NotRecorded> {
+        let Some(shared) = &self.inner else {
             return Ok(());
         };
-        let message = Message::Event(Box::new(event));
-        match queue.sender.try_send(message) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(message)) => match queue.mode {
-                Mode::Blocking => {
-                    queue.metrics.queue_full.inc();
-                    match tokio::time::timeout(MAX_QUEUE_WAIT, queue.sender.send(message)).await {
-                        Ok(Ok(())) => Ok(()),
-                        // The writer stopped (shutdown): nothing more can be written.
-                        Ok(Err(_)) => {
-                            queue.metrics.count("dropped", 1);
-                            Ok(())
-                        }
-                        Err(_) => {
-                            queue.metrics.count("dropped", 1);
-                            Err(QueueStalled)
-                        }
-                    }
-                }
-                Mode::Batch => {
-                    queue.metrics.count("dropped", 1);
-                    Ok(())
-                }
-            },
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                queue.metrics.count("dropped", 1);
+        event.bound();
+        if event.is_unauthenticated_refusal() {
+            shared.refusal(event);
+            return Ok(());
+        }
+        match shared.mode {
+            Mode::Blocking => shared.record_written(event).await,
+            Mode::Batch => {
+                shared.offer(Entry {
+                    event: Box::new(event),
+                    count: None,
+                    waiter: None,
+                });
                 Ok(())
             }
         }
     }
 }
 
-/// How long a request waits for room in a full queue in blocking mode: a request's own timeout.
-/// A disk that hangs longer than that fails the requests it holds (503) rather than holding them,
-/// and their connections, without end.
-pub const MAX_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// The longest a request waits for its event in blocking mode (for room in the queue, then for
+/// the write): a request's own timeout. A disk that hangs longer than that fails the requests it
+/// holds (503) rather than holding them, and their connections, without end.
+pub const MAX_QUEUE_WAIT: Duration = Duration::from_secs(60);
 
-/// The blocking-mode queue stayed full for [`MAX_QUEUE_WAIT`]: the event was not recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the audit log is not keeping up: the event could not be queued within 60 s")]
-pub struct QueueStalled;
+/// How often the writer tries the file again while writes fail and no event comes to try it.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How long [`AuditWriter::finish`] waits for the queue to be written out.
-pub const FINISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The writer thread. Keep it until the server has stopped answering, then
-/// [`finish`](AuditWriter::finish) it.
+/// The writer task. Keep it until the server has stopped answering, then
+/// [`finish`](AuditWriter::finish) it; dropping it stops the task, and what was queued is lost.
 #[derive(Debug)]
 pub struct AuditWriter {
     sender: mpsc::Sender<Message>,
-    done: oneshot::Receiver<()>,
+    done: Option<oneshot::Receiver<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for AuditWriter {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl AuditWriter {
-    /// Writes out every event queued so far and stops the thread. Events recorded after this
-    /// are dropped (and counted). Waits at most [`FINISH_TIMEOUT`]: a disk that stopped
-    /// answering must not keep the process from exiting; what was left is then logged.
-    pub async fn finish(self) {
+    /// Writes out every event queued so far and every summary owed, and stops the writer.
+    /// Events recorded after this are dropped (and counted). Waits at most [`FINISH_TIMEOUT`]:
+    /// a disk that stopped answering must not keep the process from exiting; what was left is
+    /// then logged.
+    pub async fn finish(mut self) {
         let queued = self.sender.max_capacity() - self.sender.capacity();
-        let written = async {
-            if self.sender.send(Message::Finish).await.is_ok() {
-                let _ = self.done.await;
+        let done = self.done.take();
+        let sender = self.sender.clone();
+        let written = async move {
+            if sender.send(Message::Finish).await.is_ok()
+                && let Some(done) = done
+            {
+                let _ = done.await;
             }
         };
         if tokio::time::timeout(FINISH_TIMEOUT, written).await.is_err() {
@@ -218,16 +427,18 @@ impl AuditWriter {
 }
 
 /// Opens the audit log (so a path that cannot be written fails at startup, saying why),
-/// registers the metrics and starts the writer thread. `clock` dates rotated files.
+/// registers the metrics and starts the writer task on the current tokio runtime. `clock`
+/// dates rotated files.
 pub fn start(
     options: &AuditOptions,
     clock: Clock,
     registry: &mut Registry,
 ) -> Result<(Auditor, AuditWriter), AuditError> {
+    let runtime = tokio::runtime::Handle::try_current().map_err(AuditError::NoRuntime)?;
     let sink = match &options.destination {
-        Destination::Stdout => Sink::Stdout(std::io::BufWriter::new(std::io::stdout())),
+        Destination::Stdout => Sink::Stdout(std::io::stdout()),
         Destination::File(path, rotation) => Sink::File(
-            RotatingFile::open(path, *rotation).map_err(|source| AuditError {
+            RotatingFile::open(path, *rotation).map_err(|source| AuditError::Open {
                 path: path.display().to_string(),
                 source,
             })?,
@@ -244,111 +455,275 @@ pub fn start(
         "Times a request found the audit queue full and waited for room (blocking mode): the audit log's disk is slower than the requests",
         metrics.queue_full.clone(),
     );
+    registry.register(
+        "warrant_audit_refusals_summarized",
+        "Refusals of callers that did not authenticate counted in a summary event (one a second for each client address and kind of refusal) instead of written one by one",
+        metrics.summarized.clone(),
+    );
     for result in ["written", "dropped", "failed"] {
         metrics.count(result, 0);
     }
-    let (sender, receiver) = mpsc::channel(options.buffer_size.max(1));
-    let (done_tx, done) = oneshot::channel();
-    let writer_metrics = metrics.clone();
-    std::thread::Builder::new()
-        .name("warrant-audit".to_owned())
-        .spawn(move || {
-            write_events(receiver, sink, &clock, &writer_metrics);
-            let _ = done_tx.send(());
-        })
-        .map_err(|source| AuditError {
-            path: "(the writer thread)".to_owned(),
-            source,
-        })?;
-    let auditor = Auditor {
-        inner: Some(Arc::new(Queue {
-            sender: sender.clone(),
-            mode: options.mode,
-            metrics,
-        })),
-    };
-    Ok((auditor, AuditWriter { sender, done }))
+    Ok(start_writer(
+        sink,
+        options.mode,
+        options.buffer_size,
+        clock,
+        metrics,
+        &runtime,
+    ))
 }
 
+fn start_writer(
+    sink: Sink,
+    mode: Mode,
+    buffer_size: usize,
+    clock: Clock,
+    metrics: AuditMetrics,
+    runtime: &tokio::runtime::Handle,
+) -> (Auditor, AuditWriter) {
+    let (sender, receiver) = mpsc::channel(buffer_size.max(1));
+    let shared = Arc::new(Shared::new(sender.clone(), mode, metrics));
+    let (done_tx, done) = oneshot::channel();
+    let task = runtime.spawn(write_events(receiver, sink, clock, shared.clone(), done_tx));
+    (
+        Auditor {
+            inner: Some(shared),
+        },
+        AuditWriter {
+            sender,
+            done: Some(done),
+            task,
+        },
+    )
+}
+
+/// Where the writer writes.
 enum Sink {
-    Stdout(std::io::BufWriter<std::io::Stdout>),
+    Stdout(std::io::Stdout),
     File(RotatingFile),
+    /// A target a test makes fail and work again.
+    #[cfg(test)]
+    Test(Arc<tests::TestTarget>),
 }
 
 impl Sink {
-    fn write_line(&mut self, line: &[u8], clock: &Clock) -> std::io::Result<()> {
+    fn write_batch(&mut self, lines: &[Vec<u8>], now: jiff::Timestamp) -> Written {
         match self {
-            Sink::Stdout(out) => out.write_all(line),
-            Sink::File(file) => file.write_line(line, clock.now()),
+            Sink::Stdout(out) => {
+                // One write: standard output flushes at each newline otherwise.
+                let batch = lines.concat();
+                let mut out = out.lock();
+                let result = out.write_all(&batch).and_then(|()| out.flush());
+                match result {
+                    Ok(()) => Written {
+                        lines: lines.len(),
+                        error: None,
+                    },
+                    Err(error) => Written {
+                        lines: 0,
+                        error: Some(error),
+                    },
+                }
+            }
+            Sink::File(file) => file.write_batch(lines, now),
+            #[cfg(test)]
+            Sink::Test(target) => target.write_batch(lines),
         }
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
+    /// Tries the target again without writing an event.
+    fn probe(&mut self) -> std::io::Result<()> {
         match self {
             Sink::Stdout(out) => out.flush(),
-            Sink::File(file) => file.flush(),
+            Sink::File(file) => file.probe(),
+            #[cfg(test)]
+            Sink::Test(target) => target.probe(),
         }
     }
 }
 
-/// The writer thread: takes what is queued, writes it as one batch, flushes, and waits for
-/// more, until [`Message::Finish`] (or every sender is gone).
-fn write_events(
+/// A summary as written: the first refusal's fields, and how many it stands for.
+#[derive(Serialize)]
+struct SummaryLine<'a> {
+    #[serde(flatten)]
+    event: &'a Event,
+    count: u64,
+}
+
+/// What a batch came to, for the writer.
+struct Outcome {
+    written: Written,
+    /// The probe's result, when there was one.
+    probe: Option<std::io::Result<()>>,
+}
+
+/// The writer task: takes what is queued (and the summaries owed), writes it as one batch on
+/// tokio's blocking pool, tells each waiting request whether its event was written, and waits
+/// for more; until [`Message::Finish`] (or every sender is gone).
+async fn write_events(
     mut receiver: mpsc::Receiver<Message>,
-    mut sink: Sink,
-    clock: &Clock,
-    metrics: &AuditMetrics,
+    sink: Sink,
+    clock: Clock,
+    shared: Arc<Shared>,
+    done: oneshot::Sender<()>,
 ) {
-    let mut line = Vec::with_capacity(2048);
+    let mut sink = Some(sink);
     let mut failures: u64 = 0;
-    while let Some(first) = receiver.blocking_recv() {
-        let mut batch: u64 = 0;
-        let mut failed: u64 = 0;
+    // When a write last failed, while the log is failing: the next probe is due after it.
+    let mut failed_at: Option<Instant> = None;
+    let far = || Instant::now() + Duration::from_secs(365 * 86_400);
+    loop {
+        let summary_due = shared.summaries().due();
+        let probe_due = failed_at.map(|at| at + PROBE_INTERVAL);
+        let mut entries: Vec<Entry> = Vec::new();
         let mut finishing = false;
-        let mut next = Some(first);
-        while let Some(message) = next {
+        let mut probe = false;
+        tokio::select! {
+            biased;
+            message = receiver.recv() => match message {
+                Some(Message::Event(entry)) => entries.push(entry),
+                Some(Message::Finish) | None => finishing = true,
+            },
+            () = shared.summary_owed.notified() => {}
+            () = tokio::time::sleep_until(summary_due.unwrap_or_else(far)), if summary_due.is_some() => {}
+            () = tokio::time::sleep_until(probe_due.unwrap_or_else(far)), if probe_due.is_some() => probe = true,
+        }
+        if finishing {
+            receiver.close();
+        }
+        // Everything queued meanwhile is this batch (after Finish: everything queued before it).
+        while let Ok(message) = receiver.try_recv() {
             match message {
-                Message::Event(event) => {
-                    line.clear();
-                    // An event is plain data: serializing it cannot fail.
-                    let _ = serde_json::to_writer(&mut line, &event);
-                    line.push(b'\n');
-                    match sink.write_line(&line, clock) {
-                        Ok(()) => batch += 1,
-                        Err(e) => {
-                            failed += 1;
-                            report(&mut failures, &e);
-                        }
-                    }
-                }
+                Message::Event(entry) => entries.push(entry),
                 Message::Finish => {
-                    // Nothing new is accepted; what is queued is still written below.
                     finishing = true;
                     receiver.close();
                 }
             }
-            next = receiver.try_recv().ok();
         }
-        match sink.flush() {
-            Ok(()) => metrics.count("written", batch),
+        for summary in shared.summaries().close(Instant::now(), finishing) {
+            entries.push(summary_entry(summary));
+        }
+        // A request that gave up waiting was answered 503: its event must not say otherwise.
+        let before = entries.len();
+        entries.retain(|entry| entry.waiter.as_ref().is_none_or(|w| !w.is_closed()));
+        shared
+            .metrics
+            .count("dropped", (before - entries.len()) as u64);
+        // Probe only when there is nothing to write: a write tries the file anyway.
+        probe &= entries.is_empty();
+        if entries.is_empty() && !probe {
+            if finishing {
+                break;
+            }
+            continue;
+        }
+        let Some(mut target) = sink.take() else {
+            break;
+        };
+        let mut waiters = Vec::with_capacity(entries.len());
+        let mut events = Vec::with_capacity(entries.len());
+        for entry in entries {
+            waiters.push(entry.waiter);
+            events.push((entry.event, entry.count));
+        }
+        let now = clock.now();
+        let job = tokio::task::spawn_blocking(move || {
+            let outcome = if probe {
+                Outcome {
+                    written: Written {
+                        lines: 0,
+                        error: None,
+                    },
+                    probe: Some(target.probe()),
+                }
+            } else {
+                let lines: Vec<Vec<u8>> = events.iter().map(|(e, count)| line(e, *count)).collect();
+                Outcome {
+                    written: target.write_batch(&lines, now),
+                    probe: None,
+                }
+            };
+            (target, outcome)
+        });
+        let outcome = match job.await {
+            Ok((target, outcome)) => {
+                sink = Some(target);
+                outcome
+            }
             Err(e) => {
-                failed += batch;
-                report(&mut failures, &e);
+                // The blocking pool is shutting down (or the write panicked): nothing more can
+                // be written, and every request waiting is told so.
+                tracing::error!(error = %e, "the audit log's writer stopped");
+                shared
+                    .health
+                    .fail("the audit log's writer has stopped".to_owned());
+                break;
+            }
+        };
+        let Written { lines, error } = outcome.written;
+        let total = waiters.len();
+        shared.metrics.count("written", lines as u64);
+        if total > lines {
+            shared.metrics.count("failed", (total - lines) as u64);
+        }
+        let error = match (error, outcome.probe) {
+            (Some(e), _) | (None, Some(Err(e))) => Some(e),
+            _ => None,
+        };
+        // The health first: a request told its event failed finds the log failing.
+        match error {
+            Some(e) => {
+                report(&mut failures, &e, total - lines);
+                shared
+                    .health
+                    .fail(format!("writes to the audit log fail: {e}"));
+                failed_at = Some(Instant::now());
+            }
+            None => {
+                failed_at = None;
+                if shared.health.recover() {
+                    tracing::info!("the audit log can be written again");
+                }
             }
         }
-        if failed > 0 {
-            metrics.count("failed", failed);
+        for (index, waiter) in waiters.into_iter().enumerate() {
+            if let Some(waiter) = waiter {
+                let _ = waiter.send(if index < lines {
+                    Ok(())
+                } else {
+                    Err(NotRecorded::WriteFailed)
+                });
+            }
         }
         if finishing {
             break;
         }
     }
+    let _ = done.send(());
 }
 
-/// Logs a failed write: the first, then every 1,000th (the metric counts each).
-fn report(failures: &mut u64, error: &std::io::Error) {
+/// An event as one JSON line.
+fn line(event: &Event, count: Option<u64>) -> Vec<u8> {
+    let mut line = Vec::with_capacity(1024);
+    // An event is plain data: serializing it cannot fail.
+    let _ = match count {
+        None => serde_json::to_writer(&mut line, event),
+        Some(count) => serde_json::to_writer(&mut line, &SummaryLine { event, count }),
+    };
+    line.push(b'\n');
+    line
+}
+
+/// Logs a failed write: the first, then every 1,000th (the metric counts each event).
+fn report(failures: &mut u64, error: &std::io::Error, lost: usize) {
     if failures.is_multiple_of(1000) {
-        tracing::error!(error = %error, failures = *failures + 1, "could not write the audit log: events are being lost (warrant_audit_events_total{{result=\"failed\"}})");
+        tracing::error!(
+            error = %error,
+            failures = *failures + 1,
+            lost,
+            "could not write the audit log: events are being lost (warrant_audit_events_total{{result=\"failed\"}}); in blocking mode their requests fail"
+        );
     }
     *failures += 1;
 }
@@ -358,17 +733,76 @@ mod tests {
     use super::*;
     use jiff::Timestamp;
 
+    /// A target that fails while `failing` is set, and keeps what it was given otherwise.
+    #[derive(Debug, Default)]
+    pub(crate) struct TestTarget {
+        pub(crate) failing: AtomicBool,
+        pub(crate) lines: Mutex<Vec<String>>,
+        pub(crate) probes: Mutex<u32>,
+    }
+
+    impl TestTarget {
+        pub(crate) fn write_batch(&self, lines: &[Vec<u8>]) -> Written {
+            if self.failing.load(Ordering::SeqCst) {
+                return Written {
+                    lines: 0,
+                    error: Some(std::io::ErrorKind::StorageFull.into()),
+                };
+            }
+            let mut kept = self.lines.lock().unwrap();
+            kept.extend(lines.iter().map(|l| String::from_utf8(l.clone()).unwrap()));
+            Written {
+                lines: lines.len(),
+                error: None,
+            }
+        }
+
+        pub(crate) fn probe(&self) -> std::io::Result<()> {
+            *self.probes.lock().unwrap() += 1;
+            if self.failing.load(Ordering::SeqCst) {
+                Err(std::io::ErrorKind::StorageFull.into())
+            } else {
+                Ok(())
+            }
+        }
+
+        fn events(&self) -> Vec<serde_json::Value> {
+            self.lines
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        }
+    }
+
+    /// An issued token's event (authenticated: never summarized).
     fn event(n: u32) -> Event {
         Event {
             kind: EventKind::TokenRequest,
             time: Timestamp::UNIX_EPOCH,
             request_id: format!("r{n}"),
-            requester: Requester::anonymous(String::new()),
+            requester: Requester {
+                user: "admin".into(),
+                authenticated_by: "token-file",
+                ..Requester::default()
+            },
+            decision: Decision::Issued,
+            code: Some(201),
+            reason: String::new(),
+            service_account: None,
+            token: None,
+        }
+    }
+
+    /// An anonymous caller's refusal, from `address`.
+    fn anonymous(n: u32, address: &str) -> Event {
+        Event {
+            requester: Requester::anonymous(address.into()),
             decision: Decision::Refused,
             code: Some(401),
             reason: "Unauthorized".into(),
-            service_account: None,
-            token: None,
+            ..event(n)
         }
     }
 
@@ -379,6 +813,29 @@ mod tests {
             .find(|l| l.starts_with(line_start))
             .unwrap_or_default()
             .to_owned()
+    }
+
+    fn registered() -> (AuditMetrics, Registry) {
+        let metrics = AuditMetrics::default();
+        let mut registry = Registry::default();
+        registry.register("events", "", metrics.events.clone());
+        registry.register("summarized", "", metrics.summarized.clone());
+        (metrics, registry)
+    }
+
+    /// A writer over a test target.
+    fn test_writer(mode: Mode) -> (Auditor, AuditWriter, Arc<TestTarget>, Registry) {
+        let target = Arc::new(TestTarget::default());
+        let (metrics, registry) = registered();
+        let (auditor, writer) = start_writer(
+            Sink::Test(target.clone()),
+            mode,
+            16,
+            Clock::manual(Timestamp::UNIX_EPOCH),
+            metrics,
+            &tokio::runtime::Handle::current(),
+        );
+        (auditor, writer, target, registry)
     }
 
     /// Everything recorded before finish is in the file, in order, one JSON object a line.
@@ -405,17 +862,25 @@ mod tests {
             &mut registry,
         )
         .unwrap();
-        // More than the queue holds: blocking mode waits, and loses none.
-        for n in 0..100 {
-            assert_eq!(auditor.record(event(n)).await, Ok(()));
+        // More at once than the queue holds: blocking mode waits, and loses none.
+        let tasks: Vec<_> = (0..100)
+            .map(|n| {
+                let auditor = auditor.clone();
+                tokio::spawn(async move { auditor.record(event(n)).await })
+            })
+            .collect();
+        for task in tasks {
+            assert_eq!(task.await.unwrap(), Ok(()));
         }
         writer.finish().await;
         let text = std::fs::read_to_string(&path).unwrap();
-        let ids: Vec<String> = text
+        let mut ids: Vec<String> = text
             .lines()
             .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["requestID"].to_string())
             .collect();
-        let expected: Vec<String> = (0..100).map(|n| format!("\"r{n}\"")).collect();
+        ids.sort();
+        let mut expected: Vec<String> = (0..100).map(|n| format!("\"r{n}\"")).collect();
+        expected.sort();
         assert_eq!(ids, expected);
         assert_eq!(
             metric(&registry, "warrant_audit_events_total{result=\"written\"}"),
@@ -434,13 +899,9 @@ mod tests {
     #[tokio::test]
     async fn batch_mode_drops_when_full_and_counts() {
         let (sender, _receiver) = mpsc::channel(2);
-        let metrics = AuditMetrics::default();
+        let (metrics, _registry) = registered();
         let auditor = Auditor {
-            inner: Some(Arc::new(Queue {
-                sender,
-                mode: Mode::Batch,
-                metrics: metrics.clone(),
-            })),
+            inner: Some(Arc::new(Shared::new(sender, Mode::Batch, metrics.clone()))),
         };
         // Nobody reads: two fit, three are dropped.
         for n in 0..5 {
@@ -453,18 +914,56 @@ mod tests {
         assert_eq!(dropped, 3);
     }
 
+    /// In blocking mode a request waits until the writer says its event is written, and fails
+    /// if the writer says it was not.
+    #[tokio::test]
+    async fn blocking_mode_waits_for_the_write() {
+        let (sender, mut receiver) = mpsc::channel(4);
+        let (metrics, _registry) = registered();
+        let auditor = Auditor {
+            inner: Some(Arc::new(Shared::new(sender, Mode::Blocking, metrics))),
+        };
+        for (answer, expected) in [
+            (Ok(()), Ok(())),
+            (Err(NotRecorded::WriteFailed), Err(NotRecorded::WriteFailed)),
+        ] {
+            let waiting = tokio::spawn({
+                let auditor = auditor.clone();
+                async move { auditor.record(event(0)).await }
+            });
+            let Some(Message::Event(entry)) = receiver.recv().await else {
+                panic!("no event queued");
+            };
+            tokio::task::yield_now().await;
+            assert!(
+                !waiting.is_finished(),
+                "answered before its event was written"
+            );
+            entry.waiter.unwrap().send(answer).unwrap();
+            assert_eq!(waiting.await.unwrap(), expected);
+        }
+        // A writer that stops without answering: the request is not completed either.
+        let waiting = tokio::spawn({
+            let auditor = auditor.clone();
+            async move { auditor.record(event(0)).await }
+        });
+        drop(receiver.recv().await);
+        assert_eq!(waiting.await.unwrap(), Err(NotRecorded::WriterStopped));
+    }
+
     /// In blocking mode a full queue holds the request until there is room, but not without
-    /// end: after MAX_QUEUE_WAIT the event is dropped, counted, and the caller told.
+    /// end: after MAX_QUEUE_WAIT the event is dropped, counted, the caller told, and the log
+    /// reported failing.
     #[tokio::test(start_paused = true)]
     async fn blocking_mode_waits_for_room_then_gives_up() {
         let (sender, mut receiver) = mpsc::channel(1);
-        let metrics = AuditMetrics::default();
+        let (metrics, _registry) = registered();
         let auditor = Auditor {
-            inner: Some(Arc::new(Queue {
+            inner: Some(Arc::new(Shared::new(
                 sender,
-                mode: Mode::Blocking,
-                metrics: metrics.clone(),
-            })),
+                Mode::Blocking,
+                metrics.clone(),
+            ))),
         };
         let dropped = || {
             metrics
@@ -472,23 +971,39 @@ mod tests {
                 .get_or_create(&ResultLabels { result: "dropped" })
                 .get()
         };
-        assert_eq!(auditor.record(event(0)).await, Ok(()));
-        // Full: the second waits, and gets in when the writer takes the first.
-        let waiting = tokio::spawn({
+        let spawn = |n| {
             let auditor = auditor.clone();
-            async move { auditor.record(event(1)).await }
-        });
-        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
-        assert!(!waiting.is_finished());
-        assert!(matches!(receiver.recv().await, Some(Message::Event(_))));
-        assert_eq!(waiting.await.unwrap(), Ok(()));
+            tokio::spawn(async move { auditor.record(event(n)).await })
+        };
+        let first = spawn(0);
+        tokio::task::yield_now().await;
+        // Full: the second waits, and gets in when the writer takes the first.
+        let second = spawn(1);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(!second.is_finished());
+        let Some(Message::Event(entry)) = receiver.recv().await else {
+            panic!("no event");
+        };
+        entry.waiter.unwrap().send(Ok(())).unwrap();
+        assert_eq!(first.await.unwrap(), Ok(()));
+        let Some(Message::Event(entry)) = receiver.recv().await else {
+            panic!("no event");
+        };
+        entry.waiter.unwrap().send(Ok(())).unwrap();
+        assert_eq!(second.await.unwrap(), Ok(()));
         assert_eq!(dropped(), 0);
-        // A writer that takes nothing more: the third gives up after MAX_QUEUE_WAIT.
-        let started = tokio::time::Instant::now();
-        assert_eq!(auditor.record(event(2)).await, Err(QueueStalled));
+        assert_eq!(auditor.failing(), None);
+        // A writer that takes the next and then nothing more: the one after gives up after
+        // MAX_QUEUE_WAIT waiting for room; the one queued gives up waiting for its write.
+        let queued = spawn(2);
+        tokio::task::yield_now().await;
+        let started = Instant::now();
+        assert_eq!(spawn(3).await.unwrap(), Err(NotRecorded::Stalled));
         assert_eq!(started.elapsed(), MAX_QUEUE_WAIT);
+        assert_eq!(queued.await.unwrap(), Err(NotRecorded::Stalled));
         assert_eq!(dropped(), 1);
         assert_eq!(metrics.queue_full.get(), 2);
+        assert!(auditor.failing().unwrap().contains("not keeping up"));
     }
 
     /// A writer that never answers (a disk that hangs) does not hold shutdown forever.
@@ -496,8 +1011,12 @@ mod tests {
     async fn finish_gives_up_on_a_writer_that_never_answers() {
         let (sender, mut receiver) = mpsc::channel(4);
         let (_never, done) = oneshot::channel();
-        let writer = AuditWriter { sender, done };
-        let started = tokio::time::Instant::now();
+        let writer = AuditWriter {
+            sender,
+            done: Some(done),
+            task: tokio::spawn(std::future::pending()),
+        };
+        let started = Instant::now();
         writer.finish().await;
         assert_eq!(started.elapsed(), FINISH_TIMEOUT);
         // The request to finish was queued; nothing answered it.
@@ -505,8 +1024,8 @@ mod tests {
     }
 
     /// A path that cannot be written is a startup error naming it.
-    #[test]
-    fn an_unwritable_path_fails_at_start() {
+    #[tokio::test]
+    async fn an_unwritable_path_fails_at_start() {
         let dir = tempfile::tempdir().unwrap();
         let blocker = dir.path().join("file");
         std::fs::write(&blocker, b"").unwrap();
@@ -535,5 +1054,113 @@ mod tests {
             )),
             "{err}"
         );
+    }
+
+    /// Blocking mode over a target whose writes fail: the request is told its event was not
+    /// recorded, the log reports failing (and why) until a write succeeds, then recovers.
+    #[tokio::test]
+    async fn a_failed_write_fails_the_request_until_a_write_succeeds() {
+        let (auditor, writer, target, registry) = test_writer(Mode::Blocking);
+        target.failing.store(true, Ordering::SeqCst);
+        assert_eq!(
+            auditor.record(event(1)).await,
+            Err(NotRecorded::WriteFailed)
+        );
+        let why = auditor.failing().unwrap();
+        assert!(why.starts_with("writes to the audit log fail: "), "{why}");
+        assert_eq!(
+            metric(&registry, "events_total{result=\"failed\"}"),
+            "events_total{result=\"failed\"} 1"
+        );
+        // Refusals of anonymous callers never wait, so never fail.
+        assert_eq!(auditor.record(anonymous(2, "10.0.0.1:1")).await, Ok(()));
+
+        target.failing.store(false, Ordering::SeqCst);
+        assert_eq!(auditor.record(event(3)).await, Ok(()));
+        assert_eq!(auditor.failing(), None);
+        writer.finish().await;
+        let ids: Vec<String> = target
+            .events()
+            .iter()
+            .map(|e| e["requestID"].as_str().unwrap().to_owned())
+            .collect();
+        // The failed event is never written later; the refusal, queued while failing, fell
+        // into the failed batch or the next.
+        assert!(!ids.contains(&"r1".to_owned()), "{ids:?}");
+        assert!(ids.contains(&"r3".to_owned()), "{ids:?}");
+    }
+
+    /// With no requests coming (a server not ready gets none), the writer tries the target
+    /// again every PROBE_INTERVAL, and the log recovers once it can be written; a probe writes
+    /// no event.
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_log_recovers_without_requests() {
+        let (auditor, writer, target, _registry) = test_writer(Mode::Blocking);
+        target.failing.store(true, Ordering::SeqCst);
+        assert!(auditor.record(event(1)).await.is_err());
+        tokio::time::sleep(PROBE_INTERVAL * 3 + Duration::from_millis(1)).await;
+        assert_eq!(*target.probes.lock().unwrap(), 3);
+        assert!(auditor.failing().is_some());
+        target.failing.store(false, Ordering::SeqCst);
+        tokio::time::sleep(PROBE_INTERVAL).await;
+        assert_eq!(auditor.failing(), None);
+        // Healthy: no more probes.
+        tokio::time::sleep(PROBE_INTERVAL * 3).await;
+        assert_eq!(*target.probes.lock().unwrap(), 4);
+        writer.finish().await;
+        assert!(target.events().is_empty());
+    }
+
+    /// Batch mode over a failing target: requests go on, the events are counted as failed,
+    /// and the log reports failing.
+    #[tokio::test]
+    async fn batch_mode_goes_on_when_writes_fail() {
+        let (auditor, writer, target, registry) = test_writer(Mode::Batch);
+        target.failing.store(true, Ordering::SeqCst);
+        assert_eq!(auditor.record(event(1)).await, Ok(()));
+        writer.finish().await;
+        assert_eq!(
+            metric(&registry, "events_total{result=\"failed\"}"),
+            "events_total{result=\"failed\"} 1"
+        );
+        assert!(auditor.failing().is_some());
+    }
+
+    /// A flood of anonymous refusals from one address: the first is written, the rest make
+    /// one summary with their count, written by the writer when the window ends (here without
+    /// any request after it); the issued token's event before the flood stays.
+    #[tokio::test(start_paused = true)]
+    async fn anonymous_refusals_are_summarized() {
+        let (auditor, writer, target, registry) = test_writer(Mode::Blocking);
+        assert_eq!(auditor.record(event(0)).await, Ok(()));
+        for n in 1..=1000 {
+            let address = format!("192.0.2.7:{}", 40_000 + n);
+            assert_eq!(auditor.record(anonymous(n, &address)).await, Ok(()));
+        }
+        assert_eq!(
+            metric(&registry, "summarized_total"),
+            "summarized_total 999"
+        );
+        tokio::time::sleep(summary::WINDOW + Duration::from_millis(1)).await;
+        let events = target.events();
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(events[0]["decision"], "issued");
+        assert_eq!(events[1]["requestID"], "r1");
+        assert_eq!(events[1]["requester"]["clientAddress"], "192.0.2.7:40001");
+        assert_eq!(events[1].get("count"), None);
+        let summary = &events[2];
+        assert_eq!(summary["count"], 999);
+        assert_eq!(summary["requester"]["clientAddress"], "192.0.2.7");
+        assert_eq!(summary["requester"]["authenticatedBy"], "anonymous");
+        assert_eq!(summary["code"], 401);
+        assert_eq!(summary.get("requestID"), None);
+        // The next second: the first is written again; finish writes what is owed.
+        assert_eq!(auditor.record(anonymous(1001, "192.0.2.7:1")).await, Ok(()));
+        assert_eq!(auditor.record(anonymous(1002, "192.0.2.7:2")).await, Ok(()));
+        writer.finish().await;
+        let events = target.events();
+        assert_eq!(events.len(), 5, "{events:?}");
+        assert_eq!(events[3]["requestID"], "r1001");
+        assert_eq!(events[4]["count"], 1);
     }
 }

@@ -10,7 +10,9 @@
 //! - `tokenreview/client-cert`: the repeated review by a caller authenticated by a client
 //!   certificate instead of a token, as kube-apiserver's webhook and the benchmark do;
 //! - `tokenrequest/pod`: a pod-bound TokenRequest (ES256, so the signature does not hide the
-//!   rest).
+//!   rest);
+//! - `tokenrequest/pod-audited`: the same with an audit log (blocking mode, a file): one request
+//!   at a time, so each pays its event's whole trip to the file, with nothing to batch it with.
 
 #![allow(
     missing_docs,
@@ -60,7 +62,11 @@ struct Bench {
     peer: PeerCertificate,
 }
 
-fn server(key: SigningKey, signature_cache_entries: u64) -> Bench {
+fn server(
+    key: SigningKey,
+    signature_cache_entries: u64,
+    (audit, registry): (Auditor, Registry),
+) -> Bench {
     let source = Arc::new(MemorySource::new());
     for i in 0..PODS / 10 {
         source.put(
@@ -127,9 +133,9 @@ fn server(key: SigningKey, signature_cache_entries: u64) -> Bench {
         objects: Objects::new(source),
         authenticator,
         authorizer: Authorizer::default(),
-        registry: Registry::default(),
+        registry,
         clock: Clock::manual(Timestamp::from_second(NOW).unwrap()),
-        audit: Auditor::disabled(),
+        audit,
     });
     Bench {
         router: router(state),
@@ -202,11 +208,44 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let default = warrant_server::DEFAULT_SIGNATURE_CACHE_ENTRIES;
-    let rs256 = server(SigningKey::generate(KeyType::Rsa2048).unwrap(), default);
-    let es256 = server(SigningKey::generate(KeyType::P256).unwrap(), default);
+    let unaudited = || (Auditor::disabled(), Registry::default());
+    let rs256 = server(
+        SigningKey::generate(KeyType::Rsa2048).unwrap(),
+        default,
+        unaudited(),
+    );
+    let es256 = server(
+        SigningKey::generate(KeyType::P256).unwrap(),
+        default,
+        unaudited(),
+    );
     // A cache smaller than the tokens cycled through: every distinct review misses, verifies
     // and inserts, as with a stream of new tokens.
-    let small_cache = server(rs256.key.clone(), 1_000);
+    let small_cache = server(rs256.key.clone(), 1_000, unaudited());
+    // The audit log in a file of its own (rotated at 100 MB, as by default).
+    let audit_dir = tempfile::tempdir().unwrap();
+    let mut audit_registry = Registry::default();
+    let (auditor, audit_writer) = {
+        let _runtime = runtime.enter();
+        warrant_audit::start(
+            &warrant_audit::AuditOptions {
+                destination: warrant_audit::Destination::File(
+                    audit_dir.path().join("audit.log"),
+                    warrant_audit::Rotation {
+                        max_size_bytes: 100 << 20,
+                        max_backups: 2,
+                        max_age_days: 0,
+                    },
+                ),
+                mode: warrant_audit::Mode::Blocking,
+                buffer_size: 10_000,
+            },
+            Clock::manual(Timestamp::from_second(NOW).unwrap()),
+            &mut audit_registry,
+        )
+        .unwrap()
+    };
+    let audited = server(es256.key.clone(), default, (auditor, audit_registry));
     let reviews = "/apis/authentication.k8s.io/v1/tokenreviews";
 
     c.bench_function("stack/version", |b| {
@@ -263,6 +302,23 @@ fn bench(c: &mut Criterion) {
             black_box(runtime.block_on(send(&es256.router, post(&uri, body, None))))
         });
     });
+
+    let mut pod = 0;
+    c.bench_function("stack/tokenrequest/pod-audited", |b| {
+        b.iter(|| {
+            pod += 1;
+            let sa = pod % (PODS / 10);
+            let body = serde_json::json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"audiences": ["vault"], "boundObjectRef":
+                    {"kind": "Pod", "apiVersion": "v1", "name": format!("pod-{sa}")}},
+            })
+            .to_string();
+            let uri = format!("/api/v1/namespaces/bench/serviceaccounts/sa-{sa}/token");
+            black_box(runtime.block_on(send(&audited.router, post(&uri, body, None))))
+        });
+    });
+    runtime.block_on(audit_writer.finish());
 }
 
 criterion_group! {

@@ -11,7 +11,10 @@ use std::sync::{Arc, OnceLock};
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderName, HeaderValue};
-use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
+use warrant_audit::{
+    Decision, Event, EventKind, MAX_NAME_CHARS, MAX_REASON_CHARS, Requester, ServiceAccount,
+    TokenFacts,
+};
 use warrant_auth::{Caller, bounded};
 
 use crate::error::ApiError;
@@ -67,12 +70,12 @@ pub(crate) async fn step(state: &AppState, mut request: Request) -> Response {
         _ => return crate::layers::timed(state, request).await,
     };
     // The service account a TokenRequest's path names, for events of requests refused
-    // before the handler read it.
+    // before the handler read it: cut to kube's longest name (anyone can send a longer one).
     let path_account = match routed {
         Some(Routed::Route { params, .. }) if kind == EventKind::TokenRequest => {
             Some(ServiceAccount {
-                namespace: bounded(&params.namespace, MAX_EVENT_TEXT),
-                name: bounded(&params.name, MAX_EVENT_TEXT),
+                namespace: bounded(&params.namespace, MAX_NAME_CHARS),
+                name: bounded(&params.name, MAX_NAME_CHARS),
                 uid: String::new(),
             })
         }
@@ -132,20 +135,20 @@ pub(crate) async fn step(state: &AppState, mut request: Request) -> Response {
             code: Some(status.as_u16()),
             // Refusals quote what the client sent (a kind, a version, a name): bounded, so
             // neither the queue nor the file holds a body's worth of it per event.
-            reason: bounded(&facts.reason, MAX_EVENT_TEXT),
+            reason: bounded(&facts.reason, MAX_REASON_CHARS),
             service_account: facts.service_account.or(path_account),
             token: facts.token,
         })
         .await;
     match recorded {
         Ok(()) => response,
-        // Blocking mode, and the disk has not kept up for a request's timeout: what was not
-        // recorded is not handed out (a token unaudited), and the connection is not held.
-        // Counted in warrant_audit_events_total{result="dropped"}; logged at debug only, as a
-        // stalled disk would otherwise log a line per request.
-        Err(stalled) => {
-            tracing::debug!(error = %stalled, "request answered 503: its audit event was not recorded");
-            ApiError::unavailable(stalled.to_string()).into_response()
+        // Blocking mode, and the event was not written (the write failed, or the disk has not
+        // kept up for a request's timeout): what was not recorded is not handed out (a token
+        // unaudited). Counted in warrant_audit_events_total; logged at debug only, as a failing
+        // disk would otherwise log a line per request (the writer logs the failure itself).
+        Err(not_recorded) => {
+            tracing::debug!(error = %not_recorded, "request answered 503: its audit event was not recorded");
+            ApiError::unavailable(not_recorded.to_string()).into_response()
         }
     }
 }
@@ -162,6 +165,3 @@ impl CallerSeen {
         let _ = self.0.set(caller.clone());
     }
 }
-
-/// The longest text an event takes from a request (its reason, the path's namespace and name).
-const MAX_EVENT_TEXT: usize = 1024;

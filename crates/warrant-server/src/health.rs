@@ -8,8 +8,10 @@
 //! - Readiness: `shutdown` (fails from SIGTERM on, so endpoints and kube-apiserver's webhook
 //!   stop sending while requests are still served), `keys`, `objects` (loaded and, with
 //!   `--max-cache-staleness`, current), `client-trust` (the cluster's front-proxy configuration,
-//!   when followed). Informational, never failing: `discovery`, and what components report
-//!   (`key-store`, `key-lease`, …).
+//!   when followed), `audit-log` (with an audit log in blocking mode: fails while writes to it
+//!   fail, as every audited request then does, until one succeeds). Informational, never
+//!   failing: `discovery`, `audit-log` in batch mode (whose requests go on when writes fail),
+//!   and what components report (`key-store`, `key-lease`, …).
 //! - Liveness: `ping` (the runtime answers) and `keys` (the key in force signs, and what it signs
 //!   verifies with the published keys: the one thing warrant cannot serve without).
 
@@ -44,7 +46,7 @@ fn check(name: &'static str, failure: Option<String>) -> Check {
 
 /// The readiness checks, in the order they are listed.
 fn readiness(state: &AppState) -> Vec<Check> {
-    vec![
+    let mut checks = vec![
         check(
             "shutdown",
             state
@@ -66,7 +68,18 @@ fn readiness(state: &AppState) -> Vec<Check> {
             (!state.authenticator().ready())
                 .then(|| "front-proxy configuration not loaded yet".to_owned()),
         ),
-    ]
+    ];
+    // Blocking mode: an event that cannot be written fails its request, so a server whose
+    // audit log fails cannot issue or review; it is not ready until a write succeeds.
+    if state.audit().mode() == Some(warrant_audit::Mode::Blocking) {
+        let why = state.audit().failing();
+        checks.push(Check {
+            name: "audit-log",
+            summary: why.as_ref().map(|why| format!("audit-log: {why}")),
+            failure: why,
+        });
+    }
+    checks
 }
 
 /// The liveness checks.
@@ -193,6 +206,14 @@ pub(crate) async fn readyz(
         Ok(_) => informational.push(("discovery".to_owned(), "ok".to_owned())),
         // A non-https issuer disables discovery, not readiness.
         Err(e) => informational.push(("discovery".to_owned(), format!("disabled: {e}"))),
+    }
+    // Batch mode serves on when the audit log fails, losing the events: said, not failed.
+    if state.audit().mode() == Some(warrant_audit::Mode::Batch) {
+        let text = state.audit().failing().map_or_else(
+            || "ok".to_owned(),
+            |why| format!("failing (batch mode: requests are served, their events lost): {why}"),
+        );
+        informational.push(("audit-log".to_owned(), text));
     }
     // Degraded components that keep serving (a key store that cannot be read).
     for (name, text) in state.reports() {

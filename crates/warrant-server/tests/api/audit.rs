@@ -377,3 +377,219 @@ async fn a_timeout_after_authentication_names_the_requester() {
     assert_eq!(events[0]["requester"]["authenticatedBy"], "token-file");
     assert_eq!(events[0]["requester"]["user"], "bob");
 }
+
+/// The lines of every file in `dir` (the live log and its rotated files), parsed.
+fn all_events(dir: &std::path::Path) -> Vec<Value> {
+    let mut events = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        events.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+    }
+    events
+}
+
+/// A TokenRequest without credentials from `peer`, for a service account whose namespace and
+/// name are far longer than kube allows.
+fn anonymous_request(peer: &str) -> Request<Body> {
+    let long = "n".repeat(1000);
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(format!(
+            "/api/v1/namespaces/{long}/serviceaccounts/{long}/token"
+        ))
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
+                .to_string(),
+        ))
+        .unwrap();
+    request
+        .extensions_mut()
+        .insert(warrant_server::ClientAddress(peer.parse().unwrap()));
+    request
+}
+
+/// Anyone can make refusals as fast as the server answers; they must not rotate the record of
+/// issued tokens out of the log. With a log of two 16 KiB files, a token is issued, then 300
+/// anonymous TokenRequests (each naming a 1,000-character namespace and name) arrive within a
+/// second: the first is written, its names cut to kube's 253 characters, the other 299 are one
+/// summary event with their count (and counted in the metrics), and the issued token's event is
+/// still on disk. (One event each, ~2.3 KB apiece, would have filled the files 20 times over.)
+#[tokio::test(start_paused = true)]
+async fn an_anonymous_flood_does_not_rotate_issued_tokens_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = warrant_audit::AuditOptions {
+        destination: warrant_audit::Destination::File(
+            dir.path().join("audit.log"),
+            warrant_audit::Rotation {
+                max_size_bytes: 16 * 1024,
+                max_backups: 1,
+                max_age_days: 0,
+            },
+        ),
+        mode: warrant_audit::Mode::Blocking,
+        buffer_size: 100,
+    };
+    let (api, writer) = api_audited_to(&options, |_, _| {});
+    let issued = api
+        .token_as(ADMIN, "app", json!({"audiences": ["vault"]}))
+        .await;
+    assert_eq!(issued.code, StatusCode::CREATED, "{}", issued.text);
+    let jti = format!(
+        "JTI={}",
+        claims(issued.json["status"]["token"].as_str().unwrap()).jti
+    );
+
+    for n in 0..300 {
+        let reply = api
+            .send(anonymous_request(&format!("192.0.2.7:{}", 30_000 + n)))
+            .await;
+        assert_eq!(reply.code, StatusCode::UNAUTHORIZED);
+    }
+    let metrics = api
+        .get_with("/metrics", &[("authorization", &format!("Bearer {ADMIN}"))])
+        .await
+        .text;
+    assert!(
+        metrics.contains("\nwarrant_audit_refusals_summarized_total 299\n"),
+        "{metrics}"
+    );
+    writer.finish().await;
+
+    let events = all_events(dir.path());
+    assert!(
+        events.iter().any(|e| e["credentialID"] == jti.as_str()),
+        "the issued token's event was rotated out: {events:?}"
+    );
+    let refusals: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["decision"] == "refused")
+        .collect();
+    assert_eq!(refusals.len(), 2, "{refusals:?}");
+    let first = refusals.iter().find(|e| e.get("count").is_none()).unwrap();
+    assert_eq!(first["requester"]["clientAddress"], "192.0.2.7:30000");
+    let namespace = first["serviceAccount"]["namespace"].as_str().unwrap();
+    assert_eq!(namespace.chars().count(), 253 + 1, "cut, ending in …");
+    let summary = refusals.iter().find(|e| e.get("count").is_some()).unwrap();
+    assert_eq!(summary["count"], 299);
+    assert_eq!(summary["code"], 401);
+    assert_eq!(summary["requester"]["authenticatedBy"], "anonymous");
+    assert_eq!(summary["requester"]["clientAddress"], "192.0.2.7");
+}
+
+/// The audit options of a log at /dev/full, a device whose every write fails (a full disk).
+fn full_disk(mode: warrant_audit::Mode) -> warrant_audit::AuditOptions {
+    warrant_audit::AuditOptions {
+        destination: warrant_audit::Destination::File(
+            "/dev/full".into(),
+            warrant_audit::Rotation {
+                max_size_bytes: 0,
+                max_backups: 0,
+                max_age_days: 0,
+            },
+        ),
+        mode,
+        buffer_size: 100,
+    }
+}
+
+/// Blocking mode with a disk that refuses every write: no token goes out unaudited. The
+/// TokenRequest is answered 503 with a Status saying why (and no token), so is a review, and
+/// the server is not ready, naming the audit log, until a write succeeds.
+#[tokio::test]
+async fn blocking_mode_issues_nothing_the_log_cannot_hold() {
+    let (api, writer) = api_audited_to(&full_disk(warrant_audit::Mode::Blocking), |_, _| {});
+    assert_eq!(api.get("/readyz").await.text, "ok");
+
+    let reply = api
+        .token_as(ADMIN, "app", json!({"audiences": ["vault"]}))
+        .await;
+    assert_eq!(
+        reply.code,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        reply.text
+    );
+    assert_eq!(reply.json["kind"], "Status");
+    assert_eq!(reply.json["status"], "Failure");
+    assert_eq!(reply.json["reason"], "ServiceUnavailable");
+    assert_eq!(reply.json["code"], 503);
+    assert!(
+        reply.json["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the audit log cannot be written"),
+        "{}",
+        reply.text
+    );
+    assert!(!reply.text.contains("eyJ"), "a token in the answer");
+
+    let token = crate::support::key().sign(&claims_for_review()).unwrap();
+    let review = api
+        .review("authentication.k8s.io/v1", &token, &["vault"])
+        .await;
+    assert_eq!(
+        review.code,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        review.text
+    );
+
+    let ready = api.get("/readyz").await;
+    assert_eq!(ready.code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(ready.text.contains("audit-log"), "{}", ready.text);
+    let verbose = api.get("/readyz?verbose").await.text;
+    assert!(
+        verbose
+            .contains("[-]audit-log failed: writes to the audit log fail: No space left on device"),
+        "{verbose}"
+    );
+    let single = api.get("/readyz/audit-log").await;
+    assert_eq!(single.code, StatusCode::SERVICE_UNAVAILABLE);
+    let metrics = api
+        .get_with("/metrics", &[("authorization", &format!("Bearer {ADMIN}"))])
+        .await
+        .text;
+    assert!(
+        metrics.contains("warrant_audit_events_total{result=\"failed\"} 2"),
+        "{metrics}"
+    );
+    writer.finish().await;
+}
+
+/// Batch mode promises no record: with every write failing, tokens are still issued, the
+/// events are counted as failed, and readiness says so without failing.
+#[tokio::test]
+async fn batch_mode_serves_on_when_the_log_fails() {
+    let (api, writer) = api_audited_to(&full_disk(warrant_audit::Mode::Batch), |_, _| {});
+    let reply = api
+        .token_as(ADMIN, "app", json!({"audiences": ["vault"]}))
+        .await;
+    assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
+    writer.finish().await;
+    let ready = api.get("/readyz?verbose").await;
+    assert_eq!(ready.code, StatusCode::OK);
+    assert!(
+        ready.text.contains("[+]audit-log failing (batch mode"),
+        "{}",
+        ready.text
+    );
+}
+
+/// The claims of a token of demo/app for "vault", as warrant issues it.
+fn claims_for_review() -> warrant_token::Claims {
+    warrant_token::Claims::new(warrant_token::NewToken {
+        issuer: ISSUER,
+        namespace: "demo",
+        service_account: warrant_token::ObjectRef::new("app", SA_UID),
+        audiences: vec!["vault".into()],
+        binding: warrant_token::Binding::None,
+        issued_at: NOW,
+        expires_at: NOW + 3600,
+        warn_after: None,
+        jti: "jti-1".into(),
+    })
+}

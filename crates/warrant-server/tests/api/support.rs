@@ -121,11 +121,21 @@ pub(crate) fn api_audited_with(
         mode: Mode::Blocking,
         buffer_size: 100,
     };
+    let (api, writer) = api_audited_to(&options, configure);
+    (api, writer, dir)
+}
+
+/// A server auditing as `options` say, with authentication and authorization set up by
+/// `configure`.
+pub(crate) fn api_audited_to(
+    options: &AuditOptions,
+    configure: impl FnOnce(&mut Authenticator, &mut Authorizer),
+) -> (Api, AuditWriter) {
     let mut registry = Registry::default();
     let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
-    let (auditor, writer) = warrant_audit::start(&options, clock, &mut registry).unwrap();
+    let (auditor, writer) = warrant_audit::start(options, clock, &mut registry).unwrap();
     let api = build(ExpirationPolicy::default(), configure, auditor, registry);
-    (api, writer, dir)
+    (api, writer)
 }
 
 fn build(
