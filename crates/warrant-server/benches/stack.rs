@@ -13,6 +13,15 @@
 //!   rest);
 //! - `tokenrequest/pod-audited`: the same with an audit log (blocking mode, a file): one request
 //!   at a time, so each pays its event's whole trip to the file, with nothing to batch it with.
+//! - `delegated/authentication`: `GET /version` with a bearer token kube-apiserver's
+//!   TokenReview vouched for (the loopback fixture), from delegation's cache: against
+//!   `version`, what a cached delegated authentication costs;
+//! - `delegated/authorization`: the repeated review by a caller whose authorization is
+//!   kube-apiserver's SubjectAccessReview, from delegation's cache: against
+//!   `tokenreview/repeated`, what a cached delegated authorization costs;
+//! - `delegated/authentication-miss`: `GET /version` with the TokenReview's answer expired
+//!   each time (the clock moves 10 s), so each request asks the fixture over loopback HTTP:
+//!   the lookup's single flight, retry loop and cache insert, and kube's client.
 
 #![allow(
     missing_docs,
@@ -33,9 +42,14 @@ use prometheus_client::registry::Registry;
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer};
 use tower::ServiceExt;
 use warrant_audit::Auditor;
-use warrant_auth::{Authenticator, Authorizer, CaBundle, ClientTrust, PeerCertificate, TokenFile};
+use warrant_auth::{
+    Authenticator, Authorizer, CaBundle, ClientTrust, DelegatedAuthentication,
+    DelegatedAuthorization, DelegationOptions, PeerCertificate, TokenFile,
+};
 use warrant_clock::Clock;
 use warrant_keys::KeySet;
+use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
+use warrant_kube_fixture::{Cluster, Fixture};
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
 use warrant_server::Api;
 use warrant_server::{AppState, Settings, StateParts, router};
@@ -45,6 +59,10 @@ use warrant_token::{
 
 const ISSUER: &str = "https://warrant.bench";
 const ADMIN: &str = "admin-token";
+/// A token-file user outside `system:masters`, authorized by kube-apiserver when delegating.
+const REVIEWER: &str = "reviewer-token";
+/// A token only kube-apiserver's TokenReview knows.
+const DELEGATED: &str = "delegated-token";
 const NOW: i64 = 1_800_000_000;
 const PODS: usize = 5_000;
 
@@ -60,12 +78,22 @@ struct Bench {
     router: Api,
     key: SigningKey,
     peer: PeerCertificate,
+    clock: Clock,
 }
 
 fn server(
     key: SigningKey,
     signature_cache_entries: u64,
     (audit, registry): (Auditor, Registry),
+) -> Bench {
+    server_with(key, signature_cache_entries, (audit, registry), |_, _| {})
+}
+
+fn server_with(
+    key: SigningKey,
+    signature_cache_entries: u64,
+    (audit, registry): (Auditor, Registry),
+    configure: impl FnOnce(&mut Authenticator, &mut Authorizer),
 ) -> Bench {
     let source = Arc::new(MemorySource::new());
     for i in 0..PODS / 10 {
@@ -111,7 +139,8 @@ fn server(
     let mut authenticator = Authenticator::default();
     authenticator.token_file = Some(
         TokenFile::parse(
-            format!("{ADMIN},admin,admin-uid,system:masters\n").as_bytes(),
+            format!("{ADMIN},admin,admin-uid,system:masters\n{REVIEWER},reviewer,reviewer-uid\n")
+                .as_bytes(),
             "tokens.csv",
         )
         .unwrap(),
@@ -121,6 +150,9 @@ fn server(
         Some(CaBundle::from_pem(ca_pem.as_bytes(), "bench CA").unwrap()),
         None,
     );
+    let mut authorizer = Authorizer::default();
+    configure(&mut authenticator, &mut authorizer);
+    let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
     let state = AppState::new(StateParts {
         settings: Settings {
             issuers: vec![ISSUER.into()],
@@ -132,15 +164,16 @@ fn server(
         keys: KeySet::new(key.clone(), vec![]),
         objects: Objects::new(source),
         authenticator,
-        authorizer: Authorizer::default(),
+        authorizer,
         registry,
-        clock: Clock::manual(Timestamp::from_second(NOW).unwrap()),
+        clock: clock.clone(),
         audit,
     });
     Bench {
         router: router(state),
         key,
         peer,
+        clock,
     }
 }
 
@@ -188,12 +221,16 @@ async fn send(router: &Api, request: Request<Body>) -> usize {
 }
 
 fn post(uri: &str, body: String, peer: Option<&PeerCertificate>) -> Request<Body> {
+    post_as(ADMIN, uri, body, peer)
+}
+
+fn post_as(token: &str, uri: &str, body: String, peer: Option<&PeerCertificate>) -> Request<Body> {
     let mut builder = Request::builder()
         .method(Method::POST)
         .uri(uri)
         .header("content-type", "application/json");
     if peer.is_none() {
-        builder = builder.header("authorization", format!("Bearer {ADMIN}"));
+        builder = builder.header("authorization", format!("Bearer {token}"));
     }
     let mut request = builder.body(Body::from(body)).unwrap();
     if let Some(peer) = peer {
@@ -319,6 +356,60 @@ fn bench(c: &mut Criterion) {
         });
     });
     runtime.block_on(audit_writer.finish());
+
+    // Delegation to a kube-apiserver (the loopback fixture, served on this runtime).
+    let authority = Authority::new();
+    authority.token(DELEGATED, TokenAnswer::user("jane", &["devs"]));
+    authority.access(|_| AccessAnswer::Allow(String::new()));
+    let fixture = runtime
+        .block_on(Fixture::start_with(Cluster::new(), |_| authority.routes()))
+        .unwrap();
+    let delegating = {
+        let _runtime = runtime.enter();
+        let client =
+            || kube::Client::try_from(kube::Config::new(fixture.url().parse().unwrap())).unwrap();
+        let (authn, authz) = (client(), client());
+        server_with(
+            rs256.key.clone(),
+            default,
+            unaudited(),
+            |authenticator, authorizer| {
+                authenticator.delegated = Some(DelegatedAuthentication::new(
+                    authn,
+                    DelegationOptions::default(),
+                ));
+                authorizer.delegated = Some(DelegatedAuthorization::new(
+                    authz,
+                    DelegationOptions::default(),
+                ));
+            },
+        )
+    };
+    let version_as = |token: &str| {
+        Request::builder()
+            .uri("/version")
+            .header("authorization", format!("Bearer {token}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    c.bench_function("stack/delegated/authentication", |b| {
+        b.iter(|| black_box(runtime.block_on(send(&delegating.router, version_as(DELEGATED)))));
+    });
+    c.bench_function("stack/delegated/authorization", |b| {
+        b.iter(|| {
+            black_box(runtime.block_on(send(
+                &delegating.router,
+                post_as(REVIEWER, reviews, repeated.clone(), None),
+            )))
+        });
+    });
+    c.bench_function("stack/delegated/authentication-miss", |b| {
+        b.iter(|| {
+            delegating.clock.advance(10);
+            black_box(runtime.block_on(send(&delegating.router, version_as(DELEGATED))))
+        });
+    });
+    drop(fixture);
 }
 
 criterion_group! {
