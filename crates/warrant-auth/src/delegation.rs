@@ -5,8 +5,18 @@
 //! Failures are never cached. Concurrent misses for the same question share one call, run as a
 //! task of its own ([`warrant_flight::SingleFlight`]): a burst of requests with one new token
 //! asks kube-apiserver once, a caller that hangs up leaves nothing behind once the call ends,
-//! and at most [`DelegationOptions::max_in_flight`] calls run at once; past that, callers are
-//! answered 429 at once rather than held.
+//! and at most [`DelegationOptions::max_in_flight`] calls run at once; past that, callers get
+//! [`DelegationError::Overloaded`] at once rather than being held.
+//!
+//! Both delegations are one machine, [`Lookup`]: cache, then single flight, then the retried
+//! call, then the answer kept for its TTL. Each use supplies only its key, its review and how
+//! to read kube-apiserver's reply (`authn::delegated`, `authz::delegated`).
+//!
+//! **Overload has one answer**, whichever delegation is full: `429 TooManyRequests` with
+//! `Retry-After: 1` ([`OVERLOAD_RETRY_AFTER_SECONDS`]), kube-apiserver's own answer when its
+//! max-inflight limit is reached. It is neither a refusal of the caller's credentials nor a
+//! decision about its request: kube's webhook clients (kube-apiserver calling warrant's
+//! TokenReview) and client-go retry a 429 that names a delay, and do not retry a bare 503.
 //!
 //! How long one call may run, whoever waits for it: `attempts × timeout` plus the waits between
 //! attempts. With kube's defaults, 5 × 10 s + (0.5 + 0.75 + 1.125 + 1.69) s × at most 1.2
@@ -16,9 +26,12 @@
 //! clock instead of waiting. (moka would expire entries by its own clock, which tests cannot
 //! move; a bounded map of a few thousand entries is all this needs.)
 
+use std::future::Future;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -27,6 +40,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use warrant_cache::ExpiringCache;
+use warrant_flight::{FlightError, SingleFlight};
+
+/// What a caller turned away because too many lookups are in flight is told to wait before
+/// retrying (`Retry-After`), for either delegation: kube-apiserver's max-inflight answer.
+pub const OVERLOAD_RETRY_AFTER_SECONDS: u32 = 1;
+
+/// How many answers each delegation keeps.
+const CACHE_ENTRIES: u64 = 8192;
 
 /// How delegated calls are made. The defaults are kube's; tests shorten the backoff.
 #[derive(Debug, Clone)]
@@ -132,6 +154,25 @@ pub enum DelegationError {
     /// The answer could not be read.
     #[error("kube-apiserver's answer could not be read: {0}")]
     Decode(#[source] Arc<serde_json::Error>),
+    /// kube-apiserver's answer contradicts itself (a SubjectAccessReview both allowed and
+    /// denied).
+    #[error("kube-apiserver's {review} both allowed and denied")]
+    Contradictory {
+        /// The review's kind.
+        review: &'static str,
+    },
+    /// Too many lookups of this kind were already in flight to start another; nothing was
+    /// asked. The caller is told to retry ([`OVERLOAD_RETRY_AFTER_SECONDS`]).
+    #[error("{limit} {review}s already in flight")]
+    Overloaded {
+        /// The review's kind.
+        review: &'static str,
+        /// The most in flight at once.
+        limit: usize,
+    },
+    /// The lookup's task ended without an answer, or could not be started.
+    #[error(transparent)]
+    Flight(FlightError),
 }
 
 impl DelegationError {
@@ -141,8 +182,17 @@ impl DelegationError {
         match self {
             DelegationError::Status { code, .. } => matches!(code, 429 | 500 | 504),
             DelegationError::Transport(_) | DelegationError::Timeout(_) => true,
-            DelegationError::Decode(_) => false,
+            DelegationError::Decode(_)
+            | DelegationError::Contradictory { .. }
+            | DelegationError::Overloaded { .. }
+            | DelegationError::Flight(_) => false,
         }
+    }
+
+    /// True if nothing was asked because too many lookups were in flight: the caller is to
+    /// retry, neither refused nor allowed.
+    pub fn is_overload(&self) -> bool {
+        matches!(self, DelegationError::Overloaded { .. })
     }
 
     fn from_kube(error: kube::Error) -> DelegationError {
@@ -226,29 +276,155 @@ impl DelegationMetrics {
     }
 }
 
-/// Creates `object` through `api` (a review: kube-apiserver answers in the returned object),
-/// retrying as kube's webhook client does.
-pub(crate) async fn create<K>(
-    api: &Api<K>,
-    object: &K,
+/// One attempt at a question to kube-apiserver: [`Create`] sends a review; tests script
+/// replies. Each attempt is bounded by [`DelegationOptions::timeout`] and retried by [`Lookup`].
+pub(crate) trait Attempt: Send + Sync + 'static {
+    /// kube-apiserver's reply.
+    type Reply: Send + 'static;
+    /// Asks once.
+    fn attempt(&self) -> impl Future<Output = Result<Self::Reply, DelegationError>> + Send;
+}
+
+/// A review created through `api` (kube-apiserver answers in the returned object).
+pub(crate) struct Create<K> {
+    pub(crate) api: Api<K>,
+    pub(crate) review: K,
+}
+
+impl<K> Attempt for Create<K>
+where
+    K: Clone + Serialize + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    type Reply = K;
+
+    async fn attempt(&self) -> Result<K, DelegationError> {
+        self.api
+            .create(&PostParams::default(), &self.review)
+            .await
+            .map_err(DelegationError::from_kube)
+    }
+}
+
+/// An answer kube-apiserver gave, as it is kept: answers that let the caller in are kept for
+/// [`DelegationOptions::allow_ttl`], the others for [`DelegationOptions::deny_ttl`].
+pub(crate) trait Answer: Clone + Send + Sync + 'static {
+    /// True if the answer authenticates (or allows).
+    fn allows(&self) -> bool;
+}
+
+/// A delegated lookup, written once for both delegations: the cache (by warrant's clock),
+/// then the single flight, then the call retried with kube's backoff, then the answer kept for
+/// its TTL. Failures are never kept. See the module docs.
+pub(crate) struct Lookup<K, A> {
+    /// The resource, as metrics label it (`tokenreviews`).
+    resource: &'static str,
+    /// The review's kind, for messages (`TokenReview`).
+    review: &'static str,
+    options: DelegationOptions,
+    cache: ExpiringCache<K, A>,
+    in_flight: SingleFlight<K, Result<A, DelegationError>>,
+    metrics: DelegationMetrics,
+}
+
+impl<K, A> std::fmt::Debug for Lookup<K, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lookup")
+            .field("resource", &self.resource)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, A> Lookup<K, A>
+where
+    K: Eq + Hash + Clone + Send + Sync + 'static,
+    A: Answer,
+{
+    /// A lookup of `review`s (`resource` in metrics), made as `options` say.
+    pub(crate) fn new(
+        resource: &'static str,
+        review: &'static str,
+        options: DelegationOptions,
+    ) -> Self {
+        Lookup {
+            resource,
+            review,
+            cache: ExpiringCache::new(CACHE_ENTRIES),
+            in_flight: SingleFlight::new(options.max_in_flight),
+            options,
+            metrics: DelegationMetrics::default(),
+        }
+    }
+
+    /// The options the lookup was made with.
+    pub(crate) fn options(&self) -> &DelegationOptions {
+        &self.options
+    }
+
+    /// Registers the lookup's metrics as `<prefix>_*` (see [`DelegationMetrics::register`]).
+    pub(crate) fn register_metrics(&self, registry: &mut Registry, prefix: &str, what: &str) {
+        self.metrics
+            .register(registry, prefix, what, self.in_flight.gauge());
+    }
+
+    /// The answer to the question `key` at `now`: kept, or asked through `question()` (made
+    /// only on a miss) and read by `interpret`, shared with concurrent askers of the same key.
+    pub(crate) async fn answer<Q: Attempt>(
+        &self,
+        key: K,
+        now: Timestamp,
+        question: impl FnOnce() -> Q,
+        interpret: fn(Q::Reply) -> Result<A, DelegationError>,
+    ) -> Result<A, DelegationError> {
+        if let Some(answer) = self.cache.get(&key, now) {
+            self.metrics.cache(self.resource, true);
+            return Ok(answer);
+        }
+        self.metrics.cache(self.resource, false);
+        let (options, metrics, resource) =
+            (self.options.clone(), self.metrics.clone(), self.resource);
+        let flight = self.in_flight.join(key.clone(), move || {
+            let question = question();
+            async move {
+                let reply = retried(&question, &options, &metrics, resource).await?;
+                interpret(reply)
+            }
+        });
+        let answer = match flight {
+            Ok(flight) => flight.answer().await.map_err(DelegationError::Flight)?,
+            Err(FlightError::Overloaded { limit }) => {
+                self.metrics.overloaded();
+                return Err(DelegationError::Overloaded {
+                    review: self.review,
+                    limit,
+                });
+            }
+            Err(e) => return Err(DelegationError::Flight(e)),
+        }?;
+        let ttl = if answer.allows() {
+            self.options.allow_ttl
+        } else {
+            self.options.deny_ttl
+        };
+        self.cache.insert_for(key, answer.clone(), now, ttl);
+        Ok(answer)
+    }
+}
+
+/// Asks `question`, retrying as kube's webhook client does.
+async fn retried<Q: Attempt>(
+    question: &Q,
     options: &DelegationOptions,
     metrics: &DelegationMetrics,
     resource: &'static str,
-) -> Result<K, DelegationError>
-where
-    K: Clone + Serialize + DeserializeOwned + std::fmt::Debug,
-{
+) -> Result<Q::Reply, DelegationError> {
     let attempts = options.backoff.attempts.max(1);
     let mut attempt = 0;
     loop {
-        let result =
-            match tokio::time::timeout(options.timeout, api.create(&PostParams::default(), object))
-                .await
-            {
-                Ok(Ok(answer)) => Ok(answer),
-                Ok(Err(e)) => Err(DelegationError::from_kube(e)),
-                Err(_) => Err(DelegationError::Timeout(options.timeout)),
-            };
+        let result = match tokio::time::timeout(options.timeout, question.attempt()).await {
+            Ok(result) => result,
+            Err(_) => Err(DelegationError::Timeout(options.timeout)),
+        };
         attempt += 1;
         match result {
             Ok(answer) => {
@@ -270,7 +446,92 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
+
+    /// What a scripted kube-apiserver does at one attempt.
+    #[derive(Debug, Clone, Copy)]
+    enum Step {
+        /// Answers, allowing or not, after a second.
+        Answer(bool),
+        /// Fails with this HTTP status.
+        Fail(u16),
+        /// Never answers.
+        Hang,
+    }
+
+    /// A kube-apiserver that follows a script, one step per attempt (then answers "allowed"),
+    /// and counts the attempts.
+    #[derive(Clone, Default)]
+    struct Script {
+        steps: Arc<Mutex<VecDeque<Step>>>,
+        attempts: Arc<AtomicUsize>,
+    }
+
+    impl Script {
+        fn then(&self, steps: &[Step]) -> &Self {
+            self.steps.lock().unwrap().extend(steps);
+            self
+        }
+
+        fn attempts(&self) -> usize {
+            self.attempts.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Attempt for Script {
+        type Reply = bool;
+
+        async fn attempt(&self) -> Result<bool, DelegationError> {
+            self.attempts.fetch_add(1, Ordering::SeqCst);
+            let step = self.steps.lock().unwrap().pop_front();
+            match step.unwrap_or(Step::Answer(true)) {
+                Step::Answer(allowed) => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Ok(allowed)
+                }
+                Step::Fail(code) => Err(DelegationError::Status {
+                    code,
+                    reason: String::new(),
+                    message: "scripted".to_owned(),
+                }),
+                Step::Hang => std::future::pending().await,
+            }
+        }
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct Allowed(bool);
+
+    impl Answer for Allowed {
+        fn allows(&self) -> bool {
+            self.0
+        }
+    }
+
+    fn read(allowed: bool) -> Result<Allowed, DelegationError> {
+        Ok(Allowed(allowed))
+    }
+
+    fn lookup(options: DelegationOptions) -> Arc<Lookup<&'static str, Allowed>> {
+        Arc::new(Lookup::new("tests", "Test", options))
+    }
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + second).unwrap()
+    }
+
+    async fn ask(
+        lookup: &Lookup<&'static str, Allowed>,
+        script: &Script,
+        key: &'static str,
+        now: Timestamp,
+    ) -> Result<Allowed, DelegationError> {
+        lookup.answer(key, now, || script.clone(), read).await
+    }
 
     #[test]
     fn backoff_is_kubes() {
@@ -282,5 +543,155 @@ mod tests {
             let base = backoff.base_wait(attempt);
             assert!(wait >= base && wait <= base.mul_f64(1.2), "{wait:?}");
         }
+    }
+
+    /// An answer is kept for its TTL on warrant's clock (the `now` passed in), an allowing one
+    /// for `allow_ttl` and a refusing one for `deny_ttl`, and asked again once it has expired.
+    #[tokio::test(start_paused = true)]
+    async fn answers_are_kept_for_their_ttl_by_warrants_clock() {
+        let lookup = lookup(DelegationOptions {
+            allow_ttl: Duration::from_secs(10),
+            deny_ttl: Duration::from_secs(5),
+            ..DelegationOptions::default()
+        });
+        let script = Script::default();
+        script.then(&[Step::Answer(true), Step::Answer(false), Step::Answer(false)]);
+        assert_eq!(
+            ask(&lookup, &script, "a", at(0)).await.unwrap(),
+            Allowed(true)
+        );
+        assert_eq!(
+            ask(&lookup, &script, "a", at(9)).await.unwrap(),
+            Allowed(true)
+        );
+        assert_eq!(script.attempts(), 1, "a hit asks nothing");
+        // Expired: asked again, and kube-apiserver has changed its mind.
+        assert_eq!(
+            ask(&lookup, &script, "a", at(10)).await.unwrap(),
+            Allowed(false)
+        );
+        assert_eq!(script.attempts(), 2);
+        // A refusal is kept for the shorter deny TTL.
+        assert_eq!(
+            ask(&lookup, &script, "a", at(14)).await.unwrap(),
+            Allowed(false)
+        );
+        assert_eq!(script.attempts(), 2);
+        assert_eq!(
+            ask(&lookup, &script, "a", at(15)).await.unwrap(),
+            Allowed(false)
+        );
+        assert_eq!(script.attempts(), 3);
+        // Another key is another question.
+        assert_eq!(
+            ask(&lookup, &script, "b", at(15)).await.unwrap(),
+            Allowed(true)
+        );
+        assert_eq!(script.attempts(), 4);
+    }
+
+    /// Concurrent askers of one question share one call; the question is made only on a miss.
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_askers_of_one_question_share_one_call() {
+        let lookup = lookup(DelegationOptions::default());
+        let script = Script::default();
+        let made = AtomicUsize::new(0);
+        let question = || {
+            made.fetch_add(1, Ordering::SeqCst);
+            script.clone()
+        };
+        let answers =
+            futures::future::join_all((0..16).map(|_| lookup.answer("a", at(0), question, read)))
+                .await;
+        assert!(answers.iter().all(|a| matches!(a, Ok(Allowed(true)))));
+        assert_eq!(script.attempts(), 1);
+        assert_eq!(made.load(Ordering::SeqCst), 1, "joiners make no question");
+        assert_eq!(lookup.in_flight.in_flight(), 0, "the call left the flight");
+    }
+
+    /// Failures that may pass are retried with kube's backoff, up to the attempts; others are
+    /// not; a failure is never kept.
+    #[tokio::test(start_paused = true)]
+    async fn failures_are_retried_as_kube_retries_and_never_kept() {
+        let lookup = lookup(DelegationOptions::default());
+        let script = Script::default();
+        // Two 500s and a timeout, then an answer: four attempts, one answer.
+        script.then(&[Step::Fail(500), Step::Fail(429), Step::Hang]);
+        let start = tokio::time::Instant::now();
+        assert_eq!(
+            ask(&lookup, &script, "a", at(0)).await.unwrap(),
+            Allowed(true)
+        );
+        assert_eq!(script.attempts(), 4);
+        // The waits between attempts (0.5, 0.75, 1.125 s, up to 20 % more) and the 10 s timeout.
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(10_000 + 2_375 + 1_000)
+                && took <= Duration::from_secs(16),
+            "{took:?}"
+        );
+
+        // Failing for good: five attempts, then the last error; not kept.
+        script.then(&[Step::Fail(500); 5]);
+        let error = ask(&lookup, &script, "b", at(0)).await.unwrap_err();
+        assert!(
+            matches!(error, DelegationError::Status { code: 500, .. }),
+            "{error:?}"
+        );
+        assert_eq!(script.attempts(), 4 + 5);
+        assert_eq!(
+            ask(&lookup, &script, "b", at(0)).await.unwrap(),
+            Allowed(true)
+        );
+        assert_eq!(script.attempts(), 4 + 5 + 1);
+
+        // A refusal of warrant itself (403) is not retried.
+        script.then(&[Step::Fail(403)]);
+        let error = ask(&lookup, &script, "c", at(0)).await.unwrap_err();
+        assert!(
+            matches!(error, DelegationError::Status { code: 403, .. }),
+            "{error:?}"
+        );
+        assert_eq!(script.attempts(), 4 + 5 + 1 + 1);
+    }
+
+    /// Past the limit of calls in flight, a new question is refused at once with the typed
+    /// overload (counted), nothing asked; a question already in flight is still joined.
+    #[tokio::test(start_paused = true)]
+    async fn past_the_limit_a_new_question_is_overload() {
+        let lookup = lookup(DelegationOptions {
+            max_in_flight: 1,
+            ..DelegationOptions::default()
+        });
+        let script = Script::default();
+        script.then(&[Step::Hang; 5]);
+        let first = {
+            let (lookup, script) = (lookup.clone(), script.clone());
+            tokio::spawn(async move { ask(&lookup, &script, "a", at(0)).await })
+        };
+        tokio::task::yield_now().await;
+        assert_eq!(lookup.in_flight.in_flight(), 1);
+        let error = ask(&lookup, &script, "b", at(0)).await.unwrap_err();
+        assert!(error.is_overload(), "{error:?}");
+        assert_eq!(error.to_string(), "1 Tests already in flight");
+        assert_eq!(lookup.metrics.overloaded.get(), 1);
+        assert_eq!(
+            script.attempts(),
+            1,
+            "nothing asked for the refused question"
+        );
+        // The running question is joined, limit or not, and ends by its own bound.
+        let joined = ask(&lookup, &script, "a", at(0)).await.unwrap_err();
+        assert!(matches!(joined, DelegationError::Timeout(_)), "{joined:?}");
+        assert!(matches!(
+            first.await.unwrap(),
+            Err(DelegationError::Timeout(_))
+        ));
+        assert_eq!(script.attempts(), 5);
+        // Room again.
+        assert_eq!(
+            ask(&lookup, &script, "b", at(0)).await.unwrap(),
+            Allowed(true)
+        );
     }
 }

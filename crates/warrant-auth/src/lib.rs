@@ -22,26 +22,28 @@ pub mod delegation;
 pub mod loglimit;
 
 pub use authn::{
-    Authenticator, CaBundle, CaError, Caller, ClientTrust, DelegatedAuthentication, Follow,
-    FrontProxy, OwnTokenReview, OwnTokens, PeerCertificate, RequestHeaders, TokenFile,
-    TokenFileError, User, Via, follow_extension_authentication,
+    Authenticator, CaBundle, CaError, Caller, ClientCertificateError, ClientTrust,
+    DelegatedAuthentication, Follow, FrontProxy, OwnTokenReview, OwnTokens, PeerCertificate,
+    RequestHeaders, TokenFile, TokenFileError, User, Via, follow_extension_authentication,
 };
 pub use authz::{
-    Attributes, Authorized, Authorizer, DEFAULT_ALWAYS_ALLOW_GROUPS, DEFAULT_ALWAYS_ALLOW_PATHS,
-    Decision, DelegatedAuthorization, Grant, Policy, PolicyError, PolicyFile, ResourceAttributes,
-    TokenAsk,
+    Attributes, AuthorizationPolicyError, Authorized, Authorizer, DEFAULT_ALWAYS_ALLOW_GROUPS,
+    DEFAULT_ALWAYS_ALLOW_PATHS, DelegatedAuthorization, Grant, Policy, PolicyFile,
+    ResourceAttributes, TokenAsk, Verdict,
 };
 pub use delegation::{
     Backoff, DEFAULT_MAX_IN_FLIGHT, DelegationError, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES,
+    OVERLOAD_RETRY_AFTER_SECONDS,
 };
 pub use loglimit::{JSON_FIELDS, JsonList, LOGGED_ITEM_CHARS, bounded};
 
 /// Why a request is refused, in kube's terms; the server answers each with kube's `Status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Refusal {
     /// 401: no valid credentials (the reason is logged, never sent).
     Unauthorized,
-    /// 429: too many lookups in flight to take another; retry after the given seconds.
+    /// 429: too many lookups in flight to take another; retry after the given seconds
+    /// ([`Refusal::overloaded`]).
     TooManyRequests {
         /// `Retry-After`.
         retry_after_seconds: u32,
@@ -64,6 +66,28 @@ pub enum Refusal {
         /// The name.
         name: String,
     },
-    /// 503: an authority that must be asked could not answer.
-    Unavailable(String),
+    /// 503: authorization could not be decided (kube-apiserver's SubjectAccessReview could
+    /// not be had, and no other authorizer allowed). The cause is a value; the server words it.
+    Undecided(DelegationError),
+}
+
+impl Refusal {
+    /// The one answer when a delegation has too many lookups in flight to start another,
+    /// authentication and authorization alike: 429, retry after
+    /// [`OVERLOAD_RETRY_AFTER_SECONDS`] (see [`delegation`]).
+    pub fn overloaded() -> Refusal {
+        Refusal::TooManyRequests {
+            retry_after_seconds: OVERLOAD_RETRY_AFTER_SECONDS,
+        }
+    }
+
+    /// Authorization that could not be decided: [`Refusal::overloaded`] for overload, 503
+    /// otherwise.
+    pub fn undecided(error: DelegationError) -> Refusal {
+        if error.is_overload() {
+            Refusal::overloaded()
+        } else {
+            Refusal::Undecided(error)
+        }
+    }
 }

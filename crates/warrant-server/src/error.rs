@@ -273,7 +273,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A refusal of warrant-auth's, as kube's `Status`.
+/// A refusal of warrant-auth's, as kube's `Status`: the one place its causes become words.
 impl From<warrant_auth::Refusal> for ApiError {
     fn from(refusal: warrant_auth::Refusal) -> Self {
         use warrant_auth::Refusal;
@@ -289,7 +289,9 @@ impl From<warrant_auth::Refusal> for ApiError {
                 reason,
             } => ApiError::forbidden(&group, &resource, &name, &reason),
             Refusal::NotFound { resource, name } => ApiError::not_found(&resource, &name),
-            Refusal::Unavailable(why) => ApiError::unavailable(why),
+            Refusal::Undecided(why) => {
+                ApiError::unavailable(format!("authorization could not be decided: {why}"))
+            }
         }
     }
 }

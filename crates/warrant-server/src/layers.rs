@@ -24,7 +24,9 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::Method;
 use jiff::Timestamp;
-use warrant_auth::{Authorized, Caller, Decision, OwnTokenReview, OwnTokens, PeerCertificate};
+use warrant_auth::{
+    Authorized, Caller, OwnTokenReview, OwnTokens, PeerCertificate, Refusal, Verdict,
+};
 
 use crate::error::ApiError;
 use crate::review::review_token;
@@ -170,20 +172,19 @@ pub(crate) async fn authorize(state: &AppState, mut request: Request) -> Respons
     };
     let now = state.clock().now();
     match authorizer.decide(&user, &attributes, now).await {
-        Decision::Allow(grant) => {
+        Verdict::Allow(grant) => {
             request
                 .extensions_mut()
                 .insert(Authorized { attributes, grant });
             crate::dispatch(state, request).await
         }
-        Decision::Deny(reason) | Decision::NoOpinion(reason) => {
+        Verdict::Deny(reason) | Verdict::NoOpinion(reason) => {
             tracing::info!(user = %user.name, ?attributes, "forbidden");
             ApiError::from(attributes.forbidden(&user.name, &reason)).into_response()
         }
-        Decision::Error(why) => {
+        Verdict::Error(why) => {
             tracing::warn!(user = %user.name, ?attributes, error = %why, "authorization could not be decided");
-            ApiError::unavailable(format!("authorization could not be decided: {why}"))
-                .into_response()
+            ApiError::from(Refusal::undecided(why)).into_response()
         }
     }
 }

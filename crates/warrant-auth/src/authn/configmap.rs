@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::frontproxy::{FrontProxy, RequestHeaders};
 use super::trust::ClientTrust;
-use super::x509::CaBundle;
+use super::x509::{CaBundle, CaError};
 
 /// The ConfigMap's namespace.
 pub(crate) const NAMESPACE: &str = "kube-system";
@@ -52,28 +52,46 @@ struct Published {
     front_proxy: Option<FrontProxy>,
 }
 
+/// Why the ConfigMap is not usable (the last good configuration is kept).
+#[derive(Debug, thiserror::Error)]
+enum ConfigMapError {
+    /// A CA bundle in it does not parse.
+    #[error(transparent)]
+    Ca(#[from] CaError),
+    /// A list-valued key is not a JSON list of strings.
+    #[error("{key} is not a JSON list of strings: {source}")]
+    List {
+        /// The key.
+        key: String,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 fn list(
     data: &std::collections::BTreeMap<String, String>,
     key: &str,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, ConfigMapError> {
     match data.get(key).map(|v| v.trim()) {
         None | Some("") | Some("null") => Ok(Vec::new()),
-        Some(json) => serde_json::from_str::<Vec<String>>(json)
-            .map_err(|e| format!("{key} is not a JSON list of strings: {e}")),
+        Some(json) => {
+            serde_json::from_str::<Vec<String>>(json).map_err(|source| ConfigMapError::List {
+                key: key.to_owned(),
+                source,
+            })
+        }
     }
 }
 
-fn parse(config_map: &ConfigMap) -> Result<Published, String> {
+fn parse(config_map: &ConfigMap) -> Result<Published, ConfigMapError> {
     let empty = std::collections::BTreeMap::new();
     let data = config_map.data.as_ref().unwrap_or(&empty);
     let client_ca = match data.get("client-ca-file").filter(|v| !v.trim().is_empty()) {
-        Some(pem) => Some(
-            CaBundle::from_pem(
-                pem.as_bytes(),
-                &format!("{NAMESPACE}/{NAME} client-ca-file"),
-            )
-            .map_err(|e| e.to_string())?,
-        ),
+        Some(pem) => Some(CaBundle::from_pem(
+            pem.as_bytes(),
+            &format!("{NAMESPACE}/{NAME} client-ca-file"),
+        )?),
         None => None,
     };
     let front_proxy = match data
@@ -85,8 +103,7 @@ fn parse(config_map: &ConfigMap) -> Result<Published, String> {
             ca: CaBundle::from_pem(
                 pem.as_bytes(),
                 &format!("{NAMESPACE}/{NAME} requestheader-client-ca-file"),
-            )
-            .map_err(|e| e.to_string())?,
+            )?,
             allowed_names: list(data, "requestheader-allowed-names")?,
             headers: RequestHeaders {
                 username: list(data, "requestheader-username-headers")?,
@@ -237,10 +254,16 @@ mod tests {
             data: Some(data),
             ..ConfigMap::default()
         };
+        let error = parse(&broken).unwrap_err();
         assert!(
-            parse(&broken)
-                .unwrap_err()
-                .contains("requestheader-allowed-names is not a JSON list")
+            matches!(&error, ConfigMapError::List { key, .. } if key == "requestheader-allowed-names"),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("requestheader-allowed-names is not a JSON list of strings: "),
+            "{error}"
         );
     }
 

@@ -24,33 +24,35 @@ use kube::api::Api;
 use prometheus_client::registry::Registry;
 
 use super::tokenfile::digest;
-use warrant_cache::ExpiringCache;
-use warrant_flight::{FlightError, SingleFlight};
+use super::{Failure, Outcome, User, Via};
+use crate::delegation::{
+    self, Create, DelegationError, DelegationOptions, Lookup, MAX_DELEGATED_TOKEN_BYTES,
+};
 
-use super::{Outcome, User, Via};
-use crate::delegation::{self, DelegationMetrics, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES};
-
-const RESOURCE: &str = "tokenreviews";
-
+/// kube-apiserver's word on a token.
 #[derive(Debug, Clone)]
 enum Answer {
     User(Arc<User>),
+    /// Not authenticated, with kube-apiserver's error (or kube's `invalid bearer token`).
     Rejected(String),
+}
+
+impl delegation::Answer for Answer {
+    fn allows(&self) -> bool {
+        matches!(self, Answer::User(_))
+    }
 }
 
 /// kube-apiserver's TokenReview, with kube's cache and retries.
 pub struct DelegatedAuthentication {
     api: Api<TokenReview>,
-    options: DelegationOptions,
-    cache: ExpiringCache<[u8; 32], Answer>,
-    in_flight: SingleFlight<[u8; 32], Result<Answer, delegation::DelegationError>>,
-    metrics: DelegationMetrics,
+    lookup: Lookup<[u8; 32], Answer>,
 }
 
 impl std::fmt::Debug for DelegatedAuthentication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DelegatedAuthentication")
-            .field("options", &self.options)
+            .field("options", self.lookup.options())
             .finish_non_exhaustive()
     }
 }
@@ -60,97 +62,59 @@ impl DelegatedAuthentication {
     pub fn new(client: kube::Client, options: DelegationOptions) -> Self {
         DelegatedAuthentication {
             api: Api::all(client),
-            cache: ExpiringCache::new(8192),
-            in_flight: SingleFlight::new(options.max_in_flight),
-            options,
-            metrics: DelegationMetrics::default(),
+            lookup: Lookup::new("tokenreviews", "TokenReview", options),
         }
     }
 
     pub(crate) fn register_metrics(&self, registry: &mut Registry) {
-        self.metrics.register(
+        self.lookup.register_metrics(
             registry,
             "warrant_delegated_authentication",
             "delegated authentication (TokenReview)",
-            self.in_flight.gauge(),
         );
     }
 
     pub(crate) async fn authenticate(&self, token: &str, now: Timestamp) -> Outcome {
         if token.len() > MAX_DELEGATED_TOKEN_BYTES {
-            return Outcome::Failed(format!(
-                "a bearer token of {} bytes is longer than any kube-apiserver is asked about ({MAX_DELEGATED_TOKEN_BYTES})",
-                token.len()
-            ));
+            return Outcome::Failed(Failure::TokenTooLong { bytes: token.len() });
         }
-        let key = digest(token);
-        let answer = match self.cache.get(&key, now) {
-            Some(answer) => {
-                self.metrics.cache(RESOURCE, true);
-                answer
-            }
-            None => {
-                self.metrics.cache(RESOURCE, false);
-                let review = TokenReview {
-                    spec: TokenReviewSpec {
-                        token: token.to_owned(),
-                        audiences: None,
-                    },
-                    ..TokenReview::default()
-                };
-                let (api, options, metrics) =
-                    (self.api.clone(), self.options.clone(), self.metrics.clone());
-                let flight = self.in_flight.join(key, move || async move {
-                    delegation::create(&api, &review, &options, &metrics, RESOURCE)
-                        .await
-                        .map(interpret)
-                });
-                let asked = match flight {
-                    Ok(flight) => flight.answer().await,
-                    Err(e) => Err(e),
-                };
-                let answer = match asked {
-                    Ok(Ok(answer)) => answer,
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "delegated authentication failed; refusing the request");
-                        return Outcome::Failed(format!("delegated authentication: {e}"));
-                    }
-                    Err(FlightError::Overloaded { limit }) => {
-                        self.metrics.overloaded();
-                        return Outcome::Overloaded(format!(
-                            "delegated authentication: {limit} TokenReviews already in flight"
-                        ));
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "delegated authentication failed; refusing the request");
-                        return Outcome::Failed(format!("delegated authentication: {e}"));
-                    }
-                };
-                let ttl = match answer {
-                    Answer::User(_) => self.options.allow_ttl,
-                    Answer::Rejected(_) => self.options.deny_ttl,
-                };
-                self.cache.insert_for(key, answer.clone(), now, ttl);
-                answer
-            }
+        let question = || Create {
+            api: self.api.clone(),
+            review: TokenReview {
+                spec: TokenReviewSpec {
+                    token: token.to_owned(),
+                    audiences: None,
+                },
+                ..TokenReview::default()
+            },
         };
-        match answer {
-            Answer::User(user) => Outcome::User(user),
-            Answer::Rejected(why) => Outcome::Failed(why),
+        match self
+            .lookup
+            .answer(digest(token), now, question, interpret)
+            .await
+        {
+            Ok(Answer::User(user)) => Outcome::User(user),
+            Ok(Answer::Rejected(why)) => Outcome::Failed(Failure::Rejected(why)),
+            Err(e) => {
+                if !e.is_overload() {
+                    tracing::warn!(error = %e, "delegated authentication failed; refusing the request");
+                }
+                Outcome::Failed(Failure::Delegation(e))
+            }
         }
     }
 }
 
 /// kube's webhook authenticator's reading of a review.
-fn interpret(review: TokenReview) -> Answer {
+fn interpret(review: TokenReview) -> Result<Answer, DelegationError> {
     let status = review.status.unwrap_or_default();
     if status.authenticated != Some(true) {
         let error = status.error.unwrap_or_default();
-        return Answer::Rejected(if error.is_empty() {
+        return Ok(Answer::Rejected(if error.is_empty() {
             "invalid bearer token".to_owned()
         } else {
             error
-        });
+        }));
     }
     let info = status.user.unwrap_or_default();
     let mut user = User::new(
@@ -160,5 +124,71 @@ fn interpret(review: TokenReview) -> Answer {
         Via::Delegated,
     );
     user.extra = info.extra.unwrap_or_default();
-    Answer::User(Arc::new(user))
+    Ok(Answer::User(Arc::new(user)))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::authentication::v1::{TokenReviewStatus, UserInfo};
+
+    use super::*;
+
+    fn reviewed(status: TokenReviewStatus) -> TokenReview {
+        TokenReview {
+            status: Some(status),
+            ..TokenReview::default()
+        }
+    }
+
+    /// kube's webhook reading: not authenticated is kube-apiserver's error or `invalid bearer
+    /// token`; authenticated is its user, with `system:authenticated`, as delegated.
+    #[test]
+    fn a_review_reads_as_kubes_webhook_reads_it() {
+        let rejected = |error: Option<&str>| {
+            interpret(reviewed(TokenReviewStatus {
+                authenticated: Some(false),
+                error: error.map(str::to_owned),
+                ..TokenReviewStatus::default()
+            }))
+        };
+        assert!(
+            matches!(rejected(None), Ok(Answer::Rejected(why)) if why == "invalid bearer token")
+        );
+        assert!(
+            matches!(rejected(Some("token expired")), Ok(Answer::Rejected(why)) if why == "token expired")
+        );
+        let user = interpret(reviewed(TokenReviewStatus {
+            authenticated: Some(true),
+            user: Some(UserInfo {
+                username: Some("jane".into()),
+                uid: Some("jane-uid".into()),
+                groups: Some(vec!["devs".into()]),
+                extra: Some([("scopes".to_owned(), vec!["a".to_owned()])].into()),
+            }),
+            ..TokenReviewStatus::default()
+        }));
+        let Ok(Answer::User(user)) = user else {
+            panic!("{user:?}")
+        };
+        assert_eq!(user.name, "jane");
+        assert_eq!(user.groups, ["devs", "system:authenticated"]);
+        assert_eq!(user.extra["scopes"], ["a"]);
+        assert_eq!(user.via, Via::Delegated);
+    }
+
+    /// A token longer than any kube-apiserver is asked about is refused unasked (the client
+    /// points nowhere: asking would fail differently, after retries).
+    #[tokio::test(start_paused = true)]
+    async fn an_overlong_token_is_refused_unasked() {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let delegated = DelegatedAuthentication::new(client, DelegationOptions::default());
+        let token = "x".repeat(MAX_DELEGATED_TOKEN_BYTES + 1);
+        let outcome = delegated.authenticate(&token, Timestamp::UNIX_EPOCH).await;
+        assert!(
+            matches!(outcome, Outcome::Failed(Failure::TokenTooLong { bytes }) if bytes == token.len()),
+            "{outcome:?}"
+        );
+    }
 }

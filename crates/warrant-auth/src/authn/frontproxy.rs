@@ -21,7 +21,7 @@ use jiff::Timestamp;
 
 use super::peer::Presented;
 use super::x509::CaBundle;
-use super::{Outcome, User, Via};
+use super::{Failure, Outcome, User, Via};
 
 /// The header names kube-apiserver's aggregator uses, and warrant's defaults.
 pub(crate) mod defaults {
@@ -83,16 +83,14 @@ impl FrontProxy {
         if let Err(why) = peer.verify(&self.ca, now) {
             // Chained to another CA the handshake trusts (the users' CA): not the proxy.
             return if has_identity_headers(headers, Some(self)) {
-                Outcome::Failed(format!("front proxy: {why}"))
+                Outcome::Failed(Failure::FrontProxyCertificate(why))
             } else {
                 Outcome::NotMine
             };
         }
         let common_name = peer.subject().map(|(cn, _)| cn.clone()).unwrap_or_default();
         if !self.allowed_names.is_empty() && !self.allowed_names.contains(&common_name) {
-            return Outcome::Failed(format!(
-                "x509: subject with cn={common_name} is not in the allowed list"
-            ));
+            return Outcome::Failed(Failure::NotAllowedName { common_name });
         }
         let first = |names: &[String]| {
             names.iter().find_map(|name| {

@@ -48,8 +48,9 @@ pub use self::owntoken::{OwnTokenReview, OwnTokens};
 pub use self::peer::PeerCertificate;
 pub use self::tokenfile::{TokenFile, TokenFileError};
 pub use self::trust::ClientTrust;
-pub use self::x509::{CaBundle, CaError};
+pub use self::x509::{CaBundle, CaError, ClientCertificateError};
 use crate::Refusal;
+use crate::delegation::{DelegationError, MAX_DELEGATED_TOKEN_BYTES};
 use crate::loglimit::{SharedThrottle, bounded};
 
 /// How a caller proved who they are.
@@ -146,11 +147,79 @@ pub(crate) enum Outcome {
     NotMine,
     /// Authenticated.
     User(Arc<User>),
-    /// For this authenticator, and refused; the reason is logged, never sent to the client.
-    Failed(String),
-    /// For this authenticator, which cannot answer now because too many questions are in
-    /// flight: the caller is told to retry (429), neither refused nor let in.
-    Overloaded(String),
+    /// For this authenticator, and not authenticated; the reason is logged, never sent to the
+    /// client. One exception: delegation overloaded ([`DelegationError::is_overload`]) is
+    /// neither a refusal nor a success, and the caller is told to retry.
+    Failed(Failure),
+}
+
+/// Why an authenticator did not authenticate a request: logged (bounded, once a second at
+/// most), never sent to the client, which gets `401` (or `429` for delegation overloaded).
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum Failure {
+    /// The client certificate does not verify against the users' CA.
+    #[error("{0}")]
+    Certificate(#[source] ClientCertificateError),
+    /// Identity headers came with a certificate that does not verify against the front
+    /// proxy's CA.
+    #[error("front proxy: {0}")]
+    FrontProxyCertificate(#[source] ClientCertificateError),
+    /// The front proxy's certificate names a CN not in `--requestheader-allowed-names`.
+    #[error("x509: subject with cn={common_name} is not in the allowed list")]
+    NotAllowedName {
+        /// The certificate's CN.
+        common_name: String,
+    },
+    /// A client certificate without a CN names no user.
+    #[error("x509: the certificate has no common name")]
+    NoCommonName,
+    /// The Authorization header is not `Bearer <token>`.
+    #[error("the Authorization header is not a bearer token")]
+    NotBearer,
+    /// A bearer token no authenticator knows.
+    #[error("invalid bearer token")]
+    InvalidBearerToken,
+    /// warrant's own token, and invalid: the review's reason, in kube's words.
+    #[error("{0}")]
+    OwnToken(String),
+    /// kube-apiserver's TokenReview did not authenticate the token: its words (or kube's
+    /// `invalid bearer token` when it gave none).
+    #[error("{0}")]
+    Rejected(String),
+    /// kube-apiserver's TokenReview could not be had.
+    #[error("delegated authentication: {0}")]
+    Delegation(#[source] DelegationError),
+    /// A token too long to send to kube-apiserver.
+    #[error(
+        "a bearer token of {bytes} bytes is longer than any kube-apiserver is asked about ({MAX_DELEGATED_TOKEN_BYTES})"
+    )]
+    TokenTooLong {
+        /// The token's length.
+        bytes: usize,
+    },
+}
+
+impl Failure {
+    /// True for delegation overloaded: the caller is to retry, neither refused nor let in.
+    fn is_overload(&self) -> bool {
+        matches!(self, Failure::Delegation(e) if e.is_overload())
+    }
+}
+
+/// Several authenticators' failures, as kube's union reports them: `[a, b]`.
+struct Failures<'a>(&'a [(&'static str, Failure)]);
+
+impl std::fmt::Display for Failures<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[")?;
+        for (i, (_, failure)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{failure}")?;
+        }
+        f.write_str("]")
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -209,7 +278,7 @@ impl Authenticator {
         peer: &PeerCertificate,
         now: Timestamp,
     ) -> Result<Caller, Refusal> {
-        let mut failures: Vec<(&'static str, String)> = Vec::new();
+        let mut failures: Vec<(&'static str, Failure)> = Vec::new();
         let trust = self.trust.load();
 
         // 1 and 2: the client certificate, as a front proxy, then as a user.
@@ -217,18 +286,14 @@ impl Authenticator {
             if let Some(front_proxy) = &trust.front_proxy {
                 match front_proxy.authenticate(headers, presented, now) {
                     Outcome::User(user) => return Ok(self.success("front_proxy", user)),
-                    Outcome::Failed(why) | Outcome::Overloaded(why) => {
-                        failures.push(("front_proxy", why))
-                    }
+                    Outcome::Failed(why) => failures.push(("front_proxy", why)),
                     Outcome::NotMine => {}
                 }
             }
             if let Some(ca) = &trust.client_ca {
                 match x509::authenticate(ca, presented, now) {
                     Outcome::User(user) => return Ok(self.success("client_certificate", user)),
-                    Outcome::Failed(why) | Outcome::Overloaded(why) => {
-                        failures.push(("client_certificate", why))
-                    }
+                    Outcome::Failed(why) => failures.push(("client_certificate", why)),
                     Outcome::NotMine => {}
                 }
             }
@@ -237,7 +302,7 @@ impl Authenticator {
         // 3: a bearer token.
         if let Some(value) = headers.get(AUTHORIZATION) {
             let Some(token) = bearer(value) else {
-                return Err(self.refuse("bearer", "the Authorization header is not a bearer token"));
+                return Err(self.refuse("bearer", &Failure::NotBearer));
             };
             if let Some(user) = self.token_file.as_ref().and_then(|f| f.user(token)) {
                 return Ok(self.success("token_file", user));
@@ -245,31 +310,27 @@ impl Authenticator {
             if self.own_tokens {
                 match owntoken::authenticate(own, token, now).await {
                     Outcome::User(user) => return Ok(self.success("own_token", user)),
-                    Outcome::Failed(why) | Outcome::Overloaded(why) => {
-                        return Err(self.refuse("own_token", &why));
-                    }
+                    Outcome::Failed(why) => return Err(self.refuse("own_token", &why)),
                     Outcome::NotMine => {}
                 }
             }
             if let Some(delegated) = &self.delegated {
                 match delegated.authenticate(token, now).await {
                     Outcome::User(user) => return Ok(self.success("delegated", user)),
-                    Outcome::Failed(why) => failures.push(("delegated", why)),
-                    Outcome::Overloaded(why) => {
+                    Outcome::Failed(why) if why.is_overload() => {
                         self.count("delegated", "overloaded");
                         tracing::warn!(
-                            reason = why,
+                            reason = %why,
                             "authentication deferred: asking the caller to retry"
                         );
-                        return Err(Refusal::TooManyRequests {
-                            retry_after_seconds: 1,
-                        });
+                        return Err(Refusal::overloaded());
                     }
+                    Outcome::Failed(why) => failures.push(("delegated", why)),
                     Outcome::NotMine => {}
                 }
             }
             if failures.is_empty() {
-                failures.push(("bearer", "invalid bearer token".to_owned()));
+                failures.push(("bearer", Failure::InvalidBearerToken));
             }
         }
 
@@ -280,9 +341,8 @@ impl Authenticator {
             }
             [(method, why)] => Err(self.refuse(method, why)),
             many => {
-                let whys: Vec<&str> = many.iter().map(|(_, why)| why.as_str()).collect();
                 let method = many.first().map_or("bearer", |(m, _)| m);
-                Err(self.refuse(method, &format!("[{}]", whys.join(", "))))
+                Err(self.refuse(method, &Failures(many)))
             }
         }
     }
@@ -305,12 +365,13 @@ impl Authenticator {
         Caller::User(user)
     }
 
-    fn refuse(&self, method: &'static str, why: &str) -> Refusal {
+    /// The one place an authentication failure becomes words: the log line.
+    fn refuse(&self, method: &'static str, why: &dyn std::fmt::Display) -> Refusal {
         self.count(method, "failure");
         if let Some(left_out) = self.refusals_logged.allow(tokio::time::Instant::now()) {
             tracing::info!(
                 method,
-                reason = %bounded(why, 512),
+                reason = %bounded(&why.to_string(), 512),
                 refusals_not_logged = left_out,
                 "authentication failed"
             );

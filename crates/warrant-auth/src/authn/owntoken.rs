@@ -18,7 +18,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use warrant_token::{Binding, UserInfo};
 
-use super::{Outcome, User, Via};
+use super::{Failure, Outcome, User, Via};
 
 /// What a review of a bearer token as one of warrant's own found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub trait OwnTokens: Send + Sync {
 pub(crate) async fn authenticate(own: &dyn OwnTokens, token: &str, now: Timestamp) -> Outcome {
     match own.review(token, now).await {
         OwnTokenReview::NotMine => Outcome::NotMine,
-        OwnTokenReview::Invalid(why) => Outcome::Failed(why),
+        OwnTokenReview::Invalid(why) => Outcome::Failed(Failure::OwnToken(why)),
         OwnTokenReview::Valid {
             user: info,
             binding,

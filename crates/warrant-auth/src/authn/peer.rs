@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use jiff::Timestamp;
 use rustls_pki_types::CertificateDer;
 
-use super::x509::{CaBundle, subject};
+use super::x509::{CaBundle, ClientCertificateError, subject};
 
 /// The certificate chain a client presented on this connection (end entity first). The TLS
 /// handshake has checked that it chains to one of the configured client CAs and that the
@@ -72,7 +72,11 @@ impl Presented {
 
     /// Checks the chain against `ca` at `now` as [`CaBundle::verify`] does, from memory when
     /// this connection's chain already verified against `ca` and `now` is within its validity.
-    pub(crate) fn verify(&self, ca: &CaBundle, now: Timestamp) -> Result<(), String> {
+    pub(crate) fn verify(
+        &self,
+        ca: &CaBundle,
+        now: Timestamp,
+    ) -> Result<(), ClientCertificateError> {
         let id = ca.id();
         let second = now.as_second();
         let in_window = self
@@ -177,13 +181,30 @@ mod tests {
             "the success is remembered"
         );
         assert_eq!(presented.verify(&bundle, at("2030-06-02")), Ok(()));
+        // rustls's own cause comes back as a value, not as words.
         let expired = presented.verify(&bundle, at("2031-01-02")).unwrap_err();
-        assert!(expired.contains("expired"), "{expired}");
+        assert!(
+            matches!(
+                expired.certificate_error(),
+                Some(
+                    rustls::CertificateError::Expired
+                        | rustls::CertificateError::ExpiredContext { .. }
+                )
+            ),
+            "{expired:?}"
+        );
         let early = presented.verify(&bundle, at("2029-12-31")).unwrap_err();
         assert!(
-            early.contains("not valid yet") || early.contains("NotValidYet"),
-            "{early}"
+            matches!(
+                early.certificate_error(),
+                Some(
+                    rustls::CertificateError::NotValidYet
+                        | rustls::CertificateError::NotValidYetContext { .. }
+                )
+            ),
+            "{early:?}"
         );
+        assert!(early.to_string().starts_with("x509: "), "{early}");
     }
 
     /// What verified against one bundle counts for no other: not for another CA, and a

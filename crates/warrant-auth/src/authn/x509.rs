@@ -27,7 +27,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
 use super::peer::Presented;
-use super::{Outcome, User, Via};
+use super::{Failure, Outcome, User, Via};
 
 /// Why a CA bundle is unusable.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -40,6 +40,30 @@ pub enum CaError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// Why a client certificate chain does not verify against a CA bundle. The cause is rustls's
+/// own ([`rustls::CertificateError`] inside [`rustls::Error::InvalidCertificate`] for an
+/// expired, unknown or misused certificate), kept as a value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClientCertificateError {
+    /// No certificate was presented.
+    #[error("no certificate")]
+    Missing,
+    /// The chain does not verify: it is not from this bundle's CAs, not valid now, or not for
+    /// client authentication.
+    #[error("x509: {0}")]
+    Rejected(#[source] rustls::Error),
+}
+
+impl ClientCertificateError {
+    /// rustls's reason a certificate was refused, if that was the cause.
+    pub fn certificate_error(&self) -> Option<&rustls::CertificateError> {
+        match self {
+            ClientCertificateError::Rejected(rustls::Error::InvalidCertificate(e)) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// A bundle of CA certificates that client certificates are verified against (chain, validity
@@ -135,16 +159,16 @@ impl CaBundle {
         &self,
         chain: &[CertificateDer<'static>],
         now: Timestamp,
-    ) -> Result<(), String> {
+    ) -> Result<(), ClientCertificateError> {
         let Some((end_entity, intermediates)) = chain.split_first() else {
-            return Err("no certificate".to_owned());
+            return Err(ClientCertificateError::Missing);
         };
         let seconds = u64::try_from(now.as_second()).unwrap_or_default();
         let now = UnixTime::since_unix_epoch(Duration::from_secs(seconds));
         self.verifier
             .verify_client_cert(end_entity, intermediates, now)
             .map(|_| ())
-            .map_err(|e| format!("x509: {e}"))
+            .map_err(ClientCertificateError::Rejected)
     }
 }
 
@@ -152,7 +176,7 @@ impl CaBundle {
 pub(crate) fn authenticate(ca: &CaBundle, peer: &Presented, now: Timestamp) -> Outcome {
     if let Err(why) = peer.verify(ca, now) {
         // Chained to another CA the handshake trusts (the front proxy's): not a user.
-        return Outcome::Failed(why);
+        return Outcome::Failed(Failure::Certificate(why));
     }
     match peer.subject() {
         Some((name, groups)) if !name.is_empty() => Outcome::User(Arc::new(User::new(
@@ -161,7 +185,7 @@ pub(crate) fn authenticate(ca: &CaBundle, peer: &Presented, now: Timestamp) -> O
             groups.clone(),
             Via::ClientCertificate,
         ))),
-        _ => Outcome::Failed("x509: the certificate has no common name".to_owned()),
+        _ => Outcome::Failed(Failure::NoCommonName),
     }
 }
 

@@ -11,7 +11,8 @@
 //! Answers are reused for 10 s (allowed and denied alike, kube's delegating defaults), keyed by
 //! the whole review (user, groups, extras and attributes). A failure is retried with kube's
 //! backoff, never cached, and never an allow. When the most reviews are already in flight, a
-//! request is answered 503 at once (authorization could not be decided), never allowed.
+//! request is answered as delegated authentication answers it then: 429 with `Retry-After: 1`
+//! at once (see [`crate::delegation`]), never allowed.
 
 use jiff::Timestamp;
 use k8s_openapi::api::authorization::v1::{
@@ -21,20 +22,22 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::Api;
 use prometheus_client::registry::Registry;
 
-use super::{Attributes, Decision, Grant};
+use super::{Attributes, Grant, Verdict};
 use crate::authn::User;
-use warrant_cache::ExpiringCache;
-use warrant_flight::{FlightError, SingleFlight};
+use crate::delegation::{self, Create, DelegationError, DelegationOptions, Lookup};
 
-use crate::delegation::{self, DelegationMetrics, DelegationOptions};
-
-const RESOURCE: &str = "subjectaccessreviews";
-
+/// kube-apiserver's decision, as kept.
 #[derive(Debug, Clone)]
 enum Answer {
     Allow,
     Deny(String),
     NoOpinion(String),
+}
+
+impl delegation::Answer for Answer {
+    fn allows(&self) -> bool {
+        matches!(self, Answer::Allow)
+    }
 }
 
 /// What a SubjectAccessReview asks, as the cache's and the single flight's key: everything
@@ -51,16 +54,13 @@ pub(crate) struct Question {
 /// kube-apiserver's SubjectAccessReview, with kube's cache and retries.
 pub struct DelegatedAuthorization {
     api: Api<SubjectAccessReview>,
-    options: DelegationOptions,
-    cache: ExpiringCache<Question, Answer>,
-    in_flight: SingleFlight<Question, Result<Answer, String>>,
-    metrics: DelegationMetrics,
+    lookup: Lookup<Question, Answer>,
 }
 
 impl std::fmt::Debug for DelegatedAuthorization {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DelegatedAuthorization")
-            .field("options", &self.options)
+            .field("options", self.lookup.options())
             .finish_non_exhaustive()
     }
 }
@@ -108,19 +108,15 @@ impl DelegatedAuthorization {
     pub fn new(client: kube::Client, options: DelegationOptions) -> Self {
         DelegatedAuthorization {
             api: Api::all(client),
-            cache: ExpiringCache::new(8192),
-            in_flight: SingleFlight::new(options.max_in_flight),
-            options,
-            metrics: DelegationMetrics::default(),
+            lookup: Lookup::new("subjectaccessreviews", "SubjectAccessReview", options),
         }
     }
 
     pub(crate) fn register_metrics(&self, registry: &mut Registry) {
-        self.metrics.register(
+        self.lookup.register_metrics(
             registry,
             "warrant_delegated_authorization",
             "delegated authorization (SubjectAccessReview)",
-            self.in_flight.gauge(),
         );
     }
 
@@ -129,8 +125,7 @@ impl DelegatedAuthorization {
         user: &User,
         attributes: &Attributes,
         now: Timestamp,
-    ) -> Decision {
-        let spec = spec(user, attributes);
+    ) -> Verdict {
         // The same question (who asks, what for) gets the same answer.
         let key = Question {
             user: user.name.clone(),
@@ -139,64 +134,76 @@ impl DelegatedAuthorization {
             extra: user.extra.clone(),
             attributes: attributes.clone(),
         };
-        let answer = match self.cache.get(&key, now) {
-            Some(answer) => {
-                self.metrics.cache(RESOURCE, true);
-                answer
-            }
-            None => {
-                self.metrics.cache(RESOURCE, false);
-                let review = SubjectAccessReview {
-                    spec,
-                    ..SubjectAccessReview::default()
-                };
-                let (api, options, metrics) =
-                    (self.api.clone(), self.options.clone(), self.metrics.clone());
-                let ask = move || async move {
-                    let reviewed = delegation::create(&api, &review, &options, &metrics, RESOURCE)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    interpret(reviewed)
-                };
-                let asked = match self.in_flight.join(key.clone(), ask) {
-                    Ok(flight) => flight.answer().await.unwrap_or_else(|e| Err(e.to_string())),
-                    Err(FlightError::Overloaded { limit }) => {
-                        self.metrics.overloaded();
-                        Err(format!("{limit} SubjectAccessReviews already in flight"))
-                    }
-                    Err(e) => Err(e.to_string()),
-                };
-                let answer = match asked {
-                    Ok(answer) => answer,
-                    Err(e) => return Decision::Error(e),
-                };
-                let ttl = match answer {
-                    Answer::Allow => self.options.allow_ttl,
-                    _ => self.options.deny_ttl,
-                };
-                self.cache.insert_for(key, answer.clone(), now, ttl);
-                answer
-            }
+        let question = || Create {
+            api: self.api.clone(),
+            review: SubjectAccessReview {
+                spec: spec(user, attributes),
+                ..SubjectAccessReview::default()
+            },
         };
-        match answer {
-            Answer::Allow => Decision::Allow(Grant::Unconstrained),
-            Answer::Deny(reason) => Decision::Deny(reason),
-            Answer::NoOpinion(reason) => Decision::NoOpinion(reason),
+        match self.lookup.answer(key, now, question, interpret).await {
+            Ok(Answer::Allow) => Verdict::Allow(Grant::Unconstrained),
+            Ok(Answer::Deny(reason)) => Verdict::Deny(reason),
+            Ok(Answer::NoOpinion(reason)) => Verdict::NoOpinion(reason),
+            Err(e) => Verdict::Error(e),
         }
     }
 }
 
 /// kube's webhook authorizer's reading of a review.
-fn interpret(reviewed: SubjectAccessReview) -> Result<Answer, String> {
+fn interpret(reviewed: SubjectAccessReview) -> Result<Answer, DelegationError> {
     let status = reviewed.status.unwrap_or_default();
     let reason = status.reason.unwrap_or_default();
     if status.allowed && status.denied == Some(true) {
-        Err("kube-apiserver's SubjectAccessReview both allowed and denied".to_owned())
+        Err(DelegationError::Contradictory {
+            review: "SubjectAccessReview",
+        })
     } else if status.denied == Some(true) {
         Ok(Answer::Deny(reason))
     } else if status.allowed {
         Ok(Answer::Allow)
     } else {
         Ok(Answer::NoOpinion(reason))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::authorization::v1::SubjectAccessReviewStatus;
+
+    use super::*;
+
+    fn reviewed(allowed: bool, denied: Option<bool>) -> SubjectAccessReview {
+        SubjectAccessReview {
+            status: Some(SubjectAccessReviewStatus {
+                allowed,
+                denied,
+                reason: Some("RBAC".into()),
+                ..SubjectAccessReviewStatus::default()
+            }),
+            ..SubjectAccessReview::default()
+        }
+    }
+
+    /// kube's webhook reading: allowed, denied with a reason, no opinion with a reason; both
+    /// allowed and denied is an error, typed, never an allow.
+    #[test]
+    fn a_review_reads_as_kubes_webhook_reads_it() {
+        assert!(matches!(interpret(reviewed(true, None)), Ok(Answer::Allow)));
+        assert!(
+            matches!(interpret(reviewed(false, Some(true))), Ok(Answer::Deny(r)) if r == "RBAC")
+        );
+        assert!(
+            matches!(interpret(reviewed(false, None)), Ok(Answer::NoOpinion(r)) if r == "RBAC")
+        );
+        let both = interpret(reviewed(true, Some(true))).unwrap_err();
+        assert!(
+            matches!(both, DelegationError::Contradictory { .. }),
+            "{both:?}"
+        );
+        assert_eq!(
+            both.to_string(),
+            "kube-apiserver's SubjectAccessReview both allowed and denied"
+        );
     }
 }

@@ -21,7 +21,9 @@
 //!
 //! A refusal is a `403` `Status` in kube's words, naming the user and what was refused. An
 //! authorizer that cannot answer (kube-apiserver unreachable) makes the request fail with
-//! `503` unless another one allows it: it is never taken as an allow.
+//! `503` unless another one allows it: it is never taken as an allow. One that has too many
+//! questions in flight to ask another makes it `429` with `Retry-After: 1`, as delegated
+//! authentication does ([`crate::delegation`]).
 
 pub(crate) mod delegated;
 pub(crate) mod node;
@@ -39,12 +41,13 @@ use warrant_token::go_quote;
 
 pub use self::delegated::DelegatedAuthorization;
 use self::policy::TokenGrant;
-pub use self::policy::{Policy, PolicyError, PolicyFile};
+pub use self::policy::{AuthorizationPolicyError, Policy, PolicyFile};
 use warrant_objects::Objects;
 use warrant_token::BoundObjectReference;
 
 use crate::Refusal;
 use crate::authn::{User, Via};
+use crate::delegation::DelegationError;
 
 /// The verb of the authorization check a node's token request makes for an audience its pod
 /// does not name (kube's NodeRestriction).
@@ -211,17 +214,20 @@ pub struct Authorized {
     pub grant: Grant,
 }
 
-/// An authorizer's decision, and the union's.
+/// An authorizer's verdict (kube's authorizer `Decision`), and the union's. Named apart from
+/// the audit log's `Decision`, which is what became of a whole request.
 #[derive(Debug, Clone)]
-pub enum Decision {
+pub enum Verdict {
     /// Allowed, with what was granted.
     Allow(Grant),
-    /// An explicit refusal, with the authorizer's reason.
+    /// An explicit refusal, with the authorizer's reason (kube-apiserver's words, which the
+    /// `403` quotes).
     Deny(String),
     /// No opinion, with the authorizer's reason (if it gave one).
     NoOpinion(String),
-    /// The authorizer could not decide.
-    Error(String),
+    /// The authorizer could not decide: kube-apiserver's SubjectAccessReview could not be had
+    /// (the only authorizer that can fail). [`Refusal::undecided`] turns it into the answer.
+    Error(DelegationError),
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -297,33 +303,33 @@ impl Authorizer {
     }
 
     /// Asks each authorizer in turn (see the module docs).
-    pub async fn decide(&self, user: &User, attributes: &Attributes, now: Timestamp) -> Decision {
+    pub async fn decide(&self, user: &User, attributes: &Attributes, now: Timestamp) -> Verdict {
         if self.always_allow_groups.iter().any(|g| user.in_group(g)) {
             self.count("always_allow_group", "allow");
-            return Decision::Allow(Grant::Unconstrained);
+            return Verdict::Allow(Grant::Unconstrained);
         }
         let policy = self.policy.as_ref().map(PolicyFile::current);
-        let mut errors = Vec::new();
+        let mut error = None;
         let mut reason = String::new();
-        let mut ask = |name: &'static str, decision: Decision| -> Option<Decision> {
+        let mut ask = |name: &'static str, decision: Verdict| -> Option<Verdict> {
             match decision {
-                Decision::Allow(grant) => {
+                Verdict::Allow(grant) => {
                     self.count(name, "allow");
-                    Some(Decision::Allow(grant))
+                    Some(Verdict::Allow(grant))
                 }
-                Decision::Deny(why) => {
+                Verdict::Deny(why) => {
                     self.count(name, "deny");
-                    Some(Decision::Deny(why))
+                    Some(Verdict::Deny(why))
                 }
-                Decision::NoOpinion(why) => {
+                Verdict::NoOpinion(why) => {
                     if reason.is_empty() {
                         reason = why;
                     }
                     None
                 }
-                Decision::Error(why) => {
+                Verdict::Error(why) => {
                     self.count(name, "error");
-                    errors.push(why);
+                    error = Some(why);
                     None
                 }
             }
@@ -344,11 +350,11 @@ impl Authorizer {
         {
             return decided;
         }
-        if !errors.is_empty() {
-            return Decision::Error(errors.join("; "));
+        if let Some(error) = error {
+            return Verdict::Error(error);
         }
         self.count("none", "deny");
-        Decision::NoOpinion(reason)
+        Verdict::NoOpinion(reason)
     }
 }
 
@@ -363,16 +369,16 @@ impl Authorizer {
         service_account: &str,
         audience: &str,
         now: Timestamp,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, DelegationError> {
         let attributes = Attributes::Resource(ResourceAttributes::audience(
             namespace,
             service_account,
             audience,
         ));
         match self.decide(user, &attributes, now).await {
-            Decision::Allow(_) => Ok(true),
-            Decision::Deny(_) | Decision::NoOpinion(_) => Ok(false),
-            Decision::Error(why) => Err(why),
+            Verdict::Allow(_) => Ok(true),
+            Verdict::Deny(_) | Verdict::NoOpinion(_) => Ok(false),
+            Verdict::Error(why) => Err(why),
         }
     }
 }

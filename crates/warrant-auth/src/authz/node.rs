@@ -89,6 +89,8 @@ pub(crate) async fn admit(
             go_quote(audience),
             user.name
         ))),
+        // Overloaded: the one answer for overload (retry), as at authorization.
+        Err(e) if e.is_overload() => Err(Refusal::overloaded()),
         Err(why) => Err(ask.forbidden(&format!(
             "error validating audience {}: {why}",
             go_quote(audience)

@@ -43,7 +43,7 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use super::{Attributes, Decision, Grant, ResourceAttributes, VERB_AUDIENCE};
+use super::{Attributes, Grant, ResourceAttributes, VERB_AUDIENCE, Verdict};
 use crate::authn::User;
 use warrant_watch::{FileWatch, WatchError, watch_files};
 
@@ -52,18 +52,29 @@ pub(crate) const POLICY_API_VERSION: &str = "warrant.dev/v1alpha1";
 /// The `kind` of a policy file.
 pub(crate) const POLICY_KIND: &str = "AuthorizationPolicy";
 
-/// Why a policy file is unusable.
+/// Why an authorization policy file is unusable. (Named apart from warrant-keys's
+/// `PolicyError`, which is about a key rotation policy.)
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum PolicyError {
+pub enum AuthorizationPolicyError {
     /// The file could not be read.
-    #[error("cannot read authorization policy {path}: {message}")]
+    #[error("cannot read authorization policy {path}: {source}")]
     Read {
         /// The file.
         path: String,
         /// The I/O error.
-        message: String,
+        #[source]
+        source: std::sync::Arc<std::io::Error>,
     },
-    /// The file is not a valid policy.
+    /// The file is not YAML of a policy's shape.
+    #[error("authorization policy {path}: {source}")]
+    Syntax {
+        /// The file.
+        path: String,
+        /// The parser's error.
+        #[source]
+        source: std::sync::Arc<serde_saphyr::Error>,
+    },
+    /// The file is a policy, and its content is not valid.
     #[error("authorization policy {path}: {message}")]
     Invalid {
         /// The file.
@@ -257,12 +268,16 @@ pub struct Policy {
 
 impl Policy {
     /// Parses and checks a policy; `path` names it in errors.
-    pub fn parse(text: &str, path: &str) -> Result<Policy, PolicyError> {
-        let invalid = |message: String| PolicyError::Invalid {
+    pub fn parse(text: &str, path: &str) -> Result<Policy, AuthorizationPolicyError> {
+        let invalid = |message: String| AuthorizationPolicyError::Invalid {
             path: path.to_owned(),
             message,
         };
-        let policy: Policy = serde_saphyr::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let policy: Policy =
+            serde_saphyr::from_str(text).map_err(|e| AuthorizationPolicyError::Syntax {
+                path: path.to_owned(),
+                source: std::sync::Arc::new(e),
+            })?;
         if policy.api_version != POLICY_API_VERSION || policy.kind != POLICY_KIND {
             return Err(invalid(format!(
                 "expected apiVersion {POLICY_API_VERSION} and kind {POLICY_KIND}, found {} {}",
@@ -330,12 +345,12 @@ impl Policy {
     }
 
     /// This policy's decision on a request.
-    pub(crate) fn decide(&self, user: &User, attributes: &Attributes) -> Decision {
+    pub(crate) fn decide(&self, user: &User, attributes: &Attributes) -> Verdict {
         let allowed = match attributes {
             Attributes::Resource(r) if r.is_token_request() => {
                 let rules = self.token_rules(user, &r.namespace, &r.name);
                 if !rules.is_empty() {
-                    return Decision::Allow(Grant::Policy(rules));
+                    return Verdict::Allow(Grant::Policy(rules));
                 }
                 false
             }
@@ -358,9 +373,9 @@ impl Policy {
             _ => false,
         };
         if allowed {
-            Decision::Allow(Grant::Unconstrained)
+            Verdict::Allow(Grant::Unconstrained)
         } else {
-            Decision::NoOpinion(String::new())
+            Verdict::NoOpinion(String::new())
         }
     }
 }
@@ -387,7 +402,7 @@ pub struct PolicyFile {
 
 impl PolicyFile {
     /// Reads and checks the file; an invalid policy is an error (warrant does not start).
-    pub fn load(path: &Path) -> Result<PolicyFile, PolicyError> {
+    pub fn load(path: &Path) -> Result<PolicyFile, AuthorizationPolicyError> {
         let label = path.display().to_string();
         let policy = read(path, &label)?;
         Ok(PolicyFile::from_policy(policy, path))
@@ -421,7 +436,7 @@ impl PolicyFile {
     }
 
     /// Rereads the file now. On failure the last good policy stays.
-    pub fn reload(&self) -> Result<(), PolicyError> {
+    pub fn reload(&self) -> Result<(), AuthorizationPolicyError> {
         let shared = &self.shared;
         let result = read(&shared.path, &shared.label);
         let outcome = match result {
@@ -462,10 +477,10 @@ impl PolicyFile {
     }
 }
 
-fn read(path: &Path, label: &str) -> Result<Policy, PolicyError> {
-    let text = std::fs::read_to_string(path).map_err(|e| PolicyError::Read {
+fn read(path: &Path, label: &str) -> Result<Policy, AuthorizationPolicyError> {
+    let text = std::fs::read_to_string(path).map_err(|e| AuthorizationPolicyError::Read {
         path: label.to_owned(),
-        message: e.to_string(),
+        source: std::sync::Arc::new(e),
     })?;
     Policy::parse(&text, label)
 }
@@ -551,15 +566,15 @@ rules:
         let ci = user("bob", &["ci"]);
         assert!(matches!(
             policy.decide(&ci, &token("build-1", "deployer")),
-            Decision::Allow(Grant::Policy(rules)) if rules.len() == 1
+            Verdict::Allow(Grant::Policy(rules)) if rules.len() == 1
         ));
         assert!(matches!(
             policy.decide(&ci, &token("prod", "deployer")),
-            Decision::NoOpinion(_)
+            Verdict::NoOpinion(_)
         ));
         assert!(matches!(
             policy.decide(&user("eve", &[]), &token("build-1", "deployer")),
-            Decision::NoOpinion(_)
+            Verdict::NoOpinion(_)
         ));
         let metrics = Attributes::NonResource {
             verb: "get".into(),
@@ -567,20 +582,20 @@ rules:
         };
         assert!(matches!(
             policy.decide(&user("system:serviceaccount:mon:prom", &[]), &metrics),
-            Decision::Allow(Grant::Unconstrained)
+            Verdict::Allow(Grant::Unconstrained)
         ));
         assert!(matches!(
             policy.decide(&ci, &metrics),
-            Decision::NoOpinion(_)
+            Verdict::NoOpinion(_)
         ));
         let audience =
             Attributes::Resource(ResourceAttributes::audience("build-2", "deployer", "vault"));
-        assert!(matches!(policy.decide(&ci, &audience), Decision::Allow(_)));
+        assert!(matches!(policy.decide(&ci, &audience), Verdict::Allow(_)));
         let audience =
             Attributes::Resource(ResourceAttributes::audience("build-2", "deployer", "s3"));
         assert!(matches!(
             policy.decide(&ci, &audience),
-            Decision::NoOpinion(_)
+            Verdict::NoOpinion(_)
         ));
     }
 }

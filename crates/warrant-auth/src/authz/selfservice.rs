@@ -15,23 +15,23 @@ use std::sync::Arc;
 use warrant_token::go_quote;
 
 use super::policy::{Policy, TokenGrant};
-use super::{Attributes, Decision, Grant, TokenAsk};
+use super::{Attributes, Grant, TokenAsk, Verdict};
 use crate::Refusal;
 use crate::authn::{User, Via};
 
 /// Allows a service account's request for itself, if the policy has a `selfService` section.
-pub(crate) fn decide(policy: &Policy, user: &User, attributes: &Attributes) -> Decision {
+pub(crate) fn decide(policy: &Policy, user: &User, attributes: &Attributes) -> Verdict {
     let Some(self_service) = &policy.self_service else {
-        return Decision::NoOpinion(String::new());
+        return Verdict::NoOpinion(String::new());
     };
     let Attributes::Resource(r) = attributes else {
-        return Decision::NoOpinion(String::new());
+        return Verdict::NoOpinion(String::new());
     };
     let itself = user.name == warrant_token::service_account_username(&r.namespace, &r.name);
     if r.is_token_request() && itself && matches!(user.via, Via::OwnToken(_)) {
-        Decision::Allow(Grant::SelfService(Arc::new(self_service.as_grant())))
+        Verdict::Allow(Grant::SelfService(Arc::new(self_service.as_grant())))
     } else {
-        Decision::NoOpinion(String::new())
+        Verdict::NoOpinion(String::new())
     }
 }
 

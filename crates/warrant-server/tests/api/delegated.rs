@@ -568,3 +568,64 @@ async fn a_stalled_kube_apiserver_holds_at_most_the_limit() {
     }
     assert_eq!(in_flight().await, 2);
 }
+
+/// Authorization overloaded answers as authentication overloaded does (one answer for
+/// overload, docs/decisions.md): 429 with `Retry-After: 1`, counted, never an allow and no
+/// longer a 503. Found: the first caller's SubjectAccessReview holds the only place.
+#[tokio::test]
+async fn a_stalled_kube_apiserver_makes_authorization_answer_429_too() {
+    let (client, _server) = stalled_client().await;
+    let api = std::sync::Arc::new(api_auth(|_, authorizer| {
+        authorizer.delegated = Some(DelegatedAuthorization::new(
+            client,
+            DelegationOptions {
+                max_in_flight: 1,
+                timeout: Duration::from_secs(600),
+                ..options()
+            },
+        ));
+    }));
+    let admin = format!("Bearer {ADMIN}");
+    let metrics = || async {
+        api.get_with("/metrics", &[("authorization", admin.as_str())])
+            .await
+            .text
+    };
+    let first = {
+        let api = api.clone();
+        tokio::spawn(async move { api.token_as(BOB, "app", json!({})).await })
+    };
+    // The first caller's review takes the only place (no clock involved: each turn lets the
+    // caller's task run until it waits on the stalled kube-apiserver).
+    let mut turns = 0;
+    while !metrics()
+        .await
+        .contains("warrant_delegated_authorization_in_flight 1")
+    {
+        turns += 1;
+        assert!(
+            turns < 10_000,
+            "the review never started: {}",
+            metrics().await
+        );
+        tokio::task::yield_now().await;
+    }
+    // Another question: no room.
+    let r = api.token_as(BOB, "other", json!({})).await;
+    assert_eq!(r.code, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
+    assert_eq!(
+        r.text,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too many requests, please try again later.","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}"#
+    );
+    assert_eq!(r.headers["retry-after"], "1");
+    let text = metrics().await;
+    assert!(
+        text.contains("warrant_delegated_authorization_overloaded_total 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"warrant_authorizations_total{authorizer="delegated",decision="error"} 1"#),
+        "{text}"
+    );
+    first.abort();
+}
