@@ -1,21 +1,57 @@
-# A minimal image of the warrant binary (docs/install.md). Not built by this repository's
-# tests (they run no container engine); build it with `docker build -t warrant .`.
+# syntax=docker/dockerfile:1
+# The warrant image (docs/install.md, "The image"). This repository's tests run no container
+# engine, so they do not build it; tests/e2e/deploy.rs checks the invariants below by reading.
 #
+#   docker build -t ghcr.io/warrant-dev/warrant:v0.1.0 \
+#     --build-arg WARRANT_VERSION=v0.1.0 \
+#     --build-arg WARRANT_GIT_COMMIT=$(git rev-parse HEAD) \
+#     --build-arg WARRANT_GIT_TREE_STATE=$(test -z "$(git status --porcelain)" && echo clean || echo dirty) \
+#     --build-arg WARRANT_BUILD_DATE=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ) .
+#
+# The stripped binary is in the image; its debug info (for symbolised stack traces and
+# profiles) is a separate stage:  docker build --target debug --output type=local,dest=out .
+
 # Build: the toolchain the workspace pins (Cargo.toml rust-version), with cmake for aws-lc.
 FROM rust:1.95-bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# .git is not copied (.dockerignore): pass what /version and --version should name, e.g.
-#   --build-arg WARRANT_GIT_COMMIT=$(git rev-parse HEAD)
-#   --build-arg WARRANT_BUILD_DATE=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)
+# .git is not copied (.dockerignore): these say what /version and --version name.
 ARG WARRANT_GIT_COMMIT=""
+ARG WARRANT_GIT_TREE_STATE=""
 ARG WARRANT_BUILD_DATE=""
-ENV WARRANT_GIT_COMMIT=$WARRANT_GIT_COMMIT WARRANT_BUILD_DATE=$WARRANT_BUILD_DATE
+ENV WARRANT_GIT_COMMIT=$WARRANT_GIT_COMMIT \
+    WARRANT_GIT_TREE_STATE=$WARRANT_GIT_TREE_STATE \
+    WARRANT_BUILD_DATE=$WARRANT_BUILD_DATE
 COPY . .
-RUN cargo build --release --locked --bin warrant && cp target/release/warrant /warrant
+# Dependencies are cached apart from the source: the registry and the target directory are
+# BuildKit cache mounts, kept between builds on the same builder, so a change to warrant's code
+# recompiles warrant's crates, not the ~400 it depends on. (On a builder that starts empty every
+# time, e.g. a fresh CI runner, persist these mounts or every build starts from scratch.)
+# The binary leaves the cache mount stripped, with its debug info in warrant.debug, linked by
+# .gnu_debuglink so debuggers and profilers find it.
+RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
+    --mount=type=cache,target=/src/target,sharing=locked \
+    cargo build --release --locked --bin warrant \
+    && objcopy --only-keep-debug target/release/warrant /warrant.debug \
+    && objcopy --strip-all --add-gnu-debuglink=/warrant.debug target/release/warrant /warrant
+
+# Debug info only: `--target debug --output type=local,dest=DIR` writes warrant.debug to DIR.
+FROM scratch AS debug
+COPY --from=build /warrant.debug /warrant.debug
 
 # Run: distroless with glibc (aws-lc links against it), no shell, non-root (uid 65532).
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM gcr.io/distroless/cc-debian12:nonroot AS image
+ARG WARRANT_VERSION=""
+ARG WARRANT_GIT_COMMIT=""
+ARG WARRANT_BUILD_DATE=""
+LABEL org.opencontainers.image.title="warrant" \
+      org.opencontainers.image.description="A standalone, Kubernetes-compatible service-account token issuer." \
+      org.opencontainers.image.source="https://github.com/warrant-dev/warrant" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="$WARRANT_VERSION" \
+      org.opencontainers.image.revision="$WARRANT_GIT_COMMIT" \
+      org.opencontainers.image.created="$WARRANT_BUILD_DATE"
 COPY --from=build /warrant /warrant
 USER 65532:65532
 EXPOSE 8443

@@ -1,20 +1,98 @@
-//! deploy/ renders with kubectl's kustomize (`kubectl apply -k deploy/` reads it the same way),
-//! holds what a cluster install needs, and its Deployment's flags are flags warrant accepts.
+//! deploy/ renders with kubectl's kustomize (`kubectl apply -k` reads it the same way), alone and
+//! with every component, holds what a cluster install needs, and its flags are flags warrant
+//! accepts; docs/install.md's local commands run and its overlay renders; the alerts and the
+//! dashboard query only metrics warrant exports; the Dockerfile keeps its invariants.
 
+use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
 use crate::support::*;
 
-fn rendered() -> Vec<Value> {
-    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
+const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
+
+/// The components of deploy/components/, each of which an overlay may add.
+const COMPONENTS: &[&str] = &[
+    "cert-manager",
+    "monitoring",
+    "key-secret",
+    "audit",
+    "external-signer",
+    "no-secret-binding",
+];
+
+/// `kubectl kustomize DIR`, parsed.
+fn render(dir: &Path) -> Vec<Value> {
     let out = Command::new("kubectl")
-        .args(["kustomize", deploy])
+        .arg("kustomize")
+        .arg(dir)
         .output()
         .expect("kubectl must be installed for the end-to-end tests");
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}: {}", dir.display(), stderr(&out));
     serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap()
+}
+
+fn rendered() -> Vec<Value> {
+    render(Path::new(DEPLOY))
+}
+
+/// An overlay of deploy/ with `components`, in a scratch directory beside a link to deploy/,
+/// as docs/install.md lays one out; rendered.
+fn render_with(components: &[&str]) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(DEPLOY, dir.path().join("deploy")).unwrap();
+    std::fs::create_dir(dir.path().join("overlay")).unwrap();
+    let list: String = components
+        .iter()
+        .map(|c| format!("  - ../deploy/components/{c}\n"))
+        .collect();
+    std::fs::write(
+        dir.path().join("overlay/kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../deploy\ncomponents:\n{list}"
+        ),
+    )
+    .unwrap();
+    render(&dir.path().join("overlay"))
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the render"))
+}
+
+fn has(objects: &[Value], kind: &str, name: &str) -> bool {
+    objects
+        .iter()
+        .any(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+}
+
+fn args(container: &Value) -> Vec<String> {
+    container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The image and version deploy/release sets.
+fn release() -> (String, String) {
+    let text = std::fs::read_to_string(format!("{DEPLOY}/release/kustomization.yaml")).unwrap();
+    let release: Value = serde_saphyr::from_str(&text).unwrap();
+    let image = &release["images"][0];
+    let tag = image["newTag"].as_str().unwrap().to_owned();
+    (
+        format!("{}:{tag}", image["newName"].as_str().unwrap()),
+        release["labels"][0]["pairs"]["app.kubernetes.io/version"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    )
 }
 
 #[test]
@@ -43,6 +121,12 @@ fn deploy_renders_a_complete_install() {
     assert_eq!(api["spec"]["version"], "v1alpha1");
 
     let deployment = find("Deployment", "warrant");
+    let flags = args(&deployment["spec"]["template"]["spec"]["containers"][0]);
+    // The canonical name the docs give (--log-format is its alias).
+    assert!(
+        flags.contains(&"--logging-format=json".to_owned()),
+        "{flags:?}"
+    );
     assert_eq!(deployment["spec"]["replicas"], 2);
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
@@ -101,7 +185,8 @@ fn the_control_plane_signer_example_fits_kube_apiserver() {
     let read = |name: &str| -> Value {
         serde_saphyr::from_str(&std::fs::read_to_string(format!("{dir}/{name}")).unwrap()).unwrap()
     };
-    let pod = read("warrant-signer.yaml");
+    // Rendered as the docs render it, with the release's image.
+    let pod = render(Path::new(dir)).remove(0);
     assert_eq!(pod["kind"], "Pod");
     assert_eq!(pod["metadata"]["namespace"], "kube-system");
     let container = &pod["spec"]["containers"][0];
@@ -216,5 +301,864 @@ async fn authentication_configs_map_uid_as_the_webhook_does() {
             "{file}: {uid}"
         );
         assert!(uid.get("claim").is_none(), "{file}: uid maps a claim too");
+    }
+}
+
+/// Every object of the base, alone, with each component and with all of them: the labels every
+/// object carries, the release's image and version, Linux nodes, flags `warrant serve` knows,
+/// volumes that exist and roles that exist.
+#[test]
+fn deploy_renders_with_every_component() {
+    let (image, version) = release();
+    assert!(
+        image.ends_with(&format!(":{version}")),
+        "deploy/release: the image {image} and app.kubernetes.io/version {version} disagree"
+    );
+    let mut combinations: Vec<Vec<&str>> = vec![vec![]];
+    combinations.extend(COMPONENTS.iter().map(|c| vec![*c]));
+    combinations.push(COMPONENTS.to_vec());
+    for components in combinations {
+        let objects = render_with(&components);
+        let what = format!("deploy/ with {components:?}");
+        check_conventions(&objects, &image, &version, &what);
+        check_references(&objects, &what);
+        let deployment = find(&objects, "Deployment", "warrant");
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_serve_knows(&container["args"]);
+        let flags = args(container);
+        for component in &components {
+            check_component(component, &objects, &flags, &what);
+        }
+    }
+    // The base alone is what `kubectl apply -k deploy/` applies: the same as the empty overlay.
+    assert_eq!(rendered(), render_with(&[]));
+}
+
+/// `app.kubernetes.io/{name,instance,version,component,part-of}` on every object (and pod
+/// template), `kubernetes.io/os: linux` on every pod, the release's image everywhere.
+fn check_conventions(objects: &[Value], image: &str, version: &str, what: &str) {
+    for object in objects {
+        let name = format!("{what}: {} {}", object["kind"], object["metadata"]["name"]);
+        let mut labelled = vec![&object["metadata"]["labels"]];
+        let pod = match object["kind"].as_str() {
+            Some("Deployment") => {
+                labelled.push(&object["spec"]["template"]["metadata"]["labels"]);
+                Some(&object["spec"]["template"]["spec"])
+            }
+            Some("Pod") => Some(&object["spec"]),
+            _ => None,
+        };
+        for labels in labelled {
+            for key in ["name", "instance", "version", "component", "part-of"] {
+                let value = &labels[format!("app.kubernetes.io/{key}")];
+                assert!(value.is_string(), "{name}: no app.kubernetes.io/{key}");
+            }
+            assert_eq!(labels["app.kubernetes.io/version"], version, "{name}");
+            assert_eq!(labels["app.kubernetes.io/name"], "warrant", "{name}");
+        }
+        if let Some(pod) = pod {
+            assert_eq!(pod["nodeSelector"]["kubernetes.io/os"], "linux", "{name}");
+            for container in pod["containers"].as_array().unwrap() {
+                assert_eq!(container["image"], image, "{name}");
+            }
+        }
+    }
+}
+
+/// What the objects point at is in the render: mounted volumes, bound roles of warrant's own,
+/// the Secrets and ServiceAccounts named by other objects.
+fn check_references(objects: &[Value], what: &str) {
+    for binding in objects
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+    {
+        let role = binding["roleRef"]["name"].as_str().unwrap();
+        if role.starts_with("warrant") {
+            assert!(
+                has(objects, binding["roleRef"]["kind"].as_str().unwrap(), role),
+                "{what}: {} binds {role}, which is not rendered",
+                binding["metadata"]["name"]
+            );
+        }
+        for subject in binding["subjects"].as_array().unwrap() {
+            if subject["kind"] == "ServiceAccount" {
+                assert!(
+                    has(objects, "ServiceAccount", subject["name"].as_str().unwrap()),
+                    "{what}: {subject}"
+                );
+            }
+        }
+    }
+    let deployment = find(objects, "Deployment", "warrant");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let volumes: BTreeSet<&str> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    for mount in pod["containers"][0]["volumeMounts"].as_array().unwrap() {
+        assert!(
+            volumes.contains(mount["name"].as_str().unwrap()),
+            "{what}: mount {mount} has no volume"
+        );
+    }
+}
+
+fn check_component(component: &str, objects: &[Value], flags: &[String], what: &str) {
+    let deployment = find(objects, "Deployment", "warrant");
+    let pod = &deployment["spec"]["template"]["spec"];
+    match component {
+        "cert-manager" => {
+            let certificate = find(objects, "Certificate", "warrant-serving");
+            let secret = certificate["spec"]["secretName"].as_str().unwrap();
+            assert!(
+                pod["volumes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v["secret"]["secretName"] == secret),
+                "{what}: warrant does not mount the certificate's Secret {secret}"
+            );
+            for name in ["warrant.warrant.svc", "warrant.warrant.svc.cluster.local"] {
+                assert!(
+                    certificate["spec"]["dnsNames"]
+                        .as_array()
+                        .unwrap()
+                        .contains(&Value::from(name)),
+                    "{what}: {name}"
+                );
+            }
+            let issuer = &certificate["spec"]["issuerRef"];
+            find(
+                objects,
+                issuer["kind"].as_str().unwrap(),
+                issuer["name"].as_str().unwrap(),
+            );
+            let api = find(objects, "APIService", "v1alpha1.warrant.dev");
+            assert_eq!(
+                api["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+                format!(
+                    "{}/{}",
+                    certificate["metadata"]["namespace"].as_str().unwrap(),
+                    certificate["metadata"]["name"].as_str().unwrap()
+                ),
+                "{what}"
+            );
+        }
+        "monitoring" => {
+            let monitor = find(objects, "ServiceMonitor", "warrant");
+            let endpoint = &monitor["spec"]["endpoints"][0];
+            assert!(
+                endpoint.get("bearerTokenFile").is_none(),
+                "deprecated bearerTokenFile"
+            );
+            let credentials = &endpoint["authorization"]["credentials"];
+            let token = find(objects, "Secret", credentials["name"].as_str().unwrap());
+            assert_eq!(token["type"], "kubernetes.io/service-account-token");
+            assert_eq!(credentials["key"], "token", "a token Secret's key");
+            let account = token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+                .as_str()
+                .unwrap();
+            find(objects, "ServiceAccount", account);
+            assert!(
+                objects.iter().any(|o| o["kind"] == "ClusterRoleBinding"
+                    && o["roleRef"]["name"] == "warrant:metrics-reader"
+                    && o["subjects"][0]["name"] == account),
+                "{what}: nothing lets {account} read /metrics"
+            );
+            // The CA comes from the serving Secret warrant mounts, which holds ca.crt.
+            let ca = &endpoint["tlsConfig"]["ca"]["secret"];
+            assert_eq!(ca["key"], "ca.crt");
+            assert!(
+                pod["volumes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v["secret"]["secretName"] == ca["name"]),
+                "{what}: the ServiceMonitor's CA Secret {ca} is not warrant's serving Secret"
+            );
+            // It selects the Service, on a port the Service has.
+            let service = find(objects, "Service", "warrant");
+            for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+                .as_object()
+                .unwrap()
+            {
+                assert_eq!(&service["metadata"]["labels"][key], value, "{what}: {key}");
+            }
+            assert_eq!(service["spec"]["ports"][0]["name"], endpoint["port"]);
+            find(objects, "PrometheusRule", "warrant");
+            let dashboard = find(objects, "ConfigMap", "warrant-dashboard");
+            assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+            let json: Value =
+                serde_json::from_str(dashboard["data"]["dashboard.json"].as_str().unwrap())
+                    .unwrap();
+            assert_eq!(json["uid"], "warrant");
+        }
+        "key-secret" => {
+            assert!(
+                flags.contains(&"--key-secret=warrant/warrant-keys".to_owned()),
+                "{what}: {flags:?}"
+            );
+            assert!(
+                !flags
+                    .iter()
+                    .any(|f| f.starts_with("--service-account-signing-key-file")),
+                "{what}: a static key beside the managed ones: {flags:?}"
+            );
+            let role = find(objects, "Role", "warrant-keys");
+            assert_eq!(role["rules"][0]["resourceNames"][0], "warrant-keys");
+            assert_eq!(role["metadata"]["namespace"], "warrant");
+            let env = &pod["containers"][0]["env"];
+            assert_eq!(
+                env[0]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
+                "POD_NAME names the Lease holder"
+            );
+        }
+        "audit" => assert!(
+            flags.contains(&"--audit-log-path=-".to_owned()),
+            "{what}: {flags:?}"
+        ),
+        "external-signer" => {
+            let static_pod = render(&Path::new(DEPLOY).join("control-plane")).remove(0);
+            let user = "warrant-signer";
+            let bound: BTreeSet<&str> = objects
+                .iter()
+                .filter(|o| o["subjects"][0]["kind"] == "User" && o["subjects"][0]["name"] == user)
+                .map(|o| o["roleRef"]["name"].as_str().unwrap())
+                .collect();
+            // Delegation and the object reads the static pod's flags ask for, and no more.
+            let signer_flags = args(&static_pod["spec"]["containers"][0]);
+            assert!(signer_flags.contains(&"--delegate-authentication".to_owned()));
+            assert_eq!(
+                bound,
+                BTreeSet::from([
+                    "extension-apiserver-authentication-reader",
+                    "system:auth-delegator",
+                    "warrant-object-reader"
+                ]),
+                "{what}"
+            );
+        }
+        "no-secret-binding" => {
+            assert!(
+                flags.contains(&"--disable-secret-binding".to_owned()),
+                "{what}: {flags:?}"
+            );
+            let reader = find(objects, "ClusterRole", "warrant-object-reader");
+            for rule in reader["rules"].as_array().unwrap() {
+                assert!(
+                    !rule["resources"]
+                        .as_array()
+                        .unwrap()
+                        .contains(&Value::from("secrets")),
+                    "{what}: still reads secrets: {rule}"
+                );
+            }
+        }
+        other => panic!("no check for component {other}"),
+    }
+}
+
+/// Every component directory is one the test above renders (a new one cannot go unchecked).
+#[test]
+fn every_component_is_checked() {
+    let mut found: Vec<String> = std::fs::read_dir(format!("{DEPLOY}/components"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    found.sort();
+    let mut listed: Vec<&str> = COMPONENTS.to_vec();
+    listed.sort();
+    assert_eq!(found, listed);
+}
+
+/// The static pod of the external signer: non-root, no capabilities, its own serving
+/// certificate and kubeconfig, none of kube-apiserver's keys or admin.conf.
+#[test]
+fn the_control_plane_signer_runs_unprivileged_on_its_own_files() {
+    let pod = render(&Path::new(DEPLOY).join("control-plane")).remove(0);
+    let spec = &pod["spec"];
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_ne!(spec["securityContext"]["runAsUser"], 0);
+    let container = &spec["containers"][0];
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"][0],
+        "ALL"
+    );
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    for volume in spec["volumes"].as_array().unwrap() {
+        let path = volume["hostPath"]["path"].as_str().unwrap_or_default();
+        assert!(
+            !path.starts_with("/etc/kubernetes"),
+            "the signer mounts kube-apiserver's files: {path}"
+        );
+    }
+    for flag in args(container) {
+        assert!(!flag.contains("/etc/kubernetes"), "{flag}");
+        assert!(!flag.contains("admin.conf"), "{flag}");
+    }
+}
+
+/// docs/install.md's commands that need no cluster (openssl, the overlay), run as written in a
+/// scratch directory beside a link to deploy/; the overlay renders with the CA as the
+/// APIService's caBundle, the issuer set, the Service's IP pinned, and the certificate verifies
+/// for the Service's names. The commands that need a cluster are checked for shell syntax.
+#[test]
+fn install_doc_commands_run_and_its_overlay_renders() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/install.md"
+    ))
+    .unwrap();
+    let blocks = sh_blocks(&doc);
+    let needs_cluster = |block: &str| {
+        block.lines().any(|l| {
+            let l = l.trim_start();
+            (l.starts_with("kubectl ") && !l.starts_with("kubectl kustomize"))
+                || [
+                    "docker ",
+                    "kind ",
+                    "minikube ",
+                    "install ",
+                    "warrant ",
+                    "KUBECONFIG=",
+                ]
+                .iter()
+                .any(|p| l.starts_with(p))
+                || l.contains("/etc/kubernetes")
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(DEPLOY, dir.path().join("deploy")).unwrap();
+    let mut script = String::from("set -euo pipefail\n");
+    for block in &blocks {
+        let syntax = Command::new("bash")
+            .args(["-n", "-c", block])
+            .output()
+            .unwrap();
+        assert!(syntax.status.success(), "{block}: {}", stderr(&syntax));
+        if !needs_cluster(block) {
+            script.push_str(block);
+        }
+    }
+    assert!(script.contains("my-warrant/kustomization.yaml"), "{script}");
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}\n{}", stderr(&out));
+
+    let objects = render(&dir.path().join("my-warrant"));
+    let ca = std::fs::read(dir.path().join("warrant-ca.crt")).unwrap();
+    use base64::Engine as _;
+    let api = find(&objects, "APIService", "v1alpha1.warrant.dev");
+    assert_eq!(
+        api["spec"]["caBundle"],
+        base64::engine::general_purpose::STANDARD.encode(&ca)
+    );
+    let deployment = find(&objects, "Deployment", "warrant");
+    let flags = args(&deployment["spec"]["template"]["spec"]["containers"][0]);
+    assert!(flags.contains(&"--service-account-issuer=https://warrant.example.com".to_owned()));
+    let service = find(&objects, "Service", "warrant");
+    let ip = service["spec"]["clusterIP"].as_str().unwrap();
+    // The certificate names the Service and that IP, and chains to the CA.
+    for (check, value) in [
+        ("-verify_hostname", "warrant.warrant.svc"),
+        ("-verify_ip", ip),
+    ] {
+        let out = Command::new("openssl")
+            .args([
+                "verify",
+                "-CAfile",
+                "warrant-ca.crt",
+                check,
+                value,
+                "tls.crt",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{check} {value}: {}", stderr(&out));
+    }
+    // Step 5 makes what it uses and asks as someone else, and nothing edits deploy/ itself.
+    let step5 = &doc[doc.find("## 5.").unwrap()..doc.find("## 6.").unwrap()];
+    for want in [
+        "kubectl create namespace build",
+        "kubectl -n build create serviceaccount deployer",
+        "--as=alice --as-group=ci",
+    ] {
+        assert!(step5.contains(want), "step 5 lacks {want}");
+    }
+    assert!(
+        !doc.contains("in `deploy/"),
+        "docs/install.md asks for an edit in deploy/; use the overlay"
+    );
+}
+
+/// Fenced `sh` blocks of a markdown page, in order.
+pub(crate) fn sh_blocks(doc: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    // The block's text and its fence's indentation (a block inside a list item is indented).
+    let mut current: Option<(String, usize)> = None;
+    for line in doc.lines() {
+        let trimmed = line.trim_start();
+        match &mut current {
+            Some((text, _)) if trimmed.starts_with("```") => {
+                blocks.push(std::mem::take(text));
+                current = None;
+            }
+            Some((text, indent)) => {
+                let strip = line.len() - line.trim_start_matches(' ').len();
+                text.push_str(&line[strip.min(*indent)..]);
+                text.push('\n');
+            }
+            None if trimmed == "```sh" => {
+                current = Some((String::new(), line.len() - trimmed.len()));
+            }
+            None => {}
+        }
+    }
+    blocks
+}
+
+/// The Dockerfile, read: a non-root user, the OCI labels, a stripped binary with its debug info
+/// apart, dependencies cached apart from the source.
+#[test]
+fn the_dockerfile_keeps_its_invariants() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Dockerfile")).unwrap();
+    let user = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("USER "))
+        .next_back()
+        .expect("a USER");
+    let uid: u32 = user.split(':').next().unwrap().trim().parse().unwrap();
+    assert_ne!(uid, 0, "runs as root");
+    for label in [
+        "org.opencontainers.image.source",
+        "org.opencontainers.image.version",
+        "org.opencontainers.image.revision",
+    ] {
+        assert!(text.contains(&format!("{label}=")), "no {label}");
+    }
+    assert!(text.contains("--strip-all"), "the binary is not stripped");
+    assert!(text.contains("--only-keep-debug"), "no separate debug info");
+    assert!(text.contains("--mount=type=cache,target=/src/target"));
+    assert!(text.contains("--mount=type=cache,target=/usr/local/cargo/registry"));
+    // The image the Deployment runs is the last stage (what `docker build` builds).
+    let last = text.lines().rfind(|l| l.starts_with("FROM ")).unwrap();
+    assert!(
+        last.contains("distroless") && last.contains("nonroot"),
+        "{last}"
+    );
+}
+
+/// Every metric the PrometheusRule and the dashboard query is one a running warrant exports:
+/// warrant is started in the modes that export each family (beside a cluster with delegation,
+/// the external signer and the audit trail; then standalone with managed keys), and /metrics
+/// scraped. A labelled family shows in /metrics only once it has a sample, so the test first
+/// makes one of each: a token issued and reviewed twice, the signer probed, the serving
+/// certificate reloaded, the key store failing once.
+#[tokio::test]
+async fn alerts_and_dashboard_query_only_exported_metrics() {
+    use warrant_kube_fixture::Fixture;
+    use warrant_kube_fixture::objects::{node, pod, service_account};
+    let fixture = Fixture::start().await.unwrap();
+    fixture
+        .create(&service_account("demo", "app", "sa-1"))
+        .unwrap();
+    fixture.create(&node("node-1", "node-uid-1")).unwrap();
+    fixture
+        .create(&pod("demo", "app-0", "pod-1", "app", "node-1", None))
+        .unwrap();
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("signer.sock");
+    let audit = run.path().join("audit.log");
+    let cluster = Warrant::start_cluster(
+        &fixture,
+        &[
+            "--delegate-authentication",
+            "--delegate-authorization",
+            "--authentication-skip-lookup",
+            "--service-account-signing-endpoint",
+            socket.to_str().unwrap(),
+            "--audit-log-path",
+            audit.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let token = cluster.token(&["--bound-object-kind", "Pod", "--bound-object-name", "app-0"]);
+    for _ in 0..2 {
+        assert_eq!(cluster.review(&token, &[])["authenticated"], true);
+    }
+    let probe = cluster.warrant(&[
+        "probe-signer".as_ref(),
+        "--signing-endpoint".as_ref(),
+        socket.as_os_str(),
+    ]);
+    assert!(probe.status.success(), "{}", stderr(&probe));
+    let serving = std::fs::read(cluster.path("serving.crt")).unwrap();
+    std::fs::write(cluster.path("serving.crt.new"), serving).unwrap();
+    std::fs::rename(cluster.path("serving.crt.new"), cluster.path("serving.crt")).unwrap();
+    let text = metrics_holding(
+        &cluster,
+        &[
+            "warrant_tls_serving_certificate_reloads_total{",
+            "warrant_signer_requests_total{",
+            "warrant_audit_events_total{",
+        ],
+    )
+    .await;
+    let mut exported = exported_metrics(&text);
+
+    let standalone = Warrant::start_with(&demo_objects(), key_dir, &[]).await;
+    std::fs::write(standalone.path("keys/keys.json"), "not json").unwrap();
+    let text = metrics_holding(&standalone, &["warrant_keys_store_errors_total{"]).await;
+    exported.extend(exported_metrics(&text));
+
+    let rules: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(format!(
+            "{DEPLOY}/components/monitoring/prometheusrule.yaml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut queries: Vec<(String, String)> = Vec::new();
+    for group in rules["spec"]["groups"].as_array().unwrap() {
+        for rule in group["rules"].as_array().unwrap() {
+            queries.push((
+                format!("alert {}", rule["alert"]),
+                rule["expr"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{DEPLOY}/components/monitoring/dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            queries.push((
+                format!("panel {}", panel["title"]),
+                target["expr"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if let Some(query) = variable["query"]["query"].as_str() {
+            queries.push((format!("variable {}", variable["name"]), query.to_owned()));
+        }
+    }
+    assert!(queries.len() > 20, "{queries:?}");
+    let mut referenced = BTreeSet::new();
+    for (what, query) in &queries {
+        let names = metric_names(query);
+        assert!(
+            !names.is_empty(),
+            "{what} queries no warrant metric: {query}"
+        );
+        for name in names {
+            assert!(
+                exported.contains(&name),
+                "{what} queries {name}, which warrant does not export: {query}"
+            );
+            referenced.insert(name);
+        }
+    }
+    // The alerts the docs name are there.
+    let alerts: Vec<&str> = queries
+        .iter()
+        .filter_map(|(w, _)| w.strip_prefix("alert \""))
+        .map(|w| w.trim_end_matches('"'))
+        .collect();
+    let install = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/install.md"
+    ))
+    .unwrap();
+    for alert in &alerts {
+        assert!(
+            install.contains(alert),
+            "docs/install.md does not list {alert}"
+        );
+    }
+}
+
+/// `/metrics` once it holds every one of `want` (warrant counts some things on its own schedule:
+/// a file reload, a watch event).
+async fn metrics_holding(w: &Warrant, want: &[&str]) -> String {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let text = w.metrics_text().await;
+        if want.iter().all(|w| text.contains(w)) {
+            return text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/metrics never held all of {want:?}:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The metric names warrant exports: every sample's name, and for families without samples yet
+/// the names their samples will have.
+fn exported_metrics(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut parts = rest.split_whitespace();
+            let (name, kind) = (parts.next().unwrap(), parts.next().unwrap());
+            match kind {
+                "counter" => {
+                    names.insert(format!("{}_total", name.trim_end_matches("_total")));
+                }
+                "histogram" => {
+                    for suffix in ["_bucket", "_sum", "_count"] {
+                        names.insert(format!("{name}{suffix}"));
+                    }
+                }
+                "info" => {
+                    names.insert(format!("{name}_info"));
+                }
+                _ => {
+                    names.insert(name.to_owned());
+                }
+            }
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let end = line.find(['{', ' ']).unwrap_or(line.len());
+            names.insert(line[..end].to_owned());
+        }
+    }
+    names
+}
+
+/// The metric names in a PromQL expression: identifiers starting `warrant_` or `process_`,
+/// outside quoted strings (label values).
+fn metric_names(query: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut chars = query.char_indices().peekable();
+    let mut in_string = false;
+    while let Some((at, c)) = chars.next() {
+        if c == '"' {
+            in_string = !in_string;
+            continue;
+        }
+        if in_string || !(c.is_ascii_alphabetic() || c == '_') {
+            continue;
+        }
+        let mut end = at + c.len_utf8();
+        while let Some(&(next, d)) = chars.peek() {
+            if d.is_ascii_alphanumeric() || d == '_' || d == ':' {
+                end = next + d.len_utf8();
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let word = &query[at..end];
+        if word.starts_with("warrant_") || word.starts_with("process_") {
+            names.push(word.to_owned());
+        }
+    }
+    names
+}
+
+#[test]
+fn metric_names_are_read_from_queries() {
+    assert_eq!(
+        metric_names(
+            r#"sum by (route) (rate(warrant_http_requests_total{code=~"4..", x="warrant_no"}[5m])) / process_open_fds"#
+        ),
+        ["warrant_http_requests_total", "process_open_fds"]
+    );
+    let exported = exported_metrics(
+        "# TYPE warrant_a counter\n# TYPE warrant_b histogram\n# TYPE warrant_c gauge\nwarrant_c 1\n",
+    );
+    for name in [
+        "warrant_a_total",
+        "warrant_b_bucket",
+        "warrant_b_count",
+        "warrant_c",
+    ] {
+        assert!(exported.contains(name), "{name}");
+    }
+    assert!(!exported.contains("warrant_a"));
+}
+
+/// docs/install.md's node setup for the external signer, run as written with the node's paths
+/// (`/etc/…`, `/run/warrant`) moved under a scratch directory and a throw-away cluster CA and
+/// kubeadm key there; then the static pod's own arguments (deploy/control-plane, rendered, paths
+/// moved the same way, the HTTPS port the test's) start warrant as the pod does, as uid 65532
+/// when the test runs as root. The socket answers kube-apiserver's startup calls while no
+/// kube-apiserver is up, and the HTTPS API serves the setup's own certificate for 127.0.0.1.
+#[tokio::test]
+async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
+    let root_dir = tempfile::tempdir().unwrap();
+    let root = root_dir.path().to_str().unwrap().to_owned();
+    let as_root = rustix::process::geteuid().is_root();
+    // 65532 must reach the files under the scratch directory, as it reaches /etc on a node.
+    std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let pki = format!("{root}/etc/kubernetes/pki");
+    std::fs::create_dir_all(&pki).unwrap();
+    std::fs::create_dir_all(format!("{root}/etc/kubernetes/manifests")).unwrap();
+    std::fs::create_dir_all(format!("{root}/etc/tmpfiles.d")).unwrap();
+    std::fs::create_dir_all(format!("{root}/bin")).unwrap();
+    std::os::unix::fs::symlink(BIN, format!("{root}/bin/warrant")).unwrap();
+    std::os::unix::fs::symlink(DEPLOY, format!("{root}/deploy")).unwrap();
+    for command in [
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -keyout ca.key -out ca.crt -subj /CN=kubernetes",
+        "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key",
+        "openssl pkey -in sa.key -pubout -out sa.pub",
+    ] {
+        let out = Command::new("sh")
+            .args(["-c", command])
+            .current_dir(&pki)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+    }
+
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/install.md"
+    ))
+    .unwrap();
+    let block = sh_blocks(&doc)
+        .into_iter()
+        .find(|b| b.contains("/etc/tmpfiles.d/warrant.conf"))
+        .expect("install.md has the signer's node setup");
+    let mut script = block
+        .replace("/etc/", &format!("{root}/etc/"))
+        .replace("/run/warrant", &format!("{root}/run/warrant"));
+    if !as_root {
+        // Without root, the files stay the test user's, and warrant runs as that user.
+        script = script
+            .replace("-o 65532 -g 65532 ", "")
+            .replace("0700 65532 65532", "0700 - -")
+            .lines()
+            .filter(|l| !l.starts_with("chown "))
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    let path = format!("{root}/bin:{}", std::env::var("PATH").unwrap());
+    let out = Command::new("bash")
+        .args(["-c", &format!("set -euo pipefail\n{script}")])
+        .current_dir(&root)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}\n{}", stderr(&out));
+
+    // The static pod the setup wrote, with the release's image; its arguments, run.
+    let manifest = std::fs::read_to_string(format!(
+        "{root}/etc/kubernetes/manifests/warrant-signer.yaml"
+    ))
+    .unwrap();
+    let pod: Value = serde_saphyr::from_str(&manifest).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let flags: Vec<String> = args(&pod["spec"]["containers"][0])
+        .into_iter()
+        .map(|f| {
+            f.replace("/etc/warrant", &format!("{root}/etc/warrant"))
+                .replace("/var/run/warrant", &format!("{root}/run/warrant"))
+        })
+        .collect();
+    let mut command = if as_root {
+        let user = pod["spec"]["securityContext"]["runAsUser"].to_string();
+        let group = pod["spec"]["securityContext"]["runAsGroup"].to_string();
+        let mut c = Command::new("setpriv");
+        c.args([
+            &format!("--reuid={user}"),
+            &format!("--regid={group}"),
+            "--clear-groups",
+            "--",
+            BIN,
+        ]);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    command
+        .args(&flags)
+        .env("LISTEN_FDS", "1")
+        .env_remove("LISTEN_PID")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    {
+        use command_fds::{CommandFdExt, FdMapping};
+        use std::os::fd::AsFd;
+        command
+            .fd_mappings(vec![FdMapping {
+                parent_fd: listener.as_fd().try_clone_to_owned().unwrap(),
+                child_fd: 3,
+            }])
+            .unwrap();
+    }
+    let mut child = command.spawn().unwrap();
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Kill(&mut child);
+
+    // HTTPS on the loopback with the setup's certificate, from the "cluster" CA.
+    let ca = std::fs::read(format!("{pki}/ca.crt")).unwrap();
+    let http = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])
+        .build()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(r) = http
+            .get(format!("https://127.0.0.1:{port}/livez"))
+            .timeout(std::time::Duration::from_secs(2))
+            .send()
+            .await
+            && r.status().is_success()
+        {
+            break;
+        }
+        if let Some(status) = child.0.try_wait().unwrap() {
+            let mut log = String::new();
+            use std::io::Read as _;
+            child
+                .0
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut log)
+                .unwrap();
+            panic!("the signer exited with {status}:\n{log}");
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the signer never served"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // The socket answers Metadata and FetchKeys, as kube-apiserver asks at its start.
+    let socket = format!("{root}/run/warrant/signer.sock");
+    let probe = Command::new(BIN)
+        .args(["probe-signer", "--signing-endpoint", &socket])
+        .output()
+        .unwrap();
+    assert!(probe.status.success(), "{}", stderr(&probe));
+    let out = String::from_utf8(probe.stdout).unwrap();
+    assert!(out.starts_with("ok: "), "{out}");
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o600);
+    if as_root {
+        assert_eq!(meta.uid(), 65532, "the signer runs as 65532");
     }
 }

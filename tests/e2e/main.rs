@@ -19,6 +19,7 @@ mod cluster;
 mod credential;
 mod deploy;
 mod errors;
+mod getting_started;
 mod hardening;
 mod keys;
 mod oidc;
