@@ -463,3 +463,266 @@ async fn shutdown_fails_readiness_first_and_finishes_requests_in_flight() {
     assert!(answer.contains(r#""authenticated":true"#), "{answer}");
     assert!(w.wait_exit().success());
 }
+
+/// A TCP connection to `w` from the loopback address `source` (any of 127/8 reaches it).
+async fn connect_from(w: &Warrant, source: [u8; 4]) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::from((source, 0)))
+        .unwrap();
+    socket
+        .connect(std::net::SocketAddr::from(([127, 0, 0, 1], w.port)))
+        .await
+        .unwrap()
+}
+
+/// One HTTP/1.1 request on a kept-alive connection, its response read to its end: the status
+/// code, or `None` if the connection was closed.
+async fn request_on<S>(tls: &mut S, request: &str) -> Option<u16>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    tls.write_all(request.as_bytes()).await.ok()?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert!(head.len() < 64 * 1024, "an endless response head");
+        match tls.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let head = String::from_utf8(head).unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no content-length in {head}"));
+    let mut body = vec![0u8; length];
+    tls.read_exact(&mut body).await.ok()?;
+    Some(status)
+}
+
+/// Waits until warrant has closed at least `count` connections for `reason`s (it has
+/// accepted what the test opened); at most a minute.
+async fn closed_at_least(w: &Warrant, reasons: &[&str], count: f64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut closed = 0.0;
+        for reason in reasons {
+            closed += w
+                .metric(&format!(
+                    r#"warrant_connections_closed_total{{reason="{reason}"}}"#
+                ))
+                .await;
+        }
+        if closed >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{closed} connections closed for {reasons:?} after a minute, expected {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue 22 §6: at --max-connections, bare TCP connects (no TLS byte) closed the connection
+/// idle the longest, which was a kept-alive client's (kube-apiserver's webhook connection):
+/// half its requests failed. Now connections that never finished a handshake make room for
+/// each other first, and the client, between rounds of the flood, loses no request and keeps
+/// its one connection.
+#[tokio::test]
+async fn a_flood_of_bare_connects_costs_a_kept_alive_client_nothing() {
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--max-connections",
+            "8",
+            // The flood and the client each from their own address; the per-address cap
+            // would protect the client on its own: this test is about the order of shedding.
+            "--max-connections-per-address",
+            "8",
+        ],
+    )
+    .await;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let request = format!(
+        "GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
+        w.admin_token()
+    );
+    let mut client = tls_client(&w, &[b"http/1.1"])
+        .connect(name, connect_from(&w, [127, 0, 0, 2]).await)
+        .await
+        .unwrap();
+    assert_eq!(request_on(&mut client, &request).await, Some(200));
+
+    let mut flood = Vec::new();
+    for round in 1..=3 {
+        // 20 more bare connects, held open, then wait until warrant has accepted them all:
+        // with 8 slots, at least 20 × round − 8 connections have been closed to make room.
+        for _ in 0..20 {
+            flood.push(connect_from(&w, [127, 0, 0, 3]).await);
+        }
+        closed_at_least(
+            &w,
+            &["shed", "handshake_timeout"],
+            f64::from(20 * round - 8),
+        )
+        .await;
+        for i in 0..10 {
+            assert_eq!(
+                request_on(&mut client, &request).await,
+                Some(200),
+                "round {round}, request {i}: the kept-alive connection was closed"
+            );
+        }
+    }
+    assert_eq!(
+        w.metric(r#"warrant_connections_closed_total{reason="refused"}"#)
+            .await,
+        0.0
+    );
+    drop(flood);
+}
+
+/// One address cannot hold more than --max-connections-per-address: its own connections make
+/// room for its newcomers, and another address's are left alone.
+#[tokio::test]
+async fn one_address_holds_at_most_its_share_of_connections() {
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--max-connections",
+            "64",
+            "--max-connections-per-address",
+            "4",
+        ],
+    )
+    .await;
+    let mut flood = Vec::new();
+    for _ in 0..20 {
+        flood.push(connect_from(&w, [127, 0, 0, 3]).await);
+    }
+    closed_at_least(&w, &["shed"], 16.0).await;
+    // The four left are the flood's only connections still in their handshake (the metrics
+    // client's own connection finished its handshake before it asked).
+    assert_eq!(
+        w.metric(r#"warrant_connections_open{protocol="tls"}"#)
+            .await,
+        4.0
+    );
+    // Another address is served as before.
+    let mut other = tls_client(&w, &[b"http/1.1"])
+        .connect(
+            rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
+            connect_from(&w, [127, 0, 0, 2]).await,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        request_on(&mut other, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await,
+        Some(200)
+    );
+    drop(flood);
+}
+
+/// Issue 22 §8: claims kube-apiserver hands the signer are logged (`sub`, `jti`); a newline in
+/// one forged a log line, and an escape sequence reached the terminal. The text log escapes
+/// them: one event, one line.
+#[tokio::test]
+async fn a_newline_in_a_claim_forges_no_log_line() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("signer.sock");
+    let mut w = Warrant::start(
+        OBJECTS,
+        &[
+            "--service-account-signing-endpoint",
+            socket.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let issued = w.token(&["--audience", "vault"]);
+    let claims = issued.split('.').nth(1).unwrap();
+    let mut claims: serde_json::Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap()).unwrap();
+    claims["sub"] = "system:serviceaccount:demo:app\nERROR FORGED by the sub claim".into();
+    claims["jti"] = "jti\r\nERROR FORGED by the jti claim \u{1b}[2J".into();
+    let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
+    signer
+        .sign(warrant_signer::proto::SignJwtRequest {
+            claims: URL_SAFE_NO_PAD.encode(claims.to_string()),
+        })
+        .await
+        .unwrap();
+    // A clean stop writes out every queued line.
+    w.signal("TERM");
+    assert!(w.wait_exit().success());
+    let log = w.log();
+    let signed = log
+        .lines()
+        .find(|l| l.contains("signed a token for kube-apiserver"))
+        .unwrap_or_else(|| panic!("no Sign line in:\n{log}"));
+    assert!(
+        signed.contains(r"demo:app\nERROR FORGED by the sub claim"),
+        "{signed}"
+    );
+    assert!(
+        signed.contains(r"JTI=jti\r\nERROR FORGED by the jti claim \u{1b}[2J"),
+        "{signed}"
+    );
+    assert!(
+        log.lines().all(|l| !l.starts_with("ERROR FORGED")),
+        "a forged line:\n{log}"
+    );
+    assert!(!log.contains('\u{1b}'), "an escape sequence:\n{log}");
+}
+
+/// `warrant completion fish | head -1` panicked with a backtrace on the closed pipe: the rest
+/// of the script is dropped quietly now. (The reader here is gone before warrant writes.)
+#[test]
+fn completion_into_a_closed_pipe_exits_quietly() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(BIN)
+            .args(["completion", shell])
+            .stdout(writer)
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{shell}");
+    }
+}
+
+/// `warrant verify` against a server whose CA it was not given: its one line names the cause
+/// (the certificate is not from a known CA) and what to do, with no other line beside it.
+#[tokio::test]
+async fn verify_without_the_ca_names_the_cause() {
+    let w = Warrant::start(OBJECTS, &[]).await;
+    let token = w.token(&["--audience", "vault"]);
+    let out = std::process::Command::new(BIN)
+        .args(["verify", "--issuer", &w.issuer(), "--audience", "vault"])
+        .arg(token.trim())
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.starts_with("warrant: GET https://127.0.0.1:"),
+        "{said}"
+    );
+    assert!(said.contains("UnknownIssuer"), "{said}");
+    assert!(said.contains("--ca-file"), "{said}");
+}

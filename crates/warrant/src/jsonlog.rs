@@ -162,4 +162,27 @@ mod tests {
         assert!(text.starts_with("{\"timestamp\":"), "{text}");
         assert!(text.contains("\"level\":\"INFO\",\"message\":\"issued a token\""));
     }
+
+    /// The JSON encoder escapes control characters itself: a client's newline or escape
+    /// sequence stays inside its string, one event per line, and reads back unchanged.
+    #[test]
+    fn control_characters_stay_inside_their_strings() {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .event_format(JsonLines)
+            .with_writer(move || writer.clone())
+            .finish();
+        let sub = "system:serviceaccount:demo:app\n{\"level\":\"ERROR\"}\r\u{1b}[2J";
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(subject = %sub, quoted = sub, "signed\n{sub}");
+        });
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text}");
+        let line: Value = serde_json::from_str(text.trim_end()).unwrap();
+        assert_eq!(line["subject"], sub);
+        assert_eq!(line["quoted"], sub);
+        assert_eq!(line["message"], format!("signed\n{sub}"));
+    }
 }

@@ -305,7 +305,7 @@ fn print(
             for r in keys.revocations() {
                 writeln!(
                     out,
-                    "\nREVOKED {} at {}: its tokens are refused (remembered until {}, when the last of them has expired).",
+                    "\nREVOKED {} at {}: its tokens are refused (the last of them expires at {} at the latest); the kid is remembered for good, so no key file can bring it back.",
                     r.kid, r.revoked_at, r.forget_at
                 )?;
             }

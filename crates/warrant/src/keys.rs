@@ -388,10 +388,11 @@ pub(crate) async fn open(
                 KeyManager::open_when_ready(store, policy, writer, metrics.clone(), clock).await?;
             let now = clock.now();
             let extra = StaticKeys::load(extra_files)?;
-            let initial = manager
+            let managed = manager
                 .key_set(now)
-                .ok_or_else(|| format!("{described} holds no active key"))?
-                .with_extra_verifying(&extra.verifying);
+                .ok_or_else(|| format!("{described} holds no active key"))?;
+            say_revoked_in_files(&managed, &extra.verifying);
+            let initial = managed.with_extra_verifying(&extra.verifying);
             metrics.published(&initial);
             Ok(Opened {
                 initial,
@@ -530,9 +531,22 @@ impl Sink {
 
     fn publish_merged(&self, current: &Current) {
         if let Some(managed) = &current.managed {
+            say_revoked_in_files(managed, &current.extra);
             let keys = managed.clone().with_extra_verifying(&current.extra);
             self.metrics.published(&keys);
             self.state.set_keys(keys);
         }
+    }
+}
+
+/// Logs each key a `--service-account-key-file` offers that was revoked in the managed store:
+/// it stays out of the key set for good (a revocation is never forgotten), but the file
+/// should not offer it.
+fn say_revoked_in_files(managed: &KeySet, extra: &[VerifyingKey]) {
+    for kid in managed.revoked_among(extra) {
+        tracing::error!(
+            %kid,
+            "a --service-account-key-file offers a revoked key; it stays out of the key set for good: take it out of the file"
+        );
     }
 }

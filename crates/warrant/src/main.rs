@@ -66,10 +66,8 @@ fn main() -> ExitCode {
         Command::ProbeSigner(args) => {
             current_thread().and_then(|runtime| runtime.block_on(signer::probe(&args)))
         }
-        Command::Completion(args) => {
-            completion::write(args.shell, &mut std::io::stdout().lock());
-            Ok(())
-        }
+        Command::Completion(args) => completion::write(args.shell, &mut std::io::stdout().lock())
+            .map_err(|e| format!("writing the completion script: {e}").into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,7 +30,12 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<(), Box<dyn Error>> {
 
     let issuer = args.issuer.trim_end_matches('/');
     let discovery_url = format!("{issuer}{}", warrant_server::DISCOVERY_PATH);
-    let discovery: Discovery = fetch(&client, &discovery_url).await?;
+    let trust = if args.ca_file.is_some() {
+        Trust::CaFile
+    } else {
+        Trust::System
+    };
+    let discovery: Discovery = fetch(&client, &discovery_url, trust).await?;
     // OpenID Connect Discovery §4.3: the document must name the issuer it was fetched for.
     if discovery.issuer != args.issuer {
         return Err(format!(
@@ -39,7 +44,7 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<(), Box<dyn Error>> {
         )
         .into());
     }
-    let jwks: Jwks = fetch(&client, &discovery.jwks_uri).await?;
+    let jwks: Jwks = fetch(&client, &discovery.jwks_uri, trust).await?;
     let mut keys = Vec::new();
     for jwk in &jwks.keys {
         match VerifyingKey::from_jwk(jwk) {
@@ -85,21 +90,81 @@ struct Jwks {
     keys: Vec<Value>,
 }
 
+/// Which CAs the client trusts, for the hint on a failed connection.
+#[derive(Debug, Clone, Copy)]
+enum Trust {
+    /// `--ca-file`'s, beside the system's.
+    CaFile,
+    /// The system's only.
+    System,
+}
+
+/// Why a document could not be fetched. The message carries the whole chain of causes (the
+/// TLS library's "invalid peer certificate: UnknownIssuer", say): the one line the command
+/// prints says why.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    /// The request failed: no connection, the TLS handshake, a body that is not the document.
+    #[error("GET {url}: {}{hint}", causes(.source))]
+    Request {
+        /// The URL.
+        url: String,
+        /// What to try, if the cause suggests it.
+        hint: &'static str,
+        /// reqwest's error, and its causes.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The server answered with an error status.
+    #[error("GET {url}: {status}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// Its status.
+        status: reqwest::StatusCode,
+    },
+}
+
+/// `error` and its causes, `: `-separated, each said once.
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 async fn fetch<T: serde::de::DeserializeOwned>(
     client: &reqwest::Client,
     url: &str,
-) -> Result<T, Box<dyn Error>> {
-    let response = client
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
+    trust: Trust,
+) -> Result<T, FetchError> {
+    let failed = |source: reqwest::Error| {
+        let hint = match trust {
+            Trust::System if source.is_connect() => {
+                " (without --ca-file only the system's CAs are trusted: pass the CA that signed the server's certificate)"
+            }
+            _ => "",
+        };
+        FetchError::Request {
+            url: url.to_owned(),
+            hint,
+            source,
+        }
+    };
+    let response = client.get(url).send().await.map_err(failed)?;
     let status = response.status();
     if !status.is_success() {
-        return Err(format!("GET {url}: {status}").into());
+        return Err(FetchError::Status {
+            url: url.to_owned(),
+            status,
+        });
     }
-    Ok(response
-        .json()
-        .await
-        .map_err(|e| format!("GET {url}: {e}"))?)
+    response.json().await.map_err(failed)
 }
