@@ -201,8 +201,9 @@ struct Shared {
     metrics: AuditMetrics,
     health: Health,
     summaries: Mutex<Summaries>,
-    /// Tells the writer a summary is owed (it then sleeps until the window ends).
-    summary_owed: Notify,
+    /// Wakes the writer: a summary is owed (it then sleeps until the window ends), or a
+    /// request found the log stalled (it then probes until a write succeeds).
+    wake: Notify,
 }
 
 impl Shared {
@@ -213,7 +214,7 @@ impl Shared {
             metrics,
             health: Health::default(),
             summaries: Mutex::new(Summaries::default()),
-            summary_owed: Notify::new(),
+            wake: Notify::new(),
         }
     }
 
@@ -246,7 +247,7 @@ impl Shared {
             Verdict::Counted { due } => {
                 self.metrics.summarized.inc();
                 if due {
-                    self.summary_owed.notify_one();
+                    self.wake.notify_one();
                 }
             }
         }
@@ -302,6 +303,8 @@ impl Shared {
             "the audit log is not keeping up: an event was not written within {} s",
             MAX_QUEUE_WAIT.as_secs()
         ));
+        // However the writer's batch ends, the log stays failing until a write succeeds.
+        self.wake.notify_one();
     }
 }
 
@@ -573,6 +576,11 @@ async fn write_events(
     let mut failed_at: Option<Instant> = None;
     let far = || Instant::now() + Duration::from_secs(365 * 86_400);
     loop {
+        // Failing, whoever found it (a request that gave up waiting, too): probe until a write
+        // succeeds.
+        if failed_at.is_none() && shared.health.failing.load(Ordering::Acquire) {
+            failed_at = Some(Instant::now());
+        }
         let summary_due = shared.summaries().due();
         let probe_due = failed_at.map(|at| at + PROBE_INTERVAL);
         let mut entries: Vec<Entry> = Vec::new();
@@ -584,7 +592,7 @@ async fn write_events(
                 Some(Message::Event(entry)) => entries.push(entry),
                 Some(Message::Finish) | None => finishing = true,
             },
-            () = shared.summary_owed.notified() => {}
+            () = shared.wake.notified() => {}
             () = tokio::time::sleep_until(summary_due.unwrap_or_else(far)), if summary_due.is_some() => {}
             () = tokio::time::sleep_until(probe_due.unwrap_or_else(far)), if probe_due.is_some() => probe = true,
         }
@@ -1109,6 +1117,19 @@ mod tests {
         assert_eq!(*target.probes.lock().unwrap(), 4);
         writer.finish().await;
         assert!(target.events().is_empty());
+    }
+
+    /// A request that gave up waiting marks the log failing whatever its batch came to; with
+    /// no requests after it, the writer's probe clears that once the target answers.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_log_recovers_by_probing() {
+        let (auditor, writer, target, _registry) = test_writer(Mode::Blocking);
+        auditor.inner.as_ref().unwrap().stalled();
+        assert!(auditor.failing().unwrap().contains("not keeping up"));
+        tokio::time::sleep(PROBE_INTERVAL + Duration::from_millis(1)).await;
+        assert_eq!(*target.probes.lock().unwrap(), 1);
+        assert_eq!(auditor.failing(), None);
+        writer.finish().await;
     }
 
     /// Batch mode over a failing target: requests go on, the events are counted as failed,
