@@ -10,13 +10,15 @@
 //!   what it is asked to sign and signs it as given; `FetchKeys` lists every published key with
 //!   a refresh hint that runs down to the next scheduled key change; `Metadata` gives the longest
 //!   token lifetime the keys stay published for.
-//! - [`socket`]: the Unix socket, owner-only (and an optional group), a stale file from a crash
-//!   replaced, a live one never taken over.
+//! - [`socket`]: the Unix socket, owner-only (and an optional group) from the moment it exists,
+//!   a stale file from a crash replaced, a live one never taken over.
+//! - [`connections`]: who may connect (`SO_PEERCRED`), how many at once, how long idle.
 //! - [`metrics`]: per RPC, counts by result, refusals by reason, latency.
 //!
 //! The wire format comes from `proto/externaljwt.proto`, compiled at build time by protox (pure
 //! Rust) and tonic-prost-build.
 
+pub mod connections;
 pub mod metrics;
 pub mod service;
 pub mod socket;
@@ -35,9 +37,10 @@ pub mod proto {
     tonic::include_proto!("v1");
 }
 
+pub use connections::{PeerPolicy, ServeOptions, serve};
 pub use metrics::SignerMetrics;
-pub use service::{Signer, serve};
-pub use socket::{SocketError, SocketOptions, bind};
+pub use service::{ORDINARY_MAX_METADATA, Signer};
+pub use socket::{BoundSocket, SocketError, SocketOptions, bind};
 /// gRPC status codes and statuses, for callers of the client.
 pub use tonic::{Code, Status};
 

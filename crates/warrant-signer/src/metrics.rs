@@ -2,11 +2,14 @@
 //!
 //! | name | type | what |
 //! |---|---|---|
-//! | `warrant_signer_requests_total{rpc,result}` | counter | calls, by `result`: `ok`, or the reason a call was refused (`not_base64url`, `not_json_object`, `oversized`, `wrong_issuer`, `no_exp`, `exp_beyond_max`, `sign_failed`) |
+//! | `warrant_signer_requests_total{rpc,result}` | counter | calls, by `result`: `ok`, or the reason a call was refused (`not_base64url`, `not_json_object`, `oversized`, `wrong_issuer`, `no_exp`, `exp_beyond_max`, `duplicate_claim`, `case_variant_claim`, `bad_warnafter`, `sign_failed`) |
 //! | `warrant_signer_request_duration_seconds{rpc}` | histogram | time to answer |
+//! | `warrant_signer_connections_open` | gauge | connections being served |
+//! | `warrant_signer_connections_closed_total{reason}` | counter | connections warrant refused or closed: `peer_not_allowed`, `peer_unknown`, `limit`, `idle` |
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -18,6 +21,17 @@ type Labels2 = [(&'static str, &'static str); 2];
 pub struct SignerMetrics {
     requests: Family<Labels2, Counter>,
     duration: Family<Labels1, Histogram>,
+    open: Gauge,
+    closed: Family<Labels1, Counter>,
+}
+
+/// One open connection, counted in the gauge until dropped.
+pub(crate) struct OpenConnection(Gauge);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Default for SignerMetrics {
@@ -30,6 +44,8 @@ impl Default for SignerMetrics {
                     0.000_05, 2.0, 16,
                 ))
             }),
+            open: Gauge::default(),
+            closed: Family::default(),
         }
     }
 }
@@ -48,6 +64,25 @@ impl SignerMetrics {
             Unit::Seconds,
             self.duration.clone(),
         );
+        registry.register(
+            "warrant_signer_connections_open",
+            "Connections to the signing socket being served",
+            self.open.clone(),
+        );
+        registry.register(
+            "warrant_signer_connections_closed",
+            "Connections to the signing socket warrant refused or closed, by reason (peer_not_allowed, peer_unknown, limit, idle)",
+            self.closed.clone(),
+        );
+    }
+
+    pub(crate) fn connection_opened(&self) -> OpenConnection {
+        self.open.inc();
+        OpenConnection(self.open.clone())
+    }
+
+    pub(crate) fn connection_closed(&self, reason: &'static str) {
+        self.closed.get_or_create(&[("reason", reason)]).inc();
     }
 
     pub(crate) fn answered(&self, rpc: &'static str, result: &'static str, seconds: f64) {

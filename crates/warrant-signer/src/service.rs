@@ -3,10 +3,13 @@
 //! - **Sign** gets the claims kube-apiserver encoded (base64url JSON, no padding) and returns a
 //!   header `{"alg","kid","typ":"JWT"}` and the signature over `header.claims`, the claims bytes
 //!   exactly as received: kube-apiserver assembles the token itself. Before signing it checks
-//!   the claims are warrant's to sign: at most [`MAX_CLAIMS_BYTES`], a JSON object, an `iss` of
-//!   warrant's, and an `exp` no later than the longest lifetime the keys are published for (plus
-//!   the leeway) from now. Anything else is `InvalidArgument`, saying why. It signs with the key
-//!   active now, which is always published.
+//!   the claims are warrant's to sign: at most [`MAX_CLAIMS_BYTES`], a JSON object that every
+//!   JWT reader reads alike (no repeated key, no case variant of a registered claim:
+//!   [`parse_claims_strictly`]), an `iss` of warrant's, and an `exp` no later than the
+//!   operator's maximum lifetime (plus the leeway) from now; an extended token (one with
+//!   `kubernetes.io.warnafter`, itself within that maximum) may run to the extended maximum,
+//!   the longest lifetime the keys are published for. Anything else is `InvalidArgument`,
+//!   saying why. It signs with the key active now, which is always published.
 //! - **FetchKeys** lists every published key (next, active, retired, and extra verification
 //!   keys, all in warrant's JWKS too, so both JWKS agree), `data_timestamp` = when the key set
 //!   last changed, and a refresh hint equal to the documents' max-age: the time to the next
@@ -16,20 +19,23 @@
 //! - **Metadata** gives the longest `exp - iat` warrant issues
 //!   ([`ExpirationPolicy::longest_token_seconds`](warrant_token::ExpirationPolicy::longest_token_seconds)),
 //!   which is also how long keys stay published after they stop signing: kube-apiserver then
-//!   never mints a token that outlives its key's publication.
+//!   never mints a token that outlives its key's publication. kube-apiserver caps extended
+//!   tokens at it, and ordinary ones too unless its own `--service-account-max-token-expiration`
+//!   is set: where extended tokens outlive the operator's maximum (key files, the default
+//!   extension), that flag must be warrant's maximum, or Sign refuses the longer requests. The
+//!   answer's gRPC metadata carries warrant's maximum for ordinary tokens as
+//!   [`ORDINARY_MAX_METADATA`], for `warrant probe-signer` to compare.
 
-use std::future::Future;
 use tokio::time::Instant;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use tokio::net::UnixListener;
-use tokio_stream::wrappers::UnixListenerStream;
-use tonic::transport::server::UdsConnectInfo;
 use tonic::{Request, Response, Status};
 use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
 use warrant_server::AppState;
-use warrant_token::{LEEWAY_SECONDS, MAX_TOKEN_BYTES};
+use warrant_token::{ClaimsJsonError, LEEWAY_SECONDS, MAX_TOKEN_BYTES, parse_claims_strictly};
+
+use crate::connections::Peer;
 
 use crate::metrics::SignerMetrics;
 use crate::proto::external_jwt_signer_server::{ExternalJwtSigner, ExternalJwtSignerServer};
@@ -42,6 +48,11 @@ use crate::proto::{
 /// TokenReview reads ([`MAX_TOKEN_BYTES`]), leaving room for the header and an RSA-4096
 /// signature.
 pub const MAX_CLAIMS_BYTES: usize = MAX_TOKEN_BYTES - 1024;
+
+/// The gRPC metadata key of a Metadata answer that carries warrant's maximum lifetime of an
+/// ordinary (not extended) token, in seconds: what kube-apiserver's own
+/// `--service-account-max-token-expiration` must not exceed.
+pub const ORDINARY_MAX_METADATA: &str = "warrant-max-token-expiration-seconds";
 
 /// The signer service, over the server's state (keys, issuers, lifetimes, clock).
 #[derive(Clone)]
@@ -64,6 +75,11 @@ impl Signer {
     /// takes the registry).
     pub fn new(state: AppState, metrics: SignerMetrics) -> Self {
         Signer { state, metrics }
+    }
+
+    /// Its metrics.
+    pub fn metrics(&self) -> &SignerMetrics {
+        &self.metrics
     }
 
     /// The gRPC service, for a tonic server.
@@ -91,15 +107,15 @@ impl Signer {
                 "claims are not unpadded base64url (the JWT's second segment)".into(),
             )
         })?;
-        let parsed: serde_json::Value = serde_json::from_slice(&json)
-            .ok()
-            .filter(serde_json::Value::is_object)
-            .ok_or_else(|| {
-                Refusal(
-                    "not_json_object",
-                    "claims do not decode to a JSON object".into(),
-                )
-            })?;
+        let parsed = parse_claims_strictly(&json).map_err(|error| match error {
+            ClaimsJsonError::NotJson(_) | ClaimsJsonError::NotObject => Refusal(
+                "not_json_object",
+                "claims do not decode to a JSON object".into(),
+            ),
+            ClaimsJsonError::DuplicateKey { .. } => Refusal("duplicate_claim", error.to_string()),
+            ClaimsJsonError::CaseVariant { .. } => Refusal("case_variant_claim", error.to_string()),
+        })?;
+        let parsed = serde_json::Value::Object(parsed);
         let settings = self.state.settings();
         match parsed.get("iss").and_then(serde_json::Value::as_str) {
             Some(iss) if settings.issuers.iter().any(|i| i == iss) => {}
@@ -127,16 +143,40 @@ impl Signer {
             ));
         };
         let now = self.state.clock().now().as_second();
-        let longest = settings.expiration.longest_token_seconds();
-        let latest = now.saturating_add(longest).saturating_add(LEEWAY_SECONDS);
-        if exp > latest {
-            return Err(Refusal(
-                "exp_beyond_max",
-                format!(
-                    "exp is {} s from now, beyond the {longest} s this signer's keys stay published for (its Metadata maximum)",
-                    exp.saturating_sub(now)
-                ),
-            ));
+        let ordinary = settings.expiration.longest_ordinary_token_seconds();
+        let extended = settings.expiration.longest_token_seconds();
+        let by = |seconds: i64| now.saturating_add(seconds).saturating_add(LEEWAY_SECONDS);
+        match warn_after(&parsed)? {
+            // Extended: warned about within the ordinary maximum, valid up to the extended one.
+            Some(warn_after) if warn_after > by(ordinary) => {
+                return Err(Refusal(
+                    "bad_warnafter",
+                    format!(
+                        "kubernetes.io.warnafter is {} s from now, beyond the {ordinary} s a token may live before it is extended",
+                        warn_after.saturating_sub(now)
+                    ),
+                ));
+            }
+            Some(_) if exp > by(extended) => {
+                return Err(Refusal(
+                    "exp_beyond_max",
+                    format!(
+                        "exp is {} s from now, beyond the {extended} s this signer's keys stay published for (its Metadata maximum)",
+                        exp.saturating_sub(now)
+                    ),
+                ));
+            }
+            Some(_) => {}
+            None if exp > by(ordinary) => {
+                return Err(Refusal(
+                    "exp_beyond_max",
+                    format!(
+                        "exp is {} s from now, beyond the {ordinary} s maximum of a token that is not extended (warrant's --service-account-max-token-expiration); kube-apiserver's --service-account-max-token-expiration must not be longer",
+                        exp.saturating_sub(now)
+                    ),
+                ));
+            }
+            None => {}
         }
         let published = self.state.published();
         let key = published.keys().signing_at(self.state.clock().now());
@@ -245,12 +285,31 @@ impl ExternalJwtSigner for Signer {
         _request: Request<MetadataRequest>,
     ) -> Result<Response<MetadataResponse>, Status> {
         let started = Instant::now();
-        let response = MetadataResponse {
-            max_token_expiration_seconds: self.state.settings().expiration.longest_token_seconds(),
-        };
+        let expiration = self.state.settings().expiration;
+        let mut response = Response::new(MetadataResponse {
+            max_token_expiration_seconds: expiration.longest_token_seconds(),
+        });
+        response.metadata_mut().insert(
+            ORDINARY_MAX_METADATA,
+            tonic::metadata::MetadataValue::from(expiration.longest_ordinary_token_seconds()),
+        );
         self.metrics
             .answered("Metadata", "ok", started.elapsed().as_secs_f64());
-        Ok(Response::new(response))
+        Ok(response)
+    }
+}
+
+/// `kubernetes.io.warnafter`, which marks kube's extended tokens: `None` if absent (or null, as
+/// Go reads it), refused if not an integer.
+fn warn_after(claims: &serde_json::Value) -> Result<Option<i64>, Refusal> {
+    match claims.get("kubernetes.io").and_then(|k| k.get("warnafter")) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(value) => value.as_i64().map(Some).ok_or_else(|| {
+            Refusal(
+                "bad_warnafter",
+                "kubernetes.io.warnafter is not an integer (seconds)".into(),
+            )
+        }),
     }
 }
 
@@ -258,11 +317,10 @@ impl ExternalJwtSigner for Signer {
 fn peer<T>(request: &Request<T>) -> Requester {
     let address = request
         .extensions()
-        .get::<UdsConnectInfo>()
-        .and_then(|info| info.peer_cred)
-        .map(|cred| match cred.pid() {
-            Some(pid) => format!("unix:pid={pid},uid={}", cred.uid()),
-            None => format!("unix:uid={}", cred.uid()),
+        .get::<Peer>()
+        .map(|peer| match peer.pid {
+            Some(pid) => format!("unix:pid={pid},uid={}", peer.uid),
+            None => format!("unix:uid={}", peer.uid),
         })
         .unwrap_or_default();
     Requester {
@@ -312,16 +370,4 @@ fn sign_event(
         Err(Refusal(_, message)) => event.reason = message.clone(),
     }
     event
-}
-
-/// Serves `signer` on `listener` until `shutdown` completes.
-pub async fn serve(
-    listener: UnixListener,
-    signer: Signer,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), tonic::transport::Error> {
-    tonic::transport::Server::builder()
-        .add_service(signer.into_service())
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
-        .await
 }

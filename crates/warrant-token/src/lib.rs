@@ -10,6 +10,8 @@
 //!   validation pipeline and returns a [`VerifiedToken`] or a [`TokenError`] whose message is
 //!   kube-apiserver's.
 //! - [`render_jwks`] and [`render_discovery`] build the documents relying parties fetch.
+//! - [`parse_claims_strictly`] reads claims to be signed so that no JWT reader can see other
+//!   values in them (no repeated keys, no case variants of registered names).
 //! - [`ExpirationPolicy`] decides a requested token's lifetime; [`UserInfo`] is what a valid
 //!   token authenticates as.
 //!
@@ -54,6 +56,7 @@ mod jws;
 mod keys;
 mod lifetime;
 mod pem;
+mod strict;
 mod userinfo;
 mod verify;
 
@@ -72,6 +75,7 @@ pub use lifetime::{
     validate_expiration_seconds,
 };
 pub use pem::{PemKey, parse_pem_keys, signing_key_from_pem, verifying_keys_from_pem};
+pub use strict::{ClaimsJsonError, REGISTERED_CLAIMS, parse_claims_strictly};
 pub use userinfo::{
     EXTRA_CREDENTIAL_ID, EXTRA_NODE_NAME, EXTRA_NODE_UID, EXTRA_POD_NAME, EXTRA_POD_UID,
     GROUP_AUTHENTICATED, GROUP_SERVICE_ACCOUNTS, UserInfo,

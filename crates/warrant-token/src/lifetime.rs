@@ -89,15 +89,22 @@ impl ExpirationPolicy {
         }
     }
 
+    /// The longest `exp - iat` of a token that is not extended: the cap, or 2^32 s without
+    /// one. Only an extended token (one with `warnafter`) may live longer, up to
+    /// [`longest_token_seconds`](Self::longest_token_seconds).
+    pub fn longest_ordinary_token_seconds(&self) -> i64 {
+        match self.max_seconds {
+            Some(max) if max > 0 => max.min(MAX_EXPIRATION_SECONDS),
+            _ => MAX_EXPIRATION_SECONDS,
+        }
+    }
+
     /// The longest `exp - iat` any token issued under this policy can have: the cap (2^32 s
     /// without one), or the extended lifetime when the extension can apply (it needs a cap of
     /// at least 3607 s). A key that signed under this policy must keep verifying for this long
     /// after it last signed.
     pub fn longest_token_seconds(&self) -> i64 {
-        let cap = match self.max_seconds {
-            Some(max) if max > 0 => max.min(MAX_EXPIRATION_SECONDS),
-            _ => MAX_EXPIRATION_SECONDS,
-        };
+        let cap = self.longest_ordinary_token_seconds();
         if self.extend && cap >= WARN_ONLY_EXPIRATION_SECONDS {
             cap.max(self.extended_seconds)
         } else {
@@ -184,16 +191,20 @@ mod tests {
             ..p
         };
         assert_eq!(bounded.longest_token_seconds(), 86400);
-        // Every lifetime the policy hands out is within it.
+        // Every lifetime the policy hands out is within it, and within the ordinary cap unless
+        // extended.
         for policy in [p, day, hour, bounded] {
             for requested in [600, 3600, 3607, 86400, MAX_EXPIRATION_SECONDS] {
                 for (pod, api) in [(true, true), (false, true), (true, false)] {
-                    assert!(
-                        policy.lifetime(requested, pod, api).token_seconds
-                            <= policy.longest_token_seconds()
-                    );
+                    let lifetime = policy.lifetime(requested, pod, api);
+                    assert!(lifetime.token_seconds <= policy.longest_token_seconds());
+                    if lifetime.warn_after_seconds.is_none() {
+                        assert!(lifetime.token_seconds <= policy.longest_ordinary_token_seconds());
+                    }
                 }
             }
         }
+        assert_eq!(day.longest_ordinary_token_seconds(), 86400);
+        assert_eq!(p.longest_ordinary_token_seconds(), MAX_EXPIRATION_SECONDS);
     }
 }

@@ -71,8 +71,10 @@ pub(crate) enum Command {
     #[command(after_long_help = CREDENTIAL_EXAMPLES)]
     Credential(CredentialArgs),
     /// Check an external signer as kube-apiserver does when it starts: Metadata and FetchKeys
-    /// over the socket. Exits 0 if both answer and there are keys; otherwise says why and exits
-    /// 1. The liveness probe where warrant serves only the socket (`--secure-port 0`).
+    /// over the socket. Exits 0 if both answer and there are keys; otherwise says why and
+    /// exits 1. The liveness probe where warrant serves only the socket (`--secure-port 0`).
+    /// Warns when a kube-apiserver on this machine that uses the socket would ask for longer
+    /// tokens than warrant signs (its --service-account-max-token-expiration).
     ProbeSigner(ProbeSignerArgs),
     /// Print the shell completion script for bash, zsh or fish to standard output, e.g.
     /// `source <(warrant completion bash)`.
@@ -646,6 +648,42 @@ pub(crate) struct ServeArgs {
         help_heading = "External signer"
     )]
     pub(crate) signing_endpoint_group: Option<String>,
+    /// Users (numbers) whose processes may use the signing socket, checked on every connection
+    /// against the kernel's word (SO_PEERCRED). Default: the socket's owner (warrant's user)
+    /// and root. Giving the list replaces the default.
+    #[arg(
+        long = "signing-endpoint-allowed-uids",
+        value_name = "UID,...",
+        value_delimiter = ',',
+        requires = "signing_endpoint",
+        help_heading = "External signer"
+    )]
+    pub(crate) signing_endpoint_allowed_uids: Option<Vec<u32>>,
+    /// Primary groups (numbers) whose processes may use the signing socket, whatever their
+    /// user. Default: the --signing-endpoint-group, if any. Giving the list replaces the
+    /// default. A process that has the group only as a supplementary group is not seen as in
+    /// it: allow its uid instead.
+    #[arg(
+        long = "signing-endpoint-allowed-gids",
+        value_name = "GID,...",
+        value_delimiter = ',',
+        requires = "signing_endpoint",
+        help_heading = "External signer"
+    )]
+    pub(crate) signing_endpoint_allowed_gids: Option<Vec<u32>>,
+    /// How long a connection to the signing socket may stay open with no call in flight
+    /// before it is closed (gRPC clients reconnect at their next call).
+    #[arg(long = "signing-endpoint-idle-timeout", value_name = "DURATION", default_value = "90s", value_parser = crate::duration::parse_duration, help_heading = "External signer")]
+    pub(crate) signing_endpoint_idle_timeout: std::time::Duration,
+    /// The most connections to the signing socket open at once; more are closed at once.
+    #[arg(
+        long = "signing-endpoint-max-connections",
+        value_name = "N",
+        default_value = "64",
+        value_parser = clap::value_parser!(u16).range(1..),
+        help_heading = "External signer"
+    )]
+    pub(crate) signing_endpoint_max_connections: u16,
     /// Manifest of ServiceAccounts, Pods, Secrets and Nodes (YAML or JSON) that tokens bind
     /// to; reloaded when it changes. The standalone issuer.
     #[arg(long = "objects-file", value_name = "PATH", help_heading = "Objects")]

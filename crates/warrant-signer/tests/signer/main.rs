@@ -10,6 +10,7 @@
     clippy::indexing_slicing
 )]
 
+mod connections;
 mod kube_vectors;
 mod rotation;
 mod sign;

@@ -173,3 +173,165 @@ async fn metadata_is_the_longest_token_lifetime() {
         ExpirationPolicy::default().longest_token_seconds()
     );
 }
+
+/// With key files, `--service-account-max-token-expiration 48h` and the default extension, warrant
+/// issues ordinary tokens of two days and extended ones of a year. kube-apiserver without its own
+/// cap takes Metadata's year for every token: Sign must still hold ordinary ones to two days.
+#[tokio::test]
+async fn the_operators_maximum_bounds_every_token_but_extended_ones() {
+    let key = SigningKey::generate(KeyType::P256).unwrap();
+    let static_keys = ExpirationPolicy {
+        max_seconds: Some(172_800),
+        ..ExpirationPolicy::default()
+    };
+    let year = 31_536_000;
+    let env = start(KeySet::new(key, vec![]), static_keys).await;
+    // Metadata: the year extended tokens need; its metadata: the two days for the others.
+    let metadata = env
+        .client
+        .clone()
+        .metadata(MetadataRequest {})
+        .await
+        .unwrap();
+    assert_eq!(
+        metadata
+            .metadata()
+            .get(warrant_signer::ORDINARY_MAX_METADATA)
+            .unwrap(),
+        "172800"
+    );
+    assert_eq!(metadata.into_inner().max_token_expiration_seconds, year);
+
+    let sign = |claims: Value| {
+        let mut client = env.client.clone();
+        async move {
+            client
+                .sign(SignJwtRequest {
+                    claims: encode_claims(&claims),
+                })
+                .await
+        }
+    };
+    // What kube-apiserver minted for a 100000h request, capped at Metadata's year: refused.
+    let refused = sign(pod_claims(NOW, year)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(
+        refused.message().starts_with(
+            "exp is 31536000 s from now, beyond the 172800 s maximum of a token that is not extended"
+        ),
+        "{}",
+        refused.message()
+    );
+    assert!(sign(pod_claims(NOW, 172_800 + 61)).await.is_err());
+    assert!(sign(pod_claims(NOW, 172_800)).await.is_ok());
+
+    // kube's extended token: warnafter an hour and 7 s on, valid a year.
+    let extended = |warn_after: Value, lifetime: i64| {
+        let mut claims = pod_claims(NOW, lifetime);
+        claims["kubernetes.io"]["warnafter"] = warn_after;
+        claims
+    };
+    assert!(sign(extended(json!(NOW + 3607), year)).await.is_ok());
+    let beyond = sign(extended(json!(NOW + 3607), year + 61))
+        .await
+        .unwrap_err();
+    assert!(
+        beyond.message().contains("beyond the 31536000 s"),
+        "{beyond:?}"
+    );
+    // A warnafter that is itself past the maximum, or not a date, makes nothing extended.
+    for (warn_after, message) in [
+        (
+            json!(NOW + year),
+            "kubernetes.io.warnafter is 31536000 s from now, beyond the 172800 s",
+        ),
+        (json!("soon"), "kubernetes.io.warnafter is not an integer"),
+    ] {
+        let refused = sign(extended(warn_after, year)).await.unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument);
+        assert!(
+            refused.message().starts_with(message),
+            "{}",
+            refused.message()
+        );
+    }
+    assert_eq!(
+        env.metric(r#"warrant_signer_requests_total{rpc="Sign",result="exp_beyond_max"}"#),
+        3.0
+    );
+    assert_eq!(
+        env.metric(r#"warrant_signer_requests_total{rpc="Sign",result="bad_warnafter"}"#),
+        2.0
+    );
+    assert_eq!(
+        env.metric(r#"warrant_signer_requests_total{rpc="Sign",result="ok"}"#),
+        2.0
+    );
+}
+
+/// Claims that a Go reader (go-oidc, kube's JWT authenticator) would read otherwise than
+/// warrant's check: a repeated key, or a case variant of a registered claim.
+#[tokio::test]
+async fn claims_readers_would_read_differently_are_refused() {
+    let key = SigningKey::generate(KeyType::P256).unwrap();
+    let env = start(KeySet::new(key, vec![]), ExpirationPolicy::default()).await;
+    // The issue's two: the far exp first and the near one last, or the far one as "EXP".
+    let text = pod_claims(NOW, 3600).to_string();
+    let far = "99999999999";
+    let cases = [
+        (
+            text.replacen('{', &format!("{{\"exp\":{far},"), 1),
+            "duplicate_claim",
+            "claims repeat the key \"exp\"",
+        ),
+        (
+            text.replacen('{', &format!("{{\"EXP\":{far},"), 1),
+            "case_variant_claim",
+            "claims have the key \"EXP\", which Go's JSON readers take for \"exp\"",
+        ),
+        (
+            text.replacen(
+                "\"namespace\":\"demo\"",
+                "\"namespace\":\"demo\",\"namespace\":\"kube-system\"",
+                1,
+            ),
+            "duplicate_claim",
+            "claims repeat the key \"namespace\" inside \"kubernetes.io\"",
+        ),
+        (
+            text.replacen("\"sub\"", "\"Sub\"", 1),
+            "case_variant_claim",
+            "claims have the key \"Sub\"",
+        ),
+    ];
+    for (claims, _reason, message) in cases {
+        assert_ne!(claims, text);
+        let refused = env
+            .client
+            .clone()
+            .sign(SignJwtRequest {
+                claims: URL_SAFE_NO_PAD.encode(&claims),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument, "{claims}");
+        assert!(
+            refused.message().starts_with(message),
+            "{}",
+            refused.message()
+        );
+    }
+    for (reason, count) in [
+        ("duplicate_claim", 2.0),
+        ("case_variant_claim", 2.0),
+        ("ok", 0.0),
+    ] {
+        assert_eq!(
+            env.metric(&format!(
+                r#"warrant_signer_requests_total{{rpc="Sign",result="{reason}"}}"#
+            )),
+            count,
+            "{reason}"
+        );
+    }
+}

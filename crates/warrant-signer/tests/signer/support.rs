@@ -19,7 +19,7 @@ use warrant_keys::KeySet;
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
 use warrant_server::{AppState, Settings, StateParts, router};
 use warrant_signer::proto::external_jwt_signer_client::ExternalJwtSignerClient;
-use warrant_signer::{Signer, SignerMetrics, SocketOptions};
+use warrant_signer::{BoundSocket, PeerPolicy, ServeOptions, Signer, SignerMetrics, SocketOptions};
 use warrant_token::ExpirationPolicy;
 
 pub(crate) const ISSUER: &str = "https://warrant.test";
@@ -32,6 +32,8 @@ pub(crate) struct Env {
     pub(crate) state: AppState,
     pub(crate) clock: Clock,
     pub(crate) client: ExternalJwtSignerClient<Channel>,
+    /// The socket's path.
+    pub(crate) path: std::path::PathBuf,
     pub(crate) registry_text: Box<dyn Fn() -> String>,
     _stop: tokio::sync::oneshot::Sender<()>,
     _dir: tempfile::TempDir,
@@ -75,6 +77,20 @@ pub(crate) async fn start_with(
     expiration: ExpirationPolicy,
     fill: impl FnOnce(&MemorySource),
 ) -> Env {
+    start_serving(issuer, keys, expiration, fill, |socket| {
+        ServeOptions::new(PeerPolicy::for_socket(socket.owner_uid(), None))
+    })
+    .await
+}
+
+/// As [`start_with`], serving with the options `serve` gives for the bound socket.
+pub(crate) async fn start_serving(
+    issuer: &str,
+    keys: KeySet,
+    expiration: ExpirationPolicy,
+    fill: impl FnOnce(&MemorySource),
+    serve: impl FnOnce(&BoundSocket) -> ServeOptions,
+) -> Env {
     let objects = Arc::new(MemorySource::new());
     fill(&objects);
     let mut authenticator = Authenticator::default();
@@ -115,22 +131,23 @@ pub(crate) async fn start_with(
     })
     .unwrap();
     let listener = socket.take_listener().unwrap();
+    let options = serve(&socket);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let signer = Signer::new(state.clone(), metrics);
     tokio::spawn(async move {
         let _socket = socket;
-        warrant_signer::serve(listener, signer, async {
+        warrant_signer::serve(listener, signer, options, async {
             let _ = stopped.await;
         })
-        .await
-        .unwrap();
+        .await;
     });
-    let client = warrant_signer::client::connect(&path).await.unwrap();
+    let client = lazy_client(&path);
     let text_state = state.clone();
     Env {
         state,
         clock,
         client,
+        path,
         registry_text: Box::new(move || {
             let mut text = String::new();
             prometheus_client::encoding::text::encode(&mut text, text_state.registry()).unwrap();
@@ -139,6 +156,21 @@ pub(crate) async fn start_with(
         _stop: stop,
         _dir: dir,
     }
+}
+
+/// A client that connects at its first call (and again after the server closed its
+/// connection), as kube-apiserver's does.
+pub(crate) fn lazy_client(path: &std::path::Path) -> ExternalJwtSignerClient<Channel> {
+    let path = path.to_owned();
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector_lazy(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }));
+    ExternalJwtSignerClient::new(channel)
 }
 
 /// Claims as kube-apiserver encodes them: compact JSON with sorted keys, unpadded base64url.
