@@ -10,15 +10,19 @@ use serde_json::{Value, json};
 use crate::support::*;
 use crate::tokens::{OBJECTS, POD_UID};
 
-/// A server whose self-service hands `demo/app` tokens for `member-1` (and `extra` audiences),
-/// and the file of app's own pod-bound token for warrant's API.
+/// The member cluster's server URL, as its ClusterProfile gives it: the plugin's default
+/// audience.
+const MEMBER: &str = "https://member-1.example:6443";
+
+/// A server whose self-service hands `demo/app` tokens for `member-1` and [`MEMBER`] (and
+/// `extra` audiences), and the file of app's own pod-bound token for warrant's API.
 async fn setup(extra: &str) -> (Warrant, tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     std::fs::write(
         &policy,
         format!(
-            "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [member-1{extra}]\n  maxExpirationSeconds: 3600\n"
+            "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [member-1, \"{MEMBER}\"{extra}]\n  maxExpirationSeconds: 3600\n"
         ),
     )
     .unwrap();
@@ -77,7 +81,10 @@ fn to_str(path: &Path) -> &str {
 async fn the_plugin_speaks_both_versions_with_and_without_cluster_info() {
     let (w, _dir, own) = setup("").await;
     let ca = w.path("ca.crt");
+    let issuer = w.issuer();
     let flags = [
+        "--warrant-url",
+        &issuer,
         "--warrant-ca-file",
         to_str(&ca),
         "--token-file",
@@ -87,9 +94,10 @@ async fn the_plugin_speaks_both_versions_with_and_without_cluster_info() {
         "client.authentication.k8s.io/v1",
         "client.authentication.k8s.io/v1beta1",
     ] {
+        // A profile that names the hub's own warrant is fine (it is only checked).
         let cluster = json!({
-            "server": "https://member-1.example:6443",
-            "config": {"audience": "member-1", "warrant": w.issuer()},
+            "server": MEMBER,
+            "config": {"warrant": w.issuer()},
         });
         let out = credential(Some(&exec_info(version, Some(cluster))), &flags);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -104,7 +112,7 @@ async fn the_plugin_speaks_both_versions_with_and_without_cluster_info() {
         assert_eq!(credential["kind"], "ExecCredential");
         let token = credential["status"]["token"].as_str().unwrap();
         let c = claims(token);
-        assert_eq!(c.aud, ["member-1"]);
+        assert_eq!(c.aud, [MEMBER], "the audience is the cluster's server URL");
         assert_eq!(c.sub, "system:serviceaccount:demo:app");
         // The own token's pod binding is passed on: the new token dies with the pod.
         assert_eq!(c.kubernetes.pod.unwrap().uid, POD_UID);
@@ -119,16 +127,12 @@ async fn the_plugin_speaks_both_versions_with_and_without_cluster_info() {
     // Without cluster info, flags say where and for whom.
     let out = credential(
         Some(&exec_info("client.authentication.k8s.io/v1", None)),
-        &[
-            &flags[..],
-            &["--warrant-url", &w.issuer(), "--audience", "member-1"],
-        ]
-        .concat(),
+        &[&flags[..], &["--audience", "member-1"]].concat(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let out = credential(
         Some(&exec_info("client.authentication.k8s.io/v1", None)),
-        &[&flags[..], &["--warrant-url", &w.issuer()]].concat(),
+        &flags,
     );
     assert!(!out.status.success());
     assert!(
@@ -202,9 +206,7 @@ async fn failures_are_one_line_on_stderr() {
     let ca = w.path("ca.crt");
     let info = exec_info(
         "client.authentication.k8s.io/v1",
-        Some(
-            json!({"server": "https://member-1.example:6443", "config": {"audience": "member-1"}}),
-        ),
+        Some(json!({"server": MEMBER, "config": {}})),
     );
     let run = |url: &str, token: &Path, audience: Option<&str>| {
         let mut args = vec![
@@ -264,14 +266,18 @@ async fn failures_are_one_line_on_stderr() {
         "{text}"
     );
 
-    // --help shows where it goes: a kubeconfig user and a ClusterProfile provider.
+    // --help shows where it goes: a kubeconfig user and a ClusterProfile access provider
+    // (KEP-5339's name since the rename), and who controls which input.
     let help = Command::new(BIN)
         .args(["credential", "--help"])
         .output()
         .unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
     assert!(
-        help.contains("provideClusterInfo: true") && help.contains("credentialProviders:"),
+        help.contains("provideClusterInfo: true")
+            && help.contains("accessProviders:")
+            && help.contains("Who controls which input")
+            && help.contains("--allow-profile-audience"),
         "{help}"
     );
 
@@ -301,10 +307,12 @@ async fn tokens_are_reused_from_the_cache_until_four_fifths_of_their_life() {
     let ca = w.path("ca.crt");
     let info = exec_info(
         "client.authentication.k8s.io/v1",
-        Some(json!({"server": "https://member-1.example:6443",
-                    "config": {"audience": "member-1", "warrant": w.issuer()}})),
+        Some(json!({"server": MEMBER, "config": {}})),
     );
+    let issuer = w.issuer();
     let args = [
+        "--warrant-url",
+        &issuer,
         "--warrant-ca-file",
         to_str(&ca),
         "--token-file",
@@ -387,9 +395,7 @@ async fn a_kubeconfig_can_stand_in_for_the_workload_token() {
     let kubeconfig = w.path("kubeconfig");
     let info = exec_info(
         "client.authentication.k8s.io/v1",
-        Some(
-            json!({"server": "https://member-1.example:6443", "config": {"audience": "member-1"}}),
-        ),
+        Some(json!({"server": MEMBER, "config": {}})),
     );
     let out = credential(
         Some(&info),
@@ -405,10 +411,7 @@ async fn a_kubeconfig_can_stand_in_for_the_workload_token() {
     let c = claims(printed["status"]["token"].as_str().unwrap());
     assert_eq!(
         (c.aud.as_slice(), c.sub.as_str()),
-        (
-            &["member-1".to_owned()][..],
-            "system:serviceaccount:demo:app"
-        )
+        (&[MEMBER.to_owned()][..], "system:serviceaccount:demo:app")
     );
     assert!(
         c.kubernetes.pod.is_none(),
@@ -535,13 +538,14 @@ async fn an_own_token_from_the_hubs_kube_apiserver_works_through_delegation() {
     std::fs::write(&token_file, &hub_token).unwrap();
     let info = exec_info(
         "client.authentication.k8s.io/v1",
-        Some(json!({"server": "https://member-1.example:6443",
-                    "config": {"audience": "member-1", "warrant": w.issuer()}})),
+        Some(json!({"server": MEMBER, "config": {}})),
     );
     let ca = w.path("ca.crt");
     let out = credential(
         Some(&info),
         &[
+            "--warrant-url",
+            &w.issuer(),
             "--warrant-ca-file",
             to_str(&ca),
             "--token-file",
@@ -552,7 +556,480 @@ async fn an_own_token_from_the_hubs_kube_apiserver_works_through_delegation() {
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = claims(printed["status"]["token"].as_str().unwrap());
     assert_eq!(c.iss, w.issuer(), "minted by warrant");
-    assert_eq!(c.aud, ["member-1"]);
+    assert_eq!(c.aud, [MEMBER]);
     assert_eq!(c.sub, "system:serviceaccount:demo:app");
     assert_eq!(c.kubernetes.pod.unwrap().uid, "pod-1");
+}
+
+/// A loopback listener standing in for an attacker's server: nothing may ever connect to it.
+struct Attacker(std::net::TcpListener);
+
+impl Attacker {
+    fn new() -> Attacker {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Attacker(listener)
+    }
+
+    fn url(&self, scheme: &str) -> String {
+        format!(
+            "{scheme}://127.0.0.1:{}",
+            self.0.local_addr().unwrap().port()
+        )
+    }
+
+    /// Fails if anything connected (a connection the plugin made and closed still waits in
+    /// the accept queue).
+    fn assert_untouched(&self, what: &str) {
+        match self.0.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => panic!("{what}: the attacker's listener was reached: {other:?}"),
+        }
+    }
+}
+
+/// Runs the plugin for a member whose exec extension is `config`; the failure's stderr, which
+/// must be one line, with nothing on stdout.
+fn refused(config: Value, args: &[&str], env: &[(&str, &str)]) -> String {
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(json!({"server": MEMBER, "config": config})),
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let mut command = credential_command(Some(&info), cache.path(), args);
+    command
+        .env_remove("WARRANT_URL")
+        .env_remove("WARRANT_CA_FILE");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let out = command.output().unwrap();
+    assert!(!out.status.success(), "accepted: {}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let text = stderr(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    text
+}
+
+/// Issue 22 item 1: warrant's URL and CA are the hub's. A member's profile that names another
+/// warrant (plain http, here a listener standing in for an attacker) or another CA is refused
+/// before anything is sent; so is a warrant URL that is not https, and a flag that an appended
+/// argument or environment variable would have changed.
+#[tokio::test]
+async fn only_the_hubs_flags_say_where_warrant_is_and_which_ca_it_has() {
+    let (w, dir, own) = setup("").await;
+    let ca = w.path("ca.crt");
+    let issuer = w.issuer();
+    let attacker = Attacker::new();
+    let plain = attacker.url("http");
+    let hub = [
+        "--warrant-url",
+        &issuer,
+        "--warrant-ca-file",
+        to_str(&ca),
+        "--token-file",
+        to_str(&own),
+    ];
+
+    // The profile alone names a warrant: not taken.
+    let text = refused(
+        json!({"warrant": plain}),
+        &[
+            "--warrant-ca-file",
+            to_str(&ca),
+            "--token-file",
+            to_str(&own),
+        ],
+        &[],
+    );
+    assert!(
+        text.starts_with("warrant: no warrant URL: give --warrant-url")
+            && text.contains(&format!("the cluster's exec extension names {plain}")),
+        "{text}"
+    );
+    attacker.assert_untouched("a profile's warrant URL");
+
+    // The profile names another warrant than the hub's: refused, naming both.
+    let text = refused(json!({"warrant": plain}), &hub, &[]);
+    assert!(
+        text.contains(&format!(
+            "the cluster's exec extension names warrant at {plain}, but the hub's is {issuer}"
+        )),
+        "{text}"
+    );
+    attacker.assert_untouched("a profile's warrant URL beside the hub's");
+
+    // http is refused even from the hub's own flags.
+    let text = refused(
+        json!({}),
+        &[
+            "--warrant-url",
+            &plain,
+            "--warrant-ca-file",
+            to_str(&ca),
+            "--token-file",
+            to_str(&own),
+        ],
+        &[],
+    );
+    assert!(
+        text.contains(&format!(
+            "warrant's URL {plain} (--warrant-url, WARRANT_URL) is not https"
+        )),
+        "{text}"
+    );
+    attacker.assert_untouched("an http warrant URL");
+
+    // A flag and its environment variable that differ (one of them appended from a profile's
+    // additional-args or additional-envs): refused, either way round; a flag given twice too.
+    let elsewhere = attacker.url("https");
+    let text = refused(json!({}), &hub, &[("WARRANT_URL", &elsewhere)]);
+    assert!(
+        text.contains(&format!(
+            "--warrant-url \"{issuer}\" and WARRANT_URL \"{elsewhere}\" differ"
+        )),
+        "{text}"
+    );
+    let text = refused(
+        json!({}),
+        &[
+            "--warrant-url",
+            &elsewhere,
+            "--warrant-ca-file",
+            to_str(&ca),
+            "--token-file",
+            to_str(&own),
+        ],
+        &[("WARRANT_URL", &issuer)],
+    );
+    assert!(text.contains("differ"), "{text}");
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(json!({"server": MEMBER, "config": {}})),
+    );
+    let out = credential(
+        Some(&info),
+        &[&hub[..], &["--warrant-url", &elsewhere]].concat(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("cannot be used multiple times"),
+        "{}",
+        stderr(&out)
+    );
+    attacker.assert_untouched("a changed warrant URL");
+
+    // warrant's CA: a profile's other CA is refused, naming both bundles; so is one where the
+    // hub gives none; the hub's own bundle, repeated in the profile, is fine.
+    let other = crate::pki::ca(dir.path(), "other-ca");
+    let b64 = |path: &Path| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(path).unwrap())
+    };
+    let text = refused(json!({"warrantCA": b64(&other)}), &hub, &[]);
+    assert!(
+        text.contains("the cluster's exec extension names warrant's CA (warrantCA, sha256 ")
+            && text.contains(&format!(
+                "which differs from the hub's {} (sha256 ",
+                ca.display()
+            )),
+        "{text}"
+    );
+    let text = refused(
+        json!({"warrantCA": b64(&ca)}),
+        &["--warrant-url", &issuer, "--token-file", to_str(&own)],
+        &[],
+    );
+    assert!(text.contains("but the hub gives none"), "{text}");
+
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(json!({"server": MEMBER,
+                    "config": {"warrant": format!("{issuer}/"), "warrantCA": b64(&ca)}})),
+    );
+    let out = credential(Some(&info), &hub);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Issue 22 item 1: the token's audience is the member's server URL. A profile asking for
+/// another (another member's) is refused unless the hub allows profile audiences; the hub's
+/// own --audience wins and a profile that disagrees with it is refused.
+#[tokio::test]
+async fn a_members_profile_does_not_choose_the_audience() {
+    let (w, _dir, own) = setup(", member-2").await;
+    let ca = w.path("ca.crt");
+    let issuer = w.issuer();
+    let hub = [
+        "--warrant-url",
+        &issuer,
+        "--warrant-ca-file",
+        to_str(&ca),
+        "--token-file",
+        to_str(&own),
+    ];
+    let minted = |config: Value, extra: &[&str]| {
+        let info = exec_info(
+            "client.authentication.k8s.io/v1",
+            Some(json!({"server": MEMBER, "config": config})),
+        );
+        let out = credential(Some(&info), &[&hub[..], extra].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        claims(printed["status"]["token"].as_str().unwrap()).aud
+    };
+
+    assert_eq!(minted(json!({}), &[]), [MEMBER]);
+    assert_eq!(minted(json!({"audience": MEMBER}), &[]), [MEMBER]);
+    let text = refused(json!({"audience": "member-2"}), &hub, &[]);
+    assert!(
+        text.contains(&format!(
+            "the cluster's exec extension asks for audience \"member-2\", not the cluster's server URL \"{MEMBER}\""
+        )) && text.contains("--allow-profile-audience"),
+        "{text}"
+    );
+    assert_eq!(
+        minted(
+            json!({"audience": "member-2"}),
+            &["--allow-profile-audience"]
+        ),
+        ["member-2"]
+    );
+
+    assert_eq!(minted(json!({}), &["--audience", "member-1"]), ["member-1"]);
+    assert_eq!(
+        minted(json!({"audience": "member-1"}), &["--audience", "member-1"]),
+        ["member-1"]
+    );
+    let text = refused(
+        json!({"audience": "member-2"}),
+        &[&hub[..], &["--audience", "member-1"]].concat(),
+        &[],
+    );
+    assert!(
+        text.contains("asks for audience \"member-2\", but the hub's --audience is \"member-1\""),
+        "{text}"
+    );
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(json!({"server": MEMBER, "config": {}})),
+    );
+    let out = credential(
+        Some(&info),
+        &[
+            &hub[..],
+            &["--audience", "member-1", "--allow-profile-audience"],
+        ]
+        .concat(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Issue 22 item 8: a cache directory another user owns (made first, with a planted entry),
+/// one that is a symbolic link, and a `.lock` that is a symbolic link are not used: the run
+/// mints without the cache, says so once on stderr, and creates nothing through the links.
+#[tokio::test]
+async fn a_cache_that_is_not_the_users_own_is_not_used() {
+    use std::collections::BTreeSet;
+    use std::os::unix::fs::{chown, symlink};
+
+    let (w, dir, own) = setup("").await;
+    let ca = w.path("ca.crt");
+    let issuer = w.issuer();
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(json!({"server": MEMBER, "config": {}})),
+    );
+    let args = [
+        "--warrant-url",
+        &issuer,
+        "--warrant-ca-file",
+        to_str(&ca),
+        "--token-file",
+        to_str(&own),
+    ];
+    let run = |cache: &Path| {
+        let out = credential_command(Some(&info), cache, &args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            printed["status"]["token"].as_str().unwrap().to_owned(),
+            stderr(&out),
+        )
+    };
+    let names = |dir: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    };
+    let find = |dir: &Path, ext: &str| -> PathBuf {
+        let found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect();
+        let [one] = found.as_slice() else {
+            panic!("one .{ext} in {}: {found:?}", dir.display());
+        };
+        one.clone()
+    };
+
+    // Another user's directory, holding a fresh entry for exactly this key with a planted token.
+    let foreign = dir.path().join("foreign");
+    let (first, quiet) = run(&foreign);
+    assert!(quiet.is_empty(), "{quiet}");
+    let entry = find(&foreign, "json");
+    let mut planted: Value = serde_json::from_slice(&std::fs::read(&entry).unwrap()).unwrap();
+    planted["token"] = json!("planted.token.value");
+    std::fs::write(&entry, planted.to_string()).unwrap();
+    for path in [foreign.clone(), entry.clone(), find(&foreign, "lock")] {
+        chown(&path, Some(65534), Some(65534)).unwrap();
+    }
+    let before = names(&foreign);
+    let (token, warning) = run(&foreign);
+    assert_ne!(token, "planted.token.value", "a planted entry was served");
+    assert_ne!(token, first);
+    assert_eq!(
+        warning,
+        format!(
+            "warrant: not using the token cache: {} is owned by uid 65534, not by this user (uid 0); minting without it",
+            foreign.display()
+        )
+    );
+    assert_eq!(names(&foreign), before, "nothing was written there");
+
+    // A directory that is a symbolic link (to one of this user's): not followed.
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link");
+    symlink(&real, &link).unwrap();
+    let (_, warning) = run(&link);
+    assert_eq!(
+        warning,
+        format!(
+            "warrant: not using the token cache: {} is a symbolic link; minting without it",
+            link.display()
+        )
+    );
+    assert!(names(&real).is_empty(), "{:?}", names(&real));
+
+    // An entry's `.lock` replaced by a symbolic link to where a file would be created.
+    let cache = dir.path().join("cache");
+    run(&cache);
+    let lock = find(&cache, "lock");
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::remove_file(find(&cache, "json")).unwrap();
+    let target = dir.path().join("created-through-the-link");
+    symlink(&target, &lock).unwrap();
+    let (_, warning) = run(&cache);
+    assert_eq!(
+        warning,
+        format!(
+            "warrant: not using the token cache: {} is a symbolic link; minting without it",
+            lock.display()
+        )
+    );
+    assert!(
+        !target.exists(),
+        "a file was created through the symlinked .lock"
+    );
+    assert!(
+        names(&cache).iter().all(|n| !n.ends_with(".json")),
+        "{:?}",
+        names(&cache)
+    );
+}
+
+/// A stand-in for warrant on loopback (TLS with the setup's serving certificate) that answers
+/// every TokenRequest with `403` and the Status message `message`; its URL.
+fn refusing_warrant(w: &Warrant, message: &str) -> String {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::io::{Read as _, Write as _};
+
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(w.path("serving.crt"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(w.path("serving.key")).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = std::sync::Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap(),
+    );
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                      "message": message, "reason": "Forbidden", "code": 403})
+    .to_string();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "https://127.0.0.1:{}",
+        listener.local_addr().unwrap().port()
+    );
+    // Serves until the test binary exits; blocked in accept, it costs nothing.
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let connection = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut tls = rustls::StreamOwned::new(connection, stream);
+            // The request: its head, then as much body as it announces.
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") && tls.read(&mut byte).unwrap_or(0) == 1 {
+                request.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            let mut request_body = vec![0u8; length];
+            let _ = tls.read_exact(&mut request_body);
+            let _ = write!(
+                tls,
+                "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    url
+}
+
+/// Issue 22 item 8: the server's message reaches stderr with its control characters escaped:
+/// still one line, no terminal escape, no line that passes for the plugin's own.
+#[tokio::test]
+async fn a_servers_message_cannot_write_raw_control_characters() {
+    let (w, _dir, own) = setup("").await;
+    let ca = w.path("ca.crt");
+    let fake = refusing_warrant(&w, "denied\nwarrant: all is well\u{1b}[2J\u{202e}");
+    let text = refused(
+        json!({}),
+        &[
+            "--warrant-url",
+            &fake,
+            "--warrant-ca-file",
+            to_str(&ca),
+            "--token-file",
+            to_str(&own),
+        ],
+        &[],
+    );
+    assert_eq!(
+        text,
+        format!(
+            "warrant: warrant at {fake} refused a token for demo/app (403): denied\\nwarrant: all is well\\u{{1b}}[2J\\u{{202e}}"
+        )
+    );
 }

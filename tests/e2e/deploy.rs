@@ -244,33 +244,57 @@ fn serve_refuses_more_than_one_passed_socket() {
 }
 
 /// The fleet examples parse, and the plugin flags the hub's provider config passes are ones
-/// `warrant credential` knows; the member's audience is the one the ClusterProfile hands out.
+/// `warrant credential` knows; warrant's URL (https) and CA are the provider config's, the
+/// profile's reserved extensions are ignored for warrant, the profile (under KEP-5339's
+/// `accessProviders`) names no warrant, CA or audience of its own, and the member trusts the
+/// audience the plugin then uses: the member's server URL.
 #[test]
 fn the_fleet_examples_fit_the_plugin() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/fleet");
     let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
     let providers: Vec<Value> =
         serde_saphyr::from_multiple(&read("hub-provider-config.yaml")).unwrap();
-    let exec = &providers[0]["providers"][0]["execConfig"];
+    let provider = &providers[0]["providers"][0];
+    let exec = &provider["execConfig"];
     assert_eq!(exec["provideClusterInfo"], true);
+    for policy in ["profileSourcedCLIArgsPolicy", "profileSourcedEnvVarsPolicy"] {
+        assert_eq!(provider[policy], "Ignore", "{policy}");
+    }
     let help = Command::new(BIN)
         .args(["credential", "--help"])
         .output()
         .unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
-    let args = exec["args"].as_array().unwrap();
+    let args: Vec<&str> = exec["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
     assert_eq!(args[0], "credential");
     for arg in &args[1..] {
-        let arg = arg.as_str().unwrap();
         if arg.starts_with("--") {
             assert!(help.contains(arg), "warrant credential does not know {arg}");
         }
     }
+    let flag = |name: &str| {
+        let at = args.iter().position(|a| *a == name).unwrap();
+        args[at + 1]
+    };
+    assert!(flag("--warrant-url").starts_with("https://"));
+    assert!(!flag("--warrant-ca-file").is_empty());
     let profile: Value = serde_saphyr::from_str(&read("hub-cluster-profile.yaml")).unwrap();
-    let audience = &profile["status"]["credentialProviders"][0]["cluster"]["extensions"][0]["extension"]
-        ["audience"];
+    let cluster = &profile["status"]["accessProviders"][0]["cluster"];
+    for extension in cluster["extensions"].as_array().into_iter().flatten() {
+        for key in ["warrant", "warrantCA", "audience"] {
+            assert!(extension["extension"].get(key).is_none(), "{extension}");
+        }
+    }
     let member: Value = serde_saphyr::from_str(&read("member-authentication-config.yaml")).unwrap();
-    assert_eq!(&member["jwt"][0]["issuer"]["audiences"][0], audience);
+    assert_eq!(
+        member["jwt"][0]["issuer"]["audiences"][0],
+        cluster["server"]
+    );
 }
 
 /// The structured-authentication examples give a warrant token the user UID the webhook path

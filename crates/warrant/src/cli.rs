@@ -116,7 +116,15 @@ pub(crate) struct ProbeSignerArgs {
 }
 
 /// `warrant credential --help`'s examples.
-pub(crate) const CREDENTIAL_EXAMPLES: &str = r#"A kubeconfig user that runs it (client-go caches the token until it expires):
+pub(crate) const CREDENTIAL_EXAMPLES: &str = r#"Who controls which input:
+  the hub's operator (these flags and environment variables, from the provider config and the
+  controller's pod): warrant's URL (https only) and CA, --audience, --allow-profile-audience.
+  a member's ClusterProfile (KUBERNETES_EXEC_INFO's spec.cluster): the server URL, which is the
+  token's audience, and its exec extension (client.authentication.k8s.io/exec). A `warrant` or
+  `warrantCA` there must equal the flags' or the plugin refuses; an `audience` there other than
+  the server URL is refused unless --allow-profile-audience is given.
+
+A kubeconfig user that runs it (client-go caches the token until it expires):
 
   users:
   - name: fleet-controller
@@ -124,31 +132,35 @@ pub(crate) const CREDENTIAL_EXAMPLES: &str = r#"A kubeconfig user that runs it (
       exec:
         apiVersion: client.authentication.k8s.io/v1
         command: warrant
-        args: [credential, --warrant-url, https://warrant.example]
+        args: [credential, --warrant-url, https://warrant.example, --warrant-ca-file, /warrant/ca.crt]
         provideClusterInfo: true
         interactiveMode: Never
 
-A ClusterProfile's credential provider for it (KEP-5339), on the hub:
+A ClusterProfile's access provider for it (KEP-5339), on the hub; readers that predate the
+rename (kubernetes/enhancements#5811) look for it under status.credentialProviders:
 
   status:
-    credentialProviders:
+    accessProviders:
     - name: warrant
       cluster:
         server: https://member-1.example:6443
         certificate-authority-data: LS0t...
-        extensions:
-        - name: client.authentication.k8s.io/exec
-          extension:
-            audience: member-1
-            warrant: https://warrant.example"#;
+
+The profile's clusterprofiles.multicluster.x-k8s.io/exec/additional-args and .../additional-envs
+extensions become this plugin's flags and environment, which it cannot tell from the hub's: keep
+them off for warrant's provider (profileSourcedCLIArgsPolicy and profileSourcedEnvVarsPolicy:
+Ignore, the default). A flag given twice, or a flag that differs from its environment variable,
+is refused."#;
 
 /// `warrant credential`.
 #[derive(Debug, Args)]
 pub(crate) struct CredentialArgs {
-    /// warrant's URL. Default: the cluster config's `warrant`.
+    /// warrant's URL, https only: the hub's choice (a cluster's exec extension that names
+    /// another is refused). Required unless --kubeconfig.
     #[arg(long = "warrant-url", env = "WARRANT_URL", value_name = "URL")]
     pub(crate) warrant_url: Option<String>,
-    /// CA bundle (PEM) for warrant's HTTPS. Default: the system's roots.
+    /// CA bundle (PEM) for warrant's HTTPS, used instead of the system's roots: the hub's choice
+    /// (a cluster's exec extension naming another `warrantCA` is refused).
     #[arg(long = "warrant-ca-file", env = "WARRANT_CA_FILE", value_name = "PATH")]
     pub(crate) warrant_ca_file: Option<PathBuf>,
     /// This workload's own token, read on every run (the kubelet rotates it).
@@ -159,10 +171,19 @@ pub(crate) struct CredentialArgs {
         value_name = "PATH"
     )]
     pub(crate) token_file: PathBuf,
-    /// The audience of the token. Default: the cluster config's `audience`, else the cluster's
-    /// server URL.
-    #[arg(long, value_name = "AUDIENCE")]
+    /// The audience of the token, for every cluster this plugin serves. Default: the cluster's
+    /// server URL (provideClusterInfo: true).
+    #[arg(
+        long,
+        value_name = "AUDIENCE",
+        conflicts_with = "allow_profile_audience"
+    )]
     pub(crate) audience: Option<String>,
+    /// Take the audience from the cluster's exec extension (`audience`) where it differs from
+    /// the server URL. Only where whoever writes the ClusterProfiles may name any audience:
+    /// a profile could then ask for another member's token.
+    #[arg(long = "allow-profile-audience")]
+    pub(crate) allow_profile_audience: bool,
     /// The service account to mint for, NAMESPACE/NAME. Default: the cluster config's
     /// `serviceAccount`, else the one the own token names (self-service).
     #[arg(long = "service-account", value_name = "NAMESPACE/NAME", value_parser = parse_object_name)]
@@ -170,7 +191,8 @@ pub(crate) struct CredentialArgs {
     /// The token's lifetime (warrant may shorten it). Default: warrant's (an hour).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
     pub(crate) expiration: Option<i64>,
-    /// Where tokens are cached (0700). Default: $XDG_CACHE_HOME/warrant/credentials, else
+    /// Where tokens are cached (0700, owned by this user; one that is not, or is a symbolic
+    /// link, is not used). Default: $XDG_CACHE_HOME/warrant/credentials, else
     /// ~/.cache/warrant/credentials.
     #[arg(long = "cache-dir", env = "WARRANT_CACHE_DIR", value_name = "DIR")]
     pub(crate) cache_dir: Option<PathBuf>,

@@ -13,14 +13,23 @@
 //! - An entry that does not parse, or names another key than its file's (a foreign or damaged
 //!   file), is ignored and replaced, never an error. A cache directory that cannot be created or
 //!   locked is skipped: the plugin then mints every time, as without a cache.
+//!
+//! Who controls the directory: a path such as `/tmp/warrant-credentials` can be made first by
+//! another user, who could then plant entries (tokens this plugin would hand to client-go) or
+//! symbolic links (a `.lock` pointing where the plugin, perhaps root, would create a file).
+//! So the directory is opened without following a symbolic link and must be a directory
+//! owned by the effective user ([`Refused`] otherwise); everything inside is then reached
+//! through that open directory (`openat`), never by path again, without following links. A
+//! refused cache is not used at all: the run mints without it and says why on stderr.
 
 use std::fs::File;
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::{Read as _, Write as _};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use aws_lc_rs::digest;
 use jiff::Timestamp;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
 /// The longest a run waits for another run's lock on the same entry.
@@ -28,6 +37,60 @@ pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs
 
 /// The share of a token's lifetime after which the cache mints a new one.
 const REUSE_SHARE: f64 = 0.8;
+
+/// The largest entry read (a token and its key are a few kilobytes).
+const MAX_ENTRY: u64 = 64 * 1024;
+
+/// Why the cache is not used for this run.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    /// The directory is a symbolic link (or a path component loops).
+    #[error("{dir} is a symbolic link")]
+    Symlink {
+        /// The cache directory.
+        dir: PathBuf,
+    },
+    /// The path is not a directory.
+    #[error("{dir} is not a directory")]
+    NotDirectory {
+        /// The cache directory.
+        dir: PathBuf,
+    },
+    /// Another user owns the directory: its entries are that user's choice.
+    #[error("{dir} is owned by uid {owner}, not by this user (uid {user})")]
+    Owner {
+        /// The cache directory.
+        dir: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The effective user.
+        user: u32,
+    },
+    /// An entry's lock file is a symbolic link.
+    #[error("{path} is a symbolic link")]
+    LockSymlink {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The directory cannot be created, opened or locked (a read-only file system, another
+    /// run holding the lock past [`LOCK_WAIT`]): only slower, not a risk, and not reported.
+    #[error("{dir}: {cause}")]
+    Unavailable {
+        /// The cache directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        cause: std::io::Error,
+    },
+}
+
+impl Refused {
+    /// Whether the refusal is worth a line on stderr: the cache is someone else's or a link,
+    /// which an operator should know about; an unavailable cache is only slower.
+    pub(crate) fn is_suspicious(&self) -> bool {
+        !matches!(self, Refused::Unavailable { .. })
+    }
+}
 
 /// What names an entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,41 +135,110 @@ pub(crate) fn default_dir() -> Option<PathBuf> {
     Some(PathBuf::from(home).join(".cache/warrant/credentials"))
 }
 
+/// Flags for every open inside the cache: never through a symbolic link, never inherited.
+fn inside(flags: OFlags) -> OFlags {
+    flags | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+/// Opens `dir` (creating it `0700` if missing) without following a symbolic link, checks it is
+/// a directory of the effective user's, and makes it private.
+fn open_dir(dir: &Path) -> Result<OwnedFd, Refused> {
+    let flags = inside(OFlags::RDONLY | OFlags::DIRECTORY);
+    let unavailable = |cause: rustix::io::Errno| Refused::Unavailable {
+        dir: dir.to_owned(),
+        cause: cause.into(),
+    };
+    let opened = match rustix::fs::open(dir, flags, Mode::empty()) {
+        Err(rustix::io::Errno::NOENT) => {
+            // Missing: make it (and its parents), then open what is there now.
+            use std::os::unix::fs::DirBuilderExt as _;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|cause| Refused::Unavailable {
+                    dir: dir.to_owned(),
+                    cause,
+                })?;
+            rustix::fs::open(dir, flags, Mode::empty())
+        }
+        other => other,
+    };
+    let fd = opened.map_err(|errno| {
+        // O_NOFOLLOW on a link is ELOOP; O_DIRECTORY on a file ENOTDIR. Ask lstat which.
+        match std::fs::symlink_metadata(dir) {
+            Ok(meta) if meta.file_type().is_symlink() => Refused::Symlink {
+                dir: dir.to_owned(),
+            },
+            Ok(meta) if !meta.is_dir() => Refused::NotDirectory {
+                dir: dir.to_owned(),
+            },
+            _ => unavailable(errno),
+        }
+    })?;
+    let stat = rustix::fs::fstat(&fd).map_err(unavailable)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
+        return Err(Refused::NotDirectory {
+            dir: dir.to_owned(),
+        });
+    }
+    let user = rustix::process::geteuid().as_raw();
+    if stat.st_uid != user {
+        return Err(Refused::Owner {
+            dir: dir.to_owned(),
+            owner: stat.st_uid,
+            user,
+        });
+    }
+    // One that existed before keeps its owner (checked), but not looser permissions.
+    if Mode::from_raw_mode(stat.st_mode) != Mode::RWXU {
+        rustix::fs::fchmod(&fd, Mode::RWXU).map_err(unavailable)?;
+    }
+    Ok(fd)
+}
+
 /// An entry's slot, locked for this run.
 pub(crate) struct Slot {
-    path: PathBuf,
+    /// The cache directory, as opened and checked.
+    dir: OwnedFd,
+    /// The entry's file name in it.
+    name: String,
     key: Key,
     // Held until the slot is dropped: the lock.
     _lock: File,
 }
 
 impl Slot {
-    /// Locks the slot for `key` in `dir`, waiting at most [`LOCK_WAIT`] for another run;
-    /// `None` when the cache cannot be used.
-    pub(crate) async fn lock(dir: &Path, key: Key) -> Option<Slot> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .ok()?;
-        // One that existed before keeps its owner, but not looser permissions.
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).ok()?;
-        let name = {
-            let text = serde_json::to_string(&key).ok()?;
+    /// Locks the slot for `key` in `dir`, waiting at most [`LOCK_WAIT`] for another run; or
+    /// why the cache is not used.
+    pub(crate) async fn lock(dir: &Path, key: Key) -> Result<Slot, Refused> {
+        let fd = open_dir(dir)?;
+        let unavailable = |cause: std::io::Error| Refused::Unavailable {
+            dir: dir.to_owned(),
+            cause,
+        };
+        let hash = {
+            let text = serde_json::to_string(&key).map_err(|e| unavailable(e.into()))?;
             let hash = digest::digest(&digest::SHA256, text.as_bytes());
             hash.as_ref()
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect::<String>()
         };
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(dir.join(format!("{name}.lock")))
-            .ok()?;
+        let lock_name = format!("{hash}.lock");
+        let lock = rustix::fs::openat(
+            &fd,
+            lock_name.as_str(),
+            inside(OFlags::WRONLY | OFlags::CREATE),
+            Mode::RUSR | Mode::WUSR,
+        )
+        .map_err(|errno| match errno {
+            rustix::io::Errno::LOOP => Refused::LockSymlink {
+                path: dir.join(&lock_name),
+            },
+            other => unavailable(other.into()),
+        })?;
+        let lock = File::from(lock);
         let deadline = tokio::time::Instant::now() + LOCK_WAIT;
         loop {
             match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
@@ -114,11 +246,13 @@ impl Slot {
                 Err(rustix::io::Errno::WOULDBLOCK) if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 }
-                Err(_) => return None,
+                Err(other) => return Err(unavailable(other.into())),
             }
         }
-        Some(Slot {
-            path: dir.join(format!("{name}.json")),
+        let name = format!("{hash}.json");
+        Ok(Slot {
+            dir: fd,
+            name,
             key,
             _lock: lock,
         })
@@ -126,7 +260,19 @@ impl Slot {
 
     /// The cached entry, if there is a usable one at `now`.
     pub(crate) fn get(&self, now: Timestamp) -> Option<Entry> {
-        let text = std::fs::read(&self.path).ok()?;
+        let fd = rustix::fs::openat(
+            &self.dir,
+            self.name.as_str(),
+            inside(OFlags::RDONLY | OFlags::NONBLOCK),
+            Mode::empty(),
+        )
+        .ok()?;
+        let file = File::from(fd);
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = Vec::new();
+        file.take(MAX_ENTRY).read_to_end(&mut text).ok()?;
         let entry: Entry = serde_json::from_slice(&text).ok()?;
         (entry.key == self.key && entry.fresh(now)).then_some(entry)
     }
@@ -142,19 +288,22 @@ impl Slot {
         let Ok(text) = serde_json::to_vec(&entry) else {
             return;
         };
-        let temporary = self
-            .path
-            .with_extension(format!("{}.tmp", std::process::id()));
-        let _ = std::fs::remove_file(&temporary);
-        let written = std::fs::OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .mode(0o600)
-            .open(&temporary)
-            .and_then(|mut file| file.write_all(&text))
-            .and_then(|()| std::fs::rename(&temporary, &self.path));
+        let temporary = format!("{}.{}.tmp", self.name, std::process::id());
+        let _ = rustix::fs::unlinkat(&self.dir, temporary.as_str(), AtFlags::empty());
+        let written = rustix::fs::openat(
+            &self.dir,
+            temporary.as_str(),
+            inside(OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL),
+            Mode::RUSR | Mode::WUSR,
+        )
+        .map_err(std::io::Error::from)
+        .and_then(|fd| File::from(fd).write_all(&text))
+        .and_then(|()| {
+            rustix::fs::renameat(&self.dir, temporary.as_str(), &self.dir, self.name.as_str())
+                .map_err(Into::into)
+        });
         if written.is_err() {
-            let _ = std::fs::remove_file(&temporary);
+            let _ = rustix::fs::unlinkat(&self.dir, temporary.as_str(), AtFlags::empty());
         }
     }
 }
@@ -191,7 +340,7 @@ mod tests {
         assert_eq!(slot.get(at(1799)).unwrap().token, "t");
         assert!(slot.get(at(1800)).is_none());
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&slot.path), 0o600);
+        assert_eq!(mode(&dir.join(&slot.name)), 0o600);
         assert_eq!(mode(&dir), 0o700, "an existing directory is made private");
     }
 
@@ -199,7 +348,8 @@ mod tests {
     async fn a_damaged_or_foreign_entry_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let slot = Slot::lock(dir.path(), key()).await.unwrap();
-        std::fs::write(&slot.path, b"{not json").unwrap();
+        let path = dir.path().join(&slot.name);
+        std::fs::write(&path, b"{not json").unwrap();
         assert!(slot.get(at(1000)).is_none());
         // Another key's entry in this file (copied, or a hash collision): not ours.
         let mut other = key();
@@ -210,7 +360,7 @@ mod tests {
             issued_at: at(1000),
             expiration_timestamp: at(2000),
         };
-        std::fs::write(&slot.path, serde_json::to_vec(&foreign).unwrap()).unwrap();
+        std::fs::write(&path, serde_json::to_vec(&foreign).unwrap()).unwrap();
         assert!(slot.get(at(1001)).is_none());
         slot.put("mine".into(), at(1000), at(2000));
         assert_eq!(slot.get(at(1001)).unwrap().token, "mine");
@@ -224,7 +374,8 @@ mod tests {
         let _held = Slot::lock(dir.path(), key()).await.unwrap();
         let started = tokio::time::Instant::now();
         // flock is per open file description: a second open contends like another process.
-        assert!(Slot::lock(dir.path(), key()).await.is_none());
+        let refused = Slot::lock(dir.path(), key()).await.err().unwrap();
+        assert!(!refused.is_suspicious(), "{refused}");
         assert!(started.elapsed() >= LOCK_WAIT);
     }
 }

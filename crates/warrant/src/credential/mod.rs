@@ -7,14 +7,19 @@
 //! and prints an ExecCredential of the same apiVersion with `status.token` and
 //! `status.expirationTimestamp`. Nothing else goes to stdout; a failure is one line on stderr.
 //!
-//! What is read from the cluster's `config` (all optional): `warrant` (warrant's URL),
-//! `warrantCA` (its CA bundle, base64 PEM like `certificate-authority-data`), `audience`,
-//! `serviceAccount` (`NAMESPACE/NAME`). Flags and their environment variables win
-//! over it. The service account defaults to the own token's (self-service), and the own token's
-//! binding (its pod, secret or node) is passed on, as warrant requires of a bound caller.
+//! warrant's URL (https only) and CA come from the plugin's flags and environment, the hub's;
+//! the token's audience is the cluster's server URL unless the hub's flags say otherwise. What
+//! the cluster's `config` (a member's profile) may say, and why it is no more, is in the
+//! `anchors` module: `warrant` and `warrantCA` only as checks against the hub's, `audience`
+//! only equal to the server URL (or with `--allow-profile-audience`), `serviceAccount`
+//! (`NAMESPACE/NAME`) where no flag names one. The service account defaults to the own token's
+//! (self-service), and the own token's binding (its pod, secret or node) is passed on, as
+//! warrant requires of a bound caller.
 //!
 //! Tokens are cached on disk and reused until 80 % of their lifetime (see the `cache` module).
+//! Text from warrant or a profile reaches stderr with its control characters escaped.
 
+mod anchors;
 mod cache;
 
 use std::error::Error;
@@ -122,7 +127,7 @@ fn own_identity(token: &str) -> Result<Own, String> {
 /// How the plugin proves who it is to warrant.
 enum Caller {
     /// A service-account token (the pod's projected token), sent as a bearer token to
-    /// `warrant`, trusting `ca` (else the system's roots).
+    /// `warrant` (https), trusting only `ca` (else the system's roots).
     Token {
         token: String,
         own: Own,
@@ -162,11 +167,15 @@ impl Caller {
         );
         match self {
             Caller::Token { token, ca, .. } => {
-                let mut client = reqwest::Client::builder();
+                // https only, and no redirects: the token goes to the hub's warrant and
+                // nowhere else.
+                let mut client = reqwest::Client::builder()
+                    .https_only(true)
+                    .redirect(reqwest::redirect::Policy::none());
                 if let Some(pem) = ca {
                     let certs = reqwest::Certificate::from_pem_bundle(pem)
                         .map_err(|e| format!("warrant's CA bundle: {e}"))?;
-                    client = client.tls_certs_merge(certs);
+                    client = client.tls_certs_only(certs);
                 }
                 let client = client.build().map_err(|e| e.to_string())?;
                 let response = client
@@ -209,7 +218,8 @@ fn refused(warrant: &str, account: &ObjectName, code: u16, message: &str) -> Str
     format!("warrant at {warrant} refused a token for {account} ({code}): {message}")
 }
 
-/// Who calls warrant, from the flags: a kubeconfig, else the own token file.
+/// Who calls warrant, from the hub's flags: a kubeconfig, else the own token file. The
+/// cluster's `config` (a member's profile) is only checked against them.
 async fn caller(
     args: &CredentialArgs,
     config: &dyn Fn(&str) -> Option<String>,
@@ -223,20 +233,46 @@ async fn caller(
         )
         .await
         .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
-        let warrant = kube_config
-            .cluster_url
-            .to_string()
-            .trim_end_matches('/')
-            .to_owned();
+        let from = format!("the server of kubeconfig {}", path.display());
+        let warrant = anchors::warrant_url(&kube_config.cluster_url.to_string(), &from)?;
+        anchors::profile_warrant(config("warrant").as_deref(), &warrant, &from)?;
+        let mut roots = kube_config.root_cert.clone();
+        if let Some(roots) = roots.as_mut() {
+            roots.sort();
+        }
+        let ca_from = format!("certificate authority of kubeconfig {}", path.display());
+        anchors::profile_ca(
+            config("warrantCA").as_deref(),
+            roots.as_deref().map(|certs| (certs, ca_from.as_str())),
+        )?;
         let client = ::kube::Client::try_from(kube_config)
             .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
         return Ok(Caller::Kubeconfig { client, warrant });
     }
-    let warrant = args
-        .warrant_url
-        .clone()
-        .or_else(|| config("warrant"))
-        .ok_or("no warrant URL: give --warrant-url (or WARRANT_URL), or `warrant` in the cluster's exec extension")?;
+    anchors::agree_with_environment("--warrant-url", args.warrant_url.as_deref(), "WARRANT_URL")?;
+    let warrant =
+        args.warrant_url
+            .as_deref()
+            .ok_or_else(|| anchors::AnchorError::NoWarrantUrl {
+                profile: config("warrant"),
+            })?;
+    let from = "--warrant-url, WARRANT_URL";
+    let warrant = anchors::warrant_url(warrant, from)?;
+    anchors::profile_warrant(config("warrant").as_deref(), &warrant, from)?;
+    let ca_file = args.warrant_ca_file.as_deref();
+    anchors::agree_with_environment(
+        "--warrant-ca-file",
+        ca_file.and_then(std::path::Path::to_str),
+        "WARRANT_CA_FILE",
+    )?;
+    let ca = ca_file.map(anchors::hub_ca).transpose()?;
+    let ca_from = ca_file.map(|path| path.display().to_string());
+    anchors::profile_ca(
+        config("warrantCA").as_deref(),
+        ca.as_ref()
+            .zip(ca_from.as_deref())
+            .map(|((_, certs), from)| (certs.as_slice(), from)),
+    )?;
     let token = std::fs::read_to_string(&args.token_file).map_err(|e| {
         format!(
             "cannot read the own token {}: {e}",
@@ -245,27 +281,55 @@ async fn caller(
     })?;
     let token = token.trim().to_owned();
     let own = own_identity(&token)?;
-    let ca = match (&args.warrant_ca_file, config("warrantCA")) {
-        (Some(path), _) => {
-            Some(std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?)
-        }
-        (None, Some(data)) => Some(
-            base64::engine::general_purpose::STANDARD
-                .decode(data.trim())
-                .map_err(|_| "warrantCA in the cluster's exec extension is not base64 PEM")?,
-        ),
-        (None, None) => None,
-    };
     Ok(Caller::Token {
         token,
         own,
-        warrant: warrant.trim_end_matches('/').to_owned(),
-        ca,
+        warrant,
+        ca: ca.map(|(pem, _)| pem),
     })
 }
 
-/// Runs the plugin: prints the ExecCredential on stdout.
+/// Runs the plugin: prints the ExecCredential on stdout. A failure's text (which may quote
+/// warrant's answer or a member's profile) comes back with its control characters escaped, so
+/// it stays the one line client-go shows.
 pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
+    run_unescaped(args)
+        .await
+        .map_err(|e| escape_controls(&chain(e.as_ref())).into())
+}
+
+/// An error with its causes, as `main` would join them.
+fn chain(error: &dyn Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+/// `text` with control characters (and the bidirectional overrides, which reorder what a
+/// terminal shows) written as escapes: text from warrant or a profile cannot move the cursor,
+/// colour the terminal or start a line that looks like the plugin's own.
+pub(crate) fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     let info = match std::env::var("KUBERNETES_EXEC_INFO") {
         Ok(text) => exec_info(&text)?,
         Err(_) => {
@@ -278,12 +342,12 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    let audience = args
-        .audience
-        .clone()
-        .or_else(|| config("audience"))
-        .or_else(|| info.server.clone())
-        .ok_or("no audience: give --audience, `audience` in the cluster's exec extension, or provideClusterInfo: true so the cluster's server is known")?;
+    let audience = anchors::audience(
+        args.audience.as_deref(),
+        args.allow_profile_audience,
+        info.server.as_deref(),
+        config("audience").as_deref(),
+    )?;
     let caller = caller(args, &config).await?;
     let warrant = caller.warrant().to_owned();
     let service_account = match (
@@ -318,7 +382,22 @@ pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         args.cache_dir.clone().or_else(cache::default_dir)
     };
     let slot = match slot {
-        Some(dir) => cache::Slot::lock(&dir, key).await,
+        Some(dir) => match cache::Slot::lock(&dir, key).await {
+            Ok(slot) => Some(slot),
+            Err(refused) => {
+                if refused.is_suspicious() {
+                    // Said once per run, and the run goes on: a refused cache is only slower.
+                    #[allow(clippy::print_stderr)]
+                    {
+                        eprintln!(
+                            "warrant: not using the token cache: {}; minting without it",
+                            escape_controls(&refused.to_string())
+                        );
+                    }
+                }
+                None
+            }
+        },
         None => None,
     };
     let now = warrant_clock::Clock::System.now();
