@@ -12,6 +12,7 @@
     clippy::indexing_slicing
 )]
 
+mod audit;
 mod auth;
 mod bad_input;
 mod client_certs;
