@@ -29,16 +29,50 @@ use rustls_pki_types::{CertificateDer, UnixTime};
 use super::peer::Presented;
 use super::{Failure, Outcome, User, Via};
 
-/// Why a CA bundle is unusable.
+/// Why a CA bundle is unusable; `origin` names the file or ConfigMap key.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CaError {
-    /// The bundle could not be read or parsed.
-    #[error("{origin}: {message}")]
-    Bundle {
-        /// The file or ConfigMap key.
+    /// The file could not be read.
+    #[error("{origin}: {source}")]
+    Read {
+        /// The file.
         origin: String,
-        /// What is wrong.
-        message: String,
+        /// The I/O error.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// The PEM does not parse.
+    #[error("{origin}: {source}")]
+    Pem {
+        /// The file or key.
+        origin: String,
+        /// The PEM error.
+        #[source]
+        source: Arc<rustls_pki_types::pem::Error>,
+    },
+    /// The PEM holds no certificate.
+    #[error("{origin}: no CERTIFICATE block found")]
+    Empty {
+        /// The file or key.
+        origin: String,
+    },
+    /// A certificate is not usable as a trust anchor.
+    #[error("{origin}: {source}")]
+    Certificate {
+        /// The file or key.
+        origin: String,
+        /// rustls's error.
+        #[source]
+        source: rustls::Error,
+    },
+    /// No client-certificate verifier can be built over the bundle.
+    #[error("{origin}: {source}")]
+    Verifier {
+        /// The file or key.
+        origin: String,
+        /// rustls's error.
+        #[source]
+        source: Arc<rustls::server::VerifierBuilderError>,
     },
 }
 
@@ -99,9 +133,9 @@ pub(crate) fn roots(
     for certificate in certificates {
         roots
             .add(certificate.clone())
-            .map_err(|e| CaError::Bundle {
+            .map_err(|source| CaError::Certificate {
                 origin: origin.to_owned(),
-                message: e.to_string(),
+                source,
             })?;
     }
     Ok(roots)
@@ -110,20 +144,24 @@ pub(crate) fn roots(
 impl CaBundle {
     /// Parses a PEM bundle; `origin` names it in errors and logs.
     pub fn from_pem(pem: &[u8], origin: &str) -> Result<CaBundle, CaError> {
-        let invalid = |message: String| CaError::Bundle {
-            origin: origin.to_owned(),
-            message,
-        };
         let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
             .collect::<Result<_, _>>()
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(|e| CaError::Pem {
+                origin: origin.to_owned(),
+                source: Arc::new(e),
+            })?;
         if certificates.is_empty() {
-            return Err(invalid("no CERTIFICATE block found".to_owned()));
+            return Err(CaError::Empty {
+                origin: origin.to_owned(),
+            });
         }
         let roots = roots(&certificates, origin)?;
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(|e| CaError::Verifier {
+                origin: origin.to_owned(),
+                source: Arc::new(e),
+            })?;
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(CaBundle {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -136,9 +174,9 @@ impl CaBundle {
     /// Reads a PEM bundle from a file.
     pub fn from_file(path: &Path) -> Result<CaBundle, CaError> {
         let origin = path.display().to_string();
-        let pem = std::fs::read(path).map_err(|e| CaError::Bundle {
+        let pem = std::fs::read(path).map_err(|e| CaError::Read {
             origin: origin.clone(),
-            message: e.to_string(),
+            source: Arc::new(e),
         })?;
         Self::from_pem(&pem, &origin)
     }
@@ -204,4 +242,30 @@ pub(crate) fn subject(der: &CertificateDer<'_>) -> Option<(String, Vec<String>)>
         .filter_map(|o| o.as_str().ok().map(str::to_owned))
         .collect();
     Some((name, groups))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An unusable bundle says where and why, the cause kept as a value.
+    #[test]
+    fn an_unusable_bundle_keeps_its_cause() {
+        let empty = CaBundle::from_pem(b"not PEM at all", "ca.pem").unwrap_err();
+        assert!(matches!(&empty, CaError::Empty { origin } if origin == "ca.pem"));
+        assert_eq!(empty.to_string(), "ca.pem: no CERTIFICATE block found");
+        let missing = CaBundle::from_file(Path::new("/nonexistent/ca.pem")).unwrap_err();
+        let CaError::Read { origin, source } = &missing else {
+            panic!("{missing:?}")
+        };
+        assert_eq!(origin, "/nonexistent/ca.pem");
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        let not_a_certificate = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let bad = CaBundle::from_pem(not_a_certificate, "ca.pem").unwrap_err();
+        assert!(
+            matches!(bad, CaError::Certificate { .. } | CaError::Verifier { .. }),
+            "{bad:?}"
+        );
+        assert!(bad.to_string().starts_with("ca.pem: "), "{bad}");
+    }
 }

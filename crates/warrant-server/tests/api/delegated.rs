@@ -629,3 +629,63 @@ async fn a_stalled_kube_apiserver_makes_authorization_answer_429_too() {
     );
     first.abort();
 }
+
+/// A node's audience check asks the same SubjectAccessReviews, so overloaded it answers as
+/// authorization does: 429, not the `403` "error validating audience" of a failed check.
+#[tokio::test]
+async fn an_overloaded_audience_check_answers_429() {
+    const NODES: &str = "apiVersion: warrant.dev/v1alpha1
+kind: AuthorizationPolicy
+rules:
+- subjects: [{kind: Group, name: 'system:nodes'}]
+  tokens:
+    namespaces: ['*']
+";
+    let (client, _server) = stalled_client().await;
+    let policy = warrant_auth::Policy::parse(NODES, "nodes.yaml").unwrap();
+    let api = std::sync::Arc::new(api_auth(|_, authorizer| {
+        authorizer.policy = Some(warrant_auth::PolicyFile::from_policy(
+            policy,
+            std::path::Path::new("nodes.yaml"),
+        ));
+        authorizer.delegated = Some(DelegatedAuthorization::new(
+            client,
+            DelegationOptions {
+                max_in_flight: 1,
+                timeout: Duration::from_secs(600),
+                ..options()
+            },
+        ));
+    }));
+    let admin = format!("Bearer {ADMIN}");
+    let in_flight = || async {
+        api.get_with("/metrics", &[("authorization", admin.as_str())])
+            .await
+            .text
+            .contains("warrant_delegated_authorization_in_flight 1")
+    };
+    // bob is no node: the policy has no opinion, and his review takes the only place.
+    let first = {
+        let api = api.clone();
+        tokio::spawn(async move { api.token_as(BOB, "app", json!({})).await })
+    };
+    let mut turns = 0;
+    while !in_flight().await {
+        turns += 1;
+        assert!(turns < 10_000, "the review never started");
+        tokio::task::yield_now().await;
+    }
+    // The node is authorized by the policy; its pod names no `gcs`, and the policy grants no
+    // audience, so kube-apiserver would be asked.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "name": "app-0", "uid": POD_UID});
+    let r = api
+        .token_as(
+            NODE_1,
+            "app",
+            json!({"audiences": ["gcs"], "boundObjectRef": pod}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
+    assert_eq!(r.headers["retry-after"], "1");
+    first.abort();
+}
