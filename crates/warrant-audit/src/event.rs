@@ -2,10 +2,14 @@
 //! added here is added there. An event never holds a token, a signature or a key: only names,
 //! UIDs, times, the credential ID (`JTI=…`) and the key ID.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use serde::{Serialize, Serializer};
 use warrant_auth::{User, Via, bounded};
-use warrant_token::{Binding, Claims, MAX_AUDIENCE_BYTES, MAX_AUDIENCES, ObjectRef};
+use warrant_token::{
+    Binding, Claims, EXTRA_CREDENTIAL_ID, MAX_AUDIENCE_BYTES, MAX_AUDIENCES, ObjectRef,
+};
 
 /// The longest name an event keeps (a namespace, a service account, a bound object, a UID, a
 /// credential ID), in characters: kube's limit for an object name (a DNS subdomain), so a
@@ -14,6 +18,9 @@ pub const MAX_NAME_CHARS: usize = 253;
 
 /// The longest reason an event keeps, in characters: a refusal may quote what the client sent.
 pub const MAX_REASON_CHARS: usize = 1024;
+
+/// The most extra keys, and values per key, an event keeps of its caller's.
+pub const MAX_EXTRAS: usize = 32;
 
 /// One audited request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -46,6 +53,10 @@ pub struct Event {
     /// The token issued, reviewed or signed, when there is one whose claims are known.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub token: Option<TokenFacts>,
+    /// When the answer was ready (the Kubernetes schema's `stageTimestamp`; not written in
+    /// warrant's, whose `time` is the arrival). `None`: taken as `time`.
+    #[serde(skip)]
+    pub answered: Option<Timestamp>,
 }
 
 impl Event {
@@ -80,6 +91,26 @@ impl Event {
             }
             cut(&mut token.credential_id, MAX_NAME_CHARS);
         }
+        cut(&mut self.requester.credential_id, MAX_NAME_CHARS);
+        // A caller's extras come from its authenticator (a front proxy relays any it is given):
+        // bounded as kube bounds a name, in number as TokenRequest bounds audiences.
+        let extra = std::mem::take(&mut self.requester.extra);
+        self.requester.extra = extra
+            .into_iter()
+            .take(MAX_EXTRAS)
+            .map(|(mut key, values)| {
+                cut(&mut key, MAX_NAME_CHARS);
+                let values = values
+                    .into_iter()
+                    .take(MAX_EXTRAS)
+                    .map(|mut value| {
+                        cut(&mut value, MAX_NAME_CHARS);
+                        value
+                    })
+                    .collect();
+                (key, values)
+            })
+            .collect();
     }
 
     /// A refusal of a caller that did not authenticate (no credentials, credentials that
@@ -157,6 +188,15 @@ pub struct Requester {
     /// aggregator's), or `unix:pid=…,uid=…` for the signing socket.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub client_address: String,
+    /// The credential the caller used, when its authenticator names one: `JTI=<jti>` of one
+    /// of warrant's own tokens (its `authentication.kubernetes.io/credential-id`), so the
+    /// token it presented can be joined to the event that issued it.
+    #[serde(rename = "credentialID", skip_serializing_if = "String::is_empty")]
+    pub credential_id: String,
+    /// The caller's extras, as its authenticator gave them (written in the Kubernetes schema's
+    /// `user.extra`; warrant's schema writes only `credentialID` of them).
+    #[serde(skip)]
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl Requester {
@@ -174,6 +214,13 @@ impl Requester {
                 Via::Delegated => "delegated",
             },
             client_address,
+            credential_id: user
+                .extra
+                .get(EXTRA_CREDENTIAL_ID)
+                .and_then(|values| values.first())
+                .cloned()
+                .unwrap_or_default(),
+            extra: user.extra.clone(),
         }
     }
 
@@ -323,7 +370,10 @@ impl BoundObject {
     }
 }
 
-fn micro_time<S: Serializer>(time: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn micro_time<S: Serializer>(
+    time: &Timestamp,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.collect_str(&time.strftime("%Y-%m-%dT%H:%M:%S%.6fZ"))
 }
 
@@ -332,6 +382,14 @@ fn seconds_time<S: Serializer>(seconds: &Option<i64>, serializer: S) -> Result<S
         Some(time) => serializer.collect_str(&time.strftime("%Y-%m-%dT%H:%M:%SZ")),
         None => serializer.serialize_none(),
     }
+}
+
+/// `seconds` as RFC 3339 text, empty for none.
+pub(crate) fn seconds_text(seconds: Option<i64>) -> String {
+    seconds
+        .and_then(|s| Timestamp::from_second(s).ok())
+        .map(|time| time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -373,12 +431,14 @@ mod tests {
                 groups: vec!["system:authenticated".into()],
                 authenticated_by: "client-certificate",
                 client_address: "10.0.0.1:40000".into(),
+                ..Requester::default()
             },
             decision: Decision::Authenticated,
             code: Some(201),
             reason: String::new(),
             service_account: ServiceAccount::from_claims(&claims),
             token: Some(TokenFacts::from_claims(&claims, "kid-1")),
+            answered: None,
         };
         let line = serde_json::to_string(&event).unwrap();
         assert!(!line.contains('\n'));
@@ -427,6 +487,7 @@ mod tests {
                 uid: String::new(),
             }),
             token: None,
+            answered: None,
         };
         let value = serde_json::to_value(&event).unwrap();
         let keys: std::collections::BTreeSet<&str> = value
@@ -480,6 +541,7 @@ mod tests {
                 credential_id: long.clone(),
                 ..TokenFacts::default()
             }),
+            answered: None,
         };
         event.bound();
         let chars = |s: &str| s.chars().count();

@@ -27,6 +27,7 @@
 
 mod event;
 mod file;
+mod kube;
 mod summary;
 
 use std::io::Write as _;
@@ -45,11 +46,12 @@ use tokio::time::Instant;
 use warrant_clock::Clock;
 
 pub use self::event::{
-    BoundObject, Decision, Event, EventKind, MAX_NAME_CHARS, MAX_REASON_CHARS, Requester,
-    ServiceAccount, TokenFacts,
+    BoundObject, Decision, Event, EventKind, MAX_EXTRAS, MAX_NAME_CHARS, MAX_REASON_CHARS,
+    Requester, ServiceAccount, TokenFacts,
 };
 pub use self::file::Rotation;
 use self::file::{RotatingFile, Written};
+pub use self::kube::ISSUED_CREDENTIAL_ID;
 use self::summary::{Summaries, Summary, Verdict};
 
 /// Where events go.
@@ -70,6 +72,17 @@ pub enum Mode {
     Batch,
 }
 
+/// What each line of the log is (`--audit-log-schema`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Schema {
+    /// warrant's own event (docs/audit.md, "The event").
+    #[default]
+    Warrant,
+    /// kube-apiserver's `audit.k8s.io/v1` `Event` at level `Metadata`, warrant's facts in
+    /// `warrant.dev/` annotations.
+    Kubernetes,
+}
+
 /// The audit log's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditOptions {
@@ -79,6 +92,8 @@ pub struct AuditOptions {
     pub mode: Mode,
     /// How many events may wait for the writer.
     pub buffer_size: usize,
+    /// What each line is.
+    pub schema: Schema,
 }
 
 /// The audit log could not be started.
@@ -468,6 +483,7 @@ pub fn start(
     }
     Ok(start_writer(
         sink,
+        options.schema,
         options.mode,
         options.buffer_size,
         clock,
@@ -478,6 +494,7 @@ pub fn start(
 
 fn start_writer(
     sink: Sink,
+    schema: Schema,
     mode: Mode,
     buffer_size: usize,
     clock: Clock,
@@ -487,7 +504,14 @@ fn start_writer(
     let (sender, receiver) = mpsc::channel(buffer_size.max(1));
     let shared = Arc::new(Shared::new(sender.clone(), mode, metrics));
     let (done_tx, done) = oneshot::channel();
-    let task = runtime.spawn(write_events(receiver, sink, clock, shared.clone(), done_tx));
+    let task = runtime.spawn(write_events(
+        receiver,
+        sink,
+        schema,
+        clock,
+        shared.clone(),
+        done_tx,
+    ));
     (
         Auditor {
             inner: Some(shared),
@@ -566,6 +590,7 @@ struct Outcome {
 async fn write_events(
     mut receiver: mpsc::Receiver<Message>,
     sink: Sink,
+    schema: Schema,
     clock: Clock,
     shared: Arc<Shared>,
     done: oneshot::Sender<()>,
@@ -646,7 +671,10 @@ async fn write_events(
                     probe: Some(target.probe()),
                 }
             } else {
-                let lines: Vec<Vec<u8>> = events.iter().map(|(e, count)| line(e, *count)).collect();
+                let lines: Vec<Vec<u8>> = events
+                    .iter()
+                    .map(|(e, count)| line(schema, e, *count))
+                    .collect();
                 Outcome {
                     written: target.write_batch(&lines, now),
                     probe: None,
@@ -711,13 +739,25 @@ async fn write_events(
     let _ = done.send(());
 }
 
-/// An event as one JSON line.
-fn line(event: &Event, count: Option<u64>) -> Vec<u8> {
+/// An event as one JSON line of `schema`.
+fn line(schema: Schema, event: &Event, count: Option<u64>) -> Vec<u8> {
     let mut line = Vec::with_capacity(1024);
     // An event is plain data: serializing it cannot fail.
-    let _ = match count {
-        None => serde_json::to_writer(&mut line, event),
-        Some(count) => serde_json::to_writer(&mut line, &SummaryLine { event, count }),
+    let _ = match (schema, count) {
+        (Schema::Warrant, None) => serde_json::to_writer(&mut line, event),
+        (Schema::Warrant, Some(count)) => {
+            serde_json::to_writer(&mut line, &SummaryLine { event, count })
+        }
+        (Schema::Kubernetes, _) => {
+            // kube's auditID is never empty: a Sign (gRPC carries no Audit-ID) or a summary
+            // gets one of its own.
+            let audit_id = if event.request_id.is_empty() {
+                uuid::Uuid::new_v4().to_string()
+            } else {
+                event.request_id.clone()
+            };
+            serde_json::to_writer(&mut line, &kube::KubeEvent::new(event, count, audit_id))
+        }
     };
     line.push(b'\n');
     line
@@ -800,6 +840,7 @@ mod tests {
             reason: String::new(),
             service_account: None,
             token: None,
+            answered: None,
         }
     }
 
@@ -837,6 +878,7 @@ mod tests {
         let (metrics, registry) = registered();
         let (auditor, writer) = start_writer(
             Sink::Test(target.clone()),
+            Schema::Warrant,
             mode,
             16,
             Clock::manual(Timestamp::UNIX_EPOCH),
@@ -862,6 +904,7 @@ mod tests {
             ),
             mode: Mode::Blocking,
             buffer_size: 4,
+            schema: Schema::Warrant,
         };
         let mut registry = Registry::default();
         let (auditor, writer) = start(
@@ -1048,6 +1091,7 @@ mod tests {
             ),
             mode: Mode::Blocking,
             buffer_size: 1,
+            schema: Schema::Warrant,
         };
         let err = start(
             &options,

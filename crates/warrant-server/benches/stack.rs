@@ -276,6 +276,7 @@ fn bench(c: &mut Criterion) {
                 ),
                 mode: warrant_audit::Mode::Blocking,
                 buffer_size: 10_000,
+                schema: warrant_audit::Schema::Warrant,
             },
             Clock::manual(Timestamp::from_second(NOW).unwrap()),
             &mut audit_registry,

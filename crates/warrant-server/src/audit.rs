@@ -138,6 +138,7 @@ pub(crate) async fn step(state: &AppState, mut request: Request) -> Response {
             reason: bounded(&facts.reason, MAX_REASON_CHARS),
             service_account: facts.service_account.or(path_account),
             token: facts.token,
+            answered: Some(state.clock().now()),
         })
         .await;
     match recorded {

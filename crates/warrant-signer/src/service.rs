@@ -347,6 +347,7 @@ fn sign_event(
         reason: String::new(),
         service_account: None,
         token: None,
+        answered: None,
     };
     match result {
         Ok((_, parsed, kid)) => {

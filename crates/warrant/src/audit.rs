@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use warrant_audit::{AuditOptions, Destination, Mode, Rotation};
+use warrant_audit::{AuditOptions, Destination, Mode, Rotation, Schema};
 
 /// The audit log.
 #[derive(Debug, Clone, Args)]
@@ -61,6 +61,27 @@ pub(crate) struct AuditArgs {
         help_heading = "Audit"
     )]
     pub(crate) buffer_size: u32,
+    /// What each line is: warrant's own event, or kube-apiserver's audit.k8s.io/v1 Event
+    /// (level Metadata, warrant's facts in warrant.dev/ annotations) for pipelines built for
+    /// kube-apiserver's audit log. Not kube's --audit-log-format, which is json|legacy.
+    #[arg(
+        long = "audit-log-schema",
+        value_enum,
+        value_name = "SCHEMA",
+        default_value_t = AuditSchema::Warrant,
+        requires = "path",
+        help_heading = "Audit"
+    )]
+    pub(crate) schema: AuditSchema,
+}
+
+/// `--audit-log-schema`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AuditSchema {
+    /// warrant's event (docs/audit.md, "The event").
+    Warrant,
+    /// kube-apiserver's audit.k8s.io/v1 Event.
+    Kubernetes,
 }
 
 /// `--audit-log-mode`.
@@ -95,6 +116,10 @@ impl AuditArgs {
                 AuditMode::Batch => Mode::Batch,
             },
             buffer_size: self.buffer_size as usize,
+            schema: match self.schema {
+                AuditSchema::Warrant => Schema::Warrant,
+                AuditSchema::Kubernetes => Schema::Kubernetes,
+            },
         })
     }
 }
@@ -148,11 +173,26 @@ mod tests {
                 ),
                 mode: Mode::Batch,
                 buffer_size: 10_000,
+                schema: Schema::Warrant,
             }
         );
         let stdout = serve(&["--audit-log-path", "-"]).unwrap().unwrap();
         assert_eq!(stdout.destination, Destination::Stdout);
         assert_eq!(stdout.mode, Mode::Blocking);
+    }
+
+    /// warrant's schema unless kube's is asked for; a schema without a path is an error, as
+    /// the other audit flags are.
+    #[test]
+    fn the_schema_is_warrants_unless_asked() {
+        let kube = serve(&["--audit-log-path", "-", "--audit-log-schema", "kubernetes"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(kube.schema, Schema::Kubernetes);
+        let err = serve(&["--audit-log-schema", "kubernetes"]).unwrap_err();
+        assert!(err.to_string().contains("--audit-log-path"), "{err}");
+        let err = serve(&["--audit-log-path", "-", "--audit-log-schema", "json"]).unwrap_err();
+        assert!(err.to_string().contains("kubernetes"), "{err}");
     }
 
     /// A rotation flag without a path configures nothing, and says so.

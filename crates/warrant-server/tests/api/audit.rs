@@ -432,6 +432,7 @@ async fn an_anonymous_flood_does_not_rotate_issued_tokens_out() {
         ),
         mode: warrant_audit::Mode::Blocking,
         buffer_size: 100,
+        schema: warrant_audit::Schema::Warrant,
     };
     let (api, writer) = api_audited_to(&options, |_, _| {});
     let issued = api
@@ -493,6 +494,7 @@ fn full_disk(mode: warrant_audit::Mode) -> warrant_audit::AuditOptions {
         ),
         mode,
         buffer_size: 100,
+        schema: warrant_audit::Schema::Warrant,
     }
 }
 
@@ -592,4 +594,106 @@ fn claims_for_review() -> warrant_token::Claims {
         warn_after: None,
         jti: "jti-1".into(),
     })
+}
+
+/// Self-service for `demo/app`: a token of warrant's for its API audience (the "hub" token)
+/// mints another (the "member" token).
+const SELF_SERVICE: &str = "apiVersion: warrant.dev/v1alpha1
+kind: AuthorizationPolicy
+selfService:
+  audiences: [vault]
+  maxExpirationSeconds: 3600
+";
+
+/// A caller authenticated by one of warrant's own tokens is named, in the event of the token
+/// it mints, by that token's credential ID, so the chain hub token → member token can be
+/// joined; in both schemas (warrant's `requester.credentialID`; kube's `user.extra`, as
+/// kube-apiserver writes it). Neither token is in the log.
+#[tokio::test]
+async fn a_token_callers_credential_is_in_the_event_of_what_it_mints() {
+    for schema in [
+        warrant_audit::Schema::Warrant,
+        warrant_audit::Schema::Kubernetes,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = warrant_audit::AuditOptions {
+            destination: warrant_audit::Destination::File(
+                dir.path().join("audit.log"),
+                warrant_audit::Rotation {
+                    max_size_bytes: 0,
+                    max_backups: 0,
+                    max_age_days: 0,
+                },
+            ),
+            mode: warrant_audit::Mode::Blocking,
+            buffer_size: 100,
+            schema,
+        };
+        let policy = warrant_auth::Policy::parse(SELF_SERVICE, "policy.yaml").unwrap();
+        let (api, writer) = api_audited_to(&options, |_, authz| {
+            authz.policy = Some(warrant_auth::PolicyFile::from_policy(
+                policy,
+                std::path::Path::new("policy.yaml"),
+            ));
+        });
+        // The hub token: warrant's, for its API audience (the default).
+        let hub = api.token("app", json!({})).await;
+        assert_eq!(hub.code, StatusCode::CREATED, "{}", hub.text);
+        let hub = hub.json["status"]["token"].as_str().unwrap().to_owned();
+        let hub_jti = claims(&hub).jti;
+        // The member token, minted with it.
+        let member = api
+            .token_as(&hub, "app", json!({"audiences": ["vault"]}))
+            .await;
+        assert_eq!(member.code, StatusCode::CREATED, "{}", member.text);
+        let member = member.json["status"]["token"].as_str().unwrap().to_owned();
+        let member_jti = claims(&member).jti;
+
+        let (text, events) = events(writer, &dir).await;
+        for token in [&hub, &member] {
+            assert!(
+                !text.contains(token.as_str()),
+                "{schema:?}: a token in the log"
+            );
+            let signature = token.rsplit('.').next().unwrap();
+            assert!(
+                !text.contains(signature),
+                "{schema:?}: a signature in the log"
+            );
+        }
+        assert_eq!(events.len(), 2, "{text}");
+        let minted = &events[1];
+        let hub_id = format!("JTI={hub_jti}");
+        let member_id = format!("JTI={member_jti}");
+        match schema {
+            warrant_audit::Schema::Warrant => {
+                assert_eq!(events[0]["credentialID"], hub_id);
+                assert_eq!(minted["requester"]["credentialID"], hub_id, "{minted}");
+                assert_eq!(
+                    minted["requester"]["authenticatedBy"],
+                    "service-account-token"
+                );
+                assert_eq!(minted["credentialID"], member_id);
+            }
+            warrant_audit::Schema::Kubernetes => {
+                assert_eq!(minted["kind"], "Event");
+                assert_eq!(minted["apiVersion"], "audit.k8s.io/v1");
+                let issued = warrant_audit::ISSUED_CREDENTIAL_ID;
+                assert_eq!(events[0]["annotations"][issued], hub_id);
+                assert_eq!(
+                    minted["user"]["extra"]["authentication.kubernetes.io/credential-id"],
+                    json!([hub_id]),
+                    "{minted}"
+                );
+                assert_eq!(minted["user"]["username"], "system:serviceaccount:demo:app");
+                assert_eq!(minted["annotations"][issued], member_id);
+                assert_eq!(
+                    minted["objectRef"],
+                    json!({"resource": "serviceaccounts", "namespace": "demo", "name": "app",
+                           "apiVersion": "v1", "subresource": "token"})
+                );
+                assert_eq!(minted["responseStatus"]["code"], 201);
+            }
+        }
+    }
 }

@@ -120,6 +120,7 @@ pub(crate) fn api_audited_with(
         ),
         mode: Mode::Blocking,
         buffer_size: 100,
+        schema: warrant_audit::Schema::Warrant,
     };
     let (api, writer) = api_audited_to(&options, configure);
     (api, writer, dir)
