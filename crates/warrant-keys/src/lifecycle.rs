@@ -500,10 +500,7 @@ impl ManagedKeySet {
     pub fn next_transition(&self, now: Timestamp) -> Option<Timestamp> {
         let activations = self.keys.iter().map(ManagedKey::activate_at);
         let removals = (0..self.keys.len()).filter_map(|i| self.remove_at(i));
-        activations
-            .chain(removals)
-            .filter(|t| *t > now)
-            .min()
+        activations.chain(removals).filter(|t| *t > now).min()
     }
 
     /// The next scheduled change: a key changes state after `now`, or the policy calls for a

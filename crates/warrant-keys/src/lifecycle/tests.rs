@@ -561,7 +561,10 @@ fn a_revoked_key_never_comes_back_from_a_key_file() {
     let now = T0 + 6 * DAY + HOUR;
     let revoked = with_next.revoke(a.kid(), &p, at(now), generate).unwrap();
     let last_token_expired = now + DAY + REMOVAL_LEEWAY_SECONDS;
-    assert_eq!(revoked.keys.revocations()[0].forget_at, at(last_token_expired));
+    assert_eq!(
+        revoked.keys.revocations()[0].forget_at,
+        at(last_token_expired)
+    );
     // Nothing is scheduled for that time: the record does not change then.
     assert_ne!(
         revoked.keys.next_transition(at(now)),
