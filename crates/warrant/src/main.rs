@@ -73,16 +73,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Startup errors go to the terminal as a sentence, with their causes.
-            let mut message = e.to_string();
-            let mut source = e.source();
-            while let Some(cause) = source {
-                let text = cause.to_string();
-                if !message.contains(&text) {
-                    message.push_str(": ");
-                    message.push_str(&text);
-                }
-                source = cause.source();
-            }
+            let message = causes(e.as_ref());
             if server {
                 tracing::error!("{message}");
                 drop(log_writer);
@@ -109,4 +100,20 @@ fn local_setup(args: &cli::LocalSetupArgs) -> Result<(), Box<dyn std::error::Err
     let files = local::setup(args, warrant_clock::Clock::System.now())?;
     tracing::info!(dir = %files.dir.display(), "local setup ready");
     Ok(())
+}
+
+/// `error` and its causes, `: `-separated, each said once: how every command's one line of
+/// failure reads (startup errors, the plugin's stderr, `verify`).
+pub(crate) fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
 }

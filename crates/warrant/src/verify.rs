@@ -105,7 +105,7 @@ enum Trust {
 #[derive(Debug, thiserror::Error)]
 enum FetchError {
     /// The request failed: no connection, the TLS handshake, a body that is not the document.
-    #[error("GET {url}: {}{hint}", causes(.source))]
+    #[error("GET {url}: {}{hint}", crate::causes(.source))]
     Request {
         /// The URL.
         url: String,
@@ -123,21 +123,6 @@ enum FetchError {
         /// Its status.
         status: reqwest::StatusCode,
     },
-}
-
-/// `error` and its causes, `: `-separated, each said once.
-fn causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 async fn fetch<T: serde::de::DeserializeOwned>(

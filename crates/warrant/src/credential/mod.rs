@@ -295,22 +295,7 @@ async fn caller(
 pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     run_unescaped(args)
         .await
-        .map_err(|e| escape_controls(&chain(e.as_ref())).into())
-}
-
-/// An error with its causes, as `main` would join them.
-fn chain(error: &dyn Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
+        .map_err(|e| escape_controls(&crate::causes(e.as_ref())).into())
 }
 
 /// `text` with control characters (and the bidirectional overrides, which reorder what a
