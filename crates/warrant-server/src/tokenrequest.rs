@@ -13,15 +13,18 @@ use jiff::{SignedDuration, Timestamp};
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_objects::{Kind, LookupError, Record};
 use warrant_token::{
-    Binding, Claims, DEFAULT_EXPIRATION_SECONDS, NewToken, ObjectRef, new_jti,
+    Binding, Claims, DEFAULT_EXPIRATION_SECONDS, Lifetime, NewToken, ObjectRef, new_jti,
     validate_expiration_seconds,
 };
 
 use crate::audit::AuditFacts;
 use crate::body;
 use crate::error::ApiError;
+use crate::settings::Settings;
 use crate::state::AppState;
-use crate::wire::{AUTHENTICATION_V1, BoundObjectReference, TokenRequest, TokenRequestStatus};
+use crate::wire::{
+    AUTHENTICATION_V1, BoundObjectReference, ObjectMeta, TokenRequest, TokenRequestStatus,
+};
 use warrant_auth::authz::admit_token_request;
 use warrant_auth::{Attributes, Authorized, Caller, TokenAsk, User};
 
@@ -100,7 +103,10 @@ pub(crate) struct Issued {
     pub(crate) kid: String,
 }
 
-/// Issues a token for `namespace/name` as asked by `request`, for `user` as `authorized`.
+/// Issues a token for `namespace/name` as asked by `request`, for `user` as `authorized`, step
+/// for step as kube-apiserver's token REST storage does it (spec §4). The steps run in order and
+/// the first refusal is the answer, so a request wrong in two ways gets the earlier step's
+/// status.
 pub(crate) async fn issue(
     state: &AppState,
     user: &User,
@@ -109,110 +115,33 @@ pub(crate) async fn issue(
     name: &str,
     mut request: TokenRequest,
 ) -> Result<Issued, ApiError> {
-    if let Some(kind) = request
-        .kind
-        .as_deref()
-        .filter(|k| !k.is_empty() && *k != KIND)
-    {
-        return Err(ApiError::bad_request(format!(
-            "expected a TokenRequest, got a {kind}"
-        )));
-    }
-    if let Some(version) = request
-        .api_version
-        .as_deref()
-        .filter(|v| !v.is_empty() && *v != AUTHENTICATION_V1)
-    {
-        return Err(ApiError::bad_request(format!(
-            "the API version in the data ({version}) does not match the expected API version ({AUTHENTICATION_V1})"
-        )));
-    }
+    // 1. The body is a TokenRequest of authentication.k8s.io/v1, where it says what it is.
+    check_type(&request)?;
 
-    // The body may name the service account only as the URL does.
-    let meta = &mut request.metadata;
-    if let Some(given) = meta.name.as_deref().filter(|n| !n.is_empty() && *n != name) {
-        return Err(ApiError::invalid(
-            GROUP,
-            KIND,
-            name,
-            "metadata.name",
-            &warrant_token::go_quote(given),
-            "must match the service account name if specified",
-        ));
-    }
-    if let Some(given) = meta
-        .namespace
-        .as_deref()
-        .filter(|n| !n.is_empty() && *n != namespace)
-    {
-        return Err(ApiError::invalid(
-            GROUP,
-            KIND,
-            name,
-            "metadata.namespace",
-            &warrant_token::go_quote(given),
-            "must match the service account namespace if specified",
-        ));
-    }
+    // 2. The body may name the service account only as the URL does.
+    check_names(&request.metadata, namespace, name)?;
 
-    let account = lookup(state, Kind::ServiceAccount, namespace, name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(Kind::ServiceAccount.resource(), name))?;
-    if let Some(uid) = meta
-        .uid
-        .as_deref()
-        .filter(|u| !u.is_empty() && *u != account.uid)
-    {
-        return Err(ApiError::conflict(
-            GROUP,
-            KIND,
-            name,
-            format!(
-                "the UID in the token request ({uid}) does not match the UID of the service account ({})",
-                account.uid
-            ),
-        ));
-    }
+    // 3. The service account exists, with the UID the body names, if it names one.
+    let account = service_account(state, &request.metadata, namespace, name).await?;
 
+    // 4. The audiences asked for are within bounds; none means the API audiences.
     let settings = state.settings();
     let requested_audiences = request.spec.audiences.take().unwrap_or_default();
-    if let Some(why) = warrant_token::audiences_over_limits(&requested_audiences) {
-        return Err(ApiError::invalid(
-            GROUP,
-            KIND,
-            name,
-            "spec.audiences",
-            &requested_audiences.len().to_string(),
-            &why,
-        ));
-    }
-    let audiences = if requested_audiences.is_empty() {
-        settings.api_audiences.clone()
-    } else {
-        requested_audiences.clone()
-    };
+    let audiences = audiences(settings, &requested_audiences, name)?;
+
+    // 5. The response names the service account, created now.
+    let meta = &mut request.metadata;
     meta.name = Some(name.to_owned());
     meta.namespace = Some(namespace.to_owned());
     meta.uid = Some(account.uid.clone());
     let now = state.clock().now();
     meta.creation_timestamp = Some(rfc3339(now));
 
-    let requested = request
-        .spec
-        .expiration_seconds
-        .unwrap_or(DEFAULT_EXPIRATION_SECONDS);
-    if let Err(detail) = validate_expiration_seconds(requested) {
-        return Err(ApiError::invalid(
-            GROUP,
-            KIND,
-            "",
-            "spec.expirationSeconds",
-            &requested.to_string(),
-            detail,
-        ));
-    }
+    // 6. The expiration asked for (kube's default if none) is within kube's bounds.
+    let requested = requested_expiration(&request)?;
 
-    // Admission (kube's validating admission step): node restriction and the grant's limits.
+    // 7. Admission (kube's validating admission step): node restriction and the grant's limits,
+    //    which may cap the lifetime.
     let group = match &authorized.attributes {
         Attributes::Resource(r) => r.group.as_str(),
         Attributes::NonResource { .. } => "",
@@ -241,30 +170,20 @@ pub(crate) async fn issue(
     )
     .await?;
 
+    // 8. The bound object, if one is named, exists and may carry this service account's token.
     let binding = match &request.spec.bound_object_ref {
         Some(reference) => bind(state, namespace, name, reference).await?,
         None => Binding::None,
     };
 
-    let api_only = audiences.iter().all(|a| settings.api_audiences.contains(a));
-    let mut lifetime = settings
-        .expiration
-        .lifetime(requested, binding.is_pod(), api_only);
-    // The one-year extension never outlives a cap the grant sets: no extension then.
-    if grant_cap.is_some_and(|cap| lifetime.token_seconds > cap) {
-        lifetime = settings.expiration.lifetime(requested, false, api_only);
-    }
-    let warning = lifetime.shortened_from.map(|from| {
-        format!(
-            "299 - \"requested expiration of {from} seconds shortened to {} seconds\"",
-            lifetime.expiration_seconds
-        )
-    });
+    // 9. The lifetime: the server's cap, kube's extension, the grant's cap.
+    let (lifetime, warning) =
+        decide_lifetime(settings, requested, binding.is_pod(), &audiences, grant_cap);
 
+    // 10. The claims, signed with the key current now.
     let issued_at = now.as_second();
     let jti = new_jti();
     let binding_label = binding.label();
-    let published = state.published();
     let claims = Claims::new(NewToken {
         issuer: settings
             .issuers
@@ -280,11 +199,188 @@ pub(crate) async fn issue(
         warn_after: lifetime.warn_after_seconds.map(|w| issued_at + w),
         jti,
     });
+    let (token, kid) = sign(state, now, &claims, name, &audiences)?;
+
+    // 11. The response: the request as kube echoes it, with what was decided and the token.
+    request.kind = Some(KIND.to_owned());
+    request.api_version = Some(AUTHENTICATION_V1.to_owned());
+    request.spec.audiences = Some(audiences);
+    request.spec.expiration_seconds = Some(lifetime.expiration_seconds);
+    request.status = Some(TokenRequestStatus {
+        token,
+        expiration_timestamp: rfc3339(now + SignedDuration::from_secs(lifetime.expiration_seconds)),
+    });
+    Ok(Issued {
+        response: request,
+        warning,
+        binding: binding_label,
+        claims,
+        kid,
+    })
+}
+
+/// Step 1: a body that says what it is must say TokenRequest, authentication.k8s.io/v1.
+fn check_type(request: &TokenRequest) -> Result<(), ApiError> {
+    if let Some(kind) = request
+        .kind
+        .as_deref()
+        .filter(|k| !k.is_empty() && *k != KIND)
+    {
+        return Err(ApiError::bad_request(format!(
+            "expected a TokenRequest, got a {kind}"
+        )));
+    }
+    if let Some(version) = request
+        .api_version
+        .as_deref()
+        .filter(|v| !v.is_empty() && *v != AUTHENTICATION_V1)
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({version}) does not match the expected API version ({AUTHENTICATION_V1})"
+        )));
+    }
+    Ok(())
+}
+
+/// Step 2: `metadata.name` and `metadata.namespace`, where given, are the URL's.
+fn check_names(meta: &ObjectMeta, namespace: &str, name: &str) -> Result<(), ApiError> {
+    if let Some(given) = meta.name.as_deref().filter(|n| !n.is_empty() && *n != name) {
+        return Err(ApiError::invalid(
+            GROUP,
+            KIND,
+            name,
+            "metadata.name",
+            &warrant_token::go_quote(given),
+            "must match the service account name if specified",
+        ));
+    }
+    if let Some(given) = meta
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty() && *n != namespace)
+    {
+        return Err(ApiError::invalid(
+            GROUP,
+            KIND,
+            name,
+            "metadata.namespace",
+            &warrant_token::go_quote(given),
+            "must match the service account namespace if specified",
+        ));
+    }
+    Ok(())
+}
+
+/// Step 3: the service account's record; a 404 if there is none, a 409 if `metadata.uid`
+/// names another.
+async fn service_account(
+    state: &AppState,
+    meta: &ObjectMeta,
+    namespace: &str,
+    name: &str,
+) -> Result<Arc<Record>, ApiError> {
+    let account = lookup(state, Kind::ServiceAccount, namespace, name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Kind::ServiceAccount.resource(), name))?;
+    if let Some(uid) = meta
+        .uid
+        .as_deref()
+        .filter(|u| !u.is_empty() && *u != account.uid)
+    {
+        return Err(ApiError::conflict(
+            GROUP,
+            KIND,
+            name,
+            format!(
+                "the UID in the token request ({uid}) does not match the UID of the service account ({})",
+                account.uid
+            ),
+        ));
+    }
+    Ok(account)
+}
+
+/// Step 4: the token's audiences, from the `requested` ones (within bounds) or, if none, the
+/// API audiences.
+fn audiences(
+    settings: &Settings,
+    requested: &[String],
+    name: &str,
+) -> Result<Vec<String>, ApiError> {
+    if let Some(why) = warrant_token::audiences_over_limits(requested) {
+        return Err(ApiError::invalid(
+            GROUP,
+            KIND,
+            name,
+            "spec.audiences",
+            &requested.len().to_string(),
+            &why,
+        ));
+    }
+    Ok(if requested.is_empty() {
+        settings.api_audiences.clone()
+    } else {
+        requested.to_vec()
+    })
+}
+
+/// Step 6: `spec.expirationSeconds`, or kube's default, validated as kube does.
+fn requested_expiration(request: &TokenRequest) -> Result<i64, ApiError> {
+    let requested = request
+        .spec
+        .expiration_seconds
+        .unwrap_or(DEFAULT_EXPIRATION_SECONDS);
+    if let Err(detail) = validate_expiration_seconds(requested) {
+        return Err(ApiError::invalid(
+            GROUP,
+            KIND,
+            "",
+            "spec.expirationSeconds",
+            &requested.to_string(),
+            detail,
+        ));
+    }
+    Ok(requested)
+}
+
+/// Step 9: the token's lifetime for `requested` seconds, and the warning when the server's cap
+/// shortened it. The one-year extension (for a pod-bound token for API audiences only) never
+/// outlives a cap the grant sets: no extension then.
+fn decide_lifetime(
+    settings: &Settings,
+    requested: i64,
+    pod_bound: bool,
+    audiences: &[String],
+    grant_cap: Option<i64>,
+) -> (Lifetime, Option<String>) {
+    let api_only = audiences.iter().all(|a| settings.api_audiences.contains(a));
+    let mut lifetime = settings.expiration.lifetime(requested, pod_bound, api_only);
+    if grant_cap.is_some_and(|cap| lifetime.token_seconds > cap) {
+        lifetime = settings.expiration.lifetime(requested, false, api_only);
+    }
+    let warning = lifetime.shortened_from.map(|from| {
+        format!(
+            "299 - \"requested expiration of {from} seconds shortened to {} seconds\"",
+            lifetime.expiration_seconds
+        )
+    });
+    (lifetime, warning)
+}
+
+/// Step 10: `claims` signed with the key current at `now`, and that key's kid. Never hands out
+/// a token that TokenReview would refuse unread: one too long is a 422 on its audiences.
+fn sign(
+    state: &AppState,
+    now: Timestamp,
+    claims: &Claims,
+    name: &str,
+    audiences: &[String],
+) -> Result<(String, String), ApiError> {
+    let published = state.published();
     let signing = published.keys().signing_at(now);
     let token = signing
-        .sign(&claims)
+        .sign(claims)
         .map_err(|e| ApiError::internal(format!("failed to generate token: {e}")))?;
-    // Never hand out a token that TokenReview would refuse unread.
     if token.len() > warrant_token::MAX_TOKEN_BYTES {
         return Err(ApiError::invalid(
             GROUP,
@@ -299,22 +395,7 @@ pub(crate) async fn issue(
             ),
         ));
     }
-
-    request.kind = Some(KIND.to_owned());
-    request.api_version = Some(AUTHENTICATION_V1.to_owned());
-    request.spec.audiences = Some(audiences.clone());
-    request.spec.expiration_seconds = Some(lifetime.expiration_seconds);
-    request.status = Some(TokenRequestStatus {
-        token,
-        expiration_timestamp: rfc3339(now + SignedDuration::from_secs(lifetime.expiration_seconds)),
-    });
-    Ok(Issued {
-        response: request,
-        warning,
-        binding: binding_label,
-        claims,
-        kid: signing.kid().to_owned(),
-    })
+    Ok((token, signing.kid().to_owned()))
 }
 
 /// Resolves `boundObjectRef` (spec §4.3): only the group of its apiVersion is compared.
