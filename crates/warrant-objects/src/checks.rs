@@ -196,7 +196,12 @@ mod tests {
         fn live<'a>(&'a self, kind: Kind, _: &'a str, _: &'a str) -> LiveLookup<'a> {
             let down = *self.unavailable.lock().unwrap() == Some(kind);
             Box::pin(std::future::ready(if down {
-                Err(LookupError::Unavailable("connection refused".into()))
+                Err(LookupError::Live {
+                    kind,
+                    namespace: "ns".into(),
+                    name: "x".into(),
+                    cause: crate::LiveError::Timeout(std::time::Duration::from_secs(1)),
+                })
             } else {
                 Ok(None)
             }))
@@ -335,9 +340,14 @@ mod tests {
             );
             // A source that cannot answer fails the review with its reason, never passes it.
             *source.unavailable.lock().unwrap() = Some(kind);
+            let why = check(&objects, binding).await.unwrap_err();
+            let object = if kind.namespaced() { "ns/x" } else { "x" };
             assert_eq!(
-                check(&objects, binding).await.unwrap_err(),
-                "connection refused"
+                why,
+                format!(
+                    "could not look up {} {object}: no answer within 1s",
+                    kind.resource()
+                )
             );
         }
     }
@@ -370,11 +380,13 @@ mod tests {
         ] {
             assert_eq!(check(&objects, binding).await, Ok(()));
         }
-        assert_eq!(
+        assert!(matches!(
             objects.get(Kind::Secret, "ns", "s").await,
-            Err(LookupError::Unavailable(
-                crate::SECRET_BINDING_DISABLED.into()
-            ))
+            Err(LookupError::SecretBindingDisabled)
+        ));
+        assert_eq!(
+            LookupError::SecretBindingDisabled.to_string(),
+            crate::SECRET_BINDING_DISABLED
         );
         source.remove(Kind::ServiceAccount, "ns", "app");
         assert_eq!(

@@ -25,4 +25,6 @@ pub use file::{FileSource, FileWatch, ReloadStatus};
 pub use manifest::ManifestError;
 pub use memory::MemorySource;
 pub use record::{Kind, PodInfo, Record};
-pub use source::{LiveLookup, LookupError, ObjectSource, Objects, SECRET_BINDING_DISABLED};
+pub use source::{
+    ClientError, LiveError, LiveLookup, LookupError, ObjectSource, Objects, SECRET_BINDING_DISABLED,
+};

@@ -3,15 +3,92 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::record::{Kind, Record};
 
-/// Why an object could not be looked up (as opposed to "it does not exist").
+/// Why an object could not be looked up (as opposed to "it does not exist"). Its `Display` is
+/// the one wording of each cause: TokenRequest's 503, TokenReview's message and the logs use it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LookupError {
-    /// The source that would know is unreachable or failed; the message says how.
+    /// Secret binding is off (`--disable-secret-binding`), so Secrets are never looked up.
+    #[error("{}", SECRET_BINDING_DISABLED)]
+    SecretBindingDisabled,
+    /// The cluster cache does not watch this kind (warrant may not read it), so a GET after a
+    /// miss would be refused too.
+    #[error("{} are not watched: secret binding is disabled", .0.resource())]
+    NotWatched(Kind),
+    /// The GET to the API server after a cache miss failed.
+    #[error("could not look up {}: {cause}", describe(*kind, namespace, name))]
+    Live {
+        /// The kind looked up.
+        kind: Kind,
+        /// Its namespace (empty for nodes).
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why the GET failed.
+        #[source]
+        cause: LiveError,
+    },
+    /// The cache is too stale to stand in for the API server, and the GET failed as well.
+    #[error(
+        "the cache of {} is stale (nothing from the API server for {}s) and {live}",
+        kind.resource(),
+        staleness.as_secs()
+    )]
+    Stale {
+        /// The kind whose cache is stale.
+        kind: Kind,
+        /// How long nothing has come from the API server for it.
+        staleness: Duration,
+        /// Why the GET failed.
+        #[source]
+        live: Box<LookupError>,
+    },
+}
+
+/// Why a live GET after a cache miss failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LiveError {
+    /// The cluster cache is shutting down: the GET was not sent, or was abandoned.
+    #[error("the cluster cache is shutting down")]
+    ShuttingDown,
+    /// The GET (waiting for its turn included) took longer than the live-lookup timeout.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The API server answered with an object warrant cannot use; the reason is a metric label.
+    #[error("the API server returned it malformed ({0})")]
+    Malformed(&'static str),
+    /// The request failed: the API server's `Status` or a transport error.
+    #[error(transparent)]
+    Client(ClientError),
+    /// The shared lookup could not be joined or ended without an answer.
     #[error("{0}")]
-    Unavailable(String),
+    Flight(#[source] warrant_flight::FlightError),
+}
+
+/// A failed request of the kube client, shared by every lookup that joined its GET. `kube::Error`
+/// has no equality, so two are equal only when they are the same failure (clones of one).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", crate::kube::cause(.0))]
+pub struct ClientError(#[source] pub Arc<::kube::Error>);
+
+impl PartialEq for ClientError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ClientError {}
+
+/// `pods ns/name`, `nodes name`.
+fn describe(kind: Kind, namespace: &str, name: &str) -> String {
+    if kind.namespaced() {
+        format!("{} {namespace}/{name}", kind.resource())
+    } else {
+        format!("{} {name}", kind.resource())
+    }
 }
 
 /// A live lookup in flight.
@@ -88,7 +165,7 @@ impl Objects {
         name: &str,
     ) -> Result<Option<Arc<Record>>, LookupError> {
         if !self.binds(kind) {
-            return Err(LookupError::Unavailable(SECRET_BINDING_DISABLED.to_owned()));
+            return Err(LookupError::SecretBindingDisabled);
         }
         match self.source.cached(kind, namespace, name) {
             Some(record) => Ok(Some(record)),

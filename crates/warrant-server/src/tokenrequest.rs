@@ -483,7 +483,7 @@ async fn lookup(
         .objects()
         .get(kind, namespace, name)
         .await
-        .map_err(|LookupError::Unavailable(why)| {
+        .map_err(|why: LookupError| {
             ApiError::unavailable(format!(
                 "cannot look up {} {namespace}/{name}: {why}",
                 kind.name()

@@ -13,7 +13,7 @@
 //! that only a CSI driver asks for needs a grant.
 
 use jiff::Timestamp;
-use warrant_objects::{Kind, LookupError, Objects};
+use warrant_objects::{Kind, Objects};
 use warrant_token::go_quote;
 
 use super::{Authorizer, TokenAsk};
@@ -57,7 +57,7 @@ pub(crate) async fn admit(
                 name: reference.name.clone(),
             });
         }
-        Err(LookupError::Unavailable(why)) => return Err(ask.forbidden(&why)),
+        Err(why) => return Err(ask.forbidden(&why.to_string())),
     };
     if pod.uid != reference.uid {
         return Err(ask.forbidden(&format!(

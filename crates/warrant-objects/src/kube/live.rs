@@ -25,7 +25,7 @@ use warrant_flight::SingleFlight;
 use super::metrics::Metrics;
 use super::watch::{Slim, record};
 use crate::record::{Kind, Record};
-use crate::source::LookupError;
+use crate::source::{ClientError, LiveError, LookupError};
 
 type Answer = Result<Option<Arc<Record>>, LookupError>;
 type Key = (Kind, String, String);
@@ -82,10 +82,7 @@ impl LiveGets {
         let task_key = key.clone();
         let lookup = move || async move {
             tokio::select! {
-                () = fetcher.cancel.cancelled() => Err(LookupError::Unavailable(format!(
-                    "could not look up {}: the cluster cache is shutting down",
-                    describe(&task_key)
-                ))),
+                () = fetcher.cancel.cancelled() => Err(failed(task_key, LiveError::ShuttingDown)),
                 answer = fetcher.fetch(&task_key) => answer,
             }
         };
@@ -95,19 +92,16 @@ impl LiveGets {
                     self.fetcher.metrics.live_shared(kind);
                 }
                 async move {
-                    flight.answer().await.unwrap_or_else(|error| {
-                        Err(LookupError::Unavailable(format!(
-                            "could not look up {}: {error}",
-                            describe(&key)
-                        )))
-                    })
+                    flight
+                        .answer()
+                        .await
+                        .unwrap_or_else(|error| Err(failed(key, LiveError::Flight(error))))
                 }
                 .boxed()
             }
             Err(error) => {
                 self.fetcher.metrics.live_get(kind, "overloaded");
-                let message = format!("could not look up {}: {error}", describe(&key));
-                futures::future::ready(Err(LookupError::Unavailable(message))).boxed()
+                futures::future::ready(Err(failed(key, LiveError::Flight(error)))).boxed()
             }
         }
     }
@@ -121,7 +115,7 @@ impl Fetcher {
             let permit = self.permits.acquire().await;
             drop(waiting);
             let Ok(_permit) = permit else {
-                return Err("the cluster cache is shutting down".to_owned());
+                return Err(LiveError::ShuttingDown);
             };
             let _sending = Counted::new(&self.metrics.live_in_flight);
             self.send(*kind, namespace, name).await
@@ -129,7 +123,7 @@ impl Fetcher {
         let answer = match tokio::time::timeout(self.timeout, get).await {
             Ok(Ok(found)) => Ok(found),
             Ok(Err(cause)) => Err(cause),
-            Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+            Err(_) => Err(LiveError::Timeout(self.timeout)),
         };
         match answer {
             Ok(Some(record)) => {
@@ -142,9 +136,9 @@ impl Fetcher {
             }
             Err(cause) => {
                 self.metrics.live_get(*kind, "error");
-                let message = format!("could not look up {}: {cause}", describe(key));
-                tracing::warn!(%message, "live lookup failed");
-                Err(LookupError::Unavailable(message))
+                let error = failed(key.clone(), cause);
+                tracing::warn!(message = %error, "live lookup failed");
+                Err(error)
             }
         }
     }
@@ -155,7 +149,7 @@ impl Fetcher {
         kind: Kind,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<Record>, String> {
+    ) -> Result<Option<Record>, LiveError> {
         let client = self.client.clone();
         match kind {
             Kind::Pod => get(Api::<Pod>::namespaced(client, namespace), name).await,
@@ -188,28 +182,29 @@ impl Drop for Counted<'_> {
     }
 }
 
-async fn get<K: Slim>(api: Api<K>, name: &str) -> Result<Option<Record>, String> {
+async fn get<K: Slim>(api: Api<K>, name: &str) -> Result<Option<Record>, LiveError> {
     match api.get_opt(name).await {
         Ok(Some(object)) => record(&object)
             .map(Some)
-            .map_err(|skip| format!("the API server returned it malformed ({})", skip.reason())),
+            .map_err(|skip| LiveError::Malformed(skip.reason())),
         Ok(None) => Ok(None),
-        Err(error) => Err(cause(&error)),
+        Err(error) => Err(LiveError::Client(ClientError(Arc::new(error)))),
     }
 }
 
-/// `pods ns/name`, `nodes name`.
-fn describe((kind, namespace, name): &Key) -> String {
-    if kind.namespaced() {
-        format!("{} {namespace}/{name}", kind.resource())
-    } else {
-        format!("{} {name}", kind.resource())
+/// The lookup of `key` failed with `cause`.
+fn failed((kind, namespace, name): Key, cause: LiveError) -> LookupError {
+    LookupError::Live {
+        kind,
+        namespace,
+        name,
+        cause,
     }
 }
 
 /// Why a request failed, in words an operator can act on. A `Status` from the API server is
 /// given as its code, reason and message; anything else as its chain of causes.
-pub(super) fn cause(error: &::kube::Error) -> String {
+pub(crate) fn cause(error: &::kube::Error) -> String {
     if let ::kube::Error::Api(status) = error {
         return format!(
             "the API server answered {} {}: {}",

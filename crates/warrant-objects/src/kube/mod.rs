@@ -53,6 +53,7 @@ use tokio_util::task::TaskTracker;
 pub use self::kinds::CacheClock;
 use self::kinds::Kinds;
 use self::live::LiveGets;
+pub(crate) use self::live::cause;
 use self::metrics::{Metrics, ScrapeCollector};
 use self::watch::Watch;
 use crate::record::{Kind, Record};
@@ -156,6 +157,8 @@ impl Default for KubeOptions {
 pub struct KubeSource {
     kinds: Arc<Kinds>,
     live: Arc<LiveGets>,
+    // Not an owned task handle like the other background tasks: the same token also fails the
+    // live GETs in flight (shared with the fetcher), and `shutdown` waits for every watch to end.
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -294,10 +297,7 @@ impl ObjectSource for KubeSource {
     fn live<'a>(&'a self, kind: Kind, namespace: &'a str, name: &'a str) -> LiveLookup<'a> {
         if !self.kinds.get(kind).watched {
             // Not watched because warrant may not read them: a GET would be refused too.
-            return Box::pin(std::future::ready(Err(LookupError::Unavailable(format!(
-                "{} are not watched: secret binding is disabled",
-                kind.resource()
-            )))));
+            return Box::pin(std::future::ready(Err(LookupError::NotWatched(kind))));
         }
         let namespace = if kind.namespaced() { namespace } else { "" };
         let lookup = self.live.get(kind, namespace, name);
@@ -306,12 +306,10 @@ impl ObjectSource for KubeSource {
         };
         // The cache cannot stand in for the API server: say so, beside why the GET failed.
         Box::pin(async move {
-            lookup.await.map_err(|LookupError::Unavailable(why)| {
-                LookupError::Unavailable(format!(
-                    "the cache of {} is stale (nothing from the API server for {}s) and {why}",
-                    kind.resource(),
-                    staleness.as_secs()
-                ))
+            lookup.await.map_err(|live| LookupError::Stale {
+                kind,
+                staleness,
+                live: Box::new(live),
             })
         })
     }
