@@ -409,13 +409,7 @@ pub const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct AuditWriter {
     sender: mpsc::Sender<Message>,
     done: Option<oneshot::Receiver<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for AuditWriter {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: tokio_util::task::AbortOnDropHandle<()>,
 }
 
 impl AuditWriter {
@@ -519,7 +513,7 @@ fn start_writer(
         AuditWriter {
             sender,
             done: Some(done),
-            task,
+            _task: tokio_util::task::AbortOnDropHandle::new(task),
         },
     )
 }
@@ -1065,13 +1059,34 @@ mod tests {
         let writer = AuditWriter {
             sender,
             done: Some(done),
-            task: tokio::spawn(std::future::pending()),
+            _task: tokio_util::task::AbortOnDropHandle::new(tokio::spawn(std::future::pending())),
         };
         let started = Instant::now();
         writer.finish().await;
         assert_eq!(started.elapsed(), FINISH_TIMEOUT);
         // The request to finish was queued; nothing answered it.
         assert!(matches!(receiver.try_recv(), Ok(Message::Finish)));
+    }
+
+    /// Dropping the writer stops its task: what the task holds is dropped with it.
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_writer_stops_its_task() {
+        let (sender, _receiver) = mpsc::channel(4);
+        let (_never, done) = oneshot::channel();
+        let (held, mut released) = oneshot::channel::<()>();
+        let writer = AuditWriter {
+            sender,
+            done: Some(done),
+            _task: tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+                let _held = held;
+                std::future::pending::<()>().await;
+            })),
+        };
+        drop(writer);
+        // The paused clock moves only when every task is idle: a task still running would
+        // hold the sender and make this time out.
+        let closed = tokio::time::timeout(Duration::from_secs(3600), &mut released).await;
+        assert!(matches!(closed, Ok(Err(_))), "the task outlived its owner");
     }
 
     /// A path that cannot be written is a startup error naming it.

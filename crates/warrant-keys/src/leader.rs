@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseParams};
 use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::metrics::KeyMetrics;
 
@@ -79,8 +79,8 @@ pub enum LeaseError {
 #[derive(Debug)]
 pub struct Leadership {
     leading: watch::Receiver<bool>,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
+    stop: oneshot::Sender<()>,
+    task: AbortOnDropHandle<()>,
 }
 
 impl Leadership {
@@ -164,8 +164,8 @@ impl Leadership {
         });
         Ok(Leadership {
             leading,
-            stop: Some(stop),
-            task,
+            stop,
+            task: AbortOnDropHandle::new(task),
         })
     }
 
@@ -181,18 +181,11 @@ impl Leadership {
 
     /// Stops taking part and releases the Lease (if held), so another replica takes over at once.
     /// Waits a few seconds at most.
-    pub async fn release(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = (&mut self.task).await;
-    }
-}
-
-impl Drop for Leadership {
-    fn drop(&mut self) {
-        if self.stop.is_some() {
-            self.task.abort();
-        }
+    pub async fn release(self) {
+        let Leadership { stop, task, .. } = self;
+        let _ = stop.send(());
+        // Once asked to stop, the task finishes releasing the Lease even if this wait is
+        // abandoned: from here it is not aborted.
+        let _ = task.detach().await;
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_token::{KeyError, SigningKey};
 
@@ -291,7 +291,9 @@ impl<S: KeyStore> KeyManager<S> {
                 reason: "cannot manage keys outside a Tokio runtime".into(),
             })?
             .spawn(self.run(feed, clock, publish));
-        Ok(KeyManagerTask { task })
+        Ok(KeyManagerTask {
+            _task: AbortOnDropHandle::new(task),
+        })
     }
 
     async fn run<P>(mut self, mut feed: ChangeFeed, clock: Clock, publish: P)
@@ -559,13 +561,7 @@ fn log_transitions(
 /// The running key manager; dropping it stops it.
 #[derive(Debug)]
 pub struct KeyManagerTask {
-    task: JoinHandle<()>,
-}
-
-impl Drop for KeyManagerTask {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: AbortOnDropHandle<()>,
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::lifecycle::ManagedKeySet;
 use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
@@ -364,7 +364,10 @@ impl KeyStore for SecretStore {
                 }
             }
         });
-        Ok(ChangeFeed::from_channel(receiver, AbortOnDrop(task)))
+        Ok(ChangeFeed::from_channel(
+            receiver,
+            AbortOnDropHandle::new(task),
+        ))
     }
 }
 
@@ -375,15 +378,6 @@ impl std::fmt::Debug for SecretStore {
             .field("name", &self.name)
             .field("writer", &self.writer)
             .finish_non_exhaustive()
-    }
-}
-
-/// Stops a task when dropped.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

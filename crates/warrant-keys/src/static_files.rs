@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_token::{
     KeyError, SigningKey, VerifyingKey, signing_key_from_pem, verifying_keys_from_pem,
@@ -167,7 +167,7 @@ impl StaticKeys {
 /// Reloads static key files when they change; dropping it stops the watching.
 pub struct StaticWatch {
     _watcher: FileWatch,
-    task: JoinHandle<()>,
+    _task: AbortOnDropHandle<()>,
     status: watch::Receiver<StaticReload>,
 }
 
@@ -185,12 +185,6 @@ impl StaticWatch {
     /// A receiver of the [`StaticReload`] status, updated after every attempt.
     pub fn subscribe(&self) -> watch::Receiver<StaticReload> {
         self.status.clone()
-    }
-}
-
-impl Drop for StaticWatch {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -297,7 +291,7 @@ impl StaticKeyFiles {
         });
         Ok(StaticWatch {
             _watcher: watcher,
-            task,
+            _task: AbortOnDropHandle::new(task),
             status: receiver,
         })
     }
@@ -373,6 +367,37 @@ mod tests {
 
     /// Files replaced on disk are picked up without a restart; a broken file keeps the last
     /// good keys.
+    /// Dropping the watch stops its task: the status sender the task holds goes with it.
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_watch_stops_its_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = StaticKeyFiles {
+            signing_key_file: Some(dir.path().join("sa.key")),
+            key_files: vec![],
+        };
+        let key = SigningKey::generate(KeyType::P256).unwrap();
+        std::fs::write(
+            dir.path().join("sa.key"),
+            key.to_pkcs8_pem().unwrap().as_str(),
+        )
+        .unwrap();
+        let current = StaticKeys::load(&files).unwrap();
+        let watch = files
+            .watch(
+                current,
+                KeyMetrics::new(),
+                Clock::manual(jiff::Timestamp::from_second(1_800_000_000).unwrap()),
+                |_: &StaticKeys| {},
+            )
+            .unwrap();
+        let mut status = watch.subscribe();
+        drop(watch);
+        // The paused clock moves only when every task is idle: a task still running would
+        // hold the sender and make this time out.
+        let closed = tokio::time::timeout(Duration::from_secs(3600), status.changed()).await;
+        assert!(matches!(closed, Ok(Err(_))), "the task outlived its owner");
+    }
+
     #[tokio::test]
     async fn replaced_files_are_reloaded() {
         let dir = tempfile::tempdir().unwrap();

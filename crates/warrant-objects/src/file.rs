@@ -37,7 +37,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::{Mutex, mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 use uuid::Uuid;
 use warrant_clock::Clock;
 
@@ -157,7 +157,7 @@ impl FileSource {
         tracing::info!(path = %shared.label, "watching objects file for changes");
         Ok(FileWatch {
             _watch: watch,
-            task,
+            task: AbortOnDropHandle::new(task),
         })
     }
 
@@ -203,13 +203,7 @@ impl std::fmt::Debug for FileSource {
 /// Keeps a [`FileSource`] reloading on change; dropping it stops the watching.
 pub struct FileWatch {
     _watch: warrant_watch::FileWatch,
-    task: JoinHandle<()>,
-}
-
-impl Drop for FileWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    task: AbortOnDropHandle<()>,
 }
 
 impl std::fmt::Debug for FileWatch {

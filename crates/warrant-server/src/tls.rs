@@ -504,6 +504,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
+    // Not owned task handles: at shutdown the connections are drained (each told to stop, then
+    // waited for), which aborting them would not allow.
     let stopping = CancellationToken::new();
     let tasks = TaskTracker::new();
     let options = Arc::new(options);

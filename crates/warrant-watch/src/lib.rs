@@ -16,7 +16,7 @@ use std::time::Duration;
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How long to wait after the first event before acting, so a burst is handled once.
 const DEBOUNCE: Duration = Duration::from_millis(100);
@@ -41,13 +41,7 @@ pub enum WatchError {
 /// Keeps a watch running; dropping it stops it.
 pub struct FileWatch {
     _watcher: notify::RecommendedWatcher,
-    task: JoinHandle<()>,
-}
-
-impl Drop for FileWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    task: AbortOnDropHandle<()>,
 }
 
 impl std::fmt::Debug for FileWatch {
@@ -120,7 +114,7 @@ pub fn watch_files(
     });
     Ok(FileWatch {
         _watcher: watcher,
-        task,
+        task: AbortOnDropHandle::new(task),
     })
 }
 
@@ -158,6 +152,29 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// Dropping the watch stops its task: the callback the task holds (and so its sender) is
+    /// dropped, which the receiver sees as closed. A detached task would keep it open.
+    #[tokio::test(flavor = "current_thread")]
+    async fn dropping_the_watch_stops_its_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("watched.yaml");
+        std::fs::write(&file, "a").unwrap();
+        let (changed, mut changes) = mpsc::unbounded_channel::<()>();
+        let watch = watch_files(std::slice::from_ref(&file), move || {
+            let _ = changed.send(());
+        })
+        .unwrap();
+        drop(watch);
+        // The aborted task is dropped the next time this runtime's scheduler runs it.
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            changes.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        );
+    }
 
     #[tokio::test]
     async fn a_file_renamed_over_the_watched_one_is_a_change() {

@@ -144,15 +144,7 @@ impl AuthArgs {
 /// What the authentication and authorization setup keeps running.
 pub(crate) struct Running {
     _policy_watch: Option<FileWatch>,
-    follower: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(task) = &self.follower {
-            task.abort();
-        }
-    }
+    _follower: Option<tokio_util::task::AbortOnDropHandle<()>>,
 }
 
 /// The authenticators and authorizers the flags ask for.
@@ -280,7 +272,7 @@ pub(crate) async fn setup(
         trust,
         running: Running {
             _policy_watch: policy_watch,
-            follower,
+            _follower: follower,
         },
     })
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use prometheus_client::registry::Registry;
+use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_objects::kube::{KubeOptions, KubeSource, cluster_client};
 use warrant_objects::{FileSource, FileWatch, ObjectSource};
@@ -18,7 +19,7 @@ pub(crate) enum Running {
     /// The file watcher and the SIGHUP handler.
     File {
         _watch: FileWatch,
-        _hangup: Option<tokio::task::JoinHandle<()>>,
+        _hangup: Option<AbortOnDropHandle<()>>,
     },
     /// The cluster cache, whose watches live as long as the server's handle on it.
     Cluster,
@@ -73,21 +74,50 @@ pub(crate) async fn open(
 }
 
 /// SIGHUP re-reads the file at once, for editors and tools whose writes the watcher misses.
-fn reload_on_hangup(source: FileSource, clock: Clock) -> Option<tokio::task::JoinHandle<()>> {
+fn reload_on_hangup(source: FileSource, clock: Clock) -> Option<AbortOnDropHandle<()>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let mut hangup = signal(SignalKind::hangup()).ok()?;
-        Some(tokio::spawn(async move {
+        Some(AbortOnDropHandle::new(tokio::spawn(async move {
             while hangup.recv().await.is_some() {
                 // A failure is logged and counted by the source; the last good set stays.
                 let _ = source.reload_now(clock.now()).await;
             }
-        }))
+        })))
     }
     #[cfg(not(unix))]
     {
         let _ = (source, clock);
         None
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The SIGHUP task holds the file source; once its owner is dropped the task must be gone,
+    /// and the source with it (the source's status channel closes). Dropping a bare
+    /// `JoinHandle` would leave the task running for good.
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_hangup_owner_stops_its_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("objects.yaml");
+        std::fs::write(&path, "").unwrap();
+        let clock = Clock::System;
+        let source = FileSource::load(&path, clock.now()).await.unwrap();
+        let mut status = source.subscribe();
+        let owner = reload_on_hangup(source, clock).expect("a SIGHUP handler on unix");
+        drop(owner);
+        // The paused clock only moves when every task is idle: a task still holding the
+        // source makes this time out instead of seeing the channel close.
+        let closed = tokio::time::timeout(Duration::from_secs(3600), status.changed()).await;
+        assert!(
+            matches!(closed, Ok(Err(_))),
+            "the SIGHUP task outlived its owner"
+        );
     }
 }

@@ -22,10 +22,12 @@ pub(crate) fn metrics(args: &ServeArgs, registry: &mut Registry) -> Option<Signe
     })
 }
 
-/// The running signer: stop it with [`Running::stop`].
+/// The running signer: stop it with [`Running::stop`]; dropping it stops the task at once.
+/// The `watch` channel is kept beside the owned handle because a stop is graceful: calls in
+/// flight get [`SHUTDOWN_GRACE`] to finish, which aborting alone would not give them.
 pub(crate) struct Running {
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio_util::task::AbortOnDropHandle<()>,
 }
 
 /// How long calls in flight may take to finish at shutdown. kube-apiserver holds its
@@ -99,7 +101,10 @@ pub(crate) fn start(
         // The socket file goes with the guard, now that nothing serves on it.
         drop(socket);
     });
-    Ok(Some(Running { stop, task }))
+    Ok(Some(Running {
+        stop,
+        task: tokio_util::task::AbortOnDropHandle::new(task),
+    }))
 }
 
 /// `warrant probe-signer`: Metadata, then FetchKeys, as kube-apiserver calls them when it

@@ -20,7 +20,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::frontproxy::{FrontProxy, RequestHeaders};
 use super::trust::ClientTrust;
@@ -120,14 +120,14 @@ fn parse(config_map: &ConfigMap) -> Result<Published, ConfigMapError> {
 }
 
 /// Watches the ConfigMap through `client` and keeps `trust` in step with it, until the
-/// returned task is aborted. `trust` is not ready until the first list has been read (with or
+/// returned handle is dropped (or aborted). `trust` is not ready until the first list has been read (with or
 /// without the ConfigMap). Registers `warrant_extension_authentication_updates_total{result}`.
 pub fn follow_extension_authentication(
     client: kube::Client,
     trust: ClientTrust,
     follow: Follow,
     registry: &mut Registry,
-) -> JoinHandle<()> {
+) -> AbortOnDropHandle<()> {
     let updates = Family::<UpdateLabels, Counter>::default();
     registry.register(
         "warrant_extension_authentication_updates",
@@ -149,7 +149,7 @@ pub fn follow_extension_authentication(
             trust.set_front_proxy(front_proxy);
         }
     };
-    tokio::spawn(async move {
+    AbortOnDropHandle::new(tokio::spawn(async move {
         let mut events = watcher(api, config).default_backoff().boxed();
         let mut seen_in_list = false;
         while let Some(event) = events.next().await {
@@ -205,7 +205,7 @@ pub fn follow_extension_authentication(
                 }
             }
         }
-    })
+    }))
 }
 
 #[cfg(test)]

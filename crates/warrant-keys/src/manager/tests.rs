@@ -46,6 +46,31 @@ fn metrics_text(registry: &Registry) -> String {
     text
 }
 
+/// Dropping the running manager stops its task: the publish callback (and its sender) goes.
+#[tokio::test(start_paused = true)]
+async fn dropping_the_manager_task_stops_it() {
+    let clock = clock();
+    let manager = KeyManager::open(
+        MemoryStore::new(),
+        policy(),
+        Writer::Always,
+        KeyMetrics::new(),
+        clock.now(),
+    )
+    .await
+    .unwrap();
+    let (task, mut seen) = spawn(manager, clock);
+    seen.recv().await.unwrap();
+    drop(task);
+    // Drain what was published before the drop; then the channel must close. A task still
+    // running would keep it open and the paused clock would run into the timeout.
+    let closed = tokio::time::timeout(Duration::from_secs(365 * 86_400), async {
+        while seen.recv().await.is_some() {}
+    })
+    .await;
+    assert!(closed.is_ok(), "the manager task outlived its owner");
+}
+
 #[tokio::test(start_paused = true)]
 async fn rotates_on_schedule_and_publishes_each_change() {
     let store = MemoryStore::new();

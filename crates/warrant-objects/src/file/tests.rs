@@ -306,6 +306,26 @@ async fn uids_are_given_kept_and_renewed() {
     );
 }
 
+/// Dropping the watch stops its task, and the source the task holds goes with it: once the
+/// last handle on the source is gone, its status channel closes.
+#[tokio::test(flavor = "current_thread")]
+async fn dropping_the_watch_stops_its_task() {
+    let fixture = Fixture::new(&pod("app-0", "p0"));
+    let source = FileSource::load(&fixture.path, at(NOW)).await.unwrap();
+    let watch = source.watch(Clock::manual(at(NOW + 10))).unwrap();
+    let status = source.subscribe();
+    drop(source);
+    drop(watch);
+    // The aborted task is dropped the next time this runtime's scheduler runs it.
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        status.has_changed().is_err(),
+        "the watch task outlived its owner"
+    );
+}
+
 #[tokio::test]
 async fn edits_are_picked_up_whether_written_in_place_or_renamed_over() {
     let fixture = Fixture::new(&pod("app-0", "p0"));
