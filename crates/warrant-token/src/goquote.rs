@@ -40,9 +40,10 @@ pub(crate) fn quote(s: &str) -> String {
     out
 }
 
-/// Formats a list as Go's `fmt.Sprintf("%q", []string{...})`: `["a" "b"]`.
-pub(crate) fn quote_list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| quote(s)).collect();
+/// Formats a list as Go's `fmt.Sprintf("%q", []string{...})`: `["a" "b"]`, as kube's messages
+/// quote audiences (token errors here, authorization refusals in warrant-auth).
+pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| quote(s.as_ref())).collect();
     format!("[{}]", quoted.join(" "))
 }
 
@@ -72,8 +73,8 @@ mod tests {
 
     #[test]
     fn lists_are_space_separated() {
-        assert_eq!(quote_list(&[]), "[]");
-        assert_eq!(quote_list(&["foo".into()]), r#"["foo"]"#);
-        assert_eq!(quote_list(&["a".into(), "b c".into()]), r#"["a" "b c"]"#);
+        assert_eq!(quote_list::<&str>(&[]), "[]");
+        assert_eq!(quote_list(&["foo"]), r#"["foo"]"#);
+        assert_eq!(quote_list(&["a", "b c"]), r#"["a" "b c"]"#);
     }
 }

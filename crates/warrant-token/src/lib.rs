@@ -89,3 +89,8 @@ pub use verify::{
 pub fn go_quote(s: &str) -> String {
     goquote::quote(s)
 }
+
+/// Go's `%q` of a `[]string` (`["a" "b"]`), for the audience lists in kube's messages.
+pub fn go_quote_list<S: AsRef<str>>(items: &[S]) -> String {
+    goquote::quote_list(items)
+}

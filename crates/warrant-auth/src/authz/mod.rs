@@ -37,7 +37,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use warrant_token::go_quote;
+use warrant_token::{go_quote, go_quote_list};
 
 pub use self::delegated::DelegatedAuthorization;
 use self::policy::TokenGrant;
@@ -495,19 +495,13 @@ pub async fn admit_token_request(
                 })
                 .collect();
             let what = match refused.as_slice() {
-                [] => format!("the audiences {} together", quote_list(ask.audiences)),
+                [] => format!("the audiences {} together", go_quote_list(ask.audiences)),
                 [one] => format!("the audience {}", go_quote(one)),
-                many => format!("the audiences {}", quote_list(many)),
+                many => format!("the audiences {}", go_quote_list(many)),
             };
             Err(ask.forbidden(&format!(
                 "User {user_name} cannot request a token for {what}: no rule of the authorization policy allows it"
             )))
         }
     }
-}
-
-/// Go's `%q` of a `[]string`: `["a" "b"]`.
-pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| go_quote(s.as_ref())).collect();
-    format!("[{}]", quoted.join(" "))
 }
