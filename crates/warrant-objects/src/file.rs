@@ -126,12 +126,12 @@ impl FileSource {
         self.shared.status.subscribe()
     }
 
-    /// Starts reloading the file whenever it changes, until the returned [`FileWatch`] is
+    /// Starts reloading the file whenever it changes, until the returned [`FileSourceWatch`] is
     /// dropped. `clock` gives the time of each reload (the last-success metric); the binary
     /// passes its one clock, so this crate never reads the time itself.
     ///
     /// Must be called within a Tokio runtime, which runs the reload task.
-    pub fn watch(&self, clock: Clock) -> Result<FileWatch, ManifestError> {
+    pub fn watch(&self, clock: Clock) -> Result<FileSourceWatch, ManifestError> {
         let shared = &self.shared;
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| ManifestError::NoRuntime {
@@ -155,7 +155,7 @@ impl FileSource {
             }
         });
         tracing::info!(path = %shared.label, "watching objects file for changes");
-        Ok(FileWatch {
+        Ok(FileSourceWatch {
             _watch: watch,
             task: AbortOnDropHandle::new(task),
         })
@@ -201,14 +201,14 @@ impl std::fmt::Debug for FileSource {
 }
 
 /// Keeps a [`FileSource`] reloading on change; dropping it stops the watching.
-pub struct FileWatch {
+pub struct FileSourceWatch {
     _watch: warrant_watch::FileWatch,
     task: AbortOnDropHandle<()>,
 }
 
-impl std::fmt::Debug for FileWatch {
+impl std::fmt::Debug for FileSourceWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileWatch")
+        f.debug_struct("FileSourceWatch")
             .field("running", &!self.task.is_finished())
             .finish()
     }

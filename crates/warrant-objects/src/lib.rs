@@ -21,7 +21,7 @@ mod record;
 mod source;
 
 pub use checks::{ObjectError, check_token_objects};
-pub use file::{FileSource, FileWatch, ReloadStatus};
+pub use file::{FileSource, FileSourceWatch, ReloadStatus};
 pub use manifest::ManifestError;
 pub use memory::MemorySource;
 pub use record::{Kind, PodInfo, Record};

@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_objects::kube::{KubeOptions, KubeSource, cluster_client};
-use warrant_objects::{FileSource, FileWatch, ObjectSource};
+use warrant_objects::{FileSource, FileSourceWatch, ObjectSource};
 
 use crate::cli::ServeArgs;
 
@@ -18,7 +18,7 @@ use crate::cli::ServeArgs;
 pub(crate) enum Running {
     /// The file watcher and the SIGHUP handler.
     File {
-        _watch: FileWatch,
+        _watch: FileSourceWatch,
         _hangup: Option<AbortOnDropHandle<()>>,
     },
     /// The cluster cache, whose watches live as long as the server's handle on it.
