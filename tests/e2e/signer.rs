@@ -276,18 +276,7 @@ async fn the_socket_alone_with_secure_port_zero() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut signer = loop {
-        if let Ok(client) = warrant_signer::client::connect(&socket).await {
-            break client;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "warrant exited");
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the socket never answered"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let mut signer = signer_when_ready(&mut child, &socket).await;
     let keys = signer
         .fetch_keys(FetchKeysRequest {})
         .await
@@ -335,6 +324,26 @@ async fn the_socket_alone_with_secure_port_zero() {
         "{}",
         stderr(&https)
     );
+}
+
+/// A client of the signer socket of `child` once it answers (30 s at most, and failing at
+/// once if warrant exits first).
+async fn signer_when_ready(
+    child: &mut std::process::Child,
+    socket: &std::path::Path,
+) -> warrant_signer::client::SignerClient {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Ok(client) = warrant_signer::client::connect(socket).await {
+            return client;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "warrant exited");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the socket never answered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// `warrant serve` with the setup's keys and objects on a free port but no TLS files.
@@ -396,18 +405,7 @@ async fn the_socket_never_exists_beside_its_path_with_a_looser_mode() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut signer = loop {
-        if let Ok(client) = warrant_signer::client::connect(&socket).await {
-            break client;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "warrant exited");
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the socket never answered"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let mut signer = signer_when_ready(&mut child, &socket).await;
     assert!(signer.metadata(MetadataRequest {}).await.is_ok());
 
     let mut buffer = [std::mem::MaybeUninit::uninit(); 4096];

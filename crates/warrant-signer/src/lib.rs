@@ -54,11 +54,12 @@ pub mod client {
 
     use crate::proto::external_jwt_signer_client::ExternalJwtSignerClient;
 
+    /// A client of the socket, as [`connect`] returns it.
+    pub type SignerClient = ExternalJwtSignerClient<Channel>;
+
     /// Connects to the signer at `path`. The URI is a placeholder (the socket is the address),
     /// as in kube-apiserver's own client.
-    pub async fn connect(
-        path: &Path,
-    ) -> Result<ExternalJwtSignerClient<Channel>, tonic::transport::Error> {
+    pub async fn connect(path: &Path) -> Result<SignerClient, tonic::transport::Error> {
         let path = path.to_owned();
         let channel = Endpoint::from_static("http://localhost")
             .connect_with_connector(tower::service_fn(move |_| {

@@ -576,14 +576,7 @@ async fn a_stalled_kube_apiserver_holds_at_most_the_limit() {
 async fn a_stalled_kube_apiserver_makes_authorization_answer_429_too() {
     let (client, _server) = stalled_client().await;
     let api = std::sync::Arc::new(api_auth(|_, authorizer| {
-        authorizer.delegated = Some(DelegatedAuthorization::new(
-            client,
-            DelegationOptions {
-                max_in_flight: 1,
-                timeout: Duration::from_secs(600),
-                ..options()
-            },
-        ));
+        authorizer.delegated = Some(one_place_authorization(client));
     }));
     let admin = format!("Bearer {ADMIN}");
     let metrics = || async {
@@ -648,14 +641,7 @@ rules:
             policy,
             std::path::Path::new("nodes.yaml"),
         ));
-        authorizer.delegated = Some(DelegatedAuthorization::new(
-            client,
-            DelegationOptions {
-                max_in_flight: 1,
-                timeout: Duration::from_secs(600),
-                ..options()
-            },
-        ));
+        authorizer.delegated = Some(one_place_authorization(client));
     }));
     let admin = format!("Bearer {ADMIN}");
     let in_flight = || async {
@@ -688,4 +674,17 @@ rules:
     assert_eq!(r.code, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
     assert_eq!(r.headers["retry-after"], "1");
     first.abort();
+}
+
+/// Delegated authorization with room for one SubjectAccessReview at a time, each allowed to
+/// wait as long as a stalled kube-apiserver makes it: the second caller finds it full.
+fn one_place_authorization(client: kube::Client) -> DelegatedAuthorization {
+    DelegatedAuthorization::new(
+        client,
+        DelegationOptions {
+            max_in_flight: 1,
+            timeout: Duration::from_secs(600),
+            ..options()
+        },
+    )
 }
