@@ -1,6 +1,6 @@
 // The OpenAPI documents the server serves, generated with them by
-// `WARRANT_WRITE_OPENAPI=1 cargo test -p warrant-server --lib openapi::generate`
-// (crates/warrant-server/src/openapi/generate). Do not edit.
+// `WARRANT_WRITE_OPENAPI=1 cargo test -p warrant-server --test openapi`
+// (crates/warrant-server/tests/openapi). Do not edit.
 
 /// The documents of the direct view.
 static DIRECT: ViewFiles = ViewFiles {

@@ -61,6 +61,10 @@ pub mod fuzzing {
     }
 }
 
+/// The route table's items the OpenAPI generator (`tests/openapi/`) reads; not an API.
+#[doc(hidden)]
+pub mod tooling;
+
 use std::time::Duration;
 
 use axum::extract::{Request, State};

@@ -7,19 +7,16 @@
 //!
 //! The documents describe only what warrant serves: the POST operations of TokenRequest and
 //! TokenReview, and the types they take, with the fields warrant reads and writes. They are
-//! data: generated from the route table and the wire types by [`generate`] (which only tests
-//! run, and which fails when the committed files are stale), committed under
-//! `crates/warrant-server/openapi/`, and compiled into the binary. At run time nothing is
+//! data: generated from the route table and the wire types by the generator in
+//! `tests/openapi/` (a test target, which fails when the committed files are stale), committed
+//! under `crates/warrant-server/openapi/`, and compiled into the binary. At run time nothing is
 //! rendered; requests copy those bytes.
 //!
 //! Which documents a request gets depends on whether kube-apiserver's aggregator relayed it:
-//! through the aggregator only `warrant.dev` is described (see `generate/endpoints.rs`, `View`,
-//! for why). The front-proxy authenticator marks such a request once it has verified the
+//! through the aggregator only `warrant.dev` is described (see `tests/openapi/endpoints.rs`,
+//! `View`, for why). The front-proxy authenticator marks such a request once it has verified the
 //! aggregator's certificate (`Caller::relayed_by_aggregator`). The `X-Remote-User` header alone
 //! proves nothing, and is removed from every request before it gets here.
-
-#[cfg(test)]
-mod generate;
 
 use std::fmt::Write as _;
 use std::sync::OnceLock;
@@ -54,8 +51,9 @@ struct ViewFiles {
 include!(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/files.rs"));
 
 /// The entity tag of a document: the SHA-256 of its bytes, in upper-case hex (as
-/// kube-apiserver's). `/openapi/v3` puts it in URLs as `hash`.
-fn hash(body: &[u8]) -> String {
+/// kube-apiserver's). `/openapi/v3` puts it in URLs as `hash`; the generator lists it in the
+/// v3 index (through [`crate::tooling::openapi_hash`]).
+pub(crate) fn hash(body: &[u8]) -> String {
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, body);
     digest.as_ref().iter().fold(String::new(), |mut hex, byte| {
         let _ = write!(hex, "{byte:02X}");

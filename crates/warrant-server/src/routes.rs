@@ -20,11 +20,11 @@ use warrant_auth::{Attributes, ResourceAttributes};
 
 /// An API group and version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct GroupVersion {
+pub struct GroupVersion {
     /// The group; empty for the core group.
-    pub(crate) group: &'static str,
+    pub group: &'static str,
     /// The version.
-    pub(crate) version: &'static str,
+    pub version: &'static str,
     /// `group/version`, or the version alone for the core group: an object's `apiVersion`.
     pub(crate) api_version: &'static str,
 }
@@ -48,14 +48,14 @@ macro_rules! group_version {
 }
 
 /// The core group, where the TokenRequest subresource of service accounts lives.
-pub(crate) const CORE_V1: GroupVersion = group_version!("v1");
+pub const CORE_V1: GroupVersion = group_version!("v1");
 /// `authentication.k8s.io/v1`: TokenReview, and the kind of every TokenRequest body.
-pub(crate) const AUTHENTICATION_V1: GroupVersion = group_version!("authentication.k8s.io", "v1");
+pub const AUTHENTICATION_V1: GroupVersion = group_version!("authentication.k8s.io", "v1");
 /// `authentication.k8s.io/v1beta1`: TokenReview for older webhook configurations.
 pub(crate) const AUTHENTICATION_V1BETA1: GroupVersion =
     group_version!("authentication.k8s.io", "v1beta1");
 /// warrant's own group, for serving behind kube-apiserver's aggregator.
-pub(crate) const WARRANT_V1ALPHA1: GroupVersion = group_version!("warrant.dev", "v1alpha1");
+pub const WARRANT_V1ALPHA1: GroupVersion = group_version!("warrant.dev", "v1alpha1");
 
 /// Where the OIDC discovery document is served (below the issuer, as OIDC has it).
 pub const DISCOVERY_PATH: &str = "/.well-known/openid-configuration";
@@ -64,7 +64,7 @@ pub const JWKS_PATH: &str = "/openid/v1/jwks";
 
 /// What a route serves: which handler answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Endpoint {
+pub enum Endpoint {
     /// `create serviceaccounts/token` in a namespace.
     TokenRequest,
     /// `create tokenreviews`, answered in the route's group-version.
@@ -129,21 +129,21 @@ impl Verb {
 
 /// One route.
 #[derive(Debug)]
-pub(crate) struct Route {
+pub struct Route {
     /// The template: literal segments, `{name}` for one segment, `{*name}` for one or more.
-    pub(crate) path: &'static str,
+    pub path: &'static str,
     /// The method it takes.
     pub(crate) verb: Verb,
     /// What answers it.
-    pub(crate) endpoint: Endpoint,
+    pub endpoint: Endpoint,
     /// The group-version the path belongs to (resource routes, a group's and a group-version's
     /// discovery).
-    pub(crate) group_version: Option<GroupVersion>,
+    pub group_version: Option<GroupVersion>,
     /// Its metric label (`route`): a small fixed set.
     pub(crate) label: &'static str,
     /// For a resource that discovery lists and OpenAPI describes, its operation ID in
     /// kube-apiserver's style; `None` for a route that is served only.
-    pub(crate) operation_id: Option<&'static str>,
+    pub operation_id: Option<&'static str>,
 }
 
 const fn route(path: &'static str, verb: Verb, endpoint: Endpoint, label: &'static str) -> Route {
@@ -537,18 +537,18 @@ impl Template {
 
 /// A discoverable resource, as `APIResource` lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Resource {
+pub struct Resource {
     /// `serviceaccounts/token`, `tokenreviews`.
     pub(crate) name: &'static str,
     /// Its singular name (empty for a subresource).
     pub(crate) singular: &'static str,
     /// Whether it lives in a namespace.
-    pub(crate) namespaced: bool,
+    pub namespaced: bool,
     /// The kind of its body.
-    pub(crate) kind: &'static str,
+    pub kind: &'static str,
     /// The group-version of its body's kind when it differs from the route's (a TokenRequest
     /// is an `authentication.k8s.io/v1` object wherever it is posted).
-    pub(crate) kind_group_version: Option<GroupVersion>,
+    pub kind_group_version: Option<GroupVersion>,
     /// For a subresource, the resource it belongs to, listed before it with no verbs of its
     /// own: kubectl (`create role --resource=serviceaccounts.warrant.dev/token`) and RBAC
     /// tooling find a subresource's group through its parent.
@@ -568,7 +568,7 @@ pub(crate) struct Parent {
 
 impl Endpoint {
     /// What discovery says of a resource endpoint.
-    pub(crate) fn resource(self) -> Option<Resource> {
+    pub fn resource(self) -> Option<Resource> {
         match self {
             Endpoint::TokenRequest => Some(Resource {
                 name: "serviceaccounts/token",
@@ -596,7 +596,7 @@ impl Endpoint {
 }
 
 /// The discoverable routes (those with an operation ID), in table order.
-pub(crate) fn discoverable() -> impl Iterator<Item = &'static Route> {
+pub fn discoverable() -> impl Iterator<Item = &'static Route> {
     ROUTES.iter().filter(|r| r.operation_id.is_some())
 }
 

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::endpoints::{CONSUMES, Operation, PRODUCES, operations};
 use super::schema::{Definition, Dialect, closure};
-use crate::routes::GroupVersion;
+use warrant_server::tooling::GroupVersion;
 
 /// The document for `group_version`.
 pub(crate) fn document(group_version: GroupVersion, catalogue: &[Definition]) -> Value {
@@ -80,7 +80,7 @@ mod tests {
     use super::super::definitions::catalogue;
     use super::super::schema::GVK_EXTENSION;
     use super::*;
-    use crate::routes::{AUTHENTICATION_V1, CORE_V1, WARRANT_V1ALPHA1};
+    use warrant_server::tooling::{AUTHENTICATION_V1, CORE_V1, WARRANT_V1ALPHA1};
 
     #[test]
     fn each_group_version_has_its_own_operations() {

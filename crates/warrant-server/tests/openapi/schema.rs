@@ -18,11 +18,18 @@ pub(crate) struct Gvk {
     pub(crate) kind: &'static str,
 }
 
-pub(crate) use crate::routes::{AUTHENTICATION_V1, GroupVersion, WARRANT_V1ALPHA1};
+pub(crate) use warrant_server::tooling::{AUTHENTICATION_V1, GroupVersion, WARRANT_V1ALPHA1};
 
-impl GroupVersion {
+/// What the documents say of a group-version beyond the route table's fields.
+pub(crate) trait GroupVersionExt {
     /// Where its URLs start, and how `/openapi/v3` names it: `api/v1`, `apis/<group>/<version>`.
-    pub(crate) fn path(self) -> String {
+    fn path(self) -> String;
+    /// A kind in this group-version.
+    fn kind(self, kind: &'static str) -> Gvk;
+}
+
+impl GroupVersionExt for GroupVersion {
+    fn path(self) -> String {
         if self.group.is_empty() {
             format!("api/{}", self.version)
         } else {
@@ -30,8 +37,7 @@ impl GroupVersion {
         }
     }
 
-    /// A kind in this group-version.
-    pub(crate) const fn kind(self, kind: &'static str) -> Gvk {
+    fn kind(self, kind: &'static str) -> Gvk {
         Gvk {
             group: self.group,
             version: self.version,
@@ -242,7 +248,7 @@ mod tests {
 
     #[test]
     fn group_versions_name_their_documents() {
-        assert_eq!(crate::routes::CORE_V1.path(), "api/v1");
+        assert_eq!(warrant_server::tooling::CORE_V1.path(), "api/v1");
         assert_eq!(WARRANT_V1ALPHA1.path(), "apis/warrant.dev/v1alpha1");
     }
 

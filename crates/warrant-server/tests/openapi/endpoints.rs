@@ -1,13 +1,13 @@
 //! The operations the documents describe: every route of the route table that discovery lists
-//! ([`crate::routes::discoverable`]), and nothing else. warrant has no GET, PATCH or DELETE on objects, so none is
+//! (`warrant_server::tooling::discoverable`), and nothing else. warrant has no GET, PATCH or DELETE on objects, so none is
 //! described; kubectl reads the absence of PATCH as "no server-side field validation" and
 //! validates manifests itself, as it does for TokenReview against kube-apiserver.
 
 use serde_json::{Map, Value};
 
 use super::definitions::{TOKEN_REQUEST, TOKEN_REVIEW};
-use super::schema::{GVK_EXTENSION, Gvk};
-use crate::routes::{self, Endpoint, GroupVersion, WARRANT_V1ALPHA1};
+use super::schema::{GVK_EXTENSION, GroupVersionExt as _, Gvk};
+use warrant_server::tooling::{Endpoint, GroupVersion, WARRANT_V1ALPHA1, discoverable};
 
 /// The media types request bodies may be in (`body.rs` reads them).
 pub(crate) const CONSUMES: &[&str] = &[
@@ -101,7 +101,7 @@ impl Operation {
 
 /// Every operation warrant serves that discovery lists, from the route table.
 pub(crate) fn operations() -> Vec<Operation> {
-    routes::discoverable()
+    discoverable()
         .filter_map(|route| {
             let group_version = route.group_version?;
             let resource = route.endpoint.resource()?;
@@ -181,7 +181,7 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::{AUTHENTICATION_V1, CORE_V1};
+    use warrant_server::tooling::{AUTHENTICATION_V1, CORE_V1};
 
     #[test]
     fn tags_follow_kube_apiserver() {

@@ -1,16 +1,31 @@
 //! Renders the OpenAPI documents from their model into the files under
 //! `crates/warrant-server/openapi/`, which the server serves as they are.
 //!
-//! The model is the route table's discoverable routes ([`crate::routes`]) and the definitions
-//! of the wire types ([`definitions`]), described once ([`schema`]) and written in both
-//! OpenAPI versions ([`v2`], [`v3`]) and as gnostic protobuf ([`gnostic`]). Only tests run it:
-//! [`documents_are_current`](tests::documents_are_current) fails when the committed files
+//! The model is the route table's discoverable routes (`warrant_server::tooling`) and the
+//! definitions of the wire types ([`definitions`]), described once ([`schema`]) and written in
+//! both OpenAPI versions ([`v2`], [`v3`]) and as gnostic protobuf ([`gnostic`]). Only tests run
+//! it: [`documents_are_current`](tests::documents_are_current) fails when the committed files
 //! differ from what the model renders now, so a change to the routes or the wire types cannot
 //! ship with stale documents. To rewrite them:
 //!
 //! ```sh
-//! WARRANT_WRITE_OPENAPI=1 cargo test -p warrant-server --lib openapi::generate
+//! WARRANT_WRITE_OPENAPI=1 cargo test -p warrant-server --test openapi
 //! ```
+//!
+//! Why a test target of warrant-server rather than code in `src/` or a crate of its own: the
+//! server never runs it, so it does not belong in the library; and as a test target it needs
+//! only what a separate crate would (the few route-table items and the document hash
+//! re-exported by the hidden `warrant_server::tooling`, as `fuzzing` is for the fuzz targets),
+//! without a workspace member, a manifest or a lock-file entry. `cargo test -p warrant-server`
+//! still runs the staleness test.
+
+// Test code: a panic is how the generator fails.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod definitions;
 mod endpoints;
@@ -23,8 +38,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
+use warrant_server::tooling::openapi_hash;
 
 use self::endpoints::View;
+use self::schema::GroupVersionExt as _;
 
 /// `info` for every document.
 fn info() -> Value {
@@ -63,8 +80,8 @@ fn render() -> Vec<(String, Vec<u8>)> {
         .collect();
     let mut listing = String::from(
         "// The OpenAPI documents the server serves, generated with them by\n\
-         // `WARRANT_WRITE_OPENAPI=1 cargo test -p warrant-server --lib openapi::generate`\n\
-         // (crates/warrant-server/src/openapi/generate). Do not edit.\n",
+         // `WARRANT_WRITE_OPENAPI=1 cargo test -p warrant-server --test openapi`\n\
+         // (crates/warrant-server/tests/openapi). Do not edit.\n",
     );
     for view in [View::Direct, View::Aggregated] {
         let name = view.name();
@@ -75,7 +92,7 @@ fn render() -> Vec<(String, Vec<u8>)> {
         let index = v3::index(
             v3.iter()
                 .filter(|(path, _)| listed.contains(path))
-                .map(|(path, body)| (path.clone(), super::hash(body))),
+                .map(|(path, body)| (path.clone(), openapi_hash(body))),
         );
         files.push((format!("v2-{name}.json"), to_vec(&v2)));
         files.push((format!("v2-{name}.pb"), protobuf));
@@ -124,7 +141,7 @@ mod tests {
         }
         assert!(
             stale.is_empty(),
-            "OpenAPI files out of date: {stale:?}; run WARRANT_WRITE_OPENAPI=1 cargo test -p warrant-server --lib openapi::generate"
+            "OpenAPI files out of date: {stale:?}; run WARRANT_WRITE_OPENAPI=1 cargo test -p warrant-server --test openapi"
         );
     }
 

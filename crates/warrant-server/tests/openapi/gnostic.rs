@@ -14,7 +14,7 @@
 use prost::Message;
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
+use warrant_server::ApiError;
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct Document {

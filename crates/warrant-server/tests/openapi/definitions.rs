@@ -5,7 +5,8 @@
 //! same types in its messages. The descriptions are warrant's own and say what warrant does.
 
 use super::schema::{
-    AUTHENTICATION_V1, Definition, Field, Schema, WARRANT_V1ALPHA1, field, strings,
+    AUTHENTICATION_V1, Definition, Field, GroupVersionExt as _, Schema, WARRANT_V1ALPHA1, field,
+    strings,
 };
 
 /// `TokenReview`, in the authentication group and in warrant's own.
