@@ -950,6 +950,21 @@ async fn a_cache_that_is_not_the_users_own_is_not_used() {
 /// A stand-in for warrant on loopback (TLS with the setup's serving certificate) that answers
 /// every TokenRequest with `403` and the Status message `message`; its URL.
 fn refusing_warrant(w: &Warrant, message: &str) -> String {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                      "message": message, "reason": "Forbidden", "code": 403})
+    .to_string();
+    fake_warrant(
+        w,
+        format!(
+            "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// A stand-in for warrant on loopback (TLS with the setup's serving certificate) that answers
+/// every request with `answer` (a whole HTTP/1.1 response); its URL.
+fn fake_warrant(w: &Warrant, answer: String) -> String {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     use std::io::{Read as _, Write as _};
@@ -968,9 +983,6 @@ fn refusing_warrant(w: &Warrant, message: &str) -> String {
             .with_single_cert(certs, key)
             .unwrap(),
     );
-    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                      "message": message, "reason": "Forbidden", "code": 403})
-    .to_string();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "https://127.0.0.1:{}",
@@ -995,11 +1007,7 @@ fn refusing_warrant(w: &Warrant, message: &str) -> String {
                 .map_or(0, |v| v.trim().parse().unwrap());
             let mut request_body = vec![0u8; length];
             let _ = tls.read_exact(&mut request_body);
-            let _ = write!(
-                tls,
-                "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
+            let _ = tls.write_all(answer.as_bytes());
             tls.conn.send_close_notify();
             let _ = tls.flush();
         }
@@ -1031,5 +1039,82 @@ async fn a_servers_message_cannot_write_raw_control_characters() {
         format!(
             "warrant: warrant at {fake} refused a token for demo/app (403): denied\\nwarrant: all is well\\u{{1b}}[2J\\u{{202e}}"
         )
+    );
+}
+
+/// Issue 23 §5: the plugin's HTTP client is kube's. Its security properties, end to end: a
+/// warrant whose certificate is not from the hub's CA is refused with a line naming the URL and
+/// the cause, never the token; a redirect is not followed (the token goes to the hub's warrant
+/// only), and says so; a 503 is one line too (no log line of the client's beside it).
+#[tokio::test]
+async fn the_plugins_client_trusts_the_hubs_ca_only_and_follows_no_redirect() {
+    let (w, dir, own) = setup("").await;
+    let ca = w.path("ca.crt");
+    let token = std::fs::read_to_string(&own).unwrap();
+    let token = token.trim();
+    let run = |url: &str, ca: &Path| {
+        refused(
+            json!({}),
+            &[
+                "--warrant-url",
+                url,
+                "--warrant-ca-file",
+                to_str(ca),
+                "--token-file",
+                to_str(&own),
+            ],
+            &[],
+        )
+    };
+
+    // Another CA than the one that signed warrant's certificate: the system's roots are not
+    // consulted either, and the TLS failure names the URL and why.
+    let other = crate::pki::ca(dir.path(), "other-ca");
+    let text = run(&w.issuer(), &other);
+    assert!(
+        text.starts_with(&format!(
+            "warrant: cannot reach warrant at {}: ",
+            w.issuer()
+        )) && text.contains("invalid peer certificate")
+            && text.contains("UnknownIssuer"),
+        "{text}"
+    );
+    assert!(!text.contains(token), "{text}");
+
+    // A redirect, to a listener standing in for an attacker: not followed.
+    let attacker = Attacker::new();
+    let elsewhere = format!(
+        "{}/api/v1/namespaces/demo/serviceaccounts/app/token",
+        attacker.url("https")
+    );
+    let fake = fake_warrant(
+        &w,
+        format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: {elsewhere}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        ),
+    );
+    let text = run(&fake, &ca);
+    assert_eq!(
+        text,
+        format!(
+            "warrant: warrant at {fake} answered 307 Temporary Redirect (a redirect to {elsewhere}), which the plugin does not follow: give the URL warrant serves at"
+        )
+    );
+    attacker.assert_untouched("a redirect from warrant");
+
+    // Unavailable: kube's client logs server errors; the plugin's stderr is still one line.
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                      "message": "shutting down", "reason": "ServiceUnavailable", "code": 503})
+    .to_string();
+    let fake = fake_warrant(
+        &w,
+        format!(
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert_eq!(
+        run(&fake, &ca),
+        format!("warrant: warrant at {fake} refused a token for demo/app (503): shutting down")
     );
 }

@@ -31,7 +31,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use bytes::Bytes;
 use clap::Parser;
+use http_body_util::{BodyExt as _, Full};
 use warrant_token::{KeyType, SigningKey};
 
 use crate::inprocess::Costs;
@@ -834,22 +836,27 @@ impl Target {
     /// One request of the scenario, checked for the answer a correct server gives: the
     /// benchmark must not measure fast failures. Returns the answer's body.
     fn preflight(&self, scenario: Scenario) -> Result<String, Error> {
-        let ca = reqwest::Certificate::from_pem(&std::fs::read(self.dir.join("ca.crt"))?)?;
-        let client = reqwest::blocking::Client::builder()
-            .tls_certs_only([ca])
-            .build()?;
         let (path, body) = scenario.sample(&self.dir)?;
-        let url = format!("{}{path}", self.base);
+        let request = http::Request::builder()
+            .uri(format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {}", self.admin));
         let request = match body {
-            Some(body) => client
-                .post(url)
+            Some(body) => request
+                .method("POST")
                 .header("content-type", "application/json")
-                .body(body),
-            None => client.get(url),
+                .body(Full::new(Bytes::from(body)))?,
+            None => request.body(Full::new(Bytes::new()))?,
         };
-        let response = request.bearer_auth(&self.admin).send()?;
-        let status = response.status();
-        let text = response.text()?;
+        let client = https_client(&self.dir.join("ca.crt"))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (status, text) = runtime.block_on(async {
+            let response = client.request(request).await?;
+            let status = response.status();
+            let body = response.into_body().collect().await?.to_bytes();
+            Ok::<_, Error>((status, String::from_utf8_lossy(&body).into_owned()))
+        })?;
         let ok = match scenario {
             Scenario::Floor => status.as_u16() == 200 && text.contains("\"gitVersion\""),
             Scenario::ReviewDistinct | Scenario::ReviewRepeated | Scenario::Mixed => {
@@ -864,6 +871,40 @@ impl Target {
         }
         Ok(text)
     }
+}
+
+/// A client for the benchmark's server: HTTPS trusting only the benchmark's CA (`ca`).
+fn https_client(
+    ca: &Path,
+) -> Result<
+    hyper_util::client::legacy::Client<
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+        Full<Bytes>,
+    >,
+    Error,
+> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca)? {
+        roots.add(cert?)?;
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_http1()
+        .build();
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(https),
+    )
 }
 
 /// The server under test: warrant, or the reference server.

@@ -239,14 +239,14 @@ fn fingerprint(certs: &[Vec<u8>]) -> String {
     format!("sha256 {hex}…")
 }
 
-/// The hub's CA bundle, read from `path`: its PEM text, checked to hold certificates.
-pub(crate) fn hub_ca(path: &Path) -> Result<(Vec<u8>, Vec<Vec<u8>>), AnchorError> {
+/// The hub's CA bundle, read from `path`: its DER certificates, sorted, at least one.
+pub(crate) fn hub_ca(path: &Path) -> Result<Vec<Vec<u8>>, AnchorError> {
     let pem = std::fs::read(path).map_err(|cause| AnchorError::ReadCa {
         path: path.display().to_string(),
         cause,
     })?;
     match certificates(&pem) {
-        Some(certs) if !certs.is_empty() => Ok((pem, certs)),
+        Some(certs) if !certs.is_empty() => Ok(certs),
         _ => Err(AnchorError::NoCertificate {
             path: path.display().to_string(),
         }),

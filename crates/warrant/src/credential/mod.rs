@@ -26,6 +26,7 @@ use std::error::Error;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 
 use crate::cli::{CredentialArgs, ObjectName, parse_object_name};
@@ -124,16 +125,16 @@ fn own_identity(token: &str) -> Result<Own, String> {
     })
 }
 
-/// How the plugin proves who it is to warrant.
+/// How the plugin proves who it is to warrant, and the client that calls it.
 enum Caller {
     /// A service-account token (the pod's projected token), sent as a bearer token to
-    /// `warrant` (https), trusting only `ca` (else the system's roots).
+    /// `warrant` (https), with a client that trusts only the hub's CA (else the system's
+    /// roots).
     Token {
         token: String,
         own: Own,
+        client: ::kube::Client,
         warrant: String,
-        /// warrant's CA bundle (PEM), if not the system's roots.
-        ca: Option<Vec<u8>>,
     },
     /// A kubeconfig for warrant (CI, people): its server, CA and user, whatever the user's
     /// credential (token, client certificate, another exec plugin).
@@ -165,52 +166,81 @@ impl Caller {
             "/api/v1/namespaces/{}/serviceaccounts/{}/token",
             account.namespace, account.name
         );
-        match self {
-            Caller::Token { token, ca, .. } => {
-                // https only, and no redirects: the token goes to the hub's warrant and
-                // nowhere else.
-                let mut client = reqwest::Client::builder()
-                    .https_only(true)
-                    .redirect(reqwest::redirect::Policy::none());
-                if let Some(pem) = ca {
-                    let certs = reqwest::Certificate::from_pem_bundle(pem)
-                        .map_err(|e| format!("warrant's CA bundle: {e}"))?;
-                    client = client.tls_certs_only(certs);
-                }
-                let client = client.build().map_err(|e| e.to_string())?;
-                let response = client
-                    .post(format!("{warrant}{path}"))
-                    .bearer_auth(token)
-                    .json(body)
-                    .send()
-                    .await
-                    .map_err(|e| format!("cannot reach warrant at {warrant}: {}", cause(&e)))?;
-                let status = response.status();
-                let answer: Value = response.json().await.unwrap_or(Value::Null);
-                if status.is_success() {
-                    return Ok(answer);
-                }
-                let message = answer
-                    .pointer("/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("no message");
-                Err(refused(warrant, account, status.as_u16(), message))
+        let mut request = http::Request::post(&path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json");
+        let client = match self {
+            Caller::Token { token, client, .. } => {
+                // kube's client holds no credential of its own here: the own token goes in
+                // this one request, marked sensitive so no debug output shows it.
+                let mut bearer = http::HeaderValue::try_from(format!("Bearer {token}"))
+                    .map_err(|_| "the own token holds characters a header cannot carry")?;
+                bearer.set_sensitive(true);
+                request = request.header(http::header::AUTHORIZATION, bearer);
+                client
             }
-            Caller::Kubeconfig { client, .. } => {
-                let request = http::Request::post(&path)
-                    .header(http::header::CONTENT_TYPE, "application/json")
-                    .body(body.to_string().into_bytes())
-                    .map_err(|e| e.to_string())?;
-                match client.request_text(request).await {
-                    Ok(text) => serde_json::from_str(&text).map_err(|e| e.to_string()),
-                    Err(::kube::Error::Api(status)) => {
-                        Err(refused(warrant, account, status.code, &status.message))
-                    }
-                    Err(other) => Err(format!("cannot reach warrant at {warrant}: {other}")),
-                }
-            }
+            Caller::Kubeconfig { client, .. } => client,
+        };
+        let request = request
+            .body(::kube::client::Body::from(body.to_string().into_bytes()))
+            .map_err(|e| e.to_string())?;
+        let response = client
+            .send(request)
+            .await
+            .map_err(|e| format!("cannot reach warrant at {warrant}: {}", cause(&e)))?;
+        let status = response.status();
+        // kube's client follows no redirect; nor does the plugin: the token goes to the hub's
+        // warrant and nowhere else.
+        if status.is_redirection() {
+            let location = response
+                .headers()
+                .get(http::header::LOCATION)
+                .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+            return Err(format!(
+                "warrant at {warrant} answered {status} (a redirect to {}), which the plugin does not follow: give the URL warrant serves at",
+                location.as_deref().unwrap_or("nowhere")
+            ));
         }
+        let answer = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("warrant at {warrant} answered unreadably: {}", cause(&e)))?
+            .to_bytes();
+        if status.is_success() {
+            return serde_json::from_slice(&answer)
+                .map_err(|e| format!("warrant at {warrant} answered with no JSON object: {e}"));
+        }
+        let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+        let message = answer
+            .pointer("/message")
+            .and_then(Value::as_str)
+            .unwrap_or("no message");
+        Err(refused(warrant, account, status.as_u16(), message))
     }
+}
+
+/// kube's client for `config`, without the request tracing of `kube::Client::try_from`, which
+/// logs each failed request at ERROR: a second line beside the plugin's own on the stderr
+/// client-go shows. The layers are kube's own (`ConfigExt`): the base URI (every request goes
+/// to `config`'s URL, whatever its path), the credential (a kubeconfig's token, exec plugin or
+/// refresh), extra headers; TLS is kube's connector (the CA alone where `config` names one, a
+/// client certificate). Like kube's, it follows no redirect; unlike kube's, it retries nothing:
+/// one POST, bounded by [`REQUEST_TIMEOUT`].
+fn quiet_client(config: ::kube::Config) -> Result<::kube::Client, ::kube::Error> {
+    use ::kube::client::ConfigExt as _;
+
+    let https = config.rustls_https_connector()?;
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(https),
+        );
+    Ok(::kube::Client::new(service, config.default_namespace))
 }
 
 /// warrant's refusal of a TokenRequest, as the line the plugin prints.
@@ -245,7 +275,7 @@ async fn caller(
             config("warrantCA").as_deref(),
             roots.as_deref().map(|certs| (certs, ca_from.as_str())),
         )?;
-        let client = ::kube::Client::try_from(kube_config)
+        let client = quiet_client(kube_config)
             .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
         return Ok(Caller::Kubeconfig { client, warrant });
     }
@@ -269,9 +299,7 @@ async fn caller(
     let ca_from = ca_file.map(|path| path.display().to_string());
     anchors::profile_ca(
         config("warrantCA").as_deref(),
-        ca.as_ref()
-            .zip(ca_from.as_deref())
-            .map(|((_, certs), from)| (certs.as_slice(), from)),
+        ca.as_deref().zip(ca_from.as_deref()),
     )?;
     let token = std::fs::read_to_string(&args.token_file).map_err(|e| {
         format!(
@@ -281,11 +309,18 @@ async fn caller(
     })?;
     let token = token.trim().to_owned();
     let own = own_identity(&token)?;
+    // https (checked above) to warrant's URL only, trusting the hub's CA alone where it gives
+    // one (kube's client then builds its roots from these certificates and nothing else), the
+    // system's otherwise; one POST, not retried.
+    let mut kube_config = ::kube::Config::new(warrant.parse()?);
+    kube_config.root_cert = ca;
+    let client = quiet_client(kube_config)
+        .map_err(|e| format!("cannot set up the client for warrant at {warrant}: {e}"))?;
     Ok(Caller::Token {
         token,
         own,
+        client,
         warrant,
-        ca: ca.map(|(pem, _)| pem),
     })
 }
 
@@ -450,7 +485,7 @@ fn issued_at(token: &str) -> Option<jiff::Timestamp> {
 }
 
 /// The innermost cause of a request failure, which says what went wrong (refused, certificate).
-fn cause(error: &reqwest::Error) -> String {
+fn cause(error: &dyn Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(inner) = source {
