@@ -4,12 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::loglimit::bounded;
 use jiff::Timestamp;
 use serde::{Serialize, Serializer};
-use warrant_auth::{User, Via, bounded};
-use warrant_token::{
-    Binding, Claims, EXTRA_CREDENTIAL_ID, MAX_AUDIENCE_BYTES, MAX_AUDIENCES, ObjectRef,
-};
+use warrant_token::{Binding, Claims, MAX_AUDIENCE_BYTES, MAX_AUDIENCES, ObjectRef};
 
 /// The longest name an event keeps (a namespace, a service account, a bound object, a UID, a
 /// credential ID), in characters: kube's limit for an object name (a DNS subdomain), so a
@@ -200,30 +198,6 @@ pub struct Requester {
 }
 
 impl Requester {
-    /// An authenticated user at `client_address`.
-    pub fn user(user: &User, client_address: String) -> Self {
-        Requester {
-            user: user.name.clone(),
-            uid: user.uid.clone(),
-            groups: user.groups.clone(),
-            authenticated_by: match &user.via {
-                Via::FrontProxy => "front-proxy",
-                Via::ClientCertificate => "client-certificate",
-                Via::TokenFile => "token-file",
-                Via::OwnToken(_) => "service-account-token",
-                Via::Delegated => "delegated",
-            },
-            client_address,
-            credential_id: user
-                .extra
-                .get(EXTRA_CREDENTIAL_ID)
-                .and_then(|values| values.first())
-                .cloned()
-                .unwrap_or_default(),
-            extra: user.extra.clone(),
-        }
-    }
-
     /// A caller that presented no credentials.
     pub fn anonymous(client_address: String) -> Self {
         Requester {

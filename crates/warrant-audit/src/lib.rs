@@ -24,11 +24,17 @@
 //! `summary.rs`): they never wait and never make a request fail.
 //!
 //! At shutdown, [`AuditWriter::finish`] writes out everything queued before the process exits.
+//!
+//! Beside the audit trail, [`loglimit`] bounds warrant's ordinary log lines the same way: what a
+//! client sends is cut to a length, and a repeated refusal is logged once a second.
 
 mod event;
 mod file;
 mod kube;
+pub mod loglimit;
 mod summary;
+
+pub use loglimit::{JSON_FIELDS, JsonList, LOGGED_ITEM_CHARS, bounded};
 
 use std::io::Write as _;
 use std::path::PathBuf;

@@ -7,7 +7,6 @@
 //!   kube-apiserver's SubjectAccessReview) and admission of a token request (the caller's own
 //!   binding, node restriction, the grant's limits).
 //! - [`delegation`]: asking kube-apiserver, cached and bounded, for both.
-//! - [`loglimit`]: bounded log lines, for refusals that a flood of garbage could multiply.
 //!
 //! This crate knows nothing of HTTP routing or of the server's state: each authenticator and
 //! authorizer owns the handles it needs (trust anchors, clients, the policy, the objects), the
@@ -19,7 +18,6 @@
 pub mod authn;
 pub mod authz;
 pub mod delegation;
-pub mod loglimit;
 
 pub use authn::{
     Authenticator, CaBundle, CaError, Caller, ClientCertificateError, ClientTrust,
@@ -35,7 +33,6 @@ pub use delegation::{
     Backoff, DEFAULT_MAX_IN_FLIGHT, DelegationError, DelegationOptions, MAX_DELEGATED_TOKEN_BYTES,
     OVERLOAD_RETRY_AFTER_SECONDS,
 };
-pub use loglimit::{JSON_FIELDS, JsonList, LOGGED_ITEM_CHARS, bounded};
 
 /// Why a request is refused, in kube's terms; the server answers each with kube's `Status`.
 #[derive(Debug, Clone)]

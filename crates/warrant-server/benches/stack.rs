@@ -47,12 +47,13 @@ use warrant_auth::{
     DelegatedAuthorization, DelegationOptions, PeerCertificate, TokenFile,
 };
 use warrant_clock::Clock;
+use warrant_issuer::Settings;
 use warrant_keys::KeySet;
 use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
 use warrant_kube_fixture::{Cluster, Fixture};
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
 use warrant_server::Api;
-use warrant_server::{AppState, Settings, StateParts, router};
+use warrant_server::{AppState, StateParts, router};
 use warrant_token::{
     Binding, Claims, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey, new_jti,
 };
@@ -153,21 +154,24 @@ fn server_with(
     let mut authorizer = Authorizer::default();
     configure(&mut authenticator, &mut authorizer);
     let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
-    let state = AppState::new(StateParts {
-        settings: Settings {
+    let issuer = warrant_issuer::Issuer::new(
+        Settings {
             issuers: vec![ISSUER.into()],
             api_audiences: vec![ISSUER.into()],
             jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
             expiration: ExpirationPolicy::default(),
             signature_cache_entries,
         },
-        keys: KeySet::new(key.clone(), vec![]),
+        KeySet::new(key.clone(), vec![]),
+        clock.clone(),
+        audit,
+    );
+    let state = AppState::new(StateParts {
+        issuer,
         objects: Objects::new(source),
         authenticator,
         authorizer,
         registry,
-        clock: clock.clone(),
-        audit,
     });
     Bench {
         router: router(state),
@@ -244,7 +248,7 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let default = warrant_server::DEFAULT_SIGNATURE_CACHE_ENTRIES;
+    let default = warrant_issuer::DEFAULT_SIGNATURE_CACHE_ENTRIES;
     let unaudited = || (Auditor::disabled(), Registry::default());
     let rs256 = server(
         SigningKey::generate(KeyType::Rsa2048).unwrap(),

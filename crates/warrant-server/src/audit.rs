@@ -5,17 +5,19 @@
 //! timeout. It hands the event to the auditor before the response leaves, so a client never
 //! holds a token whose issuance is not queued for the log.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderName, HeaderValue};
+use warrant_audit::bounded;
 use warrant_audit::{
     Decision, Event, EventKind, MAX_NAME_CHARS, MAX_REASON_CHARS, Requester, ServiceAccount,
     TokenFacts,
 };
-use warrant_auth::{Caller, bounded};
+use warrant_auth::Caller;
 
 use crate::error::ApiError;
 use crate::routes::{Endpoint, Routed};
@@ -50,38 +52,42 @@ const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
 const MAX_AUDIT_ID: usize = 128;
 
 /// Audits TokenRequest and TokenReview; every other request passes untouched (and, with no
-/// audit log, every request does).
-pub(crate) async fn step(state: &AppState, mut request: Request) -> Response {
-    let auditor = state.audit();
-    if !auditor.enabled() {
-        return crate::layers::timed(state, request).await;
-    }
-    let routed = request.extensions().get::<Routed>();
-    let kind = match routed {
-        Some(Routed::Route {
+/// audit log, every request does). An audited request's caller is learnt by authentication,
+/// through the [`CallerSeen`] this step hands on.
+pub(crate) async fn step<N, F>(
+    state: &AppState,
+    request: Request,
+    routed: Routed,
+    next: N,
+) -> Response
+where
+    N: FnOnce(Request, Routed, Option<CallerSeen>) -> F,
+    F: Future<Output = Response>,
+{
+    let auditor = state.issuer().audit();
+    let kind = match &routed {
+        Routed::Route {
             route,
             allowed: true,
             ..
-        }) => match route.endpoint {
+        } if auditor.enabled() => match route.endpoint {
             Endpoint::TokenRequest => EventKind::TokenRequest,
             Endpoint::TokenReview => EventKind::TokenReview,
-            _ => return crate::layers::timed(state, request).await,
+            _ => return next(request, routed, None).await,
         },
-        _ => return crate::layers::timed(state, request).await,
+        _ => return next(request, routed, None).await,
     };
     // The service account a TokenRequest's path names, for events of requests refused
     // before the handler read it: cut to kube's longest name (anyone can send a longer one).
-    let path_account = match routed {
-        Some(Routed::Route { params, .. }) if kind == EventKind::TokenRequest => {
-            Some(ServiceAccount {
-                namespace: bounded(&params.namespace, MAX_NAME_CHARS),
-                name: bounded(&params.name, MAX_NAME_CHARS),
-                uid: String::new(),
-            })
-        }
+    let path_account = match &routed {
+        Routed::Route { params, .. } if kind == EventKind::TokenRequest => Some(ServiceAccount {
+            namespace: bounded(&params.namespace, MAX_NAME_CHARS),
+            name: bounded(&params.name, MAX_NAME_CHARS),
+            uid: String::new(),
+        }),
         _ => None,
     };
-    let time = state.clock().now();
+    let time = state.issuer().clock().now();
     let request_id = request
         .headers()
         .get(&AUDIT_ID)
@@ -97,13 +103,12 @@ pub(crate) async fn step(state: &AppState, mut request: Request) -> Response {
         .unwrap_or_default();
 
     let caller = CallerSeen::default();
-    request.extensions_mut().insert(caller.clone());
-    let mut response = crate::layers::timed(state, request).await;
+    let mut response = next(request, routed, Some(caller.clone())).await;
 
     let status = response.status();
     let extensions = response.extensions_mut();
-    let requester = match caller.0.get() {
-        Some(Caller::User(user)) => Requester::user(user, client_address),
+    let requester = match caller.get() {
+        Some(Caller::User(user)) => user.requester(client_address),
         Some(Caller::Anonymous) => Requester::anonymous(client_address),
         // Answered before authentication ended: refused by it (401), or it could not decide
         // (429) or did not finish in time (504).
@@ -138,7 +143,7 @@ pub(crate) async fn step(state: &AppState, mut request: Request) -> Response {
             reason: bounded(&facts.reason, MAX_REASON_CHARS),
             service_account: facts.service_account.or(path_account),
             token: facts.token,
-            answered: Some(state.clock().now()),
+            answered: Some(state.issuer().clock().now()),
         })
         .await;
     match recorded {
@@ -164,5 +169,10 @@ impl CallerSeen {
     /// Called by authentication with the caller it found.
     pub(crate) fn saw(&self, caller: &Caller) {
         let _ = self.0.set(caller.clone());
+    }
+
+    /// The caller authentication found, if it ended.
+    pub(crate) fn get(&self) -> Option<&Caller> {
+        self.0.get()
     }
 }

@@ -16,9 +16,9 @@ use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
-use crate::published::Published;
 use crate::routes::{Endpoint, GroupVersion, Parent, ROUTES, Resource, Route, discoverable};
 use crate::state::AppState;
+use warrant_issuer::Published;
 
 /// True if an `If-None-Match` header matches `etag` (weak comparison, as RFC 9110 asks for
 /// `If-None-Match`: a `W/` prefix is ignored; `*` matches anything).
@@ -66,11 +66,11 @@ pub(crate) async fn openid_configuration(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Response {
-    let published = state.published();
+    let published = state.issuer().published();
     match (published.discovery(), published.discovery_etag()) {
         (Ok(doc), Some(etag)) => document(
             &published,
-            state.clock().now(),
+            state.issuer().clock().now(),
             &headers,
             doc,
             etag,
@@ -83,13 +83,13 @@ pub(crate) async fn openid_configuration(
 
 /// `GET /openid/v1/jwks`.
 pub(crate) async fn jwks(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let published = state.published();
+    let published = state.issuer().published();
     if published.discovery().is_err() {
         return ApiError::no_such_path().into_response();
     }
     document(
         &published,
-        state.clock().now(),
+        state.issuer().clock().now(),
         &headers,
         published.jwks(),
         published.jwks_etag(),

@@ -71,8 +71,8 @@ fn readiness(state: &AppState) -> Vec<Check> {
     ];
     // Blocking mode: an event that cannot be written fails its request, so a server whose
     // audit log fails cannot issue or review; it is not ready until a write succeeds.
-    if state.audit().mode() == Some(warrant_audit::Mode::Blocking) {
-        let why = state.audit().failing();
+    if state.issuer().audit().mode() == Some(warrant_audit::Mode::Blocking) {
+        let why = state.issuer().audit().failing();
         checks.push(Check {
             name: "audit-log",
             summary: why.as_ref().map(|why| format!("audit-log: {why}")),
@@ -84,12 +84,17 @@ fn readiness(state: &AppState) -> Vec<Check> {
 
 /// The liveness checks.
 fn liveness(state: &AppState) -> Vec<Check> {
-    let now = state.clock().now();
-    let published = state.published();
+    let now = state.issuer().clock().now();
+    let published = state.issuer().published();
     let key = published.keys().signing_at(now);
     // A token of warrant's own, bound to nothing and for no one, signed by the key in force and
     // checked as every token is (pre-filter, key, signature, issuer). It is never sent anywhere.
-    let issuer = state.settings().issuers.first().map_or("", String::as_str);
+    let issuer = state
+        .issuer()
+        .settings()
+        .issuers
+        .first()
+        .map_or("", String::as_str);
     let claims = Claims::new(NewToken {
         issuer,
         namespace: "",
@@ -202,14 +207,14 @@ pub(crate) async fn readyz(
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
     let mut informational = Vec::new();
-    match state.published().discovery() {
+    match state.issuer().published().discovery() {
         Ok(_) => informational.push(("discovery".to_owned(), "ok".to_owned())),
         // A non-https issuer disables discovery, not readiness.
         Err(e) => informational.push(("discovery".to_owned(), format!("disabled: {e}"))),
     }
     // Batch mode serves on when the audit log fails, losing the events: said, not failed.
-    if state.audit().mode() == Some(warrant_audit::Mode::Batch) {
-        let text = state.audit().failing().map_or_else(
+    if state.issuer().audit().mode() == Some(warrant_audit::Mode::Batch) {
+        let text = state.issuer().audit().failing().map_or_else(
             || "ok".to_owned(),
             |why| format!("failing (batch mode: requests are served, their events lost): {why}"),
         );

@@ -11,17 +11,14 @@ mod connections;
 mod discovery;
 mod error;
 mod health;
-mod layers;
 mod metrics;
 mod openapi;
 mod process;
 mod protobuf;
-mod published;
 mod review;
 mod routes;
-mod settings;
-mod signatures;
 mod state;
+mod steps;
 mod tls;
 mod tokenrequest;
 mod tokenreview;
@@ -78,27 +75,21 @@ pub use connections::{
 };
 pub use error::ApiError;
 pub use metrics::ReviewResult;
-pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
 pub use routes::{DISCOVERY_PATH, JWKS_PATH};
-pub use settings::{
-    DEFAULT_SIGNATURE_CACHE_ENTRIES, Settings, SettingsError, url_path, validate_issuers,
-    validate_max_expiration,
-};
 pub use state::{AppState, StateParts};
 pub use tls::{
     ServingCertificate, TlsError, TlsFiles, TlsMinVersion, TlsSettings, serve, server_config,
 };
-pub use warrant_watch::{FileWatch, WatchError};
 
-use crate::routes::{Endpoint, Routed};
+use crate::routes::Endpoint;
+use crate::steps::Admitted;
 use crate::tokenreview::ServedVersion;
 
 /// How long a request may take before it is abandoned.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The whole API: every request goes through the steps of [`layers`] (outermost first: panic
-/// catching, route matching and metrics, the audit event, the timeout, authentication,
-/// authorization) to [`dispatch`].
+/// The whole API: every request goes through the steps of [`steps`], in the order
+/// [`serve_request`] gives, to [`dispatch`].
 pub fn router(state: AppState) -> Api {
     Api(state)
 }
@@ -134,33 +125,43 @@ where
     }
 }
 
-/// One request, start to end; a panic anywhere in it is a 500, never a dropped connection.
+/// One request, start to end: the one place the order of the steps is written (see
+/// [`steps`]). A panic anywhere in it is a 500, never a dropped connection.
 async fn serve_request(state: AppState, request: Request) -> Response {
     use futures::FutureExt as _;
-    match std::panic::AssertUnwindSafe(layers::track(state, request))
-        .catch_unwind()
-        .await
-    {
+    let state = &state;
+    let chain = steps::track(state, request, |request, routed| {
+        audit::step(state, request, routed, |request, routed, seen| {
+            steps::timed(request, |request| {
+                steps::authenticate(state, request, seen, |request, caller| {
+                    steps::authorize(state, request, routed, caller, |request, admitted| {
+                        dispatch(state, request, admitted)
+                    })
+                })
+            })
+        })
+    });
+    match std::panic::AssertUnwindSafe(chain).catch_unwind().await {
         Ok(response) => response,
         Err(_) => ApiError::internal("the request handler failed").into_response(),
     }
 }
 
 /// Answers a request with its route's handler. The route was found by the first step, from
-/// the one route table ([`routes::ROUTES`]); no other code matches paths.
-async fn dispatch(state: &AppState, mut request: Request) -> Response {
+/// the one route table ([`routes::ROUTES`]); no other code matches paths. What the steps
+/// established becomes the handlers' extractors (`Extension<Caller>`, `Extension<Params>`,
+/// `Extension<Authorized>`) here, and only here.
+async fn dispatch(state: &AppState, mut request: Request, admitted: Admitted) -> Response {
     let state = state.clone();
-    let (route, params) = match request.extensions_mut().remove::<Routed>() {
-        Some(Routed::Route {
-            route,
-            params,
-            allowed: true,
-        }) => (route, params),
-        Some(Routed::Route {
-            route,
-            allowed: false,
-            ..
-        }) => {
+    let Admitted {
+        route,
+        params,
+        caller,
+        authorized,
+    } = admitted;
+    let route = match route {
+        Some((route, true)) => route,
+        Some((route, false)) => {
             let mut response = ApiError::method_not_allowed().into_response();
             response.headers_mut().insert(
                 http::header::ALLOW,
@@ -168,12 +169,15 @@ async fn dispatch(state: &AppState, mut request: Request) -> Response {
             );
             return response;
         }
-        Some(Routed::NotFound | Routed::BadPath) | None => {
-            return ApiError::no_such_path().into_response();
-        }
+        None => return ApiError::no_such_path().into_response(),
     };
     let head = request.method() == http::Method::HEAD;
-    request.extensions_mut().insert(params);
+    let extensions = request.extensions_mut();
+    extensions.insert(params);
+    extensions.insert(caller);
+    if let Some(authorized) = authorized {
+        extensions.insert(authorized);
+    }
     let response = match route.endpoint {
         Endpoint::TokenRequest => tokenrequest::create.call(request, state).await,
         Endpoint::TokenReview => {

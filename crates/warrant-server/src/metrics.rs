@@ -157,10 +157,10 @@ impl Metrics {
     }
 
     /// Counts a verified-signature cache lookup.
-    pub(crate) fn signature_lookup(&self, lookup: crate::signatures::Lookup) {
+    pub(crate) fn signature_lookup(&self, lookup: warrant_issuer::Lookup) {
         let result = match lookup {
-            crate::signatures::Lookup::Hit => "hit",
-            crate::signatures::Lookup::Miss => "miss",
+            warrant_issuer::Lookup::Hit => "hit",
+            warrant_issuer::Lookup::Miss => "miss",
         };
         self.signatures.get_or_create(&CacheLabels { result }).inc();
     }

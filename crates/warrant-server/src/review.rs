@@ -9,7 +9,7 @@ use warrant_objects::{ObjectError, Objects, check_token_objects};
 use warrant_token::{Claims, TokenError, VerifiedToken};
 
 use crate::metrics::{Metrics, ReviewResult};
-use crate::published::Published;
+use warrant_issuer::Published;
 
 /// Why a token did not pass: the result to count, and the reason (kube's message).
 #[derive(Debug, Clone, PartialEq, Eq)]

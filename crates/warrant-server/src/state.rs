@@ -1,20 +1,14 @@
 //! Everything a request handler needs, shared by all of them.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use arc_swap::ArcSwap;
-use jiff::Timestamp;
 use prometheus_client::registry::Registry;
-use warrant_keys::KeySet;
 use warrant_objects::Objects;
 
 use crate::metrics::Metrics;
-use crate::published::Published;
-use crate::settings::Settings;
-use warrant_audit::Auditor;
 use warrant_auth::{Authenticator, Authorizer};
-use warrant_clock::Clock;
+use warrant_issuer::Issuer;
 
 /// The server's shared state. Cheap to clone.
 #[derive(Clone)]
@@ -23,20 +17,13 @@ pub struct AppState {
 }
 
 struct Inner {
-    settings: Settings,
-    published: ArcSwap<Published>,
+    issuer: Issuer,
     objects: Objects,
     authenticator: Authenticator,
     authorizer: Authorizer,
     metrics: Metrics,
     registry: Registry,
-    clock: Clock,
-    audit: Auditor,
     reports: Mutex<Vec<(&'static str, Report)>>,
-    /// When the published keys last changed (in whole seconds since the epoch).
-    keys_changed_at: AtomicI64,
-    /// [`Settings::issuer_path`], worked out once.
-    issuer_path: String,
     /// Set when shutdown begins: readiness fails from then on.
     shutting_down: AtomicBool,
 }
@@ -47,10 +34,8 @@ type Report = Box<dyn Fn() -> String + Send + Sync>;
 
 /// What it takes to build the state.
 pub struct StateParts {
-    /// Issuer settings.
-    pub settings: Settings,
-    /// The initial keys.
-    pub keys: KeySet,
+    /// The issuer: settings, keys, clock and auditor, shared with the signer socket.
+    pub issuer: Issuer,
     /// Where objects come from.
     pub objects: Objects,
     /// Who may call.
@@ -59,88 +44,38 @@ pub struct StateParts {
     pub authorizer: Authorizer,
     /// A registry other components have already registered their metrics in.
     pub registry: Registry,
-    /// The clock.
-    pub clock: Clock,
-    /// Where audit events go ([`Auditor::disabled`] without an audit log).
-    pub audit: Auditor,
 }
 
 impl AppState {
     /// Builds the state, registering the API's own metrics.
     pub fn new(parts: StateParts) -> AppState {
         let StateParts {
-            settings,
-            keys,
+            issuer,
             objects,
             authenticator,
             authorizer,
             mut registry,
-            clock,
-            audit,
         } = parts;
         let metrics = Metrics::register(&mut registry);
         authenticator.register_metrics(&mut registry);
         authorizer.register_metrics(&mut registry);
-        let published = ArcSwap::from_pointee(Published::new(&settings, keys));
-        let keys_changed_at = AtomicI64::new(clock.now().as_second());
-        let issuer_path = settings.issuer_path();
         AppState {
             inner: Arc::new(Inner {
-                settings,
-                published,
+                issuer,
                 objects,
                 authenticator,
                 authorizer,
                 metrics,
                 registry,
-                clock,
-                audit,
                 reports: Mutex::new(Vec::new()),
-                keys_changed_at,
-                issuer_path,
                 shutting_down: AtomicBool::new(false),
             }),
         }
     }
 
-    /// Where audit events go.
-    pub fn audit(&self) -> &Auditor {
-        &self.inner.audit
-    }
-
-    /// Issuer settings.
-    pub fn settings(&self) -> &Settings {
-        &self.inner.settings
-    }
-
-    /// The keys and documents in force. A handler loads this once and uses that snapshot
-    /// throughout, so a key change never splits a request between two key sets.
-    pub fn published(&self) -> Arc<Published> {
-        self.inner.published.load_full()
-    }
-
-    /// Replaces the keys; documents are re-rendered once, here.
-    pub fn set_keys(&self, keys: KeySet) {
-        if !self.published().keys().same_keys(&keys) {
-            self.inner
-                .keys_changed_at
-                .store(self.inner.clock.now().as_second(), Ordering::Relaxed);
-        }
-        self.inner
-            .published
-            .store(Arc::new(Published::new(&self.inner.settings, keys)));
-    }
-
-    /// When the published keys last changed (or the server started): what an external signer
-    /// reports as the time its key data was taken.
-    pub fn keys_changed_at(&self) -> Timestamp {
-        Timestamp::from_second(self.inner.keys_changed_at.load(Ordering::Relaxed))
-            .unwrap_or(Timestamp::UNIX_EPOCH)
-    }
-
-    /// The path of the issuer's URL (`/tenant-a`, or empty): discovery is served below it too.
-    pub fn issuer_path(&self) -> &str {
-        &self.inner.issuer_path
+    /// The issuer this API serves (shared with the signer socket).
+    pub fn issuer(&self) -> &Issuer {
+        &self.inner.issuer
     }
 
     /// Marks the server as shutting down: `/readyz` fails from now on (so endpoints and
@@ -179,11 +114,6 @@ impl AppState {
         &self.inner.registry
     }
 
-    /// The clock.
-    pub fn clock(&self) -> &Clock {
-        &self.inner.clock
-    }
-
     /// Adds a line to `/readyz?verbose`: `[+]NAME TEXT`, with `report` computed at each request
     /// (`ok`, or what is degraded). It never fails readiness: it is for components that go on
     /// serving while degraded, such as a key store that cannot be read, whose last good keys
@@ -209,5 +139,37 @@ impl AppState {
             .iter()
             .map(|(name, report)| (*name, report()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+impl AppState {
+    /// A state for the crate's unit tests: an issuer at `https://warrant.test` with a fresh
+    /// P-256 key on a manual clock, no objects, `authenticator`, kube's default authorizer
+    /// (`system:masters` may do anything) and `audit`.
+    pub(crate) fn for_tests(
+        authenticator: Authenticator,
+        audit: warrant_audit::Auditor,
+    ) -> AppState {
+        use warrant_token::{ExpirationPolicy, KeyType, SigningKey};
+        let issuer = Issuer::new(
+            warrant_issuer::Settings {
+                issuers: vec!["https://warrant.test".into()],
+                api_audiences: vec!["https://warrant.test".into()],
+                jwks_uri: "https://warrant.test/openid/v1/jwks".into(),
+                expiration: ExpirationPolicy::default(),
+                signature_cache_entries: 0,
+            },
+            warrant_keys::KeySet::new(SigningKey::generate(KeyType::P256).unwrap(), vec![]),
+            warrant_clock::Clock::manual(jiff::Timestamp::from_second(1_800_000_000).unwrap()),
+            audit,
+        );
+        AppState::new(StateParts {
+            issuer,
+            objects: Objects::new(std::sync::Arc::new(warrant_objects::MemorySource::new())),
+            authenticator,
+            authorizer: Authorizer::default(),
+            registry: Registry::default(),
+        })
     }
 }

@@ -20,13 +20,13 @@ use warrant_token::{
 use crate::audit::AuditFacts;
 use crate::body;
 use crate::error::ApiError;
-use crate::settings::Settings;
 use crate::state::AppState;
 use crate::wire::{
     AUTHENTICATION_V1, BoundObjectReference, ObjectMeta, TokenRequest, TokenRequestStatus,
 };
 use warrant_auth::authz::admit_token_request;
 use warrant_auth::{Attributes, Authorized, Caller, TokenAsk, User};
+use warrant_issuer::{Settings, SignedToken};
 
 const GROUP: &str = "authentication.k8s.io";
 const KIND: &str = "TokenRequest";
@@ -56,7 +56,7 @@ pub(crate) async fn create(
             user = %user.name,
             namespace = %namespace,
             serviceaccount = %name,
-            audiences = %warrant_auth::JsonList(&issued.claims.aud),
+            audiences = %warrant_audit::JsonList(&issued.claims.aud),
             binding = issued.binding,
             credential_id = %format!("JTI={}", issued.claims.jti),
             "issued a token"
@@ -67,7 +67,7 @@ pub(crate) async fn create(
     match result {
         Ok(issued) => {
             state.metrics().token_issued(issued.binding);
-            let audit = state.audit().enabled().then(|| AuditFacts {
+            let audit = state.issuer().audit().enabled().then(|| AuditFacts {
                 decision: Decision::Issued,
                 reason: String::new(),
                 service_account: ServiceAccount::from_claims(&issued.claims),
@@ -125,7 +125,7 @@ pub(crate) async fn issue(
     let account = service_account(state, &request.metadata, namespace, name).await?;
 
     // 4. The audiences asked for are within bounds; none means the API audiences.
-    let settings = state.settings();
+    let settings = state.issuer().settings();
     let requested_audiences = request.spec.audiences.take().unwrap_or_default();
     let audiences = audiences(settings, &requested_audiences, name)?;
 
@@ -134,7 +134,7 @@ pub(crate) async fn issue(
     meta.name = Some(name.to_owned());
     meta.namespace = Some(namespace.to_owned());
     meta.uid = Some(account.uid.clone());
-    let now = state.clock().now();
+    let now = state.issuer().clock().now();
     meta.creation_timestamp = Some(rfc3339(now));
 
     // 6. The expiration asked for (kube's default if none) is within kube's bounds.
@@ -199,7 +199,7 @@ pub(crate) async fn issue(
         warn_after: lifetime.warn_after_seconds.map(|w| issued_at + w),
         jti,
     });
-    let (token, kid) = sign(state, now, &claims, name, &audiences)?;
+    let (token, kid) = sign(state, now, &claims, name, &audiences).await?;
 
     // 11. The response: the request as kube echoes it, with what was decided and the token.
     request.kind = Some(KIND.to_owned());
@@ -369,17 +369,17 @@ fn decide_lifetime(
 
 /// Step 10: `claims` signed with the key current at `now`, and that key's kid. Never hands out
 /// a token that TokenReview would refuse unread: one too long is a 422 on its audiences.
-fn sign(
+async fn sign(
     state: &AppState,
     now: Timestamp,
     claims: &Claims,
     name: &str,
     audiences: &[String],
 ) -> Result<(String, String), ApiError> {
-    let published = state.published();
-    let signing = published.keys().signing_at(now);
-    let token = signing
-        .sign(claims)
+    let issuer = state.issuer();
+    let SignedToken { token, kid } = issuer
+        .sign_token(&issuer.published(), now, claims)
+        .await
         .map_err(|e| ApiError::internal(format!("failed to generate token: {e}")))?;
     if token.len() > warrant_token::MAX_TOKEN_BYTES {
         return Err(ApiError::invalid(
@@ -395,7 +395,7 @@ fn sign(
             ),
         ));
     }
-    Ok((token, signing.kid().to_owned()))
+    Ok((token, kid))
 }
 
 /// Resolves `boundObjectRef` (spec §4.3): only the group of its apiVersion is compared.

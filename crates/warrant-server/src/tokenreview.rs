@@ -99,8 +99,8 @@ pub(crate) async fn review(
     if let Some(why) = warrant_token::audiences_over_limits(&request.spec.audiences) {
         return Err(ApiError::bad_request(format!("spec.audiences: {why}")));
     }
-    let now = state.clock().now();
-    let published = state.published();
+    let now = state.issuer().clock().now();
+    let published = state.issuer().published();
     let outcome = review_token(
         &published,
         state.objects(),
@@ -111,7 +111,7 @@ pub(crate) async fn review(
     )
     .await;
     let mut status = TokenReviewStatus::default();
-    let auditing = state.audit().enabled();
+    let auditing = state.issuer().audit().enabled();
     let (result, stale, audit) = match outcome {
         Ok(verified) => {
             status.authenticated = true;

@@ -6,7 +6,7 @@
 //! sign warrant's tokens sign the cluster's, rotate on warrant's schedule, and are published by
 //! both kube-apiserver and warrant, so either can review any token of the cluster.
 //!
-//! - [`service`]: the three RPCs, on an [`AppState`](warrant_server::AppState): `Sign` checks
+//! - [`service`]: the three RPCs, on the [`Issuer`](warrant_issuer::Issuer) the HTTPS API serves too: `Sign` checks
 //!   what it is asked to sign and signs it as given; `FetchKeys` lists every published key with
 //!   a refresh hint that runs down to the next scheduled key change; `Metadata` gives the longest
 //!   token lifetime the keys stay published for.

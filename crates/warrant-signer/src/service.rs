@@ -32,8 +32,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use tonic::{Request, Response, Status};
 use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
-use warrant_server::AppState;
-use warrant_token::{ClaimsJsonError, LEEWAY_SECONDS, MAX_TOKEN_BYTES, parse_claims_strictly};
+use warrant_audit::{JsonList, LOGGED_ITEM_CHARS, bounded};
+use warrant_issuer::{Issuer, SignedClaims};
+use warrant_token::{
+    Claims, ClaimsJsonError, LEEWAY_SECONDS, MAX_TOKEN_BYTES, parse_claims_strictly,
+};
 
 use crate::connections::Peer;
 
@@ -54,10 +57,11 @@ pub const MAX_CLAIMS_BYTES: usize = MAX_TOKEN_BYTES - 1024;
 /// `--service-account-max-token-expiration` must not exceed.
 pub const ORDINARY_MAX_METADATA: &str = "warrant-max-token-expiration-seconds";
 
-/// The signer service, over the server's state (keys, issuers, lifetimes, clock).
+/// The signer service, over the issuer the HTTPS API serves too (keys, issuers, lifetimes,
+/// clock, auditor).
 #[derive(Clone)]
 pub struct Signer {
-    state: AppState,
+    issuer: Issuer,
     metrics: SignerMetrics,
 }
 
@@ -71,10 +75,9 @@ impl std::fmt::Debug for Signer {
 struct Refusal(&'static str, String);
 
 impl Signer {
-    /// A signer answering from `state`, counting in `metrics` (register them before the state
-    /// takes the registry).
-    pub fn new(state: AppState, metrics: SignerMetrics) -> Self {
-        Signer { state, metrics }
+    /// A signer answering for `issuer`, counting in `metrics`.
+    pub fn new(issuer: Issuer, metrics: SignerMetrics) -> Self {
+        Signer { issuer, metrics }
     }
 
     /// Its metrics.
@@ -88,10 +91,10 @@ impl Signer {
         ExternalJwtSignerServer::new(self).max_decoding_message_size(64 * 1024)
     }
 
-    fn sign_claims(
+    async fn sign_claims(
         &self,
         claims: &str,
-    ) -> Result<(SignJwtResponse, serde_json::Value, String), Refusal> {
+    ) -> Result<(SignJwtResponse, Claims, String), Refusal> {
         if claims.len() > MAX_CLAIMS_BYTES {
             return Err(Refusal(
                 "oversized",
@@ -115,38 +118,49 @@ impl Signer {
             ClaimsJsonError::DuplicateKey { .. } => Refusal("duplicate_claim", error.to_string()),
             ClaimsJsonError::CaseVariant { .. } => Refusal("case_variant_claim", error.to_string()),
         })?;
-        let parsed = serde_json::Value::Object(parsed);
-        let settings = self.state.settings();
-        match parsed.get("iss").and_then(serde_json::Value::as_str) {
-            Some(iss) if settings.issuers.iter().any(|i| i == iss) => {}
-            Some(iss) => {
-                return Err(Refusal(
-                    "wrong_issuer",
+        // Typed as TokenReview reads them: claims of another shape would make a token warrant
+        // itself refuses, so they are not signed either.
+        let parsed: Claims =
+            serde_json::from_value(serde_json::Value::Object(parsed)).map_err(|error| {
+                Refusal(
+                    "malformed_claims",
+                    // serde quotes the offending value: bounded, it is the caller's.
                     format!(
-                        "iss {iss:?} is not an issuer of this signer ({}); --service-account-issuer must be the same for kube-apiserver and warrant",
-                        settings.issuers.join(", ")
+                        "claims are not those of a service-account token: {}",
+                        bounded(&error.to_string(), LOGGED_ITEM_CHARS)
                     ),
-                ));
-            }
-            None => {
-                return Err(Refusal(
-                    "wrong_issuer",
-                    "claims have no iss (string)".into(),
-                ));
-            }
+                )
+            })?;
+        let settings = self.issuer.settings();
+        if parsed.iss.is_empty() {
+            return Err(Refusal(
+                "wrong_issuer",
+                "claims have no iss (string)".into(),
+            ));
         }
-        let Some(exp) = parsed.get("exp").and_then(serde_json::Value::as_i64) else {
+        if !settings.issuers.contains(&parsed.iss) {
+            return Err(Refusal(
+                "wrong_issuer",
+                format!(
+                    "iss {:?} is not an issuer of this signer ({}); --service-account-issuer must be the same for kube-apiserver and warrant",
+                    parsed.iss,
+                    settings.issuers.join(", ")
+                ),
+            ));
+        }
+        let Some(exp) = parsed.exp else {
             return Err(Refusal(
                 "no_exp",
                 "claims have no exp (integer seconds): warrant signs no token that never expires"
                     .into(),
             ));
         };
-        let now = self.state.clock().now().as_second();
+        let at = self.issuer.clock().now();
+        let now = at.as_second();
         let ordinary = settings.expiration.longest_ordinary_token_seconds();
         let extended = settings.expiration.longest_token_seconds();
         let by = |seconds: i64| now.saturating_add(seconds).saturating_add(LEEWAY_SECONDS);
-        match warn_after(&parsed)? {
+        match parsed.kubernetes.warnafter {
             // Extended: warned about within the ordinary maximum, valid up to the extended one.
             Some(warn_after) if warn_after > by(ordinary) => {
                 return Err(Refusal(
@@ -178,18 +192,18 @@ impl Signer {
             }
             None => {}
         }
-        let published = self.state.published();
-        let key = published.keys().signing_at(self.state.clock().now());
-        let signed = key
-            .sign_detached(claims)
+        let SignedClaims { signature, kid } = self
+            .issuer
+            .sign_detached(&self.issuer.published(), at, claims)
+            .await
             .map_err(|e| Refusal("sign_failed", format!("signing failed: {e}")))?;
         Ok((
             SignJwtResponse {
-                header: signed.header,
-                signature: signed.signature,
+                header: signature.header,
+                signature: signature.signature,
             },
             parsed,
-            key.kid().to_owned(),
+            kid,
         ))
     }
 }
@@ -201,12 +215,12 @@ impl ExternalJwtSigner for Signer {
         request: Request<SignJwtRequest>,
     ) -> Result<Response<SignJwtResponse>, Status> {
         let started = Instant::now();
-        let audit = self.state.audit();
+        let audit = self.issuer.audit();
         let audited = audit
             .enabled()
-            .then(|| (self.state.clock().now(), peer(&request)));
+            .then(|| (self.issuer.clock().now(), peer(&request)));
         let claims = request.into_inner().claims;
-        let result = self.sign_claims(&claims);
+        let result = self.sign_claims(&claims).await;
         let elapsed = started.elapsed().as_secs_f64();
         if let Some((time, requester)) = audited
             && let Err(stalled) = audit.record(sign_event(time, requester, &result)).await
@@ -216,27 +230,12 @@ impl ExternalJwtSigner for Signer {
             return Err(Status::unavailable(stalled.to_string()));
         }
         match result {
-            Ok((response, parsed, _)) => {
+            Ok((response, claims, _)) => {
                 self.metrics.answered("Sign", "ok", elapsed);
-                let text = |name: &str| {
-                    parsed
-                        .get(name)
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                let audiences: Vec<String> = match parsed.get("aud") {
-                    Some(serde_json::Value::Array(list)) => list
-                        .iter()
-                        .filter_map(|a| a.as_str().map(str::to_owned))
-                        .collect(),
-                    Some(serde_json::Value::String(one)) => vec![one.clone()],
-                    _ => Vec::new(),
-                };
                 tracing::info!(
-                    subject = %warrant_auth::bounded(&text("sub"), warrant_auth::LOGGED_ITEM_CHARS),
-                    audiences = %warrant_auth::JsonList(&audiences),
-                    credential_id = %format!("JTI={}", warrant_auth::bounded(&text("jti"), warrant_auth::LOGGED_ITEM_CHARS)),
+                    subject = %bounded(&claims.sub, LOGGED_ITEM_CHARS),
+                    audiences = %JsonList(&claims.aud),
+                    credential_id = %format!("JTI={}", bounded(&claims.jti, LOGGED_ITEM_CHARS)),
                     "signed a token for kube-apiserver"
                 );
                 Ok(Response::new(response))
@@ -254,8 +253,8 @@ impl ExternalJwtSigner for Signer {
         _request: Request<FetchKeysRequest>,
     ) -> Result<Response<FetchKeysResponse>, Status> {
         let started = Instant::now();
-        let published = self.state.published();
-        let now = self.state.clock().now();
+        let published = self.issuer.published();
+        let now = self.issuer.clock().now();
         let keys = published
             .keys()
             .verifying()
@@ -266,7 +265,7 @@ impl ExternalJwtSigner for Signer {
                 exclude_from_oidc_discovery: false,
             })
             .collect();
-        let changed = self.state.keys_changed_at();
+        let changed = self.issuer.keys_changed_at();
         let response = FetchKeysResponse {
             keys,
             data_timestamp: Some(prost_types::Timestamp {
@@ -285,7 +284,7 @@ impl ExternalJwtSigner for Signer {
         _request: Request<MetadataRequest>,
     ) -> Result<Response<MetadataResponse>, Status> {
         let started = Instant::now();
-        let expiration = self.state.settings().expiration;
+        let expiration = self.issuer.settings().expiration;
         let mut response = Response::new(MetadataResponse {
             max_token_expiration_seconds: expiration.longest_token_seconds(),
         });
@@ -296,20 +295,6 @@ impl ExternalJwtSigner for Signer {
         self.metrics
             .answered("Metadata", "ok", started.elapsed().as_secs_f64());
         Ok(response)
-    }
-}
-
-/// `kubernetes.io.warnafter`, which marks kube's extended tokens: `None` if absent (or null, as
-/// Go reads it), refused if not an integer.
-fn warn_after(claims: &serde_json::Value) -> Result<Option<i64>, Refusal> {
-    match claims.get("kubernetes.io").and_then(|k| k.get("warnafter")) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(value) => value.as_i64().map(Some).ok_or_else(|| {
-            Refusal(
-                "bad_warnafter",
-                "kubernetes.io.warnafter is not an integer (seconds)".into(),
-            )
-        }),
     }
 }
 
@@ -335,7 +320,7 @@ fn peer<T>(request: &Request<T>) -> Requester {
 fn sign_event(
     time: jiff::Timestamp,
     requester: Requester,
-    result: &Result<(SignJwtResponse, serde_json::Value, String), Refusal>,
+    result: &Result<(SignJwtResponse, Claims, String), Refusal>,
 ) -> Event {
     let mut event = Event {
         kind: EventKind::Sign,
@@ -350,23 +335,10 @@ fn sign_event(
         answered: None,
     };
     match result {
-        Ok((_, parsed, kid)) => {
+        Ok((_, claims, kid)) => {
             event.decision = Decision::Signed;
-            let claims = serde_json::from_value::<warrant_token::Claims>(parsed.clone());
-            match claims {
-                Ok(claims) => {
-                    event.service_account = ServiceAccount::from_claims(&claims);
-                    event.token = Some(TokenFacts::from_claims(&claims, kid));
-                }
-                // Signed, but not in the shape of a service-account token's claims: the key is
-                // still worth recording.
-                Err(_) => {
-                    event.token = Some(TokenFacts {
-                        key_id: kid.clone(),
-                        ..TokenFacts::default()
-                    });
-                }
-            }
+            event.service_account = ServiceAccount::from_claims(claims);
+            event.token = Some(TokenFacts::from_claims(claims, kid));
         }
         Err(Refusal(_, message)) => event.reason = message.clone(),
     }

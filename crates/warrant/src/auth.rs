@@ -14,7 +14,7 @@ use warrant_auth::{
     TokenFile, follow_extension_authentication,
 };
 use warrant_objects::kube::cluster_client;
-use warrant_server::FileWatch;
+use warrant_watch::FileWatch;
 
 /// `warrant serve`'s authentication and authorization flags (docs/configuration.md).
 #[derive(Debug, Args)]

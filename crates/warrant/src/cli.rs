@@ -289,12 +289,28 @@ impl std::fmt::Display for ObjectName {
     }
 }
 
+/// Why a `NAMESPACE/NAME` value is refused (clap shows the message after the flag's name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ObjectNameError {
+    /// No `/`.
+    #[error("{0:?} is not NAMESPACE/NAME")]
+    NoSlash(String),
+    /// The namespace is not a DNS label.
+    #[error("{0:?} is not a valid namespace: lower-case letters, digits and '-', at most 63")]
+    Namespace(String),
+    /// The name is not a DNS subdomain.
+    #[error(
+        "{0:?} is not a valid object name: lower-case letters, digits, '-' and '.', at most 253"
+    )]
+    Name(String),
+}
+
 /// Parses `NAMESPACE/NAME`: a namespace (a DNS label) and an object name (a DNS subdomain), as
 /// Kubernetes names them.
-pub(crate) fn parse_object_name(text: &str) -> Result<ObjectName, String> {
+pub(crate) fn parse_object_name(text: &str) -> Result<ObjectName, ObjectNameError> {
     let (namespace, name) = text
         .split_once('/')
-        .ok_or_else(|| format!("{text:?} is not NAMESPACE/NAME"))?;
+        .ok_or_else(|| ObjectNameError::NoSlash(text.to_owned()))?;
     let valid = |part: &str, max: usize, dots: bool| {
         !part.is_empty()
             && part.len() <= max
@@ -305,14 +321,10 @@ pub(crate) fn parse_object_name(text: &str) -> Result<ObjectName, String> {
             && part.ends_with(|c: char| c.is_ascii_alphanumeric())
     };
     if !valid(namespace, 63, false) {
-        return Err(format!(
-            "{namespace:?} is not a valid namespace: lower-case letters, digits and '-', at most 63"
-        ));
+        return Err(ObjectNameError::Namespace(namespace.to_owned()));
     }
     if !valid(name, 253, true) {
-        return Err(format!(
-            "{name:?} is not a valid object name: lower-case letters, digits, '-' and '.', at most 253"
-        ));
+        return Err(ObjectNameError::Name(name.to_owned()));
     }
     Ok(ObjectName {
         namespace: namespace.to_owned(),
@@ -549,7 +561,7 @@ pub(crate) struct ServeArgs {
     /// How many verified token signatures to remember, so a token reviewed again skips the
     /// signature check (about 1.1 KiB each when full; 0 turns the cache off). Object checks
     /// run on every review regardless.
-    #[arg(long = "signature-cache-size", value_name = "ENTRIES", default_value_t = warrant_server::DEFAULT_SIGNATURE_CACHE_ENTRIES, help_heading = "Reviews")]
+    #[arg(long = "signature-cache-size", value_name = "ENTRIES", default_value_t = warrant_issuer::DEFAULT_SIGNATURE_CACHE_ENTRIES, help_heading = "Reviews")]
     pub(crate) signature_cache_entries: u64,
     /// Address to listen on.
     #[arg(

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use jiff::Timestamp;
 use warrant_clock::Clock;
+use warrant_issuer::{url_path, validate_issuers};
 use warrant_keys::{DirStore, KeySet, KeyStore as _, SecretStore, StaticKeys};
-use warrant_server::{url_path, validate_issuers};
 use warrant_token::{render_discovery, render_jwks};
 
 use crate::cli::DiscoveryExportArgs;

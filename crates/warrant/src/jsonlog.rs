@@ -1,7 +1,7 @@
 //! The JSON log format: one object per line, `timestamp`, `level`, `message`, the event's
 //! fields, `target`, in that order (tracing-subscriber's own JSON layout, flattened). What it
-//! adds: fields that hold a list ([`warrant_auth::JSON_FIELDS`], written with
-//! [`warrant_auth::JsonList`]) are JSON arrays in the line, not strings of JSON, so that
+//! adds: fields that hold a list ([`warrant_audit::JSON_FIELDS`], written with
+//! [`warrant_audit::JsonList`]) are JSON arrays in the line, not strings of JSON, so that
 //! `jq '.audiences[]'` works on a log line as on an audit event.
 
 use std::fmt::Write as _;
@@ -29,7 +29,7 @@ impl Fields {
 impl Visit for Fields {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         let text = format!("{value:?}");
-        if warrant_auth::JSON_FIELDS.contains(&field.name())
+        if warrant_audit::JSON_FIELDS.contains(&field.name())
             && let Ok(list @ Value::Array(_)) = serde_json::from_str::<Value>(&text)
         {
             self.push(field, list);
@@ -134,7 +134,7 @@ mod tests {
         tracing::subscriber::with_default(subscriber, || {
             tracing::info!(
                 user = %"admin",
-                audiences = %warrant_auth::JsonList(&audiences),
+                audiences = %warrant_audit::JsonList(&audiences),
                 binding = "pod",
                 count = 3_u64,
                 "issued a token"

@@ -9,10 +9,10 @@ use std::io::Write as _;
 use jiff::Timestamp;
 use serde_json::json;
 use warrant_clock::Clock;
+use warrant_issuer::validate_max_expiration;
 use warrant_keys::{
     KeySchedule, KeyStore as _, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored,
 };
-use warrant_server::validate_max_expiration;
 use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
 
 use crate::cli::{

@@ -57,15 +57,40 @@ pub(crate) enum ManagedStore {
     },
 }
 
+/// Why the key flags name no key source, or two.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum KeySourceError {
+    /// `--key-dir` and `--key-secret` both.
+    #[error(
+        "--key-dir and --key-secret are mutually exclusive: managed keys live in one place. To move a key directory into a Secret, see docs/keys.md"
+    )]
+    DirAndSecret,
+    /// `--key-lease-duration` below what leader election needs.
+    #[error(
+        "--key-lease-duration must be at least {}s",
+        warrant_keys::MIN_LEASE_SECONDS
+    )]
+    LeaseTooShort,
+    /// `--key-dir` beside `--service-account-signing-key-file`.
+    #[error(
+        "--key-dir and --service-account-signing-key-file are mutually exclusive: the keys in a key directory are generated and rotated by warrant. To bring a static signing key under management, import it with `warrant keys generate --key-dir DIR --service-account-signing-key-file FILE` (see docs/keys.md)"
+    )]
+    DirAndSigningKey,
+    /// `--key-secret` beside `--service-account-signing-key-file`.
+    #[error(
+        "--key-secret and --service-account-signing-key-file are mutually exclusive: the keys in a key Secret are generated and rotated by warrant. To bring a static signing key under management, import it with `warrant keys generate --key-secret NAMESPACE/NAME --service-account-signing-key-file FILE` (see docs/keys.md)"
+    )]
+    SecretAndSigningKey,
+    /// No key flag at all.
+    #[error("either --service-account-signing-key-file, --key-dir or --key-secret must be set")]
+    None,
+}
+
 impl KeySource {
     /// The source the flags name, or why they name none (or two).
-    pub(crate) fn from_args(args: &KeySourceArgs) -> Result<Self, String> {
+    pub(crate) fn from_args(args: &KeySourceArgs) -> Result<Self, KeySourceError> {
         let managed = match (&args.key_dir, &args.key_secret) {
-            (Some(_), Some(_)) => {
-                return Err(
-                    "--key-dir and --key-secret are mutually exclusive: managed keys live in one place. To move a key directory into a Secret, see docs/keys.md".into(),
-                );
-            }
+            (Some(_), Some(_)) => return Err(KeySourceError::DirAndSecret),
             (Some(dir), None) => Some(ManagedStore::Dir(dir.clone())),
             (None, Some(secret)) => {
                 let lease = args.key_lease.clone().unwrap_or_else(|| ObjectName {
@@ -75,12 +100,7 @@ impl KeySource {
                 let lease_seconds = u64::try_from(args.key_lease_duration)
                     .ok()
                     .filter(|s| *s >= warrant_keys::MIN_LEASE_SECONDS)
-                    .ok_or_else(|| {
-                        format!(
-                            "--key-lease-duration must be at least {}s",
-                            warrant_keys::MIN_LEASE_SECONDS
-                        )
-                    })?;
+                    .ok_or(KeySourceError::LeaseTooShort)?;
                 Some(ManagedStore::Secret {
                     secret: secret.clone(),
                     lease,
@@ -90,15 +110,11 @@ impl KeySource {
             (None, None) => None,
         };
         match (&args.signing_key_file, managed) {
-            (Some(_), Some(ManagedStore::Dir(_))) => Err(
-                "--key-dir and --service-account-signing-key-file are mutually exclusive: the keys in a key directory are generated and rotated by warrant. To bring a static signing key under management, import it with `warrant keys generate --key-dir DIR --service-account-signing-key-file FILE` (see docs/keys.md)".into(),
-            ),
-            (Some(_), Some(ManagedStore::Secret { .. })) => Err(
-                "--key-secret and --service-account-signing-key-file are mutually exclusive: the keys in a key Secret are generated and rotated by warrant. To bring a static signing key under management, import it with `warrant keys generate --key-secret NAMESPACE/NAME --service-account-signing-key-file FILE` (see docs/keys.md)".into(),
-            ),
-            (None, None) => Err(
-                "either --service-account-signing-key-file, --key-dir or --key-secret must be set".into(),
-            ),
+            (Some(_), Some(ManagedStore::Dir(_))) => Err(KeySourceError::DirAndSigningKey),
+            (Some(_), Some(ManagedStore::Secret { .. })) => {
+                Err(KeySourceError::SecretAndSigningKey)
+            }
+            (None, None) => Err(KeySourceError::None),
             (Some(signing), None) => Ok(KeySource::Static(StaticKeyFiles {
                 signing_key_file: Some(signing.clone()),
                 key_files: args.key_files.clone(),
@@ -505,7 +521,7 @@ impl Sink {
 
     fn publish_static(&self, keys: KeySet) {
         self.metrics.published(&keys);
-        self.state.set_keys(keys);
+        self.state.issuer().set_keys(keys);
     }
 
     fn set_managed(&self, keys: KeySet) {
@@ -534,7 +550,7 @@ impl Sink {
             say_revoked_in_files(managed, &current.extra);
             let keys = managed.clone().with_extra_verifying(&current.extra);
             self.metrics.published(&keys);
-            self.state.set_keys(keys);
+            self.state.issuer().set_keys(keys);
         }
     }
 }

@@ -8,12 +8,12 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use warrant_audit::Auditor;
 use warrant_clock::Clock;
+use warrant_issuer::{Issuer, Settings, validate_issuers, validate_max_expiration};
 use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
 use warrant_server::{
-    AppState, Connections, JWKS_PATH, ServeOptions, ServingCertificate, Settings, StateParts,
-    TlsFiles, TlsSettings, default_per_address, max_connections_for, router, serve, server_config,
-    validate_issuers, validate_max_expiration,
+    AppState, Connections, JWKS_PATH, ServeOptions, ServingCertificate, StateParts, TlsFiles,
+    TlsSettings, default_per_address, max_connections_for, router, serve, server_config,
 };
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
@@ -73,9 +73,9 @@ pub(crate) async fn run(
         None => (Auditor::disabled(), None),
     };
 
+    let issuer = Issuer::new(settings, keys.initial.clone(), clock.clone(), auditor);
     let state = AppState::new(StateParts {
-        settings,
-        keys: keys.initial.clone(),
+        issuer: issuer.clone(),
         objects: if args.disable_secret_binding {
             Objects::new(source).without_secret_binding()
         } else {
@@ -84,14 +84,12 @@ pub(crate) async fn run(
         authenticator: auth.authenticator,
         authorizer: auth.authorizer,
         registry,
-        clock: clock.clone(),
-        audit: auditor,
     });
     let keys = keys.start(state.clone(), clock)?;
     // Before the HTTPS listener and whatever the cluster's state: kube-apiserver needs the
     // signer to start at all.
-    let signer = signer::start(&args, &state, signer_metrics)?;
-    let published = state.published();
+    let signer = signer::start(&args, &issuer, signer_metrics)?;
+    let published = issuer.published();
     if let Err(why) = published.discovery() {
         tracing::warn!(
             reason = %why,
@@ -109,9 +107,9 @@ pub(crate) async fn run(
             tracing::info!(
                 address = %listener.local_addr()?,
                 socket_activated,
-                issuer = %state.settings().issuers.first().map(String::as_str).unwrap_or_default(),
-                signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
-                alg = %published.keys().signing_at(state.clock().now()).algorithm(),
+                issuer = %issuer.settings().issuers.first().map(String::as_str).unwrap_or_default(),
+                signing_kid = %published.keys().signing_at(issuer.clock().now()).kid(),
+                alg = %published.keys().signing_at(issuer.clock().now()).algorithm(),
                 "serving"
             );
             serve(
@@ -126,8 +124,8 @@ pub(crate) async fn run(
         }
         None => {
             tracing::info!(
-                issuer = %state.settings().issuers.first().map(String::as_str).unwrap_or_default(),
-                signing_kid = %published.keys().signing_at(state.clock().now()).kid(),
+                issuer = %issuer.settings().issuers.first().map(String::as_str).unwrap_or_default(),
+                signing_kid = %published.keys().signing_at(issuer.clock().now()).kid(),
                 "serving the signing socket only (--secure-port 0: no HTTPS, so no API, metrics or health endpoints)"
             );
             shutdown.await;
@@ -151,7 +149,7 @@ struct Https {
     certificate: ServingCertificate,
     /// `--tls-min-version` and `--tls-cipher-suites`.
     tls: TlsSettings,
-    _certificate_watch: warrant_server::FileWatch,
+    _certificate_watch: warrant_watch::FileWatch,
     serving: ServeOptions,
     connections: Connections,
     inherited: Option<std::net::TcpListener>,

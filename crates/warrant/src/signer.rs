@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
-use warrant_server::AppState;
+use warrant_issuer::Issuer;
 use warrant_signer::{PeerPolicy, ServeOptions, Signer, SignerMetrics, SocketOptions};
 
 use crate::cli::{ProbeSignerArgs, ServeArgs};
@@ -55,7 +55,7 @@ impl Running {
 /// start) if the socket cannot be set up: kube-apiserver would not start without it.
 pub(crate) fn start(
     args: &ServeArgs,
-    state: &AppState,
+    issuer: &Issuer,
     metrics: Option<SignerMetrics>,
 ) -> Result<Option<Running>, Box<dyn Error>> {
     let (Some(path), Some(metrics)) = (&args.signing_endpoint, metrics) else {
@@ -85,7 +85,7 @@ pub(crate) fn start(
         peers,
     };
     let (stop, mut stopped) = watch::channel(false);
-    let signer = Signer::new(state.clone(), metrics);
+    let signer = Signer::new(issuer.clone(), metrics);
     tracing::info!(
         path = %path.display(),
         group = args.signing_endpoint_group.as_deref().unwrap_or("-"),

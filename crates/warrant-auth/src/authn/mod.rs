@@ -51,7 +51,7 @@ pub use self::trust::ClientTrust;
 pub use self::x509::{CaBundle, CaError, ClientCertificateError};
 use crate::Refusal;
 use crate::delegation::{DelegationError, MAX_DELEGATED_TOKEN_BYTES};
-use crate::loglimit::{SharedThrottle, bounded};
+use warrant_audit::loglimit::{SharedThrottle, bounded};
 
 /// How a caller proved who they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +66,20 @@ pub enum Via {
     OwnToken(Binding),
     /// A token kube-apiserver vouched for (TokenReview).
     Delegated,
+}
+
+impl Via {
+    /// How audit events and logs name the method: `front-proxy`, `client-certificate`,
+    /// `token-file`, `service-account-token` (one of warrant's own) or `delegated`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Via::FrontProxy => "front-proxy",
+            Via::ClientCertificate => "client-certificate",
+            Via::TokenFile => "token-file",
+            Via::OwnToken(_) => "service-account-token",
+            Via::Delegated => "delegated",
+        }
+    }
 }
 
 /// An authenticated caller.
@@ -84,6 +98,24 @@ pub struct User {
 }
 
 impl User {
+    /// The audit trail's record of this user calling from `client_address`.
+    pub fn requester(&self, client_address: String) -> warrant_audit::Requester {
+        warrant_audit::Requester {
+            user: self.name.clone(),
+            uid: self.uid.clone(),
+            groups: self.groups.clone(),
+            authenticated_by: self.via.name(),
+            client_address,
+            credential_id: self
+                .extra
+                .get(warrant_token::EXTRA_CREDENTIAL_ID)
+                .and_then(|values| values.first())
+                .cloned()
+                .unwrap_or_default(),
+            extra: self.extra.clone(),
+        }
+    }
+
     /// A user with `system:authenticated` added to `groups`, as kube's group adder does.
     pub fn new(name: String, uid: String, groups: Vec<String>, via: Via) -> Self {
         let mut user = User {

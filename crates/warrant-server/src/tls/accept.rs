@@ -18,8 +18,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
+use warrant_audit::loglimit::Throttle;
 use warrant_auth::PeerCertificate;
-use warrant_auth::loglimit::Throttle;
 
 use super::LOG_TARGET;
 use crate::Api;

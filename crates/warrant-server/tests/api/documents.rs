@@ -29,7 +29,7 @@ async fn openid_configuration_and_jwks() {
 
     // A key change re-renders both documents.
     let next = SigningKey::generate(KeyType::Rsa2048).unwrap();
-    api.state.set_keys(KeySet::new(
+    api.state.issuer().set_keys(KeySet::new(
         next.clone(),
         vec![key().verifying_key().clone()],
     ));
@@ -88,14 +88,16 @@ async fn clients_revalidate_with_etags() {
         // A key change that changes the document changes the ETag (an RSA key adds RS256 to
         // the discovery document's algorithms).
         let before = etag;
-        api.state.set_keys(KeySet::new(
+        api.state.issuer().set_keys(KeySet::new(
             SigningKey::generate(KeyType::Rsa2048).unwrap(),
             vec![key().verifying_key().clone()],
         ));
         let r = get_if_none_match(&api, path, &before).await;
         assert_eq!(r.code, StatusCode::OK);
         assert_ne!(r.headers["etag"], before.as_str());
-        api.state.set_keys(KeySet::new(key().clone(), vec![]));
+        api.state
+            .issuer()
+            .set_keys(KeySet::new(key().clone(), vec![]));
     }
 }
 
@@ -106,7 +108,7 @@ async fn max_age_and_signing_follow_the_key_schedule() {
     let api = api();
     let at = |s| Timestamp::from_second(s).unwrap();
     let next = SigningKey::generate(KeyType::P256).unwrap();
-    api.state.set_keys(KeySet::scheduled(
+    api.state.issuer().set_keys(KeySet::scheduled(
         key().clone(),
         vec![(at(NOW + 100), next.clone())],
         vec![],

@@ -13,10 +13,11 @@ use tower::ServiceExt;
 use warrant_audit::{AuditOptions, AuditWriter, Auditor, Destination, Mode, Rotation};
 use warrant_auth::{Authenticator, Authorizer, PeerCertificate, TokenFile};
 use warrant_clock::Clock;
+use warrant_issuer::{Issuer, Settings};
 use warrant_keys::KeySet;
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
 use warrant_server::Api as WarrantApi;
-use warrant_server::{AppState, Settings, StateParts, router};
+use warrant_server::{AppState, StateParts, router};
 use warrant_token::{Claims, ExpirationPolicy, KeyType, SigningKey};
 
 pub(crate) const ISSUER: &str = "https://warrant.test";
@@ -184,7 +185,7 @@ fn build_with(
         api_audiences: vec![ISSUER.into()],
         jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
         expiration,
-        signature_cache_entries: warrant_server::DEFAULT_SIGNATURE_CACHE_ENTRIES,
+        signature_cache_entries: warrant_issuer::DEFAULT_SIGNATURE_CACHE_ENTRIES,
     };
     let token_file = TokenFile::parse(
         format!(
@@ -200,15 +201,18 @@ fn build_with(
     authenticator.own_tokens = true;
     let mut authorizer = Authorizer::default();
     configure(&mut authenticator, &mut authorizer);
-    let state = AppState::new(StateParts {
+    let issuer = Issuer::new(
         settings,
-        keys: KeySet::new(key().clone(), vec![]),
+        KeySet::new(key().clone(), vec![]),
+        Clock::manual(Timestamp::from_second(NOW).unwrap()),
+        audit,
+    );
+    let state = AppState::new(StateParts {
+        issuer,
         objects: objects_handle(Objects::new(objects.clone())),
         authenticator,
         authorizer,
         registry,
-        clock: Clock::manual(Timestamp::from_second(NOW).unwrap()),
-        audit,
     });
     Api {
         router: router(state.clone()),
@@ -341,14 +345,16 @@ impl Api {
 
     /// Moves the clock on by `seconds`.
     pub(crate) fn advance(&self, seconds: i64) {
-        let now = self.state.clock().now();
+        let now = self.state.issuer().clock().now();
         self.state
+            .issuer()
             .clock()
             .set(now + jiff::SignedDuration::from_secs(seconds));
     }
 
     pub(crate) fn set_now(&self, second: i64) {
         self.state
+            .issuer()
             .clock()
             .set(Timestamp::from_second(second).unwrap());
     }

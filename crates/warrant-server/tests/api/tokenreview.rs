@@ -278,7 +278,9 @@ async fn cached_signatures_never_skip_the_object_checks_or_outlive_the_keys() {
 
     // New keys without the old one: the cached signature does not carry the token through.
     let next = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
-    api.state.set_keys(warrant_keys::KeySet::new(next, vec![]));
+    api.state
+        .issuer()
+        .set_keys(warrant_keys::KeySet::new(next, vec![]));
     assert_eq!(
         api.review("authentication.k8s.io/v1", &token, &[])
             .await

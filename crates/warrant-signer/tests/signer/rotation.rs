@@ -62,6 +62,7 @@ async fn fetch_keys_follows_the_rotation_and_sign_switches_on_the_second() {
         .unwrap();
     let b = with_b.keys()[1].kid().to_owned();
     env.state
+        .issuer()
         .set_keys(with_b.key_set_at(at(created), &p).unwrap());
     let listed = fetch(&mut env).await;
     assert_eq!(kids(&listed), [a.clone(), b.clone()]);
@@ -95,7 +96,7 @@ async fn fetch_keys_follows_the_rotation_and_sign_switches_on_the_second() {
     let removal = activation + DAY + 60;
     let still = with_b.key_set_at(at(removal - 1), &p).unwrap();
     env.clock.set(at(removal - 1));
-    env.state.set_keys(still);
+    env.state.issuer().set_keys(still);
     let listed = fetch(&mut env).await;
     assert_eq!(kids(&listed), [b.clone(), a.clone()]);
     // The hint never falls under a minute, even a second before a change.
@@ -106,6 +107,7 @@ async fn fetch_keys_follows_the_rotation_and_sign_switches_on_the_second() {
         .unwrap();
     env.clock.set(at(removal));
     env.state
+        .issuer()
         .set_keys(gone.key_set_at(at(removal), &p).unwrap());
     let listed = fetch(&mut env).await;
     assert_eq!(kids(&listed), [b]);

@@ -54,7 +54,7 @@ async fn a_signed_token_is_one_kube_apiserver_assembles_and_warrant_accepts() {
         let verifier = Verifier::new(vec![ISSUER.into()], vec!["vault".into()], vec![from_fetch]);
         assert!(verifier.verify_signature(&token).is_ok(), "{key_type:?}");
         // ...and with warrant's JWKS, and warrant's TokenReview accepts the token.
-        let jwks: Value = serde_json::from_slice(env.state.published().jwks()).unwrap();
+        let jwks: Value = serde_json::from_slice(env.state.issuer().published().jwks()).unwrap();
         assert_eq!(jwks["keys"][0]["kid"], key.kid());
         let review = env.review(&token, &["vault"]).await;
         assert_eq!(review["authenticated"], true, "{review}");
@@ -245,7 +245,11 @@ async fn the_operators_maximum_bounds_every_token_but_extended_ones() {
             json!(NOW + year),
             "kubernetes.io.warnafter is 31536000 s from now, beyond the 172800 s",
         ),
-        (json!("soon"), "kubernetes.io.warnafter is not an integer"),
+        // Claims TokenReview would not read are not signed.
+        (
+            json!("soon"),
+            "claims are not those of a service-account token: invalid type: string \"soon\"",
+        ),
     ] {
         let refused = sign(extended(warn_after, year)).await.unwrap_err();
         assert_eq!(refused.code(), Code::InvalidArgument);
@@ -261,7 +265,11 @@ async fn the_operators_maximum_bounds_every_token_but_extended_ones() {
     );
     assert_eq!(
         env.metric(r#"warrant_signer_requests_total{rpc="Sign",result="bad_warnafter"}"#),
-        2.0
+        1.0
+    );
+    assert_eq!(
+        env.metric(r#"warrant_signer_requests_total{rpc="Sign",result="malformed_claims"}"#),
+        1.0
     );
     assert_eq!(
         env.metric(r#"warrant_signer_requests_total{rpc="Sign",result="ok"}"#),

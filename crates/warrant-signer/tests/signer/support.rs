@@ -15,9 +15,10 @@ use tonic::transport::Channel;
 use tower::ServiceExt;
 use warrant_auth::{Authenticator, Authorizer, TokenFile};
 use warrant_clock::Clock;
+use warrant_issuer::{Issuer, Settings};
 use warrant_keys::KeySet;
 use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
-use warrant_server::{AppState, Settings, StateParts, router};
+use warrant_server::{AppState, StateParts, router};
 use warrant_signer::proto::external_jwt_signer_client::ExternalJwtSignerClient;
 use warrant_signer::{BoundSocket, PeerPolicy, ServeOptions, Signer, SignerMetrics, SocketOptions};
 use warrant_token::ExpirationPolicy;
@@ -106,8 +107,8 @@ pub(crate) async fn start_serving(
     let metrics = SignerMetrics::default();
     metrics.register(&mut registry);
     let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
-    let state = AppState::new(StateParts {
-        settings: Settings {
+    let issuer = Issuer::new(
+        Settings {
             issuers: vec![issuer.into()],
             api_audiences: vec![issuer.into()],
             jwks_uri: format!("{issuer}/openid/v1/jwks"),
@@ -115,12 +116,16 @@ pub(crate) async fn start_serving(
             signature_cache_entries: 1024,
         },
         keys,
+        clock.clone(),
+        warrant_audit::Auditor::disabled(),
+    );
+    // The HTTPS API over the same issuer, to review what the socket signs.
+    let state = AppState::new(StateParts {
+        issuer: issuer.clone(),
         objects: Objects::new(objects),
         authenticator,
         authorizer: Authorizer::default(),
         registry,
-        clock: clock.clone(),
-        audit: warrant_audit::Auditor::disabled(),
     });
 
     let dir = tempfile::tempdir().unwrap();
@@ -133,7 +138,7 @@ pub(crate) async fn start_serving(
     let listener = socket.take_listener().unwrap();
     let options = serve(&socket);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let signer = Signer::new(state.clone(), metrics);
+    let signer = Signer::new(issuer, metrics);
     tokio::spawn(async move {
         let _socket = socket;
         warrant_signer::serve(listener, signer, options, async {

@@ -97,7 +97,7 @@ impl Published {
     /// Verifies a token against these keys for the `requested` audiences at `now`, skipping the
     /// signature check for a token whose signature was verified before (see
     /// [`crate::signatures`]). Reports whether the signature came from the cache.
-    pub(crate) fn verify(
+    pub fn verify(
         &self,
         token: &str,
         requested: &[String],

@@ -45,7 +45,7 @@ impl Throttle {
 
 /// A [`Throttle`] shared by the requests that may log through it (one second apart).
 #[derive(Debug)]
-pub(crate) struct SharedThrottle(std::sync::Mutex<Throttle>);
+pub struct SharedThrottle(std::sync::Mutex<Throttle>);
 
 impl Default for SharedThrottle {
     fn default() -> Self {
@@ -55,7 +55,7 @@ impl Default for SharedThrottle {
 
 impl SharedThrottle {
     /// See [`Throttle::allow`].
-    pub(crate) fn allow(&self, now: Instant) -> Option<u64> {
+    pub fn allow(&self, now: Instant) -> Option<u64> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -73,7 +73,7 @@ pub fn bounded(text: &str, max: usize) -> String {
 }
 
 /// How many items of a client's list a log line shows.
-pub(crate) const LOGGED_ITEMS: usize = 5;
+pub const LOGGED_ITEMS: usize = 5;
 /// How many characters of one item a log line shows.
 pub const LOGGED_ITEM_CHARS: usize = 128;
 

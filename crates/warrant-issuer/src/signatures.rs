@@ -44,7 +44,7 @@ pub(crate) struct SignatureCache {
 
 /// Whether a verification was answered from the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lookup {
+pub enum Lookup {
     /// The signature was verified earlier.
     Hit,
     /// The signature was verified now (or the token failed).
