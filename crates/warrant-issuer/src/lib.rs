@@ -1,0 +1,292 @@
+//! warrant's issuer core: what the HTTPS API (warrant-server) and the signer socket
+//! (warrant-signer) share, so the two front ends are siblings over one issuer.
+//!
+//! - [`Settings`]: the issuers, the API audiences, the JWKS URL and the expiration policy,
+//!   validated once with kube-apiserver's rules.
+//! - [`Published`]: the keys in force and what is derived from them (the verifier, the JWKS
+//!   and the discovery document with their ETags and cache lifetimes, the signature cache).
+//! - [`Issuer`]: those two, the clock and the auditor behind one cheap handle, and signing:
+//!   both front ends sign through [`Issuer::sign_token`] or [`Issuer::sign_detached`], with the
+//!   key in force at the issuer's clock, so where a key lives is decided here once.
+
+mod published;
+mod settings;
+pub mod signatures;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use arc_swap::ArcSwap;
+use jiff::Timestamp;
+use warrant_audit::Auditor;
+use warrant_clock::Clock;
+use warrant_keys::KeySet;
+use warrant_token::{Claims, DetachedSignature, KeyError};
+
+pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
+pub use settings::{
+    DEFAULT_SIGNATURE_CACHE_ENTRIES, Settings, SettingsError, url_path, validate_issuers,
+    validate_max_expiration,
+};
+pub use signatures::Lookup;
+
+/// The issuer both front ends serve. Cheap to clone.
+#[derive(Clone)]
+pub struct Issuer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: Settings,
+    published: ArcSwap<Published>,
+    clock: Clock,
+    audit: Auditor,
+    /// When the published keys last changed (in whole seconds since the epoch).
+    keys_changed_at: AtomicI64,
+    /// [`Settings::issuer_path`], worked out once.
+    issuer_path: String,
+}
+
+/// A token signed by the issuer, and the kid of the key that signed it.
+#[derive(Debug)]
+pub struct SignedToken {
+    /// The compact JWS.
+    pub token: String,
+    /// The signing key's kid.
+    pub kid: String,
+}
+
+/// A signature over claims someone else encoded, and the kid of the key that made it.
+#[derive(Debug)]
+pub struct SignedClaims {
+    /// The header and signature, both encoded.
+    pub signature: DetachedSignature,
+    /// The signing key's kid.
+    pub kid: String,
+}
+
+/// Why the issuer could not sign.
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    /// The key in force refused (a key that cannot sign, a failing backend).
+    #[error("the signing key {kid} failed to sign: {source}")]
+    Key {
+        /// The key's kid.
+        kid: String,
+        /// What the key said.
+        #[source]
+        source: KeyError,
+    },
+}
+
+impl Issuer {
+    /// An issuer for `settings`, publishing `keys` from now (by `clock`), auditing to `audit`
+    /// ([`Auditor::disabled`] without an audit log).
+    pub fn new(settings: Settings, keys: KeySet, clock: Clock, audit: Auditor) -> Issuer {
+        let published = ArcSwap::from_pointee(Published::new(&settings, keys));
+        let keys_changed_at = AtomicI64::new(clock.now().as_second());
+        let issuer_path = settings.issuer_path();
+        Issuer {
+            inner: Arc::new(Inner {
+                settings,
+                published,
+                clock,
+                audit,
+                keys_changed_at,
+                issuer_path,
+            }),
+        }
+    }
+
+    /// Issuer settings.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The keys and documents in force. A caller loads this once and uses that snapshot
+    /// throughout, so a key change never splits a request between two key sets.
+    pub fn published(&self) -> Arc<Published> {
+        self.inner.published.load_full()
+    }
+
+    /// Replaces the keys; documents are re-rendered once, here.
+    pub fn set_keys(&self, keys: KeySet) {
+        if !self.published().keys().same_keys(&keys) {
+            self.inner
+                .keys_changed_at
+                .store(self.inner.clock.now().as_second(), Ordering::Relaxed);
+        }
+        self.inner
+            .published
+            .store(Arc::new(Published::new(&self.inner.settings, keys)));
+    }
+
+    /// When the published keys last changed (or the issuer started): what an external signer
+    /// reports as the time its key data was taken.
+    pub fn keys_changed_at(&self) -> Timestamp {
+        Timestamp::from_second(self.inner.keys_changed_at.load(Ordering::Relaxed))
+            .unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    /// The path of the issuer's URL (`/tenant-a`, or empty): discovery is served below it too.
+    pub fn issuer_path(&self) -> &str {
+        &self.inner.issuer_path
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    /// Where audit events go.
+    pub fn audit(&self) -> &Auditor {
+        &self.inner.audit
+    }
+
+    /// `claims` signed into a compact JWS (header `{"alg","kid"}`, as kube-apiserver writes
+    /// its own tokens) by `published`'s key in force at `now`: TokenRequest's signature. The
+    /// caller passes the snapshot and time it checked the request against, so the token is
+    /// signed by the key set it was checked with.
+    ///
+    /// Async because a key may sign elsewhere (an HSM): the front ends await it and never
+    /// block on it. An in-memory key signs at once.
+    pub async fn sign_token(
+        &self,
+        published: &Published,
+        now: Timestamp,
+        claims: &Claims,
+    ) -> Result<SignedToken, SignError> {
+        let key = published.keys().signing_at(now);
+        let token = key.sign(claims).map_err(|source| SignError::Key {
+            kid: key.kid().to_owned(),
+            source,
+        })?;
+        Ok(SignedToken {
+            token,
+            kid: key.kid().to_owned(),
+        })
+    }
+
+    /// A signature over `encoded_claims` (the JWT's second segment, unpadded base64url) by
+    /// `published`'s key in force at `now`, with the header `{"alg","kid","typ":"JWT"}`: what
+    /// kube-apiserver's external-signer interface asks for. See [`Issuer::sign_token`].
+    pub async fn sign_detached(
+        &self,
+        published: &Published,
+        now: Timestamp,
+        encoded_claims: &str,
+    ) -> Result<SignedClaims, SignError> {
+        let key = published.keys().signing_at(now);
+        let signature = key
+            .sign_detached(encoded_claims)
+            .map_err(|source| SignError::Key {
+                kid: key.kid().to_owned(),
+                source,
+            })?;
+        Ok(SignedClaims {
+            signature,
+            kid: key.kid().to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use warrant_token::{
+        Binding, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey, Verifier,
+    };
+
+    use super::*;
+
+    fn issuer(keys: KeySet, clock: Clock) -> Issuer {
+        let settings = Settings {
+            issuers: vec!["https://issuer.test".into()],
+            api_audiences: vec!["https://issuer.test".into()],
+            jwks_uri: "https://issuer.test/openid/v1/jwks".into(),
+            expiration: ExpirationPolicy::default(),
+            signature_cache_entries: 0,
+        };
+        Issuer::new(settings, keys, clock, Auditor::disabled())
+    }
+
+    fn claims(now: Timestamp) -> Claims {
+        Claims::new(NewToken {
+            issuer: "https://issuer.test",
+            namespace: "default",
+            service_account: ObjectRef::new("builder", "uid-1"),
+            audiences: vec!["https://issuer.test".to_owned()],
+            binding: Binding::None,
+            issued_at: now.as_second(),
+            expires_at: now.as_second() + 600,
+            warn_after: None,
+            jti: "jti-1".into(),
+        })
+    }
+
+    #[tokio::test]
+    async fn both_front_ends_sign_with_the_key_in_force_at_the_time_given() {
+        let old = SigningKey::generate(KeyType::P256).unwrap();
+        let new = SigningKey::generate(KeyType::Rsa2048).unwrap();
+        let change = Timestamp::from_second(1_000_000).unwrap();
+        // `old` signs until `change`, then `new`; both verify throughout.
+        let keys = KeySet::scheduled(
+            old.clone(),
+            vec![(change, new.clone())],
+            vec![],
+            Some(change),
+        );
+        let issuer = issuer(keys, Clock::manual(Timestamp::from_second(0).unwrap()));
+        let published = issuer.published();
+        let verifier = Verifier::new(
+            vec!["https://issuer.test".into()],
+            vec![],
+            vec![old.verifying_key().clone(), new.verifying_key().clone()],
+        );
+        for (now, key) in [
+            (change - jiff::SignedDuration::from_secs(1), &old),
+            (change, &new),
+        ] {
+            let signed = issuer
+                .sign_token(&published, now, &claims(now))
+                .await
+                .unwrap();
+            assert_eq!(signed.kid, key.kid());
+            assert_eq!(
+                warrant_token::header_key_id(&signed.token).as_deref(),
+                Some(key.kid())
+            );
+            verifier.verify_signature(&signed.token).unwrap();
+
+            let payload = signed.token.split('.').nth(1).unwrap();
+            let detached = issuer
+                .sign_detached(&published, now, payload)
+                .await
+                .unwrap();
+            assert_eq!(detached.kid, key.kid());
+            let assembled = format!(
+                "{}.{payload}.{}",
+                detached.signature.header, detached.signature.signature
+            );
+            verifier.verify_signature(&assembled).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_key_change_moves_the_time_the_key_data_was_taken() {
+        let clock = Clock::manual(Timestamp::from_second(100).unwrap());
+        let first = SigningKey::generate(KeyType::P256).unwrap();
+        let issuer = issuer(KeySet::new(first.clone(), vec![]), clock.clone());
+        assert_eq!(issuer.keys_changed_at().as_second(), 100);
+        clock.set(Timestamp::from_second(200).unwrap());
+        // The same keys again: not a change.
+        issuer.set_keys(KeySet::new(first, vec![]));
+        assert_eq!(issuer.keys_changed_at().as_second(), 100);
+        let second = SigningKey::generate(KeyType::P256).unwrap();
+        issuer.set_keys(KeySet::new(second.clone(), vec![]));
+        assert_eq!(issuer.keys_changed_at().as_second(), 200);
+        assert_eq!(
+            issuer.published().keys().signing_at(clock.now()).kid(),
+            second.kid()
+        );
+    }
+}
