@@ -6,6 +6,27 @@ use std::path::Path;
 
 use warrant_token::{Binding, Claims, NewToken, ObjectRef, SigningKey, new_jti};
 
+/// Why the review tokens could not be written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TokenFileError {
+    /// Creating or writing a token file failed.
+    // The benchmark prints an error's own message only: the cause is in it.
+    #[error("writing {path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Signing a token failed.
+    #[error("signing a review token: {0}")]
+    Sign(#[from] warrant_token::KeyError),
+    /// A signing thread panicked.
+    #[error("a signing thread failed")]
+    Panicked,
+}
+
 /// Namespace `bench`: `pods` pods `pod-K`, run by service accounts `sa-(K mod S)` with S a tenth
 /// of the pods, on nodes `node-(K mod 50)`. UIDs are fixed so tokens can be made offline.
 pub(crate) struct Cluster {
@@ -97,31 +118,30 @@ impl Cluster {
         issuer: &str,
         count: usize,
         path: &Path,
-    ) -> Result<(), Box<dyn std::error::Error>> {
+    ) -> Result<(), TokenFileError> {
         let now = jiff::Timestamp::now().as_second();
-        let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let results: Vec<Result<(), TokenFileError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..2)
                 .map(|part| {
-                    scope.spawn(move || -> Result<(), String> {
+                    scope.spawn(move || -> Result<(), TokenFileError> {
                         let file = path.with_extension(part.to_string());
-                        let mut out = std::io::BufWriter::new(
-                            std::fs::File::create(&file).map_err(|e| e.to_string())?,
-                        );
+                        let write = |source| TokenFileError::Write {
+                            path: file.display().to_string(),
+                            source,
+                        };
+                        let mut out =
+                            std::io::BufWriter::new(std::fs::File::create(&file).map_err(write)?);
                         for i in (part..count.max(2)).step_by(2) {
-                            let token =
-                                self.token(key, issuer, i, now).map_err(|e| e.to_string())?;
-                            writeln!(out, "{token}").map_err(|e| e.to_string())?;
+                            let token = self.token(key, issuer, i, now)?;
+                            writeln!(out, "{token}").map_err(write)?;
                         }
-                        out.flush().map_err(|e| e.to_string())
+                        out.flush().map_err(write)
                     })
                 })
                 .collect();
             handles
                 .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("a signing thread failed".into()))
-                })
+                .map(|h| h.join().unwrap_or(Err(TokenFileError::Panicked)))
                 .collect()
         });
         for result in results {

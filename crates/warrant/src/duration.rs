@@ -6,13 +6,67 @@
 
 const NANOS_PER_SECOND: u128 = 1_000_000_000;
 
+/// Why a duration flag's value is refused. The message is the whole of what clap shows after
+/// the flag's name, so each variant says what was wrong and what to write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DurationError {
+    /// Not Go's duration syntax.
+    #[error("invalid duration {text:?}: {HOW}")]
+    Invalid {
+        /// The value given.
+        text: String,
+    },
+    /// A number without a unit (Go accepts a bare `0` only).
+    #[error("invalid duration {text:?}: {HOW}: a number has no unit")]
+    NoUnit {
+        /// The value given.
+        text: String,
+    },
+    /// A unit Go does not know (`d`, say).
+    #[error("invalid duration {text:?}: {HOW}: unknown unit {unit:?}")]
+    UnknownUnit {
+        /// The value given.
+        text: String,
+        /// The unit.
+        unit: String,
+    },
+    /// More than Go's limit, an int64 of nanoseconds (about 292 years).
+    #[error("invalid duration {text:?}: too long")]
+    TooLong {
+        /// The value given.
+        text: String,
+    },
+    /// A negative duration, which no flag of warrant's takes.
+    #[error("invalid duration {text:?}: may not be negative")]
+    Negative {
+        /// The value given.
+        text: String,
+    },
+    /// A fraction of a second where the flag is kept in whole seconds.
+    #[error("invalid duration {text:?}: must be a whole number of seconds")]
+    NotWholeSeconds {
+        /// The value given.
+        text: String,
+    },
+    /// A `--max-cache-staleness` below [`MIN_STALENESS_BOUND`].
+    #[error(
+        "{text:?} is too short: the API server sends a bookmark only about once a minute, so a quiet, healthy cluster would look stale; use at least {}s",
+        MIN_STALENESS_BOUND.as_secs()
+    )]
+    StalenessTooShort {
+        /// The value given.
+        text: String,
+    },
+}
+
+/// What a duration looks like, for the messages.
+const HOW: &str = "use a number with a unit, e.g. 24h, 1h30m, 1.5h, 90s, 500ms";
+
 /// Parses a Go duration into nanoseconds. Negative durations (which Go allows) are refused:
 /// no flag of warrant's takes one.
-fn parse_nanos(text: &str) -> Result<u128, String> {
-    let invalid = || {
-        format!(
-            "invalid duration {text:?}: use a number with a unit, e.g. 24h, 1h30m, 1.5h, 90s, 500ms"
-        )
+fn parse_nanos(text: &str) -> Result<u128, DurationError> {
+    let invalid = || DurationError::Invalid {
+        text: text.to_owned(),
     };
     let mut rest = text;
     let negative = rest.starts_with('-');
@@ -52,10 +106,21 @@ fn parse_nanos(text: &str) -> Result<u128, String> {
             "s" => NANOS_PER_SECOND,
             "m" => 60 * NANOS_PER_SECOND,
             "h" => 3_600 * NANOS_PER_SECOND,
-            "" => return Err(format!("{}: a number has no unit", invalid())),
-            _ => return Err(format!("{}: unknown unit {unit:?}", invalid())),
+            "" => {
+                return Err(DurationError::NoUnit {
+                    text: text.to_owned(),
+                });
+            }
+            _ => {
+                return Err(DurationError::UnknownUnit {
+                    text: text.to_owned(),
+                    unit: unit.to_owned(),
+                });
+            }
         };
-        let too_long = || format!("invalid duration {text:?}: too long");
+        let too_long = || DurationError::TooLong {
+            text: text.to_owned(),
+        };
         let whole: u128 = if whole.is_empty() {
             0
         } else {
@@ -81,7 +146,9 @@ fn parse_nanos(text: &str) -> Result<u128, String> {
         rest = tail;
     }
     if negative && total > 0 {
-        return Err(format!("invalid duration {text:?}: may not be negative"));
+        return Err(DurationError::Negative {
+            text: text.to_owned(),
+        });
     }
     Ok(total)
 }
@@ -89,22 +156,24 @@ fn parse_nanos(text: &str) -> Result<u128, String> {
 /// Parses a Go duration into whole seconds, for flags kube-apiserver keeps in seconds (token
 /// lifetimes, rotation periods): `1.5h` is 5400; a duration with a fraction of a second is
 /// refused, saying so, rather than rounded.
-pub(crate) fn parse_seconds(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_seconds(text: &str) -> Result<i64, DurationError> {
     let nanos = parse_nanos(text)?;
     if nanos % NANOS_PER_SECOND != 0 {
-        return Err(format!(
-            "invalid duration {text:?}: must be a whole number of seconds"
-        ));
+        return Err(DurationError::NotWholeSeconds {
+            text: text.to_owned(),
+        });
     }
-    i64::try_from(nanos / NANOS_PER_SECOND)
-        .map_err(|_| format!("invalid duration {text:?}: too long"))
+    i64::try_from(nanos / NANOS_PER_SECOND).map_err(|_| DurationError::TooLong {
+        text: text.to_owned(),
+    })
 }
 
 /// Parses a Go duration into a `Duration`, to the nanosecond (a flag's value parser).
-pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, DurationError> {
     let nanos = parse_nanos(text)?;
-    let seconds = u64::try_from(nanos / NANOS_PER_SECOND)
-        .map_err(|_| format!("invalid duration {text:?}: too long"))?;
+    let seconds = u64::try_from(nanos / NANOS_PER_SECOND).map_err(|_| DurationError::TooLong {
+        text: text.to_owned(),
+    })?;
     // Below a second: always fits.
     let below = u32::try_from(nanos % NANOS_PER_SECOND).unwrap_or(0);
     Ok(std::time::Duration::new(seconds, below))
@@ -116,13 +185,12 @@ pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> 
 pub(crate) const MIN_STALENESS_BOUND: std::time::Duration = std::time::Duration::from_secs(90);
 
 /// Parses `--max-cache-staleness`: a duration of at least [`MIN_STALENESS_BOUND`].
-pub(crate) fn parse_staleness_bound(text: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_staleness_bound(text: &str) -> Result<std::time::Duration, DurationError> {
     let bound = parse_duration(text)?;
     if bound < MIN_STALENESS_BOUND {
-        return Err(format!(
-            "{text:?} is too short: the API server sends a bookmark only about once a minute, so a quiet, healthy cluster would look stale; use at least {}s",
-            MIN_STALENESS_BOUND.as_secs()
-        ));
+        return Err(DurationError::StalenessTooShort {
+            text: text.to_owned(),
+        });
     }
     Ok(bound)
 }
@@ -170,8 +238,8 @@ mod tests {
         assert_eq!(parse_seconds("+0"), Ok(0));
         assert_eq!(parse_seconds("2h0m5s"), Ok(7205));
         assert_eq!(
-            parse_seconds("1500ms"),
-            Err(r#"invalid duration "1500ms": must be a whole number of seconds"#.to_owned())
+            parse_seconds("1500ms").unwrap_err().to_string(),
+            r#"invalid duration "1500ms": must be a whole number of seconds"#
         );
         assert_eq!(parse_seconds("2000ms"), Ok(2));
         let ms = |n| std::time::Duration::from_millis(n);
@@ -210,10 +278,34 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad}");
             assert!(parse_seconds(bad).is_err(), "{bad}");
         }
-        assert!(
-            parse_seconds("-1h")
-                .unwrap_err()
-                .contains("may not be negative")
+        assert_eq!(
+            parse_seconds("-1h").unwrap_err().to_string(),
+            r#"invalid duration "-1h": may not be negative"#
+        );
+        // The messages clap shows after the flag's name, word for word.
+        for (bad, said) in [
+            (
+                "10",
+                r#"invalid duration "10": use a number with a unit, e.g. 24h, 1h30m, 1.5h, 90s, 500ms: a number has no unit"#,
+            ),
+            (
+                "1d",
+                r#"invalid duration "1d": use a number with a unit, e.g. 24h, 1h30m, 1.5h, 90s, 500ms: unknown unit "d""#,
+            ),
+            (
+                "h",
+                r#"invalid duration "h": use a number with a unit, e.g. 24h, 1h30m, 1.5h, 90s, 500ms"#,
+            ),
+            (
+                "99999999999999999999h",
+                r#"invalid duration "99999999999999999999h": too long"#,
+            ),
+        ] {
+            assert_eq!(parse_duration(bad).unwrap_err().to_string(), said);
+        }
+        assert_eq!(
+            parse_staleness_bound("30s").unwrap_err(),
+            DurationError::StalenessTooShort { text: "30s".into() }
         );
     }
 

@@ -27,7 +27,9 @@ use std::error::Error;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http_body_util::BodyExt as _;
+use serde::Deserialize as _;
 use serde_json::{Value, json};
+use warrant_token::{BoundObjectReference, Claims};
 
 use crate::cli::{CredentialArgs, ObjectName, parse_object_name};
 
@@ -48,19 +50,136 @@ struct ExecInfo {
     config: serde_json::Map<String, Value>,
 }
 
-fn exec_info(text: &str) -> Result<ExecInfo, String> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| format!("KUBERNETES_EXEC_INFO is not JSON: {e}"))?;
+/// Why the plugin fails: its inputs from client-go, the own token, or warrant's answer. (The
+/// checks of who controls which input are [`anchors::AnchorError`].)
+#[derive(Debug, thiserror::Error)]
+enum CredentialError {
+    /// `KUBERNETES_EXEC_INFO` does not parse.
+    #[error("KUBERNETES_EXEC_INFO is not JSON")]
+    ExecInfoNotJson(#[source] serde_json::Error),
+    /// `KUBERNETES_EXEC_INFO` is of an apiVersion the plugin does not speak.
+    #[error(
+        "KUBERNETES_EXEC_INFO has apiVersion {found:?}; warrant credential speaks {}",
+        API_VERSIONS.join(" and ")
+    )]
+    ExecInfoVersion {
+        /// The apiVersion given (empty if none).
+        found: String,
+    },
+    /// The own token's claims cannot be read.
+    #[error("the own token is not a service-account JWT")]
+    OwnTokenNotJwt(#[source] UnverifiedClaimsError),
+    /// The own token names no service account.
+    #[error(
+        "the own token names no service account (kubernetes.io claims): give --service-account"
+    )]
+    OwnTokenNoServiceAccount,
+    /// The own token cannot be sent in an `Authorization` header.
+    #[error("the own token holds characters an HTTP header cannot carry")]
+    OwnTokenNotHeader,
+    /// The TokenRequest cannot be built (a service-account name that is no URI path).
+    #[error("cannot build the TokenRequest to warrant at {warrant}")]
+    Build {
+        /// warrant's URL.
+        warrant: String,
+        /// http's reason.
+        #[source]
+        source: http::Error,
+    },
+    /// No answer: no connection, the TLS handshake, a timeout of kube's connector. The message
+    /// names the innermost cause (refused, `UnknownIssuer`), which says what went wrong; the
+    /// wrappers around it (kube's, hyper-util's) say nothing more, so the error is kept whole
+    /// but not chained, or the one line would repeat them.
+    #[error("cannot reach warrant at {warrant}: {}", innermost(.error))]
+    Unreachable {
+        /// warrant's URL.
+        warrant: String,
+        /// kube's error, with its causes.
+        error: ::kube::Error,
+    },
+    /// warrant (or what answers at its URL) redirected: the plugin does not follow.
+    #[error(
+        "warrant at {warrant} answered {status} (a redirect to {}), which the plugin does not follow: give the URL warrant serves at",
+        .location.as_deref().unwrap_or("nowhere")
+    )]
+    Redirect {
+        /// warrant's URL.
+        warrant: String,
+        /// The status.
+        status: http::StatusCode,
+        /// Its `Location`, if any.
+        location: Option<String>,
+    },
+    /// The answer's body broke off.
+    #[error("warrant at {warrant} answered unreadably")]
+    Unreadable {
+        /// warrant's URL.
+        warrant: String,
+        /// kube's error.
+        #[source]
+        source: ::kube::Error,
+    },
+    /// A success whose body is not a TokenRequest.
+    #[error("warrant at {warrant} answered with no TokenRequest")]
+    NotTokenRequest {
+        /// warrant's URL.
+        warrant: String,
+        /// serde's reason.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// warrant refused, with its Status message.
+    #[error("warrant at {warrant} refused a token for {account} ({code}): {message}")]
+    Refused {
+        /// warrant's URL.
+        warrant: String,
+        /// The service account asked for.
+        account: ObjectName,
+        /// The HTTP status code.
+        code: u16,
+        /// The Status's message, or `no message`.
+        message: String,
+    },
+}
+
+/// Why a JWT's claims could not be read (unverified).
+#[derive(Debug, thiserror::Error)]
+enum UnverifiedClaimsError {
+    /// Not three dot-separated parts.
+    #[error("not three dot-separated parts")]
+    NotCompact,
+    /// The payload is not base64url.
+    #[error("its payload is not base64url")]
+    NotBase64(#[source] base64::DecodeError),
+    /// The payload is not a claims object warrant reads the one way (warrant-token's strict
+    /// parse: no duplicate keys, no case variants of registered names).
+    #[error("its payload is not a claims object")]
+    NotClaims(#[source] warrant_token::ClaimsJsonError),
+    /// A claim has the wrong type.
+    #[error("its claims do not have the types of a service-account token's")]
+    Types(#[source] serde_json::Error),
+}
+
+/// The innermost cause of `error`, which says what went wrong (refused, certificate).
+fn innermost(error: &dyn Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text = inner.to_string();
+        source = inner.source();
+    }
+    text
+}
+
+fn exec_info(text: &str) -> Result<ExecInfo, CredentialError> {
+    let value: Value = serde_json::from_str(text).map_err(CredentialError::ExecInfoNotJson)?;
     let api_version = value
         .pointer("/apiVersion")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
     if !API_VERSIONS.contains(&api_version.as_str()) {
-        return Err(format!(
-            "KUBERNETES_EXEC_INFO has apiVersion {api_version:?}; warrant credential speaks {}",
-            API_VERSIONS.join(" and ")
-        ));
+        return Err(CredentialError::ExecInfoVersion { found: api_version });
     }
     Ok(ExecInfo {
         api_version,
@@ -80,49 +199,91 @@ fn exec_info(text: &str) -> Result<ExecInfo, String> {
 #[derive(Clone)]
 struct Own {
     service_account: ObjectName,
-    binding: Option<Value>,
+    /// The object the own token is bound to (a pod's, not its node), passed on as the new
+    /// token's binding.
+    binding: Option<BoundObjectReference>,
 }
 
 /// A JWT's claims, read, not verified (the own token is warrant's or kube-apiserver's to
-/// verify; a minted one was just received from warrant).
-fn claims_of(token: &str) -> Option<Value> {
-    let payload = token.split('.').nth(1)?;
-    let json = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
-    serde_json::from_slice(&json).ok()
+/// verify; a minted one was just received from warrant), with warrant-token's strict parse.
+fn claims_of(token: &str) -> Result<Claims, UnverifiedClaimsError> {
+    let mut parts = token.split('.');
+    let (Some(_), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(UnverifiedClaimsError::NotCompact);
+    };
+    let json = URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .map_err(UnverifiedClaimsError::NotBase64)?;
+    let claims =
+        warrant_token::parse_claims_strictly(&json).map_err(UnverifiedClaimsError::NotClaims)?;
+    Claims::deserialize(Value::Object(claims)).map_err(UnverifiedClaimsError::Types)
 }
 
-fn own_identity(token: &str) -> Result<Own, String> {
-    let claims =
-        claims_of(token).ok_or_else(|| "the own token is not a service-account JWT".to_owned())?;
-    let k = claims.get("kubernetes.io").cloned().unwrap_or_default();
-    let (Some(namespace), Some(name)) = (
-        k.pointer("/namespace").and_then(Value::as_str),
-        k.pointer("/serviceaccount/name").and_then(Value::as_str),
-    ) else {
-        return Err(
-            "the own token names no service account (kubernetes.io claims): give --service-account"
-                .into(),
-        );
-    };
-    let binding = [("pod", "Pod"), ("secret", "Secret"), ("node", "Node")]
-        .into_iter()
-        .find_map(|(claim, kind)| {
-            let bound = k.get(claim)?.as_object()?;
-            // A pod-bound token names its node too: the pod is the binding.
-            Some(json!({
-                "kind": kind,
-                "apiVersion": "v1",
-                "name": bound.get("name")?,
-                "uid": bound.get("uid")?,
-            }))
+fn own_identity(token: &str) -> Result<Own, CredentialError> {
+    let claims = claims_of(token).map_err(CredentialError::OwnTokenNotJwt)?;
+    let k = &claims.kubernetes;
+    if k.namespace.is_empty() || k.serviceaccount.name.is_empty() {
+        return Err(CredentialError::OwnTokenNoServiceAccount);
+    }
+    // A pod-bound token names its node too: the pod is the binding.
+    let binding = claims
+        .bound_object()
+        .map(|(kind, object)| BoundObjectReference {
+            kind: kind.as_str().to_owned(),
+            api_version: "v1".to_owned(),
+            name: object.name.clone(),
+            uid: object.uid.clone(),
         });
     Ok(Own {
         service_account: ObjectName {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
+            namespace: k.namespace.clone(),
+            name: k.serviceaccount.name.clone(),
         },
         binding,
     })
+}
+
+/// The TokenRequest the plugin sends (`authentication.k8s.io/v1`), the fields it sets.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TokenRequest {
+    api_version: &'static str,
+    kind: &'static str,
+    spec: TokenRequestSpec,
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TokenRequestSpec {
+    audiences: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expiration_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bound_object_ref: Option<BoundObjectReference>,
+}
+
+/// What the plugin reads of warrant's answer: the token and its expiry.
+#[derive(Debug, Default, serde::Deserialize)]
+struct TokenRequestAnswer {
+    #[serde(default)]
+    status: TokenRequestStatus,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TokenRequestStatus {
+    #[serde(default)]
+    token: String,
+    #[serde(default)]
+    expiration_timestamp: String,
+}
+
+/// What the plugin reads of a refusal (a Kubernetes Status).
+#[derive(Debug, serde::Deserialize)]
+struct Refusal {
+    message: Option<String>,
 }
 
 /// How the plugin proves who it is to warrant, and the client that calls it.
@@ -158,9 +319,12 @@ impl Caller {
         }
     }
 
-    /// Sends the TokenRequest for `account`; the answer's body, or the failure as one
-    /// sentence.
-    async fn request(&self, account: &ObjectName, body: &Value) -> Result<Value, String> {
+    /// Sends the TokenRequest for `account`; warrant's answer, or why there is none.
+    async fn request(
+        &self,
+        account: &ObjectName,
+        body: &TokenRequest,
+    ) -> Result<TokenRequestAnswer, CredentialError> {
         let warrant = self.warrant();
         let path = format!(
             "/api/v1/namespaces/{}/serviceaccounts/{}/token",
@@ -174,49 +338,70 @@ impl Caller {
                 // kube's client holds no credential of its own here: the own token goes in
                 // this one request, marked sensitive so no debug output shows it.
                 let mut bearer = http::HeaderValue::try_from(format!("Bearer {token}"))
-                    .map_err(|_| "the own token holds characters a header cannot carry")?;
+                    .map_err(|_| CredentialError::OwnTokenNotHeader)?;
                 bearer.set_sensitive(true);
                 request = request.header(http::header::AUTHORIZATION, bearer);
                 client
             }
             Caller::Kubeconfig { client, .. } => client,
         };
+        // Strings, an integer and optional fields: serialising cannot fail.
+        #[allow(clippy::expect_used)]
+        let body = serde_json::to_vec(body).expect("a TokenRequest serialises");
         let request = request
-            .body(::kube::client::Body::from(body.to_string().into_bytes()))
-            .map_err(|e| e.to_string())?;
-        let response = client
-            .send(request)
-            .await
-            .map_err(|e| format!("cannot reach warrant at {warrant}: {}", cause(&e)))?;
+            .body(::kube::client::Body::from(body))
+            .map_err(|source| CredentialError::Build {
+                warrant: warrant.to_owned(),
+                source,
+            })?;
+        let response =
+            client
+                .send(request)
+                .await
+                .map_err(|error| CredentialError::Unreachable {
+                    warrant: warrant.to_owned(),
+                    error,
+                })?;
         let status = response.status();
         // kube's client follows no redirect; nor does the plugin: the token goes to the hub's
         // warrant and nowhere else.
         if status.is_redirection() {
-            let location = response
-                .headers()
-                .get(http::header::LOCATION)
-                .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
-            return Err(format!(
-                "warrant at {warrant} answered {status} (a redirect to {}), which the plugin does not follow: give the URL warrant serves at",
-                location.as_deref().unwrap_or("nowhere")
-            ));
+            return Err(CredentialError::Redirect {
+                warrant: warrant.to_owned(),
+                status,
+                location: response
+                    .headers()
+                    .get(http::header::LOCATION)
+                    .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned()),
+            });
         }
         let answer = response
             .into_body()
             .collect()
             .await
-            .map_err(|e| format!("warrant at {warrant} answered unreadably: {}", cause(&e)))?
+            .map_err(|source| CredentialError::Unreadable {
+                warrant: warrant.to_owned(),
+                source,
+            })?
             .to_bytes();
         if status.is_success() {
-            return serde_json::from_slice(&answer)
-                .map_err(|e| format!("warrant at {warrant} answered with no JSON object: {e}"));
+            return serde_json::from_slice(&answer).map_err(|source| {
+                CredentialError::NotTokenRequest {
+                    warrant: warrant.to_owned(),
+                    source,
+                }
+            });
         }
-        let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
-        let message = answer
-            .pointer("/message")
-            .and_then(Value::as_str)
-            .unwrap_or("no message");
-        Err(refused(warrant, account, status.as_u16(), message))
+        let message = serde_json::from_slice::<Refusal>(&answer)
+            .ok()
+            .and_then(|refusal| refusal.message)
+            .unwrap_or_else(|| "no message".to_owned());
+        Err(CredentialError::Refused {
+            warrant: warrant.to_owned(),
+            account: account.clone(),
+            code: status.as_u16(),
+            message,
+        })
     }
 }
 
@@ -241,11 +426,6 @@ fn quiet_client(config: ::kube::Config) -> Result<::kube::Client, ::kube::Error>
                 .build(https),
         );
     Ok(::kube::Client::new(service, config.default_namespace))
-}
-
-/// warrant's refusal of a TokenRequest, as the line the plugin prints.
-fn refused(warrant: &str, account: &ObjectName, code: u16, message: &str) -> String {
-    format!("warrant at {warrant} refused a token for {account} ({code}): {message}")
 }
 
 /// Who calls warrant, from the hub's flags: a kubeconfig, else the own token file. The
@@ -391,9 +571,8 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         audience: audience.clone(),
         binding: binding
             .as_ref()
-            .and_then(|b| b.get("uid"))
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+            .map(|b| b.uid.clone())
+            .filter(|uid| !uid.is_empty()),
         expiration_seconds: args.expiration,
     };
     let slot = if args.no_cache {
@@ -425,19 +604,15 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         return print(&info.api_version, &entry.token, entry.expiration_timestamp);
     }
 
-    let mut spec = serde_json::Map::new();
-    spec.insert("audiences".into(), json!([audience]));
-    if let Some(seconds) = args.expiration {
-        spec.insert("expirationSeconds".into(), json!(seconds));
-    }
-    if let Some(binding) = binding {
-        spec.insert("boundObjectRef".into(), binding);
-    }
-    let body = json!({
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": spec,
-    });
+    let body = TokenRequest {
+        api_version: "authentication.k8s.io/v1",
+        kind: "TokenRequest",
+        spec: TokenRequestSpec {
+            audiences: vec![audience],
+            expiration_seconds: args.expiration,
+            bound_object_ref: binding,
+        },
+    };
     // One bound on the whole call, whichever way it goes: client-go waits for the plugin.
     let answer = tokio::time::timeout(REQUEST_TIMEOUT, caller.request(&service_account, &body))
         .await
@@ -447,22 +622,21 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
                 REQUEST_TIMEOUT.as_secs()
             )
         })??;
-    let (Some(minted), Some(expires)) = (
-        answer.pointer("/status/token").and_then(Value::as_str),
-        answer
-            .pointer("/status/expirationTimestamp")
-            .and_then(Value::as_str),
-    ) else {
+    let TokenRequestStatus {
+        token: minted,
+        expiration_timestamp: expires,
+    } = answer.status;
+    if minted.is_empty() || expires.is_empty() {
         return Err(format!("warrant at {warrant} answered without a token").into());
-    };
+    }
     let expires: jiff::Timestamp = expires.parse().map_err(|e| {
         format!("warrant at {warrant} answered an unreadable expirationTimestamp: {e}")
     })?;
     if let Some(slot) = slot {
-        let issued_at = issued_at(minted).unwrap_or(now);
-        slot.put(minted.to_owned(), issued_at, expires);
+        let issued_at = issued_at(&minted).unwrap_or(now);
+        slot.put(minted.clone(), issued_at, expires);
     }
-    print(&info.api_version, minted, expires)
+    print(&info.api_version, &minted, expires)
 }
 
 /// Prints the ExecCredential client-go reads.
@@ -481,18 +655,7 @@ fn print(api_version: &str, token: &str, expires: jiff::Timestamp) -> Result<(),
 
 /// A token's `iat` (it is warrant's own, just received: read, not verified).
 fn issued_at(token: &str) -> Option<jiff::Timestamp> {
-    jiff::Timestamp::from_second(claims_of(token)?.get("iat")?.as_i64()?).ok()
-}
-
-/// The innermost cause of a request failure, which says what went wrong (refused, certificate).
-fn cause(error: &dyn Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text = inner.to_string();
-        source = inner.source();
-    }
-    text
+    jiff::Timestamp::from_second(claims_of(token).ok()?.iat?).ok()
 }
 
 #[cfg(test)]
@@ -522,10 +685,11 @@ mod tests {
             assert_eq!(info.config["audience"], "member-1");
             assert_eq!(info.config["warrant"], "https://warrant.example:8443");
         }
-        assert!(
+        assert_eq!(
             exec_info(r#"{"apiVersion":"client.authentication.k8s.io/v2"}"#)
                 .unwrap_err()
-                .contains("warrant credential speaks")
+                .to_string(),
+            "KUBERNETES_EXEC_INFO has apiVersion \"client.authentication.k8s.io/v2\"; warrant credential speaks client.authentication.k8s.io/v1 and client.authentication.k8s.io/v1beta1"
         );
     }
 }
