@@ -1,0 +1,60 @@
+//! Signing keys that never leave a hardware security module: a PKCS#11 key store.
+//!
+//! - [`Pkcs11Uri`]: an RFC 7512 URI names the module, the token and (optionally) a key;
+//!   `pin-value` is refused, the PIN comes from a file or an environment variable
+//!   ([`PinSource`]).
+//! - [`Token::open`] loads the module, finds the token by label and logs in, with one clear
+//!   error for each way that can fail. [`Token::generate`] and [`Token::import_pem`] create
+//!   non-extractable, sensitive keys in the token; [`Token::key`] finds one by `CKA_ID` and
+//!   refuses keys that could leave it; [`Token::destroy_private_key`] retires one.
+//! - [`HsmKey`] signs inside the token and carries its public key as a
+//!   [`warrant_token::VerifyingKey`], so the kid and the JWK are exactly those of a PEM key.
+//! - [`RemoteSigner`] is the shape of any signer whose private key is elsewhere (a cloud KMS
+//!   would be one more implementation); [`AsyncSigner`] runs one on [`SigningThreads`], never
+//!   on the runtime's workers.
+//! - A token's sessions are a bounded pool; losing them makes the token [`Health::Unavailable`]
+//!   (calls fail fast) until [`Token::run_recovery`] reopens them, with backoff on tokio's clock.
+//!
+//! The PKCS#11 calls themselves (and their `unsafe`) are the `cryptoki` crate's; this crate
+//! forbids `unsafe` like every warrant crate. Hashing for ECDSA is aws-lc's.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use warrant_hsm::{AsyncSigner, HsmMetrics, Pkcs11Uri, RecoveryPolicy, Token, TokenConfig};
+//!
+//! let uri: Pkcs11Uri = "pkcs11:token=warrant?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/run/secrets/pin".parse()?;
+//! let token = tokio::task::spawn_blocking(move || {
+//!     Token::open(TokenConfig::new(uri).sessions(4), HsmMetrics::default())
+//! })
+//! .await??;
+//! let recovery = tokio::spawn({
+//!     let token = token.clone();
+//!     async move { token.run_recovery(RecoveryPolicy::default()).await }
+//! });
+//! let key = token.key(b"\x01", None)?; // blocking: at startup, or in spawn_blocking
+//! let signer = AsyncSigner::for_hsm_key(key);
+//! let signature = signer.sign(b"header.payload".to_vec()).await?;
+//! # drop((recovery, signature)); Ok(()) }
+//! ```
+
+mod der;
+mod error;
+#[cfg(feature = "fault-injection")]
+#[doc(hidden)]
+pub mod fault;
+mod metrics;
+mod module;
+mod pin;
+mod signer;
+mod token;
+mod uri;
+
+pub use error::{HsmError, Unsuitable};
+pub use metrics::HsmMetrics;
+pub use pin::{PinError, PinSource};
+pub use signer::{AsyncSigner, BoxError, RemoteSigner, SignError, SigningThreads};
+pub use token::{Health, HsmKey, KeyAttributes, KeyEntry, RecoveryPolicy, Token, TokenConfig};
+pub use uri::{ObjectType, Pkcs11Uri, UriError};
+
+/// Where Debian's and Ubuntu's `softhsm2` package installs the SoftHSM2 module.
+pub const SOFTHSM2_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";

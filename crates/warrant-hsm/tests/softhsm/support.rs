@@ -1,0 +1,288 @@
+//! Each test's own SoftHSM2: a temporary token directory, a configuration, tokens made with
+//! `softhsm2-util`, and independent verifiers (aws-lc, the `openssl` command, jsonwebtoken).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use warrant_hsm::{HsmError, HsmKey, HsmMetrics, Pkcs11Uri, Token, TokenConfig};
+use warrant_token::{Algorithm, VerifyingKey};
+
+pub(crate) const PIN: &str = "1234";
+pub(crate) const SO_PIN: &str = "5678";
+
+/// Defines a test that runs in its own process with its own SoftHSM2 configuration.
+macro_rules! hsm_test {
+    ($(#[$m:meta])* fn $name:ident($hsm:ident) $body:block) => {
+        #[test]
+        $(#[$m])*
+        fn $name() {
+            let path = concat!(module_path!(), "::", stringify!($name));
+            $crate::support::isolated(path, |$hsm: &$crate::support::SoftHsm| $body);
+        }
+    };
+}
+
+/// The test's SoftHSM2.
+pub(crate) struct SoftHsm {
+    dir: PathBuf,
+}
+
+pub(crate) fn module() -> PathBuf {
+    std::env::var_os("WARRANT_HSM_MODULE").map_or_else(
+        || PathBuf::from(warrant_hsm::SOFTHSM2_MODULE),
+        PathBuf::from,
+    )
+}
+
+/// In the parent: makes the directory and configuration and runs `test_path` alone in a child
+/// process of this binary. In that child: runs `body`.
+pub(crate) fn isolated(test_path: &str, body: impl FnOnce(&SoftHsm)) {
+    if let Some(dir) = std::env::var_os("WARRANT_HSM_TEST_DIR") {
+        body(&SoftHsm {
+            dir: PathBuf::from(dir),
+        });
+        return;
+    }
+    assert!(
+        module().exists(),
+        "the SoftHSM2 module {} is missing: apt-get install softhsm2 opensc (or set WARRANT_HSM_MODULE)",
+        module().display()
+    );
+    let temp = tempfile::tempdir().unwrap();
+    let tokens = temp.path().join("tokens");
+    std::fs::create_dir(&tokens).unwrap();
+    let conf = temp.path().join("softhsm2.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    // The test's name without this binary's crate name, for libtest's --exact filter.
+    let name = test_path
+        .split_once("::")
+        .map_or(test_path, |(_, rest)| rest);
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("SOFTHSM2_CONF", &conf)
+        .env("WARRANT_HSM_TEST_DIR", temp.path())
+        .env("WARRANT_HSM_TEST_PIN", PIN)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "{name} failed in its own process:\n{stdout}\n{stderr}"
+    );
+}
+
+impl SoftHsm {
+    /// Initializes a token labelled `label` with the user PIN [`PIN`]; returns its directory.
+    pub(crate) fn init_token(&self, label: &str) -> PathBuf {
+        let before = self.token_dirs();
+        let status = Command::new("softhsm2-util")
+            .args([
+                "--init-token",
+                "--free",
+                "--label",
+                label,
+                "--pin",
+                PIN,
+                "--so-pin",
+                SO_PIN,
+            ])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "softhsm2-util --init-token failed");
+        let after = self.token_dirs();
+        after.into_iter().find(|d| !before.contains(d)).unwrap()
+    }
+
+    fn token_dirs(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.dir.join("tokens"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    }
+
+    /// A file holding `pin`.
+    pub(crate) fn pin_file(&self, pin: &str) -> PathBuf {
+        let path = self.dir.join(format!("pin-{pin}"));
+        std::fs::write(&path, format!("{pin}\n")).unwrap();
+        path
+    }
+
+    /// The URI of token `label` with the module and a PIN file holding `pin`.
+    pub(crate) fn uri_with_pin(&self, label: &str, pin: &str) -> Pkcs11Uri {
+        format!(
+            "pkcs11:token={label}?module-path={}&pin-source=file:{}",
+            module().display(),
+            self.pin_file(pin).display()
+        )
+        .parse()
+        .unwrap()
+    }
+
+    pub(crate) fn uri(&self, label: &str) -> Pkcs11Uri {
+        self.uri_with_pin(label, PIN)
+    }
+
+    pub(crate) fn open(&self, label: &str) -> Result<Token, HsmError> {
+        self.open_with(label, 4, HsmMetrics::default())
+    }
+
+    pub(crate) fn open_with(
+        &self,
+        label: &str,
+        sessions: usize,
+        metrics: HsmMetrics,
+    ) -> Result<Token, HsmError> {
+        Token::open(
+            TokenConfig::new(self.uri(label)).sessions(sessions),
+            metrics,
+        )
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Runs `pkcs11-tool` on token `label`, logged in; returns stdout.
+    pub(crate) fn pkcs11_tool(&self, label: &str, args: &[&str]) -> String {
+        let output = Command::new("pkcs11-tool")
+            .arg("--module")
+            .arg(module())
+            .args(["--token-label", label, "--login", "--pin", PIN])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "pkcs11-tool {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+}
+
+/// Checks `signature` over `message` with aws-lc, the `openssl` command and (as a JWS)
+/// jsonwebtoken, each from the public key alone.
+pub(crate) fn verify_everywhere(dir: &Path, key: &VerifyingKey, message: &[u8], signature: &[u8]) {
+    verify_aws_lc(key, message, signature);
+    verify_openssl(dir, key, message, signature);
+}
+
+pub(crate) fn verify_aws_lc(key: &VerifyingKey, message: &[u8], signature: &[u8]) {
+    use aws_lc_rs::signature as sig;
+    let alg: &dyn sig::VerificationAlgorithm = match key.algorithm() {
+        Algorithm::RS256 => &sig::RSA_PKCS1_2048_8192_SHA256,
+        Algorithm::ES256 => &sig::ECDSA_P256_SHA256_FIXED,
+        Algorithm::ES384 => &sig::ECDSA_P384_SHA384_FIXED,
+        Algorithm::ES512 => &sig::ECDSA_P521_SHA512_FIXED,
+    };
+    sig::ParsedPublicKey::new(alg, key.spki_der())
+        .unwrap()
+        .verify_sig(message, signature)
+        .expect("aws-lc verifies the signature");
+}
+
+/// `openssl dgst -verify` wants ECDSA signatures as DER `SEQUENCE { r, s }`.
+pub(crate) fn verify_openssl(dir: &Path, key: &VerifyingKey, message: &[u8], signature: &[u8]) {
+    let (digest, der) = match key.algorithm() {
+        Algorithm::RS256 => ("-sha256", signature.to_vec()),
+        Algorithm::ES256 => ("-sha256", ecdsa_der(signature)),
+        Algorithm::ES384 => ("-sha384", ecdsa_der(signature)),
+        Algorithm::ES512 => ("-sha512", ecdsa_der(signature)),
+    };
+    let n = rand_suffix();
+    let (pem, sig, msg) = (
+        dir.join(format!("pub-{n}.pem")),
+        dir.join(format!("sig-{n}.bin")),
+        dir.join(format!("msg-{n}.bin")),
+    );
+    std::fs::write(&pem, key.to_pem()).unwrap();
+    std::fs::write(&sig, der).unwrap();
+    std::fs::write(&msg, message).unwrap();
+    let out = Command::new("openssl")
+        .args(["dgst", digest, "-verify"])
+        .arg(&pem)
+        .arg("-signature")
+        .arg(&sig)
+        .arg(&msg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Verified OK"),
+        "openssl: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn ecdsa_der(raw: &[u8]) -> Vec<u8> {
+    let (r, s) = raw.split_at(raw.len() / 2);
+    let int = |v: &[u8]| {
+        let v: Vec<u8> = v.iter().copied().skip_while(|&b| b == 0).collect();
+        let mut body = if v.first().is_some_and(|&b| b & 0x80 != 0) {
+            vec![0]
+        } else {
+            vec![]
+        };
+        body.extend(v);
+        let mut out = vec![0x02];
+        out.extend(der_len(body.len()));
+        out.extend(body);
+        out
+    };
+    let body = [int(r), int(s)].concat();
+    let mut out = vec![0x30];
+    out.extend(der_len(body.len()));
+    out.extend(body);
+    out
+}
+
+fn der_len(len: usize) -> Vec<u8> {
+    if len < 0x80 {
+        vec![len as u8]
+    } else {
+        vec![0x81, len as u8]
+    }
+}
+
+/// Signs a compact JWS with `key` in the token and verifies it with jsonwebtoken against the
+/// key's JWK (as warrant publishes it).
+pub(crate) fn jws_verifies_with_jsonwebtoken(key: &HsmKey) {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    let header = format!(
+        r#"{{"alg":"{}","kid":"{}"}}"#,
+        key.verifying_key().algorithm(),
+        key.kid()
+    );
+    let payload = r#"{"iss":"https://warrant.test","sub":"system:serviceaccount:default:x","aud":["a"],"exp":4102444800}"#;
+    let input = format!("{}.{}", B64.encode(header), B64.encode(payload));
+    let signature = key.sign(input.as_bytes()).unwrap();
+    let token = format!("{input}.{}", B64.encode(signature));
+    let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_str(key.verifying_key().jwk_json()).unwrap();
+    let decoding = jsonwebtoken::DecodingKey::from_jwk(&jwk).unwrap();
+    let alg = match key.verifying_key().algorithm() {
+        Algorithm::RS256 => jsonwebtoken::Algorithm::RS256,
+        Algorithm::ES256 => jsonwebtoken::Algorithm::ES256,
+        Algorithm::ES384 => jsonwebtoken::Algorithm::ES384,
+        Algorithm::ES512 => unreachable!("jsonwebtoken has no ES512"),
+    };
+    let mut validation = jsonwebtoken::Validation::new(alg);
+    validation.set_audience(&["a"]);
+    jsonwebtoken::decode::<serde_json::Value>(&token, &decoding, &validation)
+        .expect("jsonwebtoken verifies the token signed in the HSM");
+}
