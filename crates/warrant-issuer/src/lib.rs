@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use warrant_audit::Auditor;
 use warrant_clock::Clock;
 use warrant_keys::KeySet;
-use warrant_token::{Claims, DetachedSignature, KeyError};
+use warrant_token::{Claims, DetachedSignature, KeyError, SigningKey};
 
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
 pub use settings::{
@@ -68,6 +68,16 @@ pub struct SignedClaims {
 /// Why the issuer could not sign.
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
+    /// The key in force is held elsewhere (an HSM) that cannot be reached now: a later attempt
+    /// may succeed (TokenRequest answers 503, Sign `UNAVAILABLE`).
+    #[error("the signing key {kid} is unavailable: {source}")]
+    Unavailable {
+        /// The key's kid.
+        kid: String,
+        /// What its holder said.
+        #[source]
+        source: KeyError,
+    },
     /// The key in force refused (a key that cannot sign, a failing backend).
     #[error("the signing key {kid} failed to sign: {source}")]
     Key {
@@ -77,6 +87,18 @@ pub enum SignError {
         #[source]
         source: KeyError,
     },
+}
+
+impl SignError {
+    fn of(key: &SigningKey, source: KeyError) -> SignError {
+        let kid = key.kid().to_owned();
+        match &source {
+            KeyError::Remote(remote) if remote.unavailable => {
+                SignError::Unavailable { kid, source }
+            }
+            _ => SignError::Key { kid, source },
+        }
+    }
 }
 
 impl Issuer {
@@ -148,8 +170,8 @@ impl Issuer {
     /// caller passes the snapshot and time it checked the request against, so the token is
     /// signed by the key set it was checked with.
     ///
-    /// Async because a key may sign elsewhere (an HSM): the front ends await it and never
-    /// block on it. An in-memory key signs at once.
+    /// Async because a key may sign elsewhere (an HSM, [`SigningKey::remote`]): the front
+    /// ends await it and never block on it. An in-memory key signs at once.
     pub async fn sign_token(
         &self,
         published: &Published,
@@ -157,10 +179,10 @@ impl Issuer {
         claims: &Claims,
     ) -> Result<SignedToken, SignError> {
         let key = published.keys().signing_at(now);
-        let token = key.sign(claims).map_err(|source| SignError::Key {
-            kid: key.kid().to_owned(),
-            source,
-        })?;
+        let token = key
+            .sign_async(claims)
+            .await
+            .map_err(|source| SignError::of(key, source))?;
         Ok(SignedToken {
             token,
             kid: key.kid().to_owned(),
@@ -178,11 +200,9 @@ impl Issuer {
     ) -> Result<SignedClaims, SignError> {
         let key = published.keys().signing_at(now);
         let signature = key
-            .sign_detached(encoded_claims)
-            .map_err(|source| SignError::Key {
-                kid: key.kid().to_owned(),
-                source,
-            })?;
+            .sign_detached_async(encoded_claims)
+            .await
+            .map_err(|source| SignError::of(key, source))?;
         Ok(SignedClaims {
             signature,
             kid: key.kid().to_owned(),
@@ -287,6 +307,149 @@ mod tests {
         assert_eq!(
             issuer.published().keys().signing_at(clock.now()).kid(),
             second.kid()
+        );
+    }
+}
+
+/// Signing with a key held elsewhere, through a stand-in [`warrant_token::RemoteKey`] that signs
+/// with an in-memory key and can be switched off like an HSM that went away.
+#[cfg(test)]
+mod remote_tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use warrant_token::{
+        Binding, ExpirationPolicy, KeyType, NewToken, ObjectRef, RemoteKey, RemoteSignError,
+        RemoteSignature, Verifier,
+    };
+
+    use super::*;
+
+    /// Signs by re-signing a compact JWS it assembles itself with a key in memory, so the
+    /// signature is a real one of `key`.
+    struct StandIn {
+        key: SigningKey,
+        present: AtomicBool,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("token \"test\" is not present")]
+    struct Gone;
+
+    impl RemoteKey for StandIn {
+        fn sign(&self, signing_input: Vec<u8>) -> RemoteSignature<'_> {
+            Box::pin(async move {
+                if !self.present.load(Ordering::Relaxed) {
+                    return Err(RemoteSignError {
+                        unavailable: true,
+                        source: Arc::new(Gone),
+                    });
+                }
+                // The stand-in's "device": sign the same input with the in-memory key.
+                let (encoded_header, encoded_claims) = std::str::from_utf8(&signing_input)
+                    .unwrap()
+                    .split_once('.')
+                    .unwrap();
+                let detached = self.key.sign_detached(encoded_claims).unwrap();
+                // The in-memory key signs its own `typ: JWT` header; the stand-in signs only
+                // inputs with that header, which is what sign_detached_async hands it.
+                assert_eq!(detached.header, encoded_header);
+                Ok(base64::Engine::decode(
+                    &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                    detached.signature,
+                )
+                .unwrap())
+            })
+        }
+
+        fn describe(&self) -> String {
+            "a stand-in HSM".into()
+        }
+
+        fn unavailable(&self) -> Option<String> {
+            (!self.present.load(Ordering::Relaxed)).then(|| "token \"test\" is not present".into())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_held_elsewhere_signs_through_the_issuer_and_its_absence_is_unavailable() {
+        let memory = SigningKey::generate(KeyType::P256).unwrap();
+        let stand_in = Arc::new(StandIn {
+            key: memory.clone(),
+            present: AtomicBool::new(true),
+        });
+        let remote = SigningKey::remote(memory.verifying_key().clone(), stand_in.clone());
+        assert_eq!(remote.kid(), memory.kid());
+        // Nothing of it can be written out, or signed without awaiting.
+        assert!(matches!(
+            remote.to_pkcs8_pem(),
+            Err(KeyError::HeldElsewhere(..))
+        ));
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let issuer = Issuer::new(
+            Settings {
+                issuers: vec!["https://issuer.test".into()],
+                api_audiences: vec!["https://issuer.test".into()],
+                jwks_uri: "https://issuer.test/openid/v1/jwks".into(),
+                expiration: ExpirationPolicy::default(),
+                signature_cache_entries: 0,
+            },
+            KeySet::new(remote.clone(), vec![]),
+            Clock::manual(now),
+            Auditor::disabled(),
+        );
+        let published = issuer.published();
+        let encoded = base64::Engine::encode(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            Claims::new(NewToken {
+                issuer: "https://issuer.test",
+                namespace: "default",
+                service_account: ObjectRef::new("builder", "uid-1"),
+                audiences: vec!["https://issuer.test".to_owned()],
+                binding: Binding::None,
+                issued_at: now.as_second(),
+                expires_at: now.as_second() + 600,
+                warn_after: None,
+                jti: "jti-1".into(),
+            })
+            .to_json(),
+        );
+        let signed = issuer
+            .sign_detached(&published, now, &encoded)
+            .await
+            .unwrap();
+        assert_eq!(signed.kid, memory.kid());
+        let token = format!(
+            "{}.{encoded}.{}",
+            signed.signature.header, signed.signature.signature
+        );
+        Verifier::new(
+            vec!["https://issuer.test".into()],
+            vec![],
+            vec![memory.verifying_key().clone()],
+        )
+        .verify_signature(&token)
+        .unwrap();
+
+        stand_in.present.store(false, Ordering::Relaxed);
+        let refused = issuer
+            .sign_detached(&published, now, &encoded)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, SignError::Unavailable { .. }),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("is not present"), "{refused}");
+        assert_eq!(
+            published
+                .keys()
+                .signing_at(now)
+                .remote_key()
+                .unwrap()
+                .unavailable()
+                .as_deref(),
+            Some("token \"test\" is not present")
         );
     }
 }

@@ -13,7 +13,9 @@
 //!   failing: `discovery`, `audit-log` in batch mode (whose requests go on when writes fail),
 //!   and what components report (`key-store`, `key-lease`, …).
 //! - Liveness: `ping` (the runtime answers) and `keys` (the key in force signs, and what it signs
-//!   verifies with the published keys: the one thing warrant cannot serve without).
+//!   verifies with the published keys: the one thing warrant cannot serve without). A key held
+//!   in an HSM is left to readiness's `keys`, which fails, naming the token, while the HSM
+//!   cannot be reached.
 
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
@@ -53,8 +55,14 @@ fn readiness(state: &AppState) -> Vec<Check> {
                 .shutting_down()
                 .then(|| "the server is shutting down".to_owned()),
         ),
-        // Loaded before the server started, and kept (the last good set) if a reload fails.
-        check("keys", None),
+        // Loaded before the server started, and kept (the last good set) if a reload fails. A
+        // key held in an HSM is not ready while the HSM cannot be reached: its TokenRequests
+        // and Signs fail, so traffic goes to replicas that can sign.
+        check("keys", {
+            let published = state.issuer().published();
+            let key = published.keys().signing_at(state.issuer().clock().now());
+            key.remote_key().and_then(|remote| remote.unavailable())
+        }),
         {
             let why = state.objects().not_ready();
             Check {
@@ -87,6 +95,11 @@ fn liveness(state: &AppState) -> Vec<Check> {
     let now = state.issuer().clock().now();
     let published = state.issuer().published();
     let key = published.keys().signing_at(now);
+    if key.remote_key().is_some() {
+        // A key held in an HSM is checked by readiness, not here: restarting warrant would not
+        // bring the HSM back, and signing in it for every probe would spend its capacity.
+        return vec![check("ping", None), check("keys", None)];
+    }
     // A token of warrant's own, bound to nothing and for no one, signed by the key in force and
     // checked as every token is (pre-filter, key, signature, issuer). It is never sent anywhere.
     let issuer = state
@@ -254,4 +267,74 @@ pub(crate) async fn livez_check(
     axum::Extension(params): axum::Extension<Params>,
 ) -> Response {
     single(liveness(&state), &params.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    use warrant_token::{KeyType, RemoteKey, RemoteSignError, RemoteSignature, SigningKey};
+
+    use super::*;
+
+    /// A key whose HSM is gone: every signature is unavailable.
+    struct Absent;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("token \"cluster\" is not present")]
+    struct NotPresent;
+
+    impl RemoteKey for Absent {
+        fn sign(&self, _: Vec<u8>) -> RemoteSignature<'_> {
+            Box::pin(async {
+                Err(RemoteSignError {
+                    unavailable: true,
+                    source: Arc::new(NotPresent),
+                })
+            })
+        }
+        fn describe(&self) -> String {
+            "PKCS#11 token \"cluster\"".into()
+        }
+        fn unavailable(&self) -> Option<String> {
+            Some("PKCS#11 token \"cluster\" is not present".into())
+        }
+    }
+
+    async fn get(state: &AppState, path: &str) -> (StatusCode, String) {
+        let request = http::Request::get(path)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let response = crate::router(state.clone()).oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_key_whose_hsm_is_gone_fails_readiness_naming_it_but_not_liveness() {
+        let state = AppState::for_tests(
+            warrant_auth::Authenticator::default(),
+            warrant_audit::Auditor::disabled(),
+        );
+        assert_eq!(get(&state, "/readyz/keys").await.0, StatusCode::OK);
+        let public = SigningKey::generate(KeyType::P256)
+            .unwrap()
+            .verifying_key()
+            .clone();
+        state.issuer().set_keys(warrant_keys::KeySet::new(
+            SigningKey::remote(public, Arc::new(Absent)),
+            vec![],
+        ));
+        let (status, body) = get(&state, "/readyz/keys").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("token \"cluster\" is not present"), "{body}");
+        let (status, body) = get(&state, "/readyz?verbose").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("[-]keys failed"), "{body}");
+        // Restarting would not bring the HSM back: liveness holds.
+        assert_eq!(get(&state, "/livez").await.0, StatusCode::OK);
+    }
 }

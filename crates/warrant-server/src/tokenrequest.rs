@@ -26,7 +26,7 @@ use crate::wire::{
 };
 use warrant_auth::authz::admit_token_request;
 use warrant_auth::{Attributes, Authorized, Caller, TokenAsk, User};
-use warrant_issuer::{Settings, SignedToken};
+use warrant_issuer::{Settings, SignError, SignedToken};
 
 const GROUP: &str = "authentication.k8s.io";
 const KIND: &str = "TokenRequest";
@@ -380,7 +380,13 @@ async fn sign(
     let SignedToken { token, kid } = issuer
         .sign_token(&issuer.published(), now, claims)
         .await
-        .map_err(|e| ApiError::internal(format!("failed to generate token: {e}")))?;
+        .map_err(|e| match e {
+            // The HSM holding the key is unreachable now: a retry may succeed.
+            SignError::Unavailable { .. } => {
+                ApiError::unavailable(format!("failed to generate token: {e}"))
+            }
+            SignError::Key { .. } => ApiError::internal(format!("failed to generate token: {e}")),
+        })?;
     if token.len() > warrant_token::MAX_TOKEN_BYTES {
         return Err(ApiError::invalid(
             GROUP,

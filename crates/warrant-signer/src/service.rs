@@ -33,7 +33,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use tonic::{Request, Response, Status};
 use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
 use warrant_audit::{JsonList, LOGGED_ITEM_CHARS, bounded};
-use warrant_issuer::{Issuer, SignedClaims};
+use warrant_issuer::{Issuer, SignError, SignedClaims};
 use warrant_token::{
     Claims, ClaimsJsonError, LEEWAY_SECONDS, MAX_TOKEN_BYTES, parse_claims_strictly,
 };
@@ -73,6 +73,12 @@ impl std::fmt::Debug for Signer {
 
 /// A refused Sign: the metric label and the message.
 struct Refusal(&'static str, String);
+
+/// The refusal of a Sign whose key's holder (an HSM) cannot be reached now: `UNAVAILABLE`, so
+/// kube-apiserver may retry.
+const KEY_UNAVAILABLE: &str = "key_unavailable";
+/// The refusal of a Sign whose key failed to sign: `INTERNAL`.
+const SIGN_FAILED: &str = "sign_failed";
 
 impl Signer {
     /// A signer answering for `issuer`, counting in `metrics`.
@@ -196,7 +202,12 @@ impl Signer {
             .issuer
             .sign_detached(&self.issuer.published(), at, claims)
             .await
-            .map_err(|e| Refusal("sign_failed", format!("signing failed: {e}")))?;
+            .map_err(|e| match e {
+                SignError::Unavailable { .. } => {
+                    Refusal(KEY_UNAVAILABLE, format!("signing failed: {e}"))
+                }
+                SignError::Key { .. } => Refusal(SIGN_FAILED, format!("signing failed: {e}")),
+            })?;
         Ok((
             SignJwtResponse {
                 header: signature.header,
@@ -243,7 +254,11 @@ impl ExternalJwtSigner for Signer {
             Err(Refusal(reason, message)) => {
                 self.metrics.answered("Sign", reason, elapsed);
                 tracing::warn!(reason, %message, "refused to sign for kube-apiserver");
-                Err(Status::invalid_argument(message))
+                Err(match reason {
+                    KEY_UNAVAILABLE => Status::unavailable(message),
+                    SIGN_FAILED => Status::internal(message),
+                    _ => Status::invalid_argument(message),
+                })
             }
         }
     }

@@ -40,6 +40,13 @@ pub enum KeyError {
     /// Key generation or encoding failed inside the crypto library.
     #[error("crypto library failed to {0}")]
     Crypto(&'static str),
+    /// A key held elsewhere (an HSM) did not sign.
+    #[error("{0}")]
+    Remote(crate::RemoteSignError),
+    /// A key held elsewhere was asked for something only a key in memory does: to sign
+    /// synchronously, or to be written out as PEM.
+    #[error("the key is held in {0}: {1}")]
+    HeldElsewhere(String, &'static str),
 }
 
 /// Why a token was not accepted. `Display` gives kube-apiserver's exact message, which is what

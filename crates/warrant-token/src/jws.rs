@@ -17,6 +17,21 @@ impl SigningKey {
         self.sign_payload(&claims.to_json())
     }
 
+    /// [`sign`](Self::sign) for any key, including one held elsewhere
+    /// ([`SigningKey::remote`]), whose signature is awaited.
+    pub async fn sign_async(&self, claims: &Claims) -> Result<String, KeyError> {
+        let header = self.encoded_header();
+        let payload = claims.to_json();
+        let mut token = String::with_capacity(header.len() + payload.len() * 4 / 3 + 700);
+        token.push_str(header);
+        token.push('.');
+        URL_SAFE_NO_PAD.encode_string(payload, &mut token);
+        let signature = self.sign_bytes_async(token.as_bytes().to_vec()).await?;
+        token.push('.');
+        URL_SAFE_NO_PAD.encode_string(signature, &mut token);
+        Ok(token)
+    }
+
     /// Signs an already-encoded payload. Used by tests that need tokens kube would never write.
     pub fn sign_payload(&self, payload: &[u8]) -> Result<String, KeyError> {
         let header = self.encoded_header();
@@ -47,6 +62,24 @@ impl SigningKey {
     /// bytes are signed as given, never re-encoded). The header carries `typ: JWT`, which
     /// kube-apiserver requires of an external signer's header.
     pub fn sign_detached(&self, encoded_claims: &str) -> Result<DetachedSignature, KeyError> {
+        let (header, input) = self.detached_input(encoded_claims);
+        let signature = URL_SAFE_NO_PAD.encode(self.sign_bytes(input.as_bytes())?);
+        Ok(DetachedSignature { header, signature })
+    }
+
+    /// [`sign_detached`](Self::sign_detached) for any key, including one held elsewhere.
+    pub async fn sign_detached_async(
+        &self,
+        encoded_claims: &str,
+    ) -> Result<DetachedSignature, KeyError> {
+        let (header, input) = self.detached_input(encoded_claims);
+        let signature = self.sign_bytes_async(input.into_bytes()).await?;
+        let signature = URL_SAFE_NO_PAD.encode(signature);
+        Ok(DetachedSignature { header, signature })
+    }
+
+    /// The encoded `typ: JWT` header of a detached signature, and the input it signs.
+    fn detached_input(&self, encoded_claims: &str) -> (String, String) {
         let header = serde_json::json!({
             "alg": self.algorithm().name(),
             "kid": self.kid(),
@@ -57,8 +90,7 @@ impl SigningKey {
         input.push_str(&header);
         input.push('.');
         input.push_str(encoded_claims);
-        let signature = URL_SAFE_NO_PAD.encode(self.sign_bytes(input.as_bytes())?);
-        Ok(DetachedSignature { header, signature })
+        (header, input)
     }
 }
 

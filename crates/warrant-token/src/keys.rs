@@ -386,6 +386,8 @@ struct PrivateInner {
 enum Signer {
     Rsa(rsa::KeyPair),
     Ec(EcdsaKeyPair),
+    /// Held elsewhere (an HSM): signs only asynchronously.
+    Remote(Arc<dyn crate::RemoteKey>),
 }
 
 impl SigningKey {
@@ -479,6 +481,20 @@ impl SigningKey {
         Ok(Self::assemble(Signer::Ec(key), public))
     }
 
+    /// A key whose private half is held elsewhere: `public` is its public key (read from where
+    /// it is held), `key` signs for it. See [`crate::RemoteKey`].
+    pub fn remote(public: VerifyingKey, key: Arc<dyn crate::RemoteKey>) -> Self {
+        Self::assemble(Signer::Remote(key), public)
+    }
+
+    /// The remote key this key signs with, if its private half is held elsewhere.
+    pub fn remote_key(&self) -> Option<&dyn crate::RemoteKey> {
+        match &self.inner.signer {
+            Signer::Remote(key) => Some(&**key),
+            Signer::Rsa(_) | Signer::Ec(_) => None,
+        }
+    }
+
     fn assemble(signer: Signer, public: VerifyingKey) -> Self {
         #[derive(Serialize)]
         struct Header<'a> {
@@ -535,6 +551,19 @@ impl SigningKey {
                 Ok(sig)
             }
             Signer::Ec(key) => Ok(key.sign(&rng, message).map_err(failed)?.as_ref().to_vec()),
+            Signer::Remote(key) => Err(KeyError::HeldElsewhere(
+                key.describe(),
+                "it signs only asynchronously",
+            )),
+        }
+    }
+
+    /// [`sign_bytes`](Self::sign_bytes) for any key: a key in memory signs at once, a remote
+    /// one is awaited.
+    pub(crate) async fn sign_bytes_async(&self, message: Vec<u8>) -> Result<Vec<u8>, KeyError> {
+        match &self.inner.signer {
+            Signer::Remote(key) => key.sign(message).await.map_err(KeyError::Remote),
+            Signer::Rsa(_) | Signer::Ec(_) => self.sign_bytes(&message),
         }
     }
 
@@ -544,6 +573,12 @@ impl SigningKey {
         let der = match &self.inner.signer {
             Signer::Rsa(key) => key.as_der().map_err(failed)?.as_ref().to_vec(),
             Signer::Ec(key) => key.to_pkcs8v1().map_err(failed)?.as_ref().to_vec(),
+            Signer::Remote(key) => {
+                return Err(KeyError::HeldElsewhere(
+                    key.describe(),
+                    "its private key cannot be exported",
+                ));
+            }
         };
         Ok(PrivateKeyPem(pem_encode("PRIVATE KEY", &der)))
     }

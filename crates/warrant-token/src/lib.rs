@@ -56,6 +56,7 @@ mod jws;
 mod keys;
 mod lifetime;
 mod pem;
+mod remote;
 mod strict;
 mod userinfo;
 mod verify;
@@ -75,6 +76,7 @@ pub use lifetime::{
     validate_expiration_seconds,
 };
 pub use pem::{PemKey, parse_pem_keys, signing_key_from_pem, verifying_keys_from_pem};
+pub use remote::{RemoteKey, RemoteSignError, RemoteSignature};
 pub use strict::{ClaimsJsonError, REGISTERED_CLAIMS, parse_claims_strictly};
 pub use userinfo::{
     EXTRA_CREDENTIAL_ID, EXTRA_NODE_NAME, EXTRA_NODE_UID, EXTRA_POD_NAME, EXTRA_POD_UID,
