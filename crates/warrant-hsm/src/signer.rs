@@ -155,3 +155,111 @@ impl AsyncSigner {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A signer that records which thread signs and how many sign at once, and holds each call
+    /// until the test lets it go.
+    struct Recording {
+        threads: Mutex<Vec<std::thread::ThreadId>>,
+        current: AtomicUsize,
+        most: AtomicUsize,
+        entered: std::sync::mpsc::SyncSender<()>,
+        release: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl RemoteSigner for Recording {
+        fn algorithm(&self) -> Algorithm {
+            Algorithm::ES256
+        }
+        fn public_key_spki(&self) -> &[u8] {
+            &[]
+        }
+        fn sign(&self, input: &[u8]) -> Result<Vec<u8>, SignError> {
+            self.threads
+                .lock()
+                .unwrap()
+                .push(std::thread::current().id());
+            let now = self.current.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            self.entered.send(()).unwrap();
+            self.release.lock().unwrap().recv().unwrap();
+            self.current.fetch_sub(1, Ordering::SeqCst);
+            Ok(input.to_vec())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn signing_runs_off_the_runtime_thread_and_within_the_bound() {
+        let (entered_tx, entered_rx) = std::sync::mpsc::sync_channel(16);
+        let (release_tx, release_rx) = std::sync::mpsc::channel();
+        let recording = Arc::new(Recording {
+            threads: Mutex::default(),
+            current: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            entered: entered_tx,
+            release: Mutex::new(release_rx),
+        });
+        let signer = AsyncSigner::new(recording.clone(), SigningThreads::new(2));
+        let calls: Vec<_> = (0..5u8)
+            .map(|i| {
+                let signer = signer.clone();
+                tokio::spawn(async move { signer.sign(vec![i]).await })
+            })
+            .collect();
+        // Two calls get in; the others wait for a place (asynchronously: this runtime has one
+        // thread, and it is free to run this test).
+        let blocking = tokio::task::spawn_blocking(move || {
+            entered_rx.recv().unwrap();
+            entered_rx.recv().unwrap();
+            entered_rx
+        });
+        let entered_rx = blocking.await.unwrap();
+        assert_eq!(signer.threads.available(), 0);
+        for _ in 0..5 {
+            release_tx.send(()).unwrap();
+        }
+        for (i, call) in calls.into_iter().enumerate() {
+            assert_eq!(call.await.unwrap().unwrap(), vec![i as u8]);
+        }
+        drop(entered_rx);
+        assert_eq!(
+            recording.most.load(Ordering::SeqCst),
+            2,
+            "more than the bound signed at once"
+        );
+        let runtime_thread = std::thread::current().id();
+        assert!(
+            recording
+                .threads
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|&t| t != runtime_thread)
+        );
+        assert_eq!(signer.threads.available(), 2);
+    }
+
+    #[test]
+    fn hsm_errors_map_to_unavailable_or_failed() {
+        let lost = HsmError::NoToken {
+            uri: "pkcs11:token=t".into(),
+            present: vec![],
+        };
+        assert!(SignError::from(lost).is_unavailable());
+        let missing = HsmError::ObjectMissing {
+            uri: "pkcs11:token=t;id=%01".into(),
+            what: "private key",
+        };
+        let err = SignError::from(missing);
+        assert!(!err.is_unavailable());
+        assert_eq!(
+            err.to_string(),
+            "pkcs11:token=t;id=%01: no private key object with this CKA_ID on the token"
+        );
+    }
+}

@@ -22,6 +22,7 @@ fn paused_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+#[allow(clippy::print_stderr)] // shows the metrics when the assertion that uses this fails
 fn metric(metrics: &HsmMetrics, line: &str) -> bool {
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
@@ -29,7 +30,7 @@ fn metric(metrics: &HsmMetrics, line: &str) -> bool {
     prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
     let found = out.lines().any(|l| l == line);
     if !found {
-        println!("{out}");
+        eprintln!("{line} not in:\n{out}");
     }
     found
 }
