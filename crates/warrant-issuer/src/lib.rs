@@ -366,6 +366,10 @@ mod remote_tests {
             "a stand-in HSM".into()
         }
 
+        fn locator(&self) -> String {
+            "stand-in:key".into()
+        }
+
         fn unavailable(&self) -> Option<String> {
             (!self.present.load(Ordering::Relaxed)).then(|| "token \"test\" is not present".into())
         }

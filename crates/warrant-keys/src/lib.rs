@@ -13,8 +13,11 @@
 //!   ([`encode`], [`decode`]); a [`KeyManager`] owns a store in a running server: it rotates the
 //!   keys on schedule (always, or only while this replica is the [`Leadership`] elected through
 //!   a Lease) and publishes every change.
+//! - A [`KeyHolder`] keeps a managed set's private keys outside the store (an HSM): the store
+//!   then records public keys and locators only.
 
 mod directory;
+mod holder;
 mod leader;
 mod lifecycle;
 mod manager;
@@ -28,6 +31,7 @@ mod stored;
 mod test_support;
 
 pub use directory::DirStore;
+pub use holder::KeyHolder;
 pub use leader::{Leadership, LeaseConfig, LeaseError, MIN_LEASE_SECONDS};
 pub use lifecycle::{
     KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS, ManagedKey, ManagedKeySet,

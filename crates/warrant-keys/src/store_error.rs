@@ -65,6 +65,32 @@ pub enum StoreError {
         #[source]
         source: LifecycleError,
     },
+    /// The store records keys held in a [`crate::KeyHolder`] (an HSM), and this process has
+    /// none, or a different one.
+    #[error("{store}: key {kid} is held in {locator}, but warrant was started {instead}")]
+    HeldElsewhere {
+        /// The store.
+        store: String,
+        /// The key.
+        kid: String,
+        /// Where the store says its private key is.
+        locator: String,
+        /// What this process has instead, and what to do.
+        instead: String,
+    },
+    /// The store holds private keys itself, and this process keeps keys in a
+    /// [`crate::KeyHolder`]: they are never mixed.
+    #[error(
+        "{store}: key {kid} is a private key in the store, but warrant was started with keys in {holder}; import the store's keys into it first (warrant keys import), or start without it"
+    )]
+    PrivateKeyInStore {
+        /// The store.
+        store: String,
+        /// The key.
+        kid: String,
+        /// The holder this process uses.
+        holder: String,
+    },
     /// The store cannot be reached (an API server down, a test's simulated outage).
     #[error("{store}: unavailable: {reason}")]
     Unavailable {

@@ -298,6 +298,9 @@ mod tests {
         fn describe(&self) -> String {
             "PKCS#11 token \"cluster\"".into()
         }
+        fn locator(&self) -> String {
+            "pkcs11:token=cluster;id=%01;type=private".into()
+        }
         fn unavailable(&self) -> Option<String> {
             Some("PKCS#11 token \"cluster\" is not present".into())
         }

@@ -25,6 +25,11 @@ pub trait RemoteKey: Send + Sync + 'static {
     /// What holds the key, for messages: `PKCS#11 token "warrant", object id 0a1b…`.
     fn describe(&self) -> String;
 
+    /// Where the private key is, as a URI that a key store records in place of the key
+    /// (`pkcs11:token=warrant;id=%0a%1b;type=private`): enough to find it again, with nothing
+    /// secret in it (no PIN, no module path).
+    fn locator(&self) -> String;
+
     /// Why the key cannot sign now (its device is gone, its sessions are being reopened), or
     /// `None`. Readiness reports it; it is a cheap read, never a call to the device.
     fn unavailable(&self) -> Option<String>;
