@@ -32,6 +32,8 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use crate::lifecycle::ManagedKeySet;
+
+use crate::holder::KeyHolder;
 use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
 use crate::stored::{INDEX_FILE, decode, encode};
 
@@ -42,12 +44,23 @@ const TEMP_PREFIX: &str = ".tmp-";
 #[derive(Debug, Clone)]
 pub struct DirStore {
     dir: PathBuf,
+    holder: Option<Arc<dyn KeyHolder>>,
 }
 
 impl DirStore {
     /// The store in `dir`. Nothing is read or created until it is loaded or saved.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        DirStore { dir: dir.into() }
+        DirStore {
+            dir: dir.into(),
+            holder: None,
+        }
+    }
+
+    /// The store's private keys are held by `holder` (an HSM); the directory records their
+    /// public keys and where they are.
+    pub fn with_holder(mut self, holder: Arc<dyn KeyHolder>) -> Self {
+        self.holder = Some(holder);
+        self
     }
 
     /// The directory.
@@ -98,7 +111,10 @@ impl DirStore {
         let Some(index) = self.read(INDEX_FILE)? else {
             return Ok(None);
         };
-        let (keys, generation) = decode(&self.describe(), &index, |name| self.read(name))?;
+        let (keys, generation) =
+            decode(&self.describe(), &index, self.holder.as_deref(), |name| {
+                self.read(name)
+            })?;
         Ok(Some(Stored {
             keys,
             version: StoreVersion(generation.to_string()),
@@ -248,6 +264,10 @@ impl DirStore {
 }
 
 impl KeyStore for DirStore {
+    fn holder(&self) -> Option<Arc<dyn KeyHolder>> {
+        self.holder.clone()
+    }
+
     fn describe(&self) -> String {
         format!("key directory {}", self.dir.display())
     }

@@ -28,3 +28,9 @@ pub trait KeyHolder: Send + Sync + 'static {
     /// succeeds.
     fn destroy(&self, key: &SigningKey) -> Result<(), KeyError>;
 }
+
+impl std::fmt::Debug for dyn KeyHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}

@@ -12,7 +12,8 @@
 //! stay in force (their schedule still advances by time alone: a successor already in the set
 //! activates on time), the error is logged and counted, and the manager retries.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -22,6 +23,7 @@ use warrant_clock::Clock;
 use warrant_token::{KeyError, SigningKey};
 
 use crate::KeySet;
+use crate::holder::KeyHolder;
 use crate::lifecycle::{
     KeySchedule, KeyState, ManagedKeySet, PolicyError, Revocation, RotationPolicy,
 };
@@ -160,6 +162,9 @@ pub struct KeyManager<S: KeyStore> {
     /// Each key's schedule at the last look, by kid, for logging transitions.
     seen: HashMap<String, KeySchedule>,
     health: watch::Sender<StoreHealth>,
+    /// Keys whose private half this manager destroyed in the store's holder (an HSM), so it
+    /// is asked once; a failure is retried at the next look.
+    destroyed: HashSet<String>,
 }
 
 impl<S: KeyStore> KeyManager<S> {
@@ -197,6 +202,7 @@ impl<S: KeyStore> KeyManager<S> {
             version,
             seen: HashMap::new(),
             health,
+            destroyed: HashSet::new(),
         };
         if manager.writer.may_write() {
             manager.sync(now).await?;
@@ -426,15 +432,32 @@ impl<S: KeyStore> KeyManager<S> {
     /// Brings the store up to date at `now` (rotation, or writing back keys it lost), retrying
     /// writes that lose to another writer. Returns whether anything was written.
     async fn sync(&mut self, now: Timestamp) -> Result<bool, ManagerError> {
+        let written = self.write_due(now).await;
+        if written.is_ok() {
+            self.destroy_unused(now).await;
+        }
+        written
+    }
+
+    async fn write_due(&mut self, now: Timestamp) -> Result<bool, ManagerError> {
+        let holder = self.store.holder();
         for _ in 0..CONFLICT_ATTEMPTS {
-            let rotated = rotate(self.keys.clone(), self.policy, now).await?;
+            let rotated = rotate(self.keys.clone(), self.policy, now, holder.clone()).await?;
             let write_back = self.version.is_none() && !self.keys.is_empty();
             let next = match rotated {
                 Some(next) => next,
                 None if write_back => self.keys.clone(),
                 None => return Ok(false),
             };
-            match self.store.save(&next, self.version.as_ref()).await {
+            let saved = self.store.save(&next, self.version.as_ref()).await;
+            if saved.is_err()
+                && let Some(holder) = &holder
+            {
+                // Keys generated for a write that did not happen are referenced by no store:
+                // destroyed now, or they would be left in the HSM for ever.
+                destroy(holder.clone(), generated_in(&self.keys, &next)).await;
+            }
+            match saved {
                 Ok(version) => {
                     self.keys = next;
                     self.version = Some(version);
@@ -453,6 +476,23 @@ impl<S: KeyStore> KeyManager<S> {
         Err(ManagerError::Contended {
             store: self.store.describe(),
         })
+    }
+
+    /// Destroys, in the store's holder, the private keys that sign no more: those of retired
+    /// keys (their public keys stay published until their tokens have expired) and of keys that
+    /// left the set (removed or revoked) while this manager knew them. Only the writer does this.
+    async fn destroy_unused(&mut self, now: Timestamp) {
+        let Some(holder) = self.store.holder() else {
+            return;
+        };
+        let retired = self.keys.keys().iter().filter(|key| {
+            self.keys.state_at(key.kid(), now) == Some(KeyState::Retired)
+                && !self.destroyed.contains(key.kid())
+        });
+        let unused: Vec<SigningKey> = retired.map(|key| key.key().clone()).collect();
+        for kid in destroy(holder, unused).await {
+            self.destroyed.insert(kid);
+        }
     }
 
     /// Logs every key's transitions since the last look and records metrics.
@@ -478,11 +518,47 @@ impl<S: KeyStore> std::fmt::Debug for KeyManager<S> {
     }
 }
 
-/// Runs a rotation off the async threads: generating an RSA key takes a while.
+/// The keys of `next` that `before` does not have: those a rotation generated.
+fn generated_in(before: &ManagedKeySet, next: &ManagedKeySet) -> Vec<SigningKey> {
+    next.keys()
+        .iter()
+        .filter(|key| !before.keys().iter().any(|k| k.kid() == key.kid()))
+        .map(|key| key.key().clone())
+        .collect()
+}
+
+/// Destroys `keys`' private halves in `holder`, off the async threads; returns the kids
+/// destroyed (or already gone). A failure is logged, and the caller tries again later.
+async fn destroy(holder: Arc<dyn KeyHolder>, keys: Vec<SigningKey>) -> Vec<String> {
+    if keys.is_empty() {
+        return Vec::new();
+    }
+    let done = tokio::task::spawn_blocking(move || {
+        let mut done = Vec::with_capacity(keys.len());
+        for key in keys {
+            match holder.destroy(&key) {
+                Ok(()) => {
+                    tracing::info!(kid = %key.kid(), holder = %holder.describe(), "private key destroyed: the key signs no more (its public key stays published until its tokens have expired)");
+                    done.push(key.kid().to_owned());
+                }
+                Err(error) => {
+                    tracing::error!(kid = %key.kid(), holder = %holder.describe(), %error, "cannot destroy a private key that signs no more; retrying later");
+                }
+            }
+        }
+        done
+    })
+    .await;
+    done.unwrap_or_default()
+}
+
+/// Runs a rotation off the async threads: generating an RSA key takes a while, and a key
+/// generated in a holder (an HSM) is a blocking call to it.
 async fn rotate(
     keys: ManagedKeySet,
     policy: RotationPolicy,
     now: Timestamp,
+    holder: Option<Arc<dyn KeyHolder>>,
 ) -> Result<Option<ManagedKeySet>, ManagerError> {
     // Cheap when nothing is due: check before moving to a blocking thread.
     let due = keys.is_empty()
@@ -496,10 +572,13 @@ async fn rotate(
     if !due {
         return Ok(None);
     }
-    tokio::task::spawn_blocking(move || keys.rotate(&policy, now, SigningKey::generate))
-        .await
-        .map_err(|_| KeyError::Crypto("generate a key (the task was interrupted)"))?
-        .map_err(ManagerError::Key)
+    tokio::task::spawn_blocking(move || match &holder {
+        Some(holder) => keys.rotate(&policy, now, |key_type| holder.generate(key_type)),
+        None => keys.rotate(&policy, now, SigningKey::generate),
+    })
+    .await
+    .map_err(|_| KeyError::Crypto("generate a key (the task was interrupted)"))?
+    .map_err(ManagerError::Key)
 }
 
 fn log_transitions(

@@ -45,6 +45,8 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
+
+use crate::holder::KeyHolder;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::lifecycle::ManagedKeySet;
@@ -68,6 +70,7 @@ pub struct SecretStore {
     name: String,
     writer: String,
     last: Arc<Mutex<Option<LastRead>>>,
+    holder: Option<Arc<dyn KeyHolder>>,
 }
 
 /// What the last read saw, so a write can keep an operator's labels and annotations, the
@@ -91,7 +94,15 @@ impl SecretStore {
             name: name.to_owned(),
             writer: MANAGED_BY.to_owned(),
             last: Arc::new(Mutex::new(None)),
+            holder: None,
         }
+    }
+
+    /// The store's private keys are held by `holder` (an HSM); the Secret records their public
+    /// keys and where they are, and holds no key material.
+    pub fn with_holder(mut self, holder: Arc<dyn KeyHolder>) -> Self {
+        self.holder = Some(holder);
+        self
     }
 
     /// Records `identity` (the replica's Lease identity, or an operator command) in the
@@ -263,6 +274,10 @@ enum Contents {
 }
 
 impl KeyStore for SecretStore {
+    fn holder(&self) -> Option<Arc<dyn KeyHolder>> {
+        self.holder.clone()
+    }
+
     fn describe(&self) -> String {
         format!("Kubernetes Secret {}/{}", self.namespace, self.name)
     }
@@ -284,7 +299,7 @@ impl KeyStore for SecretStore {
                     .get(INDEX_FILE)
                     .map(|b| b.0.as_slice())
                     .unwrap_or_default();
-                let (keys, generation) = decode(&store, index, |name| {
+                let (keys, generation) = decode(&store, index, self.holder.as_deref(), |name| {
                     Ok(data.get(name).map(|b| b.0.clone()))
                 })?;
                 let version = self.read(secret, generation)?;

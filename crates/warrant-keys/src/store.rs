@@ -67,6 +67,12 @@ pub trait KeyStore: Send + Sync + 'static {
     /// A feed that fires when the stored set may have changed (another writer, or an operator's
     /// `warrant keys rotate`). It may fire spuriously, including for this store's own writes.
     fn watch(&self) -> Result<ChangeFeed, StoreError>;
+
+    /// What holds the store's private keys, if not the store itself (an HSM): new keys are
+    /// generated there, and destroyed there when they stop signing.
+    fn holder(&self) -> Option<Arc<dyn crate::KeyHolder>> {
+        None
+    }
 }
 
 /// Notifications that a store may have changed.
@@ -139,6 +145,7 @@ impl std::fmt::Debug for ChangeFeed {
 #[derive(Clone)]
 pub struct MemoryStore {
     inner: Arc<MemoryInner>,
+    holder: Option<Arc<dyn crate::KeyHolder>>,
 }
 
 struct MemoryInner {
@@ -164,6 +171,7 @@ impl MemoryStore {
     pub fn new() -> Self {
         let (changes, _) = watch::channel(0);
         MemoryStore {
+            holder: None,
             inner: Arc::new(MemoryInner {
                 contents: Mutex::new(MemoryContents::default()),
                 changes,
@@ -177,6 +185,13 @@ impl MemoryStore {
         if let Ok(mut contents) = self.inner.contents.lock() {
             contents.unavailable = unavailable;
         }
+    }
+
+    /// A store whose private keys are held by `holder` (tests of held keys). Clones share the
+    /// contents; this one opens and writes them through `holder`.
+    pub fn with_holder(mut self, holder: Arc<dyn crate::KeyHolder>) -> Self {
+        self.holder = Some(holder);
+        self
     }
 
     /// Deletes the stored key set, as an operator deleting a Secret would.
@@ -207,6 +222,10 @@ impl MemoryStore {
 }
 
 impl KeyStore for MemoryStore {
+    fn holder(&self) -> Option<Arc<dyn crate::KeyHolder>> {
+        self.holder.clone()
+    }
+
     fn describe(&self) -> String {
         "memory store".into()
     }
@@ -229,7 +248,9 @@ impl KeyStore for MemoryStore {
                 store: store.clone(),
                 reason: format!("{} is missing", crate::stored::INDEX_FILE),
             })?;
-        let (keys, _) = decode(&store, index, |name| Ok(files.get(name).cloned()))?;
+        let (keys, _) = decode(&store, index, self.holder.as_deref(), |name| {
+            Ok(files.get(name).cloned())
+        })?;
         Ok(Some(Stored {
             keys,
             version: StoreVersion(version.to_string()),

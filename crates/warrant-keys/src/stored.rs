@@ -31,13 +31,22 @@
 //! ```
 //!
 //! `revoked` (absent when empty) names keys an operator revoked, until their tokens have all
-//! expired; their files are gone. Only what cannot be derived is stored; states, retirement and removal times follow from the
+//! expired; their files are gone.
+//!
+//! A key whose private half is held elsewhere ([`crate::KeyHolder`], an HSM) has `heldIn`, the
+//! locator of its private key (`"heldIn": "pkcs11:token=warrant;id=%0a%1b;type=private"`), and
+//! its file holds only its `PUBLIC KEY`: the store then holds no key material at all, and its
+//! keys are published and verified without the HSM. A store is all one or all the other: a
+//! held key read without a holder, or a private key read with one, is refused
+//! ([`StoreError::HeldElsewhere`], [`StoreError::PrivateKeyInStore`]), so neither is ever taken
+//! for the other. Only what cannot be derived is stored; states, retirement and removal times follow from the
 //! records (see [`crate::ManagedKeySet`]). `generation` counts writes.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use warrant_token::{KeyError, PrivateKeyPem, signing_key_from_pem};
+use warrant_token::{KeyError, PrivateKeyPem, signing_key_from_pem, verifying_keys_from_pem};
 
+use crate::holder::KeyHolder;
 use crate::lifecycle::{ManagedKey, ManagedKeySet, Revocation};
 use crate::store_error::StoreError;
 
@@ -79,12 +88,32 @@ struct IndexEntry {
     published_at: Timestamp,
     activate_at: Timestamp,
     max_token_seconds: i64,
+    /// Where the private key is, for a key held outside the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    held_in: Option<String>,
+}
+
+/// What a key's file holds.
+enum KeyFile {
+    /// The private key (the store holds the keys).
+    Private(PrivateKeyPem),
+    /// The public key of a key held elsewhere.
+    Public(String),
+}
+
+impl KeyFile {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            KeyFile::Private(pem) => pem.as_str().as_bytes(),
+            KeyFile::Public(pem) => pem.as_bytes(),
+        }
+    }
 }
 
 /// A key set in its stored form: the key files, then the index. Its `Debug` lists file names
 /// only.
 pub struct EncodedKeySet {
-    keys: Vec<(String, PrivateKeyPem)>,
+    keys: Vec<(String, KeyFile)>,
     index: Vec<u8>,
 }
 
@@ -94,7 +123,7 @@ impl EncodedKeySet {
     pub fn files(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.keys
             .iter()
-            .map(|(name, pem)| (name.as_str(), pem.as_str().as_bytes()))
+            .map(|(name, file)| (name.as_str(), file.bytes()))
             .chain(std::iter::once((INDEX_FILE, self.index.as_slice())))
     }
 
@@ -118,17 +147,28 @@ pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (S
     let mut files = Vec::with_capacity(keys.keys().len());
     let mut entries = Vec::with_capacity(keys.keys().len());
     for key in keys.keys() {
-        let pem = key
-            .key()
-            .to_pkcs8_pem()
-            .map_err(|e| (key.kid().to_owned(), e))?;
-        files.push((key_file_name(key.kid()), pem));
+        let (file, held_in) = match key.key().remote_key() {
+            Some(remote) => (
+                KeyFile::Public(key.key().verifying_key().to_pem()),
+                Some(remote.locator()),
+            ),
+            None => (
+                KeyFile::Private(
+                    key.key()
+                        .to_pkcs8_pem()
+                        .map_err(|e| (key.kid().to_owned(), e))?,
+                ),
+                None,
+            ),
+        };
+        files.push((key_file_name(key.kid()), file));
         entries.push(IndexEntry {
             kid: key.kid().to_owned(),
             algorithm: key.algorithm().name().to_owned(),
             published_at: key.published_at(),
             activate_at: key.activate_at(),
             max_token_seconds: key.max_token_seconds(),
+            held_in,
         });
     }
     let index = Index {
@@ -154,10 +194,12 @@ pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (S
 
 /// Decodes a stored key set from its `index` and the key files `read` returns (`Ok(None)` for
 /// a missing file), checking that every file holds the key its name and the index claim.
-/// Returns the set and its generation. `store` names the store in errors.
+/// Keys held elsewhere are opened through `holder`, which must be given exactly when the store
+/// records such keys. Returns the set and its generation. `store` names the store in errors.
 pub fn decode(
     store: &str,
     index: &[u8],
+    holder: Option<&dyn KeyHolder>,
     mut read: impl FnMut(&str) -> Result<Option<Vec<u8>>, StoreError>,
 ) -> Result<(ManagedKeySet, u64), StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
@@ -182,7 +224,38 @@ pub fn decode(
         };
         let pem = read(&name)?
             .ok_or_else(|| corrupt(format!("{INDEX_FILE} lists {name}, which is missing")))?;
-        let key = signing_key_from_pem(&pem).map_err(key_error)?;
+        let key = match (&entry.held_in, holder) {
+            (None, None) => signing_key_from_pem(&pem).map_err(key_error)?,
+            (Some(locator), Some(holder)) => {
+                // Only a public key: a store of held keys never holds a private one.
+                if signing_key_from_pem(&pem).is_ok() {
+                    return Err(corrupt(format!(
+                        "{name} holds a private key, but {INDEX_FILE} says the key is held in {locator}: remove the file's private key from this store"
+                    )));
+                }
+                let public = verifying_keys_from_pem(&pem)
+                    .map_err(key_error)?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| key_error(KeyError::NoPublicKeys))?;
+                holder.open(locator, public).map_err(key_error)?
+            }
+            (Some(locator), None) => {
+                return Err(StoreError::HeldElsewhere {
+                    store: store.to_owned(),
+                    kid: entry.kid.clone(),
+                    locator: locator.clone(),
+                    instead: "without one: start it with the same --key-pkcs11-uri as the replica that wrote the store".into(),
+                });
+            }
+            (None, Some(holder)) => {
+                return Err(StoreError::PrivateKeyInStore {
+                    store: store.to_owned(),
+                    kid: entry.kid.clone(),
+                    holder: holder.describe(),
+                });
+            }
+        };
         if key.kid() != entry.kid {
             return Err(corrupt(format!(
                 "{name} holds key {}, not {}",
@@ -242,7 +315,7 @@ mod tests {
     }
 
     fn decode_files(files: &BTreeMap<String, Vec<u8>>) -> Result<(ManagedKeySet, u64), StoreError> {
-        decode("test store", &files[INDEX_FILE], |name| {
+        decode("test store", &files[INDEX_FILE], None, |name| {
             Ok(files.get(name).cloned())
         })
     }
@@ -382,6 +455,78 @@ mod tests {
                 "test store: key {} is both in the set and revoked",
                 key.kid()
             )
+        );
+    }
+
+    /// A store of held keys records public keys and locators only, opens with its holder, and
+    /// is refused without one; a store of private keys is refused with one.
+    #[test]
+    fn held_keys_and_private_keys_are_never_taken_for_each_other() {
+        use crate::KeyHolder as _;
+        let holder = crate::test_support::FakeHolder::default();
+        let held = holder.generate(KeyType::P256).unwrap();
+        let set = ManagedKeySet::new(vec![ManagedKey::new(
+            held.clone(),
+            at(1_800_000_000),
+            at(1_800_000_000),
+            3600,
+        )])
+        .unwrap();
+        let encoded = files(&encode(&set, 1).unwrap());
+        let index = String::from_utf8_lossy(&encoded[INDEX_FILE]).into_owned();
+        assert!(
+            index.contains(&format!("\"heldIn\": \"fake:{}\"", held.kid())),
+            "{index}"
+        );
+        let key_file = String::from_utf8_lossy(&encoded[&key_file_name(held.kid())]).into_owned();
+        assert!(
+            key_file.starts_with("-----BEGIN PUBLIC KEY-----"),
+            "{key_file}"
+        );
+
+        let (decoded, _) = decode("test store", &encoded[INDEX_FILE], Some(&holder), |name| {
+            Ok(encoded.get(name).cloned())
+        })
+        .unwrap();
+        let key = decoded.keys()[0].key();
+        assert_eq!(key.kid(), held.kid());
+        assert!(key.remote_key().is_some());
+
+        let without = decode_files(&encoded).unwrap_err().to_string();
+        assert!(
+            without.contains(&format!(
+                "is held in fake:{}, but warrant was started without one",
+                held.kid()
+            )),
+            "{without}"
+        );
+
+        let pem_store = files(
+            &encode(
+                &ManagedKeySet::new(vec![ManagedKey::new(
+                    SigningKey::generate(KeyType::P256).unwrap(),
+                    at(1_800_000_000),
+                    at(1_800_000_000),
+                    3600,
+                )])
+                .unwrap(),
+                1,
+            )
+            .unwrap(),
+        );
+        let with = decode(
+            "test store",
+            &pem_store[INDEX_FILE],
+            Some(&holder),
+            |name| Ok(pem_store.get(name).cloned()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            with.contains(
+                "is a private key in the store, but warrant was started with keys in fake holder"
+            ),
+            "{with}"
         );
     }
 }

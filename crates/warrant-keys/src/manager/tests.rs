@@ -305,3 +305,61 @@ async fn a_replica_that_loses_leadership_stops_rotating_until_it_leads_again() {
     let stored = store.load().await.unwrap().unwrap();
     assert_eq!(stored.keys.keys()[1].activate_at(), at(T0 + 9 * DAY));
 }
+
+/// With a holder (an HSM), keys are generated in it, the store records no private key, a key's
+/// private half is destroyed when it retires while its public key stays published, and a key
+/// generated for a write that failed is destroyed at once.
+#[tokio::test(start_paused = true)]
+async fn held_keys_are_generated_in_the_holder_and_destroyed_when_they_sign_no_more() {
+    let holder = Arc::new(FakeHolder::default());
+    let store = MemoryStore::new().with_holder(holder.clone());
+    let clock = clock();
+    let manager = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::Always,
+        KeyMetrics::new(),
+        clock.now(),
+    )
+    .await
+    .unwrap();
+    let first = manager.keys().keys()[0].kid().to_owned();
+    assert_eq!(holder.held(), std::slice::from_ref(&first));
+    let files = store.files().unwrap();
+    assert!(
+        files
+            .values()
+            .all(|bytes| !String::from_utf8_lossy(bytes).contains("PRIVATE KEY")),
+        "the store holds a private key"
+    );
+    let (_task, mut seen) = spawn(manager, clock.clone());
+    seen.recv().await.unwrap();
+
+    // The successor is generated in the holder a day before it signs; at its activation the
+    // first key retires, and its private half is destroyed while it stays published.
+    let (_, signing, published) = loop {
+        let seen = seen.recv().await.unwrap();
+        if seen.1 != first {
+            break seen;
+        }
+    };
+    assert!(published.contains(&first), "{published:?}");
+    // The destruction follows the write of the retirement.
+    tokio::task::yield_now().await;
+    let destroyed = holder.destroyed.lock().unwrap().clone();
+    assert_eq!(destroyed, std::slice::from_ref(&first));
+    assert!(holder.held().contains(&signing));
+    assert!(!holder.held().contains(&first));
+
+    // A write that fails: the key generated for it is destroyed, not left in the HSM.
+    store.set_unavailable(true);
+    let before = holder.held();
+    tokio::time::sleep(Duration::from_secs(7 * 86_400)).await;
+    let destroyed = holder.destroyed.lock().unwrap().clone();
+    assert!(destroyed.len() > 1, "{destroyed:?}");
+    assert_eq!(
+        holder.held(),
+        before,
+        "a key generated for a failed write is still held"
+    );
+}
