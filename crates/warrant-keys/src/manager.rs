@@ -165,6 +165,9 @@ pub struct KeyManager<S: KeyStore> {
     /// Keys whose private half this manager destroyed in the store's holder (an HSM), so it
     /// is asked once; a failure is retried at the next look.
     destroyed: HashSet<String>,
+    /// Keys this manager's own writes took out of the set (removed, or replaced after a
+    /// revocation) whose private halves are still to be destroyed.
+    left: Vec<SigningKey>,
 }
 
 impl<S: KeyStore> KeyManager<S> {
@@ -203,6 +206,7 @@ impl<S: KeyStore> KeyManager<S> {
             seen: HashMap::new(),
             health,
             destroyed: HashSet::new(),
+            left: Vec::new(),
         };
         if manager.writer.may_write() {
             manager.sync(now).await?;
@@ -459,6 +463,12 @@ impl<S: KeyStore> KeyManager<S> {
             }
             match saved {
                 Ok(version) => {
+                    if holder.is_some() {
+                        let left = generated_in(&next, &self.keys);
+                        let destroyed = &self.destroyed;
+                        self.left
+                            .extend(left.into_iter().filter(|k| !destroyed.contains(k.kid())));
+                    }
                     self.keys = next;
                     self.version = Some(version);
                     return Ok(true);
@@ -489,10 +499,20 @@ impl<S: KeyStore> KeyManager<S> {
             self.keys.state_at(key.kid(), now) == Some(KeyState::Retired)
                 && !self.destroyed.contains(key.kid())
         });
-        let unused: Vec<SigningKey> = retired.map(|key| key.key().clone()).collect();
-        for kid in destroy(holder, unused).await {
-            self.destroyed.insert(kid);
-        }
+        let mut unused: Vec<SigningKey> = retired.map(|key| key.key().clone()).collect();
+        unused.append(&mut self.left);
+        let asked: Vec<SigningKey> = unused.clone();
+        let done = destroy(holder, unused).await;
+        // What failed is asked again at the next look: a retired key by its state, a key that
+        // left the set from this list.
+        self.left = asked
+            .into_iter()
+            .filter(|key| {
+                !done.iter().any(|kid| kid == key.kid())
+                    && self.keys.state_at(key.kid(), now).is_none()
+            })
+            .collect();
+        self.destroyed.extend(done);
     }
 
     /// Logs every key's transitions since the last look and records metrics.
@@ -518,7 +538,8 @@ impl<S: KeyStore> std::fmt::Debug for KeyManager<S> {
     }
 }
 
-/// The keys of `next` that `before` does not have: those a rotation generated.
+/// The keys of `next` that `before` does not have: those a rotation generated (or, the other
+/// way round, those a write took out).
 fn generated_in(before: &ManagedKeySet, next: &ManagedKeySet) -> Vec<SigningKey> {
     next.keys()
         .iter()
