@@ -1,6 +1,6 @@
 //! SoftHSM2's raw signing rate through warrant-hsm: `C_Sign` for RS256 (RSA 2048,
 //! `CKM_SHA256_RSA_PKCS`) and ES256 (P-256, SHA-256 in aws-lc then `CKM_ECDSA`), at 1 and 32
-//! concurrent callers, through [`warrant_hsm::AsyncSigner`] on a tokio runtime (the path
+//! concurrent callers, through [`warrant_hsm::Pkcs11Key`] on a tokio runtime (the path
 //! warrant's issuer uses). Not a test: it prints signatures per second and p50/p99 latency.
 //!
 //! `cargo bench -p warrant-hsm --bench pkcs11` (`WARRANT_HSM_MODULE` overrides the module;
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use warrant_hsm::{AsyncSigner, HsmMetrics, Pkcs11Uri, Token, TokenConfig};
+use warrant_hsm::{HsmMetrics, Pkcs11Key, Pkcs11Uri, Token, TokenConfig};
 use warrant_token::KeyType;
 
 fn module() -> PathBuf {
@@ -104,7 +104,7 @@ fn main() {
                 Ok(key) => key,
                 Err(_) => token.generate(key_type, &[id], name).unwrap(),
             };
-            let signer = AsyncSigner::for_hsm_key(key);
+            let signer = Pkcs11Key::new(key);
             let (count, mut latencies, elapsed) =
                 runtime.block_on(run(signer, concurrency, Duration::from_secs(seconds)));
             latencies.sort();
@@ -122,7 +122,7 @@ fn main() {
 }
 
 async fn run(
-    signer: AsyncSigner,
+    signer: Pkcs11Key,
     concurrency: usize,
     length: Duration,
 ) -> (usize, Vec<Duration>, Duration) {

@@ -1,45 +1,11 @@
 //! The little DER an import and a public-key read need: the components of a PKCS#8 private key
 //! (PKCS#11 creates private key objects from components, not from DER), the named-curve
 //! parameters, and the OCTET STRING around an EC point. Parsing of keys themselves is
-//! warrant-token's (aws-lc's); this only takes apart what that already validated.
+//! warrant-token's (aws-lc's); this only takes apart what that already validated, with
+//! warrant-token's DER element reader.
 
 use warrant_token::Algorithm;
-
-const SEQUENCE: u8 = 0x30;
-const INTEGER: u8 = 0x02;
-const OCTET_STRING: u8 = 0x04;
-
-struct Tlv<'a> {
-    tag: u8,
-    contents: &'a [u8],
-    rest: &'a [u8],
-}
-
-fn read(input: &[u8]) -> Option<Tlv<'_>> {
-    let (&tag, after_tag) = input.split_first()?;
-    let (&first, mut after_len) = after_tag.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 {
-            return None;
-        }
-        let (bytes, rest) = after_len.split_at_checked(count)?;
-        after_len = rest;
-        bytes.iter().fold(0usize, |n, &b| (n << 8) | usize::from(b))
-    };
-    let (contents, rest) = after_len.split_at_checked(len)?;
-    Some(Tlv {
-        tag,
-        contents,
-        rest,
-    })
-}
-
-fn expect(input: &[u8], tag: u8) -> Option<Tlv<'_>> {
-    read(input).filter(|t| t.tag == tag)
-}
+use warrant_token::der::{INTEGER, OCTET_STRING, SEQUENCE, expect};
 
 /// The unsigned big-endian value of a DER INTEGER's contents (leading zero bytes dropped).
 fn unsigned(contents: &[u8]) -> Vec<u8> {

@@ -183,6 +183,18 @@ pub enum HsmError {
         /// How many.
         count: usize,
     },
+    /// A key store's locator does not name a key on this token.
+    #[error(transparent)]
+    Locator(#[from] LocatorError),
+    /// The blocking thread a PKCS#11 call ran on panicked, or was cancelled at shutdown.
+    #[error("the thread running a PKCS#11 call failed: {0}")]
+    Thread(#[source] tokio::task::JoinError),
+    /// The signing threads were shut down.
+    #[error("the PKCS#11 signing threads are shut down")]
+    ThreadsClosed(#[source] tokio::sync::AcquireError),
+    /// The system's random generator failed (making a new key's `CKA_ID`).
+    #[error("the random generator failed to make a key id")]
+    Random,
     /// A PKCS#11 call failed.
     #[error("{uri}: {op} failed ({code})")]
     Pkcs11 {
@@ -196,6 +208,29 @@ pub enum HsmError {
         #[source]
         cause: CkError,
     },
+}
+
+/// Why a key store's locator (`pkcs11:token=…;type=private;id=…`) does not name a key here.
+/// A locator that does not parse is not quoted (a corrupted store could hold anything).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LocatorError {
+    /// The locator is not a PKCS#11 URI warrant accepts.
+    #[error("a key locator in the store is not a usable PKCS#11 URI: {0}")]
+    Parse(#[source] UriError),
+    /// The locator names no object.
+    #[error("key locator {0} has no id=")]
+    NoId(String),
+    /// The locator names another token than the one warrant was started with.
+    #[error("key locator {locator} is on another token than {token}")]
+    OtherToken {
+        /// The locator.
+        locator: String,
+        /// The token warrant uses.
+        token: String,
+    },
+    /// The key is not held in a PKCS#11 token at all.
+    #[error("the key is not held in a PKCS#11 token")]
+    NotHeld,
 }
 
 /// What is wrong with a key object.
@@ -226,6 +261,14 @@ pub enum Unsuitable {
         expected: warrant_token::Algorithm,
         /// What the token holds.
         found: warrant_token::Algorithm,
+    },
+    /// The object is another key than the one the key store recorded there.
+    #[error("its public key (kid {found}) is not the one the key store recorded (kid {recorded})")]
+    NotRecorded {
+        /// The kid the store recorded.
+        recorded: String,
+        /// The kid of the key on the token.
+        found: String,
     },
 }
 
@@ -263,6 +306,8 @@ impl HsmError {
         match self {
             HsmError::Unavailable { cause, .. } => !cause.is_fatal(),
             HsmError::NoToken { .. } | HsmError::Reinitialized { .. } => true,
+            HsmError::ThreadsClosed(_) => true,
+            HsmError::Thread(join) => join.is_cancelled(),
             _ => self.rv().is_some_and(is_session_loss),
         }
     }
@@ -289,6 +334,7 @@ impl HsmError {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             HsmError::Uri(_)
+            | HsmError::Locator(_)
             | HsmError::NoModule { .. }
             | HsmError::Pin { .. }
             | HsmError::ModuleConflict { .. } => "config",
@@ -307,6 +353,7 @@ impl HsmError {
             }
             HsmError::Unavailable { .. } => "unavailable",
             HsmError::SignatureLength { .. } => "bad_signature",
+            HsmError::Thread(_) | HsmError::ThreadsClosed(_) | HsmError::Random => "thread",
             HsmError::Pkcs11 { .. } => {
                 if self.is_unavailable() {
                     "session_lost"

@@ -7,11 +7,14 @@
 //!   error for each way that can fail. [`Token::generate`] and [`Token::import_pem`] create
 //!   non-extractable, sensitive keys in the token; [`Token::key`] finds one by `CKA_ID` and
 //!   refuses keys that could leave it; [`Token::destroy_private_key`] retires one.
-//! - [`HsmKey`] signs inside the token and carries its public key as a
-//!   [`warrant_token::VerifyingKey`], so the kid and the JWK are exactly those of a PEM key.
-//! - [`RemoteSigner`] is the shape of any signer whose private key is elsewhere (a cloud KMS
-//!   would be one more implementation); [`AsyncSigner`] runs one on [`SigningThreads`], never
-//!   on the runtime's workers.
+//! - [`HsmKey`] signs inside the token (blocking: the device layer) and carries its public key
+//!   as a [`warrant_token::VerifyingKey`], so the kid and the JWK are exactly those of a PEM key.
+//! - [`Pkcs11Key`] is the key layer: warrant-token's [`warrant_token::RemoteKey`] for a key in
+//!   a token, signing on the token's [`SigningThreads`], never on the runtime's workers; the
+//!   issuer core signs with it through [`warrant_token::SigningKey::remote`].
+//! - [`Pkcs11Holder`] is warrant-keys' [`warrant_keys::KeyHolder`] for a token: a managed key
+//!   set's keys are generated, found and destroyed there, and the key store records only
+//!   public keys and locators. A cloud KMS would be one more `RemoteKey` and `KeyHolder`.
 //! - A token's sessions are a bounded pool; losing them makes the token [`Health::Unavailable`]
 //!   (calls fail fast) until [`Token::run_recovery`] reopens them, with backoff on tokio's clock.
 //!
@@ -20,7 +23,8 @@
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! use warrant_hsm::{AsyncSigner, HsmMetrics, Pkcs11Uri, RecoveryPolicy, Token, TokenConfig};
+//! use warrant_hsm::{HsmMetrics, Pkcs11Holder, Pkcs11Uri, RecoveryPolicy, Token, TokenConfig};
+//! use warrant_keys::KeyHolder as _;
 //!
 //! let uri: Pkcs11Uri = "pkcs11:token=warrant?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/run/secrets/pin".parse()?;
 //! let token = tokio::task::spawn_blocking(move || {
@@ -31,9 +35,10 @@
 //!     let token = token.clone();
 //!     async move { token.run_recovery(RecoveryPolicy::default()).await }
 //! });
-//! let key = token.key(b"\x01", None)?; // blocking: at startup, or in spawn_blocking
-//! let signer = AsyncSigner::for_hsm_key(key);
-//! let signature = signer.sign(b"header.payload".to_vec()).await?;
+//! let holder = Pkcs11Holder::new(token);
+//! // Blocking: at startup, or in spawn_blocking.
+//! let key = holder.generate(warrant_token::KeyType::P256)?;
+//! let signature = key.sign_detached_async("eyJzdWIiOiJ4In0").await?;
 //! # drop((recovery, signature)); Ok(()) }
 //! ```
 
@@ -42,17 +47,21 @@ mod error;
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub mod fault;
+mod holder;
 mod metrics;
 mod module;
 mod pin;
-mod signer;
+mod remote;
+mod threads;
 mod token;
 mod uri;
 
-pub use error::{HsmError, Unsuitable};
+pub use error::{HsmError, LocatorError, Unsuitable};
+pub use holder::{KEY_ID_LEN, Pkcs11Holder};
 pub use metrics::HsmMetrics;
 pub use pin::{PinError, PinSource};
-pub use signer::{AsyncSigner, BoxError, RemoteSigner, SignError, SigningThreads};
+pub use remote::{Pkcs11Key, remote_sign_error};
+pub use threads::SigningThreads;
 pub use token::{Health, HsmKey, KeyAttributes, KeyEntry, RecoveryPolicy, Token, TokenConfig};
 pub use uri::{ObjectType, Pkcs11Uri, UriError};
 

@@ -41,7 +41,7 @@ use crate::error::{HsmError, Unsuitable};
 use crate::metrics::HsmMetrics;
 use crate::module::{Entered, Module};
 use crate::pin::{PinError, PinSource};
-use crate::signer::SigningThreads;
+use crate::threads::SigningThreads;
 use crate::uri::Pkcs11Uri;
 
 /// How to open a token.
@@ -311,7 +311,25 @@ impl Token {
     /// and `label`. Refuses an `id` already in use. If anything after the generation fails,
     /// both objects are destroyed again. Blocks.
     pub fn generate(&self, key_type: KeyType, id: &[u8], label: &str) -> Result<HsmKey, HsmError> {
-        let key_uri = self.inner.uri.with_object(id, Some(label));
+        self.generate_labelled(key_type, id, Some(label))
+    }
+
+    /// [`generate`](Self::generate), labelling both objects with the new key's kid (known only
+    /// once the token has made the key): `CKA_LABEL` is then what `warrant keys list` and the
+    /// JWKS call the key. If the label cannot be set, both objects are destroyed again. Blocks.
+    pub fn generate_labelled_by_kid(&self, key_type: KeyType, id: &[u8]) -> Result<HsmKey, HsmError> {
+        self.generate_labelled(key_type, id, None)
+    }
+
+    fn generate_labelled(
+        &self,
+        key_type: KeyType,
+        id: &[u8],
+        label: Option<&str>,
+    ) -> Result<HsmKey, HsmError> {
+        let key_uri = self.inner.uri.with_object(id, label);
+        let label = label.unwrap_or_default();
+        let by_kid = label.is_empty();
         self.call("generate", |s, e| {
             self.refuse_taken_id(s, id, &key_uri)?;
             let (mechanism, mut public, alg) = match key_type {
@@ -343,7 +361,20 @@ impl Token {
                 .session
                 .generate_key_pair(&mechanism, &public, &private)
                 .map_err(|e| HsmError::pkcs11(&key_uri, "C_GenerateKeyPair", e))?;
-            self.finish_new_key(e, s, &key_uri, id, Some(alg), &[pub_h, priv_h])
+            let mut key = self.finish_new_key(e, s, &key_uri, id, Some(alg), &[pub_h, priv_h])?;
+            if by_kid {
+                let kid = key.kid().to_owned();
+                let labelled = [Attribute::Label(kid.as_bytes().to_vec())];
+                for h in [pub_h, priv_h] {
+                    if let Err(err) = s.session.update_attributes(h, &labelled) {
+                        destroy_all(&s.session, &[pub_h, priv_h]);
+                        s.handles.remove(id);
+                        return Err(HsmError::pkcs11(&key_uri, "C_SetAttributeValue (CKA_LABEL)", err));
+                    }
+                }
+                key.uri = Arc::new(self.inner.uri.with_object(id, Some(&kid)));
+            }
+            Ok(key)
         })
     }
 
@@ -1328,7 +1359,7 @@ impl HsmKey {
     }
 
     /// Signs `signing_input` (a JWS's `header.payload`) in the token, returning the JWS
-    /// signature bytes. Blocks: from async code use [`crate::AsyncSigner`].
+    /// signature bytes. Blocks: from async code use [`crate::Pkcs11Key`].
     pub fn sign(&self, signing_input: &[u8]) -> Result<Vec<u8>, HsmError> {
         self.token.sign(self, signing_input)
     }

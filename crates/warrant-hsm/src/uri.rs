@@ -287,6 +287,35 @@ impl Pkcs11Uri {
     }
 }
 
+impl Pkcs11Uri {
+    /// Where the private key `id` on this URI's token is, as a key store records it:
+    /// `pkcs11:token=warrant;type=private;id=%0A%1B`. It names the token as this URI does, less
+    /// `slot-id` (slot numbers change when devices are added), and carries nothing secret and
+    /// nothing host-specific (no PIN source, no module path).
+    pub fn key_locator(&self, id: &[u8]) -> Pkcs11Uri {
+        Pkcs11Uri {
+            slot_id: None,
+            id: Some(id.to_vec()),
+            object_type: Some(ObjectType::Private),
+            ..self.token_uri()
+        }
+    }
+
+    /// False when this URI and `other` name different tokens: an attribute both give
+    /// (label, serial, manufacturer, model) differs. A locator recorded by one token is never
+    /// looked up on another.
+    pub fn same_token(&self, other: &Pkcs11Uri) -> bool {
+        let agree = |a: &Option<String>, b: &Option<String>| match (a, b) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        agree(&self.token, &other.token)
+            && agree(&self.serial, &other.serial)
+            && agree(&self.manufacturer, &other.manufacturer)
+            && agree(&self.model, &other.model)
+    }
+}
+
 impl std::str::FromStr for Pkcs11Uri {
     type Err = UriError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -451,6 +480,27 @@ mod tests {
             uri.with_object(&[9], None).to_string(),
             "pkcs11:token=a%3Bb%20c;id=%09"
         );
+    }
+
+    #[test]
+    fn key_locators_carry_no_secret_and_round_trip() {
+        let configured = Pkcs11Uri::parse(
+            "pkcs11:token=warrant;slot-id=3;id=%09?module-path=/usr/lib/x.so&pin-source=file:/run/pin",
+        )
+        .unwrap();
+        let locator = configured.key_locator(&[0x0a, 0x1b, 0xff]);
+        assert_eq!(
+            locator.to_string(),
+            "pkcs11:token=warrant;type=private;id=%0A%1B%FF"
+        );
+        let parsed = Pkcs11Uri::parse(&locator.to_string()).unwrap();
+        assert_eq!(parsed, locator);
+        assert_eq!(parsed.object_id(), Some(&[0x0a, 0x1b, 0xff][..]));
+        assert!(parsed.same_token(&configured));
+        let other = Pkcs11Uri::parse("pkcs11:token=other").unwrap();
+        assert!(!parsed.same_token(&other));
+        let by_serial = Pkcs11Uri::parse("pkcs11:serial=42").unwrap();
+        assert!(parsed.same_token(&by_serial), "nothing to compare: not refused");
     }
 
     #[test]

@@ -1,11 +1,18 @@
 //! Just enough DER to find our way around keys and certificates: the algorithm of a
 //! SubjectPublicKeyInfo, and the SubjectPublicKeyInfo inside an X.509 certificate. The
 //! cryptographic parsing itself is aws-lc's; this only routes bytes to the right parser.
+//!
+//! The element reader ([`read`], [`expect`], [`Tlv`]) is public but hidden: warrant-hsm takes
+//! apart the same PKCS#8 keys with it to hand their components to a token, instead of keeping
+//! a second copy. It is not part of this crate's API.
 
-const SEQUENCE: u8 = 0x30;
+/// The DER tag of a SEQUENCE.
+pub const SEQUENCE: u8 = 0x30;
 const OID: u8 = 0x06;
-const INTEGER: u8 = 0x02;
-const OCTET_STRING: u8 = 0x04;
+/// The DER tag of an INTEGER.
+pub const INTEGER: u8 = 0x02;
+/// The DER tag of an OCTET STRING.
+pub const OCTET_STRING: u8 = 0x04;
 const CONTEXT_0: u8 = 0xa0;
 
 /// `rsaEncryption` (1.2.840.113549.1.1.1).
@@ -20,14 +27,19 @@ pub(crate) const OID_P384: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
 pub(crate) const OID_P521: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x23];
 
 /// One tag-length-value element: its tag, its contents, the whole element, and what follows it.
-struct Tlv<'a> {
-    tag: u8,
-    contents: &'a [u8],
-    whole: &'a [u8],
-    rest: &'a [u8],
+pub struct Tlv<'a> {
+    /// The tag (single-byte tags only).
+    pub tag: u8,
+    /// The contents.
+    pub contents: &'a [u8],
+    /// The whole element, tag and length included.
+    pub whole: &'a [u8],
+    /// What follows the element.
+    pub rest: &'a [u8],
 }
 
-fn read(input: &[u8]) -> Option<Tlv<'_>> {
+/// The first element of `input`: definite lengths of up to four bytes; `None` if truncated.
+pub fn read(input: &[u8]) -> Option<Tlv<'_>> {
     let (&tag, after_tag) = input.split_first()?;
     let (&first, mut after_len) = after_tag.split_first()?;
     let len = if first < 0x80 {
@@ -52,7 +64,8 @@ fn read(input: &[u8]) -> Option<Tlv<'_>> {
     })
 }
 
-fn expect(input: &[u8], tag: u8) -> Option<Tlv<'_>> {
+/// The first element of `input` if its tag is `tag`.
+pub fn expect(input: &[u8], tag: u8) -> Option<Tlv<'_>> {
     read(input).filter(|t| t.tag == tag)
 }
 

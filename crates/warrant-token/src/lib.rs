@@ -44,7 +44,8 @@
 //! ```
 
 mod claims;
-mod der;
+#[doc(hidden)]
+pub mod der;
 mod documents;
 mod error;
 #[doc(hidden)]

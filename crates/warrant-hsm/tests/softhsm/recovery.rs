@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use warrant_hsm::{AsyncSigner, HsmError, HsmMetrics, RecoveryPolicy};
+use warrant_hsm::{HsmError, HsmMetrics, Pkcs11Key, RecoveryPolicy};
 use warrant_token::KeyType;
 
 use crate::support::{PIN, verify_aws_lc};
@@ -66,7 +66,7 @@ hsm_test!(
             let metrics = HsmMetrics::default();
             let token = hsm.open_with("vanish", 2, metrics.clone()).unwrap();
             let key = token.generate(KeyType::P256, &[1], "k").unwrap();
-            let signer = AsyncSigner::for_hsm_key(key.clone());
+            let signer = Pkcs11Key::new(key.clone());
             let recovery = tokio::spawn({
                 let token = token.clone();
                 async move { token.run_recovery(POLICY).await }
@@ -80,6 +80,12 @@ hsm_test!(
             let health = token.health();
             assert!(!health.is_healthy());
             assert!(health.to_string().starts_with("token pkcs11:token=vanish: "), "{health}");
+            // The issuer's view (warrant-token's RemoteKey): unavailable, naming the token, and
+            // a signature refused as unavailable (TokenRequest 503, Sign UNAVAILABLE).
+            let why = warrant_token::RemoteKey::unavailable(&signer).expect("unavailable");
+            assert!(why.starts_with("token pkcs11:token=vanish: "), "{why}");
+            let refused = warrant_token::RemoteKey::sign(&signer, b"x".to_vec()).await.unwrap_err();
+            assert!(refused.unavailable, "{refused}");
             // While broken, calls fail at once as unavailable, without touching the module.
             let err = key.sign(b"again").unwrap_err();
             assert!(matches!(err, HsmError::Unavailable { .. }) && err.is_unavailable(), "{err:?}");
@@ -93,6 +99,7 @@ hsm_test!(
 
             std::fs::rename(&aside, &token_dir).unwrap();
             healthy_within_an_hour(&token).await;
+            assert_eq!(warrant_token::RemoteKey::unavailable(&signer), None);
             let signature = signer.sign(b"after".to_vec()).await.unwrap();
             verify_aws_lc(key.verifying_key(), b"after", &signature);
             assert!(metric(&metrics, r#"warrant_hsm_operations_total{op="reopen",result="ok"} 1"#));

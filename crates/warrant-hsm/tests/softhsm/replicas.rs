@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use warrant_hsm::{AsyncSigner, HsmError, HsmMetrics};
+use warrant_hsm::{HsmError, HsmMetrics, Pkcs11Key};
 use warrant_token::KeyType;
 
 use crate::support::{PIN, module, verify_aws_lc, verify_everywhere};
@@ -58,7 +58,7 @@ hsm_test!(
             let metrics = HsmMetrics::default();
             let token = hsm.open_with("busy", 3, metrics.clone()).unwrap();
             let key = token.generate(KeyType::P256, &[1], "k").unwrap();
-            let signer = AsyncSigner::for_hsm_key(key.clone());
+            let signer = Pkcs11Key::new(key.clone());
             let tasks: Vec<_> = (0..64)
                 .map(|i| {
                     let signer = signer.clone();

@@ -1,0 +1,126 @@
+//! A token as the holder of a managed key set's private keys ([`warrant_keys::KeyHolder`]).
+//!
+//! **Object ids.** A generated key's `CKA_ID` is 16 random bytes (aws-lc's generator), not
+//! derived from the kid: the kid is a hash of the public key, which exists only once the token
+//! has made the key, and an id fixed before generation lets a failed generation be told apart
+//! from an existing key ([`HsmError::ObjectExists`]). `CKA_LABEL` is then set to the kid, so
+//! `pkcs11-tool --list-objects` shows the same name as the JWKS. An imported key gets a random
+//! id too, and its kid (known from the PEM) as its label.
+//!
+//! **What the store records** is [`RemoteKey::locator`](warrant_token::RemoteKey::locator):
+//! `pkcs11:token=LABEL;type=private;id=%..`, no PIN, no module path, no slot number. A locator
+//! naming another token (a different label or serial) is refused rather than looked up here.
+
+use std::sync::Arc;
+
+use aws_lc_rs::rand::{SecureRandom as _, SystemRandom};
+use warrant_keys::KeyHolder;
+use warrant_token::{KeyError, KeyType, PemKey, SigningKey, VerifyingKey};
+
+use crate::error::{HsmError, LocatorError};
+use crate::remote::{Pkcs11Key, remote_sign_error, token_name};
+use crate::token::Token;
+use crate::uri::Pkcs11Uri;
+
+/// The length of the `CKA_ID` of keys warrant creates.
+pub const KEY_ID_LEN: usize = 16;
+
+/// A token holding a managed key set's private keys. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Pkcs11Holder {
+    token: Token,
+}
+
+impl Pkcs11Holder {
+    /// Keys on `token`.
+    pub fn new(token: Token) -> Self {
+        Pkcs11Holder { token }
+    }
+
+    /// The token.
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// Imports the private key in `pem` (PKCS#8, PKCS#1 or SEC1; kubeadm's `sa.key`, a managed
+    /// key's file) as a non-extractable key labelled with its kid, and returns it as a key this
+    /// holder signs with, with the same kid. Blocks.
+    pub fn import_pem(&self, pem: &[u8]) -> Result<SigningKey, HsmError> {
+        let kid = warrant_token::parse_pem_keys(pem)
+            .map_err(HsmError::Import)?
+            .into_iter()
+            .find_map(|k| match k {
+                PemKey::Private(k) => Some(k.kid().to_owned()),
+                PemKey::Public(_) => None,
+            })
+            .ok_or(HsmError::ImportUnsupported("the PEM holds no private key"))?;
+        let key = self.token.import_pem(pem, &new_id()?, &kid)?;
+        Ok(remote(Pkcs11Key::new(key)))
+    }
+
+    /// The `CKA_ID` a locator names, after checking it is on this token.
+    pub fn locator_id(&self, locator: &str) -> Result<Vec<u8>, HsmError> {
+        let uri = Pkcs11Uri::parse(locator).map_err(LocatorError::Parse)?;
+        if !uri.same_token(self.token.uri()) {
+            return Err(LocatorError::OtherToken {
+                locator: uri.to_string(),
+                token: self.token.uri().to_string(),
+            }
+            .into());
+        }
+        let id = uri
+            .object_id()
+            .ok_or_else(|| LocatorError::NoId(uri.to_string()))?;
+        Ok(id.to_vec())
+    }
+
+    fn generate_key(&self, key_type: KeyType) -> Result<SigningKey, HsmError> {
+        let key = self.token.generate_labelled_by_kid(key_type, &new_id()?)?;
+        Ok(remote(Pkcs11Key::new(key)))
+    }
+
+    fn destroy_key(&self, key: &SigningKey) -> Result<(), HsmError> {
+        let remote = key.remote_key().ok_or(LocatorError::NotHeld)?;
+        let id = self.locator_id(&remote.locator())?;
+        self.token.destroy_private_key(&id)?;
+        Ok(())
+    }
+}
+
+/// A fresh `CKA_ID`.
+fn new_id() -> Result<[u8; KEY_ID_LEN], HsmError> {
+    let mut id = [0u8; KEY_ID_LEN];
+    SystemRandom::new()
+        .fill(&mut id)
+        .map_err(|_| HsmError::Random)?;
+    Ok(id)
+}
+
+fn remote(key: Pkcs11Key) -> SigningKey {
+    let public = key.verifying_key().clone();
+    SigningKey::remote(public, Arc::new(key))
+}
+
+fn key_error(err: HsmError) -> KeyError {
+    KeyError::Remote(remote_sign_error(err))
+}
+
+impl KeyHolder for Pkcs11Holder {
+    fn describe(&self) -> String {
+        token_name(self.token.uri())
+    }
+
+    fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
+        self.generate_key(key_type).map_err(key_error)
+    }
+
+    fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
+        let id = self.locator_id(locator).map_err(key_error)?;
+        let key = Pkcs11Key::on_token(self.token.clone(), &id, public);
+        Ok(remote(key))
+    }
+
+    fn destroy(&self, key: &SigningKey) -> Result<(), KeyError> {
+        self.destroy_key(key).map_err(key_error)
+    }
+}
