@@ -9,46 +9,18 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
-use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record, check_token_objects};
-use warrant_token::{Binding, Claims, KeyType, NewToken, ObjectRef, SigningKey, Verifier, new_jti};
+use warrant_objects::{MemorySource, Objects, check_token_objects};
+use warrant_testkit::{Crowd, NOW};
+use warrant_token::{Claims, KeyType, SigningKey, Verifier};
 
 const ISSUER: &str = "https://warrant.bench";
-const NOW: i64 = 1_800_000_000;
 const PODS: usize = 5_000;
-
-fn record(uid: String, pod: Option<PodInfo>) -> Record {
-    Record {
-        uid,
-        deletion_timestamp: None,
-        pod,
-    }
-}
 
 fn bench(c: &mut Criterion) {
     let now = Timestamp::from_second(NOW).unwrap();
+    let crowd = Crowd::new(PODS);
     let source = Arc::new(MemorySource::new());
-    for i in 0..PODS / 10 {
-        source.put(
-            Kind::ServiceAccount,
-            "bench",
-            &format!("sa-{i}"),
-            record(format!("sa-uid-{i}"), None),
-        );
-    }
-    source.put(Kind::Node, "", "node-1", record("node-uid".into(), None));
-    for i in 0..PODS {
-        let info = PodInfo {
-            service_account_name: format!("sa-{}", i % (PODS / 10)),
-            node_name: "node-1".into(),
-            token_audiences: vec![],
-        };
-        source.put(
-            Kind::Pod,
-            "bench",
-            &format!("pod-{i}"),
-            record(format!("pod-uid-{i}"), Some(info)),
-        );
-    }
+    crowd.fill(&source);
     let objects = Objects::new(source);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -61,25 +33,14 @@ fn bench(c: &mut Criterion) {
             vec![ISSUER.into()],
             vec![key.verifying_key().clone()],
         );
-        let pod = 4_321;
         let token = key
-            .sign(&Claims::new(NewToken {
-                issuer: ISSUER,
-                namespace: "bench",
-                service_account: ObjectRef::new(
-                    format!("sa-{}", pod % (PODS / 10)),
-                    format!("sa-uid-{}", pod % (PODS / 10)),
-                ),
-                audiences: vec![ISSUER.into()],
-                binding: Binding::Pod {
-                    pod: ObjectRef::new(format!("pod-{pod}"), format!("pod-uid-{pod}")),
-                    node: Some(ObjectRef::new("node-1", "node-uid")),
-                },
-                issued_at: NOW,
-                expires_at: NOW + 3600,
-                warn_after: None,
-                jti: new_jti(),
-            }))
+            .sign(&Claims::new(crowd.token(
+                ISSUER,
+                4_321,
+                vec![ISSUER.into()],
+                NOW,
+                NOW + 3600,
+            )))
             .unwrap();
         c.bench_function(&format!("review/{name}"), |b| {
             b.iter(|| {

@@ -39,41 +39,29 @@ use http::{Method, Request};
 use http_body_util::BodyExt;
 use jiff::Timestamp;
 use prometheus_client::registry::Registry;
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer};
 use tower::ServiceExt;
 use warrant_audit::Auditor;
 use warrant_auth::{
-    Authenticator, Authorizer, CaBundle, ClientTrust, DelegatedAuthentication,
-    DelegatedAuthorization, DelegationOptions, PeerCertificate, TokenFile,
+    Authenticator, Authorizer, ClientTrust, DelegatedAuthentication, DelegatedAuthorization,
+    DelegationOptions, PeerCertificate,
 };
 use warrant_clock::Clock;
-use warrant_issuer::Settings;
 use warrant_keys::KeySet;
 use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
 use warrant_kube_fixture::{Cluster, Fixture};
-use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
+use warrant_objects::{MemorySource, Objects};
 use warrant_server::Api;
-use warrant_server::{AppState, StateParts, router};
-use warrant_token::{
-    Binding, Claims, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey, new_jti,
-};
+use warrant_server::router;
+use warrant_testkit::{ADMIN, Crowd, NOW, TestCa};
+use warrant_token::{Claims, KeyType, SigningKey};
 
 const ISSUER: &str = "https://warrant.bench";
-const ADMIN: &str = "admin-token";
 /// A token-file user outside `system:masters`, authorized by kube-apiserver when delegating.
 const REVIEWER: &str = "reviewer-token";
 /// A token only kube-apiserver's TokenReview knows.
 const DELEGATED: &str = "delegated-token";
-const NOW: i64 = 1_800_000_000;
 const PODS: usize = 5_000;
-
-fn record(uid: String, pod: Option<PodInfo>) -> Record {
-    Record {
-        uid,
-        deletion_timestamp: None,
-        pod,
-    }
-}
+const CROWD: Crowd = Crowd::new(PODS);
 
 struct Bench {
     router: Api,
@@ -97,82 +85,25 @@ fn server_with(
     configure: impl FnOnce(&mut Authenticator, &mut Authorizer),
 ) -> Bench {
     let source = Arc::new(MemorySource::new());
-    for i in 0..PODS / 10 {
-        source.put(
-            Kind::ServiceAccount,
-            "bench",
-            &format!("sa-{i}"),
-            record(format!("sa-uid-{i}"), None),
-        );
-    }
-    source.put(Kind::Node, "", "node-1", record("node-uid".into(), None));
-    for i in 0..PODS {
-        let info = PodInfo {
-            service_account_name: format!("sa-{}", i % (PODS / 10)),
-            node_name: "node-1".into(),
-            token_audiences: vec![],
-        };
-        source.put(
-            Kind::Pod,
-            "bench",
-            &format!("pod-{i}"),
-            record(format!("pod-uid-{i}"), Some(info)),
-        );
-    }
+    CROWD.fill(&source);
     // A users' CA and an admin certificate from it, as the TLS layer attaches it.
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "bench CA");
-    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::new(ca, ca_key);
-    let mut admin = CertificateParams::new(Vec::<String>::new()).unwrap();
-    admin.distinguished_name.push(DnType::CommonName, "admin");
-    admin
-        .distinguished_name
-        .push(DnType::OrganizationName, "system:masters");
-    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let admin = admin
-        .signed_by(&rcgen::KeyPair::generate().unwrap(), &issuer)
-        .unwrap();
-    let peer = PeerCertificate::new(vec![admin.der().clone()]);
-
-    let mut authenticator = Authenticator::default();
-    authenticator.token_file = Some(
-        TokenFile::parse(
-            format!("{ADMIN},admin,admin-uid,system:masters\n{REVIEWER},reviewer,reviewer-uid\n")
-                .as_bytes(),
-            "tokens.csv",
-        )
-        .unwrap(),
-    );
-    authenticator.own_tokens = true;
-    authenticator.trust = ClientTrust::new(
-        Some(CaBundle::from_pem(ca_pem.as_bytes(), "bench CA").unwrap()),
-        None,
-    );
-    let mut authorizer = Authorizer::default();
-    configure(&mut authenticator, &mut authorizer);
+    let ca = TestCa::new("bench CA");
+    let peer = ca.issue_client("admin", &["system:masters"]).peer();
     let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
-    let issuer = warrant_issuer::Issuer::new(
-        Settings {
-            issuers: vec![ISSUER.into()],
-            api_audiences: vec![ISSUER.into()],
-            jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
-            expiration: ExpirationPolicy::default(),
-            signature_cache_entries,
-        },
-        KeySet::new(key.clone(), vec![]),
-        clock.clone(),
-        audit,
-    );
-    let state = AppState::new(StateParts {
-        issuer,
-        objects: Objects::new(source),
-        authenticator,
-        authorizer,
-        registry,
-    });
+    let state = warrant_testkit::state()
+        .issuer(ISSUER)
+        .signature_cache_entries(signature_cache_entries)
+        .keys(KeySet::new(key.clone(), vec![]))
+        .clock(clock.clone())
+        .objects(Objects::new(source))
+        .tokens(&format!("{REVIEWER},reviewer,reviewer-uid\n"))
+        .configure(|authenticator, _| {
+            authenticator.trust = ClientTrust::new(Some(ca.bundle()), None);
+        })
+        .configure(configure)
+        .audit(audit)
+        .registry(registry)
+        .build();
     Bench {
         router: router(state),
         key,
@@ -182,23 +113,7 @@ fn server_with(
 }
 
 fn pod_token(key: &SigningKey, i: usize) -> String {
-    let claims = Claims::new(NewToken {
-        issuer: ISSUER,
-        namespace: "bench",
-        service_account: ObjectRef::new(
-            format!("sa-{}", i % (PODS / 10)),
-            format!("sa-uid-{}", i % (PODS / 10)),
-        ),
-        audiences: vec!["vault".into()],
-        binding: Binding::Pod {
-            pod: ObjectRef::new(format!("pod-{}", i % PODS), format!("pod-uid-{}", i % PODS)),
-            node: Some(ObjectRef::new("node-1", "node-uid")),
-        },
-        issued_at: NOW - 60,
-        expires_at: NOW + 3600,
-        warn_after: None,
-        jti: new_jti(),
-    });
+    let claims = Claims::new(CROWD.token(ISSUER, i, vec!["vault".into()], NOW - 60, NOW + 3600));
     key.sign(&claims).unwrap()
 }
 

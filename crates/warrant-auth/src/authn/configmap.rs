@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn parses_what_kube_apiserver_writes() {
-        let ca = rcgen_ca();
+        let ca = warrant_testkit::TestCa::new("test").pem().to_owned();
         let mut data = std::collections::BTreeMap::new();
         data.insert("requestheader-client-ca-file".to_owned(), ca.clone());
         data.insert("client-ca-file".to_owned(), ca);
@@ -265,12 +265,5 @@ mod tests {
                 .starts_with("requestheader-allowed-names is not a JSON list of strings: "),
             "{error}"
         );
-    }
-
-    fn rcgen_ca() -> String {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.self_signed(&key).unwrap().pem()
     }
 }

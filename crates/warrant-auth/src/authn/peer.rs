@@ -118,46 +118,19 @@ impl Presented {
 
 #[cfg(test)]
 mod tests {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    };
+    use warrant_testkit::TestCa;
 
     use super::*;
 
-    struct Ca {
-        pem: String,
-        issuer: Issuer<'static, KeyPair>,
+    /// `ca` as the trust bundle the authenticators hold.
+    fn bundle(ca: &TestCa) -> CaBundle {
+        CaBundle::from_pem(ca.pem().as_bytes(), "test").unwrap()
     }
 
-    fn ca(name: &str) -> Ca {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let pem = params.self_signed(&key).unwrap().pem();
-        Ca {
-            pem,
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    impl Ca {
-        fn bundle(&self) -> CaBundle {
-            CaBundle::from_pem(self.pem.as_bytes(), "test").unwrap()
-        }
-
-        /// A client certificate valid for 2030 only.
-        fn client(&self) -> PeerCertificate {
-            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-            params.distinguished_name.push(DnType::CommonName, "alice");
-            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-            params.not_before = rcgen::date_time_ymd(2030, 1, 1);
-            params.not_after = rcgen::date_time_ymd(2031, 1, 1);
-            let certificate = params
-                .signed_by(&KeyPair::generate().unwrap(), &self.issuer)
-                .unwrap();
-            PeerCertificate::new(vec![certificate.der().clone()])
-        }
+    /// A client certificate for `alice` from `ca`, valid for 2030 only.
+    fn client(ca: &TestCa) -> PeerCertificate {
+        let issued = ca.issue_client_valid("alice", &[], (2030, 1, 1), (2031, 1, 1));
+        PeerCertificate::new(vec![issued.der().clone()])
     }
 
     fn at(date: &str) -> Timestamp {
@@ -168,9 +141,9 @@ mod tests {
     /// valid: the same connection's certificate is refused once it has expired.
     #[test]
     fn a_remembered_success_ends_with_the_certificate() {
-        let users = ca("users");
-        let bundle = users.bundle();
-        let peer = users.client();
+        let users = TestCa::new("users");
+        let bundle = bundle(&users);
+        let peer = client(&users);
         let presented = peer.presented().unwrap();
         assert_eq!(presented.verify(&bundle, at("2030-06-01")), Ok(()));
         assert!(
@@ -211,15 +184,15 @@ mod tests {
     /// bundle read again (a reloaded file) is checked afresh.
     #[test]
     fn a_success_counts_only_for_its_bundle() {
-        let users = ca("users");
-        let proxies = ca("front proxies");
-        let peer = users.client();
+        let users = TestCa::new("users");
+        let proxies = TestCa::new("front proxies");
+        let peer = client(&users);
         let presented = peer.presented().unwrap();
         let now = at("2030-06-01");
-        assert_eq!(presented.verify(&users.bundle(), now), Ok(()));
-        assert!(presented.verify(&proxies.bundle(), now).is_err());
-        assert!(presented.verify(&proxies.bundle(), now).is_err());
-        let reread = users.bundle();
+        assert_eq!(presented.verify(&bundle(&users), now), Ok(()));
+        assert!(presented.verify(&bundle(&proxies), now).is_err());
+        assert!(presented.verify(&bundle(&proxies), now).is_err());
+        let reread = bundle(&users);
         assert_eq!(presented.verify(&reread, now), Ok(()));
         assert_eq!(presented.subject().unwrap().0, "alice");
     }

@@ -13,8 +13,8 @@ use warrant_auth::{ClientTrust, Follow, follow_extension_authentication};
 use warrant_kube_fixture::objects::config_map;
 use warrant_kube_fixture::{Cluster, Fixture, ResourceType};
 
-use crate::pki::Ca;
 use crate::support::*;
+use warrant_testkit::TestCa;
 
 const NAME: &str = "extension-apiserver-authentication";
 
@@ -30,13 +30,13 @@ async fn until(trust: &ClientTrust, what: &str, check: impl Fn(&ClientTrust) -> 
         .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
 }
 
-fn published(proxy_ca: &Ca, users_ca: &Ca, allowed: &str) -> ConfigMap {
+fn published(proxy_ca: &TestCa, users_ca: &TestCa, allowed: &str) -> ConfigMap {
     config_map(
         "kube-system",
         NAME,
         &[
-            ("client-ca-file", &users_ca.pem),
-            ("requestheader-client-ca-file", &proxy_ca.pem),
+            ("client-ca-file", users_ca.pem()),
+            ("requestheader-client-ca-file", proxy_ca.pem()),
             ("requestheader-allowed-names", allowed),
             ("requestheader-username-headers", r#"["X-Remote-User"]"#),
             ("requestheader-uid-headers", r#"["X-Remote-Uid"]"#),
@@ -81,10 +81,10 @@ async fn the_front_proxy_follows_the_configmap() {
 
     let handle = trust.clone();
     let api = api_auth(|authn, _| authn.trust = handle);
-    let proxy_ca = Ca::new("front-proxy-ca");
-    let users_ca = Ca::new("client-ca");
+    let proxy_ca = TestCa::new("front-proxy-ca");
+    let users_ca = TestCa::new("client-ca");
     let relay = |cn: &str| {
-        let peer = proxy_ca.client(cn, &[]).peer();
+        let peer = proxy_ca.issue_client(cn, &[]).peer();
         let api = &api;
         async move {
             api.send_with_peer(

@@ -13,8 +13,8 @@ use warrant_auth::{
 use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
 use warrant_kube_fixture::{Cluster, Fixture};
 
-use crate::pki::Ca;
 use crate::support::*;
+use warrant_testkit::TestCa;
 
 /// kube's options with a backoff short enough not to slow the tests down.
 pub(crate) fn options() -> DelegationOptions {
@@ -431,7 +431,7 @@ async fn node_audiences_are_asked_of_kube_apiserver() {
 /// lower-cased keys.
 #[tokio::test]
 async fn relayed_users_are_asked_about_whole() {
-    let proxy_ca = Ca::new("front-proxy-ca");
+    let proxy_ca = TestCa::new("front-proxy-ca");
     let d = delegating(false, true).await;
     d.api
         .state
@@ -448,7 +448,7 @@ async fn relayed_users_are_asked_about_whole() {
         .send_with_peer(
             Method::POST,
             "/apis/warrant.dev/v1alpha1/namespaces/demo/serviceaccounts/app/token",
-            Some(proxy_ca.client("front-proxy-client", &[]).peer()),
+            Some(proxy_ca.issue_client("front-proxy-client", &[]).peer()),
             &[
                 ("x-remote-user", "system:serviceaccount:ci:runner"),
                 ("x-remote-uid", "runner-uid"),

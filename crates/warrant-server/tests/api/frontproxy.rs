@@ -6,18 +6,18 @@ use http::{Method, StatusCode};
 use serde_json::json;
 use warrant_auth::{FrontProxy, RequestHeaders};
 
-use crate::pki::Ca;
 use crate::support::*;
+use warrant_testkit::TestCa;
 
 struct Setup {
     api: Api,
-    proxy_ca: Ca,
-    users_ca: Ca,
+    proxy_ca: TestCa,
+    users_ca: TestCa,
 }
 
 fn setup() -> Setup {
-    let proxy_ca = Ca::new("front-proxy-ca");
-    let users_ca = Ca::new("client-ca");
+    let proxy_ca = TestCa::new("front-proxy-ca");
+    let users_ca = TestCa::new("client-ca");
     let api = api_auth(|authn, _| {
         authn.trust.set_client_ca(Some(users_ca.bundle()));
         authn.trust.set_front_proxy(Some(FrontProxy {
@@ -49,7 +49,7 @@ const ADMIN_HEADERS: [(&str, &str); 3] = [
 #[tokio::test]
 async fn a_proxy_certificate_makes_the_headers_the_user() {
     let s = setup();
-    let aggregator = s.proxy_ca.client("front-proxy-client", &[]);
+    let aggregator = s.proxy_ca.issue_client("front-proxy-client", &[]);
     let r = s
         .api
         .send_with_peer(
@@ -88,17 +88,23 @@ async fn the_same_headers_from_anyone_else_are_ignored() {
     };
 
     // A user certificate (the client CA): the certificate's user, not the headers'.
-    let r = send(Some(s.users_ca.client("mallory", &["dev"]).peer())).await;
+    let r = send(Some(s.users_ca.issue_client("mallory", &["dev"]).peer())).await;
     forbidden_as(&r, "mallory");
     // A certificate from a CA nobody trusts.
-    let stranger = Ca::new("stranger");
-    let r = send(Some(stranger.client("front-proxy-client", &[]).peer())).await;
+    let stranger = TestCa::new("stranger");
+    let r = send(Some(
+        stranger.issue_client("front-proxy-client", &[]).peer(),
+    ))
+    .await;
     assert_eq!(r.code, StatusCode::UNAUTHORIZED, "{}", r.text);
     // The proxy CA, but a common name not in the allowed list.
-    let r = send(Some(s.proxy_ca.client("someone-else", &[]).peer())).await;
+    let r = send(Some(s.proxy_ca.issue_client("someone-else", &[]).peer())).await;
     assert_eq!(r.code, StatusCode::UNAUTHORIZED, "{}", r.text);
     // The proxy CA and name, but without the client-auth usage.
-    let r = send(Some(s.proxy_ca.server_only("front-proxy-client").peer())).await;
+    let r = send(Some(
+        s.proxy_ca.issue_server(&["front-proxy-client"]).peer(),
+    ))
+    .await;
     assert_eq!(r.code, StatusCode::UNAUTHORIZED, "{}", r.text);
     // No certificate at all.
     let r = send(None).await;
@@ -134,11 +140,12 @@ async fn certificates_outside_their_validity_are_refused() {
             (
                 "front proxy",
                 s.proxy_ca
-                    .client_valid("front-proxy-client", range.start, range.end),
+                    .issue_client_valid("front-proxy-client", &[], range.start, range.end),
             ),
             (
                 "client",
-                s.users_ca.client_valid("mallory", range.start, range.end),
+                s.users_ca
+                    .issue_client_valid("mallory", &[], range.start, range.end),
             ),
         ]
     };
@@ -175,7 +182,7 @@ async fn certificates_outside_their_validity_are_refused() {
 
 #[tokio::test]
 async fn an_empty_allowed_list_takes_any_certificate_of_the_ca() {
-    let proxy_ca = Ca::new("front-proxy-ca");
+    let proxy_ca = TestCa::new("front-proxy-ca");
     let api = api_auth(|authn, _| {
         authn.trust.set_front_proxy(Some(FrontProxy {
             ca: proxy_ca.bundle(),
@@ -187,7 +194,7 @@ async fn an_empty_allowed_list_takes_any_certificate_of_the_ca() {
         .send_with_peer(
             Method::POST,
             TOKEN_PATH,
-            Some(proxy_ca.client("any-name", &[]).peer()),
+            Some(proxy_ca.issue_client("any-name", &[]).peer()),
             &ADMIN_HEADERS,
             Some(token_request()),
         )
@@ -198,7 +205,7 @@ async fn an_empty_allowed_list_takes_any_certificate_of_the_ca() {
         .send_with_peer(
             Method::POST,
             TOKEN_PATH,
-            Some(proxy_ca.client("any-name", &[]).peer()),
+            Some(proxy_ca.issue_client("any-name", &[]).peer()),
             &[("x-remote-group", "system:masters")],
             Some(token_request()),
         )
@@ -209,7 +216,7 @@ async fn an_empty_allowed_list_takes_any_certificate_of_the_ca() {
 /// Configured header names replace the defaults; the defaults are still stripped.
 #[tokio::test]
 async fn configured_header_names() {
-    let proxy_ca = Ca::new("front-proxy-ca");
+    let proxy_ca = TestCa::new("front-proxy-ca");
     let api = api_auth(|authn, _| {
         authn.trust.set_front_proxy(Some(FrontProxy {
             ca: proxy_ca.bundle(),
@@ -222,7 +229,7 @@ async fn configured_header_names() {
             },
         }));
     });
-    let peer = || Some(proxy_ca.client("p", &[]).peer());
+    let peer = || Some(proxy_ca.issue_client("p", &[]).peer());
     let r = api
         .send_with_peer(
             Method::POST,
@@ -257,7 +264,7 @@ async fn configured_header_names() {
 #[tokio::test]
 async fn the_aggregators_requests() {
     let s = setup();
-    let aggregator = || Some(s.proxy_ca.client("front-proxy-client", &[]).peer());
+    let aggregator = || Some(s.proxy_ca.issue_client("front-proxy-client", &[]).peer());
     let check = s
         .api
         .send_with_peer(

@@ -19,7 +19,6 @@ mod frontproxy;
 mod limits;
 mod node;
 mod openapi;
-mod pki;
 mod support;
 mod tls;
 mod tokenrequest;

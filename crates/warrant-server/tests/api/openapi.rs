@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use warrant_auth::{FrontProxy, RequestHeaders};
 
-use crate::pki::Ca;
 use crate::support::*;
+use warrant_testkit::TestCa;
 
 const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 /// What client-go's discovery client sends.
@@ -128,7 +128,7 @@ async fn v3_index_links_each_group_version() {
 /// by the front proxy: the header alone, without the aggregator's certificate, changes nothing.
 #[tokio::test]
 async fn relayed_requests_see_warrants_group_only() {
-    let proxy_ca = Ca::new("front-proxy-ca");
+    let proxy_ca = TestCa::new("front-proxy-ca");
     let api = api_auth(|authn, _| {
         authn.trust.set_front_proxy(Some(FrontProxy {
             ca: proxy_ca.bundle(),
@@ -136,7 +136,7 @@ async fn relayed_requests_see_warrants_group_only() {
             headers: RequestHeaders::default(),
         }));
     });
-    let aggregator = proxy_ca.client("front-proxy-client", &[]);
+    let aggregator = proxy_ca.issue_client("front-proxy-client", &[]);
     let relayed = [("x-remote-user", "system:aggregator")];
     let index = api
         .send_with_peer(

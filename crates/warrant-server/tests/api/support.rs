@@ -1,6 +1,6 @@
 //! A server with known keys, objects, callers and clock.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::body::Body;
 use base64::Engine as _;
@@ -11,52 +11,20 @@ use prometheus_client::registry::Registry;
 use serde_json::Value;
 use tower::ServiceExt;
 use warrant_audit::{AuditOptions, AuditWriter, Auditor, Destination, Mode, Rotation};
-use warrant_auth::{Authenticator, Authorizer, PeerCertificate, TokenFile};
+use warrant_auth::{Authenticator, Authorizer, PeerCertificate};
 use warrant_clock::Clock;
-use warrant_issuer::{Issuer, Settings};
-use warrant_keys::KeySet;
-use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
+use warrant_objects::{Kind, MemorySource, Objects};
 use warrant_server::Api as WarrantApi;
-use warrant_server::{AppState, StateParts, router};
-use warrant_token::{Claims, ExpirationPolicy, KeyType, SigningKey};
-
-pub(crate) const ISSUER: &str = "https://warrant.test";
-pub(crate) const ADMIN: &str = "admin-token";
-pub(crate) const NOW: i64 = 1_800_000_000;
-pub(crate) const SA_UID: &str = "11111111-1111-1111-1111-111111111111";
-pub(crate) const POD_UID: &str = "22222222-2222-2222-2222-222222222222";
-pub(crate) const NODE_UID: &str = "33333333-3333-3333-3333-333333333333";
-pub(crate) const SECRET_UID: &str = "44444444-4444-4444-4444-444444444444";
-
-pub(crate) fn key() -> &'static SigningKey {
-    static KEY: OnceLock<SigningKey> = OnceLock::new();
-    KEY.get_or_init(|| SigningKey::generate(KeyType::P256).unwrap())
-}
+use warrant_server::{AppState, router};
+pub(crate) use warrant_testkit::{
+    ADMIN, ISSUER, NODE_UID, NOW, POD_UID, SA_UID, SECRET_UID, key, pod, record,
+};
+use warrant_token::{Claims, ExpirationPolicy};
 
 pub(crate) struct Api {
     pub(crate) state: AppState,
     pub(crate) objects: Arc<MemorySource>,
     router: WarrantApi,
-}
-
-fn record(uid: &str) -> Record {
-    Record {
-        uid: uid.into(),
-        deletion_timestamp: None,
-        pod: None,
-    }
-}
-
-pub(crate) fn pod(uid: &str, service_account: &str, node: &str) -> Record {
-    Record {
-        uid: uid.into(),
-        deletion_timestamp: None,
-        pod: Some(PodInfo {
-            service_account_name: service_account.into(),
-            node_name: node.into(),
-            token_audiences: vec![],
-        }),
-    }
 }
 
 /// A server whose namespace `demo` holds ServiceAccount `app`, Pod `app-0` on Node `node-1`,
@@ -180,40 +148,17 @@ fn build_with(
     );
     objects.put(Kind::Node, "", "node-1", record(NODE_UID));
     objects.put(Kind::Secret, "demo", "app-token", record(SECRET_UID));
-    let settings = Settings {
-        issuers: vec![ISSUER.into()],
-        api_audiences: vec![ISSUER.into()],
-        jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
-        expiration,
-        signature_cache_entries: warrant_issuer::DEFAULT_SIGNATURE_CACHE_ENTRIES,
-    };
-    let token_file = TokenFile::parse(
-        format!(
-            "{ADMIN},admin,admin-uid,system:masters\n{BOB},bob,bob-uid,dev\n\
-             {NODE_1},system:node:node-1,n1,system:nodes\n{NODE_2},system:node:node-2,n2,system:nodes\n"
-        )
-        .as_bytes(),
-        "tokens.csv",
-    )
-    .unwrap();
-    let mut authenticator = Authenticator::default();
-    authenticator.token_file = Some(token_file);
-    authenticator.own_tokens = true;
-    let mut authorizer = Authorizer::default();
-    configure(&mut authenticator, &mut authorizer);
-    let issuer = Issuer::new(
-        settings,
-        KeySet::new(key().clone(), vec![]),
-        Clock::manual(Timestamp::from_second(NOW).unwrap()),
-        audit,
-    );
-    let state = AppState::new(StateParts {
-        issuer,
-        objects: objects_handle(Objects::new(objects.clone())),
-        authenticator,
-        authorizer,
-        registry,
-    });
+    let state = warrant_testkit::state()
+        .expiration(expiration)
+        .tokens(&format!(
+            "{BOB},bob,bob-uid,dev\n{NODE_1},system:node:node-1,n1,system:nodes\n\
+             {NODE_2},system:node:node-2,n2,system:nodes\n"
+        ))
+        .configure(configure)
+        .audit(audit)
+        .registry(registry)
+        .objects(objects_handle(Objects::new(objects.clone())))
+        .build();
     Api {
         router: router(state.clone()),
         state,

@@ -9,8 +9,8 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use warrant_auth::{Policy, PolicyFile};
 
-use crate::pki::Ca;
 use crate::support::*;
+use warrant_testkit::TestCa;
 
 const POLICY: &str = "apiVersion: warrant.dev/v1alpha1
 kind: AuthorizationPolicy
@@ -35,13 +35,13 @@ fn v1_body(token: &str) -> String {
 
 #[tokio::test]
 async fn kube_apiserver_reviews_tokens_in_both_versions() {
-    let users_ca = Ca::new("client-ca");
+    let users_ca = TestCa::new("client-ca");
     let policy = Policy::parse(POLICY, "p").unwrap();
     let api = api_auth(|authn, authz| {
         authn.trust.set_client_ca(Some(users_ca.bundle()));
         authz.policy = Some(PolicyFile::from_policy(policy, Path::new("p")));
     });
-    let webhook = users_ca.client("kube-apiserver-webhook", &[]);
+    let webhook = users_ca.issue_client("kube-apiserver-webhook", &[]);
     let issued = api
         .token(
             "app",
@@ -103,7 +103,7 @@ async fn kube_apiserver_reviews_tokens_in_both_versions() {
     );
 
     // Another certificate of the same CA is a user without the grant.
-    let other = users_ca.client("someone", &[]);
+    let other = users_ca.issue_client("someone", &[]);
     let mut request = http::Request::builder()
         .method(Method::POST)
         .uri("/apis/authentication.k8s.io/v1/tokenreviews")

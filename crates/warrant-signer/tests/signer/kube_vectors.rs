@@ -7,7 +7,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::Value;
 use warrant_keys::KeySet;
-use warrant_objects::{Kind, PodInfo};
+use warrant_objects::Kind;
 use warrant_signer::proto::SignJwtRequest;
 use warrant_token::{ExpirationPolicy, KeyType, SigningKey};
 
@@ -40,18 +40,13 @@ async fn every_sign_request_kube_apiserver_sent_is_signed_and_reviewable() {
         |objects| {
             // The capture's objects, with their UIDs.
             let sa = "23e7eb54-dd13-4ded-aff6-8027da4d009f";
-            objects.put(Kind::ServiceAccount, "e2e", "app", record(sa, None));
-            let on_node = PodInfo {
-                service_account_name: "app".into(),
-                node_name: "node-1".into(),
-                token_audiences: vec![],
-            };
-            let pod = "5bb8154f-a0f8-4d5e-aaf9-d2f751409d62";
-            objects.put(Kind::Pod, "e2e", "p1", record(pod, Some(on_node)));
+            objects.put(Kind::ServiceAccount, "e2e", "app", record(sa));
+            let uid = "5bb8154f-a0f8-4d5e-aaf9-d2f751409d62";
+            objects.put(Kind::Pod, "e2e", "p1", pod(uid, "app", "node-1"));
             let node = "9ab30a75-7235-4fce-bcba-69170f6128ee";
-            objects.put(Kind::Node, "", "node-1", record(node, None));
+            objects.put(Kind::Node, "", "node-1", record(node));
             let secret = "597dab2b-56d4-47dd-b674-c5ec812d17c5";
-            objects.put(Kind::Secret, "e2e", "s1", record(secret, None));
+            objects.put(Kind::Secret, "e2e", "s1", record(secret));
         },
     )
     .await;

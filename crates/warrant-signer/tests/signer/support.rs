@@ -13,21 +13,14 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 use tower::ServiceExt;
-use warrant_auth::{Authenticator, Authorizer, TokenFile};
 use warrant_clock::Clock;
-use warrant_issuer::{Issuer, Settings};
 use warrant_keys::KeySet;
-use warrant_objects::{Kind, MemorySource, Objects, PodInfo, Record};
-use warrant_server::{AppState, StateParts, router};
+use warrant_objects::{Kind, MemorySource, Objects};
+use warrant_server::{AppState, router};
 use warrant_signer::proto::external_jwt_signer_client::ExternalJwtSignerClient;
 use warrant_signer::{BoundSocket, PeerPolicy, ServeOptions, Signer, SignerMetrics, SocketOptions};
+pub(crate) use warrant_testkit::{ADMIN, ISSUER, NOW, POD_UID, SA_UID, pod, record};
 use warrant_token::ExpirationPolicy;
-
-pub(crate) const ISSUER: &str = "https://warrant.test";
-pub(crate) const ADMIN: &str = "admin-token";
-pub(crate) const NOW: i64 = 1_800_000_000;
-pub(crate) const SA_UID: &str = "11111111-1111-1111-1111-111111111111";
-pub(crate) const POD_UID: &str = "22222222-2222-2222-2222-222222222222";
 
 pub(crate) struct Env {
     pub(crate) state: AppState,
@@ -40,32 +33,12 @@ pub(crate) struct Env {
     _dir: tempfile::TempDir,
 }
 
-pub(crate) fn record(uid: &str, pod: Option<PodInfo>) -> Record {
-    Record {
-        uid: uid.into(),
-        deletion_timestamp: None,
-        pod,
-    }
-}
-
 /// A state signing with `keys` under `expiration`, whose objects are ServiceAccount
 /// `demo/app` and Pod `demo/app-0`, and its signer serving on a fresh socket.
 pub(crate) async fn start(keys: KeySet, expiration: ExpirationPolicy) -> Env {
     start_with(ISSUER, keys, expiration, |objects| {
-        objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID, None));
-        objects.put(
-            Kind::Pod,
-            "demo",
-            "app-0",
-            record(
-                POD_UID,
-                Some(PodInfo {
-                    service_account_name: "app".into(),
-                    node_name: String::new(),
-                    token_audiences: vec![],
-                }),
-            ),
-        );
+        objects.put(Kind::ServiceAccount, "demo", "app", record(SA_UID));
+        objects.put(Kind::Pod, "demo", "app-0", pod(POD_UID, "app", ""));
     })
     .await
 }
@@ -94,39 +67,21 @@ pub(crate) async fn start_serving(
 ) -> Env {
     let objects = Arc::new(MemorySource::new());
     fill(&objects);
-    let mut authenticator = Authenticator::default();
-    authenticator.token_file = Some(
-        TokenFile::parse(
-            format!("{ADMIN},admin,admin-uid,system:masters\n").as_bytes(),
-            "tokens.csv",
-        )
-        .unwrap(),
-    );
-    authenticator.own_tokens = true;
     let mut registry = Registry::default();
     let metrics = SignerMetrics::default();
     metrics.register(&mut registry);
     let clock = Clock::manual(Timestamp::from_second(NOW).unwrap());
-    let issuer = Issuer::new(
-        Settings {
-            issuers: vec![issuer.into()],
-            api_audiences: vec![issuer.into()],
-            jwks_uri: format!("{issuer}/openid/v1/jwks"),
-            expiration,
-            signature_cache_entries: 1024,
-        },
-        keys,
-        clock.clone(),
-        warrant_audit::Auditor::disabled(),
-    );
     // The HTTPS API over the same issuer, to review what the socket signs.
-    let state = AppState::new(StateParts {
-        issuer: issuer.clone(),
-        objects: Objects::new(objects),
-        authenticator,
-        authorizer: Authorizer::default(),
-        registry,
-    });
+    let state = warrant_testkit::state()
+        .issuer(issuer)
+        .signature_cache_entries(1024)
+        .expiration(expiration)
+        .keys(keys)
+        .clock(clock.clone())
+        .objects(Objects::new(objects))
+        .registry(registry)
+        .build();
+    let issuer = state.issuer().clone();
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("signer.sock");
