@@ -22,6 +22,7 @@ mod deploy;
 mod errors;
 mod getting_started;
 mod hardening;
+mod hsm;
 mod keys;
 mod oidc;
 mod pki;

@@ -35,6 +35,8 @@ pub(crate) struct Warrant {
     listener: TcpListener,
     /// The path of the issuer's URL (`/tenant-a`), or empty.
     issuer_path: String,
+    /// Environment variables set for `serve` alone (e.g. a PKCS#11 module's configuration).
+    env: Vec<(OsString, OsString)>,
 }
 
 /// Where the server's objects come from.
@@ -100,6 +102,16 @@ impl Warrant {
         Self::launch_until(source, keys, extra, "/readyz", "").await
     }
 
+    /// As [`start_with`](Self::start_with), with `env` set in the server's environment only.
+    pub(crate) async fn start_with_env(
+        objects: &str,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+        env: &[(OsString, OsString)],
+    ) -> Warrant {
+        Self::launch_env(Source::File(objects), keys, extra, "/readyz", "", env).await
+    }
+
     /// As [`start`](Self::start), with an issuer URL that has a path (`/tenant-a`), as when
     /// discovery is hosted in a bucket.
     pub(crate) async fn start_at_issuer_path(objects: &str, issuer_path: &str) -> Warrant {
@@ -120,6 +132,17 @@ impl Warrant {
         extra: &[&str],
         health: &str,
         issuer_path: &str,
+    ) -> Warrant {
+        Self::launch_env(source, keys, extra, health, issuer_path, &[]).await
+    }
+
+    async fn launch_env(
+        source: Source<'_>,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+        health: &str,
+        issuer_path: &str,
+        env: &[(OsString, OsString)],
     ) -> Warrant {
         let dir = tempfile::tempdir().unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -160,7 +183,7 @@ impl Warrant {
         }
         flags.extend(extra.iter().map(OsString::from));
         let key_flags = keys(dir.path());
-        let child = spawn_serve(&listener, &flags, &key_flags);
+        let child = spawn_serve(&listener, &flags, &key_flags, env);
         let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.path().join("ca.crt")).unwrap())
             .unwrap();
         let http = reqwest::Client::builder()
@@ -175,6 +198,7 @@ impl Warrant {
             flags,
             listener,
             issuer_path: issuer_path.to_owned(),
+            env: env.to_vec(),
         };
         warrant.wait_for(health).await;
         warrant
@@ -186,7 +210,7 @@ impl Warrant {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let key_flags = keys(self.dir.path());
-        self.child = spawn_serve(&self.listener, &self.flags, &key_flags);
+        self.child = spawn_serve(&self.listener, &self.flags, &key_flags, &self.env);
         self.wait_ready().await;
     }
 
@@ -434,7 +458,12 @@ pub(crate) fn serve_refusing(args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 /// Starts `warrant serve` on `listener`, passed as systemd does (descriptor 3, `LISTEN_FDS=1`).
-fn spawn_serve(listener: &TcpListener, flags: &[OsString], key_flags: &[OsString]) -> Child {
+fn spawn_serve(
+    listener: &TcpListener,
+    flags: &[OsString],
+    key_flags: &[OsString],
+    env: &[(OsString, OsString)],
+) -> Child {
     use command_fds::{CommandFdExt, FdMapping};
     use std::os::fd::AsFd;
     let mut command = Command::new(BIN);
@@ -444,6 +473,7 @@ fn spawn_serve(listener: &TcpListener, flags: &[OsString], key_flags: &[OsString
         .args(key_flags)
         .env("LISTEN_FDS", "1")
         .env_remove("LISTEN_PID")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     command

@@ -3,7 +3,7 @@
 //!
 //! | name | type | what |
 //! |---|---|---|
-//! | `warrant_hsm_operations_total{op,result}` | counter | PKCS#11 operations, by `result`: `ok`, `unavailable` (the token's sessions are being reopened), `session_lost`, `pin`, `no_token`, `missing`, `exists`, `unsuitable`, `bad_key`, `bad_signature`, `module`, `config`, `pkcs11_error` |
+//! | `warrant_hsm_operations_total{op,result}` | counter | PKCS#11 operations, by `result`: `ok`, `unavailable` (the token's sessions are being reopened), `session_lost`, `pin`, `no_token`, `missing`, `exists`, `unsuitable`, `bad_key`, `bad_signature`, `module`, `config`, `thread`, `pkcs11_error` |
 //! | `warrant_hsm_operation_duration_seconds{op}` | histogram | time per operation, including the wait for a free session |
 //! | `warrant_hsm_sessions_in_use` | gauge | sessions held by an operation now |
 //! | `warrant_hsm_sessions_open` | gauge | sessions open (idle or in use) |

@@ -82,7 +82,10 @@ impl Pkcs11Key {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<HsmKey>> {
-        self.inner.found.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .found
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The key on the token, found and checked once. Blocks.
@@ -91,7 +94,10 @@ impl Pkcs11Key {
             return Ok(key);
         }
         let public = &self.inner.public;
-        let key = self.inner.token.key(&self.inner.id, Some(public.algorithm()))?;
+        let key = self
+            .inner
+            .token
+            .key(&self.inner.id, Some(public.algorithm()))?;
         if key.verifying_key() != public {
             return Err(HsmError::Unsuitable {
                 uri: key.uri().to_string(),

@@ -279,8 +279,9 @@ impl Token {
                 metrics,
             }),
         };
-        // Open one session now, so a wrong PIN is a startup error.
-        let first = token.open_session(slot)?;
+        // Open one session now, so a wrong PIN is a startup error (returned, not also logged:
+        // the caller reports it once).
+        let first = token.open_session_with(slot, false)?;
         token.lock().idle.push(first);
         Ok(token)
     }
@@ -317,7 +318,11 @@ impl Token {
     /// [`generate`](Self::generate), labelling both objects with the new key's kid (known only
     /// once the token has made the key): `CKA_LABEL` is then what `warrant keys list` and the
     /// JWKS call the key. If the label cannot be set, both objects are destroyed again. Blocks.
-    pub fn generate_labelled_by_kid(&self, key_type: KeyType, id: &[u8]) -> Result<HsmKey, HsmError> {
+    pub fn generate_labelled_by_kid(
+        &self,
+        key_type: KeyType,
+        id: &[u8],
+    ) -> Result<HsmKey, HsmError> {
         self.generate_labelled(key_type, id, None)
     }
 
@@ -369,7 +374,11 @@ impl Token {
                     if let Err(err) = s.session.update_attributes(h, &labelled) {
                         destroy_all(&s.session, &[pub_h, priv_h]);
                         s.handles.remove(id);
-                        return Err(HsmError::pkcs11(&key_uri, "C_SetAttributeValue (CKA_LABEL)", err));
+                        return Err(HsmError::pkcs11(
+                            &key_uri,
+                            "C_SetAttributeValue (CKA_LABEL)",
+                            err,
+                        ));
                     }
                 }
                 key.uri = Arc::new(self.inner.uri.with_object(id, Some(&kid)));
@@ -885,6 +894,12 @@ impl Token {
     /// Opens a session on `slot` and makes sure the user is logged in. A refused PIN breaks the
     /// pool for good.
     fn open_session(&self, slot: Slot) -> Result<Pooled, HsmError> {
+        self.open_session_with(slot, true)
+    }
+
+    /// [`open_session`](Self::open_session); `record_fatal` false at open, where a refused
+    /// PIN is simply the error of [`Token::open`] (no pool to break, nothing to log).
+    fn open_session_with(&self, slot: Slot, record_fatal: bool) -> Result<Pooled, HsmError> {
         let uri = &self.inner.uri;
         let entered = self.inner.module.enter();
         let session = entered
@@ -943,7 +958,7 @@ impl Token {
                     let _ = pooled.session.close();
                 }
                 drop(entered);
-                if let Some(shown) = err.clone_fatal() {
+                if record_fatal && let Some(shown) = err.clone_fatal() {
                     // Record it so nothing tries the PIN again, and answer with the cause
                     // itself: this is the error the operator must see.
                     self.break_pool(err);

@@ -500,7 +500,10 @@ mod tests {
         let other = Pkcs11Uri::parse("pkcs11:token=other").unwrap();
         assert!(!parsed.same_token(&other));
         let by_serial = Pkcs11Uri::parse("pkcs11:serial=42").unwrap();
-        assert!(parsed.same_token(&by_serial), "nothing to compare: not refused");
+        assert!(
+            parsed.same_token(&by_serial),
+            "nothing to compare: not refused"
+        );
     }
 
     #[test]

@@ -228,6 +228,12 @@ pub(crate) enum KeysCommand {
     /// signs in its place now (the next key if one is published, else a new one). Relying
     /// parties that cached the JWKS keep trusting it until they refetch (docs/keys.md).
     Revoke(KeysRevokeArgs),
+    /// Move private keys into the PKCS#11 token of --key-pkcs11-uri as non-extractable objects,
+    /// with the same kids, so no token breaks: every key of the PEM store in --key-dir or
+    /// --key-secret (which then records only public keys and where the private ones are), or,
+    /// with --from-pem, a static signing key (kubeadm's sa.key) as the first key of an empty
+    /// store.
+    Import(KeysImportArgs),
 }
 
 /// `warrant discovery …`.
@@ -376,6 +382,53 @@ pub(crate) struct KeySourceArgs {
     pub(crate) key_lease_duration: i64,
     #[command(flatten)]
     pub(crate) rotation: RotationArgs,
+    #[command(flatten)]
+    pub(crate) pkcs11: Pkcs11Args,
+}
+
+/// Managed keys whose private halves are held in a PKCS#11 token (an HSM): shared by `serve`,
+/// `keys` and `discovery export`. The schedule stays in --key-dir or --key-secret, which then
+/// record public keys and where each private key is, never key material.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct Pkcs11Args {
+    /// RFC 7512 PKCS#11 URI of the token holding the managed keys' private halves
+    /// (`pkcs11:token=LABEL?module-path=/path/module.so&pin-source=file:/path/pin`). New keys
+    /// are generated in it as non-extractable objects; retired and revoked keys' private
+    /// objects are destroyed. pin-value is refused: use pin-source=file: or --pkcs11-pin-env.
+    #[arg(
+        long = "key-pkcs11-uri",
+        value_name = "URI",
+        requires = "managed",
+        help_heading = "Keys"
+    )]
+    pub(crate) key_pkcs11_uri: Option<String>,
+    /// The PKCS#11 module (a shared library from the HSM's vendor), when the URI has no
+    /// module-path.
+    #[arg(
+        long = "pkcs11-module",
+        value_name = "PATH",
+        requires = "key_pkcs11_uri",
+        help_heading = "Keys"
+    )]
+    pub(crate) pkcs11_module: Option<PathBuf>,
+    /// The environment variable holding the token's user PIN, when the URI has no pin-source.
+    #[arg(
+        long = "pkcs11-pin-env",
+        value_name = "NAME",
+        requires = "key_pkcs11_uri",
+        help_heading = "Keys"
+    )]
+    pub(crate) pkcs11_pin_env: Option<String>,
+    /// Sessions opened on the token, so at most this many signatures at once (raise it for a
+    /// network HSM with high latency).
+    #[arg(
+        long = "pkcs11-sessions",
+        value_name = "N",
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u16).range(1..=256),
+        help_heading = "Keys"
+    )]
+    pub(crate) pkcs11_sessions: u16,
 }
 
 /// Where `warrant keys` finds managed keys: a key directory or a Kubernetes Secret. One of the
@@ -392,6 +445,8 @@ pub(crate) struct StoreArgs {
     /// Kubeconfig of the cluster holding --key-secret; default: the in-cluster configuration.
     #[arg(long = "kubeconfig", value_name = "PATH", requires = "key_secret")]
     pub(crate) kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) pkcs11: Pkcs11Args,
 }
 
 /// `warrant keys generate`.
@@ -414,6 +469,32 @@ pub(crate) struct KeysGenerateArgs {
     pub(crate) max_token_expiration: Option<i64>,
     /// With an imported key: the --service-account-extend-token-expiration kube-apiserver used
     /// with it (extended tokens live a year).
+    #[arg(
+        long = "service-account-extend-token-expiration",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_value_t = true,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    pub(crate) extend_token_expiration: bool,
+}
+
+/// `warrant keys import`.
+#[derive(Debug, Args)]
+pub(crate) struct KeysImportArgs {
+    /// The key directory or Secret, and the token (--key-pkcs11-uri, required).
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    /// Import this static signing key (PEM) as the first key of an empty store instead.
+    #[arg(long = "from-pem", value_name = "FILE")]
+    pub(crate) from_pem: Option<PathBuf>,
+    /// With --from-pem: the --service-account-max-token-expiration kube-apiserver used with the
+    /// key (see `keys generate`). Default: no cap.
+    #[arg(long = "service-account-max-token-expiration", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "from_pem")]
+    pub(crate) max_token_expiration: Option<i64>,
+    /// With --from-pem: the --service-account-extend-token-expiration kube-apiserver used.
     #[arg(
         long = "service-account-extend-token-expiration",
         action = ArgAction::Set,

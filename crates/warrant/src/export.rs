@@ -30,9 +30,12 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
         args.secure_port,
     )?;
     let now = Clock::System.now();
+    // Publishing needs only public keys, but a store of held keys is read with its holder.
+    let pkcs11 = crate::hsm::open(&args.keys.pkcs11, None).await?;
     let keys = key_set(
         &KeySource::from_args(&args.keys)?,
         args.kubeconfig.as_deref(),
+        pkcs11.as_ref().map(crate::hsm::Pkcs11::key_holder),
         now,
     )
     .await?;
@@ -74,6 +77,7 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
 async fn key_set(
     source: &KeySource,
     kubeconfig: Option<&Path>,
+    holder: Option<std::sync::Arc<dyn warrant_keys::KeyHolder>>,
     now: Timestamp,
 ) -> Result<KeySet, Box<dyn Error>> {
     match source {
@@ -92,7 +96,8 @@ async fn key_set(
                     &secret.namespace,
                     &secret.name,
                 )),
-            };
+            }
+            .held_by(holder);
             let stored = store.load().await?.ok_or_else(|| {
                 format!(
                     "{} holds no managed keys yet: `warrant keys generate {}` creates them",

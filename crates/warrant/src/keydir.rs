@@ -3,22 +3,26 @@
 //! servers (writes are atomic and checked against the version read) and the servers pick up
 //! their changes.
 
+use std::cell::RefCell;
 use std::error::Error;
 use std::io::Write as _;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use serde_json::json;
 use warrant_clock::Clock;
 use warrant_issuer::validate_max_expiration;
 use warrant_keys::{
-    KeySchedule, KeyStore as _, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored,
+    KeyHolder, KeySchedule, KeyState, KeyStore as _, ManagedKey, ManagedKeySet, Replacement,
+    RotationPolicy, StoreError, Stored,
 };
-use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
+use warrant_token::{ExpirationPolicy, KeyError, KeyType, SigningKey, signing_key_from_pem};
 
 use crate::cli::{
-    KeysCommand, KeysGenerateArgs, KeysListArgs, KeysRevokeArgs, KeysRotateArgs, ListFormat,
-    RotationArgs,
+    KeysCommand, KeysGenerateArgs, KeysImportArgs, KeysListArgs, KeysRevokeArgs, KeysRotateArgs,
+    ListFormat, RotationArgs, StoreArgs,
 };
+use crate::hsm::{self, Pkcs11};
 use crate::keys::{
     MANAGED_DEFAULT_MAX_TOKEN_SECONDS, Store, current_algorithm, key_type, policy,
     recorded_max_token_seconds,
@@ -35,6 +39,69 @@ pub(crate) async fn run(command: KeysCommand) -> Result<(), Box<dyn Error>> {
         KeysCommand::List(args) => list(&args, now).await,
         KeysCommand::Rotate(args) => rotate(&args, now).await,
         KeysCommand::Revoke(args) => revoke(&args, now).await,
+        KeysCommand::Import(args) => import(&args, now).await,
+    }
+}
+
+/// The store the flags name, with the token of `--key-pkcs11-uri` (if given) as its holder.
+/// The commands call the holder directly: each is one short run on its own runtime, where a
+/// blocking PKCS#11 call holds up nothing else.
+async fn open_store(
+    args: &StoreArgs,
+    writer: &str,
+) -> Result<(Store, Option<Pkcs11>), Box<dyn Error>> {
+    let pkcs11 = hsm::open(&args.pkcs11, None).await?;
+    let store = Store::from_args(args, writer, pkcs11.as_ref().map(Pkcs11::key_holder)).await?;
+    Ok((store, pkcs11))
+}
+
+/// New keys for a lifecycle change: in the store's holder if it has one, else in memory. The
+/// keys made are remembered, so those a lost write left unused are destroyed again.
+struct Generator {
+    holder: Option<Arc<dyn KeyHolder>>,
+    made: RefCell<Vec<SigningKey>>,
+}
+
+impl Generator {
+    fn new(store: &Store) -> Self {
+        Generator {
+            holder: warrant_keys::KeyStore::holder(store),
+            made: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
+        let key = match &self.holder {
+            Some(holder) => holder.generate(key_type)?,
+            None => SigningKey::generate(key_type)?,
+        };
+        self.made.borrow_mut().push(key.clone());
+        Ok(key)
+    }
+
+    /// Destroys, in the holder, the keys made here that `saved` does not hold (all of them
+    /// when nothing was saved): a generation whose write was lost leaves no object behind.
+    fn clean_up(&self, saved: Option<&ManagedKeySet>) {
+        let Some(holder) = &self.holder else { return };
+        for key in self.made.borrow().iter() {
+            let kept = saved.is_some_and(|set| set.keys().iter().any(|k| k.kid() == key.kid()));
+            if !kept {
+                destroy(holder.as_ref(), key);
+            }
+        }
+    }
+}
+
+/// Destroys `key`'s private half in `holder`, saying so; a failure is logged, not fatal (the
+/// key signs no more either way, and a running server's manager retries).
+fn destroy(holder: &dyn KeyHolder, key: &SigningKey) {
+    match holder.destroy(key) {
+        Ok(()) => {
+            tracing::info!(kid = %key.kid(), holder = %holder.describe(), "private key destroyed");
+        }
+        Err(error) => {
+            tracing::error!(kid = %key.kid(), holder = %holder.describe(), %error, "cannot destroy the private key; a running server retries, or destroy it on the HSM");
+        }
     }
 }
 
@@ -50,7 +117,7 @@ async fn load(store: &Store) -> Result<Stored, Box<dyn Error>> {
 }
 
 async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let store = Store::from_args(&args.store, "warrant keys generate").await?;
+    let (store, pkcs11) = open_store(&args.store, "warrant keys generate").await?;
     if let Some(stored) = store.load().await? {
         return Err(format!(
             "{} already holds {} managed keys: `warrant keys list` shows them, `warrant keys rotate` starts a rotation",
@@ -63,7 +130,11 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
         Some(path) => {
             let pem = std::fs::read(path)
                 .map_err(|e| format!("failed to read {}: {e}", path.display()))?;
-            let key = signing_key_from_pem(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
+            let key = match &pkcs11 {
+                Some(pkcs11) => pkcs11.holder().import_pem(&pem).map_err(|e| e.to_string()),
+                None => signing_key_from_pem(&pem).map_err(|e| e.to_string()),
+            }
+            .map_err(|e| format!("{}: {e}", path.display()))?;
             // What kube-apiserver could have issued with it: its tokens must keep verifying.
             let max_seconds = match args.max_token_expiration {
                 None | Some(0) => None,
@@ -80,24 +151,46 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
             (key, issued_under.longest_token_seconds())
         }
         None => (
-            SigningKey::generate(key_type(args.key_algorithm))?,
+            match &pkcs11 {
+                Some(pkcs11) => pkcs11.holder().generate(key_type(args.key_algorithm))?,
+                None => SigningKey::generate(key_type(args.key_algorithm))?,
+            },
             MANAGED_DEFAULT_MAX_TOKEN_SECONDS,
         ),
     };
-    let set = ManagedKeySet::first(key, now, max_token_seconds);
-    store.save(&set, None).await.map_err(|e| match e {
-        StoreError::Conflict { .. } => format!(
-            "{} was created by another process meanwhile: `warrant keys list` shows its keys",
-            store.describe()
-        ),
-        other => other.to_string(),
-    })?;
+    let set = ManagedKeySet::first(key.clone(), now, max_token_seconds);
+    save_first(&store, &set, pkcs11.as_ref(), &key).await?;
     tracing::info!(store = %store.describe(), "created the managed keys");
     print(ListFormat::Text, &set, None, now)
 }
 
+/// Saves the first keys of an empty store; if that fails, destroys the key made for it in the
+/// token.
+async fn save_first(
+    store: &Store,
+    set: &ManagedKeySet,
+    pkcs11: Option<&Pkcs11>,
+    key: &SigningKey,
+) -> Result<(), Box<dyn Error>> {
+    let Err(e) = store.save(set, None).await else {
+        return Ok(());
+    };
+    if let Some(pkcs11) = pkcs11 {
+        destroy(pkcs11.holder(), key);
+    }
+    Err(match e {
+        StoreError::Conflict { .. } => format!(
+            "{} was created by another process meanwhile: `warrant keys list` shows its keys",
+            store.describe()
+        )
+        .into(),
+        other => other.into(),
+    })
+}
+
 async fn list(args: &KeysListArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let stored = load(&Store::from_args(&args.store, "warrant keys list").await?).await?;
+    let (store, _pkcs11) = open_store(&args.store, "warrant keys list").await?;
+    let stored = load(&store).await?;
     let policy = policy(
         &args.rotation,
         current_algorithm(&stored.keys, now),
@@ -152,13 +245,19 @@ async fn update<T>(
 }
 
 async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let store = Store::from_args(&args.store, "warrant keys rotate").await?;
-    let (updated, policy) = update(&store, &args.rotation, now, |keys, policy| {
+    let (store, _pkcs11) = open_store(&args.store, "warrant keys rotate").await?;
+    let generator = Generator::new(&store);
+    let result = update(&store, &args.rotation, now, |keys, policy| {
         Ok(keys
-            .rotate_early(policy, now, SigningKey::generate)?
+            .rotate_early(policy, now, |t| generator.generate(t))?
             .map(|rotated| (rotated, ())))
     })
-    .await?;
+    .await;
+    generator.clean_up(match &result {
+        Ok((Updated::Saved(keys, ()), _)) => Some(keys),
+        _ => None,
+    });
+    let (updated, policy) = result?;
     let keys = match updated {
         Updated::Unchanged(keys) => {
             tracing::info!(
@@ -181,15 +280,34 @@ async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Err
 }
 
 async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let store = Store::from_args(&args.store, "warrant keys revoke").await?;
-    let (updated, policy) = update(&store, &args.rotation, now, |keys, policy| {
-        let revoked = keys.revoke(&args.kid, policy, now, SigningKey::generate)?;
+    let (store, _pkcs11) = open_store(&args.store, "warrant keys revoke").await?;
+    let generator = Generator::new(&store);
+    let revoked_key = RefCell::new(None);
+    let result = update(&store, &args.rotation, now, |keys, policy| {
+        *revoked_key.borrow_mut() = keys
+            .keys()
+            .iter()
+            .find(|k| k.kid() == args.kid)
+            .map(|k| k.key().clone());
+        let revoked = keys.revoke(&args.kid, policy, now, |t| generator.generate(t))?;
         Ok(Some((revoked.keys.clone(), revoked)))
     })
-    .await?;
+    .await;
+    generator.clean_up(match &result {
+        Ok((Updated::Saved(keys, _), _)) => Some(keys),
+        _ => None,
+    });
+    let (updated, policy) = result?;
     let Updated::Saved(keys, revoked) = updated else {
         return Err("the revocation changed nothing".into());
     };
+    // A revoked key's private half is destroyed at once: it must never sign again.
+    if let (Some(holder), Some(key)) = (
+        warrant_keys::KeyStore::holder(&store),
+        revoked_key.borrow().as_ref(),
+    ) {
+        destroy(holder.as_ref(), key);
+    }
     tracing::error!(
         kid = %args.kid,
         was = %revoked.was,
@@ -211,6 +329,85 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
         "relying parties that cached the JWKS trust the revoked key until they fetch it again (at most the documents' max-age, an hour); see docs/keys.md"
     );
     print(args.output, &keys, Some(&policy), now)
+}
+
+/// `warrant keys import`: every key of a PEM store into the token, with the same kids and
+/// schedule, or one PEM file as the first key of an empty store.
+async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
+    let (held, pkcs11) = open_store(&args.store, "warrant keys import").await?;
+    let pkcs11 =
+        pkcs11.ok_or("warrant keys import needs --key-pkcs11-uri: the token to import into")?;
+    let holder = pkcs11.holder();
+    if let Some(path) = &args.from_pem {
+        if let Some(stored) = held.load().await? {
+            return Err(format!(
+                "{} already holds {} managed keys: --from-pem imports the first key of an empty store (without --from-pem, `warrant keys import` moves a PEM store's keys into the token)",
+                held.describe(),
+                stored.keys.keys().len()
+            )
+            .into());
+        }
+        let pem =
+            std::fs::read(path).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
+        let key = holder
+            .import_pem(&pem)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let max_seconds = match args.max_token_expiration {
+            None | Some(0) => None,
+            Some(seconds) => {
+                validate_max_expiration(seconds)?;
+                Some(seconds)
+            }
+        };
+        let issued_under = ExpirationPolicy {
+            max_seconds,
+            extend: args.extend_token_expiration,
+            ..ExpirationPolicy::default()
+        };
+        let set = ManagedKeySet::first(key.clone(), now, issued_under.longest_token_seconds());
+        save_first(&held, &set, Some(&pkcs11), &key).await?;
+        tracing::info!(store = %held.describe(), token = %pkcs11.token().uri(), kid = %key.kid(), "imported the signing key into the token");
+        return print(ListFormat::Text, &set, None, now);
+    }
+    // The same store read as it is: with private keys in it.
+    let plain = Store::from_args(&args.store, "warrant keys import", None).await?;
+    let stored = load(&plain).await?;
+    let mut imported = Vec::with_capacity(stored.keys.keys().len());
+    let mut made = Vec::new();
+    for key in stored.keys.keys() {
+        let pem = key.key().to_pkcs8_pem()?;
+        let in_token = match holder.import_pem(pem.as_str().as_bytes()) {
+            Ok(k) => k,
+            Err(e) => {
+                for k in &made {
+                    destroy(holder, k);
+                }
+                return Err(format!("key {}: {e}", key.kid()).into());
+            }
+        };
+        made.push(in_token.clone());
+        imported.push(ManagedKey::new(
+            in_token,
+            key.published_at(),
+            key.activate_at(),
+            key.max_token_seconds(),
+        ));
+    }
+    let set = ManagedKeySet::new(imported)?.with_revocations(stored.keys.revocations().to_vec())?;
+    if let Err(e) = held.save(&set, Some(&stored.version)).await {
+        for k in &made {
+            destroy(holder, k);
+        }
+        return Err(e.into());
+    }
+    // Keys that sign no more need no private half in the token either.
+    for key in set.keys() {
+        if set.state_at(key.kid(), now) == Some(KeyState::Retired) {
+            destroy(holder, key.key());
+        }
+    }
+    tracing::info!(store = %held.describe(), token = %pkcs11.token().uri(), keys = set.keys().len(), "imported the store's keys into the token; the store now records public keys and their locators only (delete any backup of the old key files)");
+    print(ListFormat::Text, &set, None, now)
 }
 
 fn time(t: Option<Timestamp>) -> String {

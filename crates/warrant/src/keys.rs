@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use jiff::Timestamp;
 use warrant_clock::Clock;
 use warrant_keys::{
-    ChangeFeed, DirStore, KeyManager, KeyManagerTask, KeyMetrics, KeySet, KeyStore, Leadership,
-    LeaseConfig, ManagedKeySet, RotationPolicy, SecretStore, StaticKeyFiles, StaticKeys,
-    StaticWatch, StoreError, StoreVersion, Stored, Writer,
+    ChangeFeed, DirStore, KeyHolder, KeyManager, KeyManagerTask, KeyMetrics, KeySet, KeyStore,
+    Leadership, LeaseConfig, ManagedKeySet, RotationPolicy, SecretStore, StaticKeyFiles,
+    StaticKeys, StaticWatch, StoreError, StoreVersion, Stored, Writer,
 };
 use warrant_objects::kube::cluster_client;
 use warrant_server::AppState;
@@ -158,18 +158,33 @@ pub(crate) enum Store {
 
 impl Store {
     /// The store of `warrant keys`' flags; `writer` is recorded on a Secret's writes.
-    pub(crate) async fn from_args(args: &StoreArgs, writer: &str) -> Result<Self, Box<dyn Error>> {
-        match (&args.key_dir, &args.key_secret) {
-            (Some(dir), _) => Ok(Store::Dir(DirStore::new(dir))),
-            (None, Some(secret)) => Ok(Store::Secret(
+    /// With `holder` (`--key-pkcs11-uri`), the store's private keys are held there.
+    pub(crate) async fn from_args(
+        args: &StoreArgs,
+        writer: &str,
+        holder: Option<Arc<dyn KeyHolder>>,
+    ) -> Result<Self, Box<dyn Error>> {
+        let store = match (&args.key_dir, &args.key_secret) {
+            (Some(dir), _) => Store::Dir(DirStore::new(dir)),
+            (None, Some(secret)) => Store::Secret(
                 SecretStore::new(
                     client(args.kubeconfig.as_deref()).await?,
                     &secret.namespace,
                     &secret.name,
                 )
                 .with_writer(writer),
-            )),
-            (None, None) => Err("either --key-dir or --key-secret must be set".into()),
+            ),
+            (None, None) => return Err("either --key-dir or --key-secret must be set".into()),
+        };
+        Ok(store.held_by(holder))
+    }
+
+    /// This store, its private keys held by `holder` if given.
+    pub(crate) fn held_by(self, holder: Option<Arc<dyn KeyHolder>>) -> Self {
+        match (self, holder) {
+            (Store::Dir(store), Some(holder)) => Store::Dir(store.with_holder(holder)),
+            (Store::Secret(store), Some(holder)) => Store::Secret(store.with_holder(holder)),
+            (store, None) => store,
         }
     }
 
@@ -214,6 +229,13 @@ impl KeyStore for Store {
         match self {
             Store::Dir(store) => store.watch(),
             Store::Secret(store) => store.watch(),
+        }
+    }
+
+    fn holder(&self) -> Option<Arc<dyn KeyHolder>> {
+        match self {
+            Store::Dir(store) => store.holder(),
+            Store::Secret(store) => store.holder(),
         }
     }
 }
@@ -344,6 +366,7 @@ pub(crate) async fn open(
     max_token_seconds: i64,
     metrics: KeyMetrics,
     kubeconfig: Option<&Path>,
+    holder: Option<Arc<dyn KeyHolder>>,
     clock: &Clock,
 ) -> Result<Opened, Box<dyn Error>> {
     match source {
@@ -393,6 +416,7 @@ pub(crate) async fn open(
                     (Store::Secret(store), writer, Some((leadership, described)))
                 }
             };
+            let store = store.held_by(holder);
             let current = store
                 .load()
                 .await?

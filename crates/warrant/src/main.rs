@@ -10,6 +10,7 @@ mod duration;
 mod export;
 #[cfg(test)]
 mod fuzz_corpus;
+mod hsm;
 mod jsonlog;
 mod keydir;
 mod keys;

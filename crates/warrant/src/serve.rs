@@ -19,7 +19,7 @@ use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
 use crate::cli::ServeArgs;
 use crate::keys::{self, KeySource};
-use crate::{auth, objects, signer};
+use crate::{auth, hsm, objects, signer};
 
 /// Runs the server, on `inherited` if the service manager passed a socket (see listen.rs).
 pub(crate) async fn run(
@@ -45,11 +45,15 @@ pub(crate) async fn run(
             "--kubeconfig is not used: objects come from --objects-file, and neither --key-secret nor delegation is set"
         );
     }
+    // The HSM first: its errors are configuration errors, and its keys are opened through it.
+    let pkcs11 = hsm::open(&args.keys.pkcs11, Some(&mut registry)).await?;
+    let _pkcs11_recovery = pkcs11.as_ref().map(hsm::Pkcs11::keep_healthy);
     let keys = keys::open(
         &key_source,
         max_token_seconds,
         key_metrics,
         args.kubeconfig.as_deref(),
+        pkcs11.as_ref().map(hsm::Pkcs11::key_holder),
         &clock,
     )
     .await?;

@@ -1,0 +1,455 @@
+//! Managed keys held in a PKCS#11 token, on the real binary: `warrant serve --key-pkcs11-uri`
+//! with a key directory and the signer socket, against SoftHSM2. Each test makes its own token
+//! in a temporary directory; `SOFTHSM2_CONF` is set in the children's environment only.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::{DecodingKey, Validation, decode, jwk::JwkSet};
+use serde_json::Value;
+use warrant_signer::proto::{FetchKeysRequest, SignJwtRequest};
+
+use crate::support::*;
+use crate::tokens::OBJECTS;
+
+const MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
+const PIN: &str = "1234";
+
+/// One test's SoftHSM2: its token directory, configuration and PIN file.
+struct SoftHsm {
+    dir: tempfile::TempDir,
+}
+
+impl SoftHsm {
+    /// A SoftHSM2 with one token labelled `warrant`.
+    fn new() -> SoftHsm {
+        assert!(
+            Path::new(MODULE).exists(),
+            "SoftHSM2 is missing: apt-get install softhsm2 opensc"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tokens")).unwrap();
+        std::fs::write(
+            dir.path().join("softhsm2.conf"),
+            format!(
+                "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n",
+                dir.path().join("tokens").display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("pin"), format!("{PIN}\n")).unwrap();
+        std::fs::write(dir.path().join("wrong-pin"), "9999\n").unwrap();
+        let hsm = SoftHsm { dir };
+        let out = hsm
+            .command("softhsm2-util")
+            .args([
+                "--init-token",
+                "--free",
+                "--label",
+                "warrant",
+                "--pin",
+                PIN,
+                "--so-pin",
+                "5678",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "softhsm2-util: {}", stderr(&out));
+        hsm
+    }
+
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![(
+            "SOFTHSM2_CONF".into(),
+            self.dir.path().join("softhsm2.conf").into(),
+        )]
+    }
+
+    fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut command = Command::new(program);
+        command.envs(self.env());
+        command
+    }
+
+    /// `--key-pkcs11-uri` with the module and the PIN file.
+    fn uri(&self) -> String {
+        self.uri_with_pin("pin")
+    }
+
+    fn uri_with_pin(&self, file: &str) -> String {
+        format!(
+            "pkcs11:token=warrant?module-path={MODULE}&pin-source=file:{}",
+            self.dir.path().join(file).display()
+        )
+    }
+
+    /// The directory holding the token's files.
+    fn token_dir(&self) -> PathBuf {
+        let tokens = self.dir.path().join("tokens");
+        std::fs::read_dir(&tokens)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    }
+
+    /// A warrant command (not `serve`) with this HSM in its environment.
+    fn warrant(&self, args: &[&OsStr]) -> Output {
+        self.command(BIN).args(args).output().unwrap()
+    }
+
+    fn warrant_ok(&self, args: &[&OsStr]) -> String {
+        let out = self.warrant(args);
+        assert!(out.status.success(), "warrant {args:?}: {}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// OpenSC's `pkcs11-tool --list-objects --type privkey`, logged in: an independent reader.
+    fn private_objects(&self) -> String {
+        let out = self
+            .command("pkcs11-tool")
+            .args([
+                "--module",
+                MODULE,
+                "--token-label",
+                "warrant",
+                "--login",
+                "--pin",
+                PIN,
+            ])
+            .args(["--list-objects", "--type", "privkey"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pkcs11-tool: {}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+fn flags(dir: &Path, uri: &str) -> Vec<OsString> {
+    vec![
+        "--key-dir".into(),
+        dir.join("keys").into(),
+        "--key-pkcs11-uri".into(),
+        uri.into(),
+        "--key-algorithm".into(),
+        "ES256".into(),
+    ]
+}
+
+fn verify_offline(w: &Warrant, jwks: &JwkSet, token: &str) -> String {
+    let header = jsonwebtoken::decode_header(token).unwrap();
+    let kid = header.kid.clone().unwrap();
+    let jwk = jwks.find(&kid).expect("the token's kid is published");
+    let mut validation = Validation::new(header.alg);
+    validation.set_audience(&["vault"]);
+    validation.set_issuer(&[w.issuer()]);
+    decode::<Value>(token, &DecodingKey::from_jwk(jwk).unwrap(), &validation).unwrap();
+    kid
+}
+
+async fn jwks(w: &Warrant) -> JwkSet {
+    w.http
+        .get(w.url("/openid/v1/jwks"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn token(w: &Warrant) -> String {
+    w.token(&["--audience", "vault"])
+}
+
+/// Every file under `dir`, read as bytes: none may hold a private key.
+fn no_private_key_under(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains("PRIVATE KEY"),
+            "{} holds a private key",
+            path.display()
+        );
+    }
+}
+
+#[tokio::test]
+async fn keys_in_a_token_sign_through_both_front_ends_and_never_leave_it() {
+    let hsm = SoftHsm::new();
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("signer.sock");
+    let uri = hsm.uri();
+    let mut w = Warrant::start_with_env(
+        OBJECTS,
+        |dir| flags(dir, &uri),
+        &[
+            "--service-account-signing-endpoint",
+            socket.to_str().unwrap(),
+        ],
+        &hsm.env(),
+    )
+    .await;
+
+    // TokenRequest through kubectl: signed in the token, verified with the JWKS alone.
+    let published = jwks(&w).await;
+    let issued = token(&w);
+    let kid = verify_offline(&w, &published, &issued);
+    assert_eq!(w.review(&issued, &["vault"])["authenticated"], true);
+
+    // Sign on the socket, as kube-apiserver asks: the same key, and FetchKeys is the JWKS.
+    let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
+    let fetched: Vec<String> = signer
+        .fetch_keys(FetchKeysRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .keys
+        .into_iter()
+        .map(|k| k.key_id)
+        .collect();
+    let jwks_kids: Vec<String> = published
+        .keys
+        .iter()
+        .map(|k| k.common.key_id.clone().unwrap())
+        .collect();
+    assert_eq!(fetched, jwks_kids);
+    let claims = issued.split('.').nth(1).unwrap().to_owned();
+    let signed = signer
+        .sign(SignJwtRequest {
+            claims: claims.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let assembled = format!("{}.{claims}.{}", signed.header, signed.signature);
+    assert_eq!(verify_offline(&w, &published, &assembled), kid);
+    let header: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(&signed.header).unwrap()).unwrap();
+    assert_eq!(header["alg"], "ES256");
+
+    // The private key is an object in the token, labelled by its kid, that cannot leave it;
+    // the key directory holds public keys and locators only.
+    let objects = hsm.private_objects();
+    assert!(objects.contains(&format!("label:      {kid}")), "{objects}");
+    assert!(
+        objects.contains("sensitive") && objects.contains("never extractable"),
+        "{objects}"
+    );
+    let access = objects.lines().find(|l| l.contains("Access:")).unwrap();
+    assert!(
+        !access.split([':', ',']).any(|a| a.trim() == "extractable"),
+        "{access}"
+    );
+    no_private_key_under(&w.path("keys"));
+    let index = std::fs::read_to_string(w.path("keys").join(warrant_keys::INDEX_FILE)).unwrap();
+    assert!(
+        index.contains("pkcs11:token=warrant;type=private;id=%"),
+        "{index}"
+    );
+    assert!(
+        !index.contains("pin") && !index.contains("module"),
+        "{index}"
+    );
+
+    // The token's metrics: signatures counted by result.
+    let metrics = w
+        .http
+        .get(w.url("/metrics"))
+        .bearer_auth(w.admin_token())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"warrant_hsm_operations_total{op="sign",result="ok"} 2"#),
+        "{metrics}"
+    );
+
+    // A restart finds the same key in the token and signs with it.
+    let uri = hsm.uri();
+    w.restart(|dir| flags(dir, &uri)).await;
+    let again = token(&w);
+    assert_eq!(verify_offline(&w, &jwks(&w).await, &again), kid);
+}
+
+#[tokio::test]
+async fn a_token_that_disappears_while_serving_is_503_and_unready_until_it_returns() {
+    let hsm = SoftHsm::new();
+    let uri = hsm.uri();
+    let w = Warrant::start_with_env(OBJECTS, |dir| flags(dir, &uri), &[], &hsm.env()).await;
+    token(&w);
+
+    let token_dir = hsm.token_dir();
+    let aside = hsm.dir.path().join("aside");
+    std::fs::rename(&token_dir, &aside).unwrap();
+    // TokenRequest: 503 with a Kubernetes Status saying the key cannot sign now.
+    let refused = w.create_token_as("app", &["-n", "demo", "--audience", "vault"]);
+    assert!(!refused.status.success());
+    let said = stderr(&refused);
+    assert!(
+        said.contains("ServiceUnavailable") || said.contains("503") || said.contains("unavailable"),
+        "{said}"
+    );
+    let ready = w.http.get(w.url("/readyz/keys")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body = ready.text().await.unwrap();
+    assert!(body.contains("pkcs11:token=warrant"), "{body}");
+    // Verification never touches the HSM: the JWKS is still served.
+    assert!(!jwks(&w).await.keys.is_empty());
+
+    // Back, and warrant recovers by itself, without a restart.
+    std::fs::rename(&aside, &token_dir).unwrap();
+    let url = w.url("/readyz/keys");
+    let http = w.http.clone();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if http.get(&url).send().await.unwrap().status() == 200 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the token never came back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let published = jwks(&w).await;
+    verify_offline(&w, &published, &token(&w));
+}
+
+#[tokio::test]
+async fn a_wrong_pin_is_one_clear_startup_error() {
+    let hsm = SoftHsm::new();
+    let keys = tempfile::tempdir().unwrap();
+    let out = hsm
+        .command(BIN)
+        .args([
+            "serve",
+            "--service-account-issuer",
+            "https://warrant.example",
+        ])
+        .args([
+            "--tls-cert-file",
+            "unused.crt",
+            "--tls-private-key-file",
+            "unused.key",
+        ])
+        .args(["--objects-file", "unused.yaml", "--key-dir"])
+        .arg(keys.path())
+        .args(["--key-pkcs11-uri", &hsm.uri_with_pin("wrong-pin")])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(said.contains("--key-pkcs11-uri: pkcs11:token=warrant: the token refused the user PIN (CKR_PIN_INCORRECT)"), "{said}");
+    assert_eq!(said.matches("refused the user PIN").count(), 1, "{said}");
+    assert!(!said.contains("9999"), "{said}");
+
+    // A PIN in the URI is refused before anything is opened, without echoing it.
+    let out = hsm.warrant(&[
+        OsStr::new("keys"),
+        OsStr::new("list"),
+        OsStr::new("--key-dir"),
+        keys.path().as_os_str(),
+        OsStr::new("--key-pkcs11-uri"),
+        OsStr::new("pkcs11:token=warrant;pin-value=4321"),
+    ]);
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("\"pin-value\" is refused") && !said.contains("4321"),
+        "{said}"
+    );
+}
+
+#[tokio::test]
+async fn pem_stores_and_held_stores_are_not_mixed_and_import_and_revoke_work() {
+    let hsm = SoftHsm::new();
+    let uri = hsm.uri();
+    let work = tempfile::tempdir().unwrap();
+    let pem_dir = work.path().join("pem");
+    let held_dir = work.path().join("held");
+    let arg = |s: &str| OsString::from(s);
+    let keys_cmd = |cmd: &str, dir: &Path, with_uri: bool, extra: &[&str]| -> Vec<OsString> {
+        let mut v = vec![arg("keys"), arg(cmd), arg("--key-dir"), dir.into()];
+        if with_uri {
+            v.extend([arg("--key-pkcs11-uri"), arg(&uri)]);
+        }
+        v.extend(extra.iter().map(|s| arg(s)));
+        v
+    };
+    let run = |args: Vec<OsString>| {
+        let refs: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+        hsm.warrant(&refs)
+    };
+    let run_ok = |args: Vec<OsString>| {
+        let refs: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+        hsm.warrant_ok(&refs)
+    };
+
+    // A PEM store read with a token, and a held store read without one: refused, saying why.
+    run_ok(keys_cmd(
+        "generate",
+        &pem_dir,
+        false,
+        &["--key-algorithm", "ES256"],
+    ));
+    let out = run(keys_cmd("list", &pem_dir, true, &[]));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("is a private key in the store, but warrant was started with keys in PKCS#11 token \"warrant\""), "{}", stderr(&out));
+    run_ok(keys_cmd(
+        "generate",
+        &held_dir,
+        true,
+        &["--key-algorithm", "ES256"],
+    ));
+    no_private_key_under(&held_dir);
+    let out = run(keys_cmd("list", &held_dir, false, &[]));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("is held in pkcs11:token=warrant;type=private;id=%"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Import: the PEM store's keys move into the token with the same kids.
+    let before: Value =
+        serde_json::from_str(&run_ok(keys_cmd("list", &pem_dir, false, &["-o", "json"]))).unwrap();
+    run_ok(keys_cmd("import", &pem_dir, true, &[]));
+    no_private_key_under(&pem_dir);
+    let after: Value =
+        serde_json::from_str(&run_ok(keys_cmd("list", &pem_dir, true, &["-o", "json"]))).unwrap();
+    assert_eq!(before["keys"], after["keys"]);
+    let imported_kid = after["keys"][0]["kid"].as_str().unwrap().to_owned();
+    assert!(hsm.private_objects().contains(&imported_kid));
+
+    // A static key (kubeadm's sa.key) into an empty store.
+    let sa = warrant_token::SigningKey::generate(warrant_token::KeyType::Rsa2048).unwrap();
+    let sa_file = work.path().join("sa.key");
+    std::fs::write(&sa_file, sa.to_pkcs8_pem().unwrap().as_str()).unwrap();
+    let sa_dir = work.path().join("sa");
+    run_ok(keys_cmd(
+        "import",
+        &sa_dir,
+        true,
+        &["--from-pem", sa_file.to_str().unwrap()],
+    ));
+    let listed: Value =
+        serde_json::from_str(&run_ok(keys_cmd("list", &sa_dir, true, &["-o", "json"]))).unwrap();
+    assert_eq!(listed["keys"][0]["kid"], sa.kid());
+    no_private_key_under(&sa_dir);
+
+    // Revoke destroys the private object at once.
+    run_ok(keys_cmd("revoke", &sa_dir, true, &[sa.kid()]));
+    let objects = hsm.private_objects();
+    assert!(!objects.contains(sa.kid()), "{objects}");
+    assert!(objects.contains(&imported_kid), "{objects}");
+}
