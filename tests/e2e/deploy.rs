@@ -1186,3 +1186,27 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
         assert_eq!(meta.uid(), 65532, "the signer runs as 65532");
     }
 }
+
+/// The control-plane example with the keys in an HSM: warrant knows its flags, its PKCS#11 URI
+/// parses (so it holds no PIN), and the module and the PIN file it names are on read-only
+/// mounts.
+#[test]
+fn the_control_plane_hsm_example_mounts_what_its_uri_names() {
+    let pod = render(&Path::new(DEPLOY).join("control-plane-pkcs11")).remove(0);
+    let container = &pod["spec"]["containers"][0];
+    assert_serve_knows(&container["args"]);
+    let flags = args(container);
+    assert!(flags.contains(&"--key-dir=/etc/warrant/keys".to_owned()), "{flags:?}");
+    let uri = flags
+        .iter()
+        .find_map(|f| f.strip_prefix("--key-pkcs11-uri="))
+        .expect("--key-pkcs11-uri");
+    let uri: warrant_hsm::Pkcs11Uri = uri.parse().unwrap();
+    let mounted_read_only = |path: &Path| {
+        container["volumeMounts"].as_array().unwrap().iter().any(|m| {
+            m["readOnly"] == true && path.starts_with(m["mountPath"].as_str().unwrap())
+        })
+    };
+    assert!(mounted_read_only(uri.module_path().unwrap()), "{uri}");
+    assert!(mounted_read_only(uri.pin_source().unwrap()), "{uri}");
+}
