@@ -149,15 +149,15 @@ async fn serve_request(state: AppState, request: Request) -> Response {
 
 /// Answers a request with its route's handler. The route was found by the first step, from
 /// the one route table ([`routes::ROUTES`]); no other code matches paths. What the steps
-/// established becomes the handlers' extractors (`Extension<Caller>`, `Extension<Params>`,
-/// `Extension<Authorized>`) here, and only here.
+/// established becomes the handlers' extractors (`Extension<Caller>`, `Extension<Params>`)
+/// here; authorization left the grant (`Extension<Authorized>`) for the one handler that reads
+/// it.
 async fn dispatch(state: &AppState, mut request: Request, admitted: Admitted) -> Response {
     let state = state.clone();
     let Admitted {
         route,
         params,
         caller,
-        authorized,
     } = admitted;
     let route = match route {
         Some((route, true)) => route,
@@ -175,9 +175,6 @@ async fn dispatch(state: &AppState, mut request: Request, admitted: Admitted) ->
     let extensions = request.extensions_mut();
     extensions.insert(params);
     extensions.insert(caller);
-    if let Some(authorized) = authorized {
-        extensions.insert(authorized);
-    }
     let response = match route.endpoint {
         Endpoint::TokenRequest => tokenrequest::create.call(request, state).await,
         Endpoint::TokenReview => {

@@ -169,8 +169,11 @@ where
     }
 }
 
-/// What authorization lets through to the handler: the route, its parameters, the caller, and
-/// (for a protected route) what was granted.
+/// What authorization lets through to the handler: the route, its parameters and the caller.
+/// The grant of a protected route ([`Authorized`], large and read only by TokenRequest's
+/// handler) goes to the handler in the request's extensions instead of through every step
+/// after this one: moved by value, it cost each request a copy of its size (measured:
+/// docs/benchmarks.md, "Request steps").
 #[derive(Debug)]
 pub(crate) struct Admitted {
     /// The route, and whether it takes the request's method (405 otherwise).
@@ -179,15 +182,13 @@ pub(crate) struct Admitted {
     pub(crate) params: Params,
     /// Who called.
     pub(crate) caller: Caller,
-    /// The grant, for a protected route.
-    pub(crate) authorized: Option<Authorized>,
 }
 
 /// Authorizes a protected request; public ones pass. A path that does not decode is refused
 /// here, before anything reads it; one that matches no route goes on to its 404.
 pub(crate) async fn authorize<N, F>(
     state: &AppState,
-    request: Request,
+    mut request: Request,
     routed: Routed,
     caller: Caller,
     next: N,
@@ -221,7 +222,6 @@ where
             route,
             params,
             caller,
-            authorized: None,
         };
         return next(request, admitted).await;
     };
@@ -231,10 +231,12 @@ where
     let now = state.issuer().clock().now();
     match authorizer.decide(user, &attributes, now).await {
         Verdict::Allow(grant) => {
+            request
+                .extensions_mut()
+                .insert(Authorized { attributes, grant });
             let admitted = Admitted {
                 route,
                 params,
-                authorized: Some(Authorized { attributes, grant }),
                 caller,
             };
             next(request, admitted).await
@@ -394,11 +396,10 @@ mod tests {
             request(method.clone(), path, None),
             routed(state, method, path),
             caller,
-            |_, admitted| async move {
+            |request, _| async move {
                 let mut response = answer();
-                response
-                    .extensions_mut()
-                    .insert(admitted.authorized.is_some());
+                let granted = request.extensions().get::<Authorized>().is_some();
+                response.extensions_mut().insert(granted);
                 response
             },
         )
