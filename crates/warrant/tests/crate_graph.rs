@@ -2,6 +2,14 @@
 //! on which. This test reads it and compares it with `cargo metadata`: a dependency added or
 //! removed without the drawing fails here, so the drawing cannot go stale.
 
+// Test helpers outside #[test] functions: a panic is how a test fails.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
