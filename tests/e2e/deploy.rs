@@ -1196,16 +1196,21 @@ fn the_control_plane_hsm_example_mounts_what_its_uri_names() {
     let container = &pod["spec"]["containers"][0];
     assert_serve_knows(&container["args"]);
     let flags = args(container);
-    assert!(flags.contains(&"--key-dir=/etc/warrant/keys".to_owned()), "{flags:?}");
+    assert!(
+        flags.contains(&"--key-dir=/etc/warrant/keys".to_owned()),
+        "{flags:?}"
+    );
     let uri = flags
         .iter()
         .find_map(|f| f.strip_prefix("--key-pkcs11-uri="))
         .expect("--key-pkcs11-uri");
     let uri: warrant_hsm::Pkcs11Uri = uri.parse().unwrap();
     let mounted_read_only = |path: &Path| {
-        container["volumeMounts"].as_array().unwrap().iter().any(|m| {
-            m["readOnly"] == true && path.starts_with(m["mountPath"].as_str().unwrap())
-        })
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["readOnly"] == true && path.starts_with(m["mountPath"].as_str().unwrap()))
     };
     assert!(mounted_read_only(uri.module_path().unwrap()), "{uri}");
     assert!(mounted_read_only(uri.pin_source().unwrap()), "{uri}");
