@@ -276,6 +276,54 @@ fn mismatch(kube: &KubeApiserver, metadata: i64, ordinary: i64) -> Option<String
 mod tests {
     use super::*;
 
+    /// Dropping the running signer (without `stop`) ends its task at once: the server goes, and
+    /// with it the socket file.
+    #[tokio::test]
+    async fn dropping_the_running_signer_stops_it() {
+        use clap::Parser as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("signer.sock");
+        let cli = crate::cli::Cli::try_parse_from([
+            "warrant",
+            "serve",
+            "--service-account-issuer",
+            "https://warrant.test",
+            "--key-dir",
+            dir.path().join("keys").to_str().unwrap(),
+            "--service-account-signing-endpoint",
+            path.to_str().unwrap(),
+        ])
+        .unwrap();
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("not serve");
+        };
+        let key = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+        let issuer = Issuer::new(
+            warrant_issuer::Settings {
+                issuers: vec!["https://warrant.test".into()],
+                api_audiences: vec!["https://warrant.test".into()],
+                jwks_uri: "https://warrant.test/openid/v1/jwks".into(),
+                expiration: warrant_token::ExpirationPolicy::default(),
+                signature_cache_entries: 0,
+            },
+            warrant_keys::KeySet::new(key, vec![]),
+            warrant_clock::Clock::System,
+            warrant_audit::Auditor::disabled(),
+        );
+        let metrics = metrics(&args, &mut Registry::default());
+        let running = start(&args, &issuer, metrics).unwrap().unwrap();
+        assert!(path.exists());
+        drop(running);
+        // The aborted task is dropped at the runtime's next turn.
+        for _ in 0..1000 {
+            if !path.exists() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(!path.exists(), "the signer outlived its owner");
+    }
+
     fn args(line: &str) -> Vec<String> {
         line.split(' ').map(str::to_owned).collect()
     }

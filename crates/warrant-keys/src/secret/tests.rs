@@ -602,3 +602,38 @@ async fn a_lease_too_short_is_refused_before_anything_runs() {
         "the key Lease duration must be at least 2s, not 1s"
     );
 }
+
+/// Dropping a store's change feed stops its task: the Secret watch closes.
+#[tokio::test]
+async fn dropping_the_change_feed_closes_its_watch() {
+    let fixture = fixture().await;
+    let feed = store(&fixture, "a").watch().unwrap();
+    within(
+        "the Secret watch is open",
+        fixture.until(|c| c.watchers("secrets") == 1),
+    )
+    .await;
+    drop(feed);
+    within(
+        "the Secret watch is closed",
+        fixture.until(|c| c.watchers("secrets") == 0),
+    )
+    .await;
+}
+
+/// Dropping a Leadership stops its task: the sender of `leading` goes with it, and the Lease is
+/// no longer held for this replica.
+#[tokio::test]
+async fn dropping_the_leadership_stops_its_task() {
+    let fixture = fixture().await;
+    let leadership = Leadership::start(client(&fixture), &lease("a"), KeyMetrics::new())
+        .await
+        .unwrap();
+    until_leading("a leads", &leadership, true).await;
+    let mut leading = leadership.leading();
+    drop(leadership);
+    within("the leadership task ends", async {
+        while leading.changed().await.is_ok() {}
+    })
+    .await;
+}

@@ -144,5 +144,14 @@ async fn the_front_proxy_follows_the_configmap() {
     until(&trust, "the deletion", |t| t.front_proxy().is_none()).await;
     assert!(trust.client_ca().is_none());
     assert_eq!(relay("aggregator").await, StatusCode::UNAUTHORIZED);
-    follower.abort();
+
+    // Dropping the follower's handle stops it: its watch closes.
+    assert_eq!(fixture.watchers("configmaps"), 1);
+    drop(follower);
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        fixture.until(|c| c.watchers("configmaps") == 0),
+    )
+    .await
+    .expect("the follower's watch outlived its handle");
 }
