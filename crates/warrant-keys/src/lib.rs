@@ -34,11 +34,11 @@ pub use directory::DirStore;
 pub use holder::KeyHolder;
 pub use leader::{Leadership, LeaseConfig, LeaseError, MIN_LEASE_SECONDS};
 pub use lifecycle::{
-    KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS, ManagedKey, ManagedKeySet,
-    PolicyError, REMOVAL_LEEWAY_SECONDS, Replacement, Revocation, RevokeError, Revoked,
-    RotationPolicy, Successor,
+    GATE_LEAD_MAX_SECONDS, Hold, KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS,
+    ManagedKey, ManagedKeySet, PolicyError, REMOVAL_LEEWAY_SECONDS, Replacement, Revocation,
+    RevokeError, Revoked, RotationPolicy, Successor,
 };
-pub use manager::{KeyManager, KeyManagerTask, ManagerError, StoreHealth, Writer};
+pub use manager::{ActivationGate, KeyManager, KeyManagerTask, ManagerError, StoreHealth, Writer};
 pub use metrics::KeyMetrics;
 pub use secret::{MANAGED_BY, MANAGED_BY_LABEL, SecretStore, WRITTEN_BY_ANNOTATION};
 pub use static_files::{

@@ -38,6 +38,23 @@ pub const REMOVAL_LEEWAY_SECONDS: i64 = LEEWAY_SECONDS;
 /// that honours max-age has always refetched the JWKS before a key it did not have signs.
 pub const MIN_PUBLISH_AHEAD_SECONDS: i64 = 60;
 
+/// The longest lead of the activation gate (see [`ManagedKeySet::hold_unlisted`]): the
+/// documents' longest `max-age` (warrant-issuer's `DOCUMENT_MAX_AGE_SECONDS`), so a relying
+/// party that honours it has re-read a bucket's JWKS after the gate last found the key there.
+pub const GATE_LEAD_MAX_SECONDS: i64 = 3600;
+
+/// A key the activation gate held back: it was due to sign at `from`, and now signs at `to`
+/// at the earliest (the key before it signs until then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// The key ID.
+    pub kid: String,
+    /// When it was due to activate.
+    pub from: Timestamp,
+    /// When it activates now.
+    pub to: Timestamp,
+}
+
 /// How managed keys rotate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RotationPolicy {
@@ -79,6 +96,15 @@ impl RotationPolicy {
             return Err(PolicyError::MaxTokenSeconds(self.max_token_seconds));
         }
         Ok(())
+    }
+
+    /// How long before its activation a key must be listed by every place the documents are
+    /// published to (the activation gate, [`ManagedKeySet::hold_unlisted`]): half the
+    /// publish-ahead, at most [`GATE_LEAD_MAX_SECONDS`]. Half, so a successor created
+    /// publish-ahead before it activates has half of that to reach the buckets before the gate
+    /// looks.
+    pub fn gate_lead_seconds(&self) -> i64 {
+        (self.publish_ahead_seconds / 2).clamp(1, GATE_LEAD_MAX_SECONDS)
     }
 
     /// The most keys the JWKS holds at once under this policy: the next key, the active one,
@@ -608,6 +634,62 @@ impl ManagedKeySet {
             changed = true;
         }
         Ok(changed.then_some(set))
+    }
+
+    /// The activation gate: no key signs before every publish target lists it. Each key that
+    /// is not signing yet, activates within the gate's lead ([`RotationPolicy::gate_lead_seconds`])
+    /// of `now`, and that `listed` says is not in every published JWKS (as read back) is held:
+    /// its activation moves to `now` plus twice the lead, and the key signing now signs on
+    /// until then (its retirement, and so its removal, move with it). `None` if no key is held.
+    ///
+    /// Bounded: each hold moves an activation at most two leads ahead of `now`, so once the
+    /// targets list the key it signs within two leads; while they do not, it is held again a
+    /// lead later (one store write per lead). The gate never holds the first key of a set
+    /// (nothing signs before it) and never takes back a key already signing. Pure, like
+    /// [`rotate`](Self::rotate): the key manager calls it as the store's writer.
+    pub fn hold_unlisted(
+        &self,
+        policy: &RotationPolicy,
+        now: Timestamp,
+        listed: impl Fn(&str) -> bool,
+    ) -> Option<(ManagedKeySet, Vec<Hold>)> {
+        let now = whole_second(now);
+        let active = self.active_index(now)?;
+        let lead = policy.gate_lead_seconds();
+        let horizon = plus(now, lead);
+        let until = plus(now, lead.saturating_mul(2));
+        let mut set = self.clone();
+        let mut holds = Vec::new();
+        for key in set.keys.iter_mut().skip(active + 1) {
+            if key.activate_at > now && key.activate_at <= horizon && !listed(key.kid()) {
+                holds.push(Hold {
+                    kid: key.kid().to_owned(),
+                    from: key.activate_at,
+                    to: until,
+                });
+                key.activate_at = until;
+            }
+        }
+        if holds.is_empty() {
+            return None;
+        }
+        set.keys.sort_by(|a, b| {
+            (a.activate_at, a.published_at, a.kid()).cmp(&(b.activate_at, b.published_at, b.kid()))
+        });
+        Some((set, holds))
+    }
+
+    /// When the activation gate next has to look: the earliest time a key not signing yet
+    /// enters the gate's lead, if that is after `now`. Keys already within it are looked at
+    /// whenever what the targets list changes.
+    pub fn next_gate_check(&self, policy: &RotationPolicy, now: Timestamp) -> Option<Timestamp> {
+        let lead = policy.gate_lead_seconds();
+        self.keys
+            .iter()
+            .filter(|k| k.activate_at > now)
+            .map(|k| plus(k.activate_at, -lead))
+            .filter(|t| *t > now)
+            .min()
     }
 
     /// An operator's rotation (`warrant keys rotate`): start the next rotation now instead of

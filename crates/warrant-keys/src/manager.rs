@@ -12,7 +12,7 @@
 //! stay in force (their schedule still advances by time alone: a successor already in the set
 //! activates on time), the error is logged and counted, and the manager retries.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,7 +50,8 @@ pub enum Writer {
 }
 
 impl Writer {
-    fn may_write(&self) -> bool {
+    /// True while this process writes the store.
+    pub fn may_write(&self) -> bool {
         match self {
             Writer::Always => true,
             Writer::WhileLeader(leader) => *leader.borrow(),
@@ -58,7 +59,9 @@ impl Writer {
         }
     }
 
-    async fn changed(&mut self) {
+    /// Completes when [`may_write`](Self::may_write) may have changed (never for `Always` and
+    /// `Never`).
+    pub async fn changed(&mut self) {
         match self {
             Writer::WhileLeader(leader) => {
                 if leader.changed().await.is_err() {
@@ -69,6 +72,12 @@ impl Writer {
         }
     }
 }
+
+/// The activation gate's input: the kids every place the documents are published to lists
+/// in its JWKS, as last read back (warrant-publish keeps it current). With a gate, the manager
+/// that writes the store does not let a key start signing before the set holds it (see
+/// [`ManagedKeySet::hold_unlisted`]).
+pub type ActivationGate = watch::Receiver<BTreeSet<String>>;
 
 /// How the key store has answered lately: what `/readyz?verbose` and the metric
 /// `warrant_keys_store_stale_since_timestamp_seconds` report. The keys in force never depend on
@@ -168,6 +177,8 @@ pub struct KeyManager<S: KeyStore> {
     /// Keys this manager's own writes took out of the set (removed, or replaced after a
     /// revocation) whose private halves are still to be destroyed.
     left: Vec<SigningKey>,
+    /// What the publish targets list, when keys are published beyond this process.
+    gate: Option<ActivationGate>,
 }
 
 impl<S: KeyStore> KeyManager<S> {
@@ -207,6 +218,7 @@ impl<S: KeyStore> KeyManager<S> {
             health,
             destroyed: HashSet::new(),
             left: Vec::new(),
+            gate: None,
         };
         if manager.writer.may_write() {
             manager.sync(now).await?;
@@ -258,6 +270,14 @@ impl<S: KeyStore> KeyManager<S> {
                 () = tokio::time::sleep(RETRY) => {}
             }
         }
+    }
+
+    /// Gates activations on `gate` (see [`ActivationGate`]): as the store's writer, this manager
+    /// holds back a key that is due to sign within the gate's lead while the publish targets
+    /// do not all list it.
+    pub fn with_gate(mut self, gate: ActivationGate) -> Self {
+        self.gate = Some(gate);
+        self
     }
 
     /// The managed keys as last read or written.
@@ -324,6 +344,14 @@ impl<S: KeyStore> KeyManager<S> {
                         self.store_failed(now, &error, "cannot update the managed keys; the keys in force stay until it succeeds");
                     }
                 }
+                match self.hold_unlisted(now).await {
+                    Ok(true) => self.store_answered(now),
+                    Ok(false) => {}
+                    Err(error) => {
+                        failed = true;
+                        self.store_failed(now, &error, "cannot hold back a key the publish targets do not list yet: it will sign at its activation time regardless");
+                    }
+                }
             }
             if let Some(keys) = self.key_set(now) {
                 let changed = published
@@ -341,6 +369,7 @@ impl<S: KeyStore> KeyManager<S> {
                 () = tokio::time::sleep(wake) => {}
                 () = feed.changed() => {}
                 () = self.writer.changed() => {}
+                () = gate_changed(&mut self.gate) => {}
             }
             // Whatever woke us, act on the store as it is now: another writer may have been
             // first, and a missed change notification is caught at the next wake-up at the latest.
@@ -394,7 +423,14 @@ impl<S: KeyStore> KeyManager<S> {
         // A replica that does not write waits for the writer's changes (it hears of them from
         // the store), not for a successor it cannot create.
         let next = if self.writer.may_write() && !failed {
-            self.keys.next_change(now, &self.policy)
+            let gate = self
+                .gate
+                .as_ref()
+                .and_then(|_| self.keys.next_gate_check(&self.policy, now));
+            [self.keys.next_change(now, &self.policy), gate]
+                .into_iter()
+                .flatten()
+                .min()
         } else {
             self.keys.next_transition(now)
         };
@@ -477,6 +513,48 @@ impl<S: KeyStore> KeyManager<S> {
                     tracing::info!(store = %self.store.describe(), "the key store changed under this write; re-reading it");
                     self.reload().await?;
                 }
+                Err(error) => {
+                    self.metrics.store_error("save");
+                    return Err(error.into());
+                }
+            }
+        }
+        Err(ManagerError::Contended {
+            store: self.store.describe(),
+        })
+    }
+
+    /// The activation gate, as the store's writer: holds back (rewriting the store) each key due
+    /// to sign within the gate's lead that the publish targets do not all list. Returns whether
+    /// anything was written.
+    async fn hold_unlisted(&mut self, now: Timestamp) -> Result<bool, ManagerError> {
+        let Some(gate) = &self.gate else {
+            return Ok(false);
+        };
+        let gate = gate.clone();
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let held = {
+                let listed = gate.borrow();
+                self.keys
+                    .hold_unlisted(&self.policy, now, |kid| listed.contains(kid))
+            };
+            let Some((next, holds)) = held else {
+                return Ok(false);
+            };
+            match self.store.save(&next, self.version.as_ref()).await {
+                Ok(version) => {
+                    for hold in &holds {
+                        self.metrics.activation_held();
+                        tracing::error!(
+                            kid = %hold.kid, due = %hold.from, activate_at = %hold.to,
+                            "key not listed by every publish target yet: it does not sign before they list it; the key in force signs on until activate_at (see /readyz?verbose, publish)"
+                        );
+                    }
+                    self.keys = next;
+                    self.version = Some(version);
+                    return Ok(true);
+                }
+                Err(StoreError::Conflict { .. }) => self.reload().await?,
                 Err(error) => {
                     self.metrics.store_error("save");
                     return Err(error.into());
@@ -656,6 +734,17 @@ fn log_transitions(
             );
         }
     }
+}
+
+/// Completes when what the publish targets list changes; never without a gate (or once its
+/// publisher is gone).
+async fn gate_changed(gate: &mut Option<ActivationGate>) {
+    if let Some(gate) = gate
+        && gate.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending::<()>().await
 }
 
 /// The running key manager; dropping it stops it.

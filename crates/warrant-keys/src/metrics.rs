@@ -34,6 +34,7 @@ pub struct KeyMetrics {
     store_errors: Family<OperationLabels, Counter>,
     store_stale_since: Gauge,
     leader: Gauge,
+    activations_held: Counter,
 }
 
 impl KeyMetrics {
@@ -44,6 +45,11 @@ impl KeyMetrics {
 
     /// Registers the metrics into the server's registry. Call it once per registry.
     pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "warrant_keys_activations_held",
+            "Times the activation gate held a key back because a publish target did not list it yet (--publish-discovery)",
+            self.activations_held.clone(),
+        );
         registry.register(
             "warrant_keys_generation",
             "Key sets published by this process: 1 at startup, plus 1 at every change of keys or schedule",
@@ -138,6 +144,10 @@ impl KeyMetrics {
     }
 
     /// Counts a failed store operation: `load`, `save` or `watch`.
+    pub(crate) fn activation_held(&self) {
+        self.activations_held.inc();
+    }
+
     pub(crate) fn store_error(&self, operation: &'static str) {
         self.store_errors
             .get_or_create(&OperationLabels { operation })

@@ -669,3 +669,91 @@ fn revoking_a_next_or_retired_key_leaves_the_signing_key_alone() {
         b.kid()
     );
 }
+
+/// The activation gate: a successor the publish targets do not list is held back, a lead at a
+/// time; listed, it signs on time; the first key and a key already signing are never held.
+#[test]
+fn the_gate_holds_an_unlisted_successor_and_lets_a_listed_one_sign() {
+    let policy = policy();
+    let lead = policy.gate_lead_seconds();
+    assert_eq!(
+        lead, GATE_LEAD_MAX_SECONDS,
+        "a day's publish-ahead: an hour's lead"
+    );
+    let set = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let first = set.keys()[0].kid().to_owned();
+    // The first key signs at once whatever the targets say.
+    assert!(set.hold_unlisted(&policy, at(T0), |_| false).is_none());
+    let set = set
+        .rotate(&policy, at(T0 + 6 * DAY), SigningKey::generate)
+        .unwrap()
+        .unwrap();
+    let next = set.keys()[1].kid().to_owned();
+    let due = at(T0 + 7 * DAY);
+    assert_eq!(set.keys()[1].activate_at(), due);
+    // Before the lead, nothing to do; the gate next looks when the lead begins.
+    assert!(
+        set.hold_unlisted(&policy, at(T0 + 7 * DAY - lead - 1), |_| false)
+            .is_none()
+    );
+    assert_eq!(
+        set.next_gate_check(&policy, at(T0 + 6 * DAY)),
+        Some(at(T0 + 7 * DAY - lead))
+    );
+    // Listed: it signs on time.
+    assert!(
+        set.hold_unlisted(&policy, at(T0 + 7 * DAY - 1), |kid| kid == next)
+            .is_none()
+    );
+    // Not listed within the lead: held two leads from now; the first key signs on, and its
+    // removal moves with its retirement.
+    let now = at(T0 + 7 * DAY - lead);
+    let (held, holds) = set.hold_unlisted(&policy, now, |kid| kid == first).unwrap();
+    let to = at(T0 + 7 * DAY + lead);
+    assert_eq!(
+        holds,
+        vec![Hold {
+            kid: next.clone(),
+            from: due,
+            to
+        }]
+    );
+    assert_eq!(held.active_at(due).unwrap().kid(), first);
+    assert_eq!(held.state_at(&next, due), Some(KeyState::Next));
+    let schedule = held.schedule(due);
+    assert_eq!(schedule[0].retire_at, Some(to));
+    assert_eq!(
+        schedule[0].remove_at,
+        Some(at(T0 + 7 * DAY + lead + DAY + REMOVAL_LEEWAY_SECONDS))
+    );
+    // Still unlisted a lead later: held again (bounded: two leads from each look).
+    let (again, holds) = held
+        .hold_unlisted(&policy, at(T0 + 7 * DAY), |_| false)
+        .unwrap();
+    assert_eq!(holds[0].to, at(T0 + 7 * DAY + 2 * lead));
+    // Listed at last: it signs at the held time, not later.
+    assert!(
+        again
+            .hold_unlisted(&policy, at(T0 + 7 * DAY + lead + 1), |kid| kid == next)
+            .is_none()
+    );
+    assert_eq!(
+        again.active_at(at(T0 + 7 * DAY + 2 * lead)).unwrap().kid(),
+        next
+    );
+    // A key already signing is never taken back.
+    assert!(
+        again
+            .hold_unlisted(&policy, at(T0 + 7 * DAY + 2 * lead), |_| false)
+            .is_none()
+    );
+}
+
+#[test]
+fn the_gate_lead_is_half_the_publish_ahead_at_most_an_hour() {
+    let mut policy = policy();
+    policy.publish_ahead_seconds = 60;
+    assert_eq!(policy.gate_lead_seconds(), 30);
+    policy.publish_ahead_seconds = 2 * HOUR;
+    assert_eq!(policy.gate_lead_seconds(), HOUR);
+}

@@ -363,3 +363,55 @@ async fn held_keys_are_generated_in_the_holder_and_destroyed_when_they_sign_no_m
         "a key generated for a failed write is still held"
     );
 }
+
+/// The activation gate in the running manager: while the publish targets do not list the
+/// successor, the key in force signs on (the store is rewritten with the later activation, so
+/// replicas follow); once they list it, it signs at the held time.
+#[tokio::test(start_paused = true)]
+async fn the_gate_keeps_an_unlisted_successor_from_signing() {
+    let store = MemoryStore::new();
+    let metrics = KeyMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let clock = clock();
+    let manager = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::Always,
+        metrics,
+        clock.now(),
+    )
+    .await
+    .unwrap();
+    let a = manager.keys().keys()[0].kid().to_owned();
+    let (listed, gate) = watch::channel(std::collections::BTreeSet::from([a.clone()]));
+    let (_task, mut seen) = spawn(manager.with_gate(gate), clock.clone());
+    let lead = policy().gate_lead_seconds();
+
+    assert_eq!(seen.recv().await.unwrap(), (T0, a.clone(), vec![a.clone()]));
+    let (now, _, published) = seen.recv().await.unwrap();
+    assert_eq!(now, T0 + 6 * DAY);
+    let b = published[1].clone();
+    // The lead begins and the targets do not list it: held, and the store says so.
+    let (now, signing, _) = seen.recv().await.unwrap();
+    assert_eq!((now, signing.as_str()), (T0 + 7 * DAY - lead, a.as_str()));
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(stored.keys.keys()[1].activate_at(), at(T0 + 7 * DAY + lead));
+    // Its due time passes with the first key signing; held again a lead later.
+    let (now, signing, _) = seen.recv().await.unwrap();
+    assert_eq!((now, signing.as_str()), (T0 + 7 * DAY, a.as_str()));
+    assert_eq!(
+        store.load().await.unwrap().unwrap().keys.keys()[1].activate_at(),
+        at(T0 + 7 * DAY + 2 * lead)
+    );
+    // The targets catch up: it signs at the held time, not before.
+    tokio::time::sleep(Duration::from_secs(u64::try_from(lead / 2).unwrap())).await;
+    listed.send_replace([a.clone(), b.clone()].into());
+    let (now, signing, _) = seen.recv().await.unwrap();
+    assert_eq!((now, signing), (T0 + 7 * DAY + 2 * lead, b.clone()));
+    let text = metrics_text(&registry);
+    assert!(
+        text.contains("warrant_keys_activations_held_total 2"),
+        "{text}"
+    );
+}
