@@ -28,14 +28,13 @@
 
 use tokio::time::Instant;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use tonic::{Request, Response, Status};
 use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
 use warrant_audit::{JsonList, LOGGED_ITEM_CHARS, bounded};
 use warrant_issuer::{Issuer, SignError, SignedClaims};
 use warrant_token::{
-    Claims, ClaimsJsonError, LEEWAY_SECONDS, MAX_TOKEN_BYTES, parse_claims_strictly,
+    Claims, ClaimsJsonError, EncodedClaimsError, LEEWAY_SECONDS, MAX_TOKEN_BYTES,
+    decode_claims_strictly,
 };
 
 use crate::connections::Peer;
@@ -110,33 +109,28 @@ impl Signer {
                 ),
             ));
         }
-        let json = URL_SAFE_NO_PAD.decode(claims).map_err(|_| {
-            Refusal(
-                "not_base64url",
-                "claims are not unpadded base64url (the JWT's second segment)".into(),
-            )
-        })?;
-        let parsed = parse_claims_strictly(&json).map_err(|error| match error {
-            ClaimsJsonError::NotJson(_) | ClaimsJsonError::NotObject => Refusal(
-                "not_json_object",
-                "claims do not decode to a JSON object".into(),
-            ),
-            ClaimsJsonError::DuplicateKey { .. } => Refusal("duplicate_claim", error.to_string()),
-            ClaimsJsonError::CaseVariant { .. } => Refusal("case_variant_claim", error.to_string()),
-        })?;
-        // Typed as TokenReview reads them: claims of another shape would make a token warrant
-        // itself refuses, so they are not signed either.
-        let parsed: Claims =
-            serde_json::from_value(serde_json::Value::Object(parsed)).map_err(|error| {
+        let parsed = decode_claims_strictly(claims).map_err(|error| match &error {
+            EncodedClaimsError::NotBase64(_) => Refusal("not_base64url", error.to_string()),
+            EncodedClaimsError::Json(ClaimsJsonError::NotJson(_) | ClaimsJsonError::NotObject) => {
                 Refusal(
-                    "malformed_claims",
-                    // serde quotes the offending value: bounded, it is the caller's.
-                    format!(
-                        "claims are not those of a service-account token: {}",
-                        bounded(&error.to_string(), LOGGED_ITEM_CHARS)
-                    ),
+                    "not_json_object",
+                    "claims do not decode to a JSON object".into(),
                 )
-            })?;
+            }
+            EncodedClaimsError::Json(ClaimsJsonError::DuplicateKey { .. }) => {
+                Refusal("duplicate_claim", error.to_string())
+            }
+            EncodedClaimsError::Json(ClaimsJsonError::CaseVariant { .. }) => {
+                Refusal("case_variant_claim", error.to_string())
+            }
+            // Typed as TokenReview reads them: claims of another shape would make a token
+            // warrant itself refuses, so they are not signed either. serde quotes the
+            // offending value: bounded, it is the caller's.
+            EncodedClaimsError::Types(_) => Refusal(
+                "malformed_claims",
+                bounded(&error.to_string(), LOGGED_ITEM_CHARS + 48),
+            ),
+        })?;
         let settings = self.issuer.settings();
         if parsed.iss.is_empty() {
             return Err(Refusal(

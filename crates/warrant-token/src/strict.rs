@@ -78,6 +78,32 @@ pub enum ClaimsJsonError {
     },
 }
 
+/// Why an encoded claims segment was not read as [`crate::Claims`].
+#[derive(Debug, thiserror::Error)]
+pub enum EncodedClaimsError {
+    /// Not unpadded base64url.
+    #[error("claims are not unpadded base64url (the JWT's second segment)")]
+    NotBase64(#[source] base64::DecodeError),
+    /// Not a claims object every reader reads alike.
+    #[error(transparent)]
+    Json(ClaimsJsonError),
+    /// A claim of a type TokenReview does not read (a string `exp`, a numeric `sub`, …).
+    #[error("claims are not those of a service-account token: {0}")]
+    Types(#[source] serde_json::Error),
+}
+
+/// Reads a JWT's second segment (unpadded base64url JSON) as [`crate::Claims`], strictly (see
+/// [`parse_claims_strictly`]), without verifying anything: for claims someone asks warrant to
+/// sign, or a token whose issuer will verify it. The one decoder of unverified claims.
+pub fn decode_claims_strictly(encoded: &str) -> Result<crate::Claims, EncodedClaimsError> {
+    use base64::Engine as _;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(encoded)
+        .map_err(EncodedClaimsError::NotBase64)?;
+    let claims = parse_claims_strictly(&json).map_err(EncodedClaimsError::Json)?;
+    serde_json::from_value(Value::Object(claims)).map_err(EncodedClaimsError::Types)
+}
+
 /// Reads `json` as a claims object, refusing what parsers could read differently (see the
 /// module documentation).
 pub fn parse_claims_strictly(json: &[u8]) -> Result<Map<String, Value>, ClaimsJsonError> {

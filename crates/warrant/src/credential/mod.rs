@@ -24,10 +24,7 @@ mod cache;
 
 use std::error::Error;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http_body_util::BodyExt as _;
-use serde::Deserialize as _;
 use serde_json::{Value, json};
 use warrant_token::{BoundObjectReference, Claims};
 
@@ -148,16 +145,10 @@ enum UnverifiedClaimsError {
     /// Not three dot-separated parts.
     #[error("not three dot-separated parts")]
     NotCompact,
-    /// The payload is not base64url.
-    #[error("its payload is not base64url")]
-    NotBase64(#[source] base64::DecodeError),
-    /// The payload is not a claims object warrant reads the one way (warrant-token's strict
-    /// parse: no duplicate keys, no case variants of registered names).
-    #[error("its payload is not a claims object")]
-    NotClaims(#[source] warrant_token::ClaimsJsonError),
-    /// A claim has the wrong type.
-    #[error("its claims do not have the types of a service-account token's")]
-    Types(#[source] serde_json::Error),
+    /// The payload is not base64url claims that warrant reads the one way, with the types of
+    /// a service-account token's (warrant-token's strict decoder).
+    #[error("its payload is not a service-account token's claims")]
+    Claims(#[source] warrant_token::EncodedClaimsError),
 }
 
 /// The innermost cause of `error`, which says what went wrong (refused, certificate).
@@ -213,12 +204,8 @@ fn claims_of(token: &str) -> Result<Claims, UnverifiedClaimsError> {
     else {
         return Err(UnverifiedClaimsError::NotCompact);
     };
-    let json = URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .map_err(UnverifiedClaimsError::NotBase64)?;
-    let claims =
-        warrant_token::parse_claims_strictly(&json).map_err(UnverifiedClaimsError::NotClaims)?;
-    Claims::deserialize(Value::Object(claims)).map_err(UnverifiedClaimsError::Types)
+    warrant_token::decode_claims_strictly(payload.trim_end_matches('='))
+        .map_err(UnverifiedClaimsError::Claims)
 }
 
 fn own_identity(token: &str) -> Result<Own, CredentialError> {
