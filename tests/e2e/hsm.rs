@@ -453,3 +453,125 @@ async fn pem_stores_and_held_stores_are_not_mixed_and_import_and_revoke_work() {
     assert!(!objects.contains(sa.kid()), "{objects}");
     assert!(objects.contains(&imported_kid), "{objects}");
 }
+
+/// `warrant serve` with placeholder TLS and object files, the key directory `keys` and the
+/// token: for configurations refused while the keys load (before those files are read).
+fn serve_refused(hsm: &SoftHsm, keys: &Path) -> String {
+    let out = hsm
+        .command(BIN)
+        .args([
+            "serve",
+            "--service-account-issuer",
+            "https://warrant.example",
+        ])
+        .args([
+            "--tls-cert-file",
+            "unused.crt",
+            "--tls-private-key-file",
+            "unused.key",
+        ])
+        .args(["--objects-file", "unused.yaml", "--key-dir"])
+        .arg(keys)
+        .args(["--key-pkcs11-uri", &hsm.uri()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "warrant serve started");
+    stderr(&out)
+}
+
+/// The kid of the store's first key and its object's `CKA_ID`, as the key store recorded them:
+/// the id percent-encoded as in a PKCS#11 URI (`%0a%1b…`) and in hex for `pkcs11-tool`.
+fn recorded_key(keys: &Path) -> (String, String, String) {
+    let index: Value = serde_json::from_str(
+        &std::fs::read_to_string(keys.join(warrant_keys::INDEX_FILE)).unwrap(),
+    )
+    .unwrap();
+    let held_in = index["keys"][0]["heldIn"].as_str().unwrap();
+    let encoded = held_in.split_once(";id=").unwrap().1.to_owned();
+    let hex = encoded.replace('%', "");
+    let kid = index["keys"][0]["kid"].as_str().unwrap().to_owned();
+    (kid, encoded, hex)
+}
+
+#[tokio::test]
+async fn a_missing_or_unsuitable_key_object_is_one_clear_startup_error() {
+    let hsm = SoftHsm::new();
+    let work = tempfile::tempdir().unwrap();
+    let keys = work.path().join("keys");
+    let uri = hsm.uri();
+    let keys_cmd = |cmd: &str| -> Vec<OsString> {
+        vec![
+            cmd.into(),
+            "--key-dir".into(),
+            keys.clone().into(),
+            "--key-pkcs11-uri".into(),
+            uri.as_str().into(),
+            "--key-algorithm".into(),
+            "ES256".into(),
+        ]
+    };
+    let run = |cmd: &str| {
+        let mut args: Vec<OsString> = vec!["keys".into()];
+        args.extend(keys_cmd(cmd));
+        let refs: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+        hsm.warrant(&refs)
+    };
+    let generated = run("generate");
+    assert!(generated.status.success(), "{}", stderr(&generated));
+    let (kid, id, hex) = recorded_key(&keys);
+
+    // The active key's private object deleted behind warrant's back (an operator's mistake,
+    // a token restored from an old backup): serve refuses to start, once, naming the object.
+    let deleted = hsm
+        .command("pkcs11-tool")
+        .args(["--module", MODULE, "--token-label", "warrant", "--login"])
+        .args([
+            "--pin",
+            PIN,
+            "--delete-object",
+            "--type",
+            "privkey",
+            "--id",
+            &hex,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        deleted.status.success(),
+        "pkcs11-tool: {}",
+        stderr(&deleted)
+    );
+    let said = serve_refused(&hsm, &keys);
+    let expected = format!(
+        "--key-pkcs11-uri: the active key {kid} cannot sign: pkcs11:token=warrant;id={id}: no private key object with this CKA_ID on the token. Restore the object from the token's backup, or replace the key at once with `warrant keys revoke {kid}`"
+    );
+    assert!(said.contains(&expected), "{said}");
+    assert_eq!(said.matches("cannot sign").count(), 1, "{said}");
+    assert!(!said.contains(PIN), "{said}");
+    // `keys rotate` refuses too: the key it would keep signing until the next one cannot.
+    let rotated = run("rotate");
+    assert!(!rotated.status.success());
+    assert!(stderr(&rotated).contains(&expected), "{}", stderr(&rotated));
+
+    // Another kind of key under the recorded id: refused for what it is.
+    let replaced = hsm
+        .command("pkcs11-tool")
+        .args(["--module", MODULE, "--token-label", "warrant", "--login"])
+        .args(["--pin", PIN, "--keypairgen", "--key-type", "rsa:2048"])
+        .args(["--id", &hex, "--label", "stranger", "--sensitive"])
+        .output()
+        .unwrap();
+    assert!(
+        replaced.status.success(),
+        "pkcs11-tool: {}",
+        stderr(&replaced)
+    );
+    let said = serve_refused(&hsm, &keys);
+    assert!(
+        said.contains(&format!(
+            "--key-pkcs11-uri: the active key {kid} cannot sign: pkcs11:token=warrant;object=stranger;id={id}: the key cannot be used: it signs RS256, the key store expects ES256"
+        )),
+        "{said}"
+    );
+    assert_eq!(said.matches("cannot sign").count(), 1, "{said}");
+}

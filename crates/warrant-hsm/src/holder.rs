@@ -18,7 +18,7 @@ use warrant_keys::KeyHolder;
 use warrant_token::{KeyError, KeyType, PemKey, SigningKey, VerifyingKey};
 
 use crate::error::{HsmError, LocatorError};
-use crate::remote::{Pkcs11Key, remote_sign_error, token_name};
+use crate::remote::{Pkcs11Key, find_recorded, remote_sign_error, token_name};
 use crate::token::Token;
 use crate::uri::Pkcs11Uri;
 
@@ -72,6 +72,18 @@ impl Pkcs11Holder {
             .object_id()
             .ok_or_else(|| LocatorError::NoId(uri.to_string()))?;
         Ok(id.to_vec())
+    }
+
+    /// Checks that `key`, as a key store recorded it, can sign: its private object is on this
+    /// token, sensitive, not extractable, of the recorded algorithm and an accepted size, and
+    /// is the recorded key. [`KeyHolder::open`] does not look (a retired key's object is gone
+    /// on purpose); a server checks the keys that can still sign with this at startup, so a
+    /// missing or unsuitable object is one startup error rather than a failure at the first
+    /// signature. Blocks.
+    pub fn check(&self, key: &SigningKey) -> Result<(), HsmError> {
+        let remote = key.remote_key().ok_or(LocatorError::NotHeld)?;
+        let id = self.locator_id(&remote.locator())?;
+        find_recorded(&self.token, &id, key.verifying_key()).map(drop)
     }
 
     fn generate_key(&self, key_type: KeyType) -> Result<SigningKey, HsmError> {

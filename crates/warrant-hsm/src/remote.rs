@@ -93,20 +93,7 @@ impl Pkcs11Key {
         if let Some(key) = self.lock().clone() {
             return Ok(key);
         }
-        let public = &self.inner.public;
-        let key = self
-            .inner
-            .token
-            .key(&self.inner.id, Some(public.algorithm()))?;
-        if key.verifying_key() != public {
-            return Err(HsmError::Unsuitable {
-                uri: key.uri().to_string(),
-                problem: Unsuitable::NotRecorded {
-                    recorded: public.kid().to_owned(),
-                    found: key.kid().to_owned(),
-                },
-            });
-        }
+        let key = find_recorded(&self.inner.token, &self.inner.id, &self.inner.public)?;
         *self.lock() = Some(key.clone());
         Ok(key)
     }
@@ -120,6 +107,27 @@ impl Pkcs11Key {
             .run(move || this.find()?.sign(&signing_input))
             .await
     }
+}
+
+/// The private key `id` on `token`, checked to be usable ([`Token::key`]: present, sensitive,
+/// not extractable, of `public`'s algorithm and an accepted size) and to be the key whose
+/// public half a key store recorded as `public`. Blocks.
+pub(crate) fn find_recorded(
+    token: &Token,
+    id: &[u8],
+    public: &VerifyingKey,
+) -> Result<HsmKey, HsmError> {
+    let key = token.key(id, Some(public.algorithm()))?;
+    if key.verifying_key() != public {
+        return Err(HsmError::Unsuitable {
+            uri: key.uri().to_string(),
+            problem: Unsuitable::NotRecorded {
+                recorded: public.kid().to_owned(),
+                found: key.kid().to_owned(),
+            },
+        });
+    }
+    Ok(key)
 }
 
 /// The error a [`RemoteKey`] reports for `err`: unavailable when the token may come back.

@@ -245,7 +245,14 @@ async fn update<T>(
 }
 
 async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let (store, _pkcs11) = open_store(&args.store, "warrant keys rotate").await?;
+    let (store, pkcs11) = open_store(&args.store, "warrant keys rotate").await?;
+    // A rotation keeps the active key signing until its successor activates: refuse to plan
+    // one around a key whose object cannot sign (revoke replaces such a key at once).
+    if let Some(pkcs11) = &pkcs11 {
+        pkcs11
+            .check_signing_keys(&load(&store).await?.keys, now)
+            .await?;
+    }
     let generator = Generator::new(&store);
     let result = update(&store, &args.rotation, now, |keys, policy| {
         Ok(keys

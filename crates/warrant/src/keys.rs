@@ -19,6 +19,7 @@ use warrant_server::AppState;
 use warrant_token::{Algorithm, KeyType, VerifyingKey};
 
 use crate::cli::{KeyAlgorithm, KeySourceArgs, ObjectName, RotationArgs, StoreArgs};
+use crate::hsm::Pkcs11;
 
 /// The longest token lifetime with managed keys when `--service-account-max-token-expiration`
 /// is not set: a day. It bounds how long a retired key stays published (a day and a minute
@@ -359,14 +360,15 @@ impl Running {
 }
 
 /// Loads the keys: fails (so warrant does not start) if the files do not load, or the key
-/// directory or Secret cannot be read or created. With a Secret, a replica that does not hold
+/// directory or Secret cannot be read or created, or (with `pkcs11`, the token holding the
+/// private keys) a key that signs now or will cannot sign there. With a Secret, a replica that does not hold
 /// the Lease waits for the leader to create the first key. `kubeconfig` reaches the Secret.
 pub(crate) async fn open(
     source: &KeySource,
     max_token_seconds: i64,
     metrics: KeyMetrics,
     kubeconfig: Option<&Path>,
-    holder: Option<Arc<dyn KeyHolder>>,
+    pkcs11: Option<&Pkcs11>,
     clock: &Clock,
 ) -> Result<Opened, Box<dyn Error>> {
     match source {
@@ -416,7 +418,7 @@ pub(crate) async fn open(
                     (Store::Secret(store), writer, Some((leadership, described)))
                 }
             };
-            let store = store.held_by(holder);
+            let store = store.held_by(pkcs11.map(Pkcs11::key_holder));
             let current = store
                 .load()
                 .await?
@@ -427,6 +429,11 @@ pub(crate) async fn open(
             let manager =
                 KeyManager::open_when_ready(store, policy, writer, metrics.clone(), clock).await?;
             let now = clock.now();
+            // The keys that sign now or will must be usable in the token: a missing or
+            // unsuitable object is a startup error, not a failure at the first signature.
+            if let Some(pkcs11) = pkcs11 {
+                pkcs11.check_signing_keys(manager.keys(), now).await?;
+            }
             let extra = StaticKeys::load(extra_files)?;
             let managed = manager
                 .key_set(now)

@@ -53,7 +53,7 @@ pub(crate) async fn run(
         max_token_seconds,
         key_metrics,
         args.kubeconfig.as_deref(),
-        pkcs11.as_ref().map(hsm::Pkcs11::key_holder),
+        pkcs11.as_ref(),
         &clock,
     )
     .await?;
