@@ -23,3 +23,4 @@ mod holder;
 mod keys;
 mod recovery;
 mod replicas;
+mod rotation;
