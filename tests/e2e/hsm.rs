@@ -281,23 +281,81 @@ async fn keys_in_a_token_sign_through_both_front_ends_and_never_leave_it() {
     assert_eq!(verify_offline(&w, &jwks(&w).await, &again), kid);
 }
 
+/// `TokenRequest` for `demo/app` straight over HTTPS as the local setup's admin: the answer's
+/// status and body, whatever they are (kubectl would reduce a failure to a sentence).
+async fn token_request(w: &Warrant) -> (reqwest::StatusCode, Value) {
+    let answer = w
+        .http
+        .post(w.url("/api/v1/namespaces/demo/serviceaccounts/app/token"))
+        .bearer_auth(w.admin_token())
+        .json(&serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": ["vault"]},
+        }))
+        .send()
+        .await
+        .unwrap();
+    (answer.status(), answer.json().await.unwrap())
+}
+
 #[tokio::test]
 async fn a_token_that_disappears_while_serving_is_503_and_unready_until_it_returns() {
     let hsm = SoftHsm::new();
     let uri = hsm.uri();
-    let w = Warrant::start_with_env(OBJECTS, |dir| flags(dir, &uri), &[], &hsm.env()).await;
-    token(&w);
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("signer.sock");
+    let w = Warrant::start_with_env(
+        OBJECTS,
+        |dir| flags(dir, &uri),
+        &[
+            "--service-account-signing-endpoint",
+            socket.to_str().unwrap(),
+        ],
+        &hsm.env(),
+    )
+    .await;
+    let (status, issued) = token_request(&w).await;
+    assert_eq!(status, 201, "{issued}");
+    let issued = issued["status"]["token"].as_str().unwrap().to_owned();
+    let kid = verify_offline(&w, &jwks(&w).await, &issued);
+    let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
+    let claims = issued.split('.').nth(1).unwrap().to_owned();
 
     let token_dir = hsm.token_dir();
     let aside = hsm.dir.path().join("aside");
     std::fs::rename(&token_dir, &aside).unwrap();
-    // TokenRequest: 503 with a Kubernetes Status saying the key cannot sign now.
-    let refused = w.create_token_as("app", &["-n", "demo", "--audience", "vault"]);
-    assert!(!refused.status.success());
-    let said = stderr(&refused);
+    // TokenRequest: 503 with a Kubernetes Status saying the key cannot sign now (it may later).
+    let (status, refused) = token_request(&w).await;
+    assert_eq!(status, 503, "{refused}");
+    assert_eq!(refused["kind"], "Status", "{refused}");
+    assert_eq!(refused["status"], "Failure", "{refused}");
+    assert_eq!(refused["code"], 503, "{refused}");
+    assert_eq!(refused["reason"], "ServiceUnavailable", "{refused}");
+    let message = refused["message"].as_str().unwrap();
     assert!(
-        said.contains("ServiceUnavailable") || said.contains("503") || said.contains("unavailable"),
-        "{said}"
+        message.starts_with(&format!(
+            "failed to generate token: the signing key {kid} is unavailable: "
+        )),
+        "{message}"
+    );
+    assert!(message.contains("pkcs11:token=warrant"), "{message}");
+    assert!(!message.contains(PIN), "{message}");
+    // Sign on the socket: UNAVAILABLE, which kube-apiserver retries.
+    let unavailable = signer
+        .sign(SignJwtRequest {
+            claims: claims.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        unavailable.code(),
+        warrant_signer::Code::Unavailable,
+        "{unavailable:?}"
+    );
+    assert!(
+        unavailable.message().contains(&kid) && unavailable.message().contains("unavailable"),
+        "{unavailable:?}"
     );
     let ready = w.http.get(w.url("/readyz/keys")).send().await.unwrap();
     assert_eq!(ready.status(), 503);
@@ -323,6 +381,15 @@ async fn a_token_that_disappears_while_serving_is_503_and_unready_until_it_retur
     }
     let published = jwks(&w).await;
     verify_offline(&w, &published, &token(&w));
+    let signed = signer
+        .sign(SignJwtRequest {
+            claims: claims.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let assembled = format!("{}.{claims}.{}", signed.header, signed.signature);
+    assert_eq!(verify_offline(&w, &published, &assembled), kid);
 }
 
 #[tokio::test]
