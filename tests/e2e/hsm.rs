@@ -130,13 +130,18 @@ impl SoftHsm {
 }
 
 fn flags(dir: &Path, uri: &str) -> Vec<OsString> {
+    flags_with(&dir.join("keys"), uri, "ES256")
+}
+
+/// A key directory `keys` with its private keys in the token of `uri`, new keys of `algorithm`.
+fn flags_with(keys: &Path, uri: &str, algorithm: &str) -> Vec<OsString> {
     vec![
         "--key-dir".into(),
-        dir.join("keys").into(),
+        keys.into(),
         "--key-pkcs11-uri".into(),
         uri.into(),
         "--key-algorithm".into(),
-        "ES256".into(),
+        algorithm.into(),
     ]
 }
 
@@ -641,4 +646,214 @@ async fn a_missing_or_unsuitable_key_object_is_one_clear_startup_error() {
         "{said}"
     );
     assert_eq!(said.matches("cannot sign").count(), 1, "{said}");
+}
+
+/// The RSA key `kid` of `jwks` as DER SubjectPublicKeyInfo, built by `openssl asn1parse` from
+/// the JWK's `n` and `e` alone: what a relying party with nothing but the JWKS has.
+fn openssl_rsa_key(dir: &Path, jwks: &JwkSet, kid: &str) -> PathBuf {
+    let jwk = jwks.find(kid).expect("the kid is published");
+    let jsonwebtoken::jwk::AlgorithmParameters::RSA(rsa) = &jwk.algorithm else {
+        panic!("{kid} is not an RSA key: {jwk:?}")
+    };
+    let hex = |b64: &str| -> String {
+        URL_SAFE_NO_PAD
+            .decode(b64)
+            .unwrap()
+            .iter()
+            .map(|b| format!("{b:02X}"))
+            .collect()
+    };
+    let conf = dir.join(format!("{kid}.asn1"));
+    std::fs::write(
+        &conf,
+        format!(
+            "asn1=SEQUENCE:spki\n[spki]\nalgorithm=SEQUENCE:alg\nkey=BITWRAP,SEQUENCE:rsa\n[alg]\nalgorithm=OID:rsaEncryption\nparameter=NULL\n[rsa]\nn=INTEGER:0x{}\ne=INTEGER:0x{}\n",
+            hex(&rsa.n),
+            hex(&rsa.e)
+        ),
+    )
+    .unwrap();
+    let der = dir.join(format!("{kid}.der"));
+    let out = Command::new("openssl")
+        .args(["asn1parse", "-noout", "-genconf"])
+        .arg(&conf)
+        .arg("-out")
+        .arg(&der)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "openssl asn1parse: {}", stderr(&out));
+    der
+}
+
+/// `openssl dgst -sha256 -verify` of an RS256 compact JWS against the DER public key `der`.
+fn openssl_verifies(dir: &Path, der: &Path, token: &str) {
+    let (input, signature) = token.rsplit_once('.').unwrap();
+    let n = warrant_token::new_jti();
+    let (message, sig) = (dir.join(format!("{n}.msg")), dir.join(format!("{n}.sig")));
+    std::fs::write(&message, input).unwrap();
+    std::fs::write(&sig, URL_SAFE_NO_PAD.decode(signature).unwrap()).unwrap();
+    let out = Command::new("openssl")
+        .args(["dgst", "-sha256", "-keyform", "DER", "-verify"])
+        .arg(der)
+        .arg("-signature")
+        .arg(&sig)
+        .arg(&message)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Verified OK"),
+        "openssl dgst: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+}
+
+/// Sign on `socket` for the claims of `token`: the assembled token.
+async fn sign_on_socket(socket: &Path, token: &str) -> String {
+    let mut signer = warrant_signer::client::connect(socket).await.unwrap();
+    let claims = token.split('.').nth(1).unwrap().to_owned();
+    let signed = signer
+        .sign(SignJwtRequest {
+            claims: claims.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    format!("{}.{claims}.{}", signed.header, signed.signature)
+}
+
+#[tokio::test]
+async fn rs256_keys_in_a_token_sign_through_both_front_ends_and_verify_with_openssl() {
+    let hsm = SoftHsm::new();
+    let uri = hsm.uri();
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("signer.sock");
+    let w = Warrant::start_with_env(
+        OBJECTS,
+        |dir| flags_with(&dir.join("keys"), &uri, "RS256"),
+        &[
+            "--service-account-signing-endpoint",
+            socket.to_str().unwrap(),
+        ],
+        &hsm.env(),
+    )
+    .await;
+    let published = jwks(&w).await;
+    assert_eq!(published.keys.len(), 1);
+
+    // TokenRequest: RS256, signed in the token; jsonwebtoken verifies it with the JWKS, and
+    // openssl with a public key built from the JWK's modulus and exponent.
+    let issued = token(&w);
+    let kid = verify_offline(&w, &published, &issued);
+    assert_eq!(
+        jsonwebtoken::decode_header(&issued).unwrap().alg,
+        jsonwebtoken::Algorithm::RS256
+    );
+    let der = openssl_rsa_key(run.path(), &published, &kid);
+    openssl_verifies(run.path(), &der, &issued);
+
+    // Sign on the socket: the same key, verified both ways too.
+    let assembled = sign_on_socket(&socket, &issued).await;
+    assert_eq!(verify_offline(&w, &published, &assembled), kid);
+    assert_eq!(
+        jsonwebtoken::decode_header(&assembled).unwrap().alg,
+        jsonwebtoken::Algorithm::RS256
+    );
+    openssl_verifies(run.path(), &der, &assembled);
+
+    // FetchKeys hands kube-apiserver the same public key, byte for byte.
+    let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
+    let fetched = signer
+        .fetch_keys(FetchKeysRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .keys;
+    assert_eq!(fetched.len(), 1);
+    assert_eq!(fetched[0].key_id, kid);
+    assert_eq!(fetched[0].key, std::fs::read(&der).unwrap());
+
+    // The object is an RSA private key in the token that cannot leave it.
+    let objects = hsm.private_objects();
+    assert!(objects.contains("Private Key Object; RSA"), "{objects}");
+    assert!(objects.contains(&format!("label:      {kid}")), "{objects}");
+    assert!(objects.contains("never extractable"), "{objects}");
+    no_private_key_under(&w.path("keys"));
+}
+
+#[tokio::test]
+async fn two_replicas_share_one_token_and_one_key_directory() {
+    let hsm = SoftHsm::new();
+    let uri = hsm.uri();
+    let run = tempfile::tempdir().unwrap();
+    let keys = run.path().join("keys");
+    let (socket_a, socket_b) = (run.path().join("a.sock"), run.path().join("b.sock"));
+    // A creates the key in the token at its first start; B, started on the same directory and
+    // token, finds it there. Each replica has its own address, so its own issuer; B also
+    // accepts A's, and A (restarted once B's address is known) B's.
+    let mut a = Warrant::start_with_env(
+        OBJECTS,
+        |_| flags_with(&keys, &uri, "ES256"),
+        &[
+            "--service-account-signing-endpoint",
+            socket_a.to_str().unwrap(),
+        ],
+        &hsm.env(),
+    )
+    .await;
+    let issuer_a = a.issuer();
+    let b = Warrant::start_with_env(
+        OBJECTS,
+        |_| {
+            let mut flags = flags_with(&keys, &uri, "ES256");
+            flags.extend(["--service-account-issuer".into(), issuer_a.clone().into()]);
+            flags
+        },
+        &[
+            "--service-account-signing-endpoint",
+            socket_b.to_str().unwrap(),
+        ],
+        &hsm.env(),
+    )
+    .await;
+    let issuer_b = b.issuer();
+    a.restart(|_| {
+        let mut flags = flags_with(&keys, &uri, "ES256");
+        flags.extend(["--service-account-issuer".into(), issuer_b.clone().into()]);
+        flags
+    })
+    .await;
+
+    // One key in the token, published by both.
+    let (jwks_a, jwks_b) = (jwks(&a).await, jwks(&b).await);
+    assert_eq!(jwks_a.keys.len(), 1);
+    assert_eq!(
+        serde_json::to_value(&jwks_a).unwrap(),
+        serde_json::to_value(&jwks_b).unwrap()
+    );
+    let objects = hsm.private_objects();
+    assert_eq!(
+        objects.matches("Private Key Object").count(),
+        1,
+        "{objects}"
+    );
+
+    // Both sign with it, through TokenRequest and through Sign.
+    let (from_a, from_b) = (token(&a), token(&b));
+    let kid = verify_offline(&a, &jwks_b, &from_a);
+    assert_eq!(verify_offline(&b, &jwks_a, &from_b), kid);
+    let signed_a = sign_on_socket(&socket_a, &from_b).await;
+    let signed_b = sign_on_socket(&socket_b, &from_a).await;
+    assert_eq!(verify_offline(&b, &jwks_a, &signed_a), kid);
+    assert_eq!(verify_offline(&a, &jwks_b, &signed_b), kid);
+
+    // Each reviews the other's tokens as authenticated.
+    for (reviewer, issued) in [(&b, &from_a), (&a, &from_b), (&a, &signed_b)] {
+        let review = reviewer.review(issued, &["vault"]);
+        assert_eq!(review["authenticated"], true, "{review}");
+        assert_eq!(
+            review["user"]["username"], "system:serviceaccount:demo:app",
+            "{review}"
+        );
+    }
 }
