@@ -23,6 +23,11 @@ pub struct Claims {
         deserialize_with = "string_or_array"
     )]
     pub aud: Vec<String>,
+    /// Confirmation (RFC 7800): the key a key-bound token is bound to. warrant's addition;
+    /// kube-apiserver never writes it, and it is written only when present, so unbound tokens
+    /// stay byte-identical to kube's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cnf: Option<crate::dpop::Confirmation>,
     /// Expiry, in seconds since the Unix epoch.
     #[serde(
         default,
@@ -275,6 +280,7 @@ impl Claims {
         };
         Claims {
             aud: token.audiences,
+            cnf: None,
             exp: Some(token.expires_at),
             iat: Some(token.issued_at),
             iss: token.issuer.to_owned(),

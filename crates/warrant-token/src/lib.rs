@@ -9,6 +9,8 @@
 //! - [`SigningKey::sign`] makes a compact JWS; [`Verifier::verify`] runs kube-apiserver's
 //!   validation pipeline and returns a [`VerifiedToken`] or a [`TokenError`] whose message is
 //!   kube-apiserver's.
+//! - [`verify_proof`] checks a DPoP proof (RFC 9449) for key-bound tokens, whose [`Confirmation`]
+//!   (`cnf`) names a key by its [`jwk_thumbprint`] (RFC 7638).
 //! - [`render_jwks`] and [`render_discovery`] build the documents relying parties fetch.
 //! - [`parse_claims_strictly`] reads claims to be signed so that no JWT reader can see other
 //!   values in them (no repeated keys, no case variants of registered names).
@@ -47,6 +49,7 @@ mod claims;
 #[doc(hidden)]
 pub mod der;
 mod documents;
+mod dpop;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -67,6 +70,11 @@ pub use claims::{
     new_jti, service_account_username,
 };
 pub use documents::{render_discovery, render_jwks, validate_issuer_url, validate_jwks_uri};
+pub use dpop::{
+    Confirmation, DEFAULT_PROOF_WINDOW_SECONDS, DPOP_ALGORITHMS, DPOP_PROOF_TYP, DpopError,
+    MAX_JTI_BYTES, MAX_PROOF_BYTES, ProofRequest, VerifiedProof, access_token_hash, jwk_thumbprint,
+    jwk_thumbprint_of, verify_proof,
+};
 pub use error::{DocumentError, KeyError, TokenError};
 pub use gourl::path_unescape;
 pub use jws::{DetachedSignature, header_key_id};

@@ -10,7 +10,7 @@
 //!
 //! [`parse_claims_strictly`] reads a claims object so that no reader can see anything else:
 //! a key that appears twice in any object is refused, and so is a key that is not one of the
-//! registered claim names (`iss`, `sub`, `aud`, `exp`, `nbf`, `iat`, `jti`, `kubernetes.io`;
+//! registered claim names (`iss`, `sub`, `aud`, `exp`, `nbf`, `iat`, `jti`, `cnf`, `kubernetes.io`;
 //! inside `kubernetes.io` its own members, and `name`/`uid` inside its object references) but
 //! folds to one. Costs: one pass building a `serde_json::Value`, plus a fold of each key of the
 //! three levels checked.
@@ -22,8 +22,9 @@ use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess,
 use serde_json::{Map, Value};
 
 /// The registered claims at the top level of a service-account token.
-pub const REGISTERED_CLAIMS: [&str; 8] = [
+pub const REGISTERED_CLAIMS: [&str; 9] = [
     "aud",
+    "cnf",
     "exp",
     "iat",
     "iss",
@@ -309,6 +310,8 @@ mod tests {
             (r#"{"exp":1800003600,"EXP":99999999999}"#, "exp"),
             (r#"{"Exp":99999999999}"#, "exp"),
             (r#"{"iss":"a","ISS":"b"}"#, "iss"),
+            // A key binding spelled so that serde skips it and Go reads it.
+            (r#"{"CNF":{"jkt":"x"}}"#, "cnf"),
             // Long s and the Kelvin sign fold to ASCII letters in Go.
             (
                 "{\"\u{17f}ub\":\"system:serviceaccount:kube-system:x\"}",
