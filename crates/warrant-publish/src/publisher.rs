@@ -1,0 +1,545 @@
+//! The publisher: keeps every target holding exactly the documents this process serves, and
+//! tells the key manager which kids every target lists (the activation gate's input).
+//!
+//! A round, per target: read the JWKS object and the discovery object; if their bytes (and,
+//! for buckets, their `Content-Type` and `Cache-Control`) are what this process serves, nothing
+//! is written; otherwise the object is written and read back, and only what was read back
+//! counts. A replica that does not write the key store only reads and reports: it fails its
+//! check while a target lacks a key it serves. Rounds run when the key set changes, and again
+//! on a timer (someone may overwrite or delete the objects; they are restored), sooner while
+//! a target fails. Cost: two small GETs per target per round (a PUT and a GET more for each
+//! document that changed).
+//!
+//! What the gate hears: for each target, the kids of the JWKS it held at its last successful
+//! read; a target never read lists nothing. A target that cannot be reached keeps what it
+//! listed (it still serves it to relying parties); one read back without a key no longer
+//! lists it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use jiff::Timestamp;
+use object_store::{Attribute, Attributes, ObjectStoreExt as _, PutOptions, PutPayload};
+use tokio::sync::watch;
+use tokio_util::task::AbortOnDropHandle;
+use warrant_clock::Clock;
+use warrant_issuer::Published;
+use warrant_keys::{ActivationGate, Writer};
+use warrant_token::DocumentError;
+
+use crate::metrics::PublishMetrics;
+use crate::target::{Placement, Target, TargetError};
+
+/// The content type of both documents, as warrant serves them.
+pub const CONTENT_TYPE: &str = "application/json";
+
+/// How often targets are re-read when all is well: an overwritten object is restored within
+/// this.
+pub const RECHECK: Duration = Duration::from_secs(60);
+/// How soon a failed round is retried.
+pub const RETRY: Duration = Duration::from_secs(10);
+/// At most one error line per target this often while it fails.
+const LOG_EVERY_SECONDS: i64 = 60;
+
+/// The two documents as this process serves them at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Documents {
+    /// `/.well-known/openid-configuration`.
+    pub discovery: Bytes,
+    /// The JWKS.
+    pub jwks: Bytes,
+    /// `Cache-Control` for both, from the key schedule.
+    pub cache_control: String,
+    /// The kids the JWKS lists.
+    pub kids: BTreeSet<String>,
+}
+
+impl Documents {
+    /// The documents `published` serves at `now`: the same bytes and `Cache-Control` as the
+    /// HTTP endpoints.
+    pub fn of(published: &Published, now: Timestamp) -> Result<Documents, PublishError> {
+        let discovery = published
+            .discovery()
+            .map_err(|e| PublishError::Documents(e.clone()))?
+            .clone();
+        let jwks = published.jwks().clone();
+        Ok(Documents {
+            kids: kids(&jwks),
+            discovery,
+            jwks,
+            cache_control: published
+                .cache_control(now)
+                .to_str()
+                .unwrap_or("public, max-age=60")
+                .to_owned(),
+        })
+    }
+}
+
+/// The kids a JWKS lists (none if it is not one).
+pub fn kids(jwks: &[u8]) -> BTreeSet<String> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(jwks) else {
+        return BTreeSet::new();
+    };
+    value
+        .get("keys")
+        .and_then(serde_json::Value::as_array)
+        .map(|keys| {
+            keys.iter()
+                .filter_map(|k| k.get("kid").and_then(serde_json::Value::as_str))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Why a round failed for a target. Messages name the target's object, never its contents.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The discovery document cannot be rendered for this issuer (warrant does not serve it
+    /// either).
+    #[error("cannot publish discovery for this issuer: {0}")]
+    Documents(#[source] DocumentError),
+    /// An object could not be read.
+    #[error("cannot read {object}: {source}")]
+    Read {
+        /// The object's URL.
+        object: String,
+        /// What the store said.
+        #[source]
+        source: object_store::Error,
+    },
+    /// An object could not be written.
+    #[error("cannot write {object}: {source}")]
+    Write {
+        /// The object's URL.
+        object: String,
+        /// What the store said.
+        #[source]
+        source: object_store::Error,
+    },
+    /// An object read back after its write is not what was written (another writer, or a
+    /// store that does not keep headers).
+    #[error("{object} read back after writing is not what was written")]
+    ReadBack {
+        /// The object's URL.
+        object: String,
+    },
+    /// (A replica that only checks.) The target does not list keys this replica serves.
+    #[error(
+        "{object} does not list key(s) {kids:?} that this replica serves; the replica that writes the key store publishes them"
+    )]
+    Missing {
+        /// The object's URL.
+        object: String,
+        /// The kids missing.
+        kids: Vec<String>,
+    },
+    /// The target cannot be used.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+}
+
+impl PublishError {
+    /// The metric label of the failure.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PublishError::Documents(_) | PublishError::Target(_) => "documents",
+            PublishError::Read { .. } => "read",
+            PublishError::Write { .. } => "write",
+            PublishError::ReadBack { .. } => "read_back",
+            PublishError::Missing { .. } => "missing",
+        }
+    }
+}
+
+/// One target's state, for readiness and logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetStatus {
+    /// The target's URL.
+    pub url: String,
+    /// When its rounds began to fail; `None` while the last one succeeded.
+    pub failing_since: Option<Timestamp>,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// When it last held what this process serves.
+    pub last_success: Option<Timestamp>,
+    /// The kids its JWKS held at the last successful read.
+    pub listed: BTreeSet<String>,
+}
+
+/// Every target's state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublishHealth {
+    /// Per target, in flag order.
+    pub targets: Vec<TargetStatus>,
+}
+
+impl PublishHealth {
+    /// Why publishing is not ready: the failing targets and their errors; `None` when every
+    /// target holds what this process serves.
+    pub fn failure(&self) -> Option<String> {
+        let failing: Vec<String> = self
+            .targets
+            .iter()
+            .filter_map(|t| {
+                let since = t.failing_since?;
+                Some(format!(
+                    "{} failing since {since}: {}",
+                    t.url,
+                    t.last_error.as_deref().unwrap_or("unknown error")
+                ))
+            })
+            .collect();
+        (!failing.is_empty()).then(|| failing.join("; "))
+    }
+
+    /// One line for `/readyz?verbose`: `ok (N targets current)`, or `failed: …`.
+    pub fn summary(&self) -> String {
+        match self.failure() {
+            None => format!("ok ({} target(s) current)", self.targets.len()),
+            Some(why) => format!("failed: {why}"),
+        }
+    }
+}
+
+/// Publishes to a set of targets; see the module documentation.
+#[derive(Debug)]
+pub struct Publisher {
+    targets: Vec<(Target, Placement)>,
+    metrics: PublishMetrics,
+    health: watch::Sender<PublishHealth>,
+    listed: watch::Sender<BTreeSet<String>>,
+    last_logged: Vec<Option<Timestamp>>,
+}
+
+impl Publisher {
+    /// A publisher for `targets`, checking first that each can serve the documents of `issuer`
+    /// with `jwks_uri` (see [`Target::placement`]).
+    pub fn new(
+        targets: Vec<Target>,
+        issuer: &str,
+        jwks_uri: &str,
+        metrics: PublishMetrics,
+    ) -> Result<Publisher, TargetError> {
+        let targets = targets
+            .into_iter()
+            .map(|t| t.placement(issuer, jwks_uri).map(|p| (t, p)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let health = PublishHealth {
+            targets: targets
+                .iter()
+                .map(|(t, _)| TargetStatus {
+                    url: t.url().to_owned(),
+                    ..TargetStatus::default()
+                })
+                .collect(),
+        };
+        let last_logged = vec![None; targets.len()];
+        Ok(Publisher {
+            targets,
+            metrics,
+            health: watch::channel(health).0,
+            listed: watch::channel(BTreeSet::new()).0,
+            last_logged,
+        })
+    }
+
+    /// The activation gate's input: the kids every target lists.
+    pub fn gate(&self) -> ActivationGate {
+        self.listed.subscribe()
+    }
+
+    /// Follows every target's state.
+    pub fn health(&self) -> watch::Receiver<PublishHealth> {
+        self.health.subscribe()
+    }
+
+    /// The targets and where the documents go in each.
+    pub fn targets(&self) -> impl Iterator<Item = (&Target, &Placement)> {
+        self.targets.iter().map(|(t, p)| (t, p))
+    }
+
+    /// One round over every target at `now`: writes what differs if `write`, else only checks.
+    /// Returns the first failure (every target is tried regardless).
+    pub async fn round(
+        &mut self,
+        published: &Published,
+        now: Timestamp,
+        write: bool,
+    ) -> Result<(), PublishError> {
+        let documents = match Documents::of(published, now) {
+            Ok(documents) => documents,
+            Err(error) => {
+                for i in 0..self.targets.len() {
+                    self.record(i, now, Err(&error));
+                }
+                return Err(error);
+            }
+        };
+        let mut first = None;
+        for i in 0..self.targets.len() {
+            let Some((target, placement)) = self.targets.get(i) else {
+                continue;
+            };
+            let outcome = sync(target, placement, &documents, write).await;
+            match outcome {
+                Ok((written, listed)) => {
+                    if written > 0 {
+                        self.metrics.written(target.url(), written);
+                    }
+                    self.record(i, now, Ok(listed));
+                }
+                Err((error, listed)) => {
+                    if let Some(listed) = listed {
+                        self.health.send_modify(|h| {
+                            if let Some(t) = h.targets.get_mut(i) {
+                                t.listed = listed;
+                            }
+                        });
+                    }
+                    self.record(i, now, Err(&error));
+                    first.get_or_insert(error);
+                }
+            }
+        }
+        self.update_gate();
+        first.map_or(Ok(()), Err)
+    }
+
+    fn record(
+        &mut self,
+        i: usize,
+        now: Timestamp,
+        outcome: Result<BTreeSet<String>, &PublishError>,
+    ) {
+        let url = self
+            .targets
+            .get(i)
+            .map(|(t, _)| t.url().to_owned())
+            .unwrap_or_default();
+        match outcome {
+            Ok(listed) => {
+                self.metrics.succeeded(&url, now);
+                let mut recovered = None;
+                self.health.send_modify(|h| {
+                    if let Some(t) = h.targets.get_mut(i) {
+                        recovered = t.failing_since.take();
+                        t.last_error = None;
+                        t.last_success = Some(now);
+                        t.listed = listed;
+                    }
+                });
+                if let Some(since) = recovered {
+                    tracing::info!(target = %url, failing_since = %since, "publish target holds the documents again");
+                }
+                if let Some(logged) = self.last_logged.get_mut(i) {
+                    *logged = None;
+                }
+            }
+            Err(error) => {
+                self.metrics.failed(&url, error.reason());
+                self.health.send_modify(|h| {
+                    if let Some(t) = h.targets.get_mut(i) {
+                        t.failing_since.get_or_insert(now);
+                        t.last_error = Some(error.to_string());
+                    }
+                });
+                let due = self
+                    .last_logged
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .is_none_or(|t| now.as_second() - t.as_second() >= LOG_EVERY_SECONDS);
+                if due {
+                    tracing::error!(target = %url, reason = error.reason(), %error, "cannot publish the discovery documents; a key the target does not list will not start signing (see /readyz?verbose, publish)");
+                    if let Some(logged) = self.last_logged.get_mut(i) {
+                        *logged = Some(now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The gate hears the kids every target lists.
+    fn update_gate(&self) {
+        let health = self.health.borrow();
+        let mut targets = health.targets.iter();
+        let mut listed = targets.next().map(|t| t.listed.clone()).unwrap_or_default();
+        for t in targets {
+            listed.retain(|kid| t.listed.contains(kid));
+        }
+        drop(health);
+        self.listed.send_if_modified(|current| {
+            let changed = *current != listed;
+            *current = listed;
+            changed
+        });
+    }
+
+    /// Keeps the targets current in a task: a round whenever `feed` changes, every [`RECHECK`]
+    /// (every [`RETRY`] while a round fails); writing while `writer` may write the key store,
+    /// else only checking. The task stops when the handle is dropped.
+    pub fn spawn(
+        self,
+        feed: watch::Receiver<Arc<Published>>,
+        writer: Writer,
+        clock: Clock,
+    ) -> PublisherTask {
+        PublisherTask {
+            _task: AbortOnDropHandle::new(tokio::spawn(self.run(feed, writer, clock))),
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut feed: watch::Receiver<Arc<Published>>,
+        mut writer: Writer,
+        clock: Clock,
+    ) {
+        let mut feed_open = true;
+        loop {
+            let published = feed.borrow_and_update().clone();
+            let failed = self
+                .round(&published, clock.now(), writer.may_write())
+                .await
+                .is_err();
+            let wait = if failed { RETRY } else { RECHECK };
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                changed = feed.changed(), if feed_open => feed_open = changed.is_ok(),
+                () = writer.changed() => {}
+            }
+        }
+    }
+}
+
+/// The running publisher; dropping it stops it.
+#[derive(Debug)]
+pub struct PublisherTask {
+    _task: AbortOnDropHandle<()>,
+}
+
+/// An object's bytes and attributes, or `None` if it does not exist.
+async fn read(
+    target: &Target,
+    path: &object_store::path::Path,
+) -> Result<Option<(Bytes, Attributes)>, PublishError> {
+    let object = || format!("{}/{path}", target.url().trim_end_matches('/'));
+    let got = match target.store().get(path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(source) => {
+            return Err(PublishError::Read {
+                object: object(),
+                source,
+            });
+        }
+    };
+    let attributes = got.attributes.clone();
+    let bytes = got.bytes().await.map_err(|source| PublishError::Read {
+        object: object(),
+        source,
+    })?;
+    Ok(Some((bytes, attributes)))
+}
+
+/// True if an object read is the document as served (headers too, for a bucket).
+fn current(target: &Target, read: Option<&(Bytes, Attributes)>, body: &Bytes) -> bool {
+    let Some((bytes, attributes)) = read else {
+        return false;
+    };
+    if bytes != body {
+        return false;
+    }
+    target.is_file()
+        || (attributes
+            .get(&Attribute::ContentType)
+            .is_some_and(|v| v.as_ref() == CONTENT_TYPE)
+            && attributes.get(&Attribute::CacheControl).is_some())
+}
+
+/// One target's round: returns the bytes written and the kids its JWKS lists; on failure, the
+/// error and what the JWKS was read to list, if it was read.
+async fn sync(
+    target: &Target,
+    placement: &Placement,
+    documents: &Documents,
+    write: bool,
+) -> Result<(usize, BTreeSet<String>), (PublishError, Option<BTreeSet<String>>)> {
+    let mut written = 0;
+    let mut listed = None;
+    for (path, body, is_jwks) in [
+        (&placement.jwks, &documents.jwks, true),
+        (&placement.discovery, &documents.discovery, false),
+    ] {
+        let object = format!("{}/{path}", target.url().trim_end_matches('/'));
+        let found = read(target, path).await.map_err(|e| (e, listed.clone()))?;
+        if is_jwks {
+            listed = Some(found.as_ref().map(|(b, _)| kids(b)).unwrap_or_default());
+        }
+        if current(target, found.as_ref(), body) {
+            continue;
+        }
+        if !write {
+            if is_jwks {
+                let have = listed.clone().unwrap_or_default();
+                let missing: Vec<String> = documents.kids.difference(&have).cloned().collect();
+                if !missing.is_empty() {
+                    return Err((
+                        PublishError::Missing {
+                            object,
+                            kids: missing,
+                        },
+                        listed,
+                    ));
+                }
+            } else if found.is_none() {
+                return Err((
+                    PublishError::Missing {
+                        object,
+                        kids: Vec::new(),
+                    },
+                    listed,
+                ));
+            }
+            continue;
+        }
+        let mut attributes = Attributes::new();
+        if !target.is_file() {
+            attributes.insert(Attribute::ContentType, CONTENT_TYPE.into());
+            attributes.insert(
+                Attribute::CacheControl,
+                documents.cache_control.clone().into(),
+            );
+        }
+        let options = PutOptions {
+            attributes,
+            ..PutOptions::default()
+        };
+        target
+            .store()
+            .put_opts(path, PutPayload::from_bytes(body.clone()), options)
+            .await
+            .map_err(|source| {
+                (
+                    PublishError::Write {
+                        object: object.clone(),
+                        source,
+                    },
+                    listed.clone(),
+                )
+            })?;
+        written += body.len();
+        let back = read(target, path).await.map_err(|e| (e, listed.clone()))?;
+        if is_jwks {
+            listed = Some(back.as_ref().map(|(b, _)| kids(b)).unwrap_or_default());
+        }
+        if !current(target, back.as_ref(), body) {
+            return Err((PublishError::ReadBack { object }, listed));
+        }
+    }
+    Ok((written, listed.unwrap_or_default()))
+}

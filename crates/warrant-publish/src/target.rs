@@ -1,0 +1,576 @@
+//! Where the documents go: a bucket and prefix (`s3://`, `gs://`, `az://`) or a directory
+//! (`file://`), and the two object keys the issuer URL and `jwks_uri` put them at.
+//!
+//! Who controls each input: the URL, the endpoint and the credentials are the operator's own
+//! (flags and the environment); nothing here comes from a relying party. Credentials never
+//! appear in a URL (one with a user, password or query is refused) and so never in a log line
+//! or a metric label, which name the target by its URL.
+//!
+//! The placement rule (refused at startup when it cannot hold): relying parties fetch
+//! `<issuer>/.well-known/openid-configuration` and then the document's `jwks_uri`. A bucket
+//! target is served at some base URL (a bucket's own host, a path-style host with the bucket in
+//! the path, or a CDN in front); the objects live at `<prefix>/…` under it. So the issuer's path
+//! must end with the prefix (the base is what comes before it), and `jwks_uri` must be on the
+//! issuer's scheme, host and port, under the base; its object key is its path after the base.
+//! Where the issuer's host is a cloud's own storage host (`BUCKET.s3….amazonaws.com`,
+//! `storage.googleapis.com/BUCKET`, `ACCOUNT.blob.core.windows.net/CONTAINER`), the bucket it
+//! names must be the target's. A `file://` directory is the web root of the issuer's host, as
+//! for `warrant discovery export`: the document goes to `DIR/<issuer path>/.well-known/…`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ClientOptions, RetryConfig};
+use url::Url;
+
+/// Where relying parties fetch the discovery document, below the issuer.
+pub const DISCOVERY_SUFFIX: &str = ".well-known/openid-configuration";
+
+/// What kind of storage a target is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// An S3 bucket (or an S3-compatible server's, with an endpoint).
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// `--publish-endpoint`: an S3-compatible server, addressed path-style.
+        endpoint: Option<String>,
+    },
+    /// A Google Cloud Storage bucket.
+    Gcs {
+        /// The bucket.
+        bucket: String,
+    },
+    /// An Azure Blob Storage container (the account comes from the environment).
+    Azure {
+        /// The container.
+        container: String,
+    },
+    /// A directory served as the web root of the issuer's host.
+    File {
+        /// The directory.
+        dir: std::path::PathBuf,
+    },
+}
+
+/// A publish target: where to write, and the store that writes there.
+#[derive(Clone)]
+pub struct Target {
+    url: String,
+    kind: Kind,
+    prefix: String,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &self.url)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+/// The object keys of the two documents in one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// `<prefix>/.well-known/openid-configuration`.
+    pub discovery: Path,
+    /// The JWKS, where `jwks_uri` points.
+    pub jwks: Path,
+}
+
+/// A target that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// Not a URL.
+    #[error("--publish-discovery {url}: not a URL: {source}")]
+    Url {
+        /// The URL as given.
+        url: String,
+        /// Why.
+        #[source]
+        source: url::ParseError,
+    },
+    /// A scheme other than s3, gs, az and file.
+    #[error(
+        "--publish-discovery {url}: unsupported scheme {scheme:?} (use s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or file:///DIR)"
+    )]
+    Scheme {
+        /// The URL.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// A URL carrying credentials, a query or a fragment.
+    #[error(
+        "--publish-discovery {scheme}://…: credentials, queries and fragments do not belong in the URL (each cloud's credentials come from the environment)"
+    )]
+    Extras {
+        /// The scheme.
+        scheme: String,
+    },
+    /// No bucket or container.
+    #[error("--publish-discovery {url}: names no bucket")]
+    NoBucket {
+        /// The URL.
+        url: String,
+    },
+    /// `--publish-endpoint` for a target that is not S3.
+    #[error("--publish-endpoint applies to s3:// targets only, not {url}")]
+    EndpointNotS3 {
+        /// The URL.
+        url: String,
+    },
+    /// The object store refused its configuration.
+    #[error("--publish-discovery {url}: {source}")]
+    Store {
+        /// The URL.
+        url: String,
+        /// What the store said.
+        #[source]
+        source: object_store::Error,
+    },
+    /// The issuer or `jwks_uri` cannot be where this target serves the documents.
+    #[error("--publish-discovery {url}: {why}")]
+    Placement {
+        /// The URL.
+        url: String,
+        /// What does not agree, and what would.
+        why: String,
+    },
+}
+
+/// How a target's store talks to its server: few, quick retries (the publisher retries on its
+/// own schedule, and a round must not hang behind one unreachable bucket).
+fn retry() -> RetryConfig {
+    RetryConfig {
+        max_retries: 2,
+        retry_timeout: Duration::from_secs(10),
+        ..RetryConfig::default()
+    }
+}
+
+fn client(allow_http: bool) -> ClientOptions {
+    ClientOptions::new()
+        .with_timeout(Duration::from_secs(20))
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_allow_http(allow_http)
+}
+
+impl Target {
+    /// Parses `url` and opens its store with the cloud's credential chain from the environment
+    /// (`AWS_*` and instance or web identity; `GOOGLE_*` and workload identity; `AZURE_*` and
+    /// managed identity). `endpoint` is `--publish-endpoint`. `options` are extra object-store
+    /// settings by their config key (`aws_access_key_id`, …), for tests and embedding.
+    pub fn open(
+        url: &str,
+        endpoint: Option<&str>,
+        options: &[(String, String)],
+    ) -> Result<Target, TargetError> {
+        let parsed = Url::parse(url).map_err(|source| TargetError::Url {
+            url: url.to_owned(),
+            source,
+        })?;
+        let scheme = parsed.scheme().to_owned();
+        if !parsed.username().is_empty()
+            || parsed.password().is_some()
+            || parsed.query().is_some()
+            || parsed.fragment().is_some()
+        {
+            return Err(TargetError::Extras { scheme });
+        }
+        let store_error = |source| TargetError::Store {
+            url: url.to_owned(),
+            source,
+        };
+        let bucket = parsed.host_str().unwrap_or_default().to_owned();
+        let prefix = parsed.path().trim_matches('/').to_owned();
+        if scheme != "s3" && endpoint.is_some() {
+            return Err(TargetError::EndpointNotS3 {
+                url: url.to_owned(),
+            });
+        }
+        if scheme != "file" && bucket.is_empty() {
+            return Err(TargetError::NoBucket {
+                url: url.to_owned(),
+            });
+        }
+        let bucket_url = format!("{scheme}://{bucket}");
+        let (kind, store): (Kind, Arc<dyn ObjectStore>) = match scheme.as_str() {
+            "s3" => {
+                let mut builder = AmazonS3Builder::from_env()
+                    .with_url(bucket_url)
+                    .with_retry(retry());
+                if let Some(endpoint) = endpoint {
+                    builder = builder
+                        .with_endpoint(endpoint)
+                        .with_virtual_hosted_style_request(false)
+                        .with_client_options(client(endpoint.starts_with("http://")));
+                } else {
+                    builder = builder.with_client_options(client(false));
+                }
+                for (key, value) in options {
+                    let key = key.parse().map_err(store_error)?;
+                    builder = builder.with_config(key, value);
+                }
+                let store = builder.build().map_err(store_error)?;
+                (
+                    Kind::S3 {
+                        bucket,
+                        endpoint: endpoint.map(str::to_owned),
+                    },
+                    Arc::new(store),
+                )
+            }
+            "gs" => {
+                let mut builder = GoogleCloudStorageBuilder::from_env()
+                    .with_url(bucket_url)
+                    .with_retry(retry())
+                    .with_client_options(client(false));
+                for (key, value) in options {
+                    let key = key.parse().map_err(store_error)?;
+                    builder = builder.with_config(key, value);
+                }
+                let store = builder.build().map_err(store_error)?;
+                (Kind::Gcs { bucket }, Arc::new(store))
+            }
+            "az" => {
+                let mut builder = MicrosoftAzureBuilder::from_env()
+                    .with_url(bucket_url)
+                    .with_retry(retry())
+                    .with_client_options(client(false));
+                for (key, value) in options {
+                    let key = key.parse().map_err(store_error)?;
+                    builder = builder.with_config(key, value);
+                }
+                let store = builder.build().map_err(store_error)?;
+                (Kind::Azure { container: bucket }, Arc::new(store))
+            }
+            "file" => {
+                let dir = parsed.to_file_path().map_err(|()| TargetError::Placement {
+                    url: url.to_owned(),
+                    why: "a file:// target must be an absolute local path (file:///DIR)".into(),
+                })?;
+                std::fs::create_dir_all(&dir).map_err(|source| {
+                    store_error(object_store::Error::Generic {
+                        store: "LocalFileSystem",
+                        source: Box::new(source),
+                    })
+                })?;
+                let store = LocalFileSystem::new_with_prefix(&dir).map_err(store_error)?;
+                // The directory is the web root: the issuer's path decides the prefix.
+                return Ok(Target {
+                    url: url.to_owned(),
+                    kind: Kind::File { dir },
+                    prefix: String::new(),
+                    store: Arc::new(store),
+                });
+            }
+            _ => {
+                return Err(TargetError::Scheme {
+                    url: url.to_owned(),
+                    scheme,
+                });
+            }
+        };
+        Ok(Target {
+            url: url.to_owned(),
+            kind,
+            prefix,
+            store,
+        })
+    }
+
+    /// The target as given (no credentials: see [`TargetError::Extras`]).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// What kind of storage it is.
+    pub fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    /// True for a directory, whose files carry no headers of their own (the web server
+    /// serving them sets the content type and caching).
+    pub fn is_file(&self) -> bool {
+        matches!(self.kind, Kind::File { .. })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// Where the two documents go for `issuer` and `jwks_uri`, or why this target cannot serve
+    /// them there (see the module's placement rule).
+    pub fn placement(&self, issuer: &str, jwks_uri: &str) -> Result<Placement, TargetError> {
+        let refuse = |why: String| TargetError::Placement {
+            url: self.url.clone(),
+            why,
+        };
+        let issuer_url = Url::parse(issuer)
+            .map_err(|e| refuse(format!("the issuer {issuer} is not a URL: {e}")))?;
+        let jwks_url = Url::parse(jwks_uri)
+            .map_err(|e| refuse(format!("the jwks_uri {jwks_uri} is not a URL: {e}")))?;
+        if issuer_url.scheme() != "https" {
+            return Err(refuse(format!(
+                "the issuer {issuer} is not https: relying parties fetch discovery over https only"
+            )));
+        }
+        let issuer_path = issuer_url.path().trim_end_matches('/');
+        let base = if self.prefix.is_empty() {
+            if self.is_file() { "" } else { issuer_path }
+        } else {
+            match issuer_path.strip_suffix(&format!("/{}", self.prefix)) {
+                Some(base) => base,
+                None => {
+                    return Err(refuse(format!(
+                        "the issuer {issuer} must end with the target's prefix /{}: relying parties fetch <issuer>/{DISCOVERY_SUFFIX}, and this target writes it at {}/{DISCOVERY_SUFFIX}",
+                        self.prefix, self.prefix
+                    )));
+                }
+            }
+        };
+        self.check_host(&issuer_url, base).map_err(refuse)?;
+        if (
+            jwks_url.scheme(),
+            jwks_url.host_str(),
+            jwks_url.port_or_known_default(),
+        ) != (
+            issuer_url.scheme(),
+            issuer_url.host_str(),
+            issuer_url.port_or_known_default(),
+        ) {
+            return Err(refuse(format!(
+                "the jwks_uri {jwks_uri} is not on the issuer's host: a target serves both documents from one place (leave --service-account-jwks-uri and --external-hostname out to put it under the issuer)"
+            )));
+        }
+        if jwks_url.query().is_some() || jwks_url.fragment().is_some() {
+            return Err(refuse(format!(
+                "the jwks_uri {jwks_uri} has a query or fragment, which no object key can match"
+            )));
+        }
+        let jwks_key = jwks_url
+            .path()
+            .strip_prefix(base)
+            .filter(|rest| rest.starts_with('/'))
+            .map(|rest| rest.trim_matches('/'))
+            .filter(|rest| !rest.is_empty())
+            .ok_or_else(|| {
+                refuse(format!(
+                    "the jwks_uri {jwks_uri} is not under the bucket's base path {base:?}"
+                ))
+            })?;
+        let discovery_key = if self.is_file() {
+            format!("{}/{DISCOVERY_SUFFIX}", issuer_path.trim_start_matches('/'))
+        } else if self.prefix.is_empty() {
+            DISCOVERY_SUFFIX.to_owned()
+        } else {
+            format!("{}/{DISCOVERY_SUFFIX}", self.prefix)
+        };
+        let discovery_key = discovery_key.trim_start_matches('/').to_owned();
+        if discovery_key == jwks_key {
+            return Err(refuse(format!(
+                "the jwks_uri {jwks_uri} is the discovery document's own URL"
+            )));
+        }
+        let path = |key: &str| {
+            Path::parse(key).map_err(|e| refuse(format!("{key} is not an object key: {e}")))
+        };
+        Ok(Placement {
+            discovery: path(&discovery_key)?,
+            jwks: path(jwks_key)?,
+        })
+    }
+
+    /// Where the issuer's host is the cloud's own storage host, that it names this bucket at
+    /// `base`. Other hosts (a CDN, a custom domain, an S3-compatible server) cannot be checked.
+    fn check_host(&self, issuer: &Url, base: &str) -> Result<(), String> {
+        let host = issuer.host_str().unwrap_or_default();
+        let expect = |bucket: &str, ok: bool, form: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the issuer {issuer} is on {host}, which does not serve bucket {bucket} at this path; it would be {form}"
+                ))
+            }
+        };
+        match &self.kind {
+            Kind::S3 {
+                bucket,
+                endpoint: None,
+            } if host.ends_with(".amazonaws.com") => {
+                let virtual_hosted = host.starts_with(&format!("{bucket}.s3."))
+                    || host.starts_with(&format!("{bucket}.s3-"));
+                let path_style = host.starts_with("s3.") || host.starts_with("s3-");
+                let form = format!("https://{bucket}.s3.REGION.amazonaws.com/{}", self.prefix);
+                if virtual_hosted {
+                    expect(bucket, base.is_empty(), &form)
+                } else {
+                    expect(bucket, path_style && base == format!("/{bucket}"), &form)
+                }
+            }
+            Kind::Gcs { bucket } if host.ends_with("googleapis.com") => {
+                let form = format!("https://storage.googleapis.com/{bucket}/{}", self.prefix);
+                if host == format!("{bucket}.storage.googleapis.com") {
+                    expect(bucket, base.is_empty(), &form)
+                } else {
+                    expect(
+                        bucket,
+                        host == "storage.googleapis.com" && base == format!("/{bucket}"),
+                        &form,
+                    )
+                }
+            }
+            Kind::Azure { container } if host.ends_with(".blob.core.windows.net") => expect(
+                container,
+                base == format!("/{container}"),
+                &format!(
+                    "https://ACCOUNT.blob.core.windows.net/{container}/{}",
+                    self.prefix
+                ),
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str) -> Target {
+        Target::open(url, None, &[("aws_region".into(), "us-east-1".into())])
+            .or_else(|_| Target::open(url, None, &[]))
+            .unwrap()
+    }
+
+    fn keys(t: &Target, issuer: &str, jwks: &str) -> Result<(String, String), String> {
+        t.placement(issuer, jwks)
+            .map(|p| (p.discovery.to_string(), p.jwks.to_string()))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_issuer_must_end_with_the_prefix_and_the_jwks_sit_beside_it() {
+        let s3 = Target::open("s3://oidc/cluster-a", Some("http://127.0.0.1:9"), &[]).unwrap();
+        assert_eq!(
+            keys(
+                &s3,
+                "https://minio.example/oidc/cluster-a",
+                "https://minio.example/oidc/cluster-a/openid/v1/jwks"
+            )
+            .unwrap(),
+            (
+                "cluster-a/.well-known/openid-configuration".into(),
+                "cluster-a/openid/v1/jwks".into()
+            )
+        );
+        let wrong = keys(
+            &s3,
+            "https://minio.example/oidc/cluster-b",
+            "https://minio.example/oidc/cluster-b/openid/v1/jwks",
+        )
+        .unwrap_err();
+        assert!(
+            wrong.contains("must end with the target's prefix /cluster-a"),
+            "{wrong}"
+        );
+        let elsewhere = keys(
+            &s3,
+            "https://minio.example/oidc/cluster-a",
+            "https://other.example/oidc/cluster-a/openid/v1/jwks",
+        )
+        .unwrap_err();
+        assert!(
+            elsewhere.contains("not on the issuer's host"),
+            "{elsewhere}"
+        );
+        let outside = keys(
+            &s3,
+            "https://minio.example/oidc/cluster-a",
+            "https://minio.example/jwks",
+        )
+        .unwrap_err();
+        assert!(
+            outside.contains("not under the bucket's base path"),
+            "{outside}"
+        );
+        let http = keys(
+            &s3,
+            "http://minio.example/oidc/cluster-a",
+            "http://minio.example/oidc/cluster-a/j",
+        )
+        .unwrap_err();
+        assert!(http.contains("not https"), "{http}");
+    }
+
+    #[test]
+    fn cloud_storage_hosts_must_name_the_target_bucket() {
+        let s3 = target("s3://oidc-bucket/cluster-a");
+        let ok = |t: &Target, issuer: &str| keys(t, issuer, &format!("{issuer}/openid/v1/jwks"));
+        assert!(
+            ok(
+                &s3,
+                "https://oidc-bucket.s3.us-east-1.amazonaws.com/cluster-a"
+            )
+            .is_ok()
+        );
+        assert!(
+            ok(
+                &s3,
+                "https://s3.us-east-1.amazonaws.com/oidc-bucket/cluster-a"
+            )
+            .is_ok()
+        );
+        assert!(ok(&s3, "https://d111.cloudfront.net/cluster-a").is_ok());
+        let other = ok(&s3, "https://another.s3.us-east-1.amazonaws.com/cluster-a").unwrap_err();
+        assert!(
+            other.contains("does not serve bucket oidc-bucket"),
+            "{other}"
+        );
+
+        let gcs = target("gs://oidc-bucket/cluster-a");
+        assert!(ok(&gcs, "https://storage.googleapis.com/oidc-bucket/cluster-a").is_ok());
+        assert!(ok(&gcs, "https://storage.googleapis.com/other/cluster-a").is_err());
+
+        let file = target("file:///tmp/warrant-publish-target-test");
+        assert_eq!(
+            keys(
+                &file,
+                "https://issuer.example/tenant",
+                "https://issuer.example/tenant/openid/v1/jwks"
+            )
+            .unwrap(),
+            (
+                "tenant/.well-known/openid-configuration".into(),
+                "tenant/openid/v1/jwks".into()
+            )
+        );
+    }
+
+    #[test]
+    fn urls_with_credentials_or_other_schemes_are_refused() {
+        let e = Target::open("s3://key:secret@bucket/p", None, &[]).unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
+        assert!(matches!(e, TargetError::Extras { .. }));
+        assert!(matches!(
+            Target::open("https://bucket/p", None, &[]).unwrap_err(),
+            TargetError::Scheme { .. }
+        ));
+        assert!(matches!(
+            Target::open("gs://bucket/p", Some("http://x"), &[]).unwrap_err(),
+            TargetError::EndpointNotS3 { .. }
+        ));
+    }
+}
