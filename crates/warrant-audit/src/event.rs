@@ -88,6 +88,11 @@ impl Event {
                 cut(&mut object.uid, MAX_NAME_CHARS);
             }
             cut(&mut token.credential_id, MAX_NAME_CHARS);
+            if let Some(cnf) = &mut token.cnf {
+                for thumbprint in [&mut cnf.jkt, &mut cnf.x5t_s256].into_iter().flatten() {
+                    cut(thumbprint, MAX_NAME_CHARS);
+                }
+            }
         }
         cut(&mut self.requester.credential_id, MAX_NAME_CHARS);
         // A caller's extras come from its authenticator (a front proxy relays any it is given):
@@ -278,6 +283,10 @@ pub struct TokenFacts {
     /// The key that signed it.
     #[serde(rename = "keyID", skip_serializing_if = "String::is_empty")]
     pub key_id: String,
+    /// For a key-bound token (`cnf`, RFC 7800): the thumbprint of the key it is bound to
+    /// (`jkt`, a DPoP key) or of the certificate (`x5t#S256`); never the key itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cnf: Option<warrant_token::Confirmation>,
 }
 
 impl TokenFacts {
@@ -304,6 +313,7 @@ impl TokenFacts {
                 format!("JTI={}", claims.jti)
             },
             key_id: key_id.to_owned(),
+            cnf: claims.cnf.clone().filter(warrant_token::Confirmation::binds),
         }
     }
 }
@@ -442,6 +452,21 @@ mod tests {
                 "keyID": "kid-1"
             })
         );
+    }
+
+    /// A key-bound token's event names the key by its thumbprint, and an unbound one has no
+    /// `cnf` at all (so existing events keep their shape).
+    #[test]
+    fn a_key_bound_token_records_the_thumbprint_only() {
+        let mut claims = pod_token();
+        assert_eq!(TokenFacts::from_claims(&claims, "k").cnf, None);
+        claims.cnf = Some(warrant_token::Confirmation::dpop("NzbLsXh8uDCcd"));
+        let facts = TokenFacts::from_claims(&claims, "k");
+        let value = serde_json::to_value(&facts).unwrap();
+        assert_eq!(value["cnf"], serde_json::json!({"jkt": "NzbLsXh8uDCcd"}));
+        // An empty cnf binds nothing and is not recorded as a binding.
+        claims.cnf = Some(warrant_token::Confirmation::default());
+        assert_eq!(TokenFacts::from_claims(&claims, "k").cnf, None);
     }
 
     /// A refusal before any token is known says only who asked, what and why.

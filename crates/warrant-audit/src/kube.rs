@@ -274,6 +274,13 @@ fn annotations(event: &Event, count: Option<u64>) -> BTreeMap<&'static str, Stri
             token.credential_id.clone(),
         );
         put("warrant.dev/key-id", token.key_id.clone());
+        if let Some(cnf) = &token.cnf {
+            put("warrant.dev/bound-key", cnf.jkt.clone().unwrap_or_default());
+            put(
+                "warrant.dev/bound-certificate",
+                cnf.x5t_s256.clone().unwrap_or_default(),
+            );
+        }
     }
     if let Some(count) = count {
         put("warrant.dev/count", count.to_string());

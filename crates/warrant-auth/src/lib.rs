@@ -22,7 +22,8 @@ pub mod delegation;
 pub use authn::{
     Authenticator, CaBundle, CaError, Caller, ClientCertificateError, ClientTrust,
     DelegatedAuthentication, Follow, FrontProxy, OwnTokenReview, OwnTokens, PeerCertificate,
-    RequestHeaders, TokenFile, TokenFileError, User, Via, follow_extension_authentication,
+    ProofChecker, RequestHeaders, TokenFile, TokenFileError, User, Via,
+    follow_extension_authentication,
 };
 pub use authz::{
     Attributes, AuthorizationPolicyError, Authorized, Authorizer, DEFAULT_ALWAYS_ALLOW_GROUPS,

@@ -22,6 +22,7 @@
 
 pub(crate) mod configmap;
 pub(crate) mod delegated;
+pub(crate) mod dpop;
 pub(crate) mod frontproxy;
 pub(crate) mod owntoken;
 pub(crate) mod peer;
@@ -43,6 +44,7 @@ use warrant_token::{Binding, GROUP_AUTHENTICATED};
 
 pub use self::configmap::{Follow, follow_extension_authentication};
 pub use self::delegated::DelegatedAuthentication;
+pub use self::dpop::{DEFAULT_REPLAY_CAPACITY, DPOP_HEADER, ProofChecker, request_uri};
 pub use self::frontproxy::{FrontProxy, RequestHeaders};
 pub use self::owntoken::{OwnTokenReview, OwnTokens};
 pub use self::peer::PeerCertificate;
@@ -274,6 +276,9 @@ pub struct Authenticator {
     pub own_tokens: bool,
     /// Ask kube-apiserver about other bearer tokens (`--authentication-kubeconfig`).
     pub delegated: Option<DelegatedAuthentication>,
+    /// DPoP proofs (RFC 9449) and the one cache of the proofs seen, shared by every endpoint
+    /// that takes a proof (a TokenRequest for a key-bound token, a key-bound token presented).
+    pub proofs: ProofChecker,
     results: Family<AuthnLabels, Counter>,
     /// Refusals are logged at most once a second (with a count of those left out): a flood of
     /// garbage tokens costs a line a second. The metric counts every one.
