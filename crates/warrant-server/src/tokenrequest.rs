@@ -13,8 +13,8 @@ use jiff::{SignedDuration, Timestamp};
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_objects::{Kind, LookupError, Record};
 use warrant_token::{
-    Binding, Claims, DEFAULT_EXPIRATION_SECONDS, Lifetime, NewToken, ObjectRef, new_jti,
-    validate_expiration_seconds,
+    Binding, Claims, Confirmation, DEFAULT_EXPIRATION_SECONDS, Lifetime, NewToken, ObjectRef,
+    ProofRequest, new_jti, validate_expiration_seconds,
 };
 
 use crate::audit::AuditFacts;
@@ -36,6 +36,8 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Extension(authorized): Extension<Authorized>,
+    method: http::Method,
+    uri: http::Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -50,14 +52,16 @@ pub(crate) async fn create(
     };
     let result = async {
         let user = caller.require()?.clone();
+        let key = proof_key(&state, &method, &uri, &headers)?;
         let request: TokenRequest = body::decode(&headers, body).await?;
-        let issued = issue(&state, &user, &authorized, &namespace, &name, request).await?;
+        let issued = issue(&state, &user, &authorized, &namespace, &name, request, key).await?;
         tracing::info!(
             user = %user.name,
             namespace = %namespace,
             serviceaccount = %name,
             audiences = %warrant_audit::JsonList(&issued.claims.aud),
             binding = issued.binding,
+            bound_key = issued.claims.cnf.as_ref().and_then(|c| c.jkt.as_deref()).unwrap_or(""),
             credential_id = %format!("JTI={}", issued.claims.jti),
             "issued a token"
         );
@@ -92,6 +96,37 @@ pub(crate) async fn create(
     }
 }
 
+/// The key a token is to be bound to: the thumbprint of the key of the request's DPoP proof
+/// (RFC 9449), if it carries one; a 400 saying why if the proof is not valid for this request.
+/// The proof must name this request's method and its URI: `https://`, the host the caller
+/// addressed, and the path (see `warrant_auth::request_uri`).
+fn proof_key(
+    state: &AppState,
+    method: &http::Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+) -> Result<Option<String>, ApiError> {
+    if !headers.contains_key(warrant_auth::authn::DPOP_HEADER) {
+        return Ok(None);
+    }
+    let Some(target) = warrant_auth::authn::request_uri(uri, headers) else {
+        return Err(ApiError::bad_request(
+            "invalid DPoP proof: the request names no host (Host header), so the proof's htu cannot be checked",
+        ));
+    };
+    let request = ProofRequest {
+        method: method.as_str(),
+        uri: &target,
+        access_token: None,
+        bound_to: None,
+    };
+    let now = state.issuer().clock().now();
+    match state.authenticator().proofs.check(headers, &request, now) {
+        Ok(proof) => Ok(proof.map(|proof| proof.jkt)),
+        Err(why) => Err(ApiError::bad_request(format!("invalid DPoP proof: {why}"))),
+    }
+}
+
 /// A token issued, with what the handler reports about it.
 pub(crate) struct Issued {
     pub(crate) response: TokenRequest,
@@ -114,6 +149,7 @@ pub(crate) async fn issue(
     namespace: &str,
     name: &str,
     mut request: TokenRequest,
+    key: Option<String>,
 ) -> Result<Issued, ApiError> {
     // 1. The body is a TokenRequest of authentication.k8s.io/v1, where it says what it is.
     check_type(&request)?;
@@ -184,7 +220,7 @@ pub(crate) async fn issue(
     let issued_at = now.as_second();
     let jti = new_jti();
     let binding_label = binding.label();
-    let claims = Claims::new(NewToken {
+    let mut claims = Claims::new(NewToken {
         issuer: settings
             .issuers
             .first()
@@ -199,6 +235,8 @@ pub(crate) async fn issue(
         warn_after: lifetime.warn_after_seconds.map(|w| issued_at + w),
         jti,
     });
+    // 10a. Key binding: the proof's key, by thumbprint (RFC 7800 `cnf`, RFC 9449 `jkt`).
+    claims.cnf = key.map(Confirmation::dpop);
     let (token, kid) = sign(state, now, &claims, name, &audiences).await?;
 
     // 11. The response: the request as kube echoes it, with what was decided and the token.

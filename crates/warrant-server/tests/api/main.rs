@@ -15,6 +15,7 @@ mod authz;
 mod configmap;
 mod delegated;
 mod documents;
+mod dpop;
 mod frontproxy;
 mod limits;
 mod node;

@@ -1,0 +1,220 @@
+//! Key-bound tokens (issue 27): a TokenRequest with a DPoP proof (RFC 9449) gets a token whose
+//! `cnf.jkt` is its key's thumbprint; a bad proof is a 400 saying why. The proofs are made here
+//! with aws-lc-rs directly and the thumbprint is computed here by RFC 7638's recipe, not with
+//! warrant's own code.
+
+use axum::body::Body;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use http::{Method, Request, StatusCode};
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const HOST: &str = "warrant.example:8443";
+const PATH: &str = "/api/v1/namespaces/demo/serviceaccounts/app/token";
+
+/// A workload's DPoP key, made with aws-lc-rs.
+struct Holder {
+    key: aws_lc_rs::signature::EcdsaKeyPair,
+}
+
+impl Holder {
+    fn new() -> Self {
+        Holder {
+            key: aws_lc_rs::signature::EcdsaKeyPair::generate(
+                &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            )
+            .unwrap(),
+        }
+    }
+
+    fn coordinates(&self) -> (String, String) {
+        use aws_lc_rs::signature::KeyPair as _;
+        let point = self.key.public_key().as_ref();
+        let (x, y) = point[1..].split_at(32);
+        (URL_SAFE_NO_PAD.encode(x), URL_SAFE_NO_PAD.encode(y))
+    }
+
+    /// RFC 7638: SHA-256 of the required members in lexicographic order, no whitespace.
+    fn thumbprint(&self) -> String {
+        let (x, y) = self.coordinates();
+        let canonical = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
+        URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
+            &aws_lc_rs::digest::SHA256,
+            canonical.as_bytes(),
+        ))
+    }
+
+    fn proof(&self, claims: Value) -> String {
+        let (x, y) = self.coordinates();
+        let header = json!({"typ": "dpop+jwt", "alg": "ES256",
+                            "jwk": {"kty": "EC", "crv": "P-256", "x": x, "y": y}});
+        let input = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let signature = self
+            .key
+            .sign(&aws_lc_rs::rand::SystemRandom::new(), input.as_bytes())
+            .unwrap();
+        format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()))
+    }
+
+    /// A proof for a TokenRequest for `demo/app` at `iat`, with `jti`.
+    fn for_token_request(&self, jti: &str, iat: i64) -> String {
+        self.proof(json!({"jti": jti, "htm": "POST",
+                          "htu": format!("https://{HOST}{PATH}"), "iat": iat}))
+    }
+}
+
+/// A TokenRequest for `demo/app` as the admin, with the `DPoP` header `proof` (if any) and
+/// the `Host` header `host` (if any).
+async fn request(api: &Api, proof: Option<&str>, host: Option<&str>) -> Reply {
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(PATH)
+        .header("authorization", format!("Bearer {ADMIN}"))
+        .header("content-type", "application/json");
+    if let Some(host) = host {
+        request = request.header("host", host);
+    }
+    if let Some(proof) = proof {
+        request = request.header("dpop", proof);
+    }
+    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                      "spec": {"audiences": ["vault"]}});
+    api.send(request.body(Body::from(body.to_string())).unwrap())
+        .await
+}
+
+#[tokio::test]
+async fn a_proof_binds_the_token_to_its_key() {
+    let api = api();
+    let holder = Holder::new();
+    let reply = request(
+        &api,
+        Some(&holder.for_token_request("one", NOW)),
+        Some(HOST),
+    )
+    .await;
+    assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
+    let token = reply.json["status"]["token"].as_str().unwrap();
+    let payload: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(token.split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(payload["cnf"], json!({"jkt": holder.thumbprint()}));
+
+    // Without a proof, no binding: the token has no cnf at all, as kube's have none.
+    let reply = request(&api, None, Some(HOST)).await;
+    assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
+    let token = reply.json["status"]["token"].as_str().unwrap();
+    assert_eq!(claims(token).cnf, None);
+    let payload = URL_SAFE_NO_PAD
+        .decode(token.split('.').nth(1).unwrap())
+        .unwrap();
+    assert!(!String::from_utf8(payload).unwrap().contains("cnf"));
+}
+
+/// Each refusal is a 400 kube `Status` that says why, and never quotes the proof.
+#[tokio::test]
+async fn a_bad_proof_is_a_400_saying_why() {
+    let api = api();
+    let holder = Holder::new();
+    let other_path = holder.proof(json!({"jti": "p", "htm": "POST",
+        "htu": format!("https://{HOST}/api/v1/namespaces/demo/serviceaccounts/other/token"),
+        "iat": NOW}));
+    let get = holder.proof(json!({"jti": "g", "htm": "GET",
+        "htu": format!("https://{HOST}{PATH}"), "iat": NOW}));
+    let stale = holder.for_token_request("s", NOW - 120);
+    let cases = [
+        (other_path, "DPoP proof htu does not match the request URI"),
+        (get, "DPoP proof htm does not match the request method"),
+        (stale, "DPoP proof is too old"),
+        (
+            "not-a-proof".to_owned(),
+            "DPoP proof is not a well-formed JWT",
+        ),
+    ];
+    for (proof, why) in cases {
+        let reply = request(&api, Some(&proof), Some(HOST)).await;
+        assert_eq!(reply.code, StatusCode::BAD_REQUEST, "{why}: {}", reply.text);
+        assert_eq!(reply.json["kind"], "Status");
+        assert_eq!(reply.json["reason"], "BadRequest");
+        let message = reply.json["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("invalid DPoP proof: ") && message.contains(why),
+            "{message}"
+        );
+        assert!(!reply.text.contains(&proof), "the answer quotes the proof");
+    }
+}
+
+/// A proof is good for one request: sent again within its window, it is refused.
+#[tokio::test]
+async fn a_replayed_proof_is_refused() {
+    let api = api();
+    let holder = Holder::new();
+    let proof = holder.for_token_request("once", NOW);
+    let first = request(&api, Some(&proof), Some(HOST)).await;
+    assert_eq!(first.code, StatusCode::CREATED, "{}", first.text);
+    api.advance(30);
+    let again = request(&api, Some(&proof), Some(HOST)).await;
+    assert_eq!(again.code, StatusCode::BAD_REQUEST, "{}", again.text);
+    assert_eq!(
+        again.json["message"],
+        "invalid DPoP proof: DPoP proof has already been used (its jti was seen before)"
+    );
+    // A new proof from the same key is fine.
+    let fresh = request(
+        &api,
+        Some(&holder.for_token_request("next", NOW + 30)),
+        Some(HOST),
+    )
+    .await;
+    assert_eq!(fresh.code, StatusCode::CREATED, "{}", fresh.text);
+}
+
+/// The proof's `htu` is checked against `https://` + the host the caller addressed: a proof
+/// for another host is refused, and a request that names no host cannot be checked at all.
+#[tokio::test]
+async fn the_uri_is_the_host_the_caller_addressed() {
+    let api = api();
+    let holder = Holder::new();
+    let reply = request(
+        &api,
+        Some(&holder.for_token_request("h", NOW)),
+        Some("elsewhere.example"),
+    )
+    .await;
+    assert_eq!(reply.code, StatusCode::BAD_REQUEST, "{}", reply.text);
+    let reply = request(&api, Some(&holder.for_token_request("n", NOW)), None).await;
+    assert_eq!(reply.code, StatusCode::BAD_REQUEST, "{}", reply.text);
+    assert!(
+        reply.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("names no host"),
+        "{}",
+        reply.text
+    );
+}
+
+/// The audit event of a key-bound token records the key's thumbprint, and not the proof.
+#[tokio::test]
+async fn the_audit_event_records_the_thumbprint() {
+    let (api, writer, dir) = api_audited();
+    let holder = Holder::new();
+    let proof = holder.for_token_request("a", NOW);
+    let reply = request(&api, Some(&proof), Some(HOST)).await;
+    assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
+    writer.finish().await;
+    let text = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();
+    let event: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(event["cnf"], json!({"jkt": holder.thumbprint()}));
+    assert!(!text.contains(&proof), "the audit log holds the proof");
+}
