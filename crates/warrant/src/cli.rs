@@ -242,6 +242,10 @@ pub(crate) enum DiscoveryCommand {
     /// Write .well-known/openid-configuration and openid/v1/jwks under --dir, as warrant serves
     /// them now, to host them in a bucket or on a web server (e.g. for a private cluster).
     Export(Box<DiscoveryExportArgs>),
+    /// Write the two documents, as warrant serves them now, to buckets (s3://BUCKET/PREFIX,
+    /// gs://BUCKET/PREFIX, az://CONTAINER/PREFIX) or a directory (file:///DIR), read them back,
+    /// and exit; `serve --publish-discovery` keeps them current instead.
+    Publish(Box<DiscoveryPublishArgs>),
 }
 
 /// The algorithms warrant generates keys for.
@@ -585,6 +589,29 @@ pub(crate) struct DiscoveryExportArgs {
     pub(crate) kubeconfig: Option<PathBuf>,
 }
 
+/// `warrant discovery publish`.
+#[derive(Debug, Args)]
+pub(crate) struct DiscoveryPublishArgs {
+    /// Where to publish: s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or
+    /// file:///DIR (see docs/discovery.md for the issuer URL each needs).
+    #[arg(value_name = "URL", required = true)]
+    pub(crate) targets: Vec<String>,
+    /// An S3-compatible server for s3:// targets (MinIO and others), addressed path-style.
+    #[arg(long = "publish-endpoint", value_name = "URL")]
+    pub(crate) publish_endpoint: Option<String>,
+    /// Issuer of the tokens (the first is published). Repeatable, as for `serve`.
+    #[arg(long = "service-account-issuer", value_name = "URL")]
+    pub(crate) issuers: Vec<String>,
+    /// The JWKS URL the discovery document names (https). Default: <issuer>/openid/v1/jwks.
+    #[arg(long = "service-account-jwks-uri", value_name = "URL")]
+    pub(crate) jwks_uri: Option<String>,
+    #[command(flatten)]
+    pub(crate) keys: KeySourceArgs,
+    /// Kubeconfig of the cluster holding --key-secret; default: the in-cluster configuration.
+    #[arg(long = "kubeconfig", value_name = "PATH", requires = "key_secret")]
+    pub(crate) kubeconfig: Option<PathBuf>,
+}
+
 /// `warrant serve`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -639,6 +666,24 @@ pub(crate) struct ServeArgs {
         help_heading = "Discovery"
     )]
     pub(crate) external_hostname: Option<String>,
+    /// Keep the discovery document and JWKS in this bucket or directory (s3://BUCKET/PREFIX,
+    /// gs://BUCKET/PREFIX, az://CONTAINER/PREFIX, file:///DIR), and let no key sign before it
+    /// lists it. Repeatable. The issuer must be where the target serves them
+    /// (docs/discovery.md).
+    #[arg(
+        long = "publish-discovery",
+        value_name = "URL",
+        help_heading = "Discovery"
+    )]
+    pub(crate) publish_discovery: Vec<String>,
+    /// An S3-compatible server for s3:// --publish-discovery targets (MinIO and others),
+    /// addressed path-style.
+    #[arg(
+        long = "publish-endpoint",
+        value_name = "URL",
+        help_heading = "Discovery"
+    )]
+    pub(crate) publish_endpoint: Option<String>,
     /// How many verified token signatures to remember, so a token reviewed again skips the
     /// signature check (about 1.1 KiB each when full; 0 turns the cache off). Object checks
     /// run on every review regardless.

@@ -13,7 +13,7 @@ use warrant_issuer::{url_path, validate_issuers};
 use warrant_keys::{DirStore, KeySet, KeyStore as _, SecretStore, StaticKeys};
 use warrant_token::{render_discovery, render_jwks};
 
-use crate::cli::DiscoveryExportArgs;
+use crate::cli::{DiscoveryExportArgs, DiscoveryPublishArgs};
 use crate::keys::{
     KeySource, ManagedStore, Store, client, current_algorithm, policy, recorded_max_token_seconds,
 };
@@ -69,6 +69,55 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
             keys = keys.verifying().len(),
             "exported the discovery documents; export again whenever the key files change"
         ),
+    }
+    Ok(())
+}
+
+/// `warrant discovery publish`: the documents `serve` would answer with now, written to each
+/// target through warrant-publish (the same rendering, headers and placement rule as
+/// `serve --publish-discovery`), read back, and checked. Fails if any target fails.
+pub(crate) async fn publish(args: &DiscoveryPublishArgs) -> Result<(), Box<dyn Error>> {
+    validate_issuers(&args.issuers)?;
+    let jwks_uri = jwks_uri(&args.issuers, args.jwks_uri.as_deref(), None, 443)?;
+    let now = Clock::System.now();
+    let pkcs11 = crate::hsm::open(&args.keys.pkcs11, None).await?;
+    let keys = key_set(
+        &KeySource::from_args(&args.keys)?,
+        args.kubeconfig.as_deref(),
+        pkcs11.as_ref().map(crate::hsm::Pkcs11::key_holder),
+        now,
+    )
+    .await?;
+    let settings = warrant_issuer::Settings {
+        issuers: args.issuers.clone(),
+        api_audiences: args.issuers.clone(),
+        jwks_uri: jwks_uri.clone(),
+        expiration: warrant_token::ExpirationPolicy::default(),
+        signature_cache_entries: 0,
+    };
+    let next_change = keys.next_change();
+    let published = warrant_issuer::Published::new(&settings, keys);
+    let issuer = args.issuers.first().map(String::as_str).unwrap_or_default();
+    let targets = args
+        .targets
+        .iter()
+        .map(|url| warrant_publish::Target::open(url, args.publish_endpoint.as_deref(), &[]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut publisher = warrant_publish::Publisher::new(
+        targets,
+        issuer,
+        &jwks_uri,
+        warrant_publish::PublishMetrics::new(),
+    )?;
+    publisher.round(&published, now, true).await?;
+    for (target, placement) in publisher.targets() {
+        tracing::info!(
+            target = %target.url(),
+            discovery = %placement.discovery,
+            jwks = %placement.jwks,
+            next_change = %next_change.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
+            "published the discovery documents (read back); with managed keys, publish again before next_change, or let serve --publish-discovery keep them current"
+        );
     }
     Ok(())
 }

@@ -455,10 +455,39 @@ pub(crate) async fn open(
     }
 }
 
+/// What `--publish-discovery` needs from the keys: a feed of every key set the server
+/// publishes, and the activation gate for the key manager.
+pub(crate) struct Publishing {
+    pub(crate) feed: tokio::sync::watch::Sender<Arc<warrant_issuer::Published>>,
+    pub(crate) gate: warrant_keys::ActivationGate,
+}
+
 impl Opened {
+    /// Whether this process writes the keys (and so publishes them): always for static keys
+    /// and a key directory, while it holds the Lease for a Secret.
+    pub(crate) fn writer(&self) -> Writer {
+        match &self.running {
+            Pending::Managed {
+                leadership: Some((leadership, _)),
+                ..
+            } => Writer::WhileLeader(leadership.leading()),
+            Pending::Static { .. } | Pending::Managed { .. } => Writer::Always,
+        }
+    }
+
     /// Starts keeping the server's keys current, and reports the key store's state (and, with a
-    /// Secret, the Lease's) in `/readyz?verbose`.
-    pub(crate) fn start(self, state: AppState, clock: Clock) -> Result<Running, Box<dyn Error>> {
+    /// Secret, the Lease's) in `/readyz?verbose`. With `publishing`, every key set goes to its
+    /// feed too, and the key manager gates activations on what the targets list.
+    pub(crate) fn start(
+        self,
+        state: AppState,
+        clock: Clock,
+        publishing: Option<Publishing>,
+    ) -> Result<Running, Box<dyn Error>> {
+        let (feed, gate) = match publishing {
+            Some(p) => (Some(p.feed), Some(p.gate)),
+            None => (None, None),
+        };
         let (managed, extra) = match &self.running {
             Pending::Static { .. } => (None, Vec::new()),
             Pending::Managed { manager, extra, .. } => {
@@ -467,6 +496,7 @@ impl Opened {
         };
         let sink = Arc::new(Sink {
             state: state.clone(),
+            feed,
             metrics: self.metrics.clone(),
             current: Mutex::new(Current { managed, extra }),
         });
@@ -517,6 +547,10 @@ impl Opened {
                     });
                     leadership
                 });
+                let manager = match gate {
+                    Some(gate) => manager.with_gate(gate),
+                    None => *manager,
+                };
                 let task = manager.spawn(clock, move |keys: KeySet| sink.set_managed(keys))?;
                 Ok(Running {
                     manager: Some(task),
@@ -532,6 +566,8 @@ impl Opened {
 /// kept current by its own watcher.
 struct Sink {
     state: AppState,
+    /// `--publish-discovery`'s publisher hears of each key set here.
+    feed: Option<tokio::sync::watch::Sender<Arc<warrant_issuer::Published>>>,
     metrics: KeyMetrics,
     current: Mutex<Current>,
 }
@@ -553,6 +589,13 @@ impl Sink {
     fn publish_static(&self, keys: KeySet) {
         self.metrics.published(&keys);
         self.state.issuer().set_keys(keys);
+        self.feed_publisher();
+    }
+
+    fn feed_publisher(&self) {
+        if let Some(feed) = &self.feed {
+            feed.send_replace(self.state.issuer().published());
+        }
     }
 
     fn set_managed(&self, keys: KeySet) {
@@ -582,6 +625,7 @@ impl Sink {
             let keys = managed.clone().with_extra_verifying(&current.extra);
             self.metrics.published(&keys);
             self.state.issuer().set_keys(keys);
+            self.feed_publisher();
         }
     }
 }

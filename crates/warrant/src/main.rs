@@ -61,6 +61,9 @@ fn main() -> ExitCode {
         Command::Discovery(DiscoveryCommand::Export(args)) => {
             current_thread().and_then(|runtime| runtime.block_on(export::run(&args)))
         }
+        Command::Discovery(DiscoveryCommand::Publish(args)) => {
+            current_thread().and_then(|runtime| runtime.block_on(export::publish(&args)))
+        }
         Command::Credential(args) => {
             current_thread().and_then(|runtime| runtime.block_on(credential::run(&args)))
         }

@@ -32,6 +32,33 @@ pub(crate) async fn run(
     let mut registry = Registry::default();
     let key_metrics = KeyMetrics::new();
     key_metrics.register(&mut registry);
+    // The targets first: a target that cannot serve the issuer's documents is a configuration
+    // error, refused before anything starts.
+    let publish_metrics = warrant_publish::PublishMetrics::new();
+    let targets = args
+        .publish_discovery
+        .iter()
+        .map(|url| warrant_publish::Target::open(url, args.publish_endpoint.as_deref(), &[]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let publisher = if targets.is_empty() {
+        if args.publish_endpoint.is_some() {
+            return Err("--publish-endpoint is set but no --publish-discovery target".into());
+        }
+        None
+    } else {
+        publish_metrics.register(&mut registry);
+        let issuer = settings
+            .issuers
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        Some(warrant_publish::Publisher::new(
+            targets,
+            issuer,
+            &settings.jwks_uri,
+            publish_metrics,
+        )?)
+    };
     let max_token_seconds = settings.expiration.longest_token_seconds();
     if let KeySource::Managed { rotation, .. } = &key_source {
         warn_about_policy(&keys::policy(rotation, None, max_token_seconds));
@@ -89,7 +116,28 @@ pub(crate) async fn run(
         authorizer: auth.authorizer,
         registry,
     });
-    let keys = keys.start(state.clone(), clock)?;
+    // Publishing before the key manager starts: its first round (awaited) tells the gate what
+    // the targets list, so a key due to sign is held if they do not list it.
+    let (publishing, _publisher) = match publisher {
+        Some(mut publisher) => {
+            let writer = keys.writer();
+            let published = issuer.published();
+            if let Err(error) = publisher
+                .round(&published, clock.now(), writer.may_write())
+                .await
+            {
+                tracing::error!(%error, "the first publish round failed; retrying (see /readyz?verbose, publish)");
+            }
+            let health = publisher.health();
+            state.add_report("publish", move || health.borrow().summary());
+            let gate = publisher.gate();
+            let (feed, feed_rx) = tokio::sync::watch::channel(published);
+            let task = publisher.spawn(feed_rx, writer, clock.clone());
+            (Some(keys::Publishing { feed, gate }), Some(task))
+        }
+        None => (None, None),
+    };
+    let keys = keys.start(state.clone(), clock, publishing)?;
     // Before the HTTPS listener and whatever the cluster's state: kube-apiserver needs the
     // signer to start at all.
     let signer = signer::start(&args, &issuer, signer_metrics)?;
