@@ -26,6 +26,7 @@ mod hsm;
 mod keys;
 mod oidc;
 mod pki;
+mod publish;
 mod recipes;
 mod reviews;
 mod secret_keys;

@@ -9,7 +9,9 @@
 //!   stop sending while requests are still served), `keys`, `objects` (loaded and, with
 //!   `--max-cache-staleness`, current), `client-trust` (the cluster's front-proxy configuration,
 //!   when followed), `audit-log` (with an audit log in blocking mode: fails while writes to it
-//!   fail, as every audited request then does, until one succeeds). Informational, never
+//!   fail, as every audited request then does, until one succeeds), and the checks components
+//!   add ([`AppState::add_check`]: `publish`, while a discovery target does not list the keys).
+//!   Informational, never
 //!   failing: `discovery`, `audit-log` in batch mode (whose requests go on when writes fail),
 //!   and what components report (`key-store`, `key-lease`, …).
 //! - Liveness: `ping` (the runtime answers) and `keys` (the key in force signs, and what it signs
@@ -77,6 +79,14 @@ fn readiness(state: &AppState) -> Vec<Check> {
                 .then(|| "front-proxy configuration not loaded yet".to_owned()),
         ),
     ];
+    // Components that registered a check of their own (discovery publishing).
+    for (name, failure) in state.checks() {
+        checks.push(Check {
+            name,
+            summary: failure.as_ref().map(|why| format!("{name}: {why}")),
+            failure,
+        });
+    }
     // Blocking mode: an event that cannot be written fails its request, so a server whose
     // audit log fails cannot issue or review; it is not ready until a write succeeds.
     if state.issuer().audit().mode() == Some(warrant_audit::Mode::Blocking) {
@@ -339,5 +349,33 @@ mod tests {
         assert!(body.contains("[-]keys failed"), "{body}");
         // Restarting would not bring the HSM back: liveness holds.
         assert_eq!(get(&state, "/livez").await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_component_check_fails_readiness_by_its_name() {
+        let state = AppState::for_tests(
+            warrant_auth::Authenticator::default(),
+            warrant_audit::Auditor::disabled(),
+        );
+        let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = failing.clone();
+        state.add_check("publish", move || {
+            flag.load(std::sync::atomic::Ordering::Relaxed)
+                .then(|| "s3://bucket: connection refused".to_owned())
+        });
+        assert_eq!(get(&state, "/readyz/publish").await.0, StatusCode::OK);
+        assert_eq!(get(&state, "/readyz").await.0, StatusCode::OK);
+        failing.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (status, body) = get(&state, "/readyz/publish").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("s3://bucket: connection refused"), "{body}");
+        let (status, body) = get(&state, "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("publish: s3://bucket"), "{body}");
+        // Excluded by name, as the built-in checks are.
+        assert_eq!(
+            get(&state, "/readyz?exclude=publish").await.0,
+            StatusCode::OK
+        );
     }
 }

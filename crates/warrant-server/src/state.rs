@@ -24,6 +24,7 @@ struct Inner {
     metrics: Metrics,
     registry: Registry,
     reports: Mutex<Vec<(&'static str, Report)>>,
+    checks: Mutex<Vec<(&'static str, ReadinessCheck)>>,
     /// Set when shutdown begins: readiness fails from then on.
     shutting_down: AtomicBool,
 }
@@ -31,6 +32,10 @@ struct Inner {
 /// A line of `/readyz?verbose` that a component computes when asked (see
 /// [`AppState::add_report`]).
 type Report = Box<dyn Fn() -> String + Send + Sync>;
+
+/// A readiness check that a component computes when asked (see [`AppState::add_check`]):
+/// `None` when ready, else why not.
+type ReadinessCheck = Box<dyn Fn() -> Option<String> + Send + Sync>;
 
 /// What it takes to build the state.
 pub struct StateParts {
@@ -68,6 +73,7 @@ impl AppState {
                 metrics,
                 registry,
                 reports: Mutex::new(Vec::new()),
+                checks: Mutex::new(Vec::new()),
                 shutting_down: AtomicBool::new(false),
             }),
         }
@@ -128,6 +134,32 @@ impl AppState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push((name, Box::new(report)));
+    }
+
+    /// Adds a readiness check `NAME` (`/readyz/NAME`, and a line of `/readyz`): `check` says,
+    /// at each request, why the component is not ready, or `None`. For components without
+    /// which requests fail, such as discovery publishing that holds a key back.
+    pub fn add_check(
+        &self,
+        name: &'static str,
+        check: impl Fn() -> Option<String> + Send + Sync + 'static,
+    ) {
+        self.inner
+            .checks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name, Box::new(check)));
+    }
+
+    /// The checks added with [`add_check`](Self::add_check), as (name, failure), computed now.
+    pub(crate) fn checks(&self) -> Vec<(&'static str, Option<String>)> {
+        self.inner
+            .checks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(name, check)| (*name, check()))
+            .collect()
     }
 
     /// The lines added with [`add_report`](Self::add_report), as (name, text), computed now.

@@ -126,10 +126,12 @@ pub(crate) async fn run(
                 .round(&published, clock.now(), writer.may_write())
                 .await
             {
-                tracing::error!(%error, "the first publish round failed; retrying (see /readyz?verbose, publish)");
+                tracing::error!(%error, "the first publish round failed; retrying (see /readyz/publish)");
             }
+            // A failing target holds the next key back: not ready, so the operator's alerts
+            // on readiness see it (`/readyz/publish` names the target and why).
             let health = publisher.health();
-            state.add_report("publish", move || health.borrow().summary());
+            state.add_check("publish", move || health.borrow().failure());
             let gate = publisher.gate();
             let (feed, feed_rx) = tokio::sync::watch::channel(published);
             let task = publisher.spawn(feed_rx, writer, clock.clone());
