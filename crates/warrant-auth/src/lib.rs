@@ -22,7 +22,7 @@ pub mod delegation;
 pub use authn::{
     Authenticator, CaBundle, CaError, Caller, ClientCertificateError, ClientTrust,
     DelegatedAuthentication, Follow, FrontProxy, OwnTokenReview, OwnTokens, PeerCertificate,
-    ProofChecker, RequestHeaders, TokenFile, TokenFileError, User, Via,
+    ProofChecker, RequestHeaders, RequestTarget, TokenFile, TokenFileError, User, Via,
     follow_extension_authentication,
 };
 pub use authz::{
@@ -40,6 +40,10 @@ pub use delegation::{
 pub enum Refusal {
     /// 401: no valid credentials (the reason is logged, never sent).
     Unauthorized,
+    /// 401 for a key-bound token presented without a valid DPoP proof (as a bearer token, with
+    /// no proof, or with one that does not fit): RFC 9449's `WWW-Authenticate: DPoP
+    /// error="invalid_dpop_proof"` tells the client what is missing. The reason is logged.
+    InvalidDpopProof,
     /// 429: too many lookups in flight to take another; retry after the given seconds
     /// ([`Refusal::overloaded`]).
     TooManyRequests {

@@ -3,7 +3,7 @@
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use warrant_token::go_quote;
 
 use crate::wire::{Status, StatusCause, StatusDetails};
@@ -19,6 +19,8 @@ struct Inner {
     reason: &'static str,
     message: String,
     details: Option<StatusDetails>,
+    /// A `WWW-Authenticate` challenge to send with a 401.
+    challenge: Option<&'static str>,
 }
 
 impl ApiError {
@@ -28,6 +30,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            challenge: None,
         }))
     }
 
@@ -44,6 +47,14 @@ impl ApiError {
     /// 401 Unauthorized, as kube-apiserver answers an unauthenticated request.
     pub fn unauthorized() -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized")
+    }
+
+    /// 401 for a key-bound token without a valid DPoP proof, with RFC 9449's challenge
+    /// (`WWW-Authenticate: DPoP error="invalid_dpop_proof"`, and the algorithms a proof may use).
+    pub fn invalid_dpop_proof() -> Self {
+        let mut error = Self::unauthorized();
+        error.0.challenge = Some(DPOP_CHALLENGE);
+        error
     }
 
     /// 403 Forbidden, as kube words it: `<resource[.group]> "<name>" is forbidden: <why>`,
@@ -247,6 +258,10 @@ impl ApiError {
     }
 }
 
+/// RFC 9449 §7.1's challenge for a key-bound token without a valid proof; `algs` lists the
+/// proof algorithms warrant accepts (`warrant_token::DPOP_ALGORITHMS`).
+const DPOP_CHALLENGE: &str = r#"DPoP error="invalid_dpop_proof", algs="RS256 ES256 ES384""#;
+
 /// Go's `GroupResource.String()` / `GroupKind.String()`: `name` or `name.group`.
 fn qualified(name: &str, group: &str) -> String {
     if group.is_empty() {
@@ -269,6 +284,9 @@ impl IntoResponse for ApiError {
         if let Some(seconds) = self.0.details.as_ref().and_then(|d| d.retry_after_seconds) {
             headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
         }
+        if let Some(challenge) = self.0.challenge {
+            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+        }
         response
     }
 }
@@ -279,6 +297,7 @@ impl From<warrant_auth::Refusal> for ApiError {
         use warrant_auth::Refusal;
         match refusal {
             Refusal::Unauthorized => ApiError::unauthorized(),
+            Refusal::InvalidDpopProof => ApiError::invalid_dpop_proof(),
             Refusal::TooManyRequests {
                 retry_after_seconds,
             } => ApiError::too_many_requests(retry_after_seconds),

@@ -31,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use http::Method;
 use jiff::Timestamp;
 use warrant_auth::{
-    Authorized, Caller, OwnTokenReview, OwnTokens, PeerCertificate, Refusal, Verdict,
+    Authorized, Caller, OwnTokenReview, OwnTokens, PeerCertificate, Refusal, RequestTarget, Verdict,
 };
 
 use crate::audit::CallerSeen;
@@ -114,6 +114,7 @@ impl OwnTokens for OwnTokensOf<'_> {
                 Ok(verified) => OwnTokenReview::Valid {
                     user: verified.user_info(),
                     binding: verified.claims.binding(),
+                    cnf: verified.claims.cnf.clone(),
                 },
                 Err(refused) if refused.not_mine() => OwnTokenReview::NotMine,
                 Err(refused) => OwnTokenReview::Invalid(refused.reason),
@@ -141,9 +142,13 @@ where
         .cloned()
         .unwrap_or_default();
     let now = state.issuer().clock().now();
+    let target = RequestTarget {
+        method: request.method(),
+        uri: request.uri(),
+    };
     let result = state
         .authenticator()
-        .authenticate(&OwnTokensOf(state), request.headers(), &peer, now)
+        .authenticate(&OwnTokensOf(state), &target, request.headers(), &peer, now)
         .await;
     state
         .authenticator()
@@ -382,6 +387,10 @@ mod tests {
             .authenticator()
             .authenticate(
                 &OwnTokensOf(state),
+                &RequestTarget {
+                    method: &method,
+                    uri: &path.parse().unwrap(),
+                },
                 request(method.clone(), path, Some(token)).headers(),
                 &PeerCertificate::default(),
                 state.issuer().clock().now(),

@@ -6,7 +6,10 @@
 //! 2. [`x509`]: a client certificate from `--client-ca-file`;
 //! 3. a bearer token, tried against [`tokenfile`] (`--token-auth-file`), then [`owntoken`]
 //!    (warrant's own tokens for its API audiences), then [`delegated`] (kube-apiserver's
-//!    TokenReview);
+//!    TokenReview); or `Authorization: DPoP <token>`, one of warrant's own key-bound tokens
+//!    with a [`dpop`] proof of its key for this request (RFC 9449). A key-bound token sent as
+//!    a bearer token, or without a valid proof, is a `401` with `WWW-Authenticate: DPoP
+//!    error="invalid_dpop_proof"`;
 //! 4. otherwise anonymous.
 //!
 //! The first success wins. A failure is not the end: the chain goes on, as kube's union does,
@@ -210,6 +213,23 @@ pub(crate) enum Failure {
     /// The Authorization header is not `Bearer <token>`.
     #[error("the Authorization header is not a bearer token")]
     NotBearer,
+    /// A key-bound token presented as a bearer token (or bound to a certificate, which a DPoP
+    /// proof cannot confirm).
+    #[error("the token is bound to a key: present it as `Authorization: DPoP` with a proof")]
+    KeyBoundAsBearer,
+    /// A token that is not key-bound presented under the DPoP scheme.
+    #[error("the token is not bound to a key: present it as a bearer token")]
+    NotKeyBound,
+    /// A key-bound token presented under the DPoP scheme without a `DPoP` proof.
+    #[error("a key-bound token needs a DPoP proof header")]
+    NoProof,
+    /// The DPoP proof of a key-bound token was refused.
+    #[error("{0}")]
+    Proof(#[source] warrant_token::DpopError),
+    /// The DPoP scheme with a token that is not one of warrant's own (only warrant's own tokens
+    /// are key-bound).
+    #[error("the DPoP scheme is accepted only with warrant's own key-bound tokens")]
+    DpopNotOwnToken,
     /// A bearer token no authenticator knows.
     #[error("invalid bearer token")]
     InvalidBearerToken,
@@ -238,6 +258,24 @@ impl Failure {
     fn is_overload(&self) -> bool {
         matches!(self, Failure::Delegation(e) if e.is_overload())
     }
+
+    /// True for a key-bound token without a valid proof: answered with RFC 9449's challenge.
+    fn is_proof(&self) -> bool {
+        matches!(
+            self,
+            Failure::KeyBoundAsBearer | Failure::NoProof | Failure::Proof(_)
+        )
+    }
+}
+
+/// The request a credential is presented with, for the checks that bind to it (a DPoP proof
+/// names the request's method and URI).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestTarget<'a> {
+    /// The method.
+    pub method: &'a http::Method,
+    /// The URI as received (a path, or an absolute URI over HTTP/2).
+    pub uri: &'a http::Uri,
 }
 
 /// Several authenticators' failures, as kube's union reports them: `[a, b]`.
@@ -311,6 +349,7 @@ impl Authenticator {
     pub async fn authenticate(
         &self,
         own: &dyn OwnTokens,
+        target: &RequestTarget<'_>,
         headers: &HeaderMap,
         peer: &PeerCertificate,
         now: Timestamp,
@@ -338,6 +377,22 @@ impl Authenticator {
 
         // 3: a bearer token.
         if let Some(value) = headers.get(AUTHORIZATION) {
+            // 3a: a key-bound token of warrant's own, with its proof (RFC 9449 §7.1).
+            if let Some(token) = credential(value, "dpop") {
+                if !self.own_tokens {
+                    return Err(self.refuse("dpop", &Failure::DpopNotOwnToken));
+                }
+                let presented = owntoken::Presented::Dpop {
+                    proofs: &self.proofs,
+                    headers,
+                    target,
+                };
+                return match owntoken::authenticate(own, token, presented, now).await {
+                    Outcome::User(user) => Ok(self.success("dpop", user)),
+                    Outcome::Failed(why) => Err(self.refuse_failure("dpop", &why)),
+                    Outcome::NotMine => Err(self.refuse("dpop", &Failure::DpopNotOwnToken)),
+                };
+            }
             let Some(token) = bearer(value) else {
                 return Err(self.refuse("bearer", &Failure::NotBearer));
             };
@@ -345,9 +400,9 @@ impl Authenticator {
                 return Ok(self.success("token_file", user));
             }
             if self.own_tokens {
-                match owntoken::authenticate(own, token, now).await {
+                match owntoken::authenticate(own, token, owntoken::Presented::Bearer, now).await {
                     Outcome::User(user) => return Ok(self.success("own_token", user)),
-                    Outcome::Failed(why) => return Err(self.refuse("own_token", &why)),
+                    Outcome::Failed(why) => return Err(self.refuse_failure("own_token", &why)),
                     Outcome::NotMine => {}
                 }
             }
@@ -415,14 +470,31 @@ impl Authenticator {
         }
         Refusal::Unauthorized
     }
+
+    /// [`refuse`](Self::refuse) for one failure: a key-bound token without a valid proof is
+    /// answered with RFC 9449's challenge, every other failure with a plain 401.
+    fn refuse_failure(&self, method: &'static str, why: &Failure) -> Refusal {
+        let refusal = self.refuse(method, why);
+        if why.is_proof() {
+            Refusal::InvalidDpopProof
+        } else {
+            refusal
+        }
+    }
 }
 
 /// The token of an `Authorization: Bearer <token>` header.
 fn bearer(value: &http::HeaderValue) -> Option<&str> {
+    credential(value, "bearer")
+}
+
+/// The credential of an `Authorization: <scheme> <credential>` header (scheme compared without
+/// case, as HTTP's auth schemes are).
+fn credential<'a>(value: &'a http::HeaderValue, scheme: &str) -> Option<&'a str> {
     let value = value.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
+    let (given, token) = value.split_once(' ')?;
     let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+    (given.eq_ignore_ascii_case(scheme) && !token.is_empty()).then_some(token)
 }
 
 #[cfg(test)]

@@ -16,12 +16,19 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use warrant_token::{Binding, UserInfo};
+use warrant_token::{Binding, Confirmation, UserInfo};
 
-use super::{Failure, Outcome, User, Via};
+use http::HeaderMap;
+use warrant_token::{DpopError, ProofRequest};
+
+use super::dpop::{ProofChecker, request_uri};
+use super::{Failure, Outcome, RequestTarget, User, Via};
 
 /// What a review of a bearer token as one of warrant's own found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// `Valid` is the answer nearly every time, and it is moved once per request: boxing it would
+// cost an allocation per request to save bytes on the rare answers.
+#[allow(clippy::large_enum_variant)]
 pub enum OwnTokenReview {
     /// Not warrant's token (another issuer, not a JWT): other authenticators may know it.
     NotMine,
@@ -33,6 +40,9 @@ pub enum OwnTokenReview {
         user: UserInfo,
         /// The object the token is bound to.
         binding: Binding,
+        /// The key the token is bound to (`cnf`), if any: then it authenticates only with a
+        /// proof of that key (see the parent module).
+        cnf: Option<Confirmation>,
     },
 }
 
@@ -47,18 +57,69 @@ pub trait OwnTokens: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = OwnTokenReview> + Send + 'a>>;
 }
 
-/// Authenticates `token` through `own`.
-pub(crate) async fn authenticate(own: &dyn OwnTokens, token: &str, now: Timestamp) -> Outcome {
-    match own.review(token, now).await {
-        OwnTokenReview::NotMine => Outcome::NotMine,
-        OwnTokenReview::Invalid(why) => Outcome::Failed(Failure::OwnToken(why)),
-        OwnTokenReview::Valid {
-            user: info,
-            binding,
-        } => {
-            let mut user = User::new(info.username, info.uid, info.groups, Via::OwnToken(binding));
-            user.extra = info.extra;
-            Outcome::User(Arc::new(user))
+/// How a token was presented: as a bearer token, or under the `DPoP` scheme with a proof.
+pub(crate) enum Presented<'a> {
+    /// `Authorization: Bearer <token>`: a key-bound token is refused.
+    Bearer,
+    /// `Authorization: DPoP <token>` with the request's `DPoP` proof, checked against this
+    /// request by `proofs`.
+    Dpop {
+        proofs: &'a ProofChecker,
+        headers: &'a HeaderMap,
+        target: &'a RequestTarget<'a>,
+    },
+}
+
+/// Authenticates `token` through `own`. A key-bound token (`cnf`) authenticates only under the
+/// DPoP scheme with a valid proof of its key (RFC 9449 §7): as a bearer token it is refused,
+/// which is the point of binding it. A token that is not key-bound is refused under the DPoP
+/// scheme (it proves nothing the proof could confirm).
+pub(crate) async fn authenticate(
+    own: &dyn OwnTokens,
+    token: &str,
+    presented: Presented<'_>,
+    now: Timestamp,
+) -> Outcome {
+    let (info, binding, cnf) = match own.review(token, now).await {
+        OwnTokenReview::NotMine => return Outcome::NotMine,
+        OwnTokenReview::Invalid(why) => return Outcome::Failed(Failure::OwnToken(why)),
+        OwnTokenReview::Valid { user, binding, cnf } => {
+            (user, binding, cnf.filter(Confirmation::binds))
+        }
+    };
+    match (&presented, &cnf) {
+        (Presented::Bearer, None) => {}
+        (Presented::Bearer, Some(_)) => return Outcome::Failed(Failure::KeyBoundAsBearer),
+        (Presented::Dpop { .. }, None) => return Outcome::Failed(Failure::NotKeyBound),
+        (
+            Presented::Dpop {
+                proofs,
+                headers,
+                target,
+            },
+            Some(cnf),
+        ) => {
+            let Some(jkt) = cnf.jkt.as_deref() else {
+                // Bound to a certificate: not provable with a DPoP proof.
+                return Outcome::Failed(Failure::KeyBoundAsBearer);
+            };
+            let Some(uri) = request_uri(target.uri, headers) else {
+                return Outcome::Failed(Failure::Proof(DpopError::Uri));
+            };
+            let request = ProofRequest {
+                method: target.method.as_str(),
+                uri: &uri,
+                access_token: Some(token),
+                bound_to: Some(jkt),
+            };
+            match proofs.check(headers, &request, now) {
+                Ok(Some(_)) => {}
+                Ok(None) => return Outcome::Failed(Failure::NoProof),
+                Err(why) => return Outcome::Failed(Failure::Proof(why)),
+            }
         }
     }
+    let mut user = User::new(info.username, info.uid, info.groups, Via::OwnToken(binding));
+    user.extra = info.extra;
+    Outcome::User(Arc::new(user))
 }

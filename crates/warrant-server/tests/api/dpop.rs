@@ -218,3 +218,158 @@ async fn the_audit_event_records_the_thumbprint() {
     assert_eq!(event["cnf"], json!({"jkt": holder.thumbprint()}));
     assert!(!text.contains(&proof), "the audit log holds the proof");
 }
+
+/// The service account `demo/app` may read `/metrics` with its own tokens.
+const METRICS_POLICY: &str = "apiVersion: warrant.dev/v1alpha1
+kind: AuthorizationPolicy
+rules:
+- name: metrics
+  subjects: [{kind: ServiceAccount, namespace: demo, name: app}]
+  metrics: true
+";
+
+fn with_metrics_policy() -> Api {
+    let policy = warrant_auth::Policy::parse(METRICS_POLICY, "policy.yaml").unwrap();
+    api_auth(|_, authz| {
+        authz.policy = Some(warrant_auth::PolicyFile::from_policy(
+            policy,
+            std::path::Path::new("policy.yaml"),
+        ));
+    })
+}
+
+/// A token for warrant's own API audience, bound to `holder`'s key.
+async fn bound_token(api: &Api, holder: &Holder, jti: &str) -> String {
+    let proof = holder.for_token_request(jti, NOW);
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(PATH)
+        .header("authorization", format!("Bearer {ADMIN}"))
+        .header("content-type", "application/json")
+        .header("host", HOST)
+        .header("dpop", proof);
+    request = request.header("accept", "application/json");
+    let body =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let reply = api
+        .send(request.body(Body::from(body.to_string())).unwrap())
+        .await;
+    assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
+    reply.json["status"]["token"].as_str().unwrap().to_owned()
+}
+
+/// A proof for `GET /metrics` presenting `token`.
+fn metrics_proof(holder: &Holder, token: &str, jti: &str) -> String {
+    let ath = URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA256,
+        token.as_bytes(),
+    ));
+    holder.proof(
+        json!({"jti": jti, "htm": "GET", "htu": format!("https://{HOST}/metrics"),
+                        "iat": NOW, "ath": ath}),
+    )
+}
+
+async fn get_metrics(api: &Api, authorization: &str, proof: Option<&str>) -> Reply {
+    let mut headers = vec![("authorization", authorization), ("host", HOST)];
+    if let Some(proof) = proof {
+        headers.push(("dpop", proof));
+    }
+    api.send_with_peer(Method::GET, "/metrics", None, &headers, None)
+        .await
+}
+
+fn assert_dpop_challenge(reply: &Reply, case: &str) {
+    assert_eq!(
+        reply.code,
+        StatusCode::UNAUTHORIZED,
+        "{case}: {}",
+        reply.text
+    );
+    let challenge = reply
+        .headers
+        .get("www-authenticate")
+        .unwrap_or_else(|| panic!("{case}: no WWW-Authenticate"))
+        .to_str()
+        .unwrap();
+    assert!(
+        challenge.starts_with(r#"DPoP error="invalid_dpop_proof""#),
+        "{case}: {challenge}"
+    );
+}
+
+/// A key-bound token works against warrant's API only as `Authorization: DPoP` with a fresh
+/// proof of its key for this request and this token.
+#[tokio::test]
+async fn a_key_bound_token_authenticates_only_with_its_proof() {
+    let api = with_metrics_policy();
+    let holder = Holder::new();
+    let token = bound_token(&api, &holder, "issue").await;
+    let dpop = format!("DPoP {token}");
+
+    let ok = get_metrics(&api, &dpop, Some(&metrics_proof(&holder, &token, "m1"))).await;
+    assert_eq!(ok.code, StatusCode::OK, "{}", ok.text);
+    assert!(
+        ok.text
+            .contains("warrant_authentications_total{method=\"dpop\",result=\"success\"} 1"),
+        "{}",
+        ok.text
+    );
+
+    // As a bearer token (a thief without the key): refused, with RFC 9449's challenge.
+    let bearer = get_metrics(&api, &format!("Bearer {token}"), None).await;
+    assert_dpop_challenge(&bearer, "bearer");
+    assert_eq!(bearer.json["message"], "Unauthorized");
+    // Even with a proof alongside, the bearer scheme does not do.
+    let bearer = get_metrics(
+        &api,
+        &format!("Bearer {token}"),
+        Some(&metrics_proof(&holder, &token, "b1")),
+    )
+    .await;
+    assert_dpop_challenge(&bearer, "bearer with a proof");
+
+    // Under the DPoP scheme without a proof.
+    assert_dpop_challenge(&get_metrics(&api, &dpop, None).await, "no proof");
+    // With a proof by another key (its thumbprint is not the token's cnf.jkt).
+    let thief = Holder::new();
+    let other_key = get_metrics(&api, &dpop, Some(&metrics_proof(&thief, &token, "t1"))).await;
+    assert_dpop_challenge(&other_key, "another key");
+    // With the holder's proof made for another token (ath).
+    let other_token = metrics_proof(&holder, "another.token.value", "a1");
+    assert_dpop_challenge(
+        &get_metrics(&api, &dpop, Some(&other_token)).await,
+        "another token's ath",
+    );
+    // With the first proof again.
+    let replayed = get_metrics(&api, &dpop, Some(&metrics_proof(&holder, &token, "m1"))).await;
+    assert_dpop_challenge(&replayed, "replayed");
+    // A proof made for TokenRequest (another method and URI).
+    let elsewhere = holder.for_token_request("x1", NOW);
+    assert_dpop_challenge(
+        &get_metrics(&api, &dpop, Some(&elsewhere)).await,
+        "another request",
+    );
+    // A fresh proof still works.
+    let again = get_metrics(&api, &dpop, Some(&metrics_proof(&holder, &token, "m2"))).await;
+    assert_eq!(again.code, StatusCode::OK, "{}", again.text);
+}
+
+/// An unbound token is a bearer token: under the DPoP scheme it is refused (there is no key for
+/// a proof to confirm), and as a bearer token it works as before.
+#[tokio::test]
+async fn an_unbound_token_is_a_bearer_token() {
+    let api = with_metrics_policy();
+    let reply = api.token("app", json!({})).await;
+    let token = reply.json["status"]["token"].as_str().unwrap().to_owned();
+    let holder = Holder::new();
+    let dpop = get_metrics(
+        &api,
+        &format!("DPoP {token}"),
+        Some(&metrics_proof(&holder, &token, "u1")),
+    )
+    .await;
+    assert_eq!(dpop.code, StatusCode::UNAUTHORIZED, "{}", dpop.text);
+    let bearer = get_metrics(&api, &format!("Bearer {token}"), None).await;
+    assert_eq!(bearer.code, StatusCode::OK, "{}", bearer.text);
+}
