@@ -18,7 +18,7 @@ use crate::state::AppState;
 use crate::wire::{ObjectMeta, TokenReview, TokenReviewStatus};
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_auth::Caller;
-use warrant_token::header_key_id;
+use warrant_token::{Confirmation, VerifiedToken, header_key_id};
 
 /// The handler for one served version (`authentication.k8s.io/v1`, …).
 pub(crate) async fn create(
@@ -109,7 +109,8 @@ pub(crate) async fn review(
         &request.spec.audiences,
         now,
     )
-    .await;
+    .await
+    .and_then(refuse_key_bound);
     let mut status = TokenReviewStatus::default();
     let auditing = state.issuer().audit().enabled();
     let (result, stale, audit) = match outcome {
@@ -164,6 +165,28 @@ pub(crate) async fn review(
         status,
     };
     Ok((review, audit))
+}
+
+/// What a review answers for a key-bound token (`cnf`): kube's TokenReview carries no proof of
+/// the key, so accepting the token here would let whoever holds it (without the key) pass as
+/// its service account, which is what binding it to a key was to prevent. Refused, saying why.
+pub(crate) const KEY_BOUND_REVIEW: &str = "service account token is bound to a key (cnf): it authenticates only with a DPoP proof of that key, which a TokenReview cannot carry";
+
+/// Refuses a verified token that is bound to a key (see [`KEY_BOUND_REVIEW`]).
+fn refuse_key_bound(verified: VerifiedToken) -> Result<VerifiedToken, Refused> {
+    if verified
+        .claims
+        .cnf
+        .as_ref()
+        .is_some_and(Confirmation::binds)
+    {
+        return Err(Refused {
+            result: ReviewResult::Invalid,
+            reason: KEY_BOUND_REVIEW.to_owned(),
+            claims: Some(verified.claims),
+        });
+    }
+    Ok(verified)
 }
 
 /// The versions a route accepts in a body: the authentication group's routes take v1 and

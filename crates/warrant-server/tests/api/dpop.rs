@@ -373,3 +373,36 @@ async fn an_unbound_token_is_a_bearer_token() {
     let bearer = get_metrics(&api, &format!("Bearer {token}"), None).await;
     assert_eq!(bearer.code, StatusCode::OK, "{}", bearer.text);
 }
+
+/// kube's TokenReview carries no proof: a key-bound token reviewed through it does not
+/// authenticate, and the review says why. The same token unbound would.
+#[tokio::test]
+async fn a_key_bound_token_does_not_pass_a_review_without_a_proof() {
+    let api = api();
+    let holder = Holder::new();
+    let token = bound_token(&api, &holder, "r").await;
+    let reply = api
+        .review("authentication.k8s.io/v1", &token, &[ISSUER])
+        .await;
+    assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
+    assert_eq!(reply.json["status"]["authenticated"], Value::Null);
+    assert_eq!(
+        reply.json["status"]["error"],
+        "service account token is bound to a key (cnf): it authenticates only with a DPoP proof of that key, which a TokenReview cannot carry"
+    );
+    assert!(
+        !reply.text.contains("system:serviceaccount"),
+        "{}",
+        reply.text
+    );
+    let unbound = api.token("app", json!({})).await;
+    let unbound = unbound.json["status"]["token"].as_str().unwrap();
+    let reply = api
+        .review("authentication.k8s.io/v1", unbound, &[ISSUER])
+        .await;
+    assert_eq!(
+        reply.json["status"]["authenticated"], true,
+        "{}",
+        reply.text
+    );
+}
