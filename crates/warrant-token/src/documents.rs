@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::error::DocumentError;
 use crate::gojson;
-use crate::keys::VerifyingKey;
+use crate::keys::{Algorithm, VerifyingKey};
 
 /// The JWKS document: `{"keys":[…]}` with every key, in the order given, each JWK in go-jose's
 /// field order (`use, kty, kid, crv, alg, x, y, n, e`).
@@ -31,11 +31,19 @@ struct Discovery<'a> {
     response_types_supported: [&'static str; 1],
     subject_types_supported: [&'static str; 1],
     id_token_signing_alg_values_supported: Vec<&'static str>,
+    /// RFC 9449 §5.1: the algorithms a DPoP proof may use. warrant's addition, last.
+    dpop_signing_alg_values_supported: [&'static str; 3],
 }
 
 /// Renders the OIDC discovery document for `issuer` (which must be an https URL without query
 /// or fragment) whose keys are at `jwks_uri`. The algorithm list is the sorted, de-duplicated
 /// set of the keys' algorithms. Errors carry kube-apiserver's messages.
+///
+/// The document is kube-apiserver's, byte for byte, with one field added last:
+/// `dpop_signing_alg_values_supported` (RFC 9449 §5.1), the algorithms warrant takes DPoP proofs
+/// in ([`crate::DPOP_ALGORITHMS`]), so that clients asking for key-bound tokens can choose one.
+/// Relying parties that do not know the field ignore it. Every document warrant writes (served,
+/// exported, published) comes from here, so they stay identical.
 pub fn render_discovery(
     issuer: &str,
     jwks_uri: &str,
@@ -55,6 +63,7 @@ pub fn render_discovery(
         response_types_supported: ["id_token"],
         subject_types_supported: ["public"],
         id_token_signing_alg_values_supported: algs,
+        dpop_signing_alg_values_supported: crate::DPOP_ALGORITHMS.map(Algorithm::name),
     };
     gojson::to_vec(&doc).map_err(|_| DocumentError::NoKeys)
 }
@@ -138,7 +147,7 @@ mod tests {
         let doc = render_discovery("https://i", "https://i/openid/v1/jwks", &keys).unwrap();
         assert_eq!(
             String::from_utf8(doc).unwrap(),
-            r#"{"issuer":"https://i","jwks_uri":"https://i/openid/v1/jwks","response_types_supported":["id_token"],"subject_types_supported":["public"],"id_token_signing_alg_values_supported":["ES256","RS256"]}"#
+            r#"{"issuer":"https://i","jwks_uri":"https://i/openid/v1/jwks","response_types_supported":["id_token"],"subject_types_supported":["public"],"id_token_signing_alg_values_supported":["ES256","RS256"],"dpop_signing_alg_values_supported":["RS256","ES256","ES384"]}"#
         );
         assert_eq!(
             render_discovery("https://i", "https://j", &[]),

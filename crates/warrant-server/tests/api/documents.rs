@@ -18,7 +18,7 @@ async fn openid_configuration_and_jwks() {
     assert_eq!(
         r.text,
         format!(
-            r#"{{"issuer":"{ISSUER}","jwks_uri":"{ISSUER}/openid/v1/jwks","response_types_supported":["id_token"],"subject_types_supported":["public"],"id_token_signing_alg_values_supported":["ES256"]}}"#
+            r#"{{"issuer":"{ISSUER}","jwks_uri":"{ISSUER}/openid/v1/jwks","response_types_supported":["id_token"],"subject_types_supported":["public"],"id_token_signing_alg_values_supported":["ES256"],"dpop_signing_alg_values_supported":["RS256","ES256","ES384"]}}"#
         )
     );
     let r = api.get("/openid/v1/jwks").await;

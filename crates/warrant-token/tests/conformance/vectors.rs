@@ -158,7 +158,15 @@ fn kube_v1_36_tokens_documents_and_review() {
         std::slice::from_ref(&key),
     )
     .unwrap();
-    assert_eq!(rendered, vector("kube-v1.36/openid-configuration.json"));
+    // kube's document byte for byte, then warrant's one addition (RFC 9449 §5.1), last.
+    let mut expected = vector("kube-v1.36/openid-configuration.json");
+    assert_eq!(expected.pop(), Some(b'}'));
+    expected
+        .extend_from_slice(br#","dpop_signing_alg_values_supported":["RS256","ES256","ES384"]}"#);
+    assert_eq!(
+        String::from_utf8(rendered).unwrap(),
+        String::from_utf8(expected).unwrap()
+    );
 
     let verifier = Verifier::new(vec![issuer.into()], vec![issuer.into()], vec![key]);
     for name in ["plain", "pod-bound"] {
