@@ -505,6 +505,25 @@ mod tests {
         assert_eq!(notes["warrant.dev/bound-object"], "Pod/cart-7d9f");
         assert_eq!(notes["warrant.dev/key-id"], "Jx1v");
         assert_eq!(notes["warrant.dev/decision"], "issued");
+        assert!(notes.get("warrant.dev/bound-key").is_none(), "{notes}");
+    }
+
+    /// A key-bound token's event carries its key's thumbprint as an annotation.
+    #[test]
+    fn a_key_bound_token_is_annotated_with_its_thumbprint() {
+        let mut event = issued();
+        let mut claims = claims();
+        claims.cnf = Some(warrant_token::Confirmation::dpop(
+            "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs",
+        ));
+        event.token = Some(TokenFacts::from_claims(&claims, "Jx1v"));
+        let value = assert_kube_event(&render(&event));
+        let notes = &value["annotations"];
+        assert_eq!(
+            notes["warrant.dev/bound-key"],
+            "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
+        );
+        assert!(notes.get("warrant.dev/bound-certificate").is_none());
     }
 
     /// A refusal: kube's Failure status with its reason and the message the client was given.
