@@ -198,53 +198,7 @@ impl Confirmation {
 /// modulus without leading zero bytes, EC coordinates at full width, as RFC 7518 requires), so
 /// one key has one thumbprint.
 pub fn jwk_thumbprint(key: &VerifyingKey) -> String {
-    #[derive(Deserialize)]
-    struct Members {
-        crv: Option<String>,
-        x: Option<String>,
-        y: Option<String>,
-        n: Option<String>,
-        e: Option<String>,
-    }
-    #[derive(Serialize)]
-    struct Ec<'a> {
-        crv: &'a str,
-        kty: &'static str,
-        x: &'a str,
-        y: &'a str,
-    }
-    #[derive(Serialize)]
-    struct Rsa<'a> {
-        e: &'a str,
-        kty: &'static str,
-        n: &'a str,
-    }
-    // The key's own JWK, which warrant rendered from the parsed key: always these members.
-    let members: Option<Members> = serde_json::from_str(key.jwk_json()).ok();
-    let json = match members {
-        Some(Members {
-            crv: Some(crv),
-            x: Some(x),
-            y: Some(y),
-            ..
-        }) => serde_json::to_vec(&Ec {
-            crv: &crv,
-            kty: "EC",
-            x: &x,
-            y: &y,
-        }),
-        Some(Members {
-            n: Some(n),
-            e: Some(e),
-            ..
-        }) => serde_json::to_vec(&Rsa {
-            e: &e,
-            kty: "RSA",
-            n: &n,
-        }),
-        _ => Ok(Vec::new()),
-    };
-    URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, &json.unwrap_or_default()))
+    key.thumbprint().to_owned()
 }
 
 /// The RFC 7638 thumbprint of a public JWK (see [`jwk_thumbprint`]); refuses private keys.

@@ -159,6 +159,8 @@ struct PublicInner {
     spki: Vec<u8>,
     key: ParsedPublicKey,
     jwk: String,
+    /// RFC 7638 SHA-256 thumbprint, computed once.
+    thumbprint: String,
 }
 
 impl VerifyingKey {
@@ -234,7 +236,7 @@ impl VerifyingKey {
             .map_err(|_| KeyError::Crypto("encode a public key"))?;
         let spki = spki.as_ref().to_vec();
         let kid = key_id(&spki);
-        let jwk = match alg.curve() {
+        let (jwk, thumbprint) = match alg.curve() {
             None => {
                 let rsa = rsa::PublicKey::from_der(&spki)
                     .map_err(|_| KeyError::Crypto("read an RSA public key"))?;
@@ -246,7 +248,10 @@ impl VerifyingKey {
                     return Err(KeyError::RsaSize(bits));
                 }
                 let e = rsa.exponent().big_endian_without_leading_zero();
-                render_jwk(&kid, alg, None, Some((n, e)))
+                (
+                    render_jwk(&kid, alg, None, Some((n, e))),
+                    thumbprint(alg, None, Some((n, e))),
+                )
             }
             Some((_, len)) => {
                 // The canonical SPKI ends with the BIT STRING holding 0x04 || X || Y.
@@ -256,7 +261,10 @@ impl VerifyingKey {
                 match point.split_first() {
                     Some((0x04, xy)) if xy.len() == 2 * len => {
                         let (x, y) = xy.split_at(len);
-                        render_jwk(&kid, alg, Some((x, y)), None)
+                        (
+                            render_jwk(&kid, alg, Some((x, y)), None),
+                            thumbprint(alg, Some((x, y)), None),
+                        )
                     }
                     _ => return Err(KeyError::Crypto("encode an EC public key")),
                 }
@@ -272,6 +280,7 @@ impl VerifyingKey {
                 spki,
                 key,
                 jwk,
+                thumbprint,
             }),
         })
     }
@@ -294,6 +303,12 @@ impl VerifyingKey {
     /// The key's JWK, as it appears in the JWKS document.
     pub fn jwk_json(&self) -> &str {
         &self.inner.jwk
+    }
+
+    /// The key's RFC 7638 JWK thumbprint (SHA-256, base64url): what a key-bound token's
+    /// `cnf.jkt` names. See [`crate::jwk_thumbprint`].
+    pub fn thumbprint(&self) -> &str {
+        &self.inner.thumbprint
     }
 
     /// The key's SubjectPublicKeyInfo as a `PUBLIC KEY` PEM block.
@@ -368,6 +383,25 @@ fn render_jwk(
     let json = gojson::to_vec(&jwk).expect("a JWK always serializes");
     #[allow(clippy::expect_used)]
     String::from_utf8(json).expect("JSON is UTF-8")
+}
+
+/// RFC 7638: base64url(SHA-256) of the required members in lexicographic order, without
+/// whitespace (EC: `crv`, `kty`, `x`, `y`; RSA: `e`, `kty`, `n`), from the canonical components
+/// (modulus without leading zeros, coordinates at full width). Members are base64url or a curve
+/// name: nothing to escape.
+fn thumbprint(alg: Algorithm, ec: Option<(&[u8], &[u8])>, rsa: Option<(&[u8], &[u8])>) -> String {
+    let b64 = |b: &[u8]| URL_SAFE_NO_PAD.encode(b);
+    let members = match (ec, rsa) {
+        (Some((x, y)), _) => format!(
+            r#"{{"crv":"{}","kty":"EC","x":"{}","y":"{}"}}"#,
+            alg.curve().map_or("", |(name, _)| name),
+            b64(x),
+            b64(y)
+        ),
+        (None, Some((n, e))) => format!(r#"{{"e":"{}","kty":"RSA","n":"{}"}}"#, b64(e), b64(n)),
+        (None, None) => String::new(),
+    };
+    URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, members.as_bytes()))
 }
 
 /// A private key that signs tokens, parsed once, with the public half that verifies them.
