@@ -313,7 +313,10 @@ impl TokenFacts {
                 format!("JTI={}", claims.jti)
             },
             key_id: key_id.to_owned(),
-            cnf: claims.cnf.clone().filter(warrant_token::Confirmation::binds),
+            cnf: claims
+                .cnf
+                .clone()
+                .filter(warrant_token::Confirmation::binds),
         }
     }
 }
