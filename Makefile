@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test lint deny-installed fmt run build bench bench-micro bench-load bench-cache bench-signer fuzz soak wrk-installed h2load-installed
+.PHONY: test lint deny-installed fmt run build bench bench-micro bench-load bench-cache bench-signer bench-signer-hsm fuzz soak wrk-installed h2load-installed
 
 ## make test: formatting, lints and every test, as CI runs them.
 test: lint
@@ -90,6 +90,12 @@ bench-load: wrk-installed h2load-installed
 bench-signer:
 	$(CARGO) build --locked --release -p warrant -p warrant-bench
 	./target/release/warrant-bench --warrant target/release/warrant --signer
+
+## make bench-signer-hsm: the same with each key in a SoftHSM2 token (docs/benchmarks.md,
+## "PKCS#11 (SoftHSM2)"); `cargo bench -p warrant-hsm --bench pkcs11` is the raw C_Sign rate.
+bench-signer-hsm:
+	$(CARGO) build --locked --release -p warrant -p warrant-bench
+	./target/release/warrant-bench --warrant target/release/warrant --signer --pkcs11-module /usr/lib/softhsm/libsofthsm2.so
 
 # wrk drives the load benchmarks; Debian packages it.
 wrk-installed:

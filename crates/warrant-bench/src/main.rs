@@ -112,6 +112,11 @@ struct Args {
     /// the same signatures in-process; see signer.rs.
     #[arg(long)]
     signer: bool,
+    /// With --signer: keep each key in a SoftHSM2 token made for the run, with this module
+    /// (`/usr/lib/softhsm/libsofthsm2.so`; needs softhsm2-util), and serve it with
+    /// `--key-dir` and `--key-pkcs11-uri` (`make bench-signer-hsm`).
+    #[arg(long, value_name = "MODULE", requires = "signer")]
+    pkcs11_module: Option<PathBuf>,
     /// Serve as the minimal reference server (reference.rs) on 127.0.0.1:PORT with the serving
     /// certificate and key, answering `GET /version` with the bytes of BODY; the bench runs
     /// itself with this, as a child process.
@@ -353,7 +358,15 @@ fn run(args: &Args) -> Result<(), Error> {
         for alg in &args.algorithms {
             keys.push((alg.clone(), generate(alg)?));
         }
-        let result = signer::run(&args.warrant, &dir, &issuer, port, args.seconds, &keys);
+        let result = signer::run(
+            &args.warrant,
+            &dir,
+            &issuer,
+            port,
+            args.seconds,
+            &keys,
+            args.pkcs11_module.as_deref(),
+        );
         let _ = std::fs::remove_dir_all(&dir);
         return result;
     }
@@ -922,12 +935,32 @@ impl Server {
         log_level: &str,
         extra: &[String],
     ) -> Result<Server, Error> {
+        let keys = [
+            "--service-account-signing-key-file".into(),
+            key.as_os_str().to_owned(),
+        ];
+        Server::start_with_keys(warrant, dir, &keys, &[], issuer, port, log_level, extra)
+    }
+
+    /// As [`start`](Self::start), with the key flags `keys` and `env` in the server's
+    /// environment (a PKCS#11 module's configuration, say).
+    #[allow(clippy::too_many_arguments)]
+    fn start_with_keys(
+        warrant: &Path,
+        dir: &Path,
+        keys: &[std::ffi::OsString],
+        env: &[(String, PathBuf)],
+        issuer: &str,
+        port: u16,
+        log_level: &str,
+        extra: &[String],
+    ) -> Result<Server, Error> {
         let mut command = Command::new(warrant);
         command
             .arg("serve")
             .args(["--service-account-issuer", issuer])
-            .arg("--service-account-signing-key-file")
-            .arg(key)
+            .args(keys)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .arg("--tls-cert-file")
             .arg(dir.join("serving.crt"))
             .arg("--tls-private-key-file")

@@ -11,7 +11,9 @@
 // A benchmark measures on the real clock, in threads and in a runtime of its own.
 #![allow(clippy::disallowed_types)]
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -155,7 +157,71 @@ fn in_process(key: &SigningKey, claims: &str, threads: usize, seconds: u64) -> f
     count as f64 / started.elapsed().as_secs_f64()
 }
 
-/// Runs the signer benchmark and prints its table.
+/// Environment variables set for the server alone.
+type Env = Vec<(String, PathBuf)>;
+
+/// A SoftHSM2 token for one key, in `dir`: the key imported into it as a non-extractable object
+/// by `warrant keys import --from-pem` (the path an operator takes), and the flags and
+/// environment that make `warrant serve` sign with it.
+fn softhsm_keys(
+    warrant: &Path,
+    module: &Path,
+    dir: &Path,
+    key_file: &Path,
+) -> Result<(Vec<OsString>, Env), Error> {
+    let _ = std::fs::remove_dir_all(dir);
+    let tokens = dir.join("tokens");
+    std::fs::create_dir_all(&tokens)?;
+    let conf = dir.join("softhsm2.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
+            tokens.display()
+        ),
+    )?;
+    let env = vec![("SOFTHSM2_CONF".to_owned(), conf)];
+    let init = Command::new("softhsm2-util")
+        .args(["--init-token", "--free", "--label", "bench"])
+        .args(["--pin", "1234", "--so-pin", "5678"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()?;
+    if !init.status.success() {
+        return Err(format!("softhsm2-util: {}", String::from_utf8_lossy(&init.stderr)).into());
+    }
+    let pin = dir.join("pin");
+    std::fs::write(&pin, "1234\n")?;
+    let uri = format!(
+        "pkcs11:token=bench?module-path={}&pin-source=file:{}",
+        module.display(),
+        pin.display()
+    );
+    let key_dir = dir.join("keys");
+    let keys: Vec<OsString> = vec![
+        "--key-dir".into(),
+        key_dir.into(),
+        "--key-pkcs11-uri".into(),
+        uri.into(),
+    ];
+    let import = Command::new(warrant)
+        .args(["keys", "import"])
+        .args(&keys)
+        .arg("--from-pem")
+        .arg(key_file)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()?;
+    if !import.status.success() {
+        return Err(format!(
+            "warrant keys import: {}",
+            String::from_utf8_lossy(&import.stderr)
+        )
+        .into());
+    }
+    Ok((keys, env))
+}
+
+/// Runs the signer benchmark and prints its table. With `pkcs11_module`, warrant signs with
+/// each key held in a SoftHSM2 token; the in-process rows still sign with the key in memory.
 pub(crate) fn run(
     warrant: &Path,
     dir: &Path,
@@ -163,6 +229,7 @@ pub(crate) fn run(
     port: u16,
     seconds: u64,
     algorithms: &[(String, SigningKey)],
+    pkcs11_module: Option<&Path>,
 ) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -189,7 +256,18 @@ pub(crate) fn run(
             "--service-account-signing-endpoint".to_owned(),
             socket.display().to_string(),
         ];
-        let mut server = Server::start(warrant, dir, &key_file, issuer, port, "info", &extra)?;
+        let mut server = match pkcs11_module {
+            None => Server::start(warrant, dir, &key_file, issuer, port, "info", &extra)?,
+            Some(module) => {
+                let hsm = dir.join(format!("{alg}-softhsm"));
+                let (keys, env) = softhsm_keys(warrant, module, &hsm, &key_file)?;
+                Server::start_with_keys(warrant, dir, &keys, &env, issuer, port, "info", &extra)?
+            }
+        };
+        let path_of = |path: &str| match pkcs11_module {
+            None => path.to_owned(),
+            Some(_) => format!("{path}, key in SoftHSM2"),
+        };
         let calls = [
             (Call::Sign, "socket"),
             (Call::Empty, "socket, Metadata (no work)"),
@@ -205,7 +283,8 @@ pub(crate) fn run(
             let cpu = (server.cpu_seconds()? - before) / seconds as f64;
             let client = (process_cpu_seconds("self")? - client_before) / seconds as f64;
             println!(
-                "| {alg} | {path} | {streams} | {:.0} | {} | {} | {:.0} % | {cpu:.2} | {client:.2} |",
+                "| {alg} | {} | {streams} | {:.0} | {} | {} | {:.0} % | {cpu:.2} | {client:.2} |",
+                path_of(path),
                 measured.per_second,
                 format(measured.p50),
                 format(measured.p99),
