@@ -304,29 +304,7 @@ async fn assert_export_matches(w: &Warrant, key_flags: Vec<OsString>) {
     args.extend(key_flags);
     let args: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
     w.warrant_ok(&args);
-    for (path, file) in [
-        (
-            "/.well-known/openid-configuration",
-            ".well-known/openid-configuration",
-        ),
-        ("/openid/v1/jwks", "openid/v1/jwks"),
-    ] {
-        let served = w
-            .http
-            .get(w.url(path))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        let exported = std::fs::read(out_dir.join(file)).unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&exported),
-            String::from_utf8_lossy(&served),
-            "{file}"
-        );
-    }
+    assert_documents_in(w, &out_dir).await;
 }
 
 #[tokio::test]

@@ -521,3 +521,32 @@ pub(crate) fn warrant_ok<S: AsRef<OsStr> + std::fmt::Debug>(args: &[S]) -> Strin
 pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).trim().to_owned()
 }
+
+/// The two discovery documents under `root` (a web root: exported, published) are byte for
+/// byte what `w` serves.
+pub(crate) async fn assert_documents_in(w: &Warrant, root: &Path) {
+    for (path, file) in [
+        (
+            "/.well-known/openid-configuration",
+            ".well-known/openid-configuration",
+        ),
+        ("/openid/v1/jwks", "openid/v1/jwks"),
+    ] {
+        let served = w
+            .http
+            .get(w.url(path))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let published = std::fs::read(root.join(file))
+            .unwrap_or_else(|e| panic!("{file} is not under {}: {e}", root.display()));
+        assert_eq!(
+            String::from_utf8_lossy(&published),
+            String::from_utf8_lossy(&served),
+            "{file}"
+        );
+    }
+}
