@@ -43,6 +43,11 @@ pub const RETRY: Duration = Duration::from_secs(10);
 /// At most one error line per target this often while it fails.
 const LOG_EVERY_SECONDS: i64 = 60;
 
+/// The largest object read back. The documents warrant writes are a few KiB; whoever else can
+/// write to the bucket could leave a far larger object at their paths, which is then rewritten
+/// without being downloaded (every recheck would otherwise read it whole into memory).
+const MAX_READ_BYTES: u64 = 1024 * 1024;
+
 /// The two documents as this process serves them at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Documents {
@@ -439,6 +444,10 @@ async fn read(
         }
     };
     let attributes = got.attributes.clone();
+    if got.meta.size > MAX_READ_BYTES {
+        // Not the document, whatever it is: read as empty, so it is rewritten and lists no key.
+        return Ok(Some((Bytes::new(), attributes)));
+    }
     let bytes = got.bytes().await.map_err(|source| PublishError::Read {
         object: object(),
         source,

@@ -519,6 +519,12 @@ async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
     health.mark_unchanged();
     health.changed().await.ok();
     assert_eq!(read(dir.path(), jwks), feed.borrow().jwks().to_vec());
+    // Overwritten with an object too large to be the document: rewritten without being read.
+    std::fs::write(dir.path().join(jwks), vec![b' '; 2 * 1024 * 1024]).unwrap();
+    tokio::time::sleep(warrant_publish::RECHECK + Duration::from_secs(1)).await;
+    health.mark_unchanged();
+    health.changed().await.ok();
+    assert_eq!(read(dir.path(), jwks), feed.borrow().jwks().to_vec());
 
     // A rotation reaches the directory and the gate.
     let keys = rotated(&keys, T0 + 6 * DAY);
