@@ -20,6 +20,10 @@ impl SigningKey {
     /// [`sign`](Self::sign) for any key, including one held elsewhere
     /// ([`SigningKey::remote`]), whose signature is awaited.
     pub async fn sign_async(&self, claims: &Claims) -> Result<String, KeyError> {
+        if self.remote_key().is_none() {
+            // In memory: signed in place, without the copy of the input a remote key needs.
+            return self.sign(claims);
+        }
         let header = self.encoded_header();
         let payload = claims.to_json();
         let mut token = String::with_capacity(header.len() + payload.len() * 4 / 3 + 700);
