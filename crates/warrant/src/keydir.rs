@@ -136,19 +136,8 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
             }
             .map_err(|e| format!("{}: {e}", path.display()))?;
             // What kube-apiserver could have issued with it: its tokens must keep verifying.
-            let max_seconds = match args.max_token_expiration {
-                None | Some(0) => None,
-                Some(seconds) => {
-                    validate_max_expiration(seconds)?;
-                    Some(seconds)
-                }
-            };
-            let issued_under = ExpirationPolicy {
-                max_seconds,
-                extend: args.extend_token_expiration,
-                ..ExpirationPolicy::default()
-            };
-            (key, issued_under.longest_token_seconds())
+            let longest = longest_issued(args.max_token_expiration, args.extend_token_expiration)?;
+            (key, longest)
         }
         None => (
             match &pkcs11 {
@@ -359,19 +348,8 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
         let key = holder
             .import_pem(&pem)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        let max_seconds = match args.max_token_expiration {
-            None | Some(0) => None,
-            Some(seconds) => {
-                validate_max_expiration(seconds)?;
-                Some(seconds)
-            }
-        };
-        let issued_under = ExpirationPolicy {
-            max_seconds,
-            extend: args.extend_token_expiration,
-            ..ExpirationPolicy::default()
-        };
-        let set = ManagedKeySet::first(key.clone(), now, issued_under.longest_token_seconds());
+        let longest = longest_issued(args.max_token_expiration, args.extend_token_expiration)?;
+        let set = ManagedKeySet::first(key.clone(), now, longest);
         save_first(&held, &set, Some(&pkcs11), &key).await?;
         tracing::info!(store = %held.describe(), token = %pkcs11.token().uri(), kid = %key.kid(), "imported the signing key into the token");
         return print(ListFormat::Text, &set, None, now);
@@ -516,4 +494,27 @@ fn print(
         }
     }
     Ok(())
+}
+
+/// The longest token kube-apiserver could have issued with an imported key, from the
+/// `--service-account-max-token-expiration` (0 or absent: no cap) and
+/// `--service-account-extend-token-expiration` it used: how long the key stays published once
+/// retired, so its tokens keep verifying.
+fn longest_issued(
+    max_token_expiration: Option<i64>,
+    extend: bool,
+) -> Result<i64, warrant_issuer::SettingsError> {
+    let max_seconds = match max_token_expiration {
+        None | Some(0) => None,
+        Some(seconds) => {
+            validate_max_expiration(seconds)?;
+            Some(seconds)
+        }
+    };
+    Ok(ExpirationPolicy {
+        max_seconds,
+        extend,
+        ..ExpirationPolicy::default()
+    }
+    .longest_token_seconds())
 }
