@@ -4,11 +4,10 @@
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use http::StatusCode;
 use http::header::{CONTENT_TYPE, HeaderValue};
-use http::{HeaderMap, StatusCode};
 use jiff::{SignedDuration, Timestamp};
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_objects::{Kind, LookupError, Record};
@@ -25,7 +24,7 @@ use crate::wire::{
     AUTHENTICATION_V1, BoundObjectReference, ObjectMeta, TokenRequest, TokenRequestStatus,
 };
 use warrant_auth::authz::admit_token_request;
-use warrant_auth::{Attributes, Authorized, Caller, TokenAsk, User};
+use warrant_auth::{Attributes, Authorized, Caller, PeerCertificate, TokenAsk, User, Via};
 use warrant_issuer::{Settings, SignError, SignedToken};
 
 const GROUP: &str = "authentication.k8s.io";
@@ -36,11 +35,9 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Extension(authorized): Extension<Authorized>,
-    method: http::Method,
-    uri: http::Uri,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
     // The namespace and name as authorization decoded them from the path: one decoding, so
     // the object authorized is the object served.
     let (namespace, name) = match &authorized.attributes {
@@ -52,8 +49,9 @@ pub(crate) async fn create(
     };
     let result = async {
         let user = caller.require()?.clone();
-        let key = proof_key(&state, &method, &uri, &headers)?;
-        let request: TokenRequest = body::decode(&headers, body).await?;
+        let peer = parts.extensions.get::<PeerCertificate>();
+        let key = key_binding(&state, &user, peer, &parts)?;
+        let request: TokenRequest = body::decode(&parts.headers, body).await?;
         let issued = issue(&state, &user, &authorized, &namespace, &name, request, key).await?;
         tracing::info!(
             user = %user.name,
@@ -61,7 +59,7 @@ pub(crate) async fn create(
             serviceaccount = %name,
             audiences = %warrant_audit::JsonList(&issued.claims.aud),
             binding = issued.binding,
-            bound_key = issued.claims.cnf.as_ref().and_then(|c| c.jkt.as_deref()).unwrap_or(""),
+            bound_key = issued.claims.cnf.as_ref().and_then(Confirmation::thumbprint).unwrap_or(""),
             credential_id = %format!("JTI={}", issued.claims.jti),
             "issued a token"
         );
@@ -96,34 +94,88 @@ pub(crate) async fn create(
     }
 }
 
-/// The key a token is to be bound to: the thumbprint of the key of the request's DPoP proof
-/// (RFC 9449), if it carries one; a 400 saying why if the proof is not valid for this request.
-/// The proof must name this request's method and its URI: `https://`, the host the caller
-/// addressed, and the path (see `warrant_auth::request_uri`).
-fn proof_key(
+/// The header a caller that authenticated with a client certificate sends to have its token
+/// bound to that certificate (RFC 8705), with the value [`BIND_CLIENT_CERTIFICATE`].
+///
+/// A header rather than a field of the body: the body is kube's TokenRequest, which kubectl and
+/// client-go write and kube-apiserver would drop an unknown field of (so a client could not
+/// tell whether it was honoured); a DPoP proof already travels in a header; and `curl` or the
+/// fleet plugin add one as easily. A request the server cannot bind as asked is refused, never
+/// answered with an unbound token.
+pub(crate) const BINDING_HEADER: &str = "warrant-token-binding";
+/// The value of [`BINDING_HEADER`] that asks for a certificate-bound token.
+pub(crate) const BIND_CLIENT_CERTIFICATE: &str = "client-certificate";
+
+/// The key a token is to be bound to (RFC 7800 `cnf`), or a 400 saying why it cannot be:
+/// - with a `DPoP` header, the thumbprint of the proof's key (RFC 9449), once the proof is
+///   checked for this request: its method and its URI, `https://`, the host the caller
+///   addressed and the path (see `warrant_auth::request_uri`);
+/// - with [`BINDING_HEADER`]`: client-certificate`, the thumbprint of the client certificate
+///   the caller authenticated with on this connection (RFC 8705);
+/// - with neither, none.
+fn key_binding(
     state: &AppState,
-    method: &http::Method,
-    uri: &http::Uri,
-    headers: &HeaderMap,
-) -> Result<Option<String>, ApiError> {
-    if !headers.contains_key(warrant_auth::authn::DPOP_HEADER) {
-        return Ok(None);
-    }
-    let Some(target) = warrant_auth::authn::request_uri(uri, headers) else {
-        return Err(ApiError::bad_request(
-            "invalid DPoP proof: the request names no host (Host header), so the proof's htu cannot be checked",
-        ));
+    user: &User,
+    peer: Option<&PeerCertificate>,
+    request: &http::request::Parts,
+) -> Result<Option<Confirmation>, ApiError> {
+    let headers = &request.headers;
+    let dpop = headers.contains_key(warrant_auth::authn::DPOP_HEADER);
+    let mut asked = headers.get_all(BINDING_HEADER).iter();
+    let certificate = match (asked.next(), asked.next()) {
+        (None, _) => false,
+        (Some(value), None)
+            if value
+                .as_bytes()
+                .eq_ignore_ascii_case(BIND_CLIENT_CERTIFICATE.as_bytes()) =>
+        {
+            true
+        }
+        (Some(_), None) => {
+            return Err(ApiError::bad_request(format!(
+                "{BINDING_HEADER}: the one binding asked for this way is {BIND_CLIENT_CERTIFICATE:?} (a DPoP-bound token is asked for with a DPoP proof)"
+            )));
+        }
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(format!(
+                "{BINDING_HEADER} may be given once"
+            )));
+        }
     };
-    let request = ProofRequest {
-        method: method.as_str(),
-        uri: &target,
-        access_token: None,
-        bound_to: None,
-    };
-    let now = state.issuer().clock().now();
-    match state.authenticator().proofs.check(headers, &request, now) {
-        Ok(proof) => Ok(proof.map(|proof| proof.jkt)),
-        Err(why) => Err(ApiError::bad_request(format!("invalid DPoP proof: {why}"))),
+    match (dpop, certificate) {
+        (false, false) => Ok(None),
+        (true, true) => Err(ApiError::bad_request(format!(
+            "a token is bound to one key: send a DPoP proof or {BINDING_HEADER}: {BIND_CLIENT_CERTIFICATE}, not both"
+        ))),
+        (false, true) => {
+            let thumbprint = match (&user.via, peer.and_then(PeerCertificate::thumbprint)) {
+                (Via::ClientCertificate, Some(thumbprint)) => thumbprint,
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "{BINDING_HEADER}: {BIND_CLIENT_CERTIFICATE} needs a caller that authenticated with a client certificate on this connection"
+                    )));
+                }
+            };
+            Ok(Some(Confirmation::certificate(thumbprint)))
+        }
+        (true, false) => {
+            let Some(target) = warrant_auth::authn::request_uri(&request.uri, headers) else {
+                return Err(ApiError::bad_request(
+                    "invalid DPoP proof: the request names no host (Host header), so the proof's htu cannot be checked",
+                ));
+            };
+            let proof = ProofRequest {
+                method: request.method.as_str(),
+                uri: &target,
+                access_token: None,
+                bound_to: None,
+            };
+            let now = state.issuer().clock().now();
+            match state.authenticator().proofs.check(headers, &proof, now) {
+                Ok(proof) => Ok(proof.map(|proof| Confirmation::dpop(proof.jkt))),
+                Err(why) => Err(ApiError::bad_request(format!("invalid DPoP proof: {why}"))),
+            }
+        }
     }
 }
 
@@ -149,7 +201,7 @@ pub(crate) async fn issue(
     namespace: &str,
     name: &str,
     mut request: TokenRequest,
-    key: Option<String>,
+    key: Option<Confirmation>,
 ) -> Result<Issued, ApiError> {
     // 1. The body is a TokenRequest of authentication.k8s.io/v1, where it says what it is.
     check_type(&request)?;
@@ -195,6 +247,7 @@ pub(crate) async fn issue(
         audiences: &audiences,
         expiration_seconds: capped,
         bound: request.spec.bound_object_ref.as_ref(),
+        key_bound: key.is_some(),
     };
     let grant_cap = admit_token_request(
         state.authorizer(),
@@ -235,8 +288,9 @@ pub(crate) async fn issue(
         warn_after: lifetime.warn_after_seconds.map(|w| issued_at + w),
         jti,
     });
-    // 10a. Key binding: the proof's key, by thumbprint (RFC 7800 `cnf`, RFC 9449 `jkt`).
-    claims.cnf = key.map(Confirmation::dpop);
+    // 10a. Key binding: the proof's key or the client certificate, by thumbprint (RFC 7800
+    //      `cnf`: RFC 9449 `jkt`, RFC 8705 `x5t#S256`).
+    claims.cnf = key;
     let (token, kid) = sign(state, now, &claims, name, &audiences).await?;
 
     // 11. The response: the request as kube echoes it, with what was decided and the token.

@@ -186,6 +186,20 @@ impl Confirmation {
         }
     }
 
+    /// Bound to the client certificate whose RFC 8705 thumbprint is `x5t_s256` (see
+    /// [`certificate_thumbprint`]).
+    pub fn certificate(x5t_s256: impl Into<String>) -> Self {
+        Confirmation {
+            jkt: None,
+            x5t_s256: Some(x5t_s256.into()),
+        }
+    }
+
+    /// The thumbprint this names, for logs and audit: `jkt` or `x5t#S256` (never the key).
+    pub fn thumbprint(&self) -> Option<&str> {
+        self.jkt.as_deref().or(self.x5t_s256.as_deref())
+    }
+
     /// True if this names any key: a token with it must not be accepted as a bearer token.
     pub fn binds(&self) -> bool {
         self.jkt.is_some() || self.x5t_s256.is_some()
@@ -204,6 +218,12 @@ pub fn jwk_thumbprint(key: &VerifyingKey) -> String {
 /// The RFC 7638 thumbprint of a public JWK (see [`jwk_thumbprint`]); refuses private keys.
 pub fn jwk_thumbprint_of(jwk: &serde_json::Value) -> Result<String, DpopError> {
     public_key(jwk).map(|key| jwk_thumbprint(&key))
+}
+
+/// The RFC 8705 `x5t#S256` thumbprint of a certificate: base64url (no padding) of the SHA-256
+/// of its DER encoding.
+pub fn certificate_thumbprint(der: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, der))
 }
 
 /// `ath`: base64url (no padding) of the SHA-256 of the token's ASCII bytes (RFC 9449 §4.2).
@@ -468,6 +488,16 @@ mod tests {
         assert_eq!(
             jwk_thumbprint_of(&jwk).unwrap(),
             "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
+        );
+    }
+
+    /// x5t#S256 is base64url SHA-256 without padding: FIPS 180-2's "abc" example digest
+    /// (ba7816bf…15ad), so a wrong hash or alphabet shows.
+    #[test]
+    fn certificate_thumbprint_is_base64url_sha256() {
+        assert_eq!(
+            certificate_thumbprint(b"abc"),
+            "ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0"
         );
     }
 

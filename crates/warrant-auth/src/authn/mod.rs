@@ -1,15 +1,19 @@
 //! Who is calling: a chain of authenticators in kube-apiserver's order (spec §3.6), each
 //! optional, in its own module with what it trusts written at its top:
 //!
+//! 0. one of warrant's own key-bound tokens presented with the proof of its key: under
+//!    `Authorization: DPoP <token>` with a [`dpop`] proof for this request (RFC 9449), or as a
+//!    bearer token bound to the client certificate this connection presented (RFC 8705). It
+//!    comes first because the caller asked to act as the token's service account; kube has no
+//!    key-bound tokens, so nothing kube clients send changes order;
 //! 1. [`frontproxy`]: kube-apiserver's aggregator, identified by a client certificate from the
 //!    request-header CA, relaying its caller's identity in `X-Remote-*` headers;
 //! 2. [`x509`]: a client certificate from `--client-ca-file`;
 //! 3. a bearer token, tried against [`tokenfile`] (`--token-auth-file`), then [`owntoken`]
 //!    (warrant's own tokens for its API audiences), then [`delegated`] (kube-apiserver's
-//!    TokenReview); or `Authorization: DPoP <token>`, one of warrant's own key-bound tokens
-//!    with a [`dpop`] proof of its key for this request (RFC 9449). A key-bound token sent as
-//!    a bearer token, or without a valid proof, is a `401` with `WWW-Authenticate: DPoP
-//!    error="invalid_dpop_proof"`;
+//!    TokenReview). A token bound to a DPoP key sent as a bearer token, or without a valid
+//!    proof, is a `401` with `WWW-Authenticate: DPoP error="invalid_dpop_proof"`; one bound to
+//!    a certificate the connection did not present is a plain `401`;
 //! 4. otherwise anonymous.
 //!
 //! The first success wins. A failure is not the end: the chain goes on, as kube's union does,
@@ -213,10 +217,17 @@ pub(crate) enum Failure {
     /// The Authorization header is not `Bearer <token>`.
     #[error("the Authorization header is not a bearer token")]
     NotBearer,
-    /// A key-bound token presented as a bearer token (or bound to a certificate, which a DPoP
-    /// proof cannot confirm).
+    /// A token bound to a DPoP key presented as a bearer token.
     #[error("the token is bound to a key: present it as `Authorization: DPoP` with a proof")]
     KeyBoundAsBearer,
+    /// A token bound to a client certificate, on a connection that did not present it.
+    #[error("the token is bound to a client certificate that this connection did not present")]
+    BoundCertificateMissing,
+    /// A token bound to a client certificate presented under the DPoP scheme.
+    #[error(
+        "the token is bound to a client certificate: present it as a bearer token on a connection with that certificate"
+    )]
+    CertificateBoundAsDpop,
     /// A token that is not key-bound presented under the DPoP scheme.
     #[error("the token is not bound to a key: present it as a bearer token")]
     NotKeyBound,
@@ -357,6 +368,42 @@ impl Authenticator {
         let mut failures: Vec<(&'static str, Failure)> = Vec::new();
         let trust = self.trust.load();
 
+        // 0: one of warrant's own tokens bound to a key, with the proof of that key: under the
+        // DPoP scheme (RFC 9449 §7.1), or as a bearer token bound to the certificate this
+        // connection presented (RFC 8705 §3). The caller asked to act as the token's service
+        // account, so this comes before the certificate (which would name the caller itself).
+        let authorization = headers.get(AUTHORIZATION);
+        if let Some(token) = authorization.and_then(|value| credential(value, "dpop")) {
+            if !self.own_tokens {
+                return Err(self.refuse("dpop", &Failure::DpopNotOwnToken));
+            }
+            let presented = owntoken::Presented::Dpop {
+                proofs: &self.proofs,
+                headers,
+                target,
+            };
+            return match owntoken::authenticate(own, token, presented, now).await {
+                Outcome::User(user) => Ok(self.success("dpop", user)),
+                Outcome::Failed(why) => Err(self.refuse_failure("dpop", &why)),
+                Outcome::NotMine => Err(self.refuse("dpop", &Failure::DpopNotOwnToken)),
+            };
+        }
+        if self.own_tokens
+            && peer.presented().is_some()
+            && let Some(token) = authorization
+                .and_then(bearer)
+                .filter(|token| names_a_certificate(token))
+        {
+            let presented = owntoken::Presented::Bearer { peer };
+            return match owntoken::authenticate(own, token, presented, now).await {
+                Outcome::User(user) => Ok(self.success("certificate_bound", user)),
+                Outcome::Failed(why) => Err(self.refuse_failure("certificate_bound", &why)),
+                Outcome::NotMine => {
+                    Err(self.refuse("certificate_bound", &Failure::InvalidBearerToken))
+                }
+            };
+        }
+
         // 1 and 2: the client certificate, as a front proxy, then as a user.
         if let Some(presented) = peer.presented() {
             if let Some(front_proxy) = &trust.front_proxy {
@@ -376,23 +423,7 @@ impl Authenticator {
         }
 
         // 3: a bearer token.
-        if let Some(value) = headers.get(AUTHORIZATION) {
-            // 3a: a key-bound token of warrant's own, with its proof (RFC 9449 §7.1).
-            if let Some(token) = credential(value, "dpop") {
-                if !self.own_tokens {
-                    return Err(self.refuse("dpop", &Failure::DpopNotOwnToken));
-                }
-                let presented = owntoken::Presented::Dpop {
-                    proofs: &self.proofs,
-                    headers,
-                    target,
-                };
-                return match owntoken::authenticate(own, token, presented, now).await {
-                    Outcome::User(user) => Ok(self.success("dpop", user)),
-                    Outcome::Failed(why) => Err(self.refuse_failure("dpop", &why)),
-                    Outcome::NotMine => Err(self.refuse("dpop", &Failure::DpopNotOwnToken)),
-                };
-            }
+        if let Some(value) = authorization {
             let Some(token) = bearer(value) else {
                 return Err(self.refuse("bearer", &Failure::NotBearer));
             };
@@ -400,7 +431,8 @@ impl Authenticator {
                 return Ok(self.success("token_file", user));
             }
             if self.own_tokens {
-                match owntoken::authenticate(own, token, owntoken::Presented::Bearer, now).await {
+                let presented = owntoken::Presented::Bearer { peer };
+                match owntoken::authenticate(own, token, presented, now).await {
                     Outcome::User(user) => return Ok(self.success("own_token", user)),
                     Outcome::Failed(why) => return Err(self.refuse_failure("own_token", &why)),
                     Outcome::NotMine => {}
@@ -481,6 +513,19 @@ impl Authenticator {
             refusal
         }
     }
+}
+
+/// True if `token`'s claims (unverified) name a certificate it is bound to (`cnf.x5t#S256`):
+/// then it is presented with the connection's certificate as its proof, and verified as such.
+/// Reading the claims before the signature only chooses the check; a forged claim leads to a
+/// refusal, never to a user.
+fn names_a_certificate(token: &str) -> bool {
+    token
+        .split('.')
+        .nth(1)
+        .and_then(|claims| warrant_token::decode_claims_strictly(claims).ok())
+        .and_then(|claims| claims.cnf)
+        .is_some_and(|cnf| cnf.x5t_s256.is_some())
 }
 
 /// The token of an `Authorization: Bearer <token>` header.

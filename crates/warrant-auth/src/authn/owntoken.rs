@@ -22,7 +22,7 @@ use http::HeaderMap;
 use warrant_token::{DpopError, ProofRequest};
 
 use super::dpop::{ProofChecker, request_uri};
-use super::{Failure, Outcome, RequestTarget, User, Via};
+use super::{Failure, Outcome, PeerCertificate, RequestTarget, User, Via};
 
 /// What a review of a bearer token as one of warrant's own found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,8 +59,10 @@ pub trait OwnTokens: Send + Sync {
 
 /// How a token was presented: as a bearer token, or under the `DPoP` scheme with a proof.
 pub(crate) enum Presented<'a> {
-    /// `Authorization: Bearer <token>`: a key-bound token is refused.
-    Bearer,
+    /// `Authorization: Bearer <token>` on a connection that presented `peer` (perhaps nothing):
+    /// a token bound to a DPoP key is refused, one bound to a certificate only passes if `peer`
+    /// is that certificate (RFC 8705 §3).
+    Bearer { peer: &'a PeerCertificate },
     /// `Authorization: DPoP <token>` with the request's `DPoP` proof, checked against this
     /// request by `proofs`.
     Dpop {
@@ -70,10 +72,12 @@ pub(crate) enum Presented<'a> {
     },
 }
 
-/// Authenticates `token` through `own`. A key-bound token (`cnf`) authenticates only under the
-/// DPoP scheme with a valid proof of its key (RFC 9449 §7): as a bearer token it is refused,
-/// which is the point of binding it. A token that is not key-bound is refused under the DPoP
-/// scheme (it proves nothing the proof could confirm).
+/// Authenticates `token` through `own`. A token bound to a DPoP key (`cnf.jkt`) authenticates
+/// only under the DPoP scheme with a valid proof of its key (RFC 9449 §7): as a bearer token it
+/// is refused, which is the point of binding it. A token bound to a certificate
+/// (`cnf.x5t#S256`) authenticates only as a bearer token on a connection that presented that
+/// certificate (RFC 8705 §3). A token that is not key-bound is refused under the DPoP scheme (it
+/// proves nothing the proof could confirm).
 pub(crate) async fn authenticate(
     own: &dyn OwnTokens,
     token: &str,
@@ -88,8 +92,15 @@ pub(crate) async fn authenticate(
         }
     };
     match (&presented, &cnf) {
-        (Presented::Bearer, None) => {}
-        (Presented::Bearer, Some(_)) => return Outcome::Failed(Failure::KeyBoundAsBearer),
+        (Presented::Bearer { .. }, None) => {}
+        (Presented::Bearer { peer }, Some(cnf)) => match cnf.x5t_s256.as_deref() {
+            Some(bound) if cnf.jkt.is_none() => {
+                if peer.thumbprint().as_deref() != Some(bound) {
+                    return Outcome::Failed(Failure::BoundCertificateMissing);
+                }
+            }
+            _ => return Outcome::Failed(Failure::KeyBoundAsBearer),
+        },
         (Presented::Dpop { .. }, None) => return Outcome::Failed(Failure::NotKeyBound),
         (
             Presented::Dpop {
@@ -101,7 +112,7 @@ pub(crate) async fn authenticate(
         ) => {
             let Some(jkt) = cnf.jkt.as_deref() else {
                 // Bound to a certificate: not provable with a DPoP proof.
-                return Outcome::Failed(Failure::KeyBoundAsBearer);
+                return Outcome::Failed(Failure::CertificateBoundAsDpop);
             };
             let Some(uri) = request_uri(target.uri, headers) else {
                 return Outcome::Failed(Failure::Proof(DpopError::Uri));

@@ -57,6 +57,14 @@ impl PeerCertificate {
         self.0.as_deref().map(|p| &p.chain[..])
     }
 
+    /// The RFC 8705 thumbprint (`x5t#S256`) of the end entity, if a certificate was presented:
+    /// what a token bound to this connection's certificate names in `cnf`.
+    pub fn thumbprint(&self) -> Option<String> {
+        self.chain()
+            .and_then(<[_]>::first)
+            .map(|leaf| warrant_token::certificate_thumbprint(leaf.as_ref()))
+    }
+
     pub(crate) fn presented(&self) -> Option<&Presented> {
         self.0.as_deref()
     }

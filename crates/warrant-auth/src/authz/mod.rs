@@ -41,7 +41,7 @@ use warrant_token::{go_quote, go_quote_list};
 
 pub use self::delegated::DelegatedAuthorization;
 use self::policy::TokenGrant;
-pub use self::policy::{AuthorizationPolicyError, Policy, PolicyFile};
+pub use self::policy::{AuthorizationPolicyError, Policy, PolicyFile, RequireKeyBinding};
 use warrant_objects::Objects;
 use warrant_token::BoundObjectReference;
 
@@ -383,6 +383,30 @@ impl Authorizer {
     }
 }
 
+/// Refuses an unbound token the policy requires to be bound to a key: for one of its audiences
+/// whatever the grant, or asked for by self-service.
+fn require_key_binding(
+    required: &RequireKeyBinding,
+    user: &User,
+    grant: &Grant,
+    ask: &TokenAsk<'_>,
+) -> Result<(), Refusal> {
+    const HOW: &str = "send a DPoP proof of the key, or ask for the client certificate's binding";
+    let name = go_quote(&user.name);
+    if let Some(audience) = required.audience(ask.audiences) {
+        return Err(ask.forbidden(&format!(
+            "User {name} cannot request an unbound token for the audience {}: the authorization policy requires tokens for it to be bound to a key ({HOW})",
+            go_quote(audience)
+        )));
+    }
+    if required.self_service && matches!(grant, Grant::SelfService(_)) {
+        return Err(ask.forbidden(&format!(
+            "User {name} cannot request an unbound token for itself: the authorization policy requires self-service tokens to be bound to a key ({HOW})"
+        )));
+    }
+    Ok(())
+}
+
 /// The token a TokenRequest asks for, as admission sees it.
 #[derive(Debug)]
 pub struct TokenAsk<'a> {
@@ -400,6 +424,9 @@ pub struct TokenAsk<'a> {
     pub expiration_seconds: i64,
     /// The object the token is to be bound to, as the client wrote it.
     pub bound: Option<&'a BoundObjectReference>,
+    /// True if the token is to be bound to a key (a DPoP proof's, or the caller's client
+    /// certificate).
+    pub key_bound: bool,
 }
 
 impl TokenAsk<'_> {
@@ -414,8 +441,8 @@ impl TokenAsk<'_> {
     }
 }
 
-/// Admission for a TokenRequest: the caller's own binding, node restriction for nodes, then the
-/// grant's limits. Returns the longest lifetime the grant allows (`None`: no limit of its own),
+/// Admission for a TokenRequest: the policy's key-binding requirement, the caller's own binding,
+/// node restriction for nodes, then the grant's limits. Returns the longest lifetime the grant allows (`None`: no limit of its own),
 /// which also caps the one-year extension of pod-bound tokens.
 ///
 /// A caller that authenticated with a warrant token bound to an object may only request tokens
@@ -429,6 +456,12 @@ pub async fn admit_token_request(
     ask: &TokenAsk<'_>,
     now: Timestamp,
 ) -> Result<Option<i64>, Refusal> {
+    if !ask.key_bound
+        && let Some(policy) = authorizer.policy.as_ref().map(PolicyFile::current)
+        && let Some(required) = &policy.require_key_binding
+    {
+        require_key_binding(required, user, grant, ask)?;
+    }
     if let Via::OwnToken(binding) = &user.via
         && let Some((kind, bound)) = binding.object()
     {

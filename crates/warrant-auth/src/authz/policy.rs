@@ -22,6 +22,9 @@
 //! selfService:                     # service accounts, with their own warrant token
 //!   audiences: ["vault"]
 //!   maxExpirationSeconds: 3600
+//! requireKeyBinding:               # tokens issued only bound to a key (DPoP or certificate)
+//!   audiences: ["vault"]           # for these audiences, whoever asks
+//!   selfService: true              # and every self-service token
 //! ```
 //!
 //! What this trusts: the file, and the authenticators that name the subjects. A rule grants;
@@ -250,6 +253,27 @@ impl SelfService {
     }
 }
 
+/// Which tokens are issued only bound to a key (a DPoP key or a client certificate): for a
+/// relying party that checks proofs, an unbound token is one a thief can use.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequireKeyBinding {
+    /// Audiences (globs): a token carrying any of them must be key-bound, whoever asks for it
+    /// (the always-allowed groups and every authorizer's grants included).
+    #[serde(default)]
+    pub audiences: Vec<Glob>,
+    /// Every token a service account asks for itself (self-service) must be key-bound.
+    #[serde(default)]
+    pub self_service: bool,
+}
+
+impl RequireKeyBinding {
+    /// The first of `audiences` that must be key-bound, if any.
+    pub fn audience<'a>(&self, audiences: &'a [String]) -> Option<&'a String> {
+        audiences.iter().find(|a| any(&self.audiences, a))
+    }
+}
+
 /// A parsed policy.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -264,6 +288,9 @@ pub struct Policy {
     /// Self-service; absent: service accounts get no tokens for themselves from this policy.
     #[serde(default)]
     pub self_service: Option<SelfService>,
+    /// Tokens issued only bound to a key; absent: binding is the caller's choice.
+    #[serde(default)]
+    pub require_key_binding: Option<RequireKeyBinding>,
 }
 
 impl Policy {
@@ -316,6 +343,15 @@ impl Policy {
         {
             return Err(invalid(
                 "selfService.maxExpirationSeconds must be at least 600 (no token is shorter)"
+                    .to_owned(),
+            ));
+        }
+        if let Some(required) = &policy.require_key_binding
+            && required.audiences.is_empty()
+            && !required.self_service
+        {
+            return Err(invalid(
+                "requireKeyBinding requires nothing (give audiences, or selfService: true)"
                     .to_owned(),
             ));
         }
@@ -536,6 +572,37 @@ mod tests {
             ))
             .contains("Robot")
         );
+    }
+
+    #[test]
+    fn key_binding_requirements() {
+        let head = "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\n";
+        let parse = |text: &str| Policy::parse(&format!("{head}{text}"), "p.yaml");
+        let required = parse("requireKeyBinding: {audiences: ['vault', 'rp-*']}\n")
+            .unwrap()
+            .require_key_binding
+            .unwrap();
+        let audiences = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            required.audience(&audiences(&["api", "rp-1"])),
+            Some(&"rp-1".to_owned())
+        );
+        assert_eq!(required.audience(&audiences(&["api", "vaultx"])), None);
+        assert!(!required.self_service);
+        assert!(
+            parse("requireKeyBinding: {selfService: true}\n")
+                .unwrap()
+                .require_key_binding
+                .unwrap()
+                .self_service
+        );
+        let err = |text: &str| parse(text).unwrap_err().to_string();
+        assert!(err("requireKeyBinding: {}\n").contains("requireKeyBinding requires nothing"));
+        assert!(
+            err("requireKeyBinding: {audience: [vault]}\n").contains("audience"),
+            "a misspelt key is an error, not a requirement silently dropped"
+        );
+        assert_eq!(parse("rules: []\n").unwrap().require_key_binding, None);
     }
 
     #[test]

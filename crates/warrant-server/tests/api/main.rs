@@ -17,6 +17,7 @@ mod delegated;
 mod documents;
 mod dpop;
 mod frontproxy;
+mod keybinding;
 mod limits;
 mod node;
 mod openapi;
