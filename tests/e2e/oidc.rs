@@ -48,6 +48,168 @@ async fn a_relying_party_verifies_tokens_through_discovery() {
     assert_eq!(verified.claims["sub"], "system:serviceaccount:demo:app");
 }
 
+/// Issue 27: `warrant verify` on a DPoP-bound token (issued by the real server for a proof made
+/// by Python from a key file): refused without a proof, naming the binding and the flags and
+/// never the token; accepted with a proof by the bound key for the request; refused with
+/// another key's proof; an unbound token given a proof or a certificate is refused as not bound.
+#[tokio::test]
+async fn warrant_verify_checks_the_key_binding_of_a_token() {
+    let w = Warrant::start(OBJECTS, &[]).await;
+    let keys = tempfile::tempdir().unwrap();
+    let (holder, thief) = (
+        keys.path().join("holder.key"),
+        keys.path().join("thief.key"),
+    );
+    let path = "/api/v1/namespaces/demo/serviceaccounts/app/token";
+    let issue = python_dpop(&holder, Some(("POST", &w.url(path), None)));
+    let reply = w
+        .http
+        .post(w.url(path))
+        .bearer_auth(w.admin_token())
+        .header("dpop", issue["proof"].as_str().unwrap())
+        .json(
+            &serde_json::json!({"apiVersion": "authentication.k8s.io/v1",
+                                  "kind": "TokenRequest", "spec": {"audiences": ["vault"]}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 201);
+    let reply: Value = reply.json().await.unwrap();
+    let bound = reply["status"]["token"].as_str().unwrap().to_owned();
+    let jkt = issue["jkt"].as_str().unwrap().to_owned();
+    assert_eq!(claims(&bound).cnf.unwrap().jkt.unwrap(), jkt);
+
+    let verify = |token: &str, extra: &[&std::ffi::OsStr]| {
+        std::process::Command::new(BIN)
+            .args([
+                "verify",
+                "--issuer",
+                &w.issuer(),
+                "--audience",
+                "vault",
+                "--ca-file",
+            ])
+            .arg(w.path("ca.crt"))
+            .args(extra)
+            .arg(token)
+            .output()
+            .unwrap()
+    };
+    let login = "https://vault.example/v1/auth/jwt/login";
+    let proof_flags = |proof: &str| -> Vec<std::ffi::OsString> {
+        [
+            "--dpop-proof",
+            proof,
+            "--dpop-method",
+            "POST",
+            "--dpop-uri",
+            login,
+        ]
+        .iter()
+        .map(Into::into)
+        .collect()
+    };
+    let run = |token: &str, flags: Vec<std::ffi::OsString>| {
+        let flags: Vec<&std::ffi::OsStr> = flags.iter().map(|f| f.as_os_str()).collect();
+        verify(token, &flags)
+    };
+
+    // As a bearer token: refused, naming the binding and the way to give a proof.
+    let out = run(&bound, vec![]);
+    assert!(!out.status.success());
+    let text = stderr(&out);
+    assert_eq!(
+        text,
+        format!(
+            "warrant: the token is bound to a DPoP key (cnf.jkt {jkt}) and is not valid as a bearer token: give the proof that came with it (--dpop-proof, --dpop-method, --dpop-uri)"
+        )
+    );
+    assert!(out.stdout.is_empty());
+
+    // With the holder's proof for this request and this token: valid, claims printed.
+    let good = python_dpop(&holder, Some(("POST", login, Some(&bound))));
+    let out = run(&bound, proof_flags(good["proof"].as_str().unwrap()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["cnf"]["jkt"], jkt.as_str());
+    // The proof read from standard input works the same.
+    let mut child = std::process::Command::new(BIN)
+        .args([
+            "verify",
+            "--issuer",
+            &w.issuer(),
+            "--audience",
+            "vault",
+            "--ca-file",
+        ])
+        .arg(w.path("ca.crt"))
+        .args([
+            "--dpop-proof",
+            "-",
+            "--dpop-method",
+            "POST",
+            "--dpop-uri",
+            login,
+            &bound,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(good["proof"].as_str().unwrap().as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // Another key's proof, otherwise right: refused.
+    let stolen = python_dpop(&thief, Some(("POST", login, Some(&bound))));
+    let out = run(&bound, proof_flags(stolen["proof"].as_str().unwrap()));
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out),
+        "warrant: the DPoP proof is not valid for this token: DPoP proof key does not match the key the token is bound to (cnf.jkt)"
+    );
+    // The holder's proof for another request: refused.
+    let mut elsewhere = proof_flags(good["proof"].as_str().unwrap());
+    elsewhere[5] = "https://other.example/v1/auth/jwt/login".into();
+    let out = run(&bound, elsewhere);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).ends_with("DPoP proof htu does not match the request URI"),
+        "{}",
+        stderr(&out)
+    );
+
+    // An unbound token with a proof or a certificate: not bound, so refused.
+    let unbound = w.token(&["--audience", "vault"]);
+    let proof = python_dpop(&holder, Some(("POST", login, Some(&unbound))));
+    let out = run(&unbound, proof_flags(proof["proof"].as_str().unwrap()));
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out),
+        "warrant: --dpop-proof was given, but the token is not bound to a DPoP key (it has no cnf.jkt)"
+    );
+    let out = run(
+        &unbound,
+        vec!["--client-certificate".into(), w.path("serving.crt").into()],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the token is not bound to a certificate"),
+        "{}",
+        stderr(&out)
+    );
+    // And alone it is valid, as before.
+    assert!(run(&unbound, vec![]).status.success());
+}
+
 #[tokio::test]
 async fn warrant_verify_checks_a_token_like_a_relying_party() {
     let w = Warrant::start(OBJECTS, &[]).await;

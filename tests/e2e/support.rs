@@ -550,3 +550,47 @@ pub(crate) async fn assert_documents_in(w: &Warrant, root: &Path) {
         );
     }
 }
+
+/// Python (the `cryptography` and PyJWT packages, not warrant's code) on the P-256 key in the
+/// PKCS#8 PEM file `key` (made there first if it does not exist): the key's RFC 7638
+/// thumbprint, computed by the RFC's recipe; and, with `request` (method, URI and optionally the
+/// token presented), a DPoP proof for it signed with the key.
+pub(crate) fn python_dpop(key: &Path, request: Option<(&str, &str, Option<&str>)>) -> Value {
+    const SCRIPT: &str = r#"
+import base64, hashlib, json, os, sys, time, uuid
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+path = sys.argv[1]
+if not os.path.exists(path):
+    pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        f.write(pem)
+key = serialization.load_pem_private_key(open(path, "rb").read(), password=None)
+assert key.curve.name == "secp256r1"
+numbers = key.public_key().public_numbers()
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+jwk = {"kty": "EC", "crv": "P-256", "x": b64(numbers.x.to_bytes(32, "big")),
+       "y": b64(numbers.y.to_bytes(32, "big"))}
+canonical = json.dumps({k: jwk[k] for k in ("crv", "kty", "x", "y")}, separators=(",", ":"))
+out = {"jkt": b64(hashlib.sha256(canonical.encode()).digest())}
+if len(sys.argv) > 2:
+    claims = {"jti": str(uuid.uuid4()), "htm": sys.argv[2], "htu": sys.argv[3],
+              "iat": int(time.time())}
+    if len(sys.argv) > 4:
+        claims["ath"] = b64(hashlib.sha256(sys.argv[4].encode()).digest())
+    out["proof"] = jwt.encode(claims, key, algorithm="ES256",
+                              headers={"typ": "dpop+jwt", "jwk": jwk})
+print(json.dumps(out))
+"#;
+    let mut command = Command::new("python3");
+    command.arg("-c").arg(SCRIPT).arg(key);
+    if let Some((method, uri, token)) = request {
+        command.args([method, uri]);
+        command.args(token);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "python3: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -1,5 +1,11 @@
 //! `warrant verify`: what a relying party (a cloud's token exchange, Vault) does with a token,
 //! from the outside: discovery document, JWKS, then an offline check.
+//!
+//! A key-bound token (its `cnf` names a key, RFC 7800) is checked as a relying party that
+//! understands the binding checks it: with the DPoP proof (RFC 9449) that came with it, or the
+//! client certificate of the connection it came over (RFC 8705). Without that, it is refused:
+//! it is not a bearer token. verify is one offline check and keeps no replay cache, so a proof
+//! used before passes here; a relying party must remember the `jti`s it has seen.
 
 use std::error::Error;
 use std::io::Read as _;
@@ -24,13 +30,29 @@ use crate::cli::VerifyArgs;
 
 /// Verifies the token and prints its claims; fails with the reason if it is not valid.
 pub(crate) async fn run(args: VerifyArgs) -> Result<(), Box<dyn Error>> {
-    let token = if args.token == "-" {
+    if args.token == "-" && args.dpop_proof.as_deref() == Some("-") {
+        return Err("the token and --dpop-proof cannot both be read from standard input".into());
+    }
+    let read_stdin = || -> Result<String, std::io::Error> {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text)?;
-        text.trim().to_owned()
+        Ok(text.trim().to_owned())
+    };
+    let token = if args.token == "-" {
+        read_stdin()?
     } else {
         args.token.trim().to_owned()
     };
+    let proof = match args.dpop_proof.as_deref() {
+        Some("-") => Some(read_stdin()?),
+        Some(proof) => Some(proof.trim().to_owned()),
+        None => None,
+    };
+    let certificate = args
+        .client_certificate
+        .as_deref()
+        .map(read_certificate)
+        .transpose()?;
     let client = client(args.ca_file.as_deref())?;
 
     let issuer = args.issuer.trim_end_matches('/');
@@ -75,13 +97,272 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<(), Box<dyn Error>> {
             ),
             e => e.to_string(),
         })?;
+    let presented = Presented {
+        proof: proof.as_deref().map(|proof| PresentedProof {
+            proof,
+            // clap requires both with --dpop-proof.
+            method: args.dpop_method.as_deref().unwrap_or_default(),
+            uri: args.dpop_uri.as_deref().unwrap_or_default(),
+        }),
+        certificate: certificate.as_ref().map(|der| der.as_ref()),
+    };
+    let cnf = confirmation(&token)?;
+    let binding = check_binding(&token, cnf.as_ref(), &presented, Clock::System.now())?;
     let claims: Value = serde_json::from_slice(&verified.claims.to_json())?;
     #[allow(clippy::print_stdout)] // the command's output
     {
         println!("{}", serde_json::to_string_pretty(&claims)?);
     }
-    tracing::info!(audiences = ?verified.audiences, "valid: signature, issuer, audience and time");
+    match binding {
+        Binding::Bearer => tracing::info!(
+            audiences = ?verified.audiences,
+            "valid: signature, issuer, audience and time"
+        ),
+        Binding::Bound { dpop, certificate } => tracing::info!(
+            audiences = ?verified.audiences,
+            dpop_key = dpop.as_deref().unwrap_or(""),
+            certificate = certificate.as_deref().unwrap_or(""),
+            "valid: signature, issuer, audience, time and key binding (no replay check: verify keeps no cache)"
+        ),
+    }
     Ok(())
+}
+
+/// What came with the token for its key binding.
+#[derive(Debug, Default, Clone, Copy)]
+struct Presented<'a> {
+    /// A DPoP proof and the request it came with.
+    proof: Option<PresentedProof<'a>>,
+    /// The DER of the client certificate of the connection the token came over.
+    certificate: Option<&'a [u8]>,
+}
+
+/// A DPoP proof and the request it came with.
+#[derive(Debug, Clone, Copy)]
+struct PresentedProof<'a> {
+    proof: &'a str,
+    method: &'a str,
+    uri: &'a str,
+}
+
+/// What the binding check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Binding {
+    /// The token names no key: a bearer token.
+    Bearer,
+    /// The token is bound, and what came with it matches: the DPoP key's thumbprint, the
+    /// certificate's.
+    Bound {
+        dpop: Option<String>,
+        certificate: Option<String>,
+    },
+}
+
+/// The `cnf` members verify checks; a token whose `cnf` names any other confirmation method is
+/// refused rather than taken as a bearer token.
+const KNOWN_CONFIRMATIONS: [&str; 2] = ["jkt", "x5t#S256"];
+
+/// Why a token's key binding does not hold. Messages name the binding by its thumbprint (a
+/// hash of a public key or certificate), never the token or the proof.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+enum BindingError {
+    /// Bound to a DPoP key, and no proof given.
+    #[error(
+        "the token is bound to a DPoP key (cnf.jkt {jkt}) and is not valid as a bearer token: \
+         give the proof that came with it (--dpop-proof, --dpop-method, --dpop-uri)"
+    )]
+    ProofMissing {
+        /// The key's thumbprint.
+        jkt: String,
+    },
+    /// Bound to a certificate, and none given.
+    #[error(
+        "the token is bound to a client certificate (cnf x5t#S256 {x5t}) and is not valid as \
+         a bearer token: give the certificate of the connection it came over \
+         (--client-certificate)"
+    )]
+    CertificateMissing {
+        /// The certificate's thumbprint.
+        x5t: String,
+    },
+    /// A proof given for a token not bound to a DPoP key.
+    #[error("--dpop-proof was given, but the token is not bound to a DPoP key (it has no cnf.jkt)")]
+    NotKeyBound,
+    /// A certificate given for a token not bound to one.
+    #[error(
+        "--client-certificate was given, but the token is not bound to a certificate (it has \
+         no cnf x5t#S256)"
+    )]
+    NotCertificateBound,
+    /// The proof does not hold for this token and request.
+    #[error("the DPoP proof is not valid for this token")]
+    Proof(#[source] warrant_token::DpopError),
+    /// The certificate is another one.
+    #[error(
+        "the client certificate (x5t#S256 {presented}) is not the one the token is bound to \
+         (cnf x5t#S256 {bound})"
+    )]
+    Certificate {
+        /// The token's `x5t#S256`.
+        bound: String,
+        /// The given certificate's.
+        presented: String,
+    },
+    /// The claims, verified already, cannot be read again for their `cnf` (it cannot happen:
+    /// they were just parsed).
+    #[error("cannot read the token's cnf claim")]
+    Unreadable,
+    /// `cnf` names a way of binding verify does not check, or is not an object of strings.
+    #[error(
+        "the token's cnf has {members}, which verify does not check (it checks jkt and \
+         x5t#S256): it is not valid as a bearer token"
+    )]
+    UnknownConfirmation {
+        /// The members, comma-separated.
+        members: String,
+    },
+}
+
+/// The token's `cnf` claim as it is in the token (the signature was checked by `Verifier`):
+/// unknown members must be seen, not dropped as the typed claims drop them.
+fn confirmation(token: &str) -> Result<Option<Value>, BindingError> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1).ok_or(BindingError::Unreadable)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .map_err(|_| BindingError::Unreadable)?;
+    let mut claims: serde_json::Map<String, Value> =
+        serde_json::from_slice(&bytes).map_err(|_| BindingError::Unreadable)?;
+    Ok(claims.remove("cnf"))
+}
+
+/// The RFC 8705 thumbprint of a certificate: base64url (no padding) of the SHA-256 of its DER.
+fn certificate_thumbprint(der: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der))
+}
+
+/// Whether `token`, with its `cnf`, holds with what was `presented` at `now`: a bound token
+/// needs the evidence for each binding it has, and evidence for a binding it does not have is
+/// refused (a caller who thinks the token is bound should learn that it is not).
+fn check_binding(
+    token: &str,
+    cnf: Option<&Value>,
+    presented: &Presented<'_>,
+    now: jiff::Timestamp,
+) -> Result<Binding, BindingError> {
+    let (jkt, x5t) = match cnf {
+        None => (None, None),
+        Some(Value::Object(members)) => {
+            let unknown: Vec<&str> = members
+                .iter()
+                .filter(|(name, value)| {
+                    !KNOWN_CONFIRMATIONS.contains(&name.as_str()) || !value.is_string()
+                })
+                .map(|(name, _)| name.as_str())
+                .collect();
+            if !unknown.is_empty() {
+                return Err(BindingError::UnknownConfirmation {
+                    members: unknown.join(", "),
+                });
+            }
+            let member = |name: &str| members.get(name).and_then(Value::as_str);
+            (member("jkt"), member("x5t#S256"))
+        }
+        Some(_) => {
+            return Err(BindingError::UnknownConfirmation {
+                members: "no members".to_owned(),
+            });
+        }
+    };
+    let dpop = match (jkt, presented.proof) {
+        (None, None) => None,
+        (None, Some(_)) => return Err(BindingError::NotKeyBound),
+        (Some(jkt), None) => {
+            return Err(BindingError::ProofMissing {
+                jkt: jkt.to_owned(),
+            });
+        }
+        (Some(jkt), Some(given)) => {
+            let request = warrant_token::ProofRequest {
+                method: given.method,
+                uri: given.uri,
+                access_token: Some(token),
+                bound_to: Some(jkt),
+            };
+            let proof = warrant_token::verify_proof(
+                given.proof,
+                &request,
+                now,
+                warrant_token::DEFAULT_PROOF_WINDOW_SECONDS,
+            )
+            .map_err(BindingError::Proof)?;
+            Some(proof.jkt)
+        }
+    };
+    let certificate = match (x5t, presented.certificate) {
+        (None, None) => None,
+        (None, Some(_)) => return Err(BindingError::NotCertificateBound),
+        (Some(x5t), None) => {
+            return Err(BindingError::CertificateMissing {
+                x5t: x5t.to_owned(),
+            });
+        }
+        (Some(x5t), Some(der)) => {
+            let presented = certificate_thumbprint(der);
+            if aws_lc_rs::constant_time::verify_slices_are_equal(
+                presented.as_bytes(),
+                x5t.as_bytes(),
+            )
+            .is_err()
+            {
+                return Err(BindingError::Certificate {
+                    bound: x5t.to_owned(),
+                    presented,
+                });
+            }
+            Some(presented)
+        }
+    };
+    if dpop.is_none() && certificate.is_none() {
+        return Ok(Binding::Bearer);
+    }
+    Ok(Binding::Bound { dpop, certificate })
+}
+
+/// Why `--client-certificate` cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum CertificateFileError {
+    /// The file cannot be read.
+    #[error("--client-certificate {path}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file holds no PEM certificate, or a broken one.
+    #[error("--client-certificate {path} holds no PEM certificate")]
+    NotPem {
+        /// The file.
+        path: String,
+    },
+}
+
+/// The first certificate (the leaf) of a PEM file, as DER.
+fn read_certificate(path: &Path) -> Result<CertificateDer<'static>, CertificateFileError> {
+    let pem = std::fs::read(path).map_err(|source| CertificateFileError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    CertificateDer::pem_slice_iter(&pem)
+        .next()
+        .and_then(Result::ok)
+        .ok_or_else(|| CertificateFileError::NotPem {
+            path: path.display().to_string(),
+        })
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -335,6 +616,253 @@ mod tests {
             }
         });
         origin
+    }
+
+    mod binding {
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
+        use base64::Engine as _;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use serde_json::json;
+
+        use super::super::*;
+
+        const NOW: i64 = 1_700_000_000;
+        const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.e30.c2lnbmF0dXJl";
+        const URI: &str = "https://vault.example/v1/auth/jwt/login";
+
+        fn now() -> jiff::Timestamp {
+            jiff::Timestamp::from_second(NOW).unwrap()
+        }
+
+        /// A client's DPoP key; proofs and the RFC 7638 thumbprint made here by the RFC's
+        /// recipe, not with warrant-token's code.
+        struct Holder(EcdsaKeyPair);
+
+        impl Holder {
+            fn new() -> Self {
+                Holder(EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap())
+            }
+
+            fn xy(&self) -> (String, String) {
+                let point = self.0.public_key().as_ref();
+                let (x, y) = point[1..].split_at(32);
+                (URL_SAFE_NO_PAD.encode(x), URL_SAFE_NO_PAD.encode(y))
+            }
+
+            fn jkt(&self) -> String {
+                let (x, y) = self.xy();
+                let canonical = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
+                URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
+                    &aws_lc_rs::digest::SHA256,
+                    canonical.as_bytes(),
+                ))
+            }
+
+            fn proof(&self, claims: &Value) -> String {
+                let (x, y) = self.xy();
+                let header = json!({"typ": "dpop+jwt", "alg": "ES256",
+                                    "jwk": {"kty": "EC", "crv": "P-256", "x": x, "y": y}});
+                let input = format!(
+                    "{}.{}",
+                    URL_SAFE_NO_PAD.encode(header.to_string()),
+                    URL_SAFE_NO_PAD.encode(claims.to_string())
+                );
+                let signature = self
+                    .0
+                    .sign(&aws_lc_rs::rand::SystemRandom::new(), input.as_bytes())
+                    .unwrap();
+                format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()))
+            }
+
+            /// A good proof for GET [`URI`] with [`TOKEN`].
+            fn good(&self) -> String {
+                self.proof(&json!({"jti": "j1", "htm": "GET", "htu": URI, "iat": NOW,
+                                   "ath": access_token_hash_here(TOKEN)}))
+            }
+        }
+
+        fn access_token_hash_here(token: &str) -> String {
+            URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
+                &aws_lc_rs::digest::SHA256,
+                token.as_bytes(),
+            ))
+        }
+
+        fn with_proof(proof: &str) -> Presented<'_> {
+            Presented {
+                proof: Some(PresentedProof {
+                    proof,
+                    method: "GET",
+                    uri: URI,
+                }),
+                certificate: None,
+            }
+        }
+
+        fn check(cnf: Option<Value>, presented: &Presented<'_>) -> Result<Binding, BindingError> {
+            check_binding(TOKEN, cnf.as_ref(), presented, now())
+        }
+
+        #[test]
+        fn an_unbound_token_is_a_bearer_token_and_takes_no_evidence() {
+            let holder = Holder::new();
+            let proof = holder.good();
+            assert_eq!(check(None, &Presented::default()), Ok(Binding::Bearer));
+            assert_eq!(
+                check(None, &with_proof(&proof)),
+                Err(BindingError::NotKeyBound)
+            );
+            let certificate = Presented {
+                certificate: Some(b"der"),
+                ..Presented::default()
+            };
+            assert_eq!(
+                check(None, &certificate),
+                Err(BindingError::NotCertificateBound)
+            );
+            // Bound to a certificate only: a proof is no evidence for it.
+            let cnf = json!({"x5t#S256": certificate_thumbprint(b"der")});
+            assert_eq!(
+                check(Some(cnf), &with_proof(&proof)),
+                Err(BindingError::NotKeyBound)
+            );
+        }
+
+        /// A DPoP-bound token is not a bearer token: without a proof it is refused, and the
+        /// message names the binding and the flags, never the token.
+        #[test]
+        fn a_dpop_bound_token_needs_a_proof_by_its_key() {
+            let (holder, other) = (Holder::new(), Holder::new());
+            let cnf = || Some(json!({"jkt": holder.jkt()}));
+            let refused = check(cnf(), &Presented::default()).unwrap_err();
+            assert_eq!(refused, BindingError::ProofMissing { jkt: holder.jkt() });
+            let message = refused.to_string();
+            assert!(message.contains(&holder.jkt()), "{message}");
+            assert!(message.contains("--dpop-proof"), "{message}");
+            assert!(!message.contains(TOKEN), "{message}");
+
+            assert_eq!(
+                check(cnf(), &with_proof(&holder.good())),
+                Ok(Binding::Bound {
+                    dpop: Some(holder.jkt()),
+                    certificate: None
+                })
+            );
+            // Another key's proof, otherwise perfect.
+            assert_eq!(
+                check(cnf(), &with_proof(&other.good())),
+                Err(BindingError::Proof(warrant_token::DpopError::Thumbprint))
+            );
+            // The proof must be for this token (ath), this request, and now.
+            let cases = [
+                (
+                    json!({"ath": access_token_hash_here("another.token.x")}),
+                    warrant_token::DpopError::TokenHash,
+                ),
+                (json!({"htm": "POST"}), warrant_token::DpopError::Method),
+                (
+                    json!({"htu": "https://elsewhere.example/v1/auth/jwt/login"}),
+                    warrant_token::DpopError::Uri,
+                ),
+                (
+                    json!({"iat": NOW - 61}),
+                    warrant_token::DpopError::Stale(60),
+                ),
+            ];
+            for (change, error) in cases {
+                let mut claims = json!({"jti": "j1", "htm": "GET", "htu": URI, "iat": NOW,
+                                        "ath": access_token_hash_here(TOKEN)});
+                for (k, v) in change.as_object().unwrap() {
+                    claims[k] = v.clone();
+                }
+                let proof = holder.proof(&claims);
+                assert_eq!(
+                    check(cnf(), &with_proof(&proof)),
+                    Err(BindingError::Proof(error.clone())),
+                    "{change}"
+                );
+            }
+            // No ath at all.
+            let proof = holder.proof(&json!({"jti": "j1", "htm": "GET", "htu": URI, "iat": NOW}));
+            assert_eq!(
+                check(cnf(), &with_proof(&proof)),
+                Err(BindingError::Proof(
+                    warrant_token::DpopError::MissingTokenHash
+                ))
+            );
+            // The same proof twice passes twice: verify keeps no replay cache (documented).
+            let proof = holder.good();
+            assert!(check(cnf(), &with_proof(&proof)).is_ok());
+            assert!(check(cnf(), &with_proof(&proof)).is_ok());
+        }
+
+        /// RFC 8705: the certificate's SHA-256 (of its DER, base64url) must be x5t#S256.
+        #[test]
+        fn a_certificate_bound_token_needs_its_certificate() {
+            let cert = rcgen::generate_simple_self_signed(vec!["client".to_owned()]).unwrap();
+            let other = rcgen::generate_simple_self_signed(vec!["client".to_owned()]).unwrap();
+            let der = cert.cert.der().to_vec();
+            // The thumbprint by the RFC's recipe, computed here.
+            let x5t =
+                URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der));
+            let cnf = || Some(json!({"x5t#S256": x5t}));
+            assert_eq!(
+                check(cnf(), &Presented::default()),
+                Err(BindingError::CertificateMissing { x5t: x5t.clone() })
+            );
+            let presented = Presented {
+                certificate: Some(&der),
+                ..Presented::default()
+            };
+            assert_eq!(
+                check(cnf(), &presented),
+                Ok(Binding::Bound {
+                    dpop: None,
+                    certificate: Some(x5t.clone())
+                })
+            );
+            let wrong = Presented {
+                certificate: Some(other.cert.der()),
+                ..Presented::default()
+            };
+            assert!(matches!(
+                check(cnf(), &wrong),
+                Err(BindingError::Certificate { bound, .. }) if bound == x5t
+            ));
+        }
+
+        /// A cnf verify cannot check (another method, a member that is no string, not an
+        /// object) is never taken for a bearer token.
+        #[test]
+        fn an_unknown_confirmation_is_refused() {
+            for cnf in [
+                json!({"jwk": {"kty": "EC"}}),
+                json!({"jkt": 5}),
+                json!({"jkt": "abc", "kid": "k"}),
+                json!("jkt"),
+            ] {
+                assert!(
+                    matches!(
+                        check(Some(cnf.clone()), &Presented::default()),
+                        Err(BindingError::UnknownConfirmation { .. })
+                    ),
+                    "{cnf}"
+                );
+            }
+        }
+
+        #[test]
+        fn the_cnf_is_read_from_the_token_as_it_is() {
+            let claims = json!({"sub": "s", "cnf": {"jkt": "abc", "future": "x"}});
+            let token = format!("e30.{}.c2ln", URL_SAFE_NO_PAD.encode(claims.to_string()));
+            assert_eq!(
+                confirmation(&token).unwrap(),
+                Some(json!({"jkt": "abc", "future": "x"}))
+            );
+            let token = format!("e30.{}.c2ln", URL_SAFE_NO_PAD.encode("{}"));
+            assert_eq!(confirmation(&token).unwrap(), None);
+            assert_eq!(confirmation("nodots"), Err(BindingError::Unreadable));
+        }
     }
 
     fn redirect(to: &str) -> String {
