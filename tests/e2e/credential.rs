@@ -8,6 +8,8 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use crate::support::*;
+// Where tests of other modules first found it; it lives in support.
+pub(crate) use crate::support::python_dpop;
 use crate::tokens::{OBJECTS, POD_UID};
 
 /// The member cluster's server URL, as its ClusterProfile gives it: the plugin's default
@@ -1116,5 +1118,198 @@ async fn the_plugins_client_trusts_the_hubs_ca_only_and_follows_no_redirect() {
     assert_eq!(
         run(&fake, &ca),
         format!("warrant: warrant at {fake} refused a token for demo/app (503): shutting down")
+    );
+}
+
+/// Issue 27: `--key-binding dpop`. The plugin keeps a P-256 key in its cache directory (0600)
+/// and gets a token whose cnf.jkt is that key's thumbprint (computed here by Python from the
+/// key file); warrant's own API refuses that token as a bearer token and takes it with a proof
+/// made with the stored key. The cache keeps bound and unbound tokens apart, and a hub that
+/// ignores the binding is refused.
+#[tokio::test]
+async fn key_binding_gets_tokens_bound_to_the_plugins_own_key() {
+    let (w, dir, own) = setup("").await;
+    // The token's audience is warrant's own API (the cluster's server here), so that warrant
+    // can be asked to take it.
+    std::fs::write(
+        dir.path().join("policy.yaml"),
+        format!(
+            "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [member-1, \"{}\"]\n  maxExpirationSeconds: 3600\n",
+            w.issuer()
+        ),
+    )
+    .unwrap();
+    let cache = dir.path().join("cache");
+    let ca = w.path("ca.crt");
+    let issuer = w.issuer();
+    let info = exec_info(
+        "client.authentication.k8s.io/v1",
+        Some(json!({"server": issuer, "config": {}})),
+    );
+    let flags = [
+        "--warrant-url",
+        &issuer,
+        "--warrant-ca-file",
+        to_str(&ca),
+        "--token-file",
+        to_str(&own),
+    ];
+    let run = |binding: &str| {
+        credential_command(
+            Some(&info),
+            &cache,
+            &[&flags[..], &["--key-binding", binding]].concat(),
+        )
+        .output()
+        .unwrap()
+    };
+    let token_of = |out: &Output| {
+        assert!(out.status.success(), "{}", stderr(out));
+        let credential: Value = serde_json::from_slice(&out.stdout).unwrap();
+        credential["status"]["token"].as_str().unwrap().to_owned()
+    };
+    let mut last = None;
+    w.eventually("the policy with warrant's audience to load", || {
+        let out = run("dpop");
+        let ok = out.status.success();
+        last = Some(out);
+        ok
+    })
+    .await;
+    let first = last.unwrap();
+    let bound = token_of(&first);
+
+    // One key file, the user's alone; the token names its thumbprint.
+    let keys: Vec<PathBuf> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "key"))
+        .collect();
+    let [key] = keys.as_slice() else {
+        panic!("one key file: {keys:?}");
+    };
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let jkt = python_dpop(key, None)["jkt"].as_str().unwrap().to_owned();
+    let c = claims(&bound);
+    assert_eq!(
+        c.cnf.as_ref().and_then(|c| c.jkt.as_deref()),
+        Some(jkt.as_str())
+    );
+    assert_eq!(c.aud, std::slice::from_ref(&issuer));
+    // The key never reaches the output: stdout is the ExecCredential alone.
+    let pem = std::fs::read_to_string(key).unwrap();
+    let key_line = pem.lines().nth(1).unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&first.stdout),
+        stderr(&first)
+    );
+    assert!(!printed.contains(key_line), "{printed}");
+    assert!(!printed.contains("PRIVATE"), "{printed}");
+
+    // warrant's API (its discovery, which any authenticated caller may read): as a bearer
+    // token, refused with RFC 9449's challenge; under the DPoP scheme with a proof by the stored
+    // key, served.
+    let api = w.url("/api");
+    let bearer = w.http.get(&api).bearer_auth(&bound).send().await.unwrap();
+    assert_eq!(bearer.status(), 401);
+    let challenge = bearer.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        challenge.starts_with(r#"DPoP error="invalid_dpop_proof""#),
+        "{challenge}"
+    );
+    let proof = python_dpop(key, Some(("GET", &api, Some(&bound))));
+    let with_proof = w
+        .http
+        .get(&api)
+        .header("authorization", format!("DPoP {bound}"))
+        .header("dpop", proof["proof"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let status = with_proof.status();
+    assert_eq!(status, 200, "{}", with_proof.text().await.unwrap());
+
+    // The next run: the same key and the cached bound token.
+    assert_eq!(token_of(&run("dpop")), bound);
+    // Binding off, same cache: not the bound token, and an unbound one.
+    let unbound = token_of(&run("none"));
+    assert_ne!(unbound, bound);
+    assert_eq!(claims(&unbound).cnf, None);
+    // It is a bearer token: the 401 above was the binding's doing.
+    let served = w.http.get(&api).bearer_auth(&unbound).send().await.unwrap();
+    assert_eq!(served.status(), 200);
+    assert_eq!(token_of(&run("none")), unbound);
+    // Binding on again: the bound one, never the unbound.
+    assert_eq!(token_of(&run("dpop")), bound);
+    let keys_now = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|e| e == "key")
+        })
+        .count();
+    assert_eq!(keys_now, 1, "the same key, not a new one per run");
+
+    // A hub that ignores the proof (answers a token without cnf): refused, nothing printed.
+    let ignoring = fake_warrant(&w, {
+        let answer = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                "status": {"token": unbound, "expirationTimestamp": "2099-01-01T00:00:00Z"}})
+            .to_string();
+        format!(
+            "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        )
+    });
+    let out = credential_command(
+        Some(&info),
+        &cache,
+        &[
+            "--warrant-url",
+            &ignoring,
+            "--warrant-ca-file",
+            to_str(&ca),
+            "--token-file",
+            to_str(&own),
+            "--key-binding",
+            "dpop",
+            "--no-cache",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let text = stderr(&out);
+    assert!(
+        text.starts_with(&format!("warrant: warrant at {ignoring} answered a token for demo/app that is not bound to the plugin's DPoP key (its cnf.jkt is absent")),
+        "{text}"
+    );
+    assert!(!text.contains(&unbound), "never the token: {text}");
+
+    // A profile's additional-envs cannot turn it off beside the hub's flag.
+    let out = credential_command(
+        Some(&info),
+        &cache,
+        &[&flags[..], &["--key-binding", "dpop"]].concat(),
+    )
+    .env("WARRANT_KEY_BINDING", "none")
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--key-binding \"dpop\" and WARRANT_KEY_BINDING \"none\" differ"),
+        "{}",
+        stderr(&out)
     );
 }

@@ -208,6 +208,44 @@ pub(crate) struct CredentialArgs {
         conflicts_with_all = ["warrant_url", "warrant_ca_file"]
     )]
     pub(crate) kubeconfig: Option<PathBuf>,
+    /// Ask warrant for tokens bound to a key (`dpop`: a DPoP proof, RFC 9449, with a P-256 key
+    /// the plugin keeps per warrant URL and service account in the cache directory, 0600), and
+    /// refuse an answer that is not bound to it. client-go still sends the token as a bearer
+    /// token and kube-apiserver does not check the binding (docs/fleet.md). The hub's choice,
+    /// like warrant's URL: a member's profile has no say in it.
+    #[arg(
+        long = "key-binding",
+        env = "WARRANT_KEY_BINDING",
+        value_enum,
+        default_value = "none",
+        value_name = "BINDING"
+    )]
+    pub(crate) key_binding: KeyBinding,
+}
+
+/// What `warrant credential` binds its tokens to.
+///
+/// The switch is a plugin flag (or its environment variable), set by the hub's operator in the
+/// provider config, never a key of a member's exec extension: a profile that could turn binding
+/// off would hand the hub's controller bearer tokens where the hub asked for bound ones, and
+/// one that could turn it on would decide which keys the hub's controller keeps. Who writes each
+/// input is the rule of `credential::anchors`; the binding follows it like warrant's URL and CA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum KeyBinding {
+    /// Bearer tokens (bound to the own token's pod, if any, but to no key).
+    None,
+    /// Tokens bound to the plugin's DPoP key (`cnf.jkt`).
+    Dpop,
+}
+
+impl KeyBinding {
+    /// The value as given on the command line.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            KeyBinding::None => "none",
+            KeyBinding::Dpop => "dpop",
+        }
+    }
 }
 
 /// `warrant keys …`.

@@ -102,6 +102,12 @@ pub(crate) struct Key {
     /// The bound object's UID, if the own token (and so the new one) is bound.
     pub(crate) binding: Option<String>,
     pub(crate) expiration_seconds: Option<i64>,
+    /// The thumbprint of the DPoP key the token is bound to (`cnf.jkt`), with
+    /// `--key-binding dpop`: a bound token is never served where binding is off, nor an unbound
+    /// one (or one bound to another key) where it is on. Absent (and left out of the entry's
+    /// name) for unbound tokens, so their entries keep the names they had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) bound_key: Option<String>,
 }
 
 /// A cached token.
@@ -141,8 +147,8 @@ fn inside(flags: OFlags) -> OFlags {
 }
 
 /// Opens `dir` (creating it `0700` if missing) without following a symbolic link, checks it is
-/// a directory of the effective user's, and makes it private.
-fn open_dir(dir: &Path) -> Result<OwnedFd, Refused> {
+/// a directory of the effective user's, and makes it private. (The DPoP key lives there too.)
+pub(crate) fn open_dir(dir: &Path) -> Result<OwnedFd, Refused> {
     let flags = inside(OFlags::RDONLY | OFlags::DIRECTORY);
     let unavailable = |cause: rustix::io::Errno| Refused::Unavailable {
         dir: dir.to_owned(),
@@ -321,7 +327,33 @@ mod tests {
             audience: "member-1".into(),
             binding: Some("pod-uid".into()),
             expiration_seconds: None,
+            bound_key: None,
         }
+    }
+
+    /// A token bound to a key is kept apart from an unbound one and from one bound to another
+    /// key: binding on never serves an unbound cached token, binding off never a bound one.
+    #[tokio::test]
+    async fn bound_and_unbound_tokens_have_separate_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let bound = |jkt: &str| Key {
+            bound_key: Some(jkt.into()),
+            ..key()
+        };
+        let unbound = Slot::lock(dir.path(), key()).await.unwrap();
+        unbound.put("bearer".into(), at(1000), at(2000));
+        drop(unbound);
+        let slot = Slot::lock(dir.path(), bound("jkt-1")).await.unwrap();
+        assert!(slot.get(at(1001)).is_none(), "binding on: no unbound token");
+        slot.put("bound".into(), at(1000), at(2000));
+        drop(slot);
+        let other = Slot::lock(dir.path(), bound("jkt-2")).await.unwrap();
+        assert!(other.get(at(1001)).is_none(), "another key: not this token");
+        drop(other);
+        let unbound = Slot::lock(dir.path(), key()).await.unwrap();
+        assert_eq!(unbound.get(at(1001)).unwrap().token, "bearer");
+        // An unbound key's entry name does not change with the new field.
+        assert!(!serde_json::to_string(&key()).unwrap().contains("boundKey"));
     }
 
     fn at(second: i64) -> Timestamp {

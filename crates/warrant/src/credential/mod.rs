@@ -18,9 +18,16 @@
 //!
 //! Tokens are cached on disk and reused until 80 % of their lifetime (see the `cache` module).
 //! Text from warrant or a profile reaches stderr with its control characters escaped.
+//!
+//! With `--key-binding dpop` (the hub's flag, see [`crate::cli::KeyBinding`] for why there), the
+//! TokenRequest carries a DPoP proof made with the plugin's key for this identity (the `dpop`
+//! module), and a token that comes back not bound to that key is refused: a hub that ignored the
+//! proof must not hand out bearer tokens where bound ones were asked for. client-go can only
+//! send the token as a bearer token, so what binding buys in a fleet is in docs/fleet.md.
 
 mod anchors;
 mod cache;
+mod dpop;
 
 use std::error::Error;
 
@@ -28,7 +35,7 @@ use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use warrant_token::{BoundObjectReference, Claims};
 
-use crate::cli::{CredentialArgs, ObjectName, parse_object_name};
+use crate::cli::{CredentialArgs, KeyBinding, ObjectName, parse_object_name};
 
 /// How long the TokenRequest to warrant may take, connecting included.
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -125,6 +132,24 @@ enum CredentialError {
         #[source]
         source: serde_json::Error,
     },
+    /// `--key-binding dpop` and warrant answered a token that is not bound to the plugin's key.
+    #[error(
+        "warrant at {warrant} answered a token for {account} that is not bound to the plugin's DPoP key (its cnf.jkt is {}, the key's thumbprint {expected}): refusing it, since --key-binding dpop asks for bound tokens only",
+        .found.as_deref().unwrap_or("absent")
+    )]
+    NotBound {
+        /// warrant's URL.
+        warrant: String,
+        /// The service account asked for.
+        account: ObjectName,
+        /// The plugin key's thumbprint.
+        expected: String,
+        /// The token's `cnf.jkt`, if any.
+        found: Option<String>,
+    },
+    /// The DPoP proof cannot be sent in a header (it cannot happen: it is base64url and dots).
+    #[error("the DPoP proof holds characters an HTTP header cannot carry")]
+    ProofNotHeader,
     /// warrant refused, with its Status message.
     #[error("warrant at {warrant} refused a token for {account} ({code}): {message}")]
     Refused {
@@ -306,20 +331,26 @@ impl Caller {
         }
     }
 
-    /// Sends the TokenRequest for `account`; warrant's answer, or why there is none.
+    /// Sends the TokenRequest for `account`, with the DPoP proof `proof` if any; warrant's
+    /// answer, or why there is none.
     async fn request(
         &self,
         account: &ObjectName,
         body: &TokenRequest,
+        proof: Option<&str>,
     ) -> Result<TokenRequestAnswer, CredentialError> {
         let warrant = self.warrant();
-        let path = format!(
-            "/api/v1/namespaces/{}/serviceaccounts/{}/token",
-            account.namespace, account.name
-        );
+        let path = token_request_path(account);
         let mut request = http::Request::post(&path)
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json");
+        if let Some(proof) = proof {
+            // A credential for this request's window: kept out of debug output like the token.
+            let mut value =
+                http::HeaderValue::try_from(proof).map_err(|_| CredentialError::ProofNotHeader)?;
+            value.set_sensitive(true);
+            request = request.header("DPoP", value);
+        }
         let client = match self {
             Caller::Token { token, client, .. } => {
                 // kube's client holds no credential of its own here: the own token goes in
@@ -390,6 +421,38 @@ impl Caller {
             message,
         })
     }
+}
+
+/// The path of the TokenRequest for `account`, below warrant's URL.
+fn token_request_path(account: &ObjectName) -> String {
+    format!(
+        "/api/v1/namespaces/{}/serviceaccounts/{}/token",
+        account.namespace, account.name
+    )
+}
+
+/// The `cnf.jkt` of a token just received from warrant (read, not verified).
+fn bound_key_of(token: &str) -> Option<String> {
+    claims_of(token).ok()?.cnf?.jkt
+}
+
+/// Refuses `minted` unless it is bound to `key` (`--key-binding dpop`).
+fn check_bound(
+    minted: &str,
+    key: &dpop::ProofKey,
+    warrant: &str,
+    account: &ObjectName,
+) -> Result<(), CredentialError> {
+    let found = bound_key_of(minted);
+    if found.as_deref() == Some(key.jkt()) {
+        return Ok(());
+    }
+    Err(CredentialError::NotBound {
+        warrant: warrant.to_owned(),
+        account: account.clone(),
+        expected: key.jkt().to_owned(),
+        found,
+    })
 }
 
 /// kube's client for `config`, without the request tracing of `kube::Client::try_from`, which
@@ -551,6 +614,29 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         }
     };
     let binding = caller.own().and_then(|own| own.binding.clone());
+    // A ClusterProfile's additional-envs could set WARRANT_KEY_BINDING beside the hub's flag.
+    anchors::agree_with_environment(
+        "--key-binding",
+        Some(args.key_binding.as_str()),
+        "WARRANT_KEY_BINDING",
+    )?;
+    // The key lives in the cache directory, also with --no-cache (which is about tokens): a
+    // key made anew on every run would bind each token to a key nobody keeps.
+    let proof_key = match args.key_binding {
+        KeyBinding::None => None,
+        KeyBinding::Dpop => {
+            let dir = args
+                .cache_dir
+                .clone()
+                .or_else(cache::default_dir)
+                .ok_or(dpop::ProofKeyError::NoDirectory)?;
+            Some(dpop::ProofKey::load_or_create(
+                &dir,
+                &warrant,
+                &service_account.to_string(),
+            )?)
+        }
+    };
 
     let key = cache::Key {
         warrant: warrant.clone(),
@@ -561,6 +647,7 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
             .map(|b| b.uid.clone())
             .filter(|uid| !uid.is_empty()),
         expiration_seconds: args.expiration,
+        bound_key: proof_key.as_ref().map(|key| key.jkt().to_owned()),
     };
     let slot = if args.no_cache {
         None
@@ -600,21 +687,34 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
             bound_object_ref: binding,
         },
     };
+    let proof = proof_key
+        .as_ref()
+        .map(|key| {
+            let htu = format!("{warrant}{}", token_request_path(&service_account));
+            key.proof("POST", &htu, now)
+        })
+        .transpose()?;
     // One bound on the whole call, whichever way it goes: client-go waits for the plugin.
-    let answer = tokio::time::timeout(REQUEST_TIMEOUT, caller.request(&service_account, &body))
-        .await
-        .map_err(|_| {
-            format!(
-                "warrant at {warrant} did not answer within {}s",
-                REQUEST_TIMEOUT.as_secs()
-            )
-        })??;
+    let answer = tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        caller.request(&service_account, &body, proof.as_deref()),
+    )
+    .await
+    .map_err(|_| {
+        format!(
+            "warrant at {warrant} did not answer within {}s",
+            REQUEST_TIMEOUT.as_secs()
+        )
+    })??;
     let TokenRequestStatus {
         token: minted,
         expiration_timestamp: expires,
     } = answer.status;
     if minted.is_empty() || expires.is_empty() {
         return Err(format!("warrant at {warrant} answered without a token").into());
+    }
+    if let Some(key) = &proof_key {
+        check_bound(&minted, key, &warrant, &service_account)?;
     }
     let expires: jiff::Timestamp = expires.parse().map_err(|e| {
         format!("warrant at {warrant} answered an unreadable expirationTimestamp: {e}")
@@ -647,7 +747,57 @@ fn issued_at(token: &str) -> Option<jiff::Timestamp> {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+
     use super::*;
+
+    /// A token (unsigned: the plugin reads, not verifies, what warrant just answered) with
+    /// `cnf`.
+    fn token_with(cnf: Option<Value>) -> String {
+        let mut claims = json!({"iss": "https://w", "sub": "system:serviceaccount:demo:app",
+                                "aud": ["member-1"], "iat": 1000, "exp": 4600});
+        if let Some(cnf) = cnf {
+            claims["cnf"] = cnf;
+        }
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+        format!("eyJhbGciOiJFUzI1NiJ9.{payload}.c2ln")
+    }
+
+    /// With binding on, only a token bound to the plugin's own key is taken: not one without
+    /// cnf (a hub that ignored the proof), not one bound to another key.
+    #[test]
+    fn a_token_not_bound_to_the_plugins_key_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dpop::ProofKey::load_or_create(dir.path(), "https://w", "demo/app").unwrap();
+        let other = dpop::ProofKey::load_or_create(dir.path(), "https://w", "demo/web").unwrap();
+        let account = ObjectName {
+            namespace: "demo".into(),
+            name: "app".into(),
+        };
+        let mine = token_with(Some(json!({"jkt": key.jkt()})));
+        assert!(check_bound(&mine, &key, "https://w", &account).is_ok());
+
+        for (token, found) in [
+            (token_with(None), "absent".to_owned()),
+            (
+                token_with(Some(json!({"jkt": other.jkt()}))),
+                other.jkt().to_owned(),
+            ),
+            (
+                token_with(Some(json!({"x5t#S256": key.jkt()}))),
+                "absent".to_owned(),
+            ),
+        ] {
+            let error = check_bound(&token, &key, "https://w", &account).unwrap_err();
+            assert!(matches!(error, CredentialError::NotBound { .. }), "{error}");
+            let message = error.to_string();
+            assert!(
+                message.contains(&format!("its cnf.jkt is {found}")) && message.contains(key.jkt()),
+                "{message}"
+            );
+            assert!(!message.contains(&token), "never the token: {message}");
+        }
+    }
 
     #[test]
     fn reads_what_kubectl_sends_in_both_versions() {
