@@ -10,8 +10,8 @@ use prometheus_client::registry::Registry;
 use warrant_auth::{
     Authenticator, Authorizer, CaBundle, ClientTrust, DEFAULT_ALWAYS_ALLOW_GROUPS,
     DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_MAX_IN_FLIGHT, DelegatedAuthentication,
-    DelegatedAuthorization, DelegationOptions, Follow, FrontProxy, PolicyFile, RequestHeaders,
-    TokenFile, follow_extension_authentication,
+    DelegatedAuthorization, DelegationOptions, Follow, FrontProxy, PolicyFile, ProofChecker,
+    RequestHeaders, TokenFile, follow_extension_authentication,
 };
 use warrant_objects::kube::cluster_client;
 use warrant_watch::FileWatch;
@@ -130,6 +130,11 @@ pub(crate) struct AuthArgs {
     /// Groups whose members may do anything.
     #[arg(long = "authorization-always-allow-groups", value_delimiter = ',', default_values_t = DEFAULT_ALWAYS_ALLOW_GROUPS.map(str::to_owned), value_name = "GROUPS", help_heading = "Who may call", action = ArgAction::Append)]
     pub(crate) always_allow_groups: Vec<String>,
+    /// How many DPoP proofs to remember, each for its 60 s window, so a proof is accepted once
+    /// (about 150 bytes each). When full, the oldest are forgotten early and could be replayed
+    /// within their window, by someone who also holds the token they were made for.
+    #[arg(long = "dpop-replay-cache-size", value_name = "ENTRIES", default_value_t = warrant_auth::authn::DEFAULT_REPLAY_CAPACITY, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Who may call")]
+    pub(crate) dpop_replay_entries: u64,
 }
 
 impl AuthArgs {
@@ -266,6 +271,10 @@ pub(crate) async fn setup(
     authenticator.token_file = token_file;
     authenticator.own_tokens = true;
     authenticator.delegated = delegated_authn;
+    authenticator.proofs = ProofChecker::new(
+        warrant_token::DEFAULT_PROOF_WINDOW_SECONDS,
+        auth.dpop_replay_entries,
+    );
     Ok(Setup {
         authenticator,
         authorizer,

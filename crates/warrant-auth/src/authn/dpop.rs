@@ -15,6 +15,10 @@
 
 use http::{HeaderMap, Uri};
 use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use warrant_cache::ExpiringCache;
 use warrant_token::{
     DEFAULT_PROOF_WINDOW_SECONDS, DpopError, ProofRequest, VerifiedProof, verify_proof,
@@ -33,6 +37,12 @@ pub const DEFAULT_REPLAY_CAPACITY: u64 = 100_000;
 pub struct ProofChecker {
     window_seconds: i64,
     seen: ExpiringCache<String, ()>,
+    results: Family<ProofLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProofLabels {
+    result: &'static str,
 }
 
 impl std::fmt::Debug for ProofChecker {
@@ -57,13 +67,44 @@ impl ProofChecker {
         ProofChecker {
             window_seconds,
             seen: ExpiringCache::new(capacity),
+            results: Family::default(),
         }
+    }
+
+    /// Registers `warrant_dpop_proofs_total{result}`: `accepted`, `replayed` (a proof seen
+    /// before within its window) or `invalid` (every other refusal).
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "warrant_dpop_proofs",
+            "DPoP proofs checked (TokenRequest, a key-bound token presented, a review with a proof), by result",
+            self.results.clone(),
+        );
+    }
+
+    fn count(&self, result: &'static str) {
+        self.results.get_or_create(&ProofLabels { result }).inc();
     }
 
     /// The proof in `headers`, if there is one, checked for `request` at `now` and recorded:
     /// `Ok(None)` without a `DPoP` header; an error for two of them, a bad proof, or one seen
     /// before within its window.
     pub fn check(
+        &self,
+        headers: &HeaderMap,
+        request: &ProofRequest<'_>,
+        now: Timestamp,
+    ) -> Result<Option<VerifiedProof>, DpopError> {
+        let checked = self.check_uncounted(headers, request, now);
+        match &checked {
+            Ok(None) => {}
+            Ok(Some(_)) => self.count("accepted"),
+            Err(DpopError::Replayed) => self.count("replayed"),
+            Err(_) => self.count("invalid"),
+        }
+        checked
+    }
+
+    fn check_uncounted(
         &self,
         headers: &HeaderMap,
         request: &ProofRequest<'_>,
@@ -192,6 +233,13 @@ mod tests {
         assert_eq!(
             checker.check(&headers(&[&first]), &REQUEST, at(NOW + 61)),
             Err(DpopError::Stale(60))
+        );
+        // A request without a proof is not a proof checked.
+        assert_eq!(checker.check(&headers(&[]), &REQUEST, at(NOW)), Ok(None));
+        let counted = |result| checker.results.get_or_create(&ProofLabels { result }).get();
+        assert_eq!(
+            (counted("accepted"), counted("replayed"), counted("invalid")),
+            (3, 1, 1)
         );
     }
 

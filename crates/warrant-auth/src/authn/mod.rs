@@ -343,6 +343,7 @@ impl Authenticator {
             "Requests by how their caller authenticated (method) and whether it worked",
             self.results.clone(),
         );
+        self.proofs.register_metrics(registry);
         if let Some(delegated) = &self.delegated {
             delegated.register_metrics(registry);
         }
