@@ -210,6 +210,113 @@ async fn warrant_verify_checks_the_key_binding_of_a_token() {
     assert!(run(&unbound, vec![]).status.success());
 }
 
+/// Issue 27: `warrant verify` on a certificate-bound token (RFC 8705; issued by the real server
+/// over a client certificate): refused without the certificate, naming its thumbprint; valid
+/// with that certificate; refused with another of the same CA.
+#[tokio::test]
+async fn warrant_verify_checks_the_certificate_of_a_certificate_bound_token() {
+    use crate::pki;
+
+    let setup = tempfile::tempdir().unwrap();
+    let dir = setup.path();
+    let ca = pki::ca(dir, "client-ca");
+    pki::client(dir, "client-ca", "deployer", "deployer", "");
+    pki::client(dir, "client-ca", "other", "other", "");
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nrules:\n- subjects: [{kind: User, name: deployer}]\n  tokens: {namespaces: [demo], audiences: [vault]}\n",
+    )
+    .unwrap();
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--client-ca-file",
+            ca.to_str().unwrap(),
+            "--authorization-policy-file",
+            policy.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let server_ca =
+        reqwest::Certificate::from_pem(&std::fs::read(w.path("ca.crt")).unwrap()).unwrap();
+    let deployer = reqwest::Client::builder()
+        .tls_certs_only([server_ca])
+        .identity(pki::identity(dir, "deployer"))
+        .build()
+        .unwrap();
+    let reply = deployer
+        .post(w.url("/api/v1/namespaces/demo/serviceaccounts/app/token"))
+        .header("warrant-token-binding", "client-certificate")
+        .json(
+            &serde_json::json!({"apiVersion": "authentication.k8s.io/v1",
+                                  "kind": "TokenRequest", "spec": {"audiences": ["vault"]}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 201);
+    let reply: Value = reply.json().await.unwrap();
+    let token = reply["status"]["token"].as_str().unwrap().to_owned();
+    // The thumbprint by RFC 8705's recipe, with openssl (not warrant's code).
+    let der = std::process::Command::new("openssl")
+        .args(["x509", "-outform", "DER", "-in"])
+        .arg(dir.join("deployer.crt"))
+        .output()
+        .unwrap();
+    assert!(der.status.success());
+    use base64::Engine as _;
+    let x5t = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA256,
+        &der.stdout,
+    ));
+    assert_eq!(
+        claims(&token).cnf.unwrap().x5t_s256.as_deref(),
+        Some(x5t.as_str())
+    );
+
+    let verify = |certificate: Option<&str>| {
+        let mut command = std::process::Command::new(BIN);
+        command
+            .args([
+                "verify",
+                "--issuer",
+                &w.issuer(),
+                "--audience",
+                "vault",
+                "--ca-file",
+            ])
+            .arg(w.path("ca.crt"));
+        if let Some(name) = certificate {
+            command
+                .arg("--client-certificate")
+                .arg(dir.join(format!("{name}.crt")));
+        }
+        command.arg(&token).output().unwrap()
+    };
+    let out = verify(None);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "warrant: the token is bound to a client certificate (cnf x5t#S256 {x5t}) and is not valid as a bearer token: give the certificate of the connection it came over (--client-certificate)"
+        )
+    );
+    let out = verify(Some("deployer"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["cnf"]["x5t#S256"], x5t.as_str());
+    let out = verify(Some("other"));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).ends_with(&format!(
+            "is not the one the token is bound to (cnf x5t#S256 {x5t})"
+        )),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[tokio::test]
 async fn warrant_verify_checks_a_token_like_a_relying_party() {
     let w = Warrant::start(OBJECTS, &[]).await;
