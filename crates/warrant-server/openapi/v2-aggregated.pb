@@ -1,6 +1,6 @@
 
 2.0
-warrantv0.1.0Bô
+warrantv0.1.0B∑
 Ù
 N/apis/warrant.dev/v1alpha1/namespaces/{namespace}/serviceaccounts/{name}/token°"û
 warrantDev_v1alpha1%Issues a token for a service account.*5createWarrantDevV1alpha1NamespacedServiceAccountToken2application/json:application/json:application/yaml:#application/vnd.kubernetes.protobufBM
@@ -20,24 +20,105 @@ F
 x-kubernetes-action"post"jk
 x-kubernetes-group-version-kindHF{"group":"authentication.k8s.io","kind":"TokenRequest","version":"v1"}J9
 75"3pathThe service account's name."name*stringJC
-A?"=path The service account's namespace."	namespace*stringü
-'/apis/warrant.dev/v1alpha1/tokenreviewsÛ"
-warrantDev_v1alpha1Reviews a token.*#createWarrantDevV1alpha1TokenReview2application/json:application/json:application/yaml:#application/vnd.kubernetes.protobufBL
-J
-Hbodybody *8
-6#/definitions/io.k8s.api.authentication.v1.TokenReviewJi
-N
-201G
-E
-Created:
-8
-6#/definitions/io.k8s.api.authentication.v1.TokenReview
+A?"=path The service account's namespace."	namespace*stringΩ
+'/apis/warrant.dev/v1alpha1/tokenreviewsë"é
+warrantDev_v1alpha1>Reviews a token, with the proof of its key if it is key-bound.*#createWarrantDevV1alpha1TokenReview2application/json:application/json:application/yaml:#application/vnd.kubernetes.protobufBD
+B
+@bodybody *0
+.#/definitions/dev.warrant.v1alpha1.TokenReviewJa
+F
+201?
+=
+Created2
+0
+.#/definitions/dev.warrant.v1alpha1.TokenReview
 
 401
 
 UnauthorizedRhttpsj
 x-kubernetes-action"post"jf
-x-kubernetes-group-version-kindCA{"group":"warrant.dev","kind":"TokenReview","version":"v1alpha1"}Jâ9
+x-kubernetes-group-version-kindCA{"group":"warrant.dev","kind":"TokenReview","version":"v1alpha1"}JÅF
+Æ
+dev.warrant.v1alpha1.DPoPProofã"≤A DPoP proof as the relying party received it. Its htm and htu must name the relying party's request, its ath the token, its key the token's cnf.jkt; each proof is accepted once.öproofömethodöuri≤
+object ∞
+W
+methodM"@The HTTP method of the request the proof came with, such as GET.≤
+string
+R
+proofI"<The DPoP header's value: the proof JWT (at most 8192 bytes).≤
+string
+Ä
+uriy"lThe absolute https URI of the request the proof came with, as the client addressed it; the query is ignored.≤
+string
+∂
+dev.warrant.v1alpha1.KeyBindingí"!The key binding a review checked.ömethodö
+thumbprint≤
+object  
+q
+methodg"ZDPoP (a DPoP proof of the key) or ClientCertificate (the client certificate's thumbprint).≤
+string
+U
+
+thumbprintG":The token's cnf.jkt or cnf.x5t#S256: the key's thumbprint.≤
+string
+∏
+ dev.warrant.v1alpha1.TokenReviewì"ïAsks whether a token is valid and whom it stands for, as authentication.k8s.io's TokenReview does, and takes the proof of the key a key-bound token (cnf) is bound to: the DPoP proof that came with it, or the thumbprint of the client certificate it came over. Nothing is stored.öspec≤
+object ˙
+g
+
+apiVersionY"LThe API version of this object. The answer is in the version of the request.≤
+string
+#
+kind"`TokenReview`.≤
+string
+¥
+metadataß
+=#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"fStandard object metadata. TokenReviews are not stored: the answer carries the metadata of the request.
+M
+specE
+2#/definitions/dev.warrant.v1alpha1.TokenReviewSpec"What to review.
+d
+statusZ
+4#/definitions/dev.warrant.v1alpha1.TokenReviewStatus""The verdict, filled in by warrant.˙h
+x-kubernetes-group-version-kindEC[{"group":"warrant.dev","kind":"TokenReview","version":"v1alpha1"}]
+Ω
+$dev.warrant.v1alpha1.TokenReviewSpecî"êA token, the audiences it should be valid for, and, for a key-bound token, the proof of its key (at most one of dpop and certificateThumbprint).ötoken≤
+object Í
+Ø
+	audiences°"ÑThe audiences the caller accepts; the token must be meant for at least one. Empty means warrant's API audiences (`--api-audiences`).≤
+array∫
+≤
+string
+ô
+certificateThumbprintˇ"ÒFor a token bound to a client certificate (cnf.x5t#S256): the RFC 8705 thumbprint of the certificate the client's TLS connection presented, the unpadded base64url SHA-256 of its DER. Given for a token that is not key-bound, the review fails.≤
+string
+‚
+dpopŸ
+,#/definitions/dev.warrant.v1alpha1.DPoPProof"®The DPoP proof (RFC 9449) that came with a token bound to a DPoP key (cnf.jkt), and the request it came with. Given for a token that is not key-bound, the review fails.
+5
+token,"The bearer token, as presented.≤
+string
+¬
+&dev.warrant.v1alpha1.TokenReviewStatusó"cThe verdict on a token: whether it is valid, whom it stands for, and which key binding was checked.≤
+object £
+õ
+	audiencesç"qThe requested audiences the token is valid for. A caller that sent audiences should check that this is not empty.≤
+array∫
+≤
+string
+<
+authenticated+"True when the token is valid.≤	
+boolean
+L
+errorC"6Why the token is not valid, in kube-apiserver's words.≤
+string
+{
+
+keyBindingm
+-#/definitions/dev.warrant.v1alpha1.KeyBinding"<Set when a key-bound token passed with the proof of its key.
+z
+userr
+3#/definitions/io.k8s.api.authentication.v1.UserInfo";The service account the token stands for, when it is valid.
 •
 1io.k8s.api.authentication.v1.BoundObjectReferenceÔ"2A pod, secret or node, by name and optionally UID.≤
 object ¨
@@ -96,54 +177,6 @@ r
 %
 token"The signed JWT.≤
 string
-ñ
-(io.k8s.api.authentication.v1.TokenReviewÈ"€Asks whether a bearer token is valid and whom it stands for. warrant checks the signature, issuer, audiences and times, and that the service account and any bound object still exist with the same UID. Nothing is stored.öspec≤
-object ä
-g
-
-apiVersionY"LThe API version of this object. The answer is in the version of the request.≤
-string
-#
-kind"`TokenReview`.≤
-string
-¥
-metadataß
-=#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"fStandard object metadata. TokenReviews are not stored: the answer carries the metadata of the request.
-U
-specM
-:#/definitions/io.k8s.api.authentication.v1.TokenReviewSpec"What to review.
-l
-statusb
-<#/definitions/io.k8s.api.authentication.v1.TokenReviewStatus""The verdict, filled in by warrant.˙h
-x-kubernetes-group-version-kindEC[{"group":"warrant.dev","kind":"TokenReview","version":"v1alpha1"}]
-Â
-,io.k8s.api.authentication.v1.TokenReviewSpec¥"2A token, and the audiences it should be valid for.ötoken≤
-object È
-Ø
-	audiences°"ÑThe audiences the caller accepts; the token must be meant for at least one. Empty means warrant's API audiences (`--api-audiences`).≤
-array∫
-≤
-string
-5
-token,"The bearer token, as presented.≤
-string
-Æ
-.io.k8s.api.authentication.v1.TokenReviewStatus˚"DThe verdict on a token: whether it is valid, and whom it stands for.≤
-object ¶
-õ
-	audiencesç"qThe requested audiences the token is valid for. A caller that sent audiences should check that this is not empty.≤
-array∫
-≤
-string
-<
-authenticated+"True when the token is valid.≤	
-boolean
-L
-errorC"6Why the token is not valid, in kube-apiserver's words.≤
-string
-z
-userr
-3#/definitions/io.k8s.api.authentication.v1.UserInfo";The service account the token stands for, when it is valid.
 ∞
 %io.k8s.api.authentication.v1.UserInfoÜ")A user, as an authenticator describes it.≤
 object Ã

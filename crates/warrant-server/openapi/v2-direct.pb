@@ -1,6 +1,6 @@
 
 2.0
-warrantv0.1.0B‹É
+warrantv0.1.0B©É
 ;/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token‰"†
 core_v1%Issues a token for a service account.*)createCoreV1NamespacedServiceAccountToken2application/json:application/json:application/yaml:#application/vnd.kubernetes.protobufBM
 K
@@ -55,24 +55,105 @@ F
 x-kubernetes-action"post"jk
 x-kubernetes-group-version-kindHF{"group":"authentication.k8s.io","kind":"TokenRequest","version":"v1"}J9
 75"3pathThe service account's name."name*stringJC
-A?"=path The service account's namespace."	namespace*stringŸ
-'/apis/warrant.dev/v1alpha1/tokenreviewsó"ð
-warrantDev_v1alpha1Reviews a token.*#createWarrantDevV1alpha1TokenReview2application/json:application/json:application/yaml:#application/vnd.kubernetes.protobufBL
-J
-Hbodybody *8
-6#/definitions/io.k8s.api.authentication.v1.TokenReviewJi
-N
-201G
-E
-Created:
-8
-6#/definitions/io.k8s.api.authentication.v1.TokenReview
+A?"=path The service account's namespace."	namespace*string½
+'/apis/warrant.dev/v1alpha1/tokenreviews‘"Ž
+warrantDev_v1alpha1>Reviews a token, with the proof of its key if it is key-bound.*#createWarrantDevV1alpha1TokenReview2application/json:application/json:application/yaml:#application/vnd.kubernetes.protobufBD
+B
+@bodybody *0
+.#/definitions/dev.warrant.v1alpha1.TokenReviewJa
+F
+201?
+=
+Created2
+0
+.#/definitions/dev.warrant.v1alpha1.TokenReview
 
 401
 
 UnauthorizedRhttpsj
 x-kubernetes-action"post"jf
-x-kubernetes-group-version-kindCA{"group":"warrant.dev","kind":"TokenReview","version":"v1alpha1"}JÂ:
+x-kubernetes-group-version-kindCA{"group":"warrant.dev","kind":"TokenReview","version":"v1alpha1"}J•V
+®
+dev.warrant.v1alpha1.DPoPProof‹"²A DPoP proof as the relying party received it. Its htm and htu must name the relying party's request, its ath the token, its key the token's cnf.jkt; each proof is accepted once.šproofšmethodšuri²
+objectÊ°
+W
+methodM"@The HTTP method of the request the proof came with, such as GET.²
+string
+R
+proofI"<The DPoP header's value: the proof JWT (at most 8192 bytes).²
+string
+€
+uriy"lThe absolute https URI of the request the proof came with, as the client addressed it; the query is ignored.²
+string
+¶
+dev.warrant.v1alpha1.KeyBinding’"!The key binding a review checked.šmethodš
+thumbprint²
+objectÊÊ
+q
+methodg"ZDPoP (a DPoP proof of the key) or ClientCertificate (the client certificate's thumbprint).²
+string
+U
+
+thumbprintG":The token's cnf.jkt or cnf.x5t#S256: the key's thumbprint.²
+string
+¸
+ dev.warrant.v1alpha1.TokenReview“"•Asks whether a token is valid and whom it stands for, as authentication.k8s.io's TokenReview does, and takes the proof of the key a key-bound token (cnf) is bound to: the DPoP proof that came with it, or the thumbprint of the client certificate it came over. Nothing is stored.šspec²
+objectÊú
+g
+
+apiVersionY"LThe API version of this object. The answer is in the version of the request.²
+string
+#
+kind"`TokenReview`.²
+string
+´
+metadata§
+=#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"fStandard object metadata. TokenReviews are not stored: the answer carries the metadata of the request.
+M
+specE
+2#/definitions/dev.warrant.v1alpha1.TokenReviewSpec"What to review.
+d
+statusZ
+4#/definitions/dev.warrant.v1alpha1.TokenReviewStatus""The verdict, filled in by warrant.úh
+x-kubernetes-group-version-kindEC[{"group":"warrant.dev","kind":"TokenReview","version":"v1alpha1"}]
+½
+$dev.warrant.v1alpha1.TokenReviewSpec”"A token, the audiences it should be valid for, and, for a key-bound token, the proof of its key (at most one of dpop and certificateThumbprint).štoken²
+objectÊê
+¯
+	audiences¡"„The audiences the caller accepts; the token must be meant for at least one. Empty means warrant's API audiences (`--api-audiences`).²
+arrayº
+²
+string
+™
+certificateThumbprintÿ"ñFor a token bound to a client certificate (cnf.x5t#S256): the RFC 8705 thumbprint of the certificate the client's TLS connection presented, the unpadded base64url SHA-256 of its DER. Given for a token that is not key-bound, the review fails.²
+string
+â
+dpopÙ
+,#/definitions/dev.warrant.v1alpha1.DPoPProof"¨The DPoP proof (RFC 9449) that came with a token bound to a DPoP key (cnf.jkt), and the request it came with. Given for a token that is not key-bound, the review fails.
+5
+token,"The bearer token, as presented.²
+string
+Â
+&dev.warrant.v1alpha1.TokenReviewStatus—"cThe verdict on a token: whether it is valid, whom it stands for, and which key binding was checked.²
+objectÊ£
+›
+	audiences"qThe requested audiences the token is valid for. A caller that sent audiences should check that this is not empty.²
+arrayº
+²
+string
+<
+authenticated+"True when the token is valid.²	
+boolean
+L
+errorC"6Why the token is not valid, in kube-apiserver's words.²
+string
+{
+
+keyBindingm
+-#/definitions/dev.warrant.v1alpha1.KeyBinding"<Set when a key-bound token passed with the proof of its key.
+z
+userr
+3#/definitions/io.k8s.api.authentication.v1.UserInfo";The service account the token stands for, when it is valid.
 ¥
 1io.k8s.api.authentication.v1.BoundObjectReferenceï"2A pod, secret or node, by name and optionally UID.²
 objectÊ¬
@@ -132,8 +213,8 @@ r
 %
 token"The signed JWT.²
 string
-ß
-(io.k8s.api.authentication.v1.TokenReview²"ÛAsks whether a bearer token is valid and whom it stands for. warrant checks the signature, issuer, audiences and times, and that the service account and any bound object still exist with the same UID. Nothing is stored.šspec²
+ˆ
+(io.k8s.api.authentication.v1.TokenReviewÛ"ÉAsks whether a bearer token is valid and whom it stands for. warrant checks the signature, issuer, audiences and times, and that the service account and any bound object still exist with the same UID. A token bound to a key (cnf) is refused here: this review cannot carry the proof; warrant.dev/v1alpha1's can. Nothing is stored.šspec²
 objectÊŠ
 g
 
@@ -150,8 +231,8 @@ U
 :#/definitions/io.k8s.api.authentication.v1.TokenReviewSpec"What to review.
 l
 statusb
-<#/definitions/io.k8s.api.authentication.v1.TokenReviewStatus""The verdict, filled in by warrant.ú°
-x-kubernetes-group-version-kindŒ‰[{"group":"authentication.k8s.io","kind":"TokenReview","version":"v1"},{"group":"warrant.dev","kind":"TokenReview","version":"v1alpha1"}]
+<#/definitions/io.k8s.api.authentication.v1.TokenReviewStatus""The verdict, filled in by warrant.úl
+x-kubernetes-group-version-kindIG[{"group":"authentication.k8s.io","kind":"TokenReview","version":"v1"}]
 å
 ,io.k8s.api.authentication.v1.TokenReviewSpec´"2A token, and the audiences it should be valid for.štoken²
 objectÊé

@@ -44,6 +44,21 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
     }
 
+    /// 400 BadRequest for one field of the body, in kube's field-error words:
+    /// `<field>: <what>` (`spec.dpop.uri: Invalid value: …`), with the field in
+    /// `details.causes` so a client can tell which. `cause` is kube's cause reason
+    /// (`FieldValueRequired`, `FieldValueInvalid`, …); `what` never quotes the value.
+    pub fn bad_field(field: &str, cause: &'static str, what: &str) -> Self {
+        Self::bad_request(format!("{field}: {what}")).with_details(StatusDetails {
+            causes: vec![StatusCause {
+                reason: cause,
+                message: what.to_owned(),
+                field: field.to_owned(),
+            }],
+            ..StatusDetails::default()
+        })
+    }
+
     /// 401 Unauthorized, as kube-apiserver answers an unauthenticated request.
     pub fn unauthorized() -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized")

@@ -326,10 +326,11 @@ mod tests {
         let kinds = |name: &str| v2["definitions"][name]["x-kubernetes-group-version-kind"].clone();
         assert_eq!(
             kinds("io.k8s.api.authentication.v1.TokenReview"),
-            json!([
-                {"group": "authentication.k8s.io", "kind": "TokenReview", "version": "v1"},
-                {"group": "warrant.dev", "kind": "TokenReview", "version": "v1alpha1"},
-            ])
+            json!([{"group": "authentication.k8s.io", "kind": "TokenReview", "version": "v1"}])
+        );
+        assert_eq!(
+            kinds("dev.warrant.v1alpha1.TokenReview"),
+            json!([{"group": "warrant.dev", "kind": "TokenReview", "version": "v1alpha1"}])
         );
         assert_eq!(
             kinds("io.k8s.api.authentication.v1.TokenRequest"),

@@ -187,6 +187,8 @@ impl FromProtobuf for wire::TokenReview {
             spec: wire::TokenReviewSpec {
                 token: spec.token.unwrap_or_default(),
                 audiences: spec.audiences,
+                // kube's protobuf schema has no proof fields; warrant.dev's take JSON or YAML.
+                ..Default::default()
             },
             status: Default::default(),
         })

@@ -1,6 +1,19 @@
 //! TokenReview: `POST /apis/authentication.k8s.io/{v1,v1beta1}/tokenreviews` (and in warrant's
 //! own group). Always 201 with the spec echoed and the verdict in `status`, replying in the
 //! request's version, as kube-apiserver does and as its webhook client expects.
+//!
+//! Key-bound tokens (`cnf`, issue 27): kube's TokenReview carries no proof of a key, so through
+//! the `authentication.k8s.io` routes such a token is refused, saying where to review it. The
+//! `warrant.dev` TokenReview takes the proof the relying party received: `spec.dpop` (the
+//! `DPoP` proof and the method and URI of the request it came with) or
+//! `spec.certificateThumbprint` (of the client certificate its TLS connection presented).
+//!
+//! What this trusts: the relying party for the method, URI and thumbprint of its own request
+//! (it is the party that relies on the answer; a caller that lies about them fools only
+//! itself). The proof itself is checked like any proof warrant's API receives, through the one
+//! replay cache, so a proof reviewed once is refused everywhere after, and the other way round.
+//! Cost, when a proof is given: one proof verification (one signature, two SHA-256s) and one
+//! replay-cache insert.
 
 use axum::Extension;
 use axum::body::Body;
@@ -15,10 +28,14 @@ use crate::error::ApiError;
 use crate::metrics::ReviewResult;
 use crate::review::{Refused, review_token};
 use crate::state::AppState;
-use crate::wire::{ObjectMeta, TokenReview, TokenReviewStatus};
+use crate::wire::{KeyBinding, ObjectMeta, TokenReview, TokenReviewSpec, TokenReviewStatus};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_auth::Caller;
-use warrant_token::{Confirmation, VerifiedToken, header_key_id};
+use warrant_token::{
+    Confirmation, DpopError, MAX_PROOF_BYTES, ProofRequest, VerifiedToken, header_key_id,
+};
 
 /// The handler for one served version (`authentication.k8s.io/v1`, …).
 pub(crate) async fn create(
@@ -60,7 +77,7 @@ pub(crate) struct ServedVersion(pub(crate) &'static str);
 pub(crate) async fn review(
     state: &AppState,
     served: &'static str,
-    request: TokenReview,
+    mut request: TokenReview,
 ) -> Result<(TokenReview, Option<AuditFacts>), ApiError> {
     if let Some(kind) = request
         .kind
@@ -99,6 +116,18 @@ pub(crate) async fn review(
     if let Some(why) = warrant_token::audiences_over_limits(&request.spec.audiences) {
         return Err(ApiError::bad_request(format!("spec.audiences: {why}")));
     }
+    let own_group = served == crate::wire::WARRANT_V1ALPHA1;
+    if own_group {
+        if request.spec.certificate_thumbprint.as_deref() == Some("") {
+            request.spec.certificate_thumbprint = None;
+        }
+    } else {
+        // Not fields of kube's TokenReview: dropped unread and not echoed, as kube-apiserver
+        // drops the unknown fields of a body.
+        request.spec.dpop = None;
+        request.spec.certificate_thumbprint = None;
+    }
+    let proof = KeyProof::of(&request.spec)?;
     let now = state.issuer().clock().now();
     let published = state.issuer().published();
     let outcome = review_token(
@@ -110,14 +139,28 @@ pub(crate) async fn review(
         now,
     )
     .await
-    .and_then(refuse_key_bound);
+    .and_then(|verified| {
+        let binding = match own_group {
+            true => check_binding(state, &request.spec.token, &verified, proof, now),
+            false => refuse_key_bound(&verified),
+        };
+        match binding {
+            Ok(binding) => Ok((verified, binding)),
+            Err(reason) => Err(Refused {
+                result: ReviewResult::Invalid,
+                reason,
+                claims: Some(verified.claims),
+            }),
+        }
+    });
     let mut status = TokenReviewStatus::default();
     let auditing = state.issuer().audit().enabled();
     let (result, stale, audit) = match outcome {
-        Ok(verified) => {
+        Ok((verified, binding)) => {
             status.authenticated = true;
             status.user = verified.user_info();
             status.audiences = verified.audiences.clone();
+            status.key_binding = binding;
             let audit = auditing.then(|| AuditFacts {
                 decision: Decision::Authenticated,
                 reason: String::new(),
@@ -167,27 +210,215 @@ pub(crate) async fn review(
     Ok((review, audit))
 }
 
-/// What a review answers for a key-bound token (`cnf`): kube's TokenReview carries no proof of
-/// the key, so accepting the token here would let whoever holds it (without the key) pass as
-/// its service account, which is what binding it to a key was to prevent. Refused, saying why.
-pub(crate) const KEY_BOUND_REVIEW: &str = "service account token is bound to a key (cnf): it authenticates only with a DPoP proof of that key, which a TokenReview cannot carry";
+/// What kube's TokenReview answers for a key-bound token (`cnf`): it carries no proof of the
+/// key, so accepting the token there would let whoever holds it (without the key) pass as its
+/// service account, which is what binding it to a key was to prevent. Refused, saying where a
+/// relying party that has the proof can review it.
+pub(crate) const KEY_BOUND_REVIEW: &str = "service account token is bound to a key (cnf): this TokenReview cannot carry the proof of that key; review it with the proof (spec.dpop or spec.certificateThumbprint) at /apis/warrant.dev/v1alpha1/tokenreviews";
 
-/// Refuses a verified token that is bound to a key (see [`KEY_BOUND_REVIEW`]).
-fn refuse_key_bound(verified: VerifiedToken) -> Result<VerifiedToken, Refused> {
-    if verified
-        .claims
-        .cnf
-        .as_ref()
-        .is_some_and(Confirmation::binds)
-    {
-        return Err(Refused {
-            result: ReviewResult::Invalid,
-            reason: KEY_BOUND_REVIEW.to_owned(),
-            claims: Some(verified.claims),
-        });
+/// Refuses a key-bound token where no proof can be given (see [`KEY_BOUND_REVIEW`]).
+fn refuse_key_bound(verified: &VerifiedToken) -> Result<Option<KeyBinding>, String> {
+    match bound_key(verified) {
+        Some(_) => Err(KEY_BOUND_REVIEW.to_owned()),
+        None => Ok(None),
     }
-    Ok(verified)
 }
+
+/// The token's `cnf`, if it binds the token to a key.
+fn bound_key(verified: &VerifiedToken) -> Option<&Confirmation> {
+    verified.claims.cnf.as_ref().filter(|cnf| cnf.binds())
+}
+
+/// The proof of a key a `warrant.dev` review carries, checked for form (not yet for truth).
+#[derive(Debug, Clone, Copy)]
+enum KeyProof<'a> {
+    /// None: the token must not be key-bound.
+    None,
+    /// A DPoP proof and the request it came with.
+    Dpop {
+        proof: &'a str,
+        method: &'a str,
+        uri: &'a str,
+    },
+    /// The thumbprint of the client certificate the token came with.
+    Certificate(&'a str),
+}
+
+/// The `DPoP` method of [`KeyBinding`].
+pub(crate) const BINDING_DPOP: &str = "DPoP";
+/// The client-certificate method of [`KeyBinding`].
+pub(crate) const BINDING_CERTIFICATE: &str = "ClientCertificate";
+
+/// RFC 8705's `x5t#S256` is the unpadded base64url of a SHA-256: 43 characters, 32 bytes.
+const THUMBPRINT_BYTES: usize = 32;
+
+impl<'a> KeyProof<'a> {
+    /// The proof in `spec`, or a 400 naming the field that is malformed. Values are never
+    /// quoted: a proof is a credential for its window.
+    fn of(spec: &'a TokenReviewSpec) -> Result<KeyProof<'a>, ApiError> {
+        match (&spec.dpop, spec.certificate_thumbprint.as_deref()) {
+            (None, None) => Ok(KeyProof::None),
+            (Some(_), Some(_)) => Err(ApiError::bad_field(
+                "spec.certificateThumbprint",
+                "FieldValueForbidden",
+                "Forbidden: may not be given together with spec.dpop (a token is bound to one key)",
+            )),
+            (Some(dpop), None) => {
+                let required = |field: &str| {
+                    ApiError::bad_field(field, "FieldValueRequired", "Required value")
+                };
+                if dpop.proof.is_empty() {
+                    return Err(required("spec.dpop.proof"));
+                }
+                if dpop.proof.len() > MAX_PROOF_BYTES {
+                    return Err(ApiError::bad_field(
+                        "spec.dpop.proof",
+                        "FieldValueTooLong",
+                        &format!("Too long: may not be more than {MAX_PROOF_BYTES} bytes"),
+                    ));
+                }
+                if dpop.method.is_empty() {
+                    return Err(required("spec.dpop.method"));
+                }
+                if http::Method::from_bytes(dpop.method.as_bytes()).is_err() {
+                    return Err(ApiError::bad_field(
+                        "spec.dpop.method",
+                        "FieldValueInvalid",
+                        "Invalid value: must be the HTTP method of the request the proof came with, such as GET",
+                    ));
+                }
+                if dpop.uri.is_empty() {
+                    return Err(required("spec.dpop.uri"));
+                }
+                if !absolute_https(&dpop.uri) {
+                    return Err(ApiError::bad_field(
+                        "spec.dpop.uri",
+                        "FieldValueInvalid",
+                        "Invalid value: must be the absolute https URI of the request the proof came with",
+                    ));
+                }
+                Ok(KeyProof::Dpop {
+                    proof: &dpop.proof,
+                    method: &dpop.method,
+                    uri: &dpop.uri,
+                })
+            }
+            (None, Some(thumbprint)) => {
+                let decoded = URL_SAFE_NO_PAD.decode(thumbprint);
+                if !decoded.is_ok_and(|hash| hash.len() == THUMBPRINT_BYTES) {
+                    return Err(ApiError::bad_field(
+                        "spec.certificateThumbprint",
+                        "FieldValueInvalid",
+                        "Invalid value: must be the unpadded base64url SHA-256 of the client certificate's DER (43 characters)",
+                    ));
+                }
+                Ok(KeyProof::Certificate(thumbprint))
+            }
+        }
+    }
+}
+
+/// True if `uri` is an absolute `https` URI with a host.
+fn absolute_https(uri: &str) -> bool {
+    url::Url::parse(uri).is_ok_and(|u| u.scheme() == "https" && u.host().is_some())
+}
+
+/// Checks the proof a `warrant.dev` review carries against the key `verified` is bound to:
+/// the binding that was proven, `None` for an unbound token without a proof, or why not.
+///
+/// A proof given for an unbound token is refused too: a relying party that checks proofs
+/// expects bound tokens, and a bearer token would pass it whatever the proof.
+fn check_binding(
+    state: &AppState,
+    token: &str,
+    verified: &VerifiedToken,
+    proof: KeyProof<'_>,
+    now: jiff::Timestamp,
+) -> Result<Option<KeyBinding>, String> {
+    let Some(cnf) = bound_key(verified) else {
+        return match proof {
+            KeyProof::None => Ok(None),
+            KeyProof::Dpop { .. } | KeyProof::Certificate(_) => Err(NOT_KEY_BOUND.to_owned()),
+        };
+    };
+    match (cnf.jkt.as_deref(), cnf.x5t_s256.as_deref(), proof) {
+        (Some(_), Some(_), _) => Err(BOUND_TO_BOTH.to_owned()),
+        (Some(_), None, KeyProof::None) => Err(NO_DPOP_PROOF.to_owned()),
+        (None, Some(_), KeyProof::None) => Err(NO_CERTIFICATE.to_owned()),
+        (Some(_), None, KeyProof::Certificate(_)) => Err(NOT_CERTIFICATE_BOUND.to_owned()),
+        (None, Some(_), KeyProof::Dpop { .. }) => Err(NOT_DPOP_BOUND.to_owned()),
+        (Some(jkt), None, KeyProof::Dpop { proof, method, uri }) => {
+            let request = ProofRequest {
+                method,
+                uri,
+                access_token: Some(token),
+                bound_to: Some(jkt),
+            };
+            check_dpop(state, proof, &request, now)
+                .map(|()| {
+                    Some(KeyBinding {
+                        method: BINDING_DPOP,
+                        thumbprint: jkt.to_owned(),
+                    })
+                })
+                .map_err(|why| format!("invalid DPoP proof: {why}"))
+        }
+        (None, Some(x5t), KeyProof::Certificate(given)) => {
+            // Both are public hashes; the comparison is constant-time all the same.
+            if aws_lc_rs::constant_time::verify_slices_are_equal(x5t.as_bytes(), given.as_bytes())
+                .is_err()
+            {
+                return Err(CERTIFICATE_MISMATCH.to_owned());
+            }
+            Ok(Some(KeyBinding {
+                method: BINDING_CERTIFICATE,
+                thumbprint: x5t.to_owned(),
+            }))
+        }
+        (None, None, _) => Ok(None),
+    }
+}
+
+/// Checks `proof` for `request` through the server's one proof checker and replay cache.
+fn check_dpop(
+    state: &AppState,
+    proof: &str,
+    request: &ProofRequest<'_>,
+    now: jiff::Timestamp,
+) -> Result<(), DpopError> {
+    // A proof is a compact JWT: base64url and dots. Anything else is not one (and would not
+    // make a header value, which is how the checker takes it).
+    if !proof
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Err(DpopError::Malformed);
+    }
+    let value = http::HeaderValue::from_str(proof).map_err(|_| DpopError::Malformed)?;
+    let mut headers = HeaderMap::new();
+    headers.insert(warrant_auth::authn::DPOP_HEADER, value);
+    match state.authenticator().proofs.check(&headers, request, now)? {
+        Some(_) => Ok(()),
+        // Unreachable: the header was just inserted. Refused rather than passed all the same.
+        None => Err(DpopError::NotOne),
+    }
+}
+
+/// An unbound token reviewed with a proof.
+const NOT_KEY_BOUND: &str = "service account token is not bound to a key (it has no cnf claim), so the proof given proves nothing: a relying party that checks proofs must not accept it as a bearer token";
+/// A DPoP-bound token reviewed without its proof.
+const NO_DPOP_PROOF: &str = "service account token is bound to a DPoP key (cnf.jkt): it authenticates only with the DPoP proof that came with it, in spec.dpop";
+/// A certificate-bound token reviewed without a thumbprint.
+const NO_CERTIFICATE: &str = "service account token is bound to a client certificate (cnf.x5t#S256): it authenticates only with the thumbprint of the certificate it came with, in spec.certificateThumbprint";
+/// A DPoP-bound token reviewed with a certificate thumbprint.
+const NOT_CERTIFICATE_BOUND: &str = "service account token is bound to a DPoP key (cnf.jkt), not to a client certificate: it authenticates only with the DPoP proof that came with it, in spec.dpop";
+/// A certificate-bound token reviewed with a DPoP proof.
+const NOT_DPOP_BOUND: &str = "service account token is bound to a client certificate (cnf.x5t#S256), not to a DPoP key: it authenticates only with the thumbprint of the certificate it came with, in spec.certificateThumbprint";
+/// A certificate-bound token reviewed with another certificate's thumbprint.
+const CERTIFICATE_MISMATCH: &str =
+    "client certificate is not the one the service account token is bound to (cnf.x5t#S256)";
+/// A token bound to a DPoP key and a certificate at once: one review proves one key.
+const BOUND_TO_BOTH: &str = "service account token is bound to both a DPoP key and a client certificate; a review can check only one";
 
 /// The versions a route accepts in a body: the authentication group's routes take v1 and
 /// v1beta1 (field-identical), warrant's own only its own.

@@ -120,6 +120,41 @@ pub struct TokenReviewSpec {
     /// The audiences the caller accepts; empty means the API audiences.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub audiences: Vec<String>,
+    /// `warrant.dev` only: the DPoP proof (RFC 9449) that came with the token, for a token
+    /// bound to a DPoP key (`cnf.jkt`). Not a field of kube's TokenReview: the
+    /// `authentication.k8s.io` routes drop it unread, as kube-apiserver drops unknown fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop: Option<DpopProof>,
+    /// `warrant.dev` only: the RFC 8705 thumbprint (`x5t#S256`: unpadded base64url of the
+    /// SHA-256 of the DER) of the client certificate of the TLS connection the token came over,
+    /// for a token bound to a certificate. Dropped by the `authentication.k8s.io` routes. Empty
+    /// is as good as absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_thumbprint: Option<String>,
+}
+
+impl TokenReviewSpec {
+    /// True if the spec carries proof of a key (a DPoP proof or a certificate thumbprint).
+    pub fn has_proof_of_key(&self) -> bool {
+        self.dpop.is_some() || self.certificate_thumbprint.is_some()
+    }
+}
+
+/// A DPoP proof as a relying party received it, with the request it came with: the proof's
+/// `htm` and `htu` must name that request, not the review.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DpopProof {
+    /// The `DPoP` header's value: the proof JWT.
+    #[serde(default)]
+    pub proof: String,
+    /// The method of the request the proof came with, e.g. `GET` (compared exactly).
+    #[serde(default)]
+    pub method: String,
+    /// The absolute `https` URI of the request the proof came with, as its client addressed it
+    /// (query and fragment are ignored).
+    #[serde(default)]
+    pub uri: String,
 }
 
 /// The verdict. `user` is always written (Go cannot omit a struct), the rest only when set.
@@ -137,6 +172,22 @@ pub struct TokenReviewStatus {
     /// Why the token is not valid.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub error: String,
+    /// `warrant.dev` only: the key binding that was checked, when a key-bound token passed
+    /// with its proof. Never set on the `authentication.k8s.io` routes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_binding: Option<KeyBinding>,
+}
+
+/// The key binding a review checked: how the key was proven, and its thumbprint (the
+/// token's `cnf` member), so a relying party can tie the token to the client it talks to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyBinding {
+    /// `DPoP` (a proof of the key `cnf.jkt` names) or `ClientCertificate` (the certificate
+    /// `cnf.x5t#S256` names).
+    pub method: &'static str,
+    /// The token's `cnf.jkt` or `cnf.x5t#S256`.
+    pub thumbprint: String,
 }
 
 /// `metav1.Status`, the body of every error.

@@ -388,7 +388,7 @@ async fn a_key_bound_token_does_not_pass_a_review_without_a_proof() {
     assert_eq!(reply.json["status"]["authenticated"], Value::Null);
     assert_eq!(
         reply.json["status"]["error"],
-        "service account token is bound to a key (cnf): it authenticates only with a DPoP proof of that key, which a TokenReview cannot carry"
+        "service account token is bound to a key (cnf): this TokenReview cannot carry the proof of that key; review it with the proof (spec.dpop or spec.certificateThumbprint) at /apis/warrant.dev/v1alpha1/tokenreviews"
     );
     assert!(
         !reply.text.contains("system:serviceaccount"),

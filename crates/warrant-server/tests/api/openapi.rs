@@ -164,9 +164,16 @@ async fn relayed_requests_see_warrants_group_only() {
         "{}",
         v2.text
     );
-    // The cluster's TokenReview stays kube-apiserver's: warrant claims only its own kind.
+    // The cluster's TokenReview stays kube-apiserver's: warrant describes only its own.
+    assert!(
+        v2.json["definitions"]
+            .get("io.k8s.api.authentication.v1.TokenReview")
+            .is_none(),
+        "{}",
+        v2.text
+    );
     assert_eq!(
-        v2.json["definitions"]["io.k8s.api.authentication.v1.TokenReview"]["x-kubernetes-group-version-kind"],
+        v2.json["definitions"]["dev.warrant.v1alpha1.TokenReview"]["x-kubernetes-group-version-kind"],
         serde_json::json!([{"group": "warrant.dev", "kind": "TokenReview", "version": "v1alpha1"}])
     );
     let direct = api.get("/openapi/v2").await;

@@ -8,6 +8,9 @@ use warrant_objects::Kind;
 
 use crate::support::*;
 
+/// warrant.dev's review with the proof of a key-bound token.
+mod proof;
+
 async fn pod_token(api: &Api, audiences: &[&str]) -> String {
     let r = api
         .token("app", json!({"audiences": audiences, "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "app-0"}}))

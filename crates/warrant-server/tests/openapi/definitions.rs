@@ -9,13 +9,19 @@ use super::schema::{
     strings,
 };
 
-/// `TokenReview`, in the authentication group and in warrant's own.
+/// `TokenReview`, in the authentication group.
 pub(crate) const TOKEN_REVIEW: &str = "io.k8s.api.authentication.v1.TokenReview";
+/// `TokenReview` in warrant's own group: kube's, and the proof of a key-bound token.
+pub(crate) const WARRANT_TOKEN_REVIEW: &str = "dev.warrant.v1alpha1.TokenReview";
 /// `TokenRequest`.
 pub(crate) const TOKEN_REQUEST: &str = "io.k8s.api.authentication.v1.TokenRequest";
 
 const TOKEN_REVIEW_SPEC: &str = "io.k8s.api.authentication.v1.TokenReviewSpec";
 const TOKEN_REVIEW_STATUS: &str = "io.k8s.api.authentication.v1.TokenReviewStatus";
+const WARRANT_TOKEN_REVIEW_SPEC: &str = "dev.warrant.v1alpha1.TokenReviewSpec";
+const WARRANT_TOKEN_REVIEW_STATUS: &str = "dev.warrant.v1alpha1.TokenReviewStatus";
+const DPOP_PROOF: &str = "dev.warrant.v1alpha1.DPoPProof";
+const KEY_BINDING: &str = "dev.warrant.v1alpha1.KeyBinding";
 const USER_INFO: &str = "io.k8s.api.authentication.v1.UserInfo";
 const TOKEN_REQUEST_SPEC: &str = "io.k8s.api.authentication.v1.TokenRequestSpec";
 const TOKEN_REQUEST_STATUS: &str = "io.k8s.api.authentication.v1.TokenRequestStatus";
@@ -47,6 +53,70 @@ fn type_and_meta(
     ]
 }
 
+/// A TokenReview object whose spec and status are `spec` and `status`.
+fn token_review(spec: &'static str, status: &'static str) -> Schema {
+    object(
+        [
+            type_and_meta(
+                "The API version of this object. The answer is in the version of the request.",
+                "`TokenReview`.",
+                "Standard object metadata. TokenReviews are not stored: the answer carries the \
+                 metadata of the request.",
+            ),
+            vec![
+                field("spec", "What to review.", Schema::Ref(spec)),
+                field(
+                    "status",
+                    "The verdict, filled in by warrant.",
+                    Schema::Ref(status),
+                ),
+            ],
+        ]
+        .concat(),
+        &["spec"],
+    )
+}
+
+/// The fields of kube's TokenReviewSpec.
+fn review_spec_fields() -> Vec<Field> {
+    vec![
+        field("token", "The bearer token, as presented.", Schema::Str),
+        field(
+            "audiences",
+            "The audiences the caller accepts; the token must be meant for at least one. Empty \
+             means warrant's API audiences (`--api-audiences`).",
+            strings(),
+        ),
+    ]
+}
+
+/// The fields of kube's TokenReviewStatus.
+fn review_status_fields() -> Vec<Field> {
+    vec![
+        field(
+            "authenticated",
+            "True when the token is valid.",
+            Schema::Bool,
+        ),
+        field(
+            "user",
+            "The service account the token stands for, when it is valid.",
+            Schema::Ref(USER_INFO),
+        ),
+        field(
+            "audiences",
+            "The requested audiences the token is valid for. A caller that sent audiences \
+             should check that this is not empty.",
+            strings(),
+        ),
+        field(
+            "error",
+            "Why the token is not valid, in kube-apiserver's words.",
+            Schema::Str,
+        ),
+    ]
+}
+
 /// Every definition warrant's documents can refer to.
 pub(crate) fn catalogue() -> Vec<Definition> {
     vec![
@@ -55,78 +125,128 @@ pub(crate) fn catalogue() -> Vec<Definition> {
             description: "Asks whether a bearer token is valid and whom it stands for. warrant \
                           checks the signature, issuer, audiences and times, and that the \
                           service account and any bound object still exist with the same UID. \
-                          Nothing is stored.",
-            schema: object(
-                [
-                    type_and_meta(
-                        "The API version of this object. The answer is in the version of the \
-                         request.",
-                        "`TokenReview`.",
-                        "Standard object metadata. TokenReviews are not stored: the answer \
-                         carries the metadata of the request.",
-                    ),
-                    vec![
-                        field("spec", "What to review.", Schema::Ref(TOKEN_REVIEW_SPEC)),
-                        field(
-                            "status",
-                            "The verdict, filled in by warrant.",
-                            Schema::Ref(TOKEN_REVIEW_STATUS),
-                        ),
-                    ],
-                ]
-                .concat(),
-                &["spec"],
-            ),
-            kinds: vec![
-                AUTHENTICATION_V1.kind("TokenReview"),
-                WARRANT_V1ALPHA1.kind("TokenReview"),
-            ],
+                          A token bound to a key (cnf) is refused here: this review cannot \
+                          carry the proof; warrant.dev/v1alpha1's can. Nothing is stored.",
+            schema: token_review(TOKEN_REVIEW_SPEC, TOKEN_REVIEW_STATUS),
+            kinds: vec![AUTHENTICATION_V1.kind("TokenReview")],
         },
         Definition {
             name: TOKEN_REVIEW_SPEC,
             description: "A token, and the audiences it should be valid for.",
-            schema: object(
-                vec![
-                    field("token", "The bearer token, as presented.", Schema::Str),
-                    field(
-                        "audiences",
-                        "The audiences the caller accepts; the token must be meant for at \
-                         least one. Empty means warrant's API audiences (`--api-audiences`).",
-                        strings(),
-                    ),
-                ],
-                &["token"],
-            ),
+            schema: object(review_spec_fields(), &["token"]),
             kinds: vec![],
         },
         Definition {
             name: TOKEN_REVIEW_STATUS,
             description: "The verdict on a token: whether it is valid, and whom it stands for.",
+            schema: object(review_status_fields(), &[]),
+            kinds: vec![],
+        },
+        Definition {
+            name: WARRANT_TOKEN_REVIEW,
+            description: "Asks whether a token is valid and whom it stands for, as \
+                          authentication.k8s.io's TokenReview does, and takes the proof of \
+                          the key a key-bound token (cnf) is bound to: the DPoP proof that \
+                          came with it, or the thumbprint of the client certificate it came \
+                          over. Nothing is stored.",
+            schema: token_review(WARRANT_TOKEN_REVIEW_SPEC, WARRANT_TOKEN_REVIEW_STATUS),
+            kinds: vec![WARRANT_V1ALPHA1.kind("TokenReview")],
+        },
+        Definition {
+            name: WARRANT_TOKEN_REVIEW_SPEC,
+            description: "A token, the audiences it should be valid for, and, for a key-bound \
+                          token, the proof of its key (at most one of dpop and \
+                          certificateThumbprint).",
+            schema: object(
+                [
+                    review_spec_fields(),
+                    vec![
+                        field(
+                            "dpop",
+                            "The DPoP proof (RFC 9449) that came with a token bound to a DPoP \
+                             key (cnf.jkt), and the request it came with. Given for a token \
+                             that is not key-bound, the review fails.",
+                            Schema::Ref(DPOP_PROOF),
+                        ),
+                        field(
+                            "certificateThumbprint",
+                            "For a token bound to a client certificate (cnf.x5t#S256): the \
+                             RFC 8705 thumbprint of the certificate the client's TLS \
+                             connection presented, the unpadded base64url SHA-256 of its DER. \
+                             Given for a token that is not key-bound, the review fails.",
+                            Schema::Str,
+                        ),
+                    ],
+                ]
+                .concat(),
+                &["token"],
+            ),
+            kinds: vec![],
+        },
+        Definition {
+            name: DPOP_PROOF,
+            description: "A DPoP proof as the relying party received it. Its htm and htu must \
+                          name the relying party's request, its ath the token, its key the \
+                          token's cnf.jkt; each proof is accepted once.",
             schema: object(
                 vec![
                     field(
-                        "authenticated",
-                        "True when the token is valid.",
-                        Schema::Bool,
+                        "proof",
+                        "The DPoP header's value: the proof JWT (at most 8192 bytes).",
+                        Schema::Str,
                     ),
                     field(
-                        "user",
-                        "The service account the token stands for, when it is valid.",
-                        Schema::Ref(USER_INFO),
+                        "method",
+                        "The HTTP method of the request the proof came with, such as GET.",
+                        Schema::Str,
                     ),
                     field(
-                        "audiences",
-                        "The requested audiences the token is valid for. A caller that sent \
-                         audiences should check that this is not empty.",
-                        strings(),
-                    ),
-                    field(
-                        "error",
-                        "Why the token is not valid, in kube-apiserver's words.",
+                        "uri",
+                        "The absolute https URI of the request the proof came with, as the \
+                         client addressed it; the query is ignored.",
                         Schema::Str,
                     ),
                 ],
+                &["proof", "method", "uri"],
+            ),
+            kinds: vec![],
+        },
+        Definition {
+            name: WARRANT_TOKEN_REVIEW_STATUS,
+            description: "The verdict on a token: whether it is valid, whom it stands for, and \
+                          which key binding was checked.",
+            schema: object(
+                [
+                    review_status_fields(),
+                    vec![field(
+                        "keyBinding",
+                        "Set when a key-bound token passed with the proof of its key.",
+                        Schema::Ref(KEY_BINDING),
+                    )],
+                ]
+                .concat(),
                 &[],
+            ),
+            kinds: vec![],
+        },
+        Definition {
+            name: KEY_BINDING,
+            description: "The key binding a review checked.",
+            schema: object(
+                vec![
+                    field(
+                        "method",
+                        "DPoP (a DPoP proof of the key) or ClientCertificate (the client \
+                         certificate's thumbprint).",
+                        Schema::Str,
+                    ),
+                    field(
+                        "thumbprint",
+                        "The token's cnf.jkt or cnf.x5t#S256: the key's thumbprint.",
+                        Schema::Str,
+                    ),
+                ],
+                &["method", "thumbprint"],
             ),
             kinds: vec![],
         },

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::definitions::{TOKEN_REQUEST, TOKEN_REVIEW};
+use super::definitions::{TOKEN_REQUEST, TOKEN_REVIEW, WARRANT_TOKEN_REVIEW};
 use super::schema::{GVK_EXTENSION, GroupVersionExt as _, Gvk};
 use warrant_server::tooling::{Endpoint, GroupVersion, WARRANT_V1ALPHA1, discoverable};
 
@@ -107,6 +107,11 @@ pub(crate) fn operations() -> Vec<Operation> {
             let resource = route.endpoint.resource()?;
             let (description, body) = match route.endpoint {
                 Endpoint::TokenRequest => ("Issues a token for a service account.", TOKEN_REQUEST),
+                // warrant's own group's TokenReview takes the proof of a key-bound token.
+                Endpoint::TokenReview if group_version == WARRANT_V1ALPHA1 => (
+                    "Reviews a token, with the proof of its key if it is key-bound.",
+                    WARRANT_TOKEN_REVIEW,
+                ),
                 Endpoint::TokenReview => ("Reviews a token.", TOKEN_REVIEW),
                 _ => return None,
             };

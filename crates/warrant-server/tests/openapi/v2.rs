@@ -80,10 +80,34 @@ mod tests {
         let review = &doc["definitions"]["io.k8s.api.authentication.v1.TokenReview"];
         assert_eq!(
             review[GVK_EXTENSION],
-            json!([
-                {"group": "authentication.k8s.io", "kind": "TokenReview", "version": "v1"},
-                {"group": "warrant.dev", "kind": "TokenReview", "version": "v1alpha1"},
-            ])
+            json!([{"group": "authentication.k8s.io", "kind": "TokenReview", "version": "v1"}])
+        );
+        // warrant's own TokenReview is a type of its own: kube's, and the proof of a key.
+        let own = &doc["definitions"]["dev.warrant.v1alpha1.TokenReview"];
+        assert_eq!(
+            own[GVK_EXTENSION],
+            json!([{"group": "warrant.dev", "kind": "TokenReview", "version": "v1alpha1"}])
+        );
+        assert_eq!(
+            own["properties"]["spec"]["$ref"],
+            "#/definitions/dev.warrant.v1alpha1.TokenReviewSpec"
+        );
+        let spec = &doc["definitions"]["dev.warrant.v1alpha1.TokenReviewSpec"]["properties"];
+        assert_eq!(
+            spec["dpop"]["$ref"],
+            "#/definitions/dev.warrant.v1alpha1.DPoPProof"
+        );
+        assert_eq!(spec["certificateThumbprint"]["type"], "string");
+        assert!(
+            doc["definitions"]["io.k8s.api.authentication.v1.TokenReviewSpec"]["properties"]
+                .get("dpop")
+                .is_none(),
+            "kube's TokenReview has no proof fields"
+        );
+        assert_eq!(
+            doc["paths"]["/apis/warrant.dev/v1alpha1/tokenreviews"]["post"]["parameters"][0]["schema"]
+                ["$ref"],
+            "#/definitions/dev.warrant.v1alpha1.TokenReview"
         );
         assert_eq!(
             doc["definitions"]["io.k8s.api.authentication.v1.TokenRequest"][GVK_EXTENSION],
@@ -115,8 +139,14 @@ mod tests {
                 .all(|p| p.starts_with("/apis/warrant.dev/v1alpha1/")),
             "{paths:?}"
         );
+        assert!(
+            doc["definitions"]
+                .get("io.k8s.api.authentication.v1.TokenReview")
+                .is_none(),
+            "kube's TokenReview is not warrant's to describe to the aggregator"
+        );
         assert_eq!(
-            doc["definitions"]["io.k8s.api.authentication.v1.TokenReview"][GVK_EXTENSION],
+            doc["definitions"]["dev.warrant.v1alpha1.TokenReview"][GVK_EXTENSION],
             json!([{"group": "warrant.dev", "kind": "TokenReview", "version": "v1alpha1"}])
         );
         assert!(

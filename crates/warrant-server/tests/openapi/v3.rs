@@ -116,6 +116,15 @@ mod tests {
         );
         let warrant = document(WARRANT_V1ALPHA1, &catalogue());
         assert_eq!(warrant["paths"].as_object().unwrap().len(), 2);
+        assert_eq!(
+            warrant["paths"]["/apis/warrant.dev/v1alpha1/tokenreviews"]["post"]["requestBody"]["content"]
+                ["application/json"]["schema"]["$ref"],
+            "#/components/schemas/dev.warrant.v1alpha1.TokenReview"
+        );
+        assert!(
+            !schemas.contains_key("dev.warrant.v1alpha1.TokenReview"),
+            "kube's group-version describes kube's TokenReview only"
+        );
     }
 
     #[test]
