@@ -8,8 +8,6 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use crate::support::*;
-// Where tests of other modules first found it; it lives in support.
-pub(crate) use crate::support::python_dpop;
 use crate::tokens::{OBJECTS, POD_UID};
 
 /// The member cluster's server URL, as its ClusterProfile gives it: the plugin's default

@@ -23,6 +23,7 @@ mod errors;
 mod getting_started;
 mod hardening;
 mod hsm;
+mod keybinding;
 mod keys;
 mod oidc;
 mod pki;

@@ -109,7 +109,7 @@ pub(crate) const BIND_CLIENT_CERTIFICATE: &str = "client-certificate";
 /// The key a token is to be bound to (RFC 7800 `cnf`), or a 400 saying why it cannot be:
 /// - with a `DPoP` header, the thumbprint of the proof's key (RFC 9449), once the proof is
 ///   checked for this request: its method and its URI, `https://`, the host the caller
-///   addressed and the path (see `warrant_auth::request_uri`);
+///   addressed (or `--dpop-htu-origin`) and the path (see `ProofChecker::target_uri`);
 /// - with [`BINDING_HEADER`]`: client-certificate`, the thumbprint of the client certificate
 ///   the caller authenticated with on this connection (RFC 8705);
 /// - with neither, none.
@@ -159,7 +159,8 @@ fn key_binding(
             Ok(Some(Confirmation::certificate(thumbprint)))
         }
         (true, false) => {
-            let Some(target) = warrant_auth::authn::request_uri(&request.uri, headers) else {
+            let proofs = &state.authenticator().proofs;
+            let Some(target) = proofs.target_uri(&request.uri, headers) else {
                 return Err(ApiError::bad_request(
                     "invalid DPoP proof: the request names no host (Host header), so the proof's htu cannot be checked",
                 ));
@@ -171,7 +172,7 @@ fn key_binding(
                 bound_to: None,
             };
             let now = state.issuer().clock().now();
-            match state.authenticator().proofs.check(headers, &proof, now) {
+            match proofs.check(headers, &proof, now) {
                 Ok(proof) => Ok(proof.map(|proof| Confirmation::dpop(proof.jkt))),
                 Err(why) => Err(ApiError::bad_request(format!("invalid DPoP proof: {why}"))),
             }

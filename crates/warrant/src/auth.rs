@@ -135,6 +135,12 @@ pub(crate) struct AuthArgs {
     /// within their window, by someone who also holds the token they were made for.
     #[arg(long = "dpop-replay-cache-size", value_name = "ENTRIES", default_value_t = warrant_auth::authn::DEFAULT_REPLAY_CAPACITY, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Who may call")]
     pub(crate) dpop_replay_entries: u64,
+    /// The origin (https://host[:port]) clients address warrant by, which every DPoP proof's
+    /// htu must name; default: the host each request names (Host), which the caller chooses.
+    /// Set it when a proxy rewrites Host (kube-apiserver's aggregator does) or to refuse proofs
+    /// made for another server.
+    #[arg(long = "dpop-htu-origin", value_name = "URL", value_parser = warrant_auth::authn::parse_origin, help_heading = "Who may call")]
+    pub(crate) dpop_htu_origin: Option<String>,
 }
 
 impl AuthArgs {
@@ -271,10 +277,16 @@ pub(crate) async fn setup(
     authenticator.token_file = token_file;
     authenticator.own_tokens = true;
     authenticator.delegated = delegated_authn;
-    authenticator.proofs = ProofChecker::new(
+    let mut proofs = ProofChecker::new(
         warrant_token::DEFAULT_PROOF_WINDOW_SECONDS,
         auth.dpop_replay_entries,
     );
+    if let Some(origin) = &auth.dpop_htu_origin {
+        proofs = proofs
+            .with_origin(origin)
+            .map_err(|why| format!("--dpop-htu-origin {origin:?}: {why}"))?;
+    }
+    authenticator.proofs = proofs;
     Ok(Setup {
         authenticator,
         authorizer,

@@ -1,13 +1,15 @@
 //! DPoP proofs (RFC 9449) as warrant's API receives them: the `DPoP` header of a request, checked
 //! against the request's method and URI, the time, and a replay cache shared by every endpoint.
 //!
-//! What this trusts: the proof's own signature (see `warrant_token::verify_proof`), and the
-//! request's `Host` (or HTTP/2 `:authority`) for the URI the proof must name. The host is the
-//! caller's choice, not the operator's, so `htu` ties a proof to a path and a method on
-//! whatever host the caller addressed; it does not stop a proof made for another server at the
-//! same path from being presented here. That proof still only works for its key, within its
-//! window, once, and (for a token) with the token whose hash it carries. warrant serves only
-//! TLS, so the scheme is always `https`.
+//! What this trusts: the proof's own signature (see `warrant_token::verify_proof`), and for the
+//! URI the proof must name, the operator's `--dpop-htu-origin` if set, else the request's
+//! `Host` (or HTTP/2 `:authority`). The host is the caller's choice, not the operator's, so
+//! without an origin `htu` ties a proof to a path and a method on whatever host the caller
+//! addressed; it does not stop a proof made for another server at the same path from being
+//! presented here. That proof still only works for its key, within its window, once, and (for a
+//! token) with the token whose hash it carries. With an origin, only proofs made for it pass,
+//! and a proxy in front (kube-apiserver's aggregator rewrites `Host`) does not matter. warrant
+//! serves only TLS, so the scheme is always `https`.
 //!
 //! Cost: the proof's verification (one signature, two SHA-256s) and one cache insert. The replay
 //! cache holds at most [`DEFAULT_REPLAY_CAPACITY`] entries of about 150 bytes each (a thumbprint
@@ -36,6 +38,8 @@ pub const DEFAULT_REPLAY_CAPACITY: u64 = 100_000;
 /// Checks proofs and remembers them until they are stale, so each is used once.
 pub struct ProofChecker {
     window_seconds: i64,
+    /// `https://host[:port]` every proof's `htu` must start with; `None`: the request's host.
+    origin: Option<String>,
     seen: ExpiringCache<String, ()>,
     results: Family<ProofLabels, Counter>,
 }
@@ -66,8 +70,26 @@ impl ProofChecker {
     pub fn new(window_seconds: i64, capacity: u64) -> Self {
         ProofChecker {
             window_seconds,
+            origin: None,
             seen: ExpiringCache::new(capacity),
             results: Family::default(),
+        }
+    }
+
+    /// Makes every proof name `origin` (`https://host[:port]`, as clients address warrant from
+    /// outside) in its `htu`, whatever `Host` a request carries. Refuses anything but an
+    /// `https` origin without path, query or user information.
+    pub fn with_origin(mut self, origin: &str) -> Result<Self, OriginError> {
+        self.origin = Some(parse_origin(origin)?);
+        Ok(self)
+    }
+
+    /// The absolute URI a request's proof must name in `htu`: the configured origin and the
+    /// request's path, or without one, [`request_uri`]. `None` if neither names a host.
+    pub fn target_uri(&self, uri: &Uri, headers: &HeaderMap) -> Option<String> {
+        match &self.origin {
+            Some(origin) => Some(format!("{origin}{}", uri.path())),
+            None => request_uri(uri, headers),
         }
     }
 
@@ -134,6 +156,38 @@ impl ProofChecker {
         }
         Ok(Some(verified))
     }
+}
+
+/// `origin` as `https://host[:port]` (host in lower case), if it is an `https` origin without
+/// path, query or user information.
+pub fn parse_origin(origin: &str) -> Result<String, OriginError> {
+    let uri: Uri = origin.parse().map_err(|_| OriginError::NotAUri)?;
+    let authority = match (uri.scheme_str(), uri.authority()) {
+        (Some("https"), Some(authority)) => authority,
+        _ => return Err(OriginError::NotHttps),
+    };
+    if authority.as_str().contains('@') || uri.query().is_some() || !matches!(uri.path(), "" | "/")
+    {
+        return Err(OriginError::NotAnOrigin);
+    }
+    Ok(format!(
+        "https://{}",
+        authority.as_str().to_ascii_lowercase()
+    ))
+}
+
+/// Why `--dpop-htu-origin` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginError {
+    /// Not a URI at all.
+    #[error("not a URI")]
+    NotAUri,
+    /// Not `https://` with a host.
+    #[error("must be https:// with a host (warrant serves only TLS)")]
+    NotHttps,
+    /// A path, query or user information.
+    #[error("must be an origin, https://host[:port], without path, query or user information")]
+    NotAnOrigin,
 }
 
 /// The absolute URI a request was sent to, as a DPoP proof's `htu` must name it:
@@ -274,6 +328,45 @@ mod tests {
             checker.check(&headers(&[&format!("{a}, {b}")]), &REQUEST, at(NOW)),
             Err(DpopError::NotOne)
         );
+    }
+
+    #[test]
+    fn an_origin_replaces_the_callers_host() {
+        let checker = ProofChecker::default()
+            .with_origin("https://Warrant.Example:8443/")
+            .unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::HOST, "10.0.0.7:443".parse().unwrap());
+        let path: Uri = "/api/v1/x?y=1".parse().unwrap();
+        assert_eq!(
+            checker.target_uri(&path, &headers).as_deref(),
+            Some("https://warrant.example:8443/api/v1/x")
+        );
+        assert_eq!(
+            checker.target_uri(&path, &HeaderMap::new()).as_deref(),
+            Some("https://warrant.example:8443/api/v1/x"),
+            "no Host needed"
+        );
+        assert_eq!(
+            ProofChecker::default()
+                .target_uri(&path, &headers)
+                .as_deref(),
+            Some("https://10.0.0.7:443/api/v1/x")
+        );
+        for (origin, why) in [
+            ("http://warrant.example", OriginError::NotHttps),
+            ("warrant.example", OriginError::NotHttps),
+            ("https://warrant.example/api", OriginError::NotAnOrigin),
+            ("https://warrant.example/?a=b", OriginError::NotAnOrigin),
+            ("https://user@warrant.example", OriginError::NotAnOrigin),
+            ("https://", OriginError::NotAUri),
+        ] {
+            assert_eq!(
+                ProofChecker::default().with_origin(origin).err(),
+                Some(why),
+                "{origin}"
+            );
+        }
     }
 
     #[test]

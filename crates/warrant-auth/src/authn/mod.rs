@@ -51,7 +51,9 @@ use warrant_token::{Binding, GROUP_AUTHENTICATED};
 
 pub use self::configmap::{Follow, follow_extension_authentication};
 pub use self::delegated::DelegatedAuthentication;
-pub use self::dpop::{DEFAULT_REPLAY_CAPACITY, DPOP_HEADER, ProofChecker, request_uri};
+pub use self::dpop::{
+    DEFAULT_REPLAY_CAPACITY, DPOP_HEADER, OriginError, ProofChecker, parse_origin, request_uri,
+};
 pub use self::frontproxy::{FrontProxy, RequestHeaders};
 pub use self::owntoken::{OwnTokenReview, OwnTokens};
 pub use self::peer::PeerCertificate;

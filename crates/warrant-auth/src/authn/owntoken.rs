@@ -21,7 +21,7 @@ use warrant_token::{Binding, Confirmation, UserInfo};
 use http::HeaderMap;
 use warrant_token::{DpopError, ProofRequest};
 
-use super::dpop::{ProofChecker, request_uri};
+use super::dpop::ProofChecker;
 use super::{Failure, Outcome, PeerCertificate, RequestTarget, User, Via};
 
 /// What a review of a bearer token as one of warrant's own found.
@@ -114,7 +114,7 @@ pub(crate) async fn authenticate(
                 // Bound to a certificate: not provable with a DPoP proof.
                 return Outcome::Failed(Failure::CertificateBoundAsDpop);
             };
-            let Some(uri) = request_uri(target.uri, headers) else {
+            let Some(uri) = proofs.target_uri(target.uri, headers) else {
                 return Outcome::Failed(Failure::Proof(DpopError::Uri));
             };
             let request = ProofRequest {

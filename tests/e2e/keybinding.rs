@@ -1,0 +1,357 @@
+//! Key-bound tokens (issue 27) on the real binary over real TLS. Proofs and thumbprints come from
+//! Python (PyJWT and `cryptography`, see [`python_dpop`]), not from warrant's code; kubectl
+//! plays the client that can only send a bearer token.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::pki;
+use crate::support::*;
+use crate::tokens::OBJECTS;
+
+const TOKEN_PATH: &str = "/api/v1/namespaces/demo/serviceaccounts/app/token";
+
+/// `demo/app` may read `/metrics` with its own tokens, so a request to `/metrics` shows whether
+/// a token authenticated; plus what the test adds.
+fn policy(dir: &Path, extra: &str) -> String {
+    let path = dir.join("policy.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: warrant.dev/v1alpha1
+kind: AuthorizationPolicy
+rules:
+- name: metrics
+  subjects: [{{kind: ServiceAccount, namespace: demo, name: app}}]
+  metrics: true
+{extra}"
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// An HTTPS client trusting the setup's CA, presenting `identity`.
+fn client(w: &Warrant, identity: Option<reqwest::Identity>) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(w.path("ca.crt")).unwrap()).unwrap();
+    let mut builder = reqwest::Client::builder().tls_certs_only([ca]);
+    if let Some(identity) = identity {
+        builder = builder.identity(identity);
+    }
+    builder.build().unwrap()
+}
+
+struct Answer {
+    code: u16,
+    challenge: String,
+    json: Value,
+}
+
+async fn send(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Answer {
+    let mut request = client.request(method, url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    let response = request.send().await.unwrap();
+    let code = response.status().as_u16();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let json = response.json().await.unwrap_or(Value::Null);
+    Answer {
+        code,
+        challenge,
+        json,
+    }
+}
+
+fn token_request(audiences: &[&str]) -> Option<Value> {
+    let spec = if audiences.is_empty() {
+        json!({})
+    } else {
+        json!({"audiences": audiences})
+    };
+    Some(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}))
+}
+
+fn cnf(token: &str) -> Value {
+    use base64::Engine as _;
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.split('.').nth(1).unwrap())
+        .unwrap();
+    serde_json::from_slice::<Value>(&payload).unwrap()["cnf"].clone()
+}
+
+/// RFC 8705's `x5t#S256` of the PEM certificate `path`, computed by Python's ssl and hashlib.
+fn python_x5t(path: &Path) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import base64, hashlib, ssl, sys\n\
+             der = ssl.PEM_cert_to_DER_cert(open(sys.argv[1]).read())\n\
+             print(base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b'=').decode())",
+        )
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "python3: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// `kubectl get --raw /metrics` with only `token` as credential (kubectl sends it as a bearer
+/// token, which is all client-go can do).
+fn kubectl_metrics_with(w: &Warrant, token: &str) -> std::process::Output {
+    w.kubectl(&["get", "--raw", "/metrics", "--token", token])
+}
+
+/// A DPoP-bound token: issued with a proof, used with one, refused as a bearer token (also from
+/// kubectl), with another key's proof, and with a proof used before.
+#[tokio::test]
+async fn a_dpop_bound_token_works_only_with_a_fresh_proof_of_its_key() {
+    let setup = tempfile::tempdir().unwrap();
+    let policy = policy(setup.path(), "");
+    let w = Warrant::start(OBJECTS, &["--authorization-policy-file", &policy]).await;
+    let http = client(&w, None);
+    let holder = setup.path().join("holder.key");
+    let thief = setup.path().join("thief.key");
+    let admin = format!("Bearer {}", w.admin_token());
+
+    let issue = python_dpop(&holder, Some(("POST", &w.url(TOKEN_PATH), None)));
+    let a = send(
+        &http,
+        reqwest::Method::POST,
+        &w.url(TOKEN_PATH),
+        &[
+            ("authorization", &admin),
+            ("dpop", issue["proof"].as_str().unwrap()),
+        ],
+        token_request(&[]),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.json);
+    let token = a.json["status"]["token"].as_str().unwrap().to_owned();
+    assert_eq!(cnf(&token), json!({"jkt": issue["jkt"]}));
+
+    let metrics = w.url("/metrics");
+    let dpop = format!("DPoP {token}");
+    let proof = python_dpop(&holder, Some(("GET", &metrics, Some(&token))));
+    let proof = proof["proof"].as_str().unwrap();
+    let with_proof = |proof: String| {
+        let (http, metrics, dpop) = (&http, &metrics, &dpop);
+        async move {
+            send(
+                http,
+                reqwest::Method::GET,
+                metrics,
+                &[("authorization", dpop), ("dpop", &proof)],
+                None,
+            )
+            .await
+        }
+    };
+    let a = with_proof(proof.to_owned()).await;
+    assert_eq!(a.code, 200, "the holder's proof: {}", a.json);
+
+    // The same proof again: a replay.
+    let a = with_proof(proof.to_owned()).await;
+    assert_eq!(a.code, 401, "a replayed proof");
+    assert!(
+        a.challenge.starts_with("DPoP error=\"invalid_dpop_proof\""),
+        "{}",
+        a.challenge
+    );
+    // A proof of another key, for the same request and token.
+    let stolen = python_dpop(&thief, Some(("GET", &metrics, Some(&token))));
+    let a = with_proof(stolen["proof"].as_str().unwrap().to_owned()).await;
+    assert_eq!(a.code, 401, "another key's proof");
+    // As a bearer token, from reqwest and from kubectl.
+    let a = send(
+        &http,
+        reqwest::Method::GET,
+        &metrics,
+        &[("authorization", &format!("Bearer {token}"))],
+        None,
+    )
+    .await;
+    assert_eq!(a.code, 401, "as a bearer token");
+    assert!(a.challenge.starts_with("DPoP "), "{}", a.challenge);
+    let out = kubectl_metrics_with(&w, &token);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("Unauthorized"), "{}", stderr(&out));
+    // A new proof of the holder's key works again.
+    let fresh = python_dpop(&holder, Some(("GET", &metrics, Some(&token))));
+    let a = with_proof(fresh["proof"].as_str().unwrap().to_owned()).await;
+    assert_eq!(a.code, 200, "a fresh proof: {}", a.json);
+}
+
+/// A certificate-bound token: asked for over a client certificate, usable only on a connection
+/// presenting that certificate.
+#[tokio::test]
+async fn a_certificate_bound_token_works_only_over_its_certificate() {
+    let setup = tempfile::tempdir().unwrap();
+    let dir = setup.path();
+    let ca = pki::ca(dir, "client-ca");
+    // The deployer may ask for tokens, and neither it nor `other` may read /metrics: a 200
+    // there is the token's service account, a 403 a certificate's user.
+    pki::client(dir, "client-ca", "deployer", "deployer", "");
+    pki::client(dir, "client-ca", "other", "other", "");
+    let policy = policy(
+        dir,
+        "- name: deployer
+  subjects: [{kind: User, name: deployer}]
+  tokens: {namespaces: [demo], audiences: ['*']}
+",
+    );
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--client-ca-file",
+            ca.to_str().unwrap(),
+            "--authorization-policy-file",
+            &policy,
+        ],
+    )
+    .await;
+    let deployer = client(&w, Some(pki::identity(dir, "deployer")));
+    let a = send(
+        &deployer,
+        reqwest::Method::POST,
+        &w.url(TOKEN_PATH),
+        &[("warrant-token-binding", "client-certificate")],
+        token_request(&[]),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.json);
+    let token = a.json["status"]["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        cnf(&token),
+        json!({"x5t#S256": python_x5t(&dir.join("deployer.crt"))})
+    );
+
+    let bearer = format!("Bearer {token}");
+    let metrics = w.url("/metrics");
+    let a = send(
+        &deployer,
+        reqwest::Method::GET,
+        &metrics,
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_eq!(a.code, 200, "over its certificate: {}", a.json);
+    let other = client(&w, Some(pki::identity(dir, "other")));
+    let a = send(
+        &other,
+        reqwest::Method::GET,
+        &metrics,
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_eq!(a.code, 401, "over another certificate of the same CA");
+    let out = kubectl_metrics_with(&w, &token);
+    assert!(!out.status.success(), "without a certificate");
+    assert!(stderr(&out).contains("Unauthorized"), "{}", stderr(&out));
+}
+
+/// `requireKeyBinding`: kubectl (which cannot bind) is refused a token for a listed audience
+/// with the reason; the same request with a proof is issued a bound token.
+#[tokio::test]
+async fn the_policy_refuses_unbound_tokens_for_a_listed_audience() {
+    let setup = tempfile::tempdir().unwrap();
+    let policy = policy(
+        setup.path(),
+        "requireKeyBinding:\n  audiences: ['https://payments.*']\n",
+    );
+    let w = Warrant::start(OBJECTS, &["--authorization-policy-file", &policy]).await;
+    let out = w.create_token_as("app", &["--audience", "https://payments.internal"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "cannot request an unbound token for the audience \"https://payments.internal\": the authorization policy requires tokens for it to be bound to a key"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // Other audiences are not held to it.
+    w.token(&["--audience", "vault"]);
+
+    let key = setup.path().join("workload.key");
+    let proof = python_dpop(&key, Some(("POST", &w.url(TOKEN_PATH), None)));
+    let a = send(
+        &client(&w, None),
+        reqwest::Method::POST,
+        &w.url(TOKEN_PATH),
+        &[
+            ("authorization", &format!("Bearer {}", w.admin_token())),
+            ("dpop", proof["proof"].as_str().unwrap()),
+        ],
+        token_request(&["https://payments.internal"]),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.json);
+    assert_eq!(
+        cnf(a.json["status"]["token"].as_str().unwrap()),
+        json!({"jkt": proof["jkt"]})
+    );
+}
+
+/// `--dpop-htu-origin`: proofs must name the origin clients know warrant by, whatever host the
+/// connection addressed (here 127.0.0.1, as a proxy that rewrites `Host` would leave it); a
+/// proof for the address itself is refused. A bad origin stops the server with the reason.
+#[tokio::test]
+async fn proofs_name_the_configured_origin() {
+    let setup = tempfile::tempdir().unwrap();
+    let origin = "https://warrant.example.com";
+    let w = Warrant::start(OBJECTS, &["--dpop-htu-origin", origin]).await;
+    let key = setup.path().join("workload.key");
+    let ask = |htu: String| {
+        let (w, key) = (&w, &key);
+        async move {
+            let proof = python_dpop(key, Some(("POST", &htu, None)));
+            send(
+                &client(w, None),
+                reqwest::Method::POST,
+                &w.url(TOKEN_PATH),
+                &[
+                    ("authorization", &format!("Bearer {}", w.admin_token())),
+                    ("dpop", proof["proof"].as_str().unwrap()),
+                ],
+                token_request(&["vault"]),
+            )
+            .await
+        }
+    };
+    let a = ask(format!("{origin}{TOKEN_PATH}")).await;
+    assert_eq!(a.code, 201, "{}", a.json);
+    let a = ask(w.url(TOKEN_PATH)).await;
+    assert_eq!(a.code, 400, "{}", a.json);
+    assert_eq!(
+        a.json["message"],
+        "invalid DPoP proof: DPoP proof htu does not match the request URI"
+    );
+
+    let out = serve_refusing(&["--dpop-htu-origin", "http://warrant.example.com"], &[]);
+    assert!(
+        stderr(&out).contains(
+            "'http://warrant.example.com' for '--dpop-htu-origin <URL>': must be https:// with a host"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
