@@ -108,7 +108,8 @@ pub(crate) const BIND_CLIENT_CERTIFICATE: &str = "client-certificate";
 
 /// The key a token is to be bound to (RFC 7800 `cnf`), or a 400 saying why it cannot be:
 /// - with a `DPoP` header, the thumbprint of the proof's key (RFC 9449), once the proof is
-///   checked for this request: its method and its URI, `https://`, the host the caller
+///   checked for this request (by authentication, when the caller presented a key-bound token
+///   under the DPoP scheme with it): its method and its URI, `https://`, the host the caller
 ///   addressed (or `--dpop-htu-origin`) and the path (see `ProofChecker::target_uri`);
 /// - with [`BINDING_HEADER`]`: client-certificate`, the thumbprint of the client certificate
 ///   the caller authenticated with on this connection (RFC 8705);
@@ -159,6 +160,12 @@ fn key_binding(
             Ok(Some(Confirmation::certificate(thumbprint)))
         }
         (true, false) => {
+            if let Some(jkt) = &user.proven_key {
+                // The caller presented a token bound to this key under the DPoP scheme, and the
+                // header is that proof, checked for this request and spent by authentication:
+                // the new token is bound to the same key (RFC 9449 §5: to the proof's key).
+                return Ok(Some(Confirmation::dpop(jkt.clone())));
+            }
             let proofs = &state.authenticator().proofs;
             let Some(target) = proofs.target_uri(&request.uri, headers) else {
                 return Err(ApiError::bad_request(

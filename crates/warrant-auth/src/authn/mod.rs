@@ -106,6 +106,10 @@ pub struct User {
     pub extra: BTreeMap<String, Vec<String>>,
     /// How the caller authenticated.
     pub via: Via,
+    /// The thumbprint (`jkt`) of the DPoP key whose proof came with this request's key-bound
+    /// token, if it authenticated that way: the request's `DPoP` header is then that proof,
+    /// already checked and spent (see `authn::dpop`).
+    pub proven_key: Option<String>,
 }
 
 impl User {
@@ -135,6 +139,7 @@ impl User {
             groups,
             extra: BTreeMap::new(),
             via,
+            proven_key: None,
         };
         user.add_authenticated();
         user

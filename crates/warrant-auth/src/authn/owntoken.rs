@@ -91,6 +91,7 @@ pub(crate) async fn authenticate(
             (user, binding, cnf.filter(Confirmation::binds))
         }
     };
+    let mut proven_key = None;
     match (&presented, &cnf) {
         (Presented::Bearer { .. }, None) => {}
         (Presented::Bearer { peer }, Some(cnf)) => match cnf.x5t_s256.as_deref() {
@@ -124,7 +125,7 @@ pub(crate) async fn authenticate(
                 bound_to: Some(jkt),
             };
             match proofs.check(headers, &request, now) {
-                Ok(Some(_)) => {}
+                Ok(Some(proof)) => proven_key = Some(proof.jkt),
                 Ok(None) => return Outcome::Failed(Failure::NoProof),
                 Err(why) => return Outcome::Failed(Failure::Proof(why)),
             }
@@ -132,5 +133,6 @@ pub(crate) async fn authenticate(
     }
     let mut user = User::new(info.username, info.uid, info.groups, Via::OwnToken(binding));
     user.extra = info.extra;
+    user.proven_key = proven_key;
     Outcome::User(Arc::new(user))
 }

@@ -406,3 +406,60 @@ async fn a_key_bound_token_does_not_pass_a_review_without_a_proof() {
         reply.text
     );
 }
+
+/// A workload presenting its key-bound token under the DPoP scheme asks for another token for
+/// itself: the request's one proof authenticates it and binds the new token to the same key,
+/// which satisfies a policy requiring self-service tokens to be bound. (Checked twice, the proof
+/// would be refused as a replay of itself.)
+#[tokio::test]
+async fn a_dpop_caller_gets_tokens_bound_to_its_own_key() {
+    let policy = warrant_auth::Policy::parse(
+        "apiVersion: warrant.dev/v1alpha1
+kind: AuthorizationPolicy
+selfService:
+  audiences: [vault]
+requireKeyBinding:
+  selfService: true
+",
+        "policy.yaml",
+    )
+    .unwrap();
+    let api = api_auth(|_, authz| {
+        authz.policy = Some(warrant_auth::PolicyFile::from_policy(
+            policy,
+            std::path::Path::new("policy.yaml"),
+        ));
+    });
+    let holder = Holder::new();
+    let token = bound_token(&api, &holder, "own").await;
+    let ath = URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA256,
+        token.as_bytes(),
+    ));
+    let proof = holder.proof(json!({"jti": "self", "htm": "POST",
+        "htu": format!("https://{HOST}{PATH}"), "iat": NOW, "ath": ath}));
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(PATH)
+        .header("authorization", format!("DPoP {token}"))
+        .header("dpop", proof)
+        .header("host", HOST)
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                   "spec": {"audiences": ["vault"]}})
+            .to_string(),
+        ))
+        .unwrap();
+    let reply = api.send(request).await;
+    assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
+    let minted = reply.json["status"]["token"].as_str().unwrap();
+    assert_eq!(claims(minted).aud, vec!["vault".to_owned()]);
+    let payload: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(minted.split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(payload["cnf"], json!({"jkt": holder.thumbprint()}));
+}
