@@ -103,10 +103,6 @@ impl ProofChecker {
         );
     }
 
-    fn count(&self, result: &'static str) {
-        self.results.get_or_create(&ProofLabels { result }).inc();
-    }
-
     /// The proof in `headers`, if there is one, checked for `request` at `now` and recorded:
     /// `Ok(None)` without a `DPoP` header; an error for two of them, a bad proof, or one seen
     /// before within its window.
@@ -116,35 +112,54 @@ impl ProofChecker {
         request: &ProofRequest<'_>,
         now: Timestamp,
     ) -> Result<Option<VerifiedProof>, DpopError> {
-        let checked = self.check_uncounted(headers, request, now);
-        match &checked {
-            Ok(None) => {}
-            Ok(Some(_)) => self.count("accepted"),
-            Err(DpopError::Replayed) => self.count("replayed"),
-            Err(_) => self.count("invalid"),
-        }
-        checked
-    }
-
-    fn check_uncounted(
-        &self,
-        headers: &HeaderMap,
-        request: &ProofRequest<'_>,
-        now: Timestamp,
-    ) -> Result<Option<VerifiedProof>, DpopError> {
         let mut proofs = headers.get_all(DPOP_HEADER).iter();
         let Some(proof) = proofs.next() else {
             return Ok(None);
         };
-        if proofs.next().is_some() {
-            return Err(DpopError::NotOne);
-        }
-        let proof = proof.to_str().map_err(|_| DpopError::Malformed)?;
-        if proof.contains(',') {
-            // Two proofs folded into one header line.
-            return Err(DpopError::NotOne);
-        }
-        let verified = verify_proof(proof.trim(), request, now, self.window_seconds)?;
+        let checked = if proofs.next().is_some() {
+            Err(DpopError::NotOne)
+        } else {
+            match proof.to_str() {
+                // Two proofs folded into one header line.
+                Ok(proof) if proof.contains(',') => Err(DpopError::NotOne),
+                Ok(proof) => self.verify_once(proof.trim(), request, now),
+                Err(_) => Err(DpopError::Malformed),
+            }
+        };
+        self.count(&checked);
+        checked.map(Some)
+    }
+
+    /// `proof` (a proof a relying party received and passes on in a review) checked for
+    /// `request` at `now` and recorded, as [`check`](Self::check) does a header's.
+    pub fn check_proof(
+        &self,
+        proof: &str,
+        request: &ProofRequest<'_>,
+        now: Timestamp,
+    ) -> Result<VerifiedProof, DpopError> {
+        let checked = self.verify_once(proof, request, now);
+        self.count(&checked);
+        checked
+    }
+
+    fn count(&self, checked: &Result<VerifiedProof, DpopError>) {
+        let result = match checked {
+            Ok(_) => "accepted",
+            Err(DpopError::Replayed) => "replayed",
+            Err(_) => "invalid",
+        };
+        self.results.get_or_create(&ProofLabels { result }).inc();
+    }
+
+    /// Verifies `proof` and records it until it is stale; a proof seen before is a replay.
+    fn verify_once(
+        &self,
+        proof: &str,
+        request: &ProofRequest<'_>,
+        now: Timestamp,
+    ) -> Result<VerifiedProof, DpopError> {
+        let verified = verify_proof(proof, request, now, self.window_seconds)?;
         let fresh = self.seen.insert_if_absent_until(
             verified.replay_key(),
             (),
@@ -154,7 +169,7 @@ impl ProofChecker {
         if !fresh {
             return Err(DpopError::Replayed);
         }
-        Ok(Some(verified))
+        Ok(verified)
     }
 }
 
