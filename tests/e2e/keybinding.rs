@@ -355,3 +355,78 @@ async fn proofs_name_the_configured_origin() {
         stderr(&out)
     );
 }
+
+/// Reviews of a DPoP-bound token, with kubectl as a relying party's client: kube's TokenReview
+/// (no place for a proof) refuses it and points to warrant.dev's; warrant.dev's with the proof
+/// the relying party received authenticates it and says which key was proven, once; without
+/// the proof it is refused.
+#[tokio::test]
+async fn a_review_authenticates_a_key_bound_token_only_with_its_proof() {
+    let setup = tempfile::tempdir().unwrap();
+    let w = Warrant::start(OBJECTS, &[]).await;
+    let key = setup.path().join("workload.key");
+    let relying_party = "https://payments.example/charge";
+    let issue = python_dpop(&key, Some(("POST", &w.url(TOKEN_PATH), None)));
+    let a = send(
+        &client(&w, None),
+        reqwest::Method::POST,
+        &w.url(TOKEN_PATH),
+        &[
+            ("authorization", &format!("Bearer {}", w.admin_token())),
+            ("dpop", issue["proof"].as_str().unwrap()),
+        ],
+        token_request(&["payments"]),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.json);
+    let token = a.json["status"]["token"].as_str().unwrap().to_owned();
+
+    let kube = w.review(&token, &["payments"]);
+    assert_eq!(kube["authenticated"], Value::Null, "{kube}");
+    assert!(
+        kube["error"]
+            .as_str()
+            .unwrap()
+            .contains("/apis/warrant.dev/v1alpha1/tokenreviews"),
+        "{kube}"
+    );
+
+    // What the relying party received: the token and a proof for its own request.
+    let proof = python_dpop(&key, Some(("POST", relying_party, Some(&token))));
+    let review = |dpop: Option<&str>| {
+        let mut spec = json!({"token": token, "audiences": ["payments"]});
+        if let Some(proof) = dpop {
+            spec["dpop"] = json!({"proof": proof, "method": "POST", "uri": relying_party});
+        }
+        w.kubectl_create(
+            &json!({"apiVersion": "warrant.dev/v1alpha1", "kind": "TokenReview",
+                                 "spec": spec}),
+        )["status"]
+            .clone()
+    };
+    let with_proof = review(proof["proof"].as_str());
+    assert_eq!(with_proof["authenticated"], true, "{with_proof}");
+    assert_eq!(
+        with_proof["user"]["username"],
+        "system:serviceaccount:demo:app"
+    );
+    assert_eq!(
+        with_proof["keyBinding"],
+        json!({"method": "DPoP", "thumbprint": issue["jkt"]})
+    );
+    let replayed = review(proof["proof"].as_str());
+    assert_eq!(replayed["authenticated"], Value::Null, "{replayed}");
+    assert!(
+        replayed["error"]
+            .as_str()
+            .unwrap()
+            .contains("already been used"),
+        "{replayed}"
+    );
+    let without = review(None);
+    assert_eq!(without["authenticated"], Value::Null, "{without}");
+    assert!(
+        without["error"].as_str().unwrap().contains("spec.dpop"),
+        "{without}"
+    );
+}
