@@ -32,7 +32,8 @@ async fn kubectl_rejects_unknown_fields_as_against_kube_apiserver() {
         )
     );
 
-    // Only the unknown field wrong; in warrant's own group too.
+    // Only the unknown field wrong; in warrant's own group too, whose TokenReview has its own
+    // definition (it takes the proof of a key-bound token).
     let file = w.manifest(&json!({
         "apiVersion": "warrant.dev/v1alpha1",
         "kind": "TokenReview",
@@ -45,7 +46,7 @@ async fn kubectl_rejects_unknown_fields_as_against_kube_apiserver() {
         format!(
             "error: error validating \"{}\": error validating data: \
              ValidationError(TokenReview.spec): unknown field \"audience\" in \
-             io.k8s.api.authentication.v1.TokenReviewSpec; \
+             dev.warrant.v1alpha1.TokenReviewSpec; \
              if you choose to ignore these errors, turn validation off with --validate=false",
             file.display()
         )

@@ -619,10 +619,10 @@ mod tests {
     }
 
     mod binding {
-        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
         use base64::Engine as _;
         use base64::engine::general_purpose::URL_SAFE_NO_PAD;
         use serde_json::json;
+        use warrant_testkit::{DpopHolder, sha256_b64url};
 
         use super::super::*;
 
@@ -634,58 +634,11 @@ mod tests {
             jiff::Timestamp::from_second(NOW).unwrap()
         }
 
-        /// A client's DPoP key; proofs and the RFC 7638 thumbprint made here by the RFC's
-        /// recipe, not with warrant-token's code.
-        struct Holder(EcdsaKeyPair);
-
-        impl Holder {
-            fn new() -> Self {
-                Holder(EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap())
-            }
-
-            fn xy(&self) -> (String, String) {
-                let point = self.0.public_key().as_ref();
-                let (x, y) = point[1..].split_at(32);
-                (URL_SAFE_NO_PAD.encode(x), URL_SAFE_NO_PAD.encode(y))
-            }
-
-            fn jkt(&self) -> String {
-                let (x, y) = self.xy();
-                let canonical = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
-                URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
-                    &aws_lc_rs::digest::SHA256,
-                    canonical.as_bytes(),
-                ))
-            }
-
-            fn proof(&self, claims: &Value) -> String {
-                let (x, y) = self.xy();
-                let header = json!({"typ": "dpop+jwt", "alg": "ES256",
-                                    "jwk": {"kty": "EC", "crv": "P-256", "x": x, "y": y}});
-                let input = format!(
-                    "{}.{}",
-                    URL_SAFE_NO_PAD.encode(header.to_string()),
-                    URL_SAFE_NO_PAD.encode(claims.to_string())
-                );
-                let signature = self
-                    .0
-                    .sign(&aws_lc_rs::rand::SystemRandom::new(), input.as_bytes())
-                    .unwrap();
-                format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()))
-            }
-
-            /// A good proof for GET [`URI`] with [`TOKEN`].
-            fn good(&self) -> String {
-                self.proof(&json!({"jti": "j1", "htm": "GET", "htu": URI, "iat": NOW,
-                                   "ath": access_token_hash_here(TOKEN)}))
-            }
-        }
-
-        fn access_token_hash_here(token: &str) -> String {
-            URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
-                &aws_lc_rs::digest::SHA256,
-                token.as_bytes(),
-            ))
+        /// A good proof by `holder` (warrant-testkit's: aws-lc-rs by the RFC's recipe, not
+        /// warrant-token's code) for GET [`URI`] with [`TOKEN`].
+        fn good(holder: &DpopHolder) -> String {
+            holder.proof(&json!({"jti": "j1", "htm": "GET", "htu": URI, "iat": NOW,
+                                 "ath": sha256_b64url(TOKEN.as_bytes())}))
         }
 
         fn with_proof(proof: &str) -> Presented<'_> {
@@ -705,8 +658,8 @@ mod tests {
 
         #[test]
         fn an_unbound_token_is_a_bearer_token_and_takes_no_evidence() {
-            let holder = Holder::new();
-            let proof = holder.good();
+            let holder = DpopHolder::new();
+            let proof = good(&holder);
             assert_eq!(check(None, &Presented::default()), Ok(Binding::Bearer));
             assert_eq!(
                 check(None, &with_proof(&proof)),
@@ -732,31 +685,36 @@ mod tests {
         /// message names the binding and the flags, never the token.
         #[test]
         fn a_dpop_bound_token_needs_a_proof_by_its_key() {
-            let (holder, other) = (Holder::new(), Holder::new());
-            let cnf = || Some(json!({"jkt": holder.jkt()}));
+            let (holder, other) = (DpopHolder::new(), DpopHolder::new());
+            let cnf = || Some(json!({"jkt": holder.thumbprint()}));
             let refused = check(cnf(), &Presented::default()).unwrap_err();
-            assert_eq!(refused, BindingError::ProofMissing { jkt: holder.jkt() });
+            assert_eq!(
+                refused,
+                BindingError::ProofMissing {
+                    jkt: holder.thumbprint()
+                }
+            );
             let message = refused.to_string();
-            assert!(message.contains(&holder.jkt()), "{message}");
+            assert!(message.contains(&holder.thumbprint()), "{message}");
             assert!(message.contains("--dpop-proof"), "{message}");
             assert!(!message.contains(TOKEN), "{message}");
 
             assert_eq!(
-                check(cnf(), &with_proof(&holder.good())),
+                check(cnf(), &with_proof(&good(&holder))),
                 Ok(Binding::Bound {
-                    dpop: Some(holder.jkt()),
+                    dpop: Some(holder.thumbprint()),
                     certificate: None
                 })
             );
             // Another key's proof, otherwise perfect.
             assert_eq!(
-                check(cnf(), &with_proof(&other.good())),
+                check(cnf(), &with_proof(&good(&other))),
                 Err(BindingError::Proof(warrant_token::DpopError::Thumbprint))
             );
             // The proof must be for this token (ath), this request, and now.
             let cases = [
                 (
-                    json!({"ath": access_token_hash_here("another.token.x")}),
+                    json!({"ath": sha256_b64url("another.token.x".as_bytes())}),
                     warrant_token::DpopError::TokenHash,
                 ),
                 (json!({"htm": "POST"}), warrant_token::DpopError::Method),
@@ -771,7 +729,7 @@ mod tests {
             ];
             for (change, error) in cases {
                 let mut claims = json!({"jti": "j1", "htm": "GET", "htu": URI, "iat": NOW,
-                                        "ath": access_token_hash_here(TOKEN)});
+                                        "ath": sha256_b64url(TOKEN.as_bytes())});
                 for (k, v) in change.as_object().unwrap() {
                     claims[k] = v.clone();
                 }
@@ -791,7 +749,7 @@ mod tests {
                 ))
             );
             // The same proof twice passes twice: verify keeps no replay cache (documented).
-            let proof = holder.good();
+            let proof = good(&holder);
             assert!(check(cnf(), &with_proof(&proof)).is_ok());
             assert!(check(cnf(), &with_proof(&proof)).is_ok());
         }
@@ -803,8 +761,7 @@ mod tests {
             let other = rcgen::generate_simple_self_signed(vec!["client".to_owned()]).unwrap();
             let der = cert.cert.der().to_vec();
             // The thumbprint by the RFC's recipe, computed here.
-            let x5t =
-                URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der));
+            let x5t = sha256_b64url(&der);
             let cnf = || Some(json!({"x5t#S256": x5t}));
             assert_eq!(
                 check(cnf(), &Presented::default()),

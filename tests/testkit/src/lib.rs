@@ -1,6 +1,6 @@
 //! What warrant's tests and benchmarks share, written once: the standard issuer, tokens, time
 //! and UIDs ([`ISSUER`], [`ADMIN`], [`NOW`], ...), object fixtures ([`record`], [`pod`],
-//! [`Crowd`]), a test CA ([`TestCa`]) and, with the `state` feature, the API state every
+//! [`Crowd`]), a test CA ([`TestCa`]), a DPoP client's key ([`DpopHolder`]) and, with the `state` feature, the API state every
 //! front-end test starts from ([`state`]).
 //!
 //! Test support, never shipped: a fixture that cannot be built is a broken test, so this crate
@@ -9,11 +9,13 @@
 #![allow(clippy::expect_used)]
 
 mod ca;
+mod dpop;
 mod objects;
 #[cfg(feature = "state")]
 mod state;
 
 pub use ca::{Issued, TestCa};
+pub use dpop::{DpopHolder, sha256_b64url};
 pub use objects::{Crowd, pod, record};
 #[cfg(feature = "state")]
 pub use state::{StateBuilder, key, settings, state};

@@ -225,11 +225,8 @@ pub fn request_uri(uri: &Uri, headers: &HeaderMap) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use aws_lc_rs::rand::SystemRandom;
-    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
-    use base64::Engine as _;
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use serde_json::json;
+    use warrant_testkit::DpopHolder;
 
     use super::*;
 
@@ -240,19 +237,9 @@ mod tests {
         Timestamp::from_second(second).unwrap()
     }
 
-    /// A proof made with aws-lc-rs directly, not warrant's key code.
-    fn proof(key: &EcdsaKeyPair, jti: &str, iat: i64) -> String {
-        let point = key.public_key().as_ref();
-        let (x, y) = point[1..].split_at(32);
-        let header = json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": {"kty": "EC", "crv": "P-256", "x": URL_SAFE_NO_PAD.encode(x), "y": URL_SAFE_NO_PAD.encode(y)}});
-        let claims = json!({"jti": jti, "htm": "POST", "htu": URI, "iat": iat});
-        let input = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(header.to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
-        let signature = key.sign(&SystemRandom::new(), input.as_bytes()).unwrap();
-        format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()))
+    /// A proof by warrant-testkit's holder (aws-lc-rs directly, not warrant's key code).
+    fn proof(key: &DpopHolder, jti: &str, iat: i64) -> String {
+        key.proof(&json!({"jti": jti, "htm": "POST", "htu": URI, "iat": iat}))
     }
 
     fn headers(proofs: &[&str]) -> HeaderMap {
@@ -273,7 +260,7 @@ mod tests {
     #[test]
     fn a_proof_is_accepted_once_within_its_window() {
         let checker = ProofChecker::default();
-        let key = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+        let key = DpopHolder::new();
         let first = proof(&key, "one", NOW);
         assert!(
             checker
@@ -292,7 +279,7 @@ mod tests {
                 .check(&headers(&[&second]), &REQUEST, at(NOW))
                 .is_ok()
         );
-        let other = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+        let other = DpopHolder::new();
         assert!(
             checker
                 .check(&headers(&[&proof(&other, "one", NOW)]), &REQUEST, at(NOW))
@@ -316,7 +303,7 @@ mod tests {
     #[test]
     fn a_refused_proof_is_not_recorded() {
         let checker = ProofChecker::default();
-        let key = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+        let key = DpopHolder::new();
         let good = proof(&key, "one", NOW);
         let wrong_method = ProofRequest {
             method: "GET",
@@ -333,7 +320,7 @@ mod tests {
     fn none_or_exactly_one_header() {
         let checker = ProofChecker::default();
         assert_eq!(checker.check(&headers(&[]), &REQUEST, at(NOW)), Ok(None));
-        let key = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+        let key = DpopHolder::new();
         let (a, b) = (proof(&key, "a", NOW), proof(&key, "b", NOW));
         assert_eq!(
             checker.check(&headers(&[&a, &b]), &REQUEST, at(NOW)),

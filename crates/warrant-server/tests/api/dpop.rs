@@ -1,7 +1,6 @@
 //! Key-bound tokens (issue 27): a TokenRequest with a DPoP proof (RFC 9449) gets a token whose
-//! `cnf.jkt` is its key's thumbprint; a bad proof is a 400 saying why. The proofs are made here
-//! with aws-lc-rs directly and the thumbprint is computed here by RFC 7638's recipe, not with
-//! warrant's own code.
+//! `cnf.jkt` is its key's thumbprint; a bad proof is a 400 saying why. Proofs and thumbprints come
+//! from warrant-testkit's `DpopHolder` (aws-lc-rs by the RFCs' recipes), not from warrant's code.
 
 use axum::body::Body;
 use base64::Engine as _;
@@ -10,63 +9,15 @@ use http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::*;
+use warrant_testkit::{DpopHolder, sha256_b64url};
 
 const HOST: &str = "warrant.example:8443";
 const PATH: &str = "/api/v1/namespaces/demo/serviceaccounts/app/token";
 
-/// A workload's DPoP key, made with aws-lc-rs.
-struct Holder {
-    key: aws_lc_rs::signature::EcdsaKeyPair,
-}
-
-impl Holder {
-    fn new() -> Self {
-        Holder {
-            key: aws_lc_rs::signature::EcdsaKeyPair::generate(
-                &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-            )
-            .unwrap(),
-        }
-    }
-
-    fn coordinates(&self) -> (String, String) {
-        use aws_lc_rs::signature::KeyPair as _;
-        let point = self.key.public_key().as_ref();
-        let (x, y) = point[1..].split_at(32);
-        (URL_SAFE_NO_PAD.encode(x), URL_SAFE_NO_PAD.encode(y))
-    }
-
-    /// RFC 7638: SHA-256 of the required members in lexicographic order, no whitespace.
-    fn thumbprint(&self) -> String {
-        let (x, y) = self.coordinates();
-        let canonical = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
-        URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
-            &aws_lc_rs::digest::SHA256,
-            canonical.as_bytes(),
-        ))
-    }
-
-    fn proof(&self, claims: Value) -> String {
-        let (x, y) = self.coordinates();
-        let header = json!({"typ": "dpop+jwt", "alg": "ES256",
-                            "jwk": {"kty": "EC", "crv": "P-256", "x": x, "y": y}});
-        let input = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(header.to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
-        let signature = self
-            .key
-            .sign(&aws_lc_rs::rand::SystemRandom::new(), input.as_bytes())
-            .unwrap();
-        format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()))
-    }
-
-    /// A proof for a TokenRequest for `demo/app` at `iat`, with `jti`.
-    fn for_token_request(&self, jti: &str, iat: i64) -> String {
-        self.proof(json!({"jti": jti, "htm": "POST",
-                          "htu": format!("https://{HOST}{PATH}"), "iat": iat}))
-    }
+/// A proof for a TokenRequest for `demo/app` at `iat`, with `jti`.
+fn for_token_request(holder: &DpopHolder, jti: &str, iat: i64) -> String {
+    holder.proof(&json!({"jti": jti, "htm": "POST",
+                         "htu": format!("https://{HOST}{PATH}"), "iat": iat}))
 }
 
 /// A TokenRequest for `demo/app` as the admin, with the `DPoP` header `proof` (if any) and
@@ -92,10 +43,10 @@ async fn request(api: &Api, proof: Option<&str>, host: Option<&str>) -> Reply {
 #[tokio::test]
 async fn a_proof_binds_the_token_to_its_key() {
     let api = api();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let reply = request(
         &api,
-        Some(&holder.for_token_request("one", NOW)),
+        Some(&for_token_request(&holder, "one", NOW)),
         Some(HOST),
     )
     .await;
@@ -124,13 +75,13 @@ async fn a_proof_binds_the_token_to_its_key() {
 #[tokio::test]
 async fn a_bad_proof_is_a_400_saying_why() {
     let api = api();
-    let holder = Holder::new();
-    let other_path = holder.proof(json!({"jti": "p", "htm": "POST",
+    let holder = DpopHolder::new();
+    let other_path = holder.proof(&json!({"jti": "p", "htm": "POST",
         "htu": format!("https://{HOST}/api/v1/namespaces/demo/serviceaccounts/other/token"),
         "iat": NOW}));
-    let get = holder.proof(json!({"jti": "g", "htm": "GET",
+    let get = holder.proof(&json!({"jti": "g", "htm": "GET",
         "htu": format!("https://{HOST}{PATH}"), "iat": NOW}));
-    let stale = holder.for_token_request("s", NOW - 120);
+    let stale = for_token_request(&holder, "s", NOW - 120);
     let cases = [
         (other_path, "DPoP proof htu does not match the request URI"),
         (get, "DPoP proof htm does not match the request method"),
@@ -158,8 +109,8 @@ async fn a_bad_proof_is_a_400_saying_why() {
 #[tokio::test]
 async fn a_replayed_proof_is_refused() {
     let api = api();
-    let holder = Holder::new();
-    let proof = holder.for_token_request("once", NOW);
+    let holder = DpopHolder::new();
+    let proof = for_token_request(&holder, "once", NOW);
     let first = request(&api, Some(&proof), Some(HOST)).await;
     assert_eq!(first.code, StatusCode::CREATED, "{}", first.text);
     api.advance(30);
@@ -172,7 +123,7 @@ async fn a_replayed_proof_is_refused() {
     // A new proof from the same key is fine.
     let fresh = request(
         &api,
-        Some(&holder.for_token_request("next", NOW + 30)),
+        Some(&for_token_request(&holder, "next", NOW + 30)),
         Some(HOST),
     )
     .await;
@@ -184,15 +135,15 @@ async fn a_replayed_proof_is_refused() {
 #[tokio::test]
 async fn the_uri_is_the_host_the_caller_addressed() {
     let api = api();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let reply = request(
         &api,
-        Some(&holder.for_token_request("h", NOW)),
+        Some(&for_token_request(&holder, "h", NOW)),
         Some("elsewhere.example"),
     )
     .await;
     assert_eq!(reply.code, StatusCode::BAD_REQUEST, "{}", reply.text);
-    let reply = request(&api, Some(&holder.for_token_request("n", NOW)), None).await;
+    let reply = request(&api, Some(&for_token_request(&holder, "n", NOW)), None).await;
     assert_eq!(reply.code, StatusCode::BAD_REQUEST, "{}", reply.text);
     assert!(
         reply.json["message"]
@@ -208,8 +159,8 @@ async fn the_uri_is_the_host_the_caller_addressed() {
 #[tokio::test]
 async fn the_audit_event_records_the_thumbprint() {
     let (api, writer, dir) = api_audited();
-    let holder = Holder::new();
-    let proof = holder.for_token_request("a", NOW);
+    let holder = DpopHolder::new();
+    let proof = for_token_request(&holder, "a", NOW);
     let reply = request(&api, Some(&proof), Some(HOST)).await;
     assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
     writer.finish().await;
@@ -239,8 +190,8 @@ fn with_metrics_policy() -> Api {
 }
 
 /// A token for warrant's own API audience, bound to `holder`'s key.
-async fn bound_token(api: &Api, holder: &Holder, jti: &str) -> String {
-    let proof = holder.for_token_request(jti, NOW);
+async fn bound_token(api: &Api, holder: &DpopHolder, jti: &str) -> String {
+    let proof = for_token_request(holder, jti, NOW);
     let mut request = Request::builder()
         .method(Method::POST)
         .uri(PATH)
@@ -259,13 +210,10 @@ async fn bound_token(api: &Api, holder: &Holder, jti: &str) -> String {
 }
 
 /// A proof for `GET /metrics` presenting `token`.
-fn metrics_proof(holder: &Holder, token: &str, jti: &str) -> String {
-    let ath = URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
-        &aws_lc_rs::digest::SHA256,
-        token.as_bytes(),
-    ));
+fn metrics_proof(holder: &DpopHolder, token: &str, jti: &str) -> String {
+    let ath = sha256_b64url(token.as_bytes());
     holder.proof(
-        json!({"jti": jti, "htm": "GET", "htu": format!("https://{HOST}/metrics"),
+        &json!({"jti": jti, "htm": "GET", "htu": format!("https://{HOST}/metrics"),
                         "iat": NOW, "ath": ath}),
     )
 }
@@ -303,7 +251,7 @@ fn assert_dpop_challenge(reply: &Reply, case: &str) {
 #[tokio::test]
 async fn a_key_bound_token_authenticates_only_with_its_proof() {
     let api = with_metrics_policy();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let token = bound_token(&api, &holder, "issue").await;
     let dpop = format!("DPoP {token}");
 
@@ -332,7 +280,7 @@ async fn a_key_bound_token_authenticates_only_with_its_proof() {
     // Under the DPoP scheme without a proof.
     assert_dpop_challenge(&get_metrics(&api, &dpop, None).await, "no proof");
     // With a proof by another key (its thumbprint is not the token's cnf.jkt).
-    let thief = Holder::new();
+    let thief = DpopHolder::new();
     let other_key = get_metrics(&api, &dpop, Some(&metrics_proof(&thief, &token, "t1"))).await;
     assert_dpop_challenge(&other_key, "another key");
     // With the holder's proof made for another token (ath).
@@ -345,7 +293,7 @@ async fn a_key_bound_token_authenticates_only_with_its_proof() {
     let replayed = get_metrics(&api, &dpop, Some(&metrics_proof(&holder, &token, "m1"))).await;
     assert_dpop_challenge(&replayed, "replayed");
     // A proof made for TokenRequest (another method and URI).
-    let elsewhere = holder.for_token_request("x1", NOW);
+    let elsewhere = for_token_request(&holder, "x1", NOW);
     assert_dpop_challenge(
         &get_metrics(&api, &dpop, Some(&elsewhere)).await,
         "another request",
@@ -362,7 +310,7 @@ async fn an_unbound_token_is_a_bearer_token() {
     let api = with_metrics_policy();
     let reply = api.token("app", json!({})).await;
     let token = reply.json["status"]["token"].as_str().unwrap().to_owned();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let dpop = get_metrics(
         &api,
         &format!("DPoP {token}"),
@@ -379,7 +327,7 @@ async fn an_unbound_token_is_a_bearer_token() {
 #[tokio::test]
 async fn a_key_bound_token_does_not_pass_a_review_without_a_proof() {
     let api = api();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let token = bound_token(&api, &holder, "r").await;
     let reply = api
         .review("authentication.k8s.io/v1", &token, &[ISSUER])
@@ -430,13 +378,10 @@ requireKeyBinding:
             std::path::Path::new("policy.yaml"),
         ));
     });
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let token = bound_token(&api, &holder, "own").await;
-    let ath = URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
-        &aws_lc_rs::digest::SHA256,
-        token.as_bytes(),
-    ));
-    let proof = holder.proof(json!({"jti": "self", "htm": "POST",
+    let ath = sha256_b64url(token.as_bytes());
+    let proof = holder.proof(&json!({"jti": "self", "htm": "POST",
         "htu": format!("https://{HOST}{PATH}"), "iat": NOW, "ath": ath}));
     let request = Request::builder()
         .method(Method::POST)

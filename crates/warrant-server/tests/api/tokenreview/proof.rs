@@ -1,17 +1,17 @@
 //! warrant.dev's TokenReview with the proof of a key-bound token (issue 27): `spec.dpop` (the
 //! DPoP proof a relying party received, with its request's method and URI) or
-//! `spec.certificateThumbprint`. The proofs are made here with aws-lc-rs directly, and the
-//! thumbprints computed here by RFC 7638's and RFC 8705's recipes, not with warrant's code.
+//! `spec.certificateThumbprint`. Proofs and thumbprints come from warrant-testkit (aws-lc-rs by
+//! RFC 7638's and RFC 8705's recipes), not from warrant's code.
 //! kube's TokenReview routes drop those fields unread.
 
 use axum::body::Body;
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use warrant_token::Confirmation;
 
 use crate::support::*;
+use warrant_testkit::DpopHolder;
+use warrant_testkit::sha256_b64url as sha256;
 
 const WARRANT: &str = "warrant.dev/v1alpha1";
 /// Where warrant is addressed when a test asks it for a token.
@@ -23,69 +23,18 @@ const RP_URI: &str = "https://vault.example/v1/secret/data/app";
 /// What `status.error` says of a key-bound token on kube's routes.
 const KUBE_ROUTE_REFUSAL: &str = "service account token is bound to a key (cnf): this TokenReview cannot carry the proof of that key; review it with the proof (spec.dpop or spec.certificateThumbprint) at /apis/warrant.dev/v1alpha1/tokenreviews";
 
-/// A workload's DPoP key, made with aws-lc-rs.
-struct Holder {
-    key: aws_lc_rs::signature::EcdsaKeyPair,
+/// A proof for the relying party's request, presenting `token`.
+fn for_rp(holder: &DpopHolder, token: &str, jti: &str) -> String {
+    holder.proof(
+        &json!({"jti": jti, "htm": RP_METHOD, "htu": RP_URI, "iat": NOW,
+                         "ath": sha256(token.as_bytes())}),
+    )
 }
 
-impl Holder {
-    fn new() -> Self {
-        Holder {
-            key: aws_lc_rs::signature::EcdsaKeyPair::generate(
-                &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-            )
-            .unwrap(),
-        }
-    }
-
-    fn coordinates(&self) -> (String, String) {
-        use aws_lc_rs::signature::KeyPair as _;
-        let point = self.key.public_key().as_ref();
-        let (x, y) = point[1..].split_at(32);
-        (URL_SAFE_NO_PAD.encode(x), URL_SAFE_NO_PAD.encode(y))
-    }
-
-    /// RFC 7638: SHA-256 of the required members in lexicographic order, no whitespace.
-    fn thumbprint(&self) -> String {
-        let (x, y) = self.coordinates();
-        let canonical = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
-        sha256(canonical.as_bytes())
-    }
-
-    fn proof(&self, claims: Value) -> String {
-        let (x, y) = self.coordinates();
-        let header = json!({"typ": "dpop+jwt", "alg": "ES256",
-                            "jwk": {"kty": "EC", "crv": "P-256", "x": x, "y": y}});
-        let input = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(header.to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
-        let signature = self
-            .key
-            .sign(&aws_lc_rs::rand::SystemRandom::new(), input.as_bytes())
-            .unwrap();
-        format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()))
-    }
-
-    /// A proof for the relying party's request, presenting `token`.
-    fn for_rp(&self, token: &str, jti: &str) -> String {
-        self.proof(
-            json!({"jti": jti, "htm": RP_METHOD, "htu": RP_URI, "iat": NOW,
-                          "ath": sha256(token.as_bytes())}),
-        )
-    }
-
-    /// A proof for a TokenRequest for `demo/app`.
-    fn for_token_request(&self, jti: &str) -> String {
-        self.proof(json!({"jti": jti, "htm": "POST",
-                          "htu": format!("https://{HOST}{TOKEN_PATH}"), "iat": NOW}))
-    }
-}
-
-/// base64url (unpadded) SHA-256: `ath`, RFC 7638 and RFC 8705 thumbprints.
-fn sha256(bytes: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes))
+/// A proof for a TokenRequest for `demo/app`.
+fn for_token_request(holder: &DpopHolder, jti: &str) -> String {
+    holder.proof(&json!({"jti": jti, "htm": "POST",
+                         "htu": format!("https://{HOST}{TOKEN_PATH}"), "iat": NOW}))
 }
 
 /// A TokenRequest for `demo/app`, for `vault`, with the `DPoP` header `proof` if any.
@@ -106,8 +55,8 @@ async fn token_request(api: &Api, proof: Option<&str>) -> Reply {
 }
 
 /// A token for `vault` bound to `holder`'s DPoP key, as warrant issues it.
-async fn dpop_bound_token(api: &Api, holder: &Holder) -> String {
-    let reply = token_request(api, Some(&holder.for_token_request("issue"))).await;
+async fn dpop_bound_token(api: &Api, holder: &DpopHolder) -> String {
+    let reply = token_request(api, Some(&for_token_request(holder, "issue"))).await;
     assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
     let token = reply.json["status"]["token"].as_str().unwrap().to_owned();
     assert_eq!(
@@ -194,9 +143,9 @@ fn assert_refused(reply: &Reply, why: &str, secrets: &[&str], case: &str) {
 #[tokio::test]
 async fn a_dpop_bound_token_passes_with_its_proof() {
     let api = api();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let token = dpop_bound_token(&api, &holder).await;
-    let proof = holder.for_rp(&token, "rp-1");
+    let proof = for_rp(&holder, &token, "rp-1");
     let reply = review(&api, WARRANT, &token, dpop(&proof)).await;
     assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
     assert_eq!(reply.json["apiVersion"], WARRANT);
@@ -211,7 +160,7 @@ async fn a_dpop_bound_token_passes_with_its_proof() {
     assert_eq!(status.get("error"), None);
     assert_eq!(reply.json["spec"]["dpop"], dpop(&proof)["dpop"]);
     // The proof's htu query is ignored, as RFC 9449 says; the URI given may carry one too.
-    let with_query = holder.for_rp(&token, "rp-2");
+    let with_query = for_rp(&holder, &token, "rp-2");
     let reply = review(
         &api,
         WARRANT,
@@ -231,9 +180,9 @@ async fn a_dpop_bound_token_passes_with_its_proof() {
 #[tokio::test]
 async fn a_replayed_proof_is_refused_across_reviews_and_the_api() {
     let api = api();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let token = dpop_bound_token(&api, &holder).await;
-    let proof = holder.for_rp(&token, "once");
+    let proof = for_rp(&holder, &token, "once");
     let first = review(&api, WARRANT, &token, dpop(&proof)).await;
     assert_eq!(
         first.json["status"]["authenticated"], true,
@@ -251,9 +200,9 @@ async fn a_replayed_proof_is_refused_across_reviews_and_the_api() {
 
     // Used at warrant's API first (a TokenRequest takes it: it presents no token there), the
     // same proof is then refused by a review for that request.
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let token = dpop_bound_token(&api, &holder).await;
-    let used = holder.proof(json!({"jti": "shared", "htm": "POST",
+    let used = holder.proof(&json!({"jti": "shared", "htm": "POST",
         "htu": format!("https://{HOST}{TOKEN_PATH}"), "iat": NOW + 30,
         "ath": sha256(token.as_bytes())}));
     let issued = token_request(&api, Some(&used)).await;
@@ -268,7 +217,7 @@ async fn a_replayed_proof_is_refused_across_reviews_and_the_api() {
         "used at the API",
     );
     // And the other way: reviewed first, then refused at the API.
-    let fresh = holder.proof(json!({"jti": "reviewed-first", "htm": "POST",
+    let fresh = holder.proof(&json!({"jti": "reviewed-first", "htm": "POST",
         "htu": format!("https://{HOST}{TOKEN_PATH}"), "iat": NOW + 30,
         "ath": sha256(token.as_bytes())}));
     let spec = json!({"dpop": {"proof": fresh, "method": "POST",
@@ -295,13 +244,13 @@ async fn a_replayed_proof_is_refused_across_reviews_and_the_api() {
 #[tokio::test]
 async fn a_dpop_bound_token_without_a_valid_proof_is_refused_saying_why() {
     let api = api();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let token = dpop_bound_token(&api, &holder).await;
-    let thief = Holder::new();
+    let thief = DpopHolder::new();
     let other_token = unbound_token(&api).await;
-    let stale = holder.proof(json!({"jti": "stale", "htm": RP_METHOD, "htu": RP_URI,
+    let stale = holder.proof(&json!({"jti": "stale", "htm": RP_METHOD, "htu": RP_URI,
         "iat": NOW - 120, "ath": sha256(token.as_bytes())}));
-    let no_ath = holder.proof(json!({"jti": "no-ath", "htm": RP_METHOD, "htu": RP_URI,
+    let no_ath = holder.proof(&json!({"jti": "no-ath", "htm": RP_METHOD, "htu": RP_URI,
         "iat": NOW}));
     let cases: Vec<(&str, Value, &str)> = vec![
         (
@@ -311,12 +260,12 @@ async fn a_dpop_bound_token_without_a_valid_proof_is_refused_saying_why() {
         ),
         (
             "another key",
-            dpop(&thief.for_rp(&token, "t")),
+            dpop(&for_rp(&thief, &token, "t")),
             "invalid DPoP proof: DPoP proof key does not match the key the token is bound to (cnf.jkt)",
         ),
         (
             "another token",
-            dpop(&holder.for_rp(&other_token, "o")),
+            dpop(&for_rp(&holder, &other_token, "o")),
             "invalid DPoP proof: DPoP proof ath does not match the access token",
         ),
         (
@@ -326,12 +275,12 @@ async fn a_dpop_bound_token_without_a_valid_proof_is_refused_saying_why() {
         ),
         (
             "another method",
-            json!({"dpop": {"proof": holder.for_rp(&token, "m"), "method": "POST", "uri": RP_URI}}),
+            json!({"dpop": {"proof": for_rp(&holder, &token, "m"), "method": "POST", "uri": RP_URI}}),
             "invalid DPoP proof: DPoP proof htm does not match the request method",
         ),
         (
             "another URI",
-            json!({"dpop": {"proof": holder.for_rp(&token, "u"), "method": RP_METHOD,
+            json!({"dpop": {"proof": for_rp(&holder, &token, "u"), "method": RP_METHOD,
                             "uri": "https://vault.example/v1/other"}}),
             "invalid DPoP proof: DPoP proof htu does not match the request URI",
         ),
@@ -357,7 +306,7 @@ async fn a_dpop_bound_token_without_a_valid_proof_is_refused_saying_why() {
         assert_refused(&reply, why, &[&token, &proof], case);
     }
     // A refused proof is not used up: the holder's good proof still passes.
-    let good = holder.for_rp(&token, "m");
+    let good = for_rp(&holder, &token, "m");
     let reply = review(&api, WARRANT, &token, dpop(&good)).await;
     assert_eq!(
         reply.json["status"]["authenticated"], true,
@@ -384,7 +333,7 @@ async fn a_certificate_bound_token_passes_with_its_thumbprint() {
     );
     assert_eq!(reply.json["spec"]["certificateThumbprint"], x5t);
 
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let cases: Vec<(&str, Value, &str)> = vec![
         (
             "another certificate",
@@ -403,7 +352,7 @@ async fn a_certificate_bound_token_passes_with_its_thumbprint() {
         ),
         (
             "a DPoP proof instead",
-            dpop(&holder.for_rp(&token, "d")),
+            dpop(&for_rp(&holder, &token, "d")),
             "service account token is bound to a client certificate (cnf.x5t#S256), not to a DPoP key",
         ),
     ];
@@ -422,10 +371,10 @@ async fn a_certificate_bound_token_passes_with_its_thumbprint() {
 async fn a_proof_for_an_unbound_token_is_refused() {
     let api = api();
     let token = unbound_token(&api).await;
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let why = "service account token is not bound to a key (it has no cnf claim), so the proof given proves nothing: a relying party that checks proofs must not accept it as a bearer token";
     for (case, spec) in [
-        ("dpop", dpop(&holder.for_rp(&token, "u"))),
+        ("dpop", dpop(&for_rp(&holder, &token, "u"))),
         ("certificate", thumbprint(&sha256(CLIENT_CERT_DER))),
     ] {
         let reply = review(&api, WARRANT, &token, spec).await;
@@ -571,10 +520,10 @@ async fn malformed_proof_fields_are_a_400_naming_the_field() {
 #[tokio::test]
 async fn kube_routes_neither_use_nor_echo_the_proof_fields() {
     let api = api();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let token = dpop_bound_token(&api, &holder).await;
     let unbound = unbound_token(&api).await;
-    let proof = holder.for_rp(&token, "kube");
+    let proof = for_rp(&holder, &token, "kube");
     for version in ["authentication.k8s.io/v1", "authentication.k8s.io/v1beta1"] {
         let reply = review(&api, version, &token, dpop(&proof)).await;
         assert_refused(&reply, KUBE_ROUTE_REFUSAL, &[&token, &proof], version);
@@ -615,9 +564,9 @@ async fn kube_routes_neither_use_nor_echo_the_proof_fields() {
 #[tokio::test]
 async fn metrics_and_audit_record_the_outcome() {
     let (api, writer, dir) = api_audited();
-    let holder = Holder::new();
+    let holder = DpopHolder::new();
     let token = dpop_bound_token(&api, &holder).await;
-    let good = holder.for_rp(&token, "good");
+    let good = for_rp(&holder, &token, "good");
     let passed = review(&api, WARRANT, &token, dpop(&good)).await;
     assert_eq!(
         passed.json["status"]["authenticated"], true,
