@@ -1,5 +1,6 @@
-//! Key-bound tokens (issue 27) on the real binary over real TLS. Proofs and thumbprints come from
-//! Python (PyJWT and `cryptography`, see [`python_dpop`]), not from warrant's code; kubectl
+//! Key-bound tokens (issue 27) on the real binary over real TLS: issued, presented to warrant,
+//! required by policy, reviewed, and checked by `warrant verify`. Proofs and thumbprints come
+//! from Python (PyJWT and `cryptography`, see [`python_dpop`]), not from warrant's code; kubectl
 //! plays the client that can only send a bearer token.
 
 use std::path::Path;
@@ -97,6 +98,51 @@ fn cnf(token: &str) -> Value {
     serde_json::from_slice::<Value>(&payload).unwrap()["cnf"].clone()
 }
 
+/// A token for `demo/app` and `audiences` (none: warrant's API audiences), issued by the admin
+/// with a proof made by Python with the key in `key` (made there first if missing), and that
+/// key's RFC 7638 thumbprint as Python computes it.
+pub(crate) async fn dpop_bound_token(
+    w: &Warrant,
+    key: &Path,
+    audiences: &[&str],
+) -> (String, String) {
+    let issue = python_dpop(key, Some(("POST", &w.url(TOKEN_PATH), None)));
+    let a = send(
+        &client(w, None),
+        reqwest::Method::POST,
+        &w.url(TOKEN_PATH),
+        &[
+            ("authorization", &format!("Bearer {}", w.admin_token())),
+            ("dpop", issue["proof"].as_str().unwrap()),
+        ],
+        token_request(audiences),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.json);
+    let token = a.json["status"]["token"].as_str().unwrap().to_owned();
+    (token, issue["jkt"].as_str().unwrap().to_owned())
+}
+
+/// A token for `demo/app` and `audiences`, bound to the client certificate `<name>.crt` in
+/// `dir` (made by [`pki::client`]), asked for over a connection presenting it.
+pub(crate) async fn certificate_bound_token(
+    w: &Warrant,
+    dir: &Path,
+    name: &str,
+    audiences: &[&str],
+) -> String {
+    let a = send(
+        &client(w, Some(pki::identity(dir, name))),
+        reqwest::Method::POST,
+        &w.url(TOKEN_PATH),
+        &[("warrant-token-binding", "client-certificate")],
+        token_request(audiences),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.json);
+    a.json["status"]["token"].as_str().unwrap().to_owned()
+}
+
 /// RFC 8705's `x5t#S256` of the PEM certificate `path`, computed by Python's ssl and hashlib.
 fn python_x5t(path: &Path) -> String {
     let out = Command::new("python3")
@@ -129,23 +175,9 @@ async fn a_dpop_bound_token_works_only_with_a_fresh_proof_of_its_key() {
     let http = client(&w, None);
     let holder = setup.path().join("holder.key");
     let thief = setup.path().join("thief.key");
-    let admin = format!("Bearer {}", w.admin_token());
 
-    let issue = python_dpop(&holder, Some(("POST", &w.url(TOKEN_PATH), None)));
-    let a = send(
-        &http,
-        reqwest::Method::POST,
-        &w.url(TOKEN_PATH),
-        &[
-            ("authorization", &admin),
-            ("dpop", issue["proof"].as_str().unwrap()),
-        ],
-        token_request(&[]),
-    )
-    .await;
-    assert_eq!(a.code, 201, "{}", a.json);
-    let token = a.json["status"]["token"].as_str().unwrap().to_owned();
-    assert_eq!(cnf(&token), json!({"jkt": issue["jkt"]}));
+    let (token, jkt) = dpop_bound_token(&w, &holder, &[]).await;
+    assert_eq!(cnf(&token), json!({"jkt": jkt}));
 
     let metrics = w.url("/metrics");
     let dpop = format!("DPoP {token}");
@@ -227,17 +259,7 @@ async fn a_certificate_bound_token_works_only_over_its_certificate() {
         ],
     )
     .await;
-    let deployer = client(&w, Some(pki::identity(dir, "deployer")));
-    let a = send(
-        &deployer,
-        reqwest::Method::POST,
-        &w.url(TOKEN_PATH),
-        &[("warrant-token-binding", "client-certificate")],
-        token_request(&[]),
-    )
-    .await;
-    assert_eq!(a.code, 201, "{}", a.json);
-    let token = a.json["status"]["token"].as_str().unwrap().to_owned();
+    let token = certificate_bound_token(&w, dir, "deployer", &[]).await;
     assert_eq!(
         cnf(&token),
         json!({"x5t#S256": python_x5t(&dir.join("deployer.crt"))})
@@ -245,6 +267,7 @@ async fn a_certificate_bound_token_works_only_over_its_certificate() {
 
     let bearer = format!("Bearer {token}");
     let metrics = w.url("/metrics");
+    let deployer = client(&w, Some(pki::identity(dir, "deployer")));
     let a = send(
         &deployer,
         reqwest::Method::GET,
@@ -292,23 +315,8 @@ async fn the_policy_refuses_unbound_tokens_for_a_listed_audience() {
     w.token(&["--audience", "vault"]);
 
     let key = setup.path().join("workload.key");
-    let proof = python_dpop(&key, Some(("POST", &w.url(TOKEN_PATH), None)));
-    let a = send(
-        &client(&w, None),
-        reqwest::Method::POST,
-        &w.url(TOKEN_PATH),
-        &[
-            ("authorization", &format!("Bearer {}", w.admin_token())),
-            ("dpop", proof["proof"].as_str().unwrap()),
-        ],
-        token_request(&["https://payments.internal"]),
-    )
-    .await;
-    assert_eq!(a.code, 201, "{}", a.json);
-    assert_eq!(
-        cnf(a.json["status"]["token"].as_str().unwrap()),
-        json!({"jkt": proof["jkt"]})
-    );
+    let (token, jkt) = dpop_bound_token(&w, &key, &["https://payments.internal"]).await;
+    assert_eq!(cnf(&token), json!({"jkt": jkt}));
 }
 
 /// `--dpop-htu-origin`: proofs must name the origin clients know warrant by, whatever host the
@@ -366,20 +374,7 @@ async fn a_review_authenticates_a_key_bound_token_only_with_its_proof() {
     let w = Warrant::start(OBJECTS, &[]).await;
     let key = setup.path().join("workload.key");
     let relying_party = "https://payments.example/charge";
-    let issue = python_dpop(&key, Some(("POST", &w.url(TOKEN_PATH), None)));
-    let a = send(
-        &client(&w, None),
-        reqwest::Method::POST,
-        &w.url(TOKEN_PATH),
-        &[
-            ("authorization", &format!("Bearer {}", w.admin_token())),
-            ("dpop", issue["proof"].as_str().unwrap()),
-        ],
-        token_request(&["payments"]),
-    )
-    .await;
-    assert_eq!(a.code, 201, "{}", a.json);
-    let token = a.json["status"]["token"].as_str().unwrap().to_owned();
+    let (token, jkt) = dpop_bound_token(&w, &key, &["payments"]).await;
 
     let kube = w.review(&token, &["payments"]);
     assert_eq!(kube["authenticated"], Value::Null, "{kube}");
@@ -412,7 +407,7 @@ async fn a_review_authenticates_a_key_bound_token_only_with_its_proof() {
     );
     assert_eq!(
         with_proof["keyBinding"],
-        json!({"method": "DPoP", "thumbprint": issue["jkt"]})
+        json!({"method": "DPoP", "thumbprint": jkt})
     );
     let replayed = review(proof["proof"].as_str());
     assert_eq!(replayed["authenticated"], Value::Null, "{replayed}");
@@ -428,5 +423,226 @@ async fn a_review_authenticates_a_key_bound_token_only_with_its_proof() {
     assert!(
         without["error"].as_str().unwrap().contains("spec.dpop"),
         "{without}"
+    );
+}
+
+/// Issue 27: `warrant verify` on a DPoP-bound token (issued by the real server for a proof made
+/// by Python from a key file): refused without a proof, naming the binding and the flags and
+/// never the token; accepted with a proof by the bound key for the request; refused with
+/// another key's proof; an unbound token given a proof or a certificate is refused as not bound.
+#[tokio::test]
+async fn warrant_verify_checks_the_key_binding_of_a_token() {
+    let w = Warrant::start(OBJECTS, &[]).await;
+    let keys = tempfile::tempdir().unwrap();
+    let (holder, thief) = (
+        keys.path().join("holder.key"),
+        keys.path().join("thief.key"),
+    );
+    let (bound, jkt) = dpop_bound_token(&w, &holder, &["vault"]).await;
+    assert_eq!(claims(&bound).cnf.unwrap().jkt.unwrap(), jkt);
+
+    let verify = |token: &str, extra: &[&std::ffi::OsStr]| {
+        std::process::Command::new(BIN)
+            .args([
+                "verify",
+                "--issuer",
+                &w.issuer(),
+                "--audience",
+                "vault",
+                "--ca-file",
+            ])
+            .arg(w.path("ca.crt"))
+            .args(extra)
+            .arg(token)
+            .output()
+            .unwrap()
+    };
+    let login = "https://vault.example/v1/auth/jwt/login";
+    let proof_flags = |proof: &str| -> Vec<std::ffi::OsString> {
+        [
+            "--dpop-proof",
+            proof,
+            "--dpop-method",
+            "POST",
+            "--dpop-uri",
+            login,
+        ]
+        .iter()
+        .map(Into::into)
+        .collect()
+    };
+    let run = |token: &str, flags: Vec<std::ffi::OsString>| {
+        let flags: Vec<&std::ffi::OsStr> = flags.iter().map(|f| f.as_os_str()).collect();
+        verify(token, &flags)
+    };
+
+    // As a bearer token: refused, naming the binding and the way to give a proof.
+    let out = run(&bound, vec![]);
+    assert!(!out.status.success());
+    let text = stderr(&out);
+    assert_eq!(
+        text,
+        format!(
+            "warrant: the token is bound to a DPoP key (cnf.jkt {jkt}) and is not valid as a bearer token: give the proof that came with it (--dpop-proof, --dpop-method, --dpop-uri)"
+        )
+    );
+    assert!(out.stdout.is_empty());
+
+    // With the holder's proof for this request and this token: valid, claims printed.
+    let good = python_dpop(&holder, Some(("POST", login, Some(&bound))));
+    let out = run(&bound, proof_flags(good["proof"].as_str().unwrap()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["cnf"]["jkt"], jkt.as_str());
+    // The proof read from standard input works the same.
+    let mut child = std::process::Command::new(BIN)
+        .args([
+            "verify",
+            "--issuer",
+            &w.issuer(),
+            "--audience",
+            "vault",
+            "--ca-file",
+        ])
+        .arg(w.path("ca.crt"))
+        .args([
+            "--dpop-proof",
+            "-",
+            "--dpop-method",
+            "POST",
+            "--dpop-uri",
+            login,
+            &bound,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(good["proof"].as_str().unwrap().as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // Another key's proof, otherwise right: refused.
+    let stolen = python_dpop(&thief, Some(("POST", login, Some(&bound))));
+    let out = run(&bound, proof_flags(stolen["proof"].as_str().unwrap()));
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out),
+        "warrant: the DPoP proof is not valid for this token: DPoP proof key does not match the key the token is bound to (cnf.jkt)"
+    );
+    // The holder's proof for another request: refused.
+    let mut elsewhere = proof_flags(good["proof"].as_str().unwrap());
+    elsewhere[5] = "https://other.example/v1/auth/jwt/login".into();
+    let out = run(&bound, elsewhere);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).ends_with("DPoP proof htu does not match the request URI"),
+        "{}",
+        stderr(&out)
+    );
+
+    // An unbound token with a proof or a certificate: not bound, so refused.
+    let unbound = w.token(&["--audience", "vault"]);
+    let proof = python_dpop(&holder, Some(("POST", login, Some(&unbound))));
+    let out = run(&unbound, proof_flags(proof["proof"].as_str().unwrap()));
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out),
+        "warrant: --dpop-proof was given, but the token is not bound to a DPoP key (it has no cnf.jkt)"
+    );
+    let out = run(
+        &unbound,
+        vec!["--client-certificate".into(), w.path("serving.crt").into()],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the token is not bound to a certificate"),
+        "{}",
+        stderr(&out)
+    );
+    // And alone it is valid, as before.
+    assert!(run(&unbound, vec![]).status.success());
+}
+
+/// Issue 27: `warrant verify` on a certificate-bound token (RFC 8705; issued by the real server
+/// over a client certificate): refused without the certificate, naming its thumbprint; valid
+/// with that certificate; refused with another of the same CA.
+#[tokio::test]
+async fn warrant_verify_checks_the_certificate_of_a_certificate_bound_token() {
+    let setup = tempfile::tempdir().unwrap();
+    let dir = setup.path();
+    let ca = pki::ca(dir, "client-ca");
+    pki::client(dir, "client-ca", "deployer", "deployer", "");
+    pki::client(dir, "client-ca", "other", "other", "");
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nrules:\n- subjects: [{kind: User, name: deployer}]\n  tokens: {namespaces: [demo], audiences: [vault]}\n",
+    )
+    .unwrap();
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--client-ca-file",
+            ca.to_str().unwrap(),
+            "--authorization-policy-file",
+            policy.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let token = certificate_bound_token(&w, dir, "deployer", &["vault"]).await;
+    // The thumbprint by RFC 8705's recipe, with Python's ssl and hashlib (not warrant's code).
+    let x5t = python_x5t(&dir.join("deployer.crt"));
+    assert_eq!(
+        claims(&token).cnf.unwrap().x5t_s256.as_deref(),
+        Some(x5t.as_str())
+    );
+
+    let verify = |certificate: Option<&str>| {
+        let mut command = std::process::Command::new(BIN);
+        command
+            .args([
+                "verify",
+                "--issuer",
+                &w.issuer(),
+                "--audience",
+                "vault",
+                "--ca-file",
+            ])
+            .arg(w.path("ca.crt"));
+        if let Some(name) = certificate {
+            command
+                .arg("--client-certificate")
+                .arg(dir.join(format!("{name}.crt")));
+        }
+        command.arg(&token).output().unwrap()
+    };
+    let out = verify(None);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "warrant: the token is bound to a client certificate (cnf x5t#S256 {x5t}) and is not valid as a bearer token: give the certificate of the connection it came over (--client-certificate)"
+        )
+    );
+    let out = verify(Some("deployer"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["cnf"]["x5t#S256"], x5t.as_str());
+    let out = verify(Some("other"));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).ends_with(&format!(
+            "is not the one the token is bound to (cnf x5t#S256 {x5t})"
+        )),
+        "{}",
+        stderr(&out)
     );
 }
