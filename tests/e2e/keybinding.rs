@@ -231,15 +231,14 @@ async fn a_dpop_bound_token_works_only_with_a_fresh_proof_of_its_key() {
     assert_eq!(a.code, 200, "a fresh proof: {}", a.json);
 }
 
-/// A certificate-bound token: asked for over a client certificate, usable only on a connection
-/// presenting that certificate.
-#[tokio::test]
-async fn a_certificate_bound_token_works_only_over_its_certificate() {
+/// warrant with a client CA whose certificates `deployer` and `other` (in the returned
+/// directory) name users of those names: the deployer may ask for any token for `demo/app`, and
+/// neither may read /metrics, so a 200 there is a token's service account, a 403 a
+/// certificate's user.
+async fn certificate_setup() -> (tempfile::TempDir, Warrant) {
     let setup = tempfile::tempdir().unwrap();
     let dir = setup.path();
     let ca = pki::ca(dir, "client-ca");
-    // The deployer may ask for tokens, and neither it nor `other` may read /metrics: a 200
-    // there is the token's service account, a 403 a certificate's user.
     pki::client(dir, "client-ca", "deployer", "deployer", "");
     pki::client(dir, "client-ca", "other", "other", "");
     let policy = policy(
@@ -259,6 +258,15 @@ async fn a_certificate_bound_token_works_only_over_its_certificate() {
         ],
     )
     .await;
+    (setup, w)
+}
+
+/// A certificate-bound token: asked for over a client certificate, usable only on a connection
+/// presenting that certificate.
+#[tokio::test]
+async fn a_certificate_bound_token_works_only_over_its_certificate() {
+    let (setup, w) = certificate_setup().await;
+    let dir = setup.path();
     let token = certificate_bound_token(&w, dir, "deployer", &[]).await;
     assert_eq!(
         cnf(&token),
@@ -576,27 +584,8 @@ async fn warrant_verify_checks_the_key_binding_of_a_token() {
 /// with that certificate; refused with another of the same CA.
 #[tokio::test]
 async fn warrant_verify_checks_the_certificate_of_a_certificate_bound_token() {
-    let setup = tempfile::tempdir().unwrap();
+    let (setup, w) = certificate_setup().await;
     let dir = setup.path();
-    let ca = pki::ca(dir, "client-ca");
-    pki::client(dir, "client-ca", "deployer", "deployer", "");
-    pki::client(dir, "client-ca", "other", "other", "");
-    let policy = dir.join("policy.yaml");
-    std::fs::write(
-        &policy,
-        "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nrules:\n- subjects: [{kind: User, name: deployer}]\n  tokens: {namespaces: [demo], audiences: [vault]}\n",
-    )
-    .unwrap();
-    let w = Warrant::start(
-        OBJECTS,
-        &[
-            "--client-ca-file",
-            ca.to_str().unwrap(),
-            "--authorization-policy-file",
-            policy.to_str().unwrap(),
-        ],
-    )
-    .await;
     let token = certificate_bound_token(&w, dir, "deployer", &["vault"]).await;
     // The thumbprint by RFC 8705's recipe, with Python's ssl and hashlib (not warrant's code).
     let x5t = python_x5t(&dir.join("deployer.crt"));
