@@ -13,6 +13,12 @@
 //!   rest);
 //! - `tokenrequest/pod-audited`: the same with an audit log (blocking mode, a file): one request
 //!   at a time, so each pays its event's whole trip to the file, with nothing to batch it with.
+//! - `own-token/bearer` and `own-token/dpop`: `GET /version` with a warrant token for its API
+//!   audience, as a bearer token, and bound to a key and presented with a fresh DPoP proof
+//!   (made before the measured request: its signature is the client's cost). Against each
+//!   other, what checking a proof costs (issue 27);
+//! - `tokenrequest/pod-dpop`: `tokenrequest/pod` with a DPoP proof, so the token is bound to
+//!   its key;
 //! - `delegated/authentication`: `GET /version` with a bearer token kube-apiserver's
 //!   TokenReview vouched for (the loopback fixture), from delegation's cache: against
 //!   `version`, what a cached delegated authentication costs;
@@ -34,7 +40,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use axum::body::Body;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use http::{Method, Request};
 use http_body_util::BodyExt;
 use jiff::Timestamp;
@@ -52,8 +58,8 @@ use warrant_kube_fixture::{Cluster, Fixture};
 use warrant_objects::{MemorySource, Objects};
 use warrant_server::Api;
 use warrant_server::router;
-use warrant_testkit::{ADMIN, Crowd, NOW, TestCa};
-use warrant_token::{Claims, KeyType, SigningKey};
+use warrant_testkit::{ADMIN, Crowd, DpopHolder, NOW, TestCa, sha256_b64url};
+use warrant_token::{Claims, Confirmation, KeyType, SigningKey};
 
 const ISSUER: &str = "https://warrant.bench";
 /// A token-file user outside `system:masters`, authorized by kube-apiserver when delegating.
@@ -267,6 +273,77 @@ fn bench(c: &mut Criterion) {
         });
     }
     runtime.block_on(audit_writer.finish());
+
+    // Key binding: warrant's own API token, as a bearer token and bound to a DPoP key. Each
+    // proof is new (its jti), made in the batch's setup, outside the measurement.
+    let holder = DpopHolder::new();
+    let own_token = |cnf: Option<Confirmation>| {
+        let mut claims =
+            Claims::new(CROWD.token(ISSUER, 7, vec![ISSUER.into()], NOW - 60, NOW + 3600));
+        claims.cnf = cnf;
+        es256.key.sign(&claims).unwrap()
+    };
+    let bearer = own_token(None);
+    let bound = own_token(Some(Confirmation::dpop(holder.thumbprint())));
+    let ath = sha256_b64url(bound.as_bytes());
+    let version_with = |authorization: String, proof: Option<String>| {
+        let mut builder = Request::builder()
+            .uri("/version")
+            .header("host", "warrant.bench")
+            .header("authorization", authorization);
+        if let Some(proof) = proof {
+            builder = builder.header("dpop", proof);
+        }
+        builder.body(Body::empty()).unwrap()
+    };
+    c.bench_function("stack/own-token/bearer", |b| {
+        b.iter(|| {
+            let request = version_with(format!("Bearer {bearer}"), None);
+            black_box(runtime.block_on(send(&es256.router, request)))
+        });
+    });
+    let mut jti = 0u64;
+    c.bench_function("stack/own-token/dpop", |b| {
+        b.iter_batched(
+            || {
+                jti += 1;
+                holder.proof(&serde_json::json!({"jti": jti.to_string(), "htm": "GET",
+                    "htu": "https://warrant.bench/version", "iat": NOW, "ath": ath}))
+            },
+            |proof| {
+                let request = version_with(format!("DPoP {bound}"), Some(proof));
+                black_box(runtime.block_on(send(&es256.router, request)))
+            },
+            BatchSize::SmallInput,
+        );
+    });
+    let mut pod = 0;
+    c.bench_function("stack/tokenrequest/pod-dpop", |b| {
+        b.iter_batched(
+            || {
+                pod += 1;
+                jti += 1;
+                let sa = pod % (PODS / 10);
+                let uri = format!("/api/v1/namespaces/bench/serviceaccounts/sa-{sa}/token");
+                let proof = holder.proof(&serde_json::json!({"jti": jti.to_string(),
+                    "htm": "POST", "htu": format!("https://warrant.bench{uri}"), "iat": NOW}));
+                let body = serde_json::json!({
+                    "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                    "spec": {"audiences": ["vault"], "boundObjectRef":
+                        {"kind": "Pod", "apiVersion": "v1", "name": format!("pod-{sa}")}},
+                })
+                .to_string();
+                let mut request = post(&uri, body, None);
+                request
+                    .headers_mut()
+                    .insert("host", "warrant.bench".parse().unwrap());
+                request.headers_mut().insert("dpop", proof.parse().unwrap());
+                request
+            },
+            |request| black_box(runtime.block_on(send(&es256.router, request))),
+            BatchSize::SmallInput,
+        );
+    });
 
     // Delegation to a kube-apiserver (the loopback fixture, served on this runtime).
     let authority = Authority::new();

@@ -51,6 +51,45 @@ fn bench(c: &mut Criterion) {
             b.iter(|| verifier.verify(black_box(&token), &audiences, now).unwrap())
         });
     }
+
+    // A DPoP proof (ES256, the algorithm clients use) for a request presenting a bound token,
+    // made by jsonwebtoken: parse, key from the jwk, signature, claims, ath and the key's
+    // thumbprint.
+    let client = SigningKey::generate(KeyType::P256).unwrap();
+    let public = client.verifying_key();
+    let jkt = warrant_token::jwk_thumbprint(public);
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.typ = Some("dpop+jwt".into());
+    header.jwk = Some(serde_json::from_str(public.jwk_json()).unwrap());
+    let token = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJiZW5jaCJ9.c2lnbmF0dXJl";
+    let uri = "https://warrant.bench/version";
+    let proof = jsonwebtoken::encode(
+        &header,
+        &serde_json::json!({"jti": "bench", "htm": "GET", "htu": uri, "iat": NOW,
+                            "ath": warrant_token::access_token_hash(token)}),
+        &jsonwebtoken::EncodingKey::from_ec_der(&pkcs8_der(
+            client.to_pkcs8_pem().unwrap().as_str(),
+        )),
+    )
+    .unwrap();
+    let request = warrant_token::ProofRequest {
+        method: "GET",
+        uri,
+        access_token: Some(token),
+        bound_to: Some(&jkt),
+    };
+    c.bench_function("dpop/verify_proof/ES256", |b| {
+        b.iter(|| warrant_token::verify_proof(black_box(&proof), &request, now, 60).unwrap())
+    });
+}
+
+/// The DER inside a PKCS#8 PEM block.
+fn pkcs8_der(pem: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap()
 }
 
 criterion_group!(benches, bench);
