@@ -127,8 +127,9 @@ where
             service_account: None,
             token: None,
         });
-    if let Ok(id) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert(AUDIT_ID, id);
+    let audit_id = HeaderValue::from_str(&request_id).ok();
+    if let Some(id) = &audit_id {
+        response.headers_mut().insert(AUDIT_ID, id.clone());
     }
     let recorded = auditor
         .record(Event {
@@ -154,7 +155,13 @@ where
         // disk would otherwise log a line per request (the writer logs the failure itself).
         Err(not_recorded) => {
             tracing::debug!(error = %not_recorded, "request answered 503: its audit event was not recorded");
-            ApiError::unavailable(not_recorded.to_string()).into_response()
+            let mut refused = ApiError::unavailable(not_recorded.to_string()).into_response();
+            // The ID the event would have had, as on every audited answer: what the client
+            // quotes to whoever reads the server's log.
+            if let Some(id) = audit_id {
+                refused.headers_mut().insert(AUDIT_ID, id);
+            }
+            refused
         }
     }
 }

@@ -528,6 +528,12 @@ async fn blocking_mode_issues_nothing_the_log_cannot_hold() {
         reply.text
     );
     assert!(!reply.text.contains("eyJ"), "a token in the answer");
+    // The Audit-ID the event would have had, as on every audited answer.
+    let id = reply
+        .headers
+        .get("audit-id")
+        .expect("an Audit-ID on the 503");
+    assert_eq!(id.len(), 36, "{id:?}");
 
     let token = crate::support::key().sign(&claims_for_review()).unwrap();
     let review = api
