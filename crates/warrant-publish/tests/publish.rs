@@ -1,5 +1,7 @@
 //! Publishing against real storage: moto's standalone S3 server on loopback (behind a proxy the
-//! test switches off to take the "bucket" down), and a directory. Key schedules are stepped
+//! test switches off to take the "bucket" down), Azurite's Azure Blob service, and a directory.
+//! Google Cloud Storage has no emulator this project can install (fake-gcs-server is a Go
+//! program, on none of its registries), so the gs:// target is tested only as far as its URL. Key schedules are stepped
 //! with explicit times (the lifecycle's pure functions) where the network is involved, and on
 //! Tokio's paused clock for the publisher's own task on a directory.
 
@@ -540,4 +542,220 @@ async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
     std::fs::write(dir.path().join(jwks), b"{}").unwrap();
     tokio::time::sleep(3 * warrant_publish::RECHECK).await;
     assert_eq!(read(dir.path(), jwks), b"{}");
+}
+
+/// Azurite's Blob service (npm's `azurite`, Microsoft's Azure Storage emulator) on a free
+/// loopback port, in a temporary directory; killed when dropped. Its one account is the
+/// emulator's well-known `devstoreaccount1`, addressed path-style.
+struct Azurite {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// The emulator's published account key (the same in every Azurite and in Microsoft's docs).
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+impl Azurite {
+    async fn start() -> Azurite {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = Command::new("azurite-blob")
+            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+            .arg("--location")
+            .arg(dir.path())
+            .args(["--silent", "--skipApiVersionCheck"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("azurite-blob (npm install -g azurite) is on the PATH");
+        let azurite = Azurite {
+            child,
+            port,
+            _dir: dir,
+        };
+        for _ in 0..300 {
+            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return azurite;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("azurite-blob did not start on port {port}");
+    }
+
+    /// The account's URL, as the emulator serves it.
+    fn account_url(&self) -> String {
+        format!("http://127.0.0.1:{}/devstoreaccount1", self.port)
+    }
+
+    /// Creates `container` with anonymous read of its blobs, as docs/discovery.md has the
+    /// operator set it, with Microsoft's Python SDK (not object_store, which warrant uses).
+    fn create_public_container(&self, container: &str) {
+        const SCRIPT: &str = r#"
+import sys
+from azure.storage.blob import BlobServiceClient
+account_url, key, container = sys.argv[1], sys.argv[2], sys.argv[3]
+service = BlobServiceClient(account_url, credential={"account_name": "devstoreaccount1", "account_key": key})
+service.create_container(container, public_access="blob")
+"#;
+        let out = Command::new("python3")
+            .args(["-c", SCRIPT, &self.account_url(), AZURITE_KEY, container])
+            .output()
+            .expect("python3 with azure-storage-blob");
+        assert!(
+            out.status.success(),
+            "creating the container: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// An Azure target for `az://<container>/cluster-a` on this emulator, with the account's key
+    /// (in production the `AZURE_*` environment or a managed identity gives the credential).
+    fn target(&self, container: &str) -> Target {
+        Target::open(
+            &format!("az://{container}/cluster-a"),
+            None,
+            &[
+                (
+                    "azure_storage_account_name".into(),
+                    "devstoreaccount1".into(),
+                ),
+                ("azure_storage_account_key".into(), AZURITE_KEY.into()),
+                ("azure_storage_endpoint".into(), self.account_url()),
+                ("azure_allow_http".into(), "true".into()),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// A blob as a relying party reads it, anonymously: (bytes, content type, cache control).
+    async fn get(&self, container: &str, name: &str) -> (Vec<u8>, String, String) {
+        let response = reqwest::get(format!("{}/{container}/{name}", self.account_url()))
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{name}: {:?}",
+            response.status()
+        );
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default()
+        };
+        let (content_type, cache_control) = (header("content-type"), header("cache-control"));
+        (
+            response.bytes().await.unwrap().to_vec(),
+            content_type,
+            cache_control,
+        )
+    }
+}
+
+impl Drop for Azurite {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Azure Blob Storage, through Azurite: the documents land with warrant's bytes and headers, a
+/// relying party verifies a token from them anonymously (PyJWT), an overwritten JWKS is
+/// restored, a rotation's successor is listed before it signs, and a follower only checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_azure_container_holds_the_documents_a_relying_party_reads() {
+    let azurite = Azurite::start().await;
+    azurite.create_public_container("oidc");
+    let metrics = PublishMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
+    let mut follower = Publisher::new(
+        vec![azurite.target("oidc")],
+        ISSUER,
+        &jwks_uri,
+        PublishMetrics::new(),
+    )
+    .unwrap();
+    let mut publisher =
+        Publisher::new(vec![azurite.target("oidc")], ISSUER, &jwks_uri, metrics).unwrap();
+    let gate = publisher.gate();
+
+    let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let served = published(&keys, T0);
+    // Before anyone wrote: the follower finds nothing, and writes nothing.
+    let error = follower.round(&served, at(T0), false).await.unwrap_err();
+    assert_eq!(error.reason(), "missing", "{error}");
+
+    publisher.round(&served, at(T0), true).await.unwrap();
+    let (discovery, content_type, cache_control) = azurite
+        .get("oidc", "cluster-a/.well-known/openid-configuration")
+        .await;
+    assert_eq!(discovery, served.discovery().unwrap().to_vec());
+    assert_eq!(content_type, "application/json");
+    assert_eq!(
+        cache_control,
+        served.cache_control(at(T0)).to_str().unwrap()
+    );
+    let (jwks, content_type, cache_control) = azurite.get("oidc", "cluster-a/openid/v1/jwks").await;
+    assert_eq!(jwks, served.jwks().to_vec());
+    assert_eq!(content_type, "application/json");
+    assert_eq!(cache_control, "public, max-age=3600");
+    follower.round(&served, at(T0), false).await.unwrap();
+    let (first_token, _) = token(&keys, T0 + 60);
+    relying_party_verifies(
+        &format!("{}/oidc", azurite.account_url()),
+        &first_token,
+        T0 + 60,
+    );
+
+    // Unchanged bytes are not written again; an overwritten JWKS is restored.
+    let written = metric(&registry, "warrant_publish_written_bytes_total");
+    publisher.round(&served, at(T0 + 60), true).await.unwrap();
+    assert_eq!(
+        metric(&registry, "warrant_publish_written_bytes_total"),
+        written
+    );
+    use object_store::ObjectStoreExt as _;
+    azurite
+        .target("oidc")
+        .store()
+        .put(
+            &"cluster-a/openid/v1/jwks".into(),
+            object_store::PutPayload::from_static(br#"{"keys":[]}"#),
+        )
+        .await
+        .unwrap();
+    publisher.round(&served, at(T0 + 120), true).await.unwrap();
+    assert_eq!(
+        azurite.get("oidc", "cluster-a/openid/v1/jwks").await.0,
+        served.jwks().to_vec()
+    );
+
+    // Rotation: the successor is listed in the container once published, so the gate lets it
+    // sign on time, and its tokens verify from the container.
+    let keys = rotated(&keys, T0 + 6 * DAY);
+    let b = keys.keys()[1].kid().to_owned();
+    let served = published(&keys, T0 + 6 * DAY);
+    publisher
+        .round(&served, at(T0 + 6 * DAY), true)
+        .await
+        .unwrap();
+    assert!(kids(&azurite.get("oidc", "cluster-a/openid/v1/jwks").await.0).contains(&b));
+    assert!(gate.borrow().contains(&b));
+    let served = published(&keys, T0 + 7 * DAY);
+    publisher
+        .round(&served, at(T0 + 7 * DAY), true)
+        .await
+        .unwrap();
+    let (second_token, kid) = token(&keys, T0 + 7 * DAY);
+    assert_eq!(kid, b);
+    relying_party_verifies(
+        &format!("{}/oidc", azurite.account_url()),
+        &second_token,
+        T0 + 7 * DAY,
+    );
 }
