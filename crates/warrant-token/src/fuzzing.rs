@@ -92,3 +92,66 @@ fn tamper_signature(token: &str) -> String {
         .map_or('A', |c| if c == 'A' { 'g' } else { 'A' });
     format!("{head}{first}{}", chars.as_str())
 }
+
+/// The request the DPoP targets' proofs are checked for.
+const PROOF_URI: &str = "https://warrant.fuzz/api/v1/namespaces/ns/serviceaccounts/app/token";
+
+/// Checks `data` as a DPoP proof (the `DPoP` header a caller sends) for a TokenRequest and for a
+/// bound token's request: never a panic, and the same answer twice (no hidden state).
+pub fn dpop_proof(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let token = "e30.e30.c2ln";
+    for request in [
+        crate::ProofRequest {
+            method: "POST",
+            uri: PROOF_URI,
+            access_token: None,
+            bound_to: None,
+        },
+        crate::ProofRequest {
+            method: "GET",
+            uri: PROOF_URI,
+            access_token: Some(token),
+            bound_to: Some("NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"),
+        },
+    ] {
+        let first = crate::verify_proof(text, &request, now(), 60);
+        let second = crate::verify_proof(text, &request, now(), 60);
+        assert_eq!(first, second, "checking the same proof changed its answer");
+    }
+}
+
+/// Signs `data` as the claims of a proof whose header is right (`dpop+jwt`, ES256, the fixture
+/// key's `jwk`), then checks: never a panic, whatever the claims; a proof that passes names the
+/// request and carries the key's thumbprint; and with its signature altered it never passes.
+pub fn signed_proof(data: &[u8]) {
+    let fixture = &*FIXTURE;
+    let Some(key) = fixture.keys.first() else {
+        return;
+    };
+    let jwk: serde_json::Value =
+        serde_json::from_str(key.verifying_key().jwk_json()).expect("the fixture's JWK is JSON");
+    let header = serde_json::json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": jwk});
+    use base64::Engine as _;
+    let encode = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let input = format!("{}.{}", encode(header.to_string().as_bytes()), encode(data));
+    let signature = key
+        .sign_bytes(input.as_bytes())
+        .expect("signing never fails");
+    let proof = format!("{input}.{}", encode(&signature));
+    let request = crate::ProofRequest {
+        method: "POST",
+        uri: PROOF_URI,
+        access_token: None,
+        bound_to: None,
+    };
+    if let Ok(verified) = crate::verify_proof(&proof, &request, now(), 60) {
+        assert_eq!(verified.jkt, crate::jwk_thumbprint(key.verifying_key()));
+    }
+    assert!(
+        crate::verify_proof(&tamper_signature(&proof), &request, now(), 60).is_err(),
+        "a proof with an altered signature passed"
+    );
+}

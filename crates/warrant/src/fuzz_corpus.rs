@@ -42,6 +42,16 @@ fn signed_payload_corpus() {
 }
 
 #[test]
+fn dpop_proof_corpus() {
+    replay("dpop_proof", warrant_token::fuzzing::dpop_proof);
+}
+
+#[test]
+fn signed_proof_corpus() {
+    replay("signed_proof", warrant_token::fuzzing::signed_proof);
+}
+
+#[test]
 fn request_body_corpus() {
     replay("request_body", warrant_server::fuzzing::request_body);
 }
@@ -72,6 +82,16 @@ proptest! {
     #[test]
     fn any_signed_payload(data in proptest::collection::vec(any::<u8>(), 0..400)) {
         warrant_token::fuzzing::signed_payload(&data);
+    }
+
+    #[test]
+    fn any_dpop_proof(text in "[A-Za-z0-9_.=-]{0,300}") {
+        warrant_token::fuzzing::dpop_proof(text.as_bytes());
+    }
+
+    #[test]
+    fn any_signed_proof(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+        warrant_token::fuzzing::signed_proof(&data);
     }
 
     #[test]
