@@ -137,27 +137,7 @@ impl Moto {
 
     /// An object as a relying party reads it: (bytes, content type, cache control).
     async fn get(&self, key: &str) -> (Vec<u8>, String, String) {
-        let response = reqwest::get(self.url(&format!("/bucket/{key}")))
-            .await
-            .unwrap();
-        assert!(
-            response.status().is_success(),
-            "{key}: {:?}",
-            response.status()
-        );
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .map(|v| v.to_str().unwrap().to_owned())
-                .unwrap_or_default()
-        };
-        let (content_type, cache_control) = (header("content-type"), header("cache-control"));
-        (
-            response.bytes().await.unwrap().to_vec(),
-            content_type,
-            cache_control,
-        )
+        read_anonymously(&self.url(&format!("/bucket/{key}"))).await
     }
 }
 
@@ -166,6 +146,30 @@ impl Drop for Moto {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// An object read as a relying party reads it, without credentials: (bytes, content type,
+/// cache control).
+async fn read_anonymously(url: &str) -> (Vec<u8>, String, String) {
+    let response = reqwest::get(url).await.unwrap();
+    assert!(
+        response.status().is_success(),
+        "{url}: {:?}",
+        response.status()
+    );
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let (content_type, cache_control) = (header("content-type"), header("cache-control"));
+    (
+        response.bytes().await.unwrap().to_vec(),
+        content_type,
+        cache_control,
+    )
 }
 
 /// A TCP proxy to moto that the test turns off (connection refused, open connections cut)
@@ -631,27 +635,7 @@ service.create_container(container, public_access="blob")
 
     /// A blob as a relying party reads it, anonymously: (bytes, content type, cache control).
     async fn get(&self, container: &str, name: &str) -> (Vec<u8>, String, String) {
-        let response = reqwest::get(format!("{}/{container}/{name}", self.account_url()))
-            .await
-            .unwrap();
-        assert!(
-            response.status().is_success(),
-            "{name}: {:?}",
-            response.status()
-        );
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .map(|v| v.to_str().unwrap().to_owned())
-                .unwrap_or_default()
-        };
-        let (content_type, cache_control) = (header("content-type"), header("cache-control"));
-        (
-            response.bytes().await.unwrap().to_vec(),
-            content_type,
-            cache_control,
-        )
+        read_anonymously(&format!("{}/{container}/{name}", self.account_url())).await
     }
 }
 
