@@ -450,16 +450,7 @@ async fn warrant_verify_checks_the_key_binding_of_a_token() {
     assert_eq!(claims(&bound).cnf.unwrap().jkt.unwrap(), jkt);
 
     let verify = |token: &str, extra: &[&std::ffi::OsStr]| {
-        std::process::Command::new(BIN)
-            .args([
-                "verify",
-                "--issuer",
-                &w.issuer(),
-                "--audience",
-                "vault",
-                "--ca-file",
-            ])
-            .arg(w.path("ca.crt"))
+        w.verify_command("vault")
             .args(extra)
             .arg(token)
             .output()
@@ -503,16 +494,8 @@ async fn warrant_verify_checks_the_key_binding_of_a_token() {
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed["cnf"]["jkt"], jkt.as_str());
     // The proof read from standard input works the same.
-    let mut child = std::process::Command::new(BIN)
-        .args([
-            "verify",
-            "--issuer",
-            &w.issuer(),
-            "--audience",
-            "vault",
-            "--ca-file",
-        ])
-        .arg(w.path("ca.crt"))
+    let mut child = w
+        .verify_command("vault")
         .args([
             "--dpop-proof",
             "-",
@@ -595,17 +578,7 @@ async fn warrant_verify_checks_the_certificate_of_a_certificate_bound_token() {
     );
 
     let verify = |certificate: Option<&str>| {
-        let mut command = std::process::Command::new(BIN);
-        command
-            .args([
-                "verify",
-                "--issuer",
-                &w.issuer(),
-                "--audience",
-                "vault",
-                "--ca-file",
-            ])
-            .arg(w.path("ca.crt"));
+        let mut command = w.verify_command("vault");
         if let Some(name) = certificate {
             command
                 .arg("--client-certificate")

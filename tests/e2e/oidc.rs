@@ -53,16 +53,7 @@ async fn warrant_verify_checks_a_token_like_a_relying_party() {
     let w = Warrant::start(OBJECTS, &[]).await;
     let token = w.token(&["--audience", "vault"]);
     let verify = |audience: &str| {
-        std::process::Command::new(BIN)
-            .args([
-                "verify",
-                "--issuer",
-                &w.issuer(),
-                "--audience",
-                audience,
-                "--ca-file",
-            ])
-            .arg(w.path("ca.crt"))
+        w.verify_command(audience)
             .arg(token.trim())
             .output()
             .unwrap()
@@ -112,16 +103,8 @@ async fn an_issuer_with_a_path_is_discoverable_below_it() {
     assert_eq!(get("/tenant-a/version".into()).await.0, 404);
 
     let token = w.token(&["--audience", "vault"]);
-    let out = std::process::Command::new(BIN)
-        .args([
-            "verify",
-            "--issuer",
-            &w.issuer(),
-            "--audience",
-            "vault",
-            "--ca-file",
-        ])
-        .arg(w.path("ca.crt"))
+    let out = w
+        .verify_command("vault")
         .arg(token.trim())
         .output()
         .unwrap();

@@ -343,6 +343,17 @@ impl Warrant {
         csv.split(',').next().unwrap().to_owned()
     }
 
+    /// `warrant verify` against this server's issuer for `audience`, trusting the setup's CA,
+    /// ready for more flags and the token.
+    pub(crate) fn verify_command(&self, audience: &str) -> Command {
+        let mut command = Command::new(BIN);
+        command
+            .args(["verify", "--issuer", &self.issuer(), "--audience", audience])
+            .arg("--ca-file")
+            .arg(self.path("ca.crt"));
+        command
+    }
+
     /// Runs kubectl against this server as the local setup's admin.
     pub(crate) fn kubectl(&self, args: &[&str]) -> Output {
         self.kubectl_with(&self.path("kubeconfig"), args)
