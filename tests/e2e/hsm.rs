@@ -401,26 +401,7 @@ async fn a_token_that_disappears_while_serving_is_503_and_unready_until_it_retur
 async fn a_wrong_pin_is_one_clear_startup_error() {
     let hsm = SoftHsm::new();
     let keys = tempfile::tempdir().unwrap();
-    let out = hsm
-        .command(BIN)
-        .args([
-            "serve",
-            "--service-account-issuer",
-            "https://warrant.example",
-        ])
-        .args([
-            "--tls-cert-file",
-            "unused.crt",
-            "--tls-private-key-file",
-            "unused.key",
-        ])
-        .args(["--objects-file", "unused.yaml", "--key-dir"])
-        .arg(keys.path())
-        .args(["--key-pkcs11-uri", &hsm.uri_with_pin("wrong-pin")])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let said = stderr(&out);
+    let said = serve_refused(&hsm, keys.path(), &hsm.uri_with_pin("wrong-pin"));
     assert!(said.contains("--key-pkcs11-uri: pkcs11:token=warrant: the token refused the user PIN (CKR_PIN_INCORRECT)"), "{said}");
     assert_eq!(said.matches("refused the user PIN").count(), 1, "{said}");
     assert!(!said.contains("9999"), "{said}");
@@ -527,8 +508,8 @@ async fn pem_stores_and_held_stores_are_not_mixed_and_import_and_revoke_work() {
 }
 
 /// `warrant serve` with placeholder TLS and object files, the key directory `keys` and the
-/// token: for configurations refused while the keys load (before those files are read).
-fn serve_refused(hsm: &SoftHsm, keys: &Path) -> String {
+/// token at `uri`: for configurations refused while the keys load (before those files are read).
+fn serve_refused(hsm: &SoftHsm, keys: &Path, uri: &str) -> String {
     let out = hsm
         .command(BIN)
         .args([
@@ -544,7 +525,7 @@ fn serve_refused(hsm: &SoftHsm, keys: &Path) -> String {
         ])
         .args(["--objects-file", "unused.yaml", "--key-dir"])
         .arg(keys)
-        .args(["--key-pkcs11-uri", &hsm.uri()])
+        .args(["--key-pkcs11-uri", uri])
         .output()
         .unwrap();
     assert!(!out.status.success(), "warrant serve started");
@@ -613,7 +594,7 @@ async fn a_missing_or_unsuitable_key_object_is_one_clear_startup_error() {
         "pkcs11-tool: {}",
         stderr(&deleted)
     );
-    let said = serve_refused(&hsm, &keys);
+    let said = serve_refused(&hsm, &keys, &hsm.uri());
     let expected = format!(
         "--key-pkcs11-uri: the active key {kid} cannot sign: pkcs11:token=warrant;id={id}: no private key object with this CKA_ID on the token. Restore the object from the token's backup, or replace the key at once with `warrant keys revoke {kid}`"
     );
@@ -638,7 +619,7 @@ async fn a_missing_or_unsuitable_key_object_is_one_clear_startup_error() {
         "pkcs11-tool: {}",
         stderr(&replaced)
     );
-    let said = serve_refused(&hsm, &keys);
+    let said = serve_refused(&hsm, &keys, &hsm.uri());
     assert!(
         said.contains(&format!(
             "--key-pkcs11-uri: the active key {kid} cannot sign: pkcs11:token=warrant;object=stranger;id={id}: the key cannot be used: it signs RS256, the key store expects ES256"

@@ -77,42 +77,82 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// moto's S3 server on a free loopback port, in a temporary directory; killed when dropped.
-struct Moto {
+/// A storage server for the tests (moto, Azurite): a process on a free loopback port, in a
+/// temporary directory of its own; killed when dropped.
+struct Emulator {
     child: Child,
     port: u16,
     _dir: tempfile::TempDir,
 }
 
-impl Moto {
-    async fn start() -> Moto {
+impl Emulator {
+    /// Starts `program` with the arguments `args` gives for its port and directory, and waits
+    /// until it listens (moto takes a second or two to import). `missing` says how to install it.
+    async fn start(
+        program: &str,
+        args: impl FnOnce(u16, &Path) -> Vec<String>,
+        missing: &str,
+    ) -> Emulator {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        let child = Command::new(program)
+            .args(args(port, dir.path()))
             .current_dir(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("moto_server (pip install 'moto[server]') is on the PATH");
-        let moto = Moto {
+            .unwrap_or_else(|e| panic!("{program}: {e} ({missing})"));
+        let emulator = Emulator {
             child,
             port,
             _dir: dir,
         };
-        // Ready when it answers; it takes a second or two to import.
-        let client = reqwest::Client::new();
         for _ in 0..300 {
-            if client.get(moto.url("/")).send().await.is_ok() {
-                return moto;
+            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return emulator;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("moto_server did not start on port {port}");
+        panic!("{program} did not start on port {port}");
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// moto's S3 server.
+struct Moto {
+    server: Emulator,
+}
+
+impl Moto {
+    async fn start() -> Moto {
+        let server = Emulator::start(
+            "moto_server",
+            |port, _| {
+                vec![
+                    "-H".into(),
+                    "127.0.0.1".into(),
+                    "-p".into(),
+                    port.to_string(),
+                ]
+            },
+            "pip install 'moto[server]'",
+        )
+        .await;
+        Moto { server }
+    }
+
+    fn port(&self) -> u16 {
+        self.server.port
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("http://127.0.0.1:{}{path}", self.port())
     }
 
     async fn create_bucket(&self, bucket: &str) {
@@ -138,13 +178,6 @@ impl Moto {
     /// An object as a relying party reads it: (bytes, content type, cache control).
     async fn get(&self, key: &str) -> (Vec<u8>, String, String) {
         read_anonymously(&self.url(&format!("/bucket/{key}"))).await
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -290,7 +323,7 @@ fn token(keys: &ManagedKeySet, now: i64) -> (String, String) {
 async fn a_bucket_lists_each_key_before_it_signs_and_is_restored_when_overwritten() {
     let moto = Moto::start().await;
     moto.create_bucket("bucket").await;
-    let mut proxy = Proxy::start(moto.port).await;
+    let mut proxy = Proxy::start(moto.port()).await;
     let metrics = PublishMetrics::new();
     let mut registry = Registry::default();
     metrics.register(&mut registry);
@@ -548,13 +581,10 @@ async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
     assert_eq!(read(dir.path(), jwks), b"{}");
 }
 
-/// Azurite's Blob service (npm's `azurite`, Microsoft's Azure Storage emulator) on a free
-/// loopback port, in a temporary directory; killed when dropped. Its one account is the
-/// emulator's well-known `devstoreaccount1`, addressed path-style.
+/// Azurite's Blob service (npm's `azurite`, Microsoft's Azure Storage emulator). Its one
+/// account is the emulator's well-known `devstoreaccount1`, addressed path-style.
 struct Azurite {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
+    server: Emulator,
 }
 
 /// The emulator's published account key (the same in every Azurite and in Microsoft's docs).
@@ -563,34 +593,27 @@ const AZURITE_KEY: &str =
 
 impl Azurite {
     async fn start() -> Azurite {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let child = Command::new("azurite-blob")
-            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
-            .arg("--location")
-            .arg(dir.path())
-            .args(["--silent", "--skipApiVersionCheck"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("azurite-blob (npm install -g azurite) is on the PATH");
-        let azurite = Azurite {
-            child,
-            port,
-            _dir: dir,
-        };
-        for _ in 0..300 {
-            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                return azurite;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("azurite-blob did not start on port {port}");
+        let server = Emulator::start(
+            "azurite-blob",
+            |port, dir| {
+                let mut args: Vec<String> = ["--blobHost", "127.0.0.1", "--blobPort"]
+                    .map(str::to_owned)
+                    .into();
+                args.push(port.to_string());
+                args.push("--location".into());
+                args.push(dir.display().to_string());
+                args.extend(["--silent".into(), "--skipApiVersionCheck".into()]);
+                args
+            },
+            "npm install -g azurite",
+        )
+        .await;
+        Azurite { server }
     }
 
     /// The account's URL, as the emulator serves it.
     fn account_url(&self) -> String {
-        format!("http://127.0.0.1:{}/devstoreaccount1", self.port)
+        format!("http://127.0.0.1:{}/devstoreaccount1", self.server.port)
     }
 
     /// Creates `container` with anonymous read of its blobs, as docs/discovery.md has the
@@ -636,13 +659,6 @@ service.create_container(container, public_access="blob")
     /// A blob as a relying party reads it, anonymously: (bytes, content type, cache control).
     async fn get(&self, container: &str, name: &str) -> (Vec<u8>, String, String) {
         read_anonymously(&format!("{}/{container}/{name}", self.account_url())).await
-    }
-}
-
-impl Drop for Azurite {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
