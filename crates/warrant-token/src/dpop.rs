@@ -27,7 +27,7 @@ use thiserror::Error;
 
 use crate::error::KeyError;
 use crate::jws;
-use crate::keys::{Algorithm, VerifyingKey};
+use crate::keys::{Algorithm, SigningKey, VerifyingKey};
 
 /// The `typ` of a DPoP proof's header (RFC 9449 §4.2).
 pub const DPOP_PROOF_TYP: &str = "dpop+jwt";
@@ -229,6 +229,35 @@ pub fn certificate_thumbprint(der: &[u8]) -> String {
 /// `ath`: base64url (no padding) of the SHA-256 of the token's ASCII bytes (RFC 9449 §4.2).
 pub fn access_token_hash(token: &str) -> String {
     URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, token.as_bytes()))
+}
+
+/// A DPoP proof made with `key`, as a client makes one (the fleet plugin): header `typ`
+/// `dpop+jwt`, `alg` the key's, and `jwk` its public key's required members only (RFC 7638's:
+/// no `kid`, `use` or `alg`); claims `jti`, `htm` (`method`), `htu` and `iat`.
+pub fn make_proof(
+    key: &SigningKey,
+    method: &str,
+    htu: &str,
+    iat: i64,
+    jti: &str,
+) -> Result<String, KeyError> {
+    let public: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(key.verifying_key().jwk_json())
+            .map_err(|_| KeyError::Crypto("read the key's JWK"))?;
+    let jwk: serde_json::Map<String, serde_json::Value> = public
+        .into_iter()
+        .filter(|(name, _)| matches!(name.as_str(), "kty" | "crv" | "x" | "y" | "n" | "e"))
+        .collect();
+    let header =
+        serde_json::json!({"typ": DPOP_PROOF_TYP, "alg": key.algorithm().name(), "jwk": jwk});
+    let claims = serde_json::json!({"jti": jti, "htm": method, "htu": htu, "iat": iat});
+    let mut proof = URL_SAFE_NO_PAD.encode(header.to_string());
+    proof.push('.');
+    URL_SAFE_NO_PAD.encode_string(claims.to_string(), &mut proof);
+    let signature = key.sign_bytes(proof.as_bytes())?;
+    proof.push('.');
+    URL_SAFE_NO_PAD.encode_string(signature, &mut proof);
+    Ok(proof)
 }
 
 /// Checks a DPoP proof for `request` at `now`: its form, its key and signature, and its claims
@@ -489,6 +518,32 @@ mod tests {
             jwk_thumbprint_of(&jwk).unwrap(),
             "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
         );
+    }
+
+    /// A client's proof made with warrant's own keys passes the check, names the key by its
+    /// thumbprint, and carries only the public key's required members.
+    #[test]
+    fn a_made_proof_passes_for_its_request() {
+        for key_type in [crate::KeyType::P256, crate::KeyType::Rsa2048] {
+            let key = SigningKey::generate(key_type).unwrap();
+            let proof = make_proof(&key, "POST", URI, NOW, "made-1").unwrap();
+            let verified = check(&proof).unwrap();
+            assert_eq!(verified.jkt, jwk_thumbprint(key.verifying_key()));
+            assert_eq!(verified.jti, "made-1");
+            let header: serde_json::Value = serde_json::from_slice(
+                &URL_SAFE_NO_PAD
+                    .decode(proof.split('.').next().unwrap())
+                    .unwrap(),
+            )
+            .unwrap();
+            let mut members: Vec<&String> = header["jwk"].as_object().unwrap().keys().collect();
+            members.sort();
+            let expected: &[&str] = match key_type {
+                crate::KeyType::P256 => &["crv", "kty", "x", "y"],
+                _ => &["e", "kty", "n"],
+            };
+            assert_eq!(members, expected);
+        }
     }
 
     /// x5t#S256 is base64url SHA-256 without padding: FIPS 180-2's "abc" example digest

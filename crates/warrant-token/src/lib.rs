@@ -73,7 +73,7 @@ pub use documents::{render_discovery, render_jwks, validate_issuer_url, validate
 pub use dpop::{
     Confirmation, DEFAULT_PROOF_WINDOW_SECONDS, DPOP_ALGORITHMS, DPOP_PROOF_TYP, DpopError,
     MAX_JTI_BYTES, MAX_PROOF_BYTES, ProofRequest, VerifiedProof, access_token_hash,
-    certificate_thumbprint, jwk_thumbprint, jwk_thumbprint_of, verify_proof,
+    certificate_thumbprint, jwk_thumbprint, jwk_thumbprint_of, make_proof, verify_proof,
 };
 pub use error::{DocumentError, KeyError, TokenError};
 pub use gourl::path_unescape;

@@ -23,14 +23,11 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use aws_lc_rs::digest;
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use rustls_pki_types::PrivatePkcs8KeyDer;
-use rustls_pki_types::pem::PemObject as _;
-use serde_json::{Value, json};
+use serde_json::json;
+use warrant_token::{Algorithm, KeyType, SigningKey, signing_key_from_pem};
 
 use super::cache;
 
@@ -92,19 +89,15 @@ pub(crate) enum ProofKeyError {
     Crypto(&'static str),
 }
 
-/// The plugin's DPoP key for one identity.
+/// The plugin's DPoP key for one identity: a P-256 key held as warrant holds its own.
 pub(crate) struct ProofKey {
-    pair: EcdsaKeyPair,
-    /// The public key as a JWK (`kty`, `crv`, `x`, `y`): the proof's `jwk`.
-    jwk: Value,
-    /// Its RFC 7638 thumbprint: what a bound token's `cnf.jkt` must be.
-    jkt: String,
+    key: SigningKey,
 }
 
 impl std::fmt::Debug for ProofKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProofKey")
-            .field("jkt", &self.jkt)
+            .field("jkt", &self.jkt())
             .finish_non_exhaustive()
     }
 }
@@ -144,59 +137,29 @@ impl ProofKey {
         })
     }
 
-    /// Its RFC 7638 thumbprint.
+    /// Its RFC 7638 thumbprint: what a bound token's `cnf.jkt` must be.
     pub(crate) fn jkt(&self) -> &str {
-        &self.jkt
+        self.key.verifying_key().thumbprint()
     }
 
-    /// A DPoP proof for a request with `method` to `htu` (absolute URI) at `now`: header `typ`
-    /// `dpop+jwt`, `alg` ES256, the public `jwk`; claims `jti` (128 random bits), `htm`, `htu`,
-    /// `iat`.
+    /// A DPoP proof for a request with `method` to `htu` (absolute URI) at `now`, with a `jti`
+    /// of 128 random bits (see `warrant_token::make_proof`).
     pub(crate) fn proof(
         &self,
         method: &str,
         htu: &str,
         now: jiff::Timestamp,
     ) -> Result<String, ProofKeyError> {
-        let rng = SystemRandom::new();
         let mut jti = [0u8; 16];
         aws_lc_rs::rand::fill(&mut jti).map_err(|_| ProofKeyError::Crypto("make a jti"))?;
-        let header = json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": self.jwk});
-        let claims = json!({
-            "jti": URL_SAFE_NO_PAD.encode(jti),
-            "htm": method,
-            "htu": htu,
-            "iat": now.as_second(),
-        });
-        let input = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(header.to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
-        let signature = self
-            .pair
-            .sign(&rng, input.as_bytes())
-            .map_err(|_| ProofKeyError::Crypto("sign the DPoP proof"))?;
-        Ok(format!(
-            "{input}.{}",
-            URL_SAFE_NO_PAD.encode(signature.as_ref())
-        ))
-    }
-
-    /// The key of a PKCS#8 DER.
-    fn from_pkcs8(der: &[u8]) -> Option<ProofKey> {
-        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der).ok()?;
-        // An uncompressed point: 0x04, then x and y of 32 bytes each.
-        let point = pair.public_key().as_ref();
-        let (x, y) = point.get(1..)?.split_at_checked(32)?;
-        let jwk = json!({
-            "kty": "EC",
-            "crv": "P-256",
-            "x": URL_SAFE_NO_PAD.encode(x),
-            "y": URL_SAFE_NO_PAD.encode(y),
-        });
-        let jkt = warrant_token::jwk_thumbprint_of(&jwk).ok()?;
-        Some(ProofKey { pair, jwk, jkt })
+        warrant_token::make_proof(
+            &self.key,
+            method,
+            htu,
+            now.as_second(),
+            &URL_SAFE_NO_PAD.encode(jti),
+        )
+        .map_err(|_| ProofKeyError::Crypto("sign the DPoP proof"))
     }
 }
 
@@ -249,13 +212,12 @@ fn read(dir: &OwnedFd, name: &str, path: &Path) -> Result<Option<ProofKey>, Proo
         .take(MAX_KEY_FILE)
         .read_to_end(&mut pem)
         .map_err(io)?;
-    let damaged = || ProofKeyError::Damaged {
-        path: path.to_owned(),
-    };
-    let der = PrivatePkcs8KeyDer::from_pem_slice(&pem).map_err(|_| damaged())?;
-    ProofKey::from_pkcs8(der.secret_pkcs8_der())
-        .map(Some)
-        .ok_or_else(damaged)
+    match signing_key_from_pem(&pem) {
+        Ok(key) if key.algorithm() == Algorithm::ES256 => Ok(Some(ProofKey { key })),
+        _ => Err(ProofKeyError::Damaged {
+            path: path.to_owned(),
+        }),
+    }
 }
 
 /// Makes a key and links it to `name`; `None` if another run linked one first.
@@ -264,12 +226,11 @@ fn create(dir: &OwnedFd, name: &str, path: &Path) -> Result<Option<ProofKey>, Pr
         path: path.to_owned(),
         source,
     };
-    let rng = SystemRandom::new();
-    let der = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+    let key = SigningKey::generate(KeyType::P256)
         .map_err(|_| ProofKeyError::Crypto("generate a P-256 key"))?;
-    let key = ProofKey::from_pkcs8(der.as_ref())
-        .ok_or(ProofKeyError::Crypto("read back a generated key"))?;
-    let pem = pem("PRIVATE KEY", der.as_ref());
+    let pem = key
+        .to_pkcs8_pem()
+        .map_err(|_| ProofKeyError::Crypto("encode the P-256 key"))?;
 
     let temporary = format!("{name}.{}.tmp", std::process::id());
     // A leftover of this process id's earlier run (it crashed): ours to remove.
@@ -283,7 +244,7 @@ fn create(dir: &OwnedFd, name: &str, path: &Path) -> Result<Option<ProofKey>, Pr
     .map_err(std::io::Error::from)
     .and_then(|fd| {
         let mut file = File::from(fd);
-        file.write_all(pem.as_bytes())?;
+        file.write_all(pem.as_str().as_bytes())?;
         file.sync_all()
     });
     if let Err(source) = written {
@@ -293,31 +254,21 @@ fn create(dir: &OwnedFd, name: &str, path: &Path) -> Result<Option<ProofKey>, Pr
     let linked = rustix::fs::linkat(dir, temporary.as_str(), dir, name, AtFlags::empty());
     let _ = rustix::fs::unlinkat(dir, temporary.as_str(), AtFlags::empty());
     match linked {
-        Ok(()) => Ok(Some(key)),
+        Ok(()) => Ok(Some(ProofKey { key })),
         // Another run made the key first: use its key, not ours.
         Err(rustix::io::Errno::EXIST) => Ok(None),
         Err(other) => Err(io(other.into())),
     }
 }
 
-/// PEM text of `der` under `label`.
-fn pem(label: &str, der: &[u8]) -> String {
-    let body = STANDARD.encode(der);
-    let mut out = format!("-----BEGIN {label}-----\n");
-    let mut rest = body.as_str();
-    while !rest.is_empty() {
-        let (line, tail) = rest.split_at(rest.len().min(64));
-        out.push_str(line);
-        out.push('\n');
-        rest = tail;
-    }
-    out.push_str(&format!("-----END {label}-----\n"));
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;
+
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
+    use rustls_pki_types::PrivatePkcs8KeyDer;
+    use rustls_pki_types::pem::PemObject as _;
+    use serde_json::Value;
 
     use super::*;
 
