@@ -236,13 +236,6 @@ fn confirmation(token: &str) -> Result<Option<Value>, BindingError> {
     Ok(claims.remove("cnf"))
 }
 
-/// The RFC 8705 thumbprint of a certificate: base64url (no padding) of the SHA-256 of its DER.
-fn certificate_thumbprint(der: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der))
-}
-
 /// Whether `token`, with its `cnf`, holds with what was `presented` at `now`: a bound token
 /// needs the evidence for each binding it has, and evidence for a binding it does not have is
 /// refused (a caller who thinks the token is bound should learn that it is not).
@@ -310,7 +303,7 @@ fn check_binding(
             });
         }
         (Some(x5t), Some(der)) => {
-            let presented = certificate_thumbprint(der);
+            let presented = warrant_token::certificate_thumbprint(der);
             if aws_lc_rs::constant_time::verify_slices_are_equal(
                 presented.as_bytes(),
                 x5t.as_bytes(),
@@ -674,7 +667,7 @@ mod tests {
                 Err(BindingError::NotCertificateBound)
             );
             // Bound to a certificate only: a proof is no evidence for it.
-            let cnf = json!({"x5t#S256": certificate_thumbprint(b"der")});
+            let cnf = json!({"x5t#S256": sha256_b64url(b"der")});
             assert_eq!(
                 check(Some(cnf), &with_proof(&proof)),
                 Err(BindingError::NotKeyBound)
