@@ -57,10 +57,17 @@ fn main() {
     println!("cargo:rerun-if-env-changed=WARRANT_BUILD_DATE");
     println!("cargo:rerun-if-env-changed=WARRANT_GIT_TREE_STATE");
     if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
-        // A new commit or checkout moves HEAD or a ref.
-        println!("cargo:rerun-if-changed={dir}/HEAD");
-        println!("cargo:rerun-if-changed={dir}/refs/heads");
-        println!("cargo:rerun-if-changed={dir}/packed-refs");
+        // A new commit or checkout moves HEAD or a ref. Only paths that exist are watched:
+        // cargo counts a watched path that is missing as changed, so naming `packed-refs`
+        // (absent in a fresh clone until `git gc` packs the refs) rebuilt this crate and
+        // everything above it on every build. A commit always writes a loose ref under
+        // refs/heads, even where the others are packed, so the directory is enough.
+        for path in ["HEAD", "refs/heads", "packed-refs"] {
+            let path = std::path::Path::new(&dir).join(path);
+            if path.exists() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
     }
     let commit = std::env::var("WARRANT_GIT_COMMIT")
         .ok()
