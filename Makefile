@@ -1,24 +1,36 @@
 # The commands the README names. Everything here works on a fresh clone with only the Rust
-# toolchain installed (CI runs .ci/run, which installs the few other tools the tests call).
+# toolchain and kubectl installed: `make test` installs the other tools the tests call
+# (scripts/test-tools) the first time, and CI's .ci/run is `make test` on a fresh machine.
 
 CARGO ?= cargo
+# Written once scripts/test-tools has installed everything (make test-tools).
+TEST_TOOLS_STAMP := target/test-tools.stamp
 
-.PHONY: test lint deny-installed fmt run build bench bench-micro bench-load bench-cache bench-signer bench-signer-hsm fuzz soak wrk-installed h2load-installed
+.PHONY: test test-tools lint fmt run build bench bench-micro bench-load bench-cache bench-signer bench-signer-hsm fuzz soak wrk-installed h2load-installed
 
-## make test: formatting, lints and every test, as CI runs them.
-test: lint
+## make test: formatting, lints and every test, as CI runs them. The first run installs the
+## tools the tests call (make test-tools); later runs skip that step.
+test: $(TEST_TOOLS_STAMP) lint
 	$(CARGO) test --workspace --locked
 
-lint: deny-installed
+lint: $(TEST_TOOLS_STAMP)
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	@# Licences, duplicate crates, sources, and one crypto backend (aws-lc-rs): deny.toml.
 	$(CARGO) deny --log-level error check licenses bans sources
 
-# cargo-deny checks the dependency tree (make lint); installed from crates.io if missing.
-DENY_VERSION ?= 0.20.2
-deny-installed:
-	@command -v cargo-deny >/dev/null 2>&1 || $(CARGO) install --locked cargo-deny@$(DENY_VERSION)
+## make test-tools: installs (or names the command that installs) every tool the tests call
+## that is not a Rust crate: SoftHSM2, OpenSC, openssl, moto, PyJWT, cryptography,
+## azure-storage-blob, Azurite and cargo-deny, at the versions scripts/test-tools pins. make test
+## runs it once, and again only when that script changes (its stamp is older); a tool removed
+## since makes the test that calls it fail with one line naming the command.
+test-tools:
+	@rm -f $(TEST_TOOLS_STAMP)
+	@$(MAKE) --no-print-directory $(TEST_TOOLS_STAMP)
+
+$(TEST_TOOLS_STAMP): scripts/test-tools
+	scripts/test-tools install
+	@mkdir -p $(dir $@) && touch $@
 
 fmt:
 	$(CARGO) fmt --all
