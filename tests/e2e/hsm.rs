@@ -11,6 +11,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{DecodingKey, Validation, decode, jwk::JwkSet};
 use serde_json::Value;
 use warrant_signer::proto::{FetchKeysRequest, SignJwtRequest};
+use warrant_testkit::tools;
 
 use crate::support::*;
 use crate::tokens::OBJECTS;
@@ -26,10 +27,9 @@ struct SoftHsm {
 impl SoftHsm {
     /// A SoftHSM2 with one token labelled `warrant`.
     fn new() -> SoftHsm {
-        assert!(
-            Path::new(MODULE).exists(),
-            "SoftHSM2 is missing: apt-get install softhsm2 opensc"
-        );
+        tools::require_file(Path::new(MODULE), "SoftHSM2's PKCS#11 module", "softhsm2");
+        tools::command("softhsm2-util", "SoftHSM2 (softhsm2-util)");
+        tools::command("pkcs11-tool", "OpenSC's pkcs11-tool");
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("tokens")).unwrap();
         std::fs::write(

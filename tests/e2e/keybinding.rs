@@ -4,7 +4,6 @@
 //! plays the client that can only send a bearer token.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -145,7 +144,7 @@ pub(crate) async fn certificate_bound_token(
 
 /// RFC 8705's `x5t#S256` of the PEM certificate `path`, computed by Python's ssl and hashlib.
 fn python_x5t(path: &Path) -> String {
-    let out = Command::new("python3")
+    let out = warrant_testkit::tools::python(&[])
         .arg("-c")
         .arg(
             "import base64, hashlib, ssl, sys\n\

@@ -2,10 +2,9 @@
 //! the client-auth usage, and serving certificates for 127.0.0.1.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
+    let out = warrant_testkit::tools::command("openssl", "the openssl command")
         .args(args)
         .current_dir(dir)
         .output()

@@ -595,7 +595,7 @@ if len(sys.argv) > 2:
                               headers={"typ": "dpop+jwt", "jwk": jwk})
 print(json.dumps(out))
 "#;
-    let mut command = Command::new("python3");
+    let mut command = warrant_testkit::tools::python(&["jwt", "cryptography"]);
     command.arg("-c").arg(SCRIPT).arg(key);
     if let Some((method, uri, token)) = request {
         command.args([method, uri]);

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +29,7 @@ use warrant_clock::Clock;
 use warrant_issuer::{Published, Settings};
 use warrant_keys::{KeySet, ManagedKeySet, RotationPolicy};
 use warrant_publish::{PublishMetrics, Publisher, Target, kids};
+use warrant_testkit::tools;
 use warrant_token::{Binding, Claims, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey};
 
 const T0: i64 = 1_800_000_000;
@@ -86,22 +87,23 @@ struct Emulator {
 }
 
 impl Emulator {
-    /// Starts `program` with the arguments `args` gives for its port and directory, and waits
-    /// until it listens (moto takes a second or two to import). `missing` says how to install it.
+    /// Starts `program` (`what` names it) with the arguments `args` gives for its port and
+    /// directory, and waits until it listens (moto takes a second or two to import).
     async fn start(
         program: &str,
+        what: &str,
         args: impl FnOnce(u16, &Path) -> Vec<String>,
-        missing: &str,
     ) -> Emulator {
+        let mut command = tools::command(program, what);
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let child = Command::new(program)
+        let child = command
             .args(args(port, dir.path()))
             .current_dir(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("{program}: {e} ({missing})"));
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
         let emulator = Emulator {
             child,
             port,
@@ -133,6 +135,7 @@ impl Moto {
     async fn start() -> Moto {
         let server = Emulator::start(
             "moto_server",
+            "moto's S3 server (moto_server)",
             |port, _| {
                 vec![
                     "-H".into(),
@@ -141,7 +144,6 @@ impl Moto {
                     port.to_string(),
                 ]
             },
-            "pip install 'moto[server]'",
         )
         .await;
         Moto { server }
@@ -288,10 +290,10 @@ claims = jwt.decode(token, jwt.PyJWK(key).key, algorithms=[key["alg"]], audience
 assert claims["iat"] <= now < claims["exp"], (claims, now)
 print(claims["sub"])
 "#;
-    let out = Command::new("python3")
+    let out = tools::python(&["jwt"])
         .args(["-c", SCRIPT, ISSUER, bucket_base, token, &now.to_string()])
         .output()
-        .expect("python3 with PyJWT");
+        .unwrap();
     assert!(
         out.status.success(),
         "PyJWT refused the token: {}",
@@ -595,6 +597,7 @@ impl Azurite {
     async fn start() -> Azurite {
         let server = Emulator::start(
             "azurite-blob",
+            "Azurite, Microsoft's Azure Storage emulator (azurite-blob)",
             |port, dir| {
                 let mut args: Vec<String> = ["--blobHost", "127.0.0.1", "--blobPort"]
                     .map(str::to_owned)
@@ -605,7 +608,6 @@ impl Azurite {
                 args.extend(["--silent".into(), "--skipApiVersionCheck".into()]);
                 args
             },
-            "npm install -g azurite",
         )
         .await;
         Azurite { server }
@@ -626,10 +628,10 @@ account_url, key, container = sys.argv[1], sys.argv[2], sys.argv[3]
 service = BlobServiceClient(account_url, credential={"account_name": "devstoreaccount1", "account_key": key})
 service.create_container(container, public_access="blob")
 "#;
-        let out = Command::new("python3")
+        let out = tools::python(&["azure.storage.blob"])
             .args(["-c", SCRIPT, &self.account_url(), AZURITE_KEY, container])
             .output()
-            .expect("python3 with azure-storage-blob");
+            .unwrap();
         assert!(
             out.status.success(),
             "creating the container: {}",

@@ -6,13 +6,14 @@
 //! Test support, never shipped: a fixture that cannot be built is a broken test, so this crate
 //! panics (with a message) where library code would return an error.
 
-#![allow(clippy::expect_used)]
+#![allow(clippy::expect_used, clippy::panic)]
 
 mod ca;
 mod dpop;
 mod objects;
 #[cfg(feature = "state")]
 mod state;
+pub mod tools;
 
 pub use ca::{Issued, TestCa};
 pub use dpop::{DpopHolder, sha256_b64url};

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use warrant_hsm::{HsmError, HsmKey, HsmMetrics, Pkcs11Uri, Token, TokenConfig};
+use warrant_testkit::tools;
 use warrant_token::{Algorithm, VerifyingKey};
 
 pub(crate) const PIN: &str = "1234";
@@ -43,11 +44,10 @@ pub(crate) fn isolated(test_path: &str, body: impl FnOnce(&SoftHsm)) {
         });
         return;
     }
-    assert!(
-        module().exists(),
-        "the SoftHSM2 module {} is missing: apt-get install softhsm2 opensc (or set WARRANT_HSM_MODULE)",
-        module().display()
-    );
+    tools::require_file(&module(), "SoftHSM2's PKCS#11 module", "softhsm2");
+    tools::command("softhsm2-util", "SoftHSM2 (softhsm2-util)");
+    tools::command("pkcs11-tool", "OpenSC's pkcs11-tool");
+    tools::command("openssl", "the openssl command");
     let temp = tempfile::tempdir().unwrap();
     let tokens = temp.path().join("tokens");
     std::fs::create_dir(&tokens).unwrap();
