@@ -55,7 +55,11 @@ async fn abandoned_delegated_lookups_are_released() {
         .build()
         .unwrap();
 
-    // 240 distinct 60 KB tokens, 60 at a time, each caller gone after 50 ms.
+    // 240 distinct 60 KB tokens, 60 at a time, each caller gone after 50 ms. More than the
+    // 128 lookups warrant holds at once: past that, a caller is answered 429 at once, without
+    // a lookup, and whether that answer or the caller's 50 ms comes first depends on the
+    // machine. So the verdict is what the server did, never which came first: the only answer
+    // a caller may see is that overload refusal, never one from a stalled lookup.
     for batch in 0..4 {
         let mut callers = tokio::task::JoinSet::new();
         for i in 0..60 {
@@ -66,12 +70,12 @@ async fn abandoned_delegated_lookups_are_released() {
                 .timeout(Duration::from_millis(50));
             callers.spawn(request.send());
         }
-        // Each caller gives up (a timeout error); none gets an answer.
-        if let Some(r) = callers.join_all().await.into_iter().flatten().next() {
-            panic!(
-                "a caller got an answer from a stalled lookup: {} {}",
-                r.status(),
-                r.text().await.unwrap_or_default()
+        for answered in callers.join_all().await.into_iter().flatten() {
+            let status = answered.status();
+            let body = answered.text().await.unwrap_or_default();
+            assert!(
+                status == 429 && body.contains("TooManyRequests"),
+                "a caller got an answer from a stalled lookup: {status} {body}"
             );
         }
     }
