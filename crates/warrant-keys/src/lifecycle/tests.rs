@@ -527,6 +527,7 @@ fn revoking_the_signing_key_brings_the_next_one_forward_and_refuses_its_tokens()
             kid: a.kid().to_owned(),
             revoked_at: at(now),
             forget_at: at(now + DAY + REMOVAL_LEEWAY_SECONDS),
+            held_in: None,
         }]
     );
 
@@ -668,6 +669,58 @@ fn revoking_a_next_or_retired_key_leaves_the_signing_key_alone() {
             .kid(),
         b.kid()
     );
+}
+
+/// A key held in an HSM that cannot be reached is revoked all the same when the revocation
+/// needs no new key (the next key, or a retired one; the signing key with a published
+/// successor): an overdue rotation is left to the store's writer. Revoking the signing key with
+/// no successor needs a new key, and says so.
+#[test]
+fn a_revocation_needing_no_new_key_needs_no_generator() {
+    let p = policy();
+    let unreachable =
+        |_: KeyType| -> Result<SigningKey, KeyError> { Err(KeyError::Crypto("reach the holder")) };
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    let with_next = rotated(&first, &p, T0 + 6 * DAY);
+    let (a, b) = (with_next.keys()[0].clone(), with_next.keys()[1].clone());
+    // The next key: recorded.
+    let now = T0 + 6 * DAY + HOUR;
+    let revoked = with_next.revoke(b.kid(), &p, at(now), unreachable).unwrap();
+    assert_eq!(kids(&revoked.keys), [a.kid()]);
+    // A is now the only key: revoking it needs a new key to sign, which cannot be made.
+    let err = revoked
+        .keys
+        .revoke(a.kid(), &p, at(now), unreachable)
+        .unwrap_err();
+    assert!(err.to_string().contains("reach the holder"), "{err}");
+    // The signing key with a published successor: brought forward, nothing generated, though
+    // the rotation that would follow is left undone.
+    let revoked = with_next.revoke(a.kid(), &p, at(now), unreachable).unwrap();
+    assert_eq!(kids(&revoked.keys), [b.kid()]);
+    // A retired key while a rotation is overdue (B has signed a week, its successor is due):
+    // recorded, and the rotation is left to the writer.
+    let later = T0 + 14 * DAY;
+    let retired = rotated(&with_next, &p, T0 + 7 * DAY + HOUR);
+    assert_eq!(
+        states(&retired, T0 + 7 * DAY + HOUR),
+        [KeyState::Retired, KeyState::Active]
+    );
+    let long = ManagedKeySet::new(
+        retired
+            .keys()
+            .iter()
+            .map(|k| ManagedKey::new(k.key().clone(), k.published_at(), k.activate_at(), 30 * DAY))
+            .collect(),
+    )
+    .unwrap();
+    assert!(
+        long.next_change(at(later), &p)
+            .is_some_and(|t| t <= at(later)),
+        "a rotation is due"
+    );
+    let revoked = long.revoke(a.kid(), &p, at(later), unreachable).unwrap();
+    assert_eq!(kids(&revoked.keys), [b.kid()]);
+    assert_eq!(revoked.keys.revocations()[0].kid, a.kid());
 }
 
 /// The activation gate: a successor the publish targets do not list is held back, a lead at a
