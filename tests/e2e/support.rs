@@ -327,8 +327,14 @@ impl Warrant {
 
     /// `/metrics`, read as the admin.
     pub(crate) async fn metrics_text(&self) -> String {
+        self.get_as_admin("/metrics").await
+    }
+
+    /// The body of `path`, read as the admin (who is told what anonymous callers are not:
+    /// `/readyz?verbose`'s reasons, say).
+    pub(crate) async fn get_as_admin(&self, path: &str) -> String {
         self.http
-            .get(self.url("/metrics"))
+            .get(self.url(path))
             .bearer_auth(self.admin_token())
             .send()
             .await
