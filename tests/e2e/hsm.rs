@@ -1059,6 +1059,21 @@ async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_i
         let refs: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
         hsm.warrant(&refs)
     };
+    let token_dir = hsm.token_dir();
+    let aside = hsm.dir.path().join("aside");
+
+    // With no successor published, revoking the signing key needs a new key, made in the
+    // token: without it, the command says so and changes nothing.
+    std::fs::rename(&token_dir, &aside).unwrap();
+    let refused = keys_cmd("revoke", &[&leaked]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains(&format!("key {leaked} signs now and no successor is published, so revoking it needs a new key made in the token, which cannot be reached")),
+        "{}",
+        stderr(&refused)
+    );
+    std::fs::rename(&aside, &token_dir).unwrap();
+
     // A next key is published (so revoking the signing key needs no new key).
     let rotated = keys_cmd("rotate", &[]);
     assert!(rotated.status.success(), "{}", stderr(&rotated));
@@ -1072,8 +1087,6 @@ async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_i
     }
 
     // The token goes away; the key leaks. Revoke records it without the token.
-    let token_dir = hsm.token_dir();
-    let aside = hsm.dir.path().join("aside");
     std::fs::rename(&token_dir, &aside).unwrap();
     let revoked = keys_cmd("revoke", &[&leaked]);
     let said = stderr(&revoked);

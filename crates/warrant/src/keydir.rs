@@ -14,7 +14,7 @@ use warrant_clock::Clock;
 use warrant_issuer::validate_max_expiration;
 use warrant_keys::{
     Disposal, Disposed, KeyHolder, KeySchedule, KeyState, KeyStore as _, ManagedKey, ManagedKeySet,
-    Replacement, RotationPolicy, StoreError, Stored,
+    Replacement, RevokeError, RotationPolicy, StoreError, Stored,
 };
 use warrant_token::{
     ExpirationPolicy, KeyError, KeyType, RemoteKey, RemoteSignError, RemoteSignature, SigningKey,
@@ -439,12 +439,13 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
     let result = update(&store, &args.rotation, now, |keys, policy| {
         let revoked = keys
             .revoke(&args.kid, policy, now, |t| generator.generate(t))
-            .map_err(|e| match &reached {
-                Reached::Unreachable(cause) => format!(
-                    "{e}. The token cannot be reached ({cause}): a revocation is recorded without it unless the revoked key signs now with no published successor, which needs a new key made in the token; run the command where the token can be reached"
+            .map_err(|e| match (&e, &reached) {
+                (RevokeError::Key(_), Reached::Unreachable(_)) => format!(
+                    "key {} signs now and no successor is published, so revoking it needs a new key made in the token, which cannot be reached ({e}); run the command where the token can be reached (revoking any other key needs no token)",
+                    args.kid
                 )
                 .into(),
-                Reached::Yes | Reached::NoToken => Box::<dyn Error>::from(e),
+                _ => Box::<dyn Error>::from(e),
             })?;
         Ok(Some((revoked.keys.clone(), revoked)))
     })
