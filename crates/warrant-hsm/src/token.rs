@@ -325,8 +325,10 @@ impl Token {
 
     /// Generates a key pair inside the token: private key `CKA_TOKEN`, `CKA_PRIVATE`,
     /// `CKA_SENSITIVE` true, `CKA_EXTRACTABLE` false, `CKA_SIGN` true and every other use false;
-    /// public key `CKA_PRIVATE` too (see the module's doc); both halves with `id` and `label`. Refuses an `id` already in use. If anything after the generation fails,
-    /// both objects are destroyed again. Blocks.
+    /// public key `CKA_PRIVATE` too (see the module's doc); both halves with `id` and `label`
+    /// (the token vouches only for keys labelled by their kid: see
+    /// [`generate_labelled_by_kid`](Self::generate_labelled_by_kid)). Refuses an `id` already in
+    /// use. If anything after the generation fails, both objects are destroyed again. Blocks.
     pub fn generate(&self, key_type: KeyType, id: &[u8], label: &str) -> Result<HsmKey, HsmError> {
         self.generate_labelled(key_type, id, Some(label))
     }
