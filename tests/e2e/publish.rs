@@ -37,20 +37,7 @@ async fn serve_keeps_a_directory_target_current_and_ready() {
 #[tokio::test]
 async fn a_target_where_the_issuer_cannot_be_is_refused_at_startup() {
     let www = tempfile::tempdir().unwrap();
-    let key = www.path().join("sa.key");
-    let made = std::process::Command::new("openssl")
-        .args([
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-        ])
-        .arg(&key)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let key = signing_key(www.path());
     let web_root = www.path().join("www");
     std::fs::create_dir(&web_root).unwrap();
     let args: Vec<OsString> = vec![
@@ -75,4 +62,73 @@ async fn a_target_where_the_issuer_cannot_be_is_refused_at_startup() {
         std::fs::read_dir(&web_root).unwrap().next().is_none(),
         "something was published by a refused command"
     );
+}
+
+/// A P-256 signing key file in `dir`, made by openssl.
+fn signing_key(dir: &std::path::Path) -> std::path::PathBuf {
+    let key = dir.join("sa.key");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+        ])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    key
+}
+
+/// Whoever deploys the web site can plant a symbolic link inside the web root, pointing where
+/// warrant (perhaps root) may write and they may not. `discovery publish file://` and
+/// `discovery export --dir` refuse to write through it, naming it, and write nothing there.
+#[tokio::test]
+async fn a_symbolic_link_inside_the_web_root_is_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = signing_key(tmp.path());
+    let web_root = tmp.path().join("www");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&web_root).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, web_root.join("tenant-a")).unwrap();
+    let issuer = "https://issuer.example/tenant-a";
+    let runs: [Vec<OsString>; 2] = [
+        vec![
+            "discovery".into(),
+            "publish".into(),
+            format!("file://{}", web_root.display()).into(),
+        ],
+        vec![
+            "discovery".into(),
+            "export".into(),
+            "--dir".into(),
+            web_root.clone().into(),
+        ],
+    ];
+    for mut args in runs {
+        args.extend([
+            "--service-account-issuer".into(),
+            issuer.into(),
+            "--service-account-signing-key-file".into(),
+            key.clone().into(),
+        ]);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_warrant"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        assert!(
+            stderr.contains("tenant-a is a symbolic link"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "{args:?} wrote through the link"
+        );
+    }
 }

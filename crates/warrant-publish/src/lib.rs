@@ -21,10 +21,12 @@
 mod metrics;
 mod publisher;
 mod target;
+mod webroot;
 
 pub use metrics::PublishMetrics;
 pub use publisher::{
     CONTENT_TYPE, Documents, PublishError, PublishHealth, Publisher, PublisherTask, RECHECK, RETRY,
     TargetStatus,
 };
-pub use target::{DISCOVERY_SUFFIX, Kind, Placement, Target, TargetError};
+pub use target::{DISCOVERY_SUFFIX, Kind, ObjectError, Placement, Target, TargetError};
+pub use webroot::{WebRoot, WebRootError};

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use jiff::Timestamp;
-use object_store::{Attribute, Attributes, ObjectStoreExt as _, PutOptions, PutPayload};
+use object_store::{Attribute, Attributes};
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
@@ -37,7 +37,7 @@ use warrant_keys::{ActivationGate, ListedKeys, Writer};
 use warrant_token::DocumentError;
 
 use crate::metrics::PublishMetrics;
-use crate::target::{Placement, Target, TargetError};
+use crate::target::{ObjectError, Placement, Target, TargetError};
 
 /// The content type of both documents, as warrant serves them.
 pub const CONTENT_TYPE: &str = "application/json";
@@ -104,7 +104,7 @@ pub enum PublishError {
         object: String,
         /// What the store said.
         #[source]
-        source: object_store::Error,
+        source: ObjectError,
     },
     /// An object could not be written.
     #[error("cannot write {object}: {source}")]
@@ -113,7 +113,7 @@ pub enum PublishError {
         object: String,
         /// What the store said.
         #[source]
-        source: object_store::Error,
+        source: ObjectError,
     },
     /// An object read back after its write is not what was written (another writer, or a
     /// store that does not keep headers).
@@ -419,27 +419,13 @@ async fn read(
     target: &Target,
     path: &object_store::path::Path,
 ) -> Result<Option<(Bytes, Attributes)>, PublishError> {
-    let object = || format!("{}/{path}", target.url().trim_end_matches('/'));
-    let got = match target.store().get(path).await {
-        Ok(got) => got,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(source) => {
-            return Err(PublishError::Read {
-                object: object(),
-                source,
-            });
-        }
-    };
-    let attributes = got.attributes.clone();
-    if got.meta.size > MAX_READ_BYTES {
-        // Not the document, whatever it is: read as empty, so it is rewritten and lists no key.
-        return Ok(Some((Bytes::new(), attributes)));
-    }
-    let bytes = got.bytes().await.map_err(|source| PublishError::Read {
-        object: object(),
-        source,
-    })?;
-    Ok(Some((bytes, attributes)))
+    target
+        .get(path, MAX_READ_BYTES)
+        .await
+        .map_err(|source| PublishError::Read {
+            object: format!("{}/{path}", target.url().trim_end_matches('/')),
+            source,
+        })
 }
 
 /// The headers warrant writes with both documents: none for a directory (its web server sets
@@ -526,13 +512,8 @@ async fn sync(
             }
             continue;
         }
-        let options = PutOptions {
-            attributes: headers.clone(),
-            ..PutOptions::default()
-        };
         target
-            .store()
-            .put_opts(path, PutPayload::from_bytes(body.clone()), options)
+            .put(path, body.clone(), headers.clone())
             .await
             .map_err(|source| {
                 (

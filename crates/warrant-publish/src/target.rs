@@ -15,20 +15,25 @@
 //! Where the issuer's host is a cloud's own storage host (`BUCKET.s3….amazonaws.com`,
 //! `storage.googleapis.com/BUCKET`, `ACCOUNT.blob.core.windows.net/CONTAINER`), the bucket it
 //! names must be the target's. A `file://` directory is the web root of the issuer's host, as
-//! for `warrant discovery export`: the document goes to `DIR/<issuer path>/.well-known/…`.
+//! for `warrant discovery export`: the document goes to `DIR/<issuer path>/.well-known/…`, and
+//! nothing is written through a symbolic link inside it (see `webroot`).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::ObjectStore;
+use bytes::Bytes;
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
-use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ClientOptions, RetryConfig};
+use object_store::{
+    Attributes, ClientOptions, ObjectStore, ObjectStoreExt as _, PutOptions, PutPayload,
+    RetryConfig,
+};
 use url::Url;
+
+use crate::webroot::{WebRoot, WebRootError};
 
 /// Where relying parties fetch the discovery document, below the issuer.
 pub const DISCOVERY_SUFFIX: &str = ".well-known/openid-configuration";
@@ -66,7 +71,31 @@ pub struct Target {
     url: String,
     kind: Kind,
     prefix: String,
-    store: Arc<dyn ObjectStore>,
+    store: Store,
+}
+
+/// What reads and writes a target's objects.
+#[derive(Clone)]
+enum Store {
+    /// A bucket, through object_store.
+    Bucket(Arc<dyn ObjectStore>),
+    /// A directory, through warrant's own walk that follows no link (object_store's
+    /// `LocalFileSystem` follows them).
+    Directory(WebRoot),
+}
+
+/// Why an object of a target could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    /// The bucket's store said no.
+    #[error(transparent)]
+    Store(#[from] object_store::Error),
+    /// The directory said no, or holds a link where a directory belongs.
+    #[error(transparent)]
+    Directory(#[from] WebRootError),
+    /// The blocking task reading or writing the directory did not finish.
+    #[error("the file system task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 impl fmt::Debug for Target {
@@ -261,17 +290,16 @@ impl Target {
                 })?;
                 std::fs::create_dir_all(&dir).map_err(|source| {
                     store_error(object_store::Error::Generic {
-                        store: "LocalFileSystem",
+                        store: "directory",
                         source: Box::new(source),
                     })
                 })?;
-                let store = LocalFileSystem::new_with_prefix(&dir).map_err(store_error)?;
                 // The directory is the web root: the issuer's path decides the prefix.
                 return Ok(Target {
                     url: url.to_owned(),
+                    store: Store::Directory(WebRoot::new(dir.clone())),
                     kind: Kind::File { dir },
                     prefix: String::new(),
-                    store: Arc::new(store),
                 });
             }
             _ => {
@@ -285,7 +313,7 @@ impl Target {
             url: url.to_owned(),
             kind,
             prefix,
-            store,
+            store: Store::Bucket(store),
         })
     }
 
@@ -305,9 +333,67 @@ impl Target {
         matches!(self.kind, Kind::File { .. })
     }
 
-    /// The store.
-    pub fn store(&self) -> &Arc<dyn ObjectStore> {
-        &self.store
+    /// A bucket target's store (`None` for a directory).
+    pub fn store(&self) -> Option<&Arc<dyn ObjectStore>> {
+        match &self.store {
+            Store::Bucket(store) => Some(store),
+            Store::Directory(_) => None,
+        }
+    }
+
+    /// The object at `path` and its headers, or `None` if there is none. An object over
+    /// `max_bytes` is not downloaded: it reads as empty bytes (not the document, whatever it is).
+    pub(crate) async fn get(
+        &self,
+        path: &Path,
+        max_bytes: u64,
+    ) -> Result<Option<(Bytes, Attributes)>, ObjectError> {
+        match &self.store {
+            Store::Bucket(store) => {
+                let got = match store.get(path).await {
+                    Ok(got) => got,
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    Err(error) => return Err(error.into()),
+                };
+                let attributes = got.attributes.clone();
+                if got.meta.size > max_bytes {
+                    return Ok(Some((Bytes::new(), attributes)));
+                }
+                Ok(Some((got.bytes().await?, attributes)))
+            }
+            Store::Directory(root) => {
+                let (root, key) = (root.clone(), path.to_string());
+                let read =
+                    tokio::task::spawn_blocking(move || root.read(&key, max_bytes)).await??;
+                Ok(read.map(|bytes| (bytes, Attributes::new())))
+            }
+        }
+    }
+
+    /// Writes `body` at `path` with `attributes` (a directory keeps none).
+    pub(crate) async fn put(
+        &self,
+        path: &Path,
+        body: Bytes,
+        attributes: Attributes,
+    ) -> Result<(), ObjectError> {
+        match &self.store {
+            Store::Bucket(store) => {
+                let options = PutOptions {
+                    attributes,
+                    ..PutOptions::default()
+                };
+                store
+                    .put_opts(path, PutPayload::from_bytes(body), options)
+                    .await?;
+                Ok(())
+            }
+            Store::Directory(root) => {
+                let (root, key) = (root.clone(), path.to_string());
+                tokio::task::spawn_blocking(move || root.write(&key, &body)).await??;
+                Ok(())
+            }
+        }
     }
 
     /// Where the two documents go for `issuer` and `jwks_uri`, or why this target cannot serve

@@ -375,6 +375,7 @@ async fn a_bucket_lists_each_key_before_it_signs_and_is_restored_when_overwritte
     use object_store::ObjectStoreExt as _;
     s3_target(&moto.url(""))
         .store()
+        .unwrap()
         .put(
             &"cluster-a/openid/v1/jwks".into(),
             object_store::PutPayload::from_static(br#"{"keys":[]}"#),
@@ -552,6 +553,7 @@ async fn headers_a_bucket_writer_changed_are_restored() {
     let overwrite = async |attributes| {
         other_writer
             .store()
+            .unwrap()
             .put_opts(
                 &jwks.into(),
                 PutPayload::from_bytes(served.jwks().clone()),
@@ -655,6 +657,7 @@ async fn a_kid_on_another_keys_material_does_not_list_the_key() {
     });
     target
         .store()
+        .unwrap()
         .put_opts(
             &"cluster-a/openid/v1/jwks".into(),
             PutPayload::from(serde_json::to_vec(&jwks).unwrap()),
@@ -761,6 +764,44 @@ async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
     std::fs::write(dir.path().join(jwks), b"{}").unwrap();
     tokio::time::sleep(3 * warrant_publish::RECHECK).await;
     assert_eq!(read(dir.path(), jwks), b"{}");
+}
+
+/// A symbolic link planted inside a directory target, pointing outside it: the round fails,
+/// saying so, and nothing is written where the link points; the documents land once the link
+/// is gone.
+#[tokio::test]
+async fn a_directory_target_writes_nothing_through_a_link_inside_it() {
+    let www = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), www.path().join("cluster-a")).unwrap();
+    let target = Target::open(&format!("file://{}", www.path().display()), None, &[]).unwrap();
+    let mut publisher = Publisher::new(
+        vec![target],
+        ISSUER,
+        &format!("{ISSUER}/openid/v1/jwks"),
+        PublishMetrics::new(),
+    )
+    .unwrap();
+    let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let served = published(&keys, T0);
+    let error = publisher.round(&served, at(T0), true).await.unwrap_err();
+    assert!(
+        error.to_string().contains("cluster-a is a symbolic link"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "written through the link"
+    );
+    assert!(publisher.gate().borrow().is_empty());
+
+    std::fs::remove_file(www.path().join("cluster-a")).unwrap();
+    publisher.round(&served, at(T0 + 10), true).await.unwrap();
+    assert_eq!(
+        read(www.path(), "cluster-a/openid/v1/jwks"),
+        served.jwks().to_vec()
+    );
 }
 
 /// Azurite's Blob service (npm's `azurite`, Microsoft's Azure Storage emulator). Its one
@@ -936,6 +977,7 @@ async fn an_azure_container_holds_the_documents_a_relying_party_reads() {
     azurite
         .target("oidc")
         .store()
+        .unwrap()
         .put(
             &"cluster-a/openid/v1/jwks".into(),
             object_store::PutPayload::from_static(br#"{"keys":[]}"#),
