@@ -132,3 +132,49 @@ async fn a_symbolic_link_inside_the_web_root_is_not_followed() {
         );
     }
 }
+
+/// `--publish-endpoint http://` to a host that is not loopback would send the bucket's
+/// credentials in clear: refused before anything is sent, saying what to do instead; so is a CA
+/// file that holds no certificate, and a CA file without an endpoint.
+#[tokio::test]
+async fn plain_http_to_a_remote_endpoint_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = signing_key(tmp.path());
+    let not_a_ca = tmp.path().join("ca.pem");
+    std::fs::write(&not_a_ca, "not a certificate\n").unwrap();
+    let run = |extra: &[&OsStr]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_warrant"))
+            .args(["discovery", "publish", "s3://bucket/tenant-a"])
+            .args([
+                "--service-account-issuer",
+                "https://issuer.example/tenant-a",
+            ])
+            .arg("--service-account-signing-key-file")
+            .arg(&key)
+            .args(extra)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{extra:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // 0.0.0.0 is this machine but not loopback: were it not refused, the request would stay here.
+    let stderr = run(&["--publish-endpoint".as_ref(), "http://0.0.0.0:9".as_ref()]);
+    assert!(
+        stderr.contains("plain HTTP to a host that is not loopback")
+            && stderr.contains("--publish-allow-http")
+            && stderr.contains("--publish-ca-file"),
+        "{stderr}"
+    );
+    let stderr = run(&[
+        "--publish-endpoint".as_ref(),
+        "https://127.0.0.1:9".as_ref(),
+        "--publish-ca-file".as_ref(),
+        not_a_ca.as_os_str(),
+    ]);
+    assert!(stderr.contains("holds no CERTIFICATE block"), "{stderr}");
+    let stderr = run(&["--publish-ca-file".as_ref(), not_a_ca.as_os_str()]);
+    assert!(stderr.contains("--publish-endpoint"), "{stderr}");
+}

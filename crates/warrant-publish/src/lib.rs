@@ -18,11 +18,13 @@
 //!   (warrant-keys' `ManagedKeySet::hold_unlisted`).
 //! - [`PublishHealth`] for readiness, [`PublishMetrics`] for Prometheus.
 
+mod endpoint;
 mod metrics;
 mod publisher;
 mod target;
 mod webroot;
 
+pub use endpoint::{Endpoint, EndpointError};
 pub use metrics::PublishMetrics;
 pub use publisher::{
     CONTENT_TYPE, Documents, PublishError, PublishHealth, Publisher, PublisherTask, RECHECK, RETRY,

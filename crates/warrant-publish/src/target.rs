@@ -2,7 +2,9 @@
 //! (`file://`), and the two object keys the issuer URL and `jwks_uri` put them at.
 //!
 //! Who controls each input: the URL, the endpoint and the credentials are the operator's own
-//! (flags and the environment); nothing here comes from a relying party. Credentials never
+//! (flags and the environment); nothing here comes from a relying party. How an `s3://` target
+//! reaches an S3-compatible server (https, or plain HTTP only to loopback or when allowed, and
+//! which CA it trusts) is `endpoint`'s. Credentials never
 //! appear in a URL (one with a user, password or query is refused) and so never in a log line
 //! or a metric label, which name the target by its URL.
 //!
@@ -33,6 +35,7 @@ use object_store::{
 };
 use url::Url;
 
+use crate::endpoint::{Endpoint, EndpointError};
 use crate::webroot::{WebRoot, WebRootError};
 
 /// Where relying parties fetch the discovery document, below the issuer.
@@ -152,12 +155,15 @@ pub enum TargetError {
         /// The URL.
         url: String,
     },
-    /// `--publish-endpoint` for a target that is not S3.
+    /// `--publish-endpoint` (or its other flags) for a target that is not S3.
     #[error("--publish-endpoint applies to s3:// targets only, not {url}")]
     EndpointNotS3 {
         /// The URL.
         url: String,
     },
+    /// The endpoint's flags cannot be used.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
     /// The object store refused its configuration.
     #[error("--publish-discovery {url}: {source}")]
     Store {
@@ -197,11 +203,12 @@ fn client(allow_http: bool) -> ClientOptions {
 impl Target {
     /// Parses `url` and opens its store with the cloud's credential chain from the environment
     /// (`AWS_*` and instance or web identity; `GOOGLE_*` and workload identity; `AZURE_*` and
-    /// managed identity). `endpoint` is `--publish-endpoint`. `options` are extra object-store
-    /// settings by their config key (`aws_access_key_id`, …), for tests and embedding.
+    /// managed identity). `endpoint` is how `s3://` targets reach an S3-compatible server
+    /// (`--publish-endpoint` and its flags). `options` are extra object-store settings by their
+    /// config key (`aws_access_key_id`, …), for tests and embedding.
     pub fn open(
         url: &str,
-        endpoint: Option<&str>,
+        endpoint: &Endpoint,
         options: &[(String, String)],
     ) -> Result<Target, TargetError> {
         let parsed = Url::parse(url).map_err(|source| TargetError::Url {
@@ -222,7 +229,7 @@ impl Target {
         };
         let bucket = parsed.host_str().unwrap_or_default().to_owned();
         let prefix = parsed.path().trim_matches('/').to_owned();
-        if scheme != "s3" && endpoint.is_some() {
+        if scheme != "s3" && endpoint.is_set() {
             return Err(TargetError::EndpointNotS3 {
                 url: url.to_owned(),
             });
@@ -238,11 +245,12 @@ impl Target {
                 let mut builder = AmazonS3Builder::from_env()
                     .with_url(bucket_url)
                     .with_retry(retry());
-                if let Some(endpoint) = endpoint {
+                let checked = endpoint.check()?;
+                if let Some(checked) = &checked {
                     builder = builder
-                        .with_endpoint(endpoint)
+                        .with_endpoint(&checked.url)
                         .with_virtual_hosted_style_request(false)
-                        .with_client_options(client(endpoint.starts_with("http://")));
+                        .with_client_options(checked.client_options(client(checked.http)));
                 } else {
                     builder = builder.with_client_options(client(false));
                 }
@@ -254,7 +262,7 @@ impl Target {
                 (
                     Kind::S3 {
                         bucket,
-                        endpoint: endpoint.map(str::to_owned),
+                        endpoint: checked.map(|c| c.url),
                     },
                     Arc::new(store),
                 )
@@ -536,9 +544,13 @@ mod tests {
     use super::*;
 
     fn target(url: &str) -> Target {
-        Target::open(url, None, &[("aws_region".into(), "us-east-1".into())])
-            .or_else(|_| Target::open(url, None, &[]))
-            .unwrap()
+        Target::open(
+            url,
+            &Endpoint::default(),
+            &[("aws_region".into(), "us-east-1".into())],
+        )
+        .or_else(|_| Target::open(url, &Endpoint::default(), &[]))
+        .unwrap()
     }
 
     fn keys(t: &Target, issuer: &str, jwks: &str) -> Result<(String, String), String> {
@@ -549,7 +561,12 @@ mod tests {
 
     #[test]
     fn the_issuer_must_end_with_the_prefix_and_the_jwks_sit_beside_it() {
-        let s3 = Target::open("s3://oidc/cluster-a", Some("http://127.0.0.1:9"), &[]).unwrap();
+        let s3 = Target::open(
+            "s3://oidc/cluster-a",
+            &Endpoint::at("http://127.0.0.1:9"),
+            &[],
+        )
+        .unwrap();
         assert_eq!(
             keys(
                 &s3,
@@ -647,15 +664,15 @@ mod tests {
 
     #[test]
     fn urls_with_credentials_or_other_schemes_are_refused() {
-        let e = Target::open("s3://key:secret@bucket/p", None, &[]).unwrap_err();
+        let e = Target::open("s3://key:secret@bucket/p", &Endpoint::default(), &[]).unwrap_err();
         assert!(!e.to_string().contains("secret"), "{e}");
         assert!(matches!(e, TargetError::Extras { .. }));
         assert!(matches!(
-            Target::open("https://bucket/p", None, &[]).unwrap_err(),
+            Target::open("https://bucket/p", &Endpoint::default(), &[]).unwrap_err(),
             TargetError::Scheme { .. }
         ));
         assert!(matches!(
-            Target::open("gs://bucket/p", Some("http://x"), &[]).unwrap_err(),
+            Target::open("gs://bucket/p", &Endpoint::at("http://x"), &[]).unwrap_err(),
             TargetError::EndpointNotS3 { .. }
         ));
     }

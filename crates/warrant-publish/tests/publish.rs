@@ -27,7 +27,7 @@ use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_issuer::{Published, Settings};
 use warrant_keys::{KeySet, ListedKeys, ManagedKeySet, RotationPolicy};
-use warrant_publish::{PublishMetrics, Publisher, Target};
+use warrant_publish::{Endpoint, PublishMetrics, Publisher, Target};
 use warrant_testkit::tools;
 use warrant_token::{Binding, Claims, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey};
 
@@ -125,27 +125,61 @@ impl Drop for Emulator {
     }
 }
 
-/// moto's S3 server.
+/// moto's S3 server, on plain HTTP or (with a serving certificate) on TLS.
 struct Moto {
     server: Emulator,
+    scheme: &'static str,
+    /// A client that trusts the server (the test CA's, for TLS).
+    client: reqwest::Client,
 }
 
 impl Moto {
     async fn start() -> Moto {
+        Moto::launch(None).await
+    }
+
+    /// moto serving TLS with `certificate`, trusted by `ca` (PEM) in the test's own client.
+    async fn start_tls(certificate: &warrant_testkit::Issued, ca: &str) -> Moto {
+        Moto::launch(Some((certificate, ca))).await
+    }
+
+    async fn launch(tls: Option<(&warrant_testkit::Issued, &str)>) -> Moto {
+        let mut client = reqwest::Client::builder();
+        if let Some((_, ca)) = tls {
+            let ca = reqwest::Certificate::from_pem(ca.as_bytes()).unwrap();
+            client = client.tls_certs_only([ca]);
+        }
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let server = Emulator::start(
             "moto_server",
             "moto's S3 server (moto_server)",
-            |port, _| {
-                vec![
+            |port, dir| {
+                let mut args = vec![
                     "-H".into(),
                     "127.0.0.1".into(),
                     "-p".into(),
                     port.to_string(),
-                ]
+                ];
+                if let Some((certificate, _)) = tls {
+                    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+                    std::fs::write(&cert, certificate.pem()).unwrap();
+                    std::fs::write(&key, certificate.key_pem()).unwrap();
+                    args.extend([
+                        "-c".to_owned(),
+                        cert.display().to_string(),
+                        "-k".to_owned(),
+                        key.display().to_string(),
+                    ]);
+                }
+                args
             },
         )
         .await;
-        Moto { server }
+        Moto {
+            server,
+            scheme,
+            client: client.build().unwrap(),
+        }
     }
 
     fn port(&self) -> u16 {
@@ -153,11 +187,12 @@ impl Moto {
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port())
+        format!("{}://127.0.0.1:{}{path}", self.scheme, self.port())
     }
 
     async fn create_bucket(&self, bucket: &str) {
-        let response = reqwest::Client::new()
+        let response = self
+            .client
             .put(self.url(&format!("/{bucket}")))
             .send()
             .await
@@ -167,7 +202,8 @@ impl Moto {
         let policy = format!(
             r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::{bucket}/*"}}]}}"#
         );
-        let response = reqwest::Client::new()
+        let response = self
+            .client
             .put(self.url(&format!("/{bucket}?policy")))
             .body(policy)
             .send()
@@ -252,7 +288,7 @@ impl Proxy {
 fn s3_target(endpoint: &str) -> Target {
     Target::open(
         "s3://bucket/cluster-a",
-        Some(endpoint),
+        &Endpoint::at(endpoint),
         &[
             ("aws_access_key_id".into(), "testing".into()),
             ("aws_secret_access_key".into(), "testing".into()),
@@ -691,6 +727,78 @@ async fn a_kid_on_another_keys_material_does_not_list_the_key() {
         .unwrap();
 }
 
+/// An S3-compatible server on TLS with a private CA: trusted through `--publish-ca-file`, and
+/// through it alone (not without it, not with another CA's file). Plain HTTP to a host that is
+/// not loopback is refused before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_s3_server_is_trusted_through_its_ca_file() {
+    let ca = warrant_testkit::TestCa::new("private-s3");
+    let moto = Moto::start_tls(&ca.issue_server(&["127.0.0.1"]), ca.pem()).await;
+    moto.create_bucket("bucket").await;
+    let files = tempfile::tempdir().unwrap();
+    let ca_file = files.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let other_ca = files.path().join("other.pem");
+    std::fs::write(&other_ca, warrant_testkit::TestCa::new("other").pem()).unwrap();
+    let target = |ca_file: Option<&Path>| {
+        Target::open(
+            "s3://bucket/cluster-a",
+            &Endpoint {
+                ca_file: ca_file.map(Path::to_owned),
+                ..Endpoint::at(&moto.url(""))
+            },
+            &[
+                ("aws_access_key_id".into(), "testing".into()),
+                ("aws_secret_access_key".into(), "testing".into()),
+                ("aws_region".into(), "us-east-1".into()),
+            ],
+        )
+        .unwrap()
+    };
+    let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
+    let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let served = published(&keys, T0);
+    for untrusted in [None, Some(other_ca.as_path())] {
+        let mut publisher = Publisher::new(
+            vec![target(untrusted)],
+            ISSUER,
+            &jwks_uri,
+            PublishMetrics::new(),
+        )
+        .unwrap();
+        let error = publisher.round(&served, at(T0), true).await.unwrap_err();
+        assert_eq!(error.reason(), "read", "{untrusted:?}: {error}");
+    }
+    let mut publisher = Publisher::new(
+        vec![target(Some(&ca_file))],
+        ISSUER,
+        &jwks_uri,
+        PublishMetrics::new(),
+    )
+    .unwrap();
+    publisher.round(&served, at(T0), true).await.unwrap();
+    let jwks = moto
+        .client
+        .get(moto.url("/bucket/cluster-a/openid/v1/jwks"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(jwks.bytes().await.unwrap(), served.jwks().clone());
+
+    let error = Target::open(
+        "s3://bucket/cluster-a",
+        &Endpoint::at("http://minio.example:9000"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("plain HTTP to a host that is not loopback"),
+        "{error}"
+    );
+}
+
 fn read(dir: &Path, key: &str) -> Vec<u8> {
     std::fs::read(dir.join(key)).unwrap()
 }
@@ -702,7 +810,7 @@ fn read(dir: &Path, key: &str) -> Vec<u8> {
 async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().display());
-    let target = Target::open(&url, None, &[]).unwrap();
+    let target = Target::open(&url, &Endpoint::default(), &[]).unwrap();
     let publisher = Publisher::new(
         vec![target],
         ISSUER,
@@ -774,7 +882,12 @@ async fn a_directory_target_writes_nothing_through_a_link_inside_it() {
     let www = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(outside.path(), www.path().join("cluster-a")).unwrap();
-    let target = Target::open(&format!("file://{}", www.path().display()), None, &[]).unwrap();
+    let target = Target::open(
+        &format!("file://{}", www.path().display()),
+        &Endpoint::default(),
+        &[],
+    )
+    .unwrap();
     let mut publisher = Publisher::new(
         vec![target],
         ISSUER,
@@ -896,7 +1009,7 @@ else:
     fn target(&self, container: &str) -> Target {
         Target::open(
             &format!("az://{container}/cluster-a"),
-            None,
+            &Endpoint::default(),
             &[
                 (
                     "azure_storage_account_name".into(),

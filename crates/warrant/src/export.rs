@@ -98,10 +98,11 @@ pub(crate) async fn publish(args: &DiscoveryPublishArgs) -> Result<(), Box<dyn E
     let next_change = keys.next_change();
     let published = warrant_issuer::Published::new(&settings, keys);
     let issuer = args.issuers.first().map(String::as_str).unwrap_or_default();
+    let endpoint = args.endpoint.endpoint();
     let targets = args
         .targets
         .iter()
-        .map(|url| warrant_publish::Target::open(url, args.publish_endpoint.as_deref(), &[]))
+        .map(|url| warrant_publish::Target::open(url, &endpoint, &[]))
         .collect::<Result<Vec<_>, _>>()?;
     let mut publisher = warrant_publish::Publisher::new(
         targets,
