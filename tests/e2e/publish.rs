@@ -178,3 +178,56 @@ async fn plain_http_to_a_remote_endpoint_is_refused() {
     let stderr = run(&["--publish-ca-file".as_ref(), not_a_ca.as_os_str()]);
     assert!(stderr.contains("--publish-endpoint"), "{stderr}");
 }
+
+/// A failing target's reason can carry what only operators should read (here a path of the
+/// web root; from a bucket, its error body with an account id or a role ARN). Readiness names
+/// the failing check to anyone, as kube-apiserver does (`reason withheld`), and says why only
+/// to a caller who authenticated, and in the log.
+#[tokio::test]
+async fn readiness_says_why_a_target_fails_only_to_callers_who_authenticate() {
+    let www = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), www.path().join("openid")).unwrap();
+    let target = format!("file://{}", www.path().display());
+    let mut w =
+        Warrant::start_with_unready(OBJECTS, key_dir, &["--publish-discovery", &target]).await;
+    let get = async |path: &str, token: Option<String>| {
+        let mut request = w.http.get(w.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    };
+    let (code, body) = get("/readyz", None).await;
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("[-]publish failed: reason withheld\n")
+            && body.ends_with("readyz check failed\n"),
+        "{body}"
+    );
+    assert!(
+        !body.contains("symbolic link") && !body.contains(&target),
+        "{body}"
+    );
+    let (code, body) = get("/readyz/publish", None).await;
+    assert_eq!(
+        (code, body.as_str()),
+        (503, "internal server error: reason withheld")
+    );
+
+    let admin = Some(w.admin_token());
+    let (code, body) = get("/readyz", admin.clone()).await;
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("[-]publish failed: ") && body.contains("openid is a symbolic link"),
+        "{body}"
+    );
+    let (_, body) = get("/readyz/publish", admin).await;
+    assert!(body.contains("openid is a symbolic link"), "{body}");
+    let log = w.log();
+    assert!(
+        log.contains("[-]publish failed: ") && log.contains("openid is a symbolic link"),
+        "{log}"
+    );
+}
