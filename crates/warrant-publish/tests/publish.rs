@@ -340,6 +340,27 @@ print(claims["sub"])
     );
 }
 
+/// A publisher for `targets` at the test issuer, with metrics nobody reads.
+fn publisher(targets: Vec<Target>) -> Publisher {
+    Publisher::new(
+        targets,
+        ISSUER,
+        &format!("{ISSUER}/openid/v1/jwks"),
+        PublishMetrics::new(),
+    )
+    .unwrap()
+}
+
+/// A JWKS listing `a` as warrant renders it, and `kid` on `stranger`'s public key.
+fn forged_jwks(a: &SigningKey, kid: &str, stranger: &SigningKey) -> Vec<u8> {
+    let jwk = |key: &SigningKey| -> serde_json::Value {
+        serde_json::from_str(key.verifying_key().jwk_json()).unwrap()
+    };
+    let mut forged = jwk(stranger);
+    forged["kid"] = kid.into();
+    serde_json::to_vec(&serde_json::json!({ "keys": [jwk(a), forged] })).unwrap()
+}
+
 fn token(keys: &ManagedKeySet, now: i64) -> (String, String) {
     let key = keys.active_at(at(now)).unwrap().key().clone();
     let claims = Claims::new(NewToken {
@@ -523,14 +544,7 @@ async fn a_replica_that_does_not_write_only_checks() {
     let moto = Moto::start().await;
     moto.create_bucket("bucket").await;
     let target = s3_target(&moto.url(""));
-    let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
-    let mut follower = Publisher::new(
-        vec![target.clone()],
-        ISSUER,
-        &jwks_uri,
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let mut follower = publisher(vec![target.clone()]);
     let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
     let served = published(&keys, T0);
     let error = follower.round(&served, at(T0), false).await.unwrap_err();
@@ -540,8 +554,7 @@ async fn a_replica_that_does_not_write_only_checks() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
-    let mut writer =
-        Publisher::new(vec![target], ISSUER, &jwks_uri, PublishMetrics::new()).unwrap();
+    let mut writer = publisher(vec![target]);
     writer.round(&served, at(T0), true).await.unwrap();
     follower.round(&served, at(T0), false).await.unwrap();
 }
@@ -656,22 +669,9 @@ async fn a_kid_on_another_keys_material_does_not_list_the_key() {
     use object_store::{PutOptions, PutPayload};
     let moto = Moto::start().await;
     moto.create_bucket("bucket").await;
-    let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
     let target = s3_target(&moto.url(""));
-    let mut writer = Publisher::new(
-        vec![target.clone()],
-        ISSUER,
-        &jwks_uri,
-        PublishMetrics::new(),
-    )
-    .unwrap();
-    let mut follower = Publisher::new(
-        vec![target.clone()],
-        ISSUER,
-        &jwks_uri,
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let mut writer = publisher(vec![target.clone()]);
+    let mut follower = publisher(vec![target.clone()]);
     let gate = writer.gate();
     let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
     let keys = rotated(&keys, T0 + 6 * DAY);
@@ -685,18 +685,12 @@ async fn a_kid_on_another_keys_material_does_not_list_the_key() {
     // The next kid, on a stranger's public key; the headers are warrant's.
     let (a, b) = (keys.keys()[0].key(), keys.keys()[1].key());
     let stranger = SigningKey::generate(KeyType::P256).unwrap();
-    let mut forged: serde_json::Value =
-        serde_json::from_str(stranger.verifying_key().jwk_json()).unwrap();
-    forged["kid"] = b.kid().into();
-    let jwks: serde_json::Value = serde_json::json!({
-        "keys": [serde_json::from_str::<serde_json::Value>(a.verifying_key().jwk_json()).unwrap(), forged]
-    });
     target
         .store()
         .unwrap()
         .put_opts(
             &"cluster-a/openid/v1/jwks".into(),
-            PutPayload::from(serde_json::to_vec(&jwks).unwrap()),
+            PutPayload::from(forged_jwks(a, b.kid(), &stranger)),
             PutOptions {
                 attributes: headers("public, max-age=3600", &[]),
                 ..PutOptions::default()
@@ -755,27 +749,14 @@ async fn a_private_s3_server_is_trusted_through_its_ca_file() {
         )
         .unwrap()
     };
-    let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
     let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
     let served = published(&keys, T0);
     for untrusted in [None, Some(other_ca.as_path())] {
-        let mut publisher = Publisher::new(
-            vec![target(untrusted)],
-            ISSUER,
-            &jwks_uri,
-            PublishMetrics::new(),
-        )
-        .unwrap();
+        let mut publisher = publisher(vec![target(untrusted)]);
         let error = publisher.round(&served, at(T0), true).await.unwrap_err();
         assert_eq!(error.reason(), "read", "{untrusted:?}: {error}");
     }
-    let mut publisher = Publisher::new(
-        vec![target(Some(&ca_file))],
-        ISSUER,
-        &jwks_uri,
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let mut publisher = publisher(vec![target(Some(&ca_file))]);
     publisher.round(&served, at(T0), true).await.unwrap();
     let jwks = moto
         .client
@@ -811,13 +792,7 @@ async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().display());
     let target = Target::open(&url, &Endpoint::default(), &[]).unwrap();
-    let publisher = Publisher::new(
-        vec![target],
-        ISSUER,
-        &format!("{ISSUER}/openid/v1/jwks"),
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let publisher = publisher(vec![target]);
     let gate = publisher.gate();
     let mut health = publisher.health();
     let clock = Clock::manual(at(T0));
@@ -888,13 +863,7 @@ async fn a_directory_target_writes_nothing_through_a_link_inside_it() {
         &[],
     )
     .unwrap();
-    let mut publisher = Publisher::new(
-        vec![target],
-        ISSUER,
-        &format!("{ISSUER}/openid/v1/jwks"),
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let mut publisher = publisher(vec![target]);
     let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
     let served = published(&keys, T0);
     let error = publisher.round(&served, at(T0), true).await.unwrap_err();
@@ -1040,13 +1009,7 @@ async fn an_azure_container_holds_the_documents_a_relying_party_reads() {
     let mut registry = Registry::default();
     metrics.register(&mut registry);
     let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
-    let mut follower = Publisher::new(
-        vec![azurite.target("oidc")],
-        ISSUER,
-        &jwks_uri,
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let mut follower = publisher(vec![azurite.target("oidc")]);
     let mut publisher =
         Publisher::new(vec![azurite.target("oidc")], ISSUER, &jwks_uri, metrics).unwrap();
     let gate = publisher.gate();
@@ -1141,14 +1104,7 @@ async fn an_azure_container_holds_the_documents_a_relying_party_reads() {
 async fn an_azure_writer_cannot_change_headers_or_list_a_key_by_its_kid() {
     let azurite = Azurite::start().await;
     azurite.create_public_container("oidc");
-    let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
-    let mut publisher = Publisher::new(
-        vec![azurite.target("oidc")],
-        ISSUER,
-        &jwks_uri,
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let mut publisher = publisher(vec![azurite.target("oidc")]);
     let gate = publisher.gate();
     let health = publisher.health();
     let policy = policy();
@@ -1189,12 +1145,7 @@ async fn an_azure_writer_cannot_change_headers_or_list_a_key_by_its_kid() {
 
     // Or with the next kid on another key's material, leased.
     let stranger = SigningKey::generate(KeyType::P256).unwrap();
-    let jwk = |key: &SigningKey| -> serde_json::Value {
-        serde_json::from_str(key.verifying_key().jwk_json()).unwrap()
-    };
-    let mut forged = jwk(&stranger);
-    forged["kid"] = b.kid().into();
-    let document = serde_json::to_vec(&serde_json::json!({ "keys": [jwk(a), forged] })).unwrap();
+    let document = forged_jwks(a, b.kid(), &stranger);
     azurite.sdk(&["upload-and-lease", "oidc", blob], &document);
     let error = publisher
         .round(&served, at(T0 + 6 * DAY), true)
