@@ -381,7 +381,13 @@ async fn a_token_that_disappears_while_serving_is_503_and_unready_until_it_retur
         unavailable.message().contains(&kid) && unavailable.message().contains("unavailable"),
         "{unavailable:?}"
     );
-    let ready = w.http.get(w.url("/readyz/keys")).send().await.unwrap();
+    let ready = w
+        .http
+        .get(w.url("/readyz/keys"))
+        .bearer_auth(w.admin_token())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 503);
     let body = ready.text().await.unwrap();
     assert!(body.contains("pkcs11:token=warrant"), "{body}");

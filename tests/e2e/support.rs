@@ -77,6 +77,16 @@ impl Warrant {
         Self::launch(Source::File(objects), keys, extra).await
     }
 
+    /// As [`start_with`](Self::start_with), returning once the server answers at all
+    /// (`/livez`), ready or not.
+    pub(crate) async fn start_with_unready(
+        objects: &str,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+    ) -> Warrant {
+        Self::launch_until(Source::File(objects), keys, extra, "/livez", "").await
+    }
+
     /// Starts the server against a cluster: the loopback Kubernetes fixture `cluster`.
     pub(crate) async fn start_cluster(
         cluster: &warrant_kube_fixture::Fixture,

@@ -23,6 +23,7 @@ mod disposal;
 mod holder;
 mod leader;
 mod lifecycle;
+mod listed;
 mod manager;
 mod metrics;
 mod secret;
@@ -41,6 +42,7 @@ pub use lifecycle::{
     ManagedKey, ManagedKeySet, PolicyError, REMOVAL_LEEWAY_SECONDS, Replacement, Revocation,
     RevokeError, Revoked, RotationPolicy, Successor,
 };
+pub use listed::ListedKeys;
 pub use manager::{ActivationGate, KeyManager, KeyManagerTask, ManagerError, StoreHealth, Writer};
 pub use metrics::KeyMetrics;
 pub use secret::{MANAGED_BY, MANAGED_BY_LABEL, SecretStore, WRITTEN_BY_ANNOTATION};

@@ -27,7 +27,7 @@ use std::fmt;
 use jiff::{SignedDuration, Timestamp};
 use warrant_token::{Algorithm, KeyError, KeyType, LEEWAY_SECONDS, SigningKey};
 
-use crate::KeySet;
+use crate::{KeySet, ListedKeys};
 
 /// Seconds a retired key stays published after the last token it signed expires: the
 /// verifier's leeway on `exp`, so a token is never refused for a missing key while it could
@@ -642,7 +642,8 @@ impl ManagedKeySet {
 
     /// The activation gate: no key signs before every publish target lists it. Each key that
     /// is not signing yet, activates within the gate's lead ([`RotationPolicy::gate_lead_seconds`])
-    /// of `now`, and that `listed` says is not in every published JWKS (as read back) is held:
+    /// of `now`, and that `listed` (what every published JWKS lists, as read back) does not list
+    /// by its own key material ([`ListedKeys::lists`]) is held:
     /// its activation moves to `now` plus twice the lead, and the key signing now signs on
     /// until then (its retirement, and so its removal, move with it). `None` if no key is held.
     ///
@@ -655,7 +656,7 @@ impl ManagedKeySet {
         &self,
         policy: &RotationPolicy,
         now: Timestamp,
-        listed: impl Fn(&str) -> bool,
+        listed: &ListedKeys,
     ) -> Option<(ManagedKeySet, Vec<Hold>)> {
         let now = whole_second(now);
         let active = self.active_index(now)?;
@@ -665,7 +666,10 @@ impl ManagedKeySet {
         let mut set = self.clone();
         let mut holds = Vec::new();
         for key in set.keys.iter_mut().skip(active + 1) {
-            if key.activate_at > now && key.activate_at <= horizon && !listed(key.kid()) {
+            if key.activate_at > now
+                && key.activate_at <= horizon
+                && !listed.lists(key.key.verifying_key())
+            {
                 holds.push(Hold {
                     kid: key.kid().to_owned(),
                     from: key.activate_at,

@@ -12,7 +12,7 @@
 //! stay in force (their schedule still advances by time alone: a successor already in the set
 //! activates on time), the error is logged and counted, and the manager retries.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +22,6 @@ use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_token::{KeyError, SigningKey};
 
-use crate::KeySet;
 use crate::disposal::Disposals;
 use crate::holder::KeyHolder;
 use crate::lifecycle::{
@@ -30,6 +29,7 @@ use crate::lifecycle::{
 };
 use crate::metrics::KeyMetrics;
 use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion};
+use crate::{KeySet, ListedKeys};
 
 /// How often the store is re-read even if no change was signalled.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -74,11 +74,11 @@ impl Writer {
     }
 }
 
-/// The activation gate's input: the kids every place the documents are published to lists
-/// in its JWKS, as last read back (warrant-publish keeps it current). With a gate, the manager
-/// that writes the store does not let a key start signing before the set holds it (see
-/// [`ManagedKeySet::hold_unlisted`]).
-pub type ActivationGate = watch::Receiver<BTreeSet<String>>;
+/// The activation gate's input: the keys every place the documents are published to lists
+/// in its JWKS, by kid and key material, as last read back (warrant-publish keeps it current).
+/// With a gate, the manager that writes the store does not let a key start signing before the
+/// set holds it (see [`ManagedKeySet::hold_unlisted`]).
+pub type ActivationGate = watch::Receiver<ListedKeys>;
 
 /// How the key store has answered lately: what `/readyz?verbose` and the metric
 /// `warrant_keys_store_stale_since_timestamp_seconds` report. The keys in force never depend on
@@ -533,8 +533,7 @@ impl<S: KeyStore> KeyManager<S> {
         for _ in 0..CONFLICT_ATTEMPTS {
             let held = {
                 let listed = gate.borrow();
-                self.keys
-                    .hold_unlisted(&self.policy, now, |kid| listed.contains(kid))
+                self.keys.hold_unlisted(&self.policy, now, &listed)
             };
             let Some((next, holds)) = held else {
                 return Ok(false);

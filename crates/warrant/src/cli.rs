@@ -627,6 +627,48 @@ pub(crate) struct DiscoveryExportArgs {
     pub(crate) kubeconfig: Option<PathBuf>,
 }
 
+/// How s3:// targets reach an S3-compatible server: the flags of `serve` and `discovery publish`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct PublishEndpointArgs {
+    /// An S3-compatible server for s3:// targets (MinIO and others), addressed path-style:
+    /// https, or http to a loopback address (see --publish-allow-http).
+    #[arg(
+        long = "publish-endpoint",
+        value_name = "URL",
+        help_heading = "Discovery"
+    )]
+    pub(crate) publish_endpoint: Option<String>,
+    /// Allow --publish-endpoint http:// to a host that is not loopback. The bucket's
+    /// credentials and the documents then cross the network in clear: only for a network
+    /// trusted end to end.
+    #[arg(
+        long = "publish-allow-http",
+        requires = "publish_endpoint",
+        help_heading = "Discovery"
+    )]
+    pub(crate) publish_allow_http: bool,
+    /// PEM file of the CA certificates --publish-endpoint's https certificate must chain to,
+    /// trusted in place of the system's roots (a server with a private CA).
+    #[arg(
+        long = "publish-ca-file",
+        value_name = "PATH",
+        requires = "publish_endpoint",
+        help_heading = "Discovery"
+    )]
+    pub(crate) publish_ca_file: Option<PathBuf>,
+}
+
+impl PublishEndpointArgs {
+    /// The endpoint the flags say.
+    pub(crate) fn endpoint(&self) -> warrant_publish::Endpoint {
+        warrant_publish::Endpoint {
+            url: self.publish_endpoint.clone(),
+            allow_http: self.publish_allow_http,
+            ca_file: self.publish_ca_file.clone(),
+        }
+    }
+}
+
 /// `warrant discovery publish`.
 #[derive(Debug, Args)]
 pub(crate) struct DiscoveryPublishArgs {
@@ -634,9 +676,8 @@ pub(crate) struct DiscoveryPublishArgs {
     /// file:///DIR (see docs/discovery.md for the issuer URL each needs).
     #[arg(value_name = "URL", required = true)]
     pub(crate) targets: Vec<String>,
-    /// An S3-compatible server for s3:// targets (MinIO and others), addressed path-style.
-    #[arg(long = "publish-endpoint", value_name = "URL")]
-    pub(crate) publish_endpoint: Option<String>,
+    #[command(flatten)]
+    pub(crate) endpoint: PublishEndpointArgs,
     /// Issuer of the tokens (the first is published). Repeatable, as for `serve`.
     #[arg(long = "service-account-issuer", value_name = "URL")]
     pub(crate) issuers: Vec<String>,
@@ -714,14 +755,8 @@ pub(crate) struct ServeArgs {
         help_heading = "Discovery"
     )]
     pub(crate) publish_discovery: Vec<String>,
-    /// An S3-compatible server for s3:// --publish-discovery targets (MinIO and others),
-    /// addressed path-style.
-    #[arg(
-        long = "publish-endpoint",
-        value_name = "URL",
-        help_heading = "Discovery"
-    )]
-    pub(crate) publish_endpoint: Option<String>,
+    #[command(flatten)]
+    pub(crate) publish_endpoint: PublishEndpointArgs,
     /// How many verified token signatures to remember, so a token reviewed again skips the
     /// signature check (about 1.1 KiB each when full; 0 turns the cache off). Object checks
     /// run on every review regardless.

@@ -35,13 +35,14 @@ pub(crate) async fn run(
     // The targets first: a target that cannot serve the issuer's documents is a configuration
     // error, refused before anything starts.
     let publish_metrics = warrant_publish::PublishMetrics::new();
+    let endpoint = args.publish_endpoint.endpoint();
     let targets = args
         .publish_discovery
         .iter()
-        .map(|url| warrant_publish::Target::open(url, args.publish_endpoint.as_deref(), &[]))
+        .map(|url| warrant_publish::Target::open(url, &endpoint, &[]))
         .collect::<Result<Vec<_>, _>>()?;
     let publisher = if targets.is_empty() {
-        if args.publish_endpoint.is_some() {
+        if endpoint.is_set() {
             return Err("--publish-endpoint is set but no --publish-discovery target".into());
         }
         None

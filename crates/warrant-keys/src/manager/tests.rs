@@ -384,8 +384,9 @@ async fn the_gate_keeps_an_unlisted_successor_from_signing() {
     )
     .await
     .unwrap();
-    let a = manager.keys().keys()[0].kid().to_owned();
-    let (listed, gate) = watch::channel(std::collections::BTreeSet::from([a.clone()]));
+    let a_key = manager.keys().keys()[0].key().verifying_key().clone();
+    let a = a_key.kid().to_owned();
+    let (listed, gate) = watch::channel(crate::ListedKeys::of([&a_key]));
     let (_task, mut seen) = spawn(manager.with_gate(gate), clock.clone());
     let lead = policy().gate_lead_seconds();
 
@@ -407,7 +408,10 @@ async fn the_gate_keeps_an_unlisted_successor_from_signing() {
     );
     // The targets catch up: it signs at the held time, not before.
     tokio::time::sleep(Duration::from_secs(u64::try_from(lead / 2).unwrap())).await;
-    listed.send_replace([a.clone(), b.clone()].into());
+    let stored = store.load().await.unwrap().unwrap().keys;
+    let b_key = stored.keys()[1].key().verifying_key();
+    assert_eq!(b_key.kid(), b);
+    listed.send_replace(crate::ListedKeys::of([&a_key, b_key]));
     let (now, signing, _) = seen.recv().await.unwrap();
     assert_eq!((now, signing), (T0 + 7 * DAY + 2 * lead, b.clone()));
     let text = metrics_text(&registry);
