@@ -39,7 +39,8 @@ pub(crate) async fn run(
         .publish_discovery
         .iter()
         .map(|url| warrant_publish::Target::open(url, args.publish_endpoint.as_deref(), &[]))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(publish_flag)?;
     let publisher = if targets.is_empty() {
         if args.publish_endpoint.is_some() {
             return Err("--publish-endpoint is set but no --publish-discovery target".into());
@@ -52,12 +53,10 @@ pub(crate) async fn run(
             .first()
             .map(String::as_str)
             .unwrap_or_default();
-        Some(warrant_publish::Publisher::new(
-            targets,
-            issuer,
-            &settings.jwks_uri,
-            publish_metrics,
-        )?)
+        Some(
+            warrant_publish::Publisher::new(targets, issuer, &settings.jwks_uri, publish_metrics)
+                .map_err(publish_flag)?,
+        )
     };
     let max_token_seconds = settings.expiration.longest_token_seconds();
     if let KeySource::Managed { rotation, .. } = &key_source {
@@ -438,4 +437,10 @@ async fn shutdown(state: AppState, delay: std::time::Duration) {
         }
     }
     tracing::info!("shutting down: no new connections; finishing requests in flight");
+}
+
+/// A target of `--publish-discovery` that cannot be used, named by its flag (`discovery
+/// publish` takes the same URLs as arguments, and its errors name only the URL).
+fn publish_flag(error: warrant_publish::TargetError) -> String {
+    format!("--publish-discovery {error}")
 }
