@@ -12,6 +12,7 @@ mod discovery;
 mod error;
 mod health;
 mod metrics;
+mod observe;
 mod openapi;
 mod process;
 mod protobuf;
@@ -75,6 +76,7 @@ pub use connections::{
 };
 pub use error::ApiError;
 pub use metrics::ReviewResult;
+pub use observe::serve_observe;
 pub use routes::{DISCOVERY_PATH, JWKS_PATH};
 pub use state::{AppState, StateParts};
 pub use tls::{

@@ -746,6 +746,16 @@ pub(crate) struct ServeArgs {
         help_heading = "Serving"
     )]
     pub(crate) secure_port: u16,
+    /// Also serve /metrics, /livez, /readyz and /healthz, and nothing else, over plain HTTP
+    /// without authentication on this address (kube-proxy's flag; e.g. 0.0.0.0:9090), for
+    /// scrapers and probes that hold no credentials. Off by default: /metrics on the HTTPS port
+    /// needs authorization.
+    #[arg(
+        long = "metrics-bind-address",
+        value_name = "IP:PORT",
+        help_heading = "Serving"
+    )]
+    pub(crate) metrics_bind_address: Option<std::net::SocketAddr>,
     /// The most client connections open at once, TLS handshakes included; at the limit an
     /// idle connection makes room for a new one, those that never finished a handshake or a
     /// request first. Default: from the descriptor limit (three quarters of what 512 kept for

@@ -152,6 +152,24 @@ pub(crate) async fn run(
 
     let _auth = auth.running;
     let shutdown = shutdown(state.clone(), args.shutdown_delay);
+    // The metrics and health listener, beside the API until the API has stopped: its /readyz
+    // fails through the shutdown delay, as the API port's does.
+    let observe = match args.metrics_bind_address {
+        Some(address) => {
+            let listener = TcpListener::bind(address)
+                .await
+                .map_err(|e| format!("--metrics-bind-address: cannot listen on {address}: {e}"))?;
+            tracing::info!(address = %listener.local_addr()?, "serving metrics and health over HTTP");
+            let stop = tokio_util::sync::CancellationToken::new();
+            let task = tokio::spawn(warrant_server::serve_observe(
+                listener,
+                state.clone(),
+                stop.clone(),
+            ));
+            Some((stop, task))
+        }
+        None => None,
+    };
     match https {
         Some(mut https) => {
             let tls = server_config(&https.certificate, &auth.trust, &https.tls)?;
@@ -179,10 +197,14 @@ pub(crate) async fn run(
             tracing::info!(
                 issuer = %issuer.settings().issuers.first().map(String::as_str).unwrap_or_default(),
                 signing_kid = %published.keys().signing_at(issuer.clock().now()).kid(),
-                "serving the signing socket only (--secure-port 0: no HTTPS, so no API, metrics or health endpoints)"
+                "serving the signing socket only (--secure-port 0: no HTTPS API; metrics and health only with --metrics-bind-address)"
             );
             shutdown.await;
         }
+    }
+    if let Some((stop, task)) = observe {
+        stop.cancel();
+        let _ = task.await;
     }
     if let Some(signer) = signer {
         signer.stop().await;
