@@ -31,6 +31,7 @@ mod oidc;
 mod pki;
 mod publish;
 mod recipes;
+mod release;
 mod reviews;
 mod secret_keys;
 mod signer;

@@ -43,6 +43,11 @@ pub mod build {
     pub const VERSION_LINE: &str = env!("WARRANT_VERSION_LINE");
 }
 
+// The check build.rs makes of `WARRANT_VERSION`, unit-tested here.
+#[cfg(test)]
+#[path = "../build/release_version.rs"]
+mod release_version;
+
 /// Entry points for the fuzz targets (`fuzz/`) and their corpus replay; not an API.
 #[doc(hidden)]
 pub mod fuzzing {
