@@ -116,6 +116,9 @@ async fn the_issued_line_names_a_bound_key_only() {
     let setup = tempfile::tempdir().unwrap();
     let (bound, jkt) =
         crate::keybinding::dpop_bound_token(&w, &setup.path().join("holder.key"), &["vault"]).await;
+    // Stopped as a service manager stops it, so its log is written out before it is read.
+    w.signal("TERM");
+    assert!(w.wait_exit().success());
     let log = w.log();
     let issued = |token: &str| {
         let jti = claims(token).jti;
