@@ -21,13 +21,13 @@ const MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
 const PIN: &str = "1234";
 
 /// One test's SoftHSM2: its token directory, configuration and PIN file.
-struct SoftHsm {
+pub(crate) struct SoftHsm {
     dir: tempfile::TempDir,
 }
 
 impl SoftHsm {
     /// A SoftHSM2 with one token labelled `warrant`.
-    fn new() -> SoftHsm {
+    pub(crate) fn new() -> SoftHsm {
         tools::require_file(Path::new(MODULE), "SoftHSM2's PKCS#11 module", "softhsm2");
         tools::command("softhsm2-util", "SoftHSM2 (softhsm2-util)");
         tools::command("pkcs11-tool", "OpenSC's pkcs11-tool");
@@ -66,7 +66,7 @@ impl SoftHsm {
         hsm
     }
 
-    fn env(&self) -> Vec<(OsString, OsString)> {
+    pub(crate) fn env(&self) -> Vec<(OsString, OsString)> {
         vec![(
             "SOFTHSM2_CONF".into(),
             self.dir.path().join("softhsm2.conf").into(),
@@ -80,7 +80,7 @@ impl SoftHsm {
     }
 
     /// `--key-pkcs11-uri` with the module and the PIN file.
-    fn uri(&self) -> String {
+    pub(crate) fn uri(&self) -> String {
         self.uri_with_pin("pin")
     }
 
@@ -148,7 +148,7 @@ impl SoftHsm {
     }
 }
 
-fn flags(dir: &Path, uri: &str) -> Vec<OsString> {
+pub(crate) fn flags(dir: &Path, uri: &str) -> Vec<OsString> {
     flags_with(&dir.join("keys"), uri, "ES256")
 }
 

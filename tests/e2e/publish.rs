@@ -231,3 +231,39 @@ async fn readiness_says_why_a_target_fails_only_to_callers_who_authenticate() {
         "{log}"
     );
 }
+
+/// A target that cannot be used is named as the operator gave it: `serve` by its flag,
+/// `discovery publish` by the URL alone (it takes targets as arguments, and has no
+/// `--publish-discovery` flag to look for).
+#[test]
+fn a_bad_target_is_named_where_it_was_given() {
+    let out = serve_refusing(&["--publish-discovery", "ftp://bucket/prefix"], &[]);
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("--publish-discovery ftp://bucket/prefix: unsupported scheme \"ftp\""),
+        "{said}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let key = signing_key(dir.path());
+    let out = std::process::Command::new(BIN)
+        .args([
+            "discovery",
+            "publish",
+            "ftp://bucket/prefix",
+            "--service-account-issuer",
+            "https://warrant.example/prefix",
+            "--service-account-signing-key-file",
+        ])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("ftp://bucket/prefix: unsupported scheme \"ftp\""),
+        "{said}"
+    );
+    assert!(!said.contains("--publish-discovery"), "{said}");
+}

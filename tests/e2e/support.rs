@@ -271,9 +271,17 @@ impl Warrant {
         }
     }
 
-    /// The server's log so far (stops the server).
+    /// The server's log so far (stops the server). The log goes through a non-blocking writer,
+    /// so the server is asked to stop (SIGTERM, as a kubelet does; its shutdown is bounded by
+    /// its grace) and its exit awaited: a SIGKILL loses the lines still queued.
     pub(crate) fn log(&mut self) -> String {
-        let _ = self.child.kill();
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            let _ = self.child.wait();
+        }
         let mut text = String::new();
         if let Some(stderr) = self.child.stderr.as_mut() {
             let _ = stderr.read_to_string(&mut text);

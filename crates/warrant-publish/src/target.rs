@@ -119,11 +119,12 @@ pub struct Placement {
     pub jwks: Path,
 }
 
-/// A target that cannot be used.
+/// A target that cannot be used. The message starts with the target's URL; the caller names
+/// where the URL came from (`serve`'s `--publish-discovery`, `discovery publish`'s arguments).
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// Not a URL.
-    #[error("--publish-discovery {url}: not a URL: {source}")]
+    #[error("{url}: not a URL: {source}")]
     Url {
         /// The URL as given.
         url: String,
@@ -133,7 +134,7 @@ pub enum TargetError {
     },
     /// A scheme other than s3, gs, az and file.
     #[error(
-        "--publish-discovery {url}: unsupported scheme {scheme:?} (use s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or file:///DIR)"
+        "{url}: unsupported scheme {scheme:?} (use s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or file:///DIR)"
     )]
     Scheme {
         /// The URL.
@@ -143,14 +144,14 @@ pub enum TargetError {
     },
     /// A URL carrying credentials, a query or a fragment.
     #[error(
-        "--publish-discovery {scheme}://…: credentials, queries and fragments do not belong in the URL (each cloud's credentials come from the environment)"
+        "{scheme}://…: credentials, queries and fragments do not belong in the URL (each cloud's credentials come from the environment)"
     )]
     Extras {
         /// The scheme.
         scheme: String,
     },
     /// No bucket or container.
-    #[error("--publish-discovery {url}: names no bucket")]
+    #[error("{url}: names no bucket")]
     NoBucket {
         /// The URL.
         url: String,
@@ -165,7 +166,7 @@ pub enum TargetError {
     #[error(transparent)]
     Endpoint(#[from] EndpointError),
     /// The object store refused its configuration.
-    #[error("--publish-discovery {url}: {source}")]
+    #[error("{url}: {source}")]
     Store {
         /// The URL.
         url: String,
@@ -174,7 +175,7 @@ pub enum TargetError {
         source: object_store::Error,
     },
     /// The issuer or `jwks_uri` cannot be where this target serves the documents.
-    #[error("--publish-discovery {url}: {why}")]
+    #[error("{url}: {why}")]
     Placement {
         /// The URL.
         url: String,
