@@ -1,6 +1,7 @@
 //! The `warrant` binary: command line, configuration and wiring. The behaviour lives in the
 //! library crates; this crate only assembles them.
 
+mod atomic;
 mod audit;
 mod auth;
 mod cli;
