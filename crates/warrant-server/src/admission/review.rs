@@ -78,8 +78,8 @@ impl GroupVersionKind {
 /// kube-apiserver reads an AdmissionReview as JSON only; a protobuf body is refused.
 impl FromProtobuf for AdmissionReview {
     fn from_protobuf(_: &[u8]) -> Result<Self, ApiError> {
-        Err(ApiError::unsupported_media_type(
-            "application/vnd.kubernetes.protobuf",
+        Err(ApiError::bad_request(
+            "an AdmissionReview is read as JSON only (kube-apiserver sends JSON)",
         ))
     }
 }

@@ -34,9 +34,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::atomic::inside;
 
-/// The share of a token's lifetime after which the cache mints a new one.
-const REUSE_SHARE: f64 = 0.8;
-
 /// The longest a run waits for another run's lock on the same entry.
 pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
 
@@ -125,12 +122,11 @@ pub(crate) struct Entry {
 impl Entry {
     /// Whether the entry may still be handed out at `now`.
     fn fresh(&self, now: Timestamp) -> bool {
-        let lifetime = self
-            .expiration_timestamp
-            .as_second()
-            .saturating_sub(self.issued_at.as_second());
-        let reuse_until = self.issued_at.as_second() as f64 + lifetime as f64 * REUSE_SHARE;
-        (now.as_second() as f64) < reuse_until
+        now < crate::refresh::point_in_lifetime(
+            self.issued_at,
+            self.expiration_timestamp,
+            crate::refresh::REFRESH_SHARE,
+        )
     }
 }
 
