@@ -23,6 +23,7 @@ mod errors;
 mod getting_started;
 mod hardening;
 mod hsm;
+mod injection;
 mod keybinding;
 mod keys;
 mod oidc;
