@@ -421,11 +421,26 @@ fn check_references(objects: &[Value], what: &str) {
         .iter()
         .map(|v| v["name"].as_str().unwrap())
         .collect();
-    for mount in pod["containers"][0]["volumeMounts"].as_array().unwrap() {
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    for mount in mounts {
         assert!(
             volumes.contains(mount["name"].as_str().unwrap()),
             "{what}: mount {mount} has no volume"
         );
+    }
+    // And the other way: every file a flag names is on a mount.
+    for flag in args(&pod["containers"][0]) {
+        let Some((name, path)) = flag.split_once('=') else {
+            continue;
+        };
+        if path.starts_with("/etc/warrant/") {
+            assert!(
+                mounts
+                    .iter()
+                    .any(|m| path.starts_with(m["mountPath"].as_str().unwrap())),
+                "{what}: {name} names {path}, which no volume is mounted at"
+            );
+        }
     }
 }
 
@@ -533,9 +548,15 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             let role = find(objects, "Role", "warrant-keys");
             assert_eq!(role["rules"][0]["resourceNames"][0], "warrant-keys");
             assert_eq!(role["metadata"]["namespace"], "warrant");
-            let env = &pod["containers"][0]["env"];
+            // By name: other components add variables of their own.
+            let pod_name = pod["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "POD_NAME")
+                .unwrap_or_else(|| panic!("{what}: no POD_NAME"));
             assert_eq!(
-                env[0]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
+                pod_name["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
                 "POD_NAME names the Lease holder"
             );
         }
