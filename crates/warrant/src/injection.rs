@@ -16,8 +16,13 @@ use warrant_watch::FileWatch;
 pub(crate) struct InjectionArgs {
     /// Turn on the mutating webhook for pods (`/mutate/pods`): pods whose ServiceAccount
     /// carries warrant's annotations get the token agent, run from this image (warrant's own,
-    /// the same release as this server).
-    #[arg(long = "injection-agent-image", value_name = "IMAGE")]
+    /// the same release as this server; deploy/components/injection sets it from the
+    /// Deployment's image).
+    #[arg(
+        long = "injection-agent-image",
+        env = "WARRANT_INJECTION_AGENT_IMAGE",
+        value_name = "IMAGE"
+    )]
     pub(crate) agent_image: Option<String>,
     /// The URL the agent reaches warrant at from a pod, https (its Service:
     /// https://warrant.warrant.svc).
