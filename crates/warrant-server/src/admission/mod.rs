@@ -231,20 +231,11 @@ async fn admit(
     };
     let namespace = namespace
         .filter(|n| !n.is_empty())
-        .or_else(|| {
-            pod.pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-                .map(str::to_owned)
-        })
+        .or_else(|| first_text(&pod, &["/metadata/namespace"]).map(str::to_owned))
         .ok_or_else(|| ApiError::bad_request("the review names no namespace for the pod"))?;
-    let service_account = ["/spec/serviceAccountName", "/spec/serviceAccount"]
-        .into_iter()
-        .find_map(|field| {
-            pod.pointer(field)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-        })
+    // kube's defaulting: the deprecated serviceAccount stands in, and admission gives
+    // `default` to a pod that names neither.
+    let service_account = first_text(&pod, &["/spec/serviceAccountName", "/spec/serviceAccount"])
         .unwrap_or("default")
         .to_owned();
     let account = state
@@ -271,14 +262,7 @@ async fn admit(
         Ok(None) => return unchanged(uid, vec![]),
         Err(refusal) => return refused(refusal),
     };
-    let pod_name = ["/metadata/name", "/metadata/generateName"]
-        .into_iter()
-        .find_map(|field| {
-            pod.pointer(field)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-        })
-        .unwrap_or("pod");
+    let pod_name = first_text(&pod, &["/metadata/name", "/metadata/generateName"]).unwrap_or("pod");
     if let Err(refusal) = policy::check(
         state,
         &policy::Account {
@@ -301,4 +285,14 @@ async fn admit(
         )),
         Err(refusal) => refused(refusal),
     }
+}
+
+/// The first of `fields` (JSON pointers) that holds a non-empty string in `object`.
+fn first_text<'a>(object: &'a Value, fields: &[&str]) -> Option<&'a str> {
+    fields.iter().find_map(|field| {
+        object
+            .pointer(field)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    })
 }

@@ -219,18 +219,12 @@ pub(crate) fn plan(
     match get(AWS_ROLE_ARN) {
         Some(arn) => {
             check_role_arn(arn)?;
-            let token = Token {
-                file: "aws-token",
-                audience: match get(AWS_AUDIENCE) {
-                    Some(a) => audience_value(AWS_AUDIENCE, a)?,
-                    None => AWS_DEFAULT_AUDIENCE.to_owned(),
-                },
-                from: if get(AWS_AUDIENCE).is_some() {
-                    AWS_AUDIENCE
-                } else {
-                    AWS_ROLE_ARN
-                },
-            };
+            let token = cloud_token(
+                "aws-token",
+                (AWS_AUDIENCE, get(AWS_AUDIENCE)),
+                AWS_DEFAULT_AUDIENCE.to_owned(),
+                AWS_ROLE_ARN,
+            )?;
             groups.push(EnvGroup {
                 cloud: "AWS",
                 identity: true,
@@ -295,18 +289,12 @@ pub(crate) fn plan(
                     quote(&tenant)
                 )));
             }
-            let token = Token {
-                file: "azure-token",
-                audience: match get(AZURE_AUDIENCE) {
-                    Some(a) => audience_value(AZURE_AUDIENCE, a)?,
-                    None => AZURE_DEFAULT_AUDIENCE.to_owned(),
-                },
-                from: if get(AZURE_AUDIENCE).is_some() {
-                    AZURE_AUDIENCE
-                } else {
-                    AZURE_CLIENT_ID
-                },
-            };
+            let token = cloud_token(
+                "azure-token",
+                (AZURE_AUDIENCE, get(AZURE_AUDIENCE)),
+                AZURE_DEFAULT_AUDIENCE.to_owned(),
+                AZURE_CLIENT_ID,
+            )?;
             groups.push(EnvGroup {
                 cloud: "Azure",
                 identity: true,
@@ -340,19 +328,13 @@ pub(crate) fn plan(
     match get(GCP_PROVIDER) {
         Some(provider) => {
             let provider = provider_name(provider)?;
-            let token = Token {
-                file: "google-token",
-                audience: match get(GCP_AUDIENCE) {
-                    Some(a) => audience_value(GCP_AUDIENCE, a)?,
-                    // The provider's default allowed audience: its full name, with https.
-                    None => format!("https://iam.googleapis.com/{provider}"),
-                },
-                from: if get(GCP_AUDIENCE).is_some() {
-                    GCP_AUDIENCE
-                } else {
-                    GCP_PROVIDER
-                },
-            };
+            let token = cloud_token(
+                "google-token",
+                (GCP_AUDIENCE, get(GCP_AUDIENCE)),
+                // The provider's default allowed audience: its full name, with https.
+                format!("https://iam.googleapis.com/{provider}"),
+                GCP_PROVIDER,
+            )?;
             let email = get(GCP_SERVICE_ACCOUNT)
                 .map(|email| {
                     if is_email(email) {
@@ -396,6 +378,29 @@ pub(crate) fn plan(
         groups,
         google_credentials,
     }))
+}
+
+/// A cloud's token, written to `file`: for the audience its annotation gives (`(key, value)`),
+/// else for `default`; messages name the annotation it came from, or `switch` (the one that
+/// turned the cloud on) for the default.
+fn cloud_token(
+    file: &'static str,
+    (key, value): (&'static str, Option<&str>),
+    default: String,
+    switch: &'static str,
+) -> Result<Token, Refusal> {
+    Ok(match value {
+        Some(audience) => Token {
+            file,
+            audience: audience_value(key, audience)?,
+            from: key,
+        },
+        None => Token {
+            file,
+            audience: default,
+            from: switch,
+        },
+    })
 }
 
 /// Refuses `key` set without the annotation `needs` that turns its cloud on: a half-written

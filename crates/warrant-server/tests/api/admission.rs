@@ -104,17 +104,21 @@ struct Answer {
     patch: Option<Value>,
 }
 
+/// `body` posted to the webhook as kube-apiserver posts a review: no credentials, JSON.
+async fn post(api: &Api, body: String) -> Reply {
+    api.send(
+        Request::builder()
+            .method(Method::POST)
+            .uri(warrant_server::ADMISSION_PATH)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body))
+            .unwrap(),
+    )
+    .await
+}
+
 async fn review(api: &Api, review: &Value) -> Answer {
-    let reply = api
-        .send(
-            Request::builder()
-                .method(Method::POST)
-                .uri("/mutate/pods")
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(review.to_string()))
-                .unwrap(),
-        )
-        .await;
+    let reply = post(api, review.to_string()).await;
     assert_eq!(reply.code, StatusCode::OK, "{}", reply.text);
     assert_eq!(
         reply.json["apiVersion"], review["apiVersion"],
@@ -432,20 +436,6 @@ async fn names_and_paths_warrant_needs_refuse_the_pod_when_taken() {
 #[tokio::test]
 async fn malformed_reviews_are_400s_never_panics() {
     let api = injecting();
-    let send = |body: String| {
-        let api = &api;
-        async move {
-            api.send(
-                Request::builder()
-                    .method(Method::POST)
-                    .uri("/mutate/pods")
-                    .header("content-type", "application/json")
-                    .body(axum::body::Body::from(body))
-                    .unwrap(),
-            )
-            .await
-        }
-    };
     let without_request = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
     let mut without_object = vector("pod-annotated-sa");
     without_object["request"]["object"] = Value::Null;
@@ -470,14 +460,14 @@ async fn malformed_reviews_are_400s_never_panics() {
             "does not match the expected object",
         ),
     ] {
-        let reply = send(body.clone()).await;
+        let reply = post(&api, body.clone()).await;
         assert_eq!(reply.code, StatusCode::BAD_REQUEST, "{body}: {}", reply.text);
         let message = reply.json["message"].as_str().unwrap();
         assert!(message.contains(says), "{body}: {message}");
     }
     // Containers that are not a list: nothing to mount into, so nothing is added to them; the
     // pod gets the agent and kube-apiserver's own validation refuses the spec afterwards.
-    let reply = send(containers_not_a_list.to_string()).await;
+    let reply = post(&api, containers_not_a_list.to_string()).await;
     assert_eq!(reply.code, StatusCode::OK, "{}", reply.text);
     assert!(!reply.text.contains("secret-value"));
     let text = metrics(&api);
@@ -492,18 +482,7 @@ async fn malformed_reviews_are_400s_never_panics() {
 #[tokio::test]
 async fn a_server_without_injection_says_so() {
     let api = api();
-    let reply = api
-        .send(
-            Request::builder()
-                .method(Method::POST)
-                .uri("/mutate/pods")
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(
-                    vector("pod-annotated-sa").to_string(),
-                ))
-                .unwrap(),
-        )
-        .await;
+    let reply = post(&api, vector("pod-annotated-sa").to_string()).await;
     assert_eq!(
         reply.code,
         StatusCode::SERVICE_UNAVAILABLE,
