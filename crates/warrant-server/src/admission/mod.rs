@@ -10,8 +10,8 @@
 //! What comes back, decided per input (docs/injection.md, "Bad input"):
 //! - admitted unchanged: a kind other than Pod, an operation other than CREATE, a
 //!   subresource, a pod labelled `warrant.dev/inject: "false"`, a ServiceAccount that does not
-//!   exist or carries none of the annotations that turn injection on (with a warning where the
-//!   client should know);
+//!   exist or carries none of the annotations that turn injection on, a Windows pod (the agent
+//!   runs on Linux) (with a warning where the client should know);
 //! - refused, naming the annotation or the conflict: a malformed annotation (a role ARN, a
 //!   UUID, a lifetime), a token warrant's authorization would refuse the agent (an audience the
 //!   policy does not allow), a volume or container under warrant's names it did not add;
@@ -262,6 +262,20 @@ async fn admit(
         Ok(None) => return unchanged(uid, vec![]),
         Err(refusal) => return refused(refusal),
     };
+    // The agent is warrant's image, built for Linux: on a Windows node it could not start, and
+    // as the first init container it would hold the pod back for good.
+    if first_text(
+        &pod,
+        &["/spec/os/name", "/spec/nodeSelector/kubernetes.io~1os"],
+    ) == Some("windows")
+    {
+        return unchanged(
+            uid,
+            vec![format!(
+                "warrant's token agent runs on Linux only: this Windows pod of {namespace}/{service_account} gets no tokens from it"
+            )],
+        );
+    }
     let pod_name = first_text(&pod, &["/metadata/name", "/metadata/generateName"]).unwrap_or("pod");
     if let Err(refusal) = policy::check(
         state,

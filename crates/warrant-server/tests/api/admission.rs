@@ -266,6 +266,34 @@ async fn unannotated_and_opted_out_pods_are_admitted_unchanged() {
     );
 }
 
+/// A Windows pod (by `spec.os` or its node selector) is admitted unchanged, with a warning: the
+/// agent's image is built for Linux, and a sidecar that cannot start would hold the pod back.
+#[tokio::test]
+async fn a_windows_pod_is_admitted_unchanged_with_a_warning() {
+    let api = injecting();
+    for (field, value) in [
+        ("os", json!({"name": "windows"})),
+        ("nodeSelector", json!({"kubernetes.io/os": "windows"})),
+    ] {
+        let mut sent = vector("pod-annotated-sa");
+        sent["request"]["object"]["spec"][field] = value;
+        let answer = review(&api, &sent).await;
+        assert_eq!(answer.response["allowed"], true, "{field}");
+        assert!(answer.patch.is_none(), "{field}");
+        assert!(
+            answer.response["warnings"][0]
+                .as_str()
+                .unwrap()
+                .contains("runs on Linux only"),
+            "{}",
+            answer.response
+        );
+    }
+    let mut linux = vector("pod-annotated-sa");
+    linux["request"]["object"]["spec"]["nodeSelector"] = json!({"kubernetes.io/os": "linux"});
+    assert!(review(&api, &linux).await.patch.is_some());
+}
+
 /// The review's wrapper (`response.uid`, `apiVersion` echoed) is kube's contract; a review of
 /// `admission.k8s.io/v1beta1` is answered in `v1beta1`.
 #[tokio::test]
