@@ -367,4 +367,28 @@ async fn an_injected_pods_agent_keeps_tokens_a_relying_party_verifies() {
     let exit = running.wait().unwrap();
     assert!(exit.success(), "{exit}");
     assert!(ready());
+
+    // A renewed CA bundle (cert-manager rewrites the Secret's ca.crt) reaches the pods created
+    // after it, without a restart.
+    let renewed = warrant_testkit::TestCa::new("renewed warrant CA");
+    let staged = w.path("ca.crt.new");
+    std::fs::write(&staged, renewed.pem()).unwrap();
+    std::fs::rename(&staged, w.path("ca.crt")).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let pod = patched(&review["request"]["object"], &admit(&w, &review).await);
+        let env = environment(&pod["spec"]["initContainers"][0], root.path());
+        if env["WARRANT_CA_DATA"] == renewed.pem() {
+            break;
+        }
+        assert_eq!(
+            env["WARRANT_CA_DATA"], ca,
+            "neither the old bundle nor the new"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the renewed CA never reached the pods"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -343,3 +343,57 @@ fn agent(plan: &Plan, settings: &InjectionSettings) -> Value {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::plan::{self, AZURE_DEFAULT_AUTHORITY_HOST};
+
+    fn settings() -> InjectionSettings {
+        InjectionSettings {
+            agent_image: "warrant".into(),
+            warrant_url: "https://warrant.warrant.svc".into(),
+            ca_pem: None,
+            azure_authority_host: AZURE_DEFAULT_AUTHORITY_HOST.into(),
+            azure_tenant_id: None,
+            aws_region: None,
+        }
+    }
+
+    /// A pod with none of the lists warrant appends to gets each made, with one `add` each;
+    /// without a CA bundle the agent trusts the system's roots (no `WARRANT_CA_DATA`).
+    #[test]
+    fn a_bare_pod_gets_each_list_made() {
+        let annotations = vec![(
+            plan::AWS_ROLE_ARN.to_owned(),
+            "arn:aws:iam::111122223333:role/r".to_owned(),
+        )];
+        let plan = plan::plan(&annotations, &settings()).unwrap().unwrap();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
+        let mutation = mutate(&pod, &plan, &settings()).unwrap();
+        let paths: Vec<&str> = mutation
+            .ops
+            .iter()
+            .map(|op| op["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/spec/containers/0/env",
+                "/spec/containers/0/volumeMounts",
+                "/spec/volumes",
+                "/spec/initContainers"
+            ]
+        );
+        assert!(mutation.ops.iter().all(|op| op["op"] == "add"));
+        let agent = &mutation.ops[3]["value"][0];
+        assert!(
+            agent["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["name"] != "WARRANT_CA_DATA")
+        );
+        assert!(mutation.warnings.is_empty());
+    }
+}
