@@ -51,18 +51,9 @@ async fn cluster(authority: &Authority) -> Fixture {
             "s3-reader",
             SA_UID,
             &[
-                (
-                    "aws.warrant.dev/role-arn",
-                    "arn:aws:iam::111122223333:role/s3-reader",
-                ),
-                (
-                    "azure.warrant.dev/client-id",
-                    "00000000-1111-2222-3333-444444444444",
-                ),
-                (
-                    "azure.warrant.dev/tenant-id",
-                    "55555555-6666-7777-8888-999999999999",
-                ),
+                warrant_testkit::INJECTED_ANNOTATIONS[0],
+                warrant_testkit::INJECTED_ANNOTATIONS[1],
+                warrant_testkit::INJECTED_ANNOTATIONS[2],
                 // Others' annotations are not warrant's concern (and never kept).
                 (
                     "eks.amazonaws.com/role-arn",

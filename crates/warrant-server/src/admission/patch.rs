@@ -347,18 +347,7 @@ fn agent(plan: &Plan, settings: &InjectionSettings) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::plan::{self, AZURE_DEFAULT_AUTHORITY_HOST};
-
-    fn settings() -> InjectionSettings {
-        InjectionSettings {
-            agent_image: "warrant".into(),
-            warrant_url: "https://warrant.warrant.svc".into(),
-            ca_pem: None,
-            azure_authority_host: AZURE_DEFAULT_AUTHORITY_HOST.into(),
-            azure_tenant_id: None,
-            aws_region: None,
-        }
-    }
+    use crate::admission::plan::{self, tests::settings};
 
     /// A pod with none of the lists warrant appends to gets each made, with one `add` each;
     /// without a CA bundle the agent trusts the system's roots (no `WARRANT_CA_DATA`).

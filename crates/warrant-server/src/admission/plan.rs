@@ -604,10 +604,11 @@ fn google_credentials_json(provider: &str, email: Option<&str>, token_file: &str
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn settings() -> InjectionSettings {
+    /// The server's settings the unit tests use.
+    pub(crate) fn settings() -> InjectionSettings {
         InjectionSettings {
             agent_image: "warrant".into(),
             warrant_url: "https://warrant.warrant.svc".into(),

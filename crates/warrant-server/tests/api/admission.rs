@@ -47,20 +47,7 @@ fn settings() -> InjectionSettings {
 /// annotations (the capture's EKS and Azure Workload Identity annotations, prefix changed),
 /// `apps/plain` with none.
 fn injecting() -> Api {
-    injecting_with(&[
-        (
-            "aws.warrant.dev/role-arn",
-            "arn:aws:iam::111122223333:role/s3-reader",
-        ),
-        (
-            "azure.warrant.dev/client-id",
-            "00000000-1111-2222-3333-444444444444",
-        ),
-        (
-            "azure.warrant.dev/tenant-id",
-            "55555555-6666-7777-8888-999999999999",
-        ),
-    ])
+    injecting_with(&warrant_testkit::INJECTED_ANNOTATIONS)
 }
 
 /// As [`injecting`], `apps/s3-reader` carrying `annotations`.
