@@ -40,9 +40,10 @@ build:
 
 ## make release: what people fetch, in dist/: for each target rustup has installed (or
 ## RELEASE_TARGETS), warrant-VERSION-PLATFORM.tar.gz (the stripped binary, LICENSE and
-## THIRD-PARTY-NOTICES), its debug info (.debug) and a CycloneDX SBOM (.cdx.json), and
-## SHA256SUMS over them. VERSION is scripts/version's, Cargo.toml's. See scripts/release.
-release: $(TEST_TOOLS_STAMP)
+## THIRD-PARTY-NOTICES), its debug info (.debug) and a CycloneDX SBOM (.cdx.json, the crates
+## built for that target: scripts/sbom), and SHA256SUMS over them. VERSION is scripts/version's,
+## Cargo.toml's. Needs no test tool. See scripts/release.
+release:
 	scripts/release
 
 ## make notices: regenerates THIRD-PARTY-NOTICES with cargo-about (installs it the first time),
