@@ -8,8 +8,9 @@
 //! some of its own expire, and nobody else notices. Filling the whole cache takes ten callers
 //! at full share, each holding proofs that passed every check (a caller allowed to ask for
 //! tokens, or the holder of a valid key-bound token and its key). Then new proofs are refused
-//! for everyone ([`Recorded::Full`]), counted, until entries expire (at most the window, 60 s):
-//! key binding stops working for that long; no proof is ever replayed.
+//! for everyone ([`Recorded::Full`]), counted, until entries expire (at the end of their window,
+//! `iat + 60 s`: at most 120 s away, for a proof dated the 60 s ahead a window tolerates): key
+//! binding stops working for that long; no proof is ever replayed.
 //!
 //! Time is warrant's clock, passed in: an entry is kept while `now` is before its expiry. Expired
 //! entries are dropped in expiry order as new ones come in.
