@@ -9,8 +9,14 @@
 //! script and the build says `dirty`; a dirty tree watches only HEAD and the refs, so editing
 //! on costs no rebuild, and a commit makes it look again. The one way to be wrong is the safe
 //! one: a tree put back by hand to its commit still says `dirty` until the next commit.
+//!
+//! The version itself is Cargo.toml's, the one source. A build given `WARRANT_VERSION` (the
+//! image's build argument, which its OCI label carries) fails unless it is that version.
 
 use std::process::Command;
+
+#[path = "build/release_version.rs"]
+mod release_version;
 
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git")
@@ -53,6 +59,19 @@ fn tree_state() -> String {
 }
 
 fn main() {
+    println!("cargo:rerun-if-env-changed=WARRANT_VERSION");
+    let cargo_version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    if let Err(why) = release_version::check(
+        std::env::var("WARRANT_VERSION").ok().as_deref(),
+        &cargo_version,
+    ) {
+        // cargo shows a failed build script's standard error: the one place to say why.
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("error: {why}");
+        }
+        std::process::exit(1);
+    }
     println!("cargo:rerun-if-env-changed=WARRANT_GIT_COMMIT");
     println!("cargo:rerun-if-env-changed=WARRANT_BUILD_DATE");
     println!("cargo:rerun-if-env-changed=WARRANT_GIT_TREE_STATE");
@@ -61,9 +80,17 @@ fn main() {
         // cargo counts a watched path that is missing as changed, so naming `packed-refs`
         // (absent in a fresh clone until `git gc` packs the refs) rebuilt this crate and
         // everything above it on every build. A commit always writes a loose ref under
-        // refs/heads, even where the others are packed, so the directory is enough.
-        for path in ["HEAD", "refs/heads", "packed-refs"] {
-            let path = std::path::Path::new(&dir).join(path);
+        // refs/heads, even where the others are packed, so the directory is enough. In a
+        // linked worktree (`git worktree add`) HEAD is the worktree's own, and the refs are
+        // the repository's, in the common directory.
+        let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            .unwrap_or_else(|| dir.clone());
+        for (base, path) in [
+            (&dir, "HEAD"),
+            (&common, "refs/heads"),
+            (&common, "packed-refs"),
+        ] {
+            let path = std::path::Path::new(base).join(path);
             if path.exists() {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
@@ -100,7 +127,7 @@ fn main() {
         other => other.to_owned(),
     };
     println!("cargo:rustc-env=WARRANT_PLATFORM={os}/{arch}");
-    let mut line = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    let mut line = cargo_version;
     let mut about = Vec::new();
     if !commit.is_empty() {
         about.push(format!("commit {}", commit.get(..12).unwrap_or(&commit)));

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::*;
 
@@ -21,6 +21,7 @@ const COMPONENTS: &[&str] = &[
     "audit",
     "external-signer",
     "no-secret-binding",
+    "injection",
 ];
 
 /// `kubectl kustomize DIR`, parsed.
@@ -207,6 +208,19 @@ fn the_control_plane_signer_example_fits_kube_apiserver() {
     assert_eq!(mounts[0]["mountPath"], run_dir.to_str().unwrap());
     let patch_text = std::fs::read_to_string(format!("{dir}/kube-apiserver-patch.yaml")).unwrap();
     assert!(patch_text.contains(&format!("--service-account-signing-endpoint={socket}")));
+    // Neither pod has the kubelet create the socket's directory: one it created would be
+    // root's, and warrant (not root) could not bind there.
+    let host_dir = |volumes: &Value, path: &std::path::Path| {
+        volumes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["hostPath"]["path"] == path.to_str().unwrap())
+            .map(|v| v["hostPath"]["type"].clone())
+            .unwrap_or_else(|| panic!("no hostPath volume for {}", path.display()))
+    };
+    assert_eq!(host_dir(&patch["spec"]["volumes"], run_dir), "Directory");
+    assert_eq!(host_dir(&pod["spec"]["volumes"], run_dir), "Directory");
 }
 
 /// Socket activation: `serve` takes the listening socket it is passed (systemd's LISTEN_FDS) and
@@ -295,6 +309,89 @@ fn the_fleet_examples_fit_the_plugin() {
         member["jwt"][0]["issuer"]["audiences"][0],
         cluster["server"]
     );
+
+    // The controller's pod: no mount inside another (a volume mounted into a ConfigMap's
+    // volume, or the reverse, is not what either expects); the command in the image volume,
+    // whose root holds the image's /warrant; the CA file in the ConfigMap the docs create.
+    let pod = &providers[1];
+    let container = &pod["spec"]["containers"][0];
+    let mounts: Vec<(&str, &str)> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap(),
+                m["mountPath"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    for (name, path) in &mounts {
+        for (other, inner) in &mounts {
+            assert!(
+                name == other || !Path::new(inner).starts_with(path),
+                "{other} ({inner}) is mounted inside {name} ({path})"
+            );
+        }
+    }
+    let volume = |name: &str| {
+        pod["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no volume {name}"))
+    };
+    let mounted_from = |file: &str| {
+        mounts
+            .iter()
+            .filter_map(|(name, path)| {
+                Path::new(file)
+                    .strip_prefix(path)
+                    .ok()
+                    .map(|rest| (volume(name), rest.to_str().unwrap().to_owned()))
+            })
+            .next()
+            .unwrap_or_else(|| panic!("{file} is on no mount"))
+    };
+    let (bin, in_image) = mounted_from(exec["command"].as_str().unwrap());
+    assert_eq!(
+        bin["image"]["reference"],
+        release().0,
+        "the release's image"
+    );
+    // The Dockerfile puts the binary at the image's /warrant.
+    assert!(
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Dockerfile"))
+            .unwrap()
+            .contains(&format!("COPY --from=build /warrant /{in_image}")),
+        "the command {} is not the image's binary",
+        exec["command"]
+    );
+    let (ca, key) = mounted_from(flag("--warrant-ca-file"));
+    let configmap = ca["configMap"]["name"]
+        .as_str()
+        .expect("the CA is a ConfigMap");
+    // docs/fleet.md's command, run offline, makes that ConfigMap with that key.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/fleet.md"))
+        .unwrap();
+    let create = sh_blocks(&doc)
+        .into_iter()
+        .find(|b| b.contains("create configmap"))
+        .expect("docs/fleet.md creates the CA's ConfigMap");
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(scratch.path().join("warrant-ca.crt"), "a CA\n").unwrap();
+    let out = Command::new("bash")
+        .args(["-c", &format!("{} --dry-run=client -o json", create.trim())])
+        .current_dir(scratch.path())
+        .env("KUBECONFIG", scratch.path().join("none"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{create}: {}", stderr(&out));
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(made["metadata"]["name"], configmap);
+    assert_eq!(made["metadata"]["namespace"], pod["metadata"]["namespace"]);
+    assert_eq!(made["data"][&key], "a CA\n", "{made}");
 }
 
 /// The structured-authentication examples give a warrant token the user UID the webhook path
@@ -350,12 +447,113 @@ fn deploy_renders_with_every_component() {
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         assert_serve_knows(&container["args"]);
         let flags = args(container);
+        check_critical_quota(&objects, &what);
+        check_metrics_listener(&objects, &flags, &what);
         for component in &components {
             check_component(component, &objects, &flags, &what);
         }
     }
     // The base alone is what `kubectl apply -k deploy/` applies: the same as the empty overlay.
     assert_eq!(rendered(), render_with(&[]));
+}
+
+/// A pod of a critical priority class outside kube-system is admitted on clusters that limit
+/// those classes (GKE) only with a ResourceQuota matching the class in its namespace: the
+/// render has one, with room for the replicas and a rollout's surge.
+fn check_critical_quota(objects: &[Value], what: &str) {
+    let deployment = find(objects, "Deployment", "warrant");
+    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
+    let class = deployment["spec"]["template"]["spec"]["priorityClassName"]
+        .as_str()
+        .unwrap_or_default();
+    if !class.starts_with("system-") || namespace == "kube-system" {
+        return;
+    }
+    let replicas = deployment["spec"]["replicas"].as_u64().unwrap();
+    let covering = objects.iter().find(|o| {
+        o["kind"] == "ResourceQuota"
+            && o["metadata"]["namespace"] == namespace
+            && o["spec"]["scopeSelector"]["matchExpressions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| {
+                    e["scopeName"] == "PriorityClass"
+                        && e["operator"] == "In"
+                        && e["values"]
+                            .as_array()
+                            .unwrap()
+                            .contains(&Value::from(class))
+                })
+    });
+    let quota = covering.unwrap_or_else(|| {
+        panic!("{what}: no ResourceQuota in {namespace} covers the priority class {class}")
+    });
+    let pods: u64 = quota["spec"]["hard"]["pods"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        pods >= 2 * replicas,
+        "{what}: room for {pods} pods of {replicas} replicas"
+    );
+}
+
+/// The metrics and health listener: the flag's port is the container's `metrics` port, which
+/// the Service exposes, the NetworkPolicy admits and liveness probes; readiness stays on the
+/// HTTPS port the Service sends requests to.
+fn check_metrics_listener(objects: &[Value], flags: &[String], what: &str) {
+    let deployment = find(objects, "Deployment", "warrant");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let address = flags
+        .iter()
+        .find_map(|f| f.strip_prefix("--metrics-bind-address="))
+        .unwrap_or_else(|| panic!("{what}: no --metrics-bind-address: {flags:?}"));
+    let port: u64 = address.rsplit(':').next().unwrap().parse().unwrap();
+    let container_port = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "metrics")
+        .unwrap_or_else(|| panic!("{what}: no container port named metrics"));
+    assert_eq!(container_port["containerPort"], port, "{what}");
+    assert_eq!(
+        container["livenessProbe"]["httpGet"]["port"], "metrics",
+        "{what}"
+    );
+    assert!(
+        container["livenessProbe"]["httpGet"]
+            .get("scheme")
+            .is_none(),
+        "{what}: the metrics listener is plain HTTP"
+    );
+    assert_eq!(
+        container["readinessProbe"]["httpGet"]["port"], "https",
+        "{what}"
+    );
+    let service = find(objects, "Service", "warrant");
+    assert!(
+        service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["targetPort"] == "metrics"),
+        "{what}: the Service does not expose the metrics port"
+    );
+    let policy = find(objects, "NetworkPolicy", "warrant");
+    assert!(
+        policy["spec"]["ingress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|rule| rule["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["port"] == "metrics")),
+        "{what}: the NetworkPolicy does not admit the metrics port"
+    );
 }
 
 /// `app.kubernetes.io/{name,instance,version,component,part-of}` on every object (and pod
@@ -421,11 +619,26 @@ fn check_references(objects: &[Value], what: &str) {
         .iter()
         .map(|v| v["name"].as_str().unwrap())
         .collect();
-    for mount in pod["containers"][0]["volumeMounts"].as_array().unwrap() {
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    for mount in mounts {
         assert!(
             volumes.contains(mount["name"].as_str().unwrap()),
             "{what}: mount {mount} has no volume"
         );
+    }
+    // And the other way: every file a flag names is on a mount.
+    for flag in args(&pod["containers"][0]) {
+        let Some((name, path)) = flag.split_once('=') else {
+            continue;
+        };
+        if path.starts_with("/etc/warrant/") {
+            assert!(
+                mounts
+                    .iter()
+                    .any(|m| path.starts_with(m["mountPath"].as_str().unwrap())),
+                "{what}: {name} names {path}, which no volume is mounted at"
+            );
+        }
     }
 }
 
@@ -471,38 +684,22 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             );
         }
         "monitoring" => {
+            // Scraped on the metrics port with no credentials: nothing to keep or rotate.
             let monitor = find(objects, "ServiceMonitor", "warrant");
             let endpoint = &monitor["spec"]["endpoints"][0];
+            for field in ["bearerTokenFile", "authorization", "basicAuth", "tlsConfig"] {
+                assert!(endpoint.get(field).is_none(), "{what}: {field}: {endpoint}");
+            }
+            assert_eq!(endpoint["scheme"], "http", "{what}");
+            assert_eq!(endpoint["path"], "/metrics", "{what}");
             assert!(
-                endpoint.get("bearerTokenFile").is_none(),
-                "deprecated bearerTokenFile"
-            );
-            let credentials = &endpoint["authorization"]["credentials"];
-            let token = find(objects, "Secret", credentials["name"].as_str().unwrap());
-            assert_eq!(token["type"], "kubernetes.io/service-account-token");
-            assert_eq!(credentials["key"], "token", "a token Secret's key");
-            let account = token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
-                .as_str()
-                .unwrap();
-            find(objects, "ServiceAccount", account);
-            assert!(
-                objects.iter().any(|o| o["kind"] == "ClusterRoleBinding"
-                    && o["roleRef"]["name"] == "warrant:metrics-reader"
-                    && o["subjects"][0]["name"] == account),
-                "{what}: nothing lets {account} read /metrics"
-            );
-            // The CA comes from the serving Secret warrant mounts, which holds ca.crt.
-            let ca = &endpoint["tlsConfig"]["ca"]["secret"];
-            assert_eq!(ca["key"], "ca.crt");
-            assert!(
-                pod["volumes"]
-                    .as_array()
-                    .unwrap()
+                !objects
                     .iter()
-                    .any(|v| v["secret"]["secretName"] == ca["name"]),
-                "{what}: the ServiceMonitor's CA Secret {ca} is not warrant's serving Secret"
+                    .any(|o| o["type"] == "kubernetes.io/service-account-token"),
+                "{what}: a long-lived token Secret"
             );
-            // It selects the Service, on a port the Service has.
+            // It selects the Service, on its metrics port, which reaches warrant's metrics
+            // listener (checked for every render in check_metrics_listener).
             let service = find(objects, "Service", "warrant");
             for (key, value) in monitor["spec"]["selector"]["matchLabels"]
                 .as_object()
@@ -510,7 +707,15 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             {
                 assert_eq!(&service["metadata"]["labels"][key], value, "{what}: {key}");
             }
-            assert_eq!(service["spec"]["ports"][0]["name"], endpoint["port"]);
+            assert!(
+                service["spec"]["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["name"] == endpoint["port"] && p["targetPort"] == "metrics"),
+                "{what}: the Service has no port {} to the metrics listener",
+                endpoint["port"]
+            );
             find(objects, "PrometheusRule", "warrant");
             let dashboard = find(objects, "ConfigMap", "warrant-dashboard");
             assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
@@ -533,9 +738,15 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             let role = find(objects, "Role", "warrant-keys");
             assert_eq!(role["rules"][0]["resourceNames"][0], "warrant-keys");
             assert_eq!(role["metadata"]["namespace"], "warrant");
-            let env = &pod["containers"][0]["env"];
+            // By name: other components add variables of their own.
+            let pod_name = pod["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "POD_NAME")
+                .unwrap_or_else(|| panic!("{what}: no POD_NAME"));
             assert_eq!(
-                env[0]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
+                pod_name["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
                 "POD_NAME names the Lease holder"
             );
         }
@@ -580,8 +791,152 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
                 );
             }
         }
+        "injection" => check_injection(objects, flags, what),
         other => panic!("no check for component {other}"),
     }
+}
+
+/// Token injection: the webhook reaches warrant's Service at the route the server serves, is
+/// kept out of kube-system and warrant's own namespace and away from opted-out pods, fails open
+/// in time, promises no side effects; the agent's image is warrant's own; the agent's CA is
+/// the serving Secret's; the policy the agents are allowed by parses and lets them ask for the
+/// clouds' default audiences.
+fn check_injection(objects: &[Value], flags: &[String], what: &str) {
+    let deployment = find(objects, "Deployment", "warrant");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let webhook = &find(
+        objects,
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    )["webhooks"][0];
+    let service = &webhook["clientConfig"]["service"];
+    let target = find(objects, "Service", service["name"].as_str().unwrap());
+    assert_eq!(
+        service["namespace"], target["metadata"]["namespace"],
+        "{what}"
+    );
+    assert_eq!(
+        service["port"], target["spec"]["ports"][0]["port"],
+        "{what}"
+    );
+    assert_eq!(service["path"], warrant_server::ADMISSION_PATH, "{what}");
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["failurePolicy"], "Ignore");
+    assert!(webhook["timeoutSeconds"].as_u64().unwrap() <= 10);
+    assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
+    assert_eq!(webhook["rules"][0]["resources"], json!(["pods"]));
+    assert_eq!(webhook["rules"][0]["operations"], json!(["CREATE"]));
+    let kept_out = &webhook["namespaceSelector"]["matchExpressions"][0];
+    assert_eq!(kept_out["key"], "kubernetes.io/metadata.name");
+    assert_eq!(kept_out["operator"], "NotIn");
+    for namespace in [
+        "kube-system",
+        deployment["metadata"]["namespace"].as_str().unwrap(),
+    ] {
+        assert!(
+            kept_out["values"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(namespace)),
+            "{what}: {namespace} is sent to the webhook"
+        );
+    }
+    assert_eq!(
+        webhook["objectSelector"]["matchExpressions"][0],
+        json!({"key": "warrant.dev/inject", "operator": "NotIn", "values": ["false"]})
+    );
+    // The agent runs the image warrant runs, whatever the overlay names.
+    let image = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "WARRANT_INJECTION_AGENT_IMAGE")
+        .unwrap_or_else(|| panic!("{what}: no agent image"));
+    assert_eq!(image["value"], container["image"], "{what}");
+    assert!(
+        flags.contains(&"--injection-warrant-url=https://warrant.warrant.svc".to_owned()),
+        "{what}: {flags:?}"
+    );
+    // The CA file is the serving Secret's ca.crt, and the policy file its ConfigMap's.
+    let mounted = |flag: &str| -> &Value {
+        let path = flags
+            .iter()
+            .find_map(|f| f.strip_prefix(&format!("{flag}=")))
+            .unwrap_or_else(|| panic!("{what}: no {flag}"));
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| path.starts_with(m["mountPath"].as_str().unwrap()))
+            .unwrap_or_else(|| panic!("{what}: {path} is not mounted"));
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap()
+    };
+    assert_eq!(
+        mounted("--injection-ca-file")["secret"]["secretName"],
+        "warrant-serving"
+    );
+    let map = mounted("--authorization-policy-file")["configMap"]["name"]
+        .as_str()
+        .unwrap();
+    let text = find(objects, "ConfigMap", map)["data"]["policy.yaml"]
+        .as_str()
+        .unwrap();
+    warrant_auth::Policy::parse(text, "policy.yaml").unwrap();
+    let policy: Value = serde_saphyr::from_str(text).unwrap();
+    for audience in ["sts.amazonaws.com", "api://AzureADTokenExchange"] {
+        assert!(
+            policy["selfService"]["audiences"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(audience)),
+            "{what}: {audience}"
+        );
+    }
+}
+
+/// The caBundle by hand (injection: none, for the overlay to set) or by cert-manager's CA
+/// injector (injection/cert-manager, beside the cert-manager component: the annotation names
+/// the Certificate that makes warrant's serving Secret).
+#[test]
+fn the_injection_webhooks_ca_comes_by_hand_or_from_cert_manager() {
+    let by_hand = render_with(&["injection"]);
+    let webhook = find(
+        &by_hand,
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    );
+    assert!(webhook["metadata"].get("annotations").is_none());
+    assert!(
+        webhook["webhooks"][0]["clientConfig"]
+            .get("caBundle")
+            .is_none()
+    );
+    let injected = render_with(&["cert-manager", "injection/cert-manager"]);
+    let flags = args(
+        &find(&injected, "Deployment", "warrant")["spec"]["template"]["spec"]["containers"][0],
+    );
+    check_injection(&injected, &flags, "injection/cert-manager");
+    let certificate = find(&injected, "Certificate", "warrant-serving");
+    let webhook = find(
+        &injected,
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    );
+    assert_eq!(
+        webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        format!(
+            "{}/{}",
+            certificate["metadata"]["namespace"].as_str().unwrap(),
+            certificate["metadata"]["name"].as_str().unwrap()
+        )
+    );
+    assert_eq!(certificate["spec"]["secretName"], "warrant-serving");
 }
 
 /// Every component directory is one the test above renders (a new one cannot go unchecked).
@@ -650,9 +1005,11 @@ fn install_doc_commands_run_and_its_overlay_renders() {
                     "install ",
                     "warrant ",
                     "KUBECONFIG=",
+                    "ctr ",
                 ]
                 .iter()
                 .any(|p| l.starts_with(p))
+                || l.contains("$(docker ")
                 || l.contains("/etc/kubernetes")
         })
     };
@@ -683,6 +1040,16 @@ fn install_doc_commands_run_and_its_overlay_renders() {
     let api = find(&objects, "APIService", "v1alpha1.warrant.dev");
     assert_eq!(
         api["spec"]["caBundle"],
+        base64::engine::general_purpose::STANDARD.encode(&ca)
+    );
+    // The token injection section adds its component; its webhook trusts the same CA.
+    let webhook = find(
+        &objects,
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    );
+    assert_eq!(
+        webhook["webhooks"][0]["clientConfig"]["caBundle"],
         base64::engine::general_purpose::STANDARD.encode(&ca)
     );
     let deployment = find(&objects, "Deployment", "warrant");
@@ -722,6 +1089,128 @@ fn install_doc_commands_run_and_its_overlay_renders() {
         !doc.contains("in `deploy/"),
         "docs/install.md asks for an edit in deploy/; use the overlay"
     );
+    // The namespace comes from the base's manifest, with its pod security label, before the
+    // Secrets go into it.
+    assert!(!doc.contains("kubectl create namespace warrant"));
+    let step2 = &doc[doc.find("## 2.").unwrap()..doc.find("## 3.").unwrap()];
+    assert!(
+        step2.contains("kubectl apply -f deploy/namespace.yaml"),
+        "{step2}"
+    );
+    let namespace = find(&objects, "Namespace", "warrant");
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+    // Uninstalling says what is lost, and how to keep it, before the command that loses it.
+    let uninstall = &doc[doc.find("## Uninstalling").unwrap()..];
+    let delete = uninstall.find("kubectl delete -k my-warrant/").unwrap();
+    for kept in ["backup warrant-keys", "backup warrant-ca"] {
+        let at = uninstall
+            .find(kept)
+            .unwrap_or_else(|| panic!("no {kept:?}"));
+        assert!(at < delete, "{kept} comes after the delete");
+    }
+    assert!(uninstall.contains("create secret generic warrant-keys --from-file=warrant-keys/"));
+}
+
+/// docs/install.md's bucket publishing: the component copied into the overlay (the doc's own
+/// commands, run) renders with the base and the key-secret component: `--publish-discovery`
+/// appended, `AWS_REGION` merged by name beside key-secret's `POD_NAME` (a JSON `add` of the
+/// whole env list replaced it), the IRSA role on the service account; and the doc's issuer fits
+/// the target, as warrant checks at startup.
+#[test]
+fn the_bucket_component_renders_in_an_overlay() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/install.md"
+    ))
+    .unwrap();
+    let block = sh_blocks(&doc)
+        .into_iter()
+        .find(|b| b.contains("deploy/publish-discovery"))
+        .expect("install.md copies the publish-discovery component");
+    let issuer = block
+        .lines()
+        .find_map(|l| l.strip_prefix("ISSUER="))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("the block names the bucket's issuer")
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(DEPLOY, dir.path().join("deploy")).unwrap();
+    std::fs::create_dir(dir.path().join("my-warrant")).unwrap();
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            &format!(
+                "set -euo pipefail
+{block}"
+            ),
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{block}
+{}",
+        stderr(&out)
+    );
+    // "list publish-discovery under your overlay's components, and make the issuer the
+    // bucket's URL" (step 3's patch).
+    std::fs::write(
+        dir.path().join("my-warrant/kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../deploy
+components:
+  - ../deploy/components/key-secret
+  - publish-discovery
+patches:
+  - target: {{kind: Deployment, name: warrant}}
+    patch: |
+      - op: replace
+        path: /spec/template/spec/containers/0/args/1
+        value: --service-account-issuer={issuer}
+"
+        ),
+    )
+    .unwrap();
+    let objects = render(&dir.path().join("my-warrant"));
+    let deployment = find(&objects, "Deployment", "warrant");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_serve_knows(&container["args"]);
+    let flags = args(container);
+    let target = flags
+        .iter()
+        .find_map(|f| f.strip_prefix("--publish-discovery="))
+        .expect("--publish-discovery");
+    let env: Vec<&str> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        env.contains(&"POD_NAME") && env.contains(&"AWS_REGION"),
+        "{env:?}"
+    );
+    let account = find(&objects, "ServiceAccount", "warrant");
+    assert!(
+        account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
+            .as_str()
+            .unwrap()
+            .starts_with("arn:aws:iam::"),
+        "{account}"
+    );
+    // The placement rule `serve` applies at startup.
+    let jwks_uri = format!("{issuer}/openid/v1/jwks");
+    warrant_publish::Target::open(target, &warrant_publish::Endpoint::default(), &[])
+        .unwrap()
+        .placement(&issuer, &jwks_uri)
+        .unwrap_or_else(|e| panic!("{issuer} does not fit {target}: {e}"));
 }
 
 /// Fenced `sh` blocks of a markdown page, in order.
@@ -820,6 +1309,18 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
     for _ in 0..2 {
         assert_eq!(cluster.review(&token, &[])["authenticated"], true);
     }
+    // A TokenRequest with a proof that is not one: a DPoP proof checked (and refused).
+    let refused = cluster
+        .http
+        .post(cluster.url("/api/v1/namespaces/demo/serviceaccounts/app/token"))
+        .bearer_auth(cluster.admin_token())
+        .header("DPoP", "not-a-proof")
+        .header("content-type", "application/json")
+        .body(r#"{"spec": {}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
     let probe = cluster.warrant(&[
         "probe-signer".as_ref(),
         "--signing-endpoint".as_ref(),
@@ -835,14 +1336,50 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
             "warrant_tls_serving_certificate_reloads_total{",
             "warrant_signer_requests_total{",
             "warrant_audit_events_total{",
+            "warrant_dpop_proofs_total{",
         ],
     )
     .await;
     let mut exported = exported_metrics(&text);
 
-    let standalone = Warrant::start_with(&demo_objects(), key_dir, &[]).await;
+    // Standalone with managed keys in an HSM, publishing to a directory: the key store, the
+    // HSM's and the publisher's families.
+    let hsm = crate::hsm::SoftHsm::new();
+    let uri = hsm.uri();
+    let scratch = tempfile::tempdir().unwrap();
+    let www = scratch.path().join("www");
+    std::fs::create_dir(&www).unwrap();
+    let target = format!("file://{}", www.display());
+    let standalone = Warrant::start_with_env(
+        &demo_objects(),
+        |dir| crate::hsm::flags(dir, &uri),
+        &["--publish-discovery", &target],
+        &hsm.env(),
+    )
+    .await;
+    // The target's directory becomes a file, and a rotation gives the publisher something to
+    // write there: the round fails. Then the key store stops parsing.
+    std::fs::remove_dir_all(&www).unwrap();
+    std::fs::write(&www, "not a directory").unwrap();
+    let rotated = Command::new(BIN)
+        .args(["keys", "rotate", "--key-dir"])
+        .arg(standalone.path("keys"))
+        .args(["--key-pkcs11-uri", &uri])
+        .envs(hsm.env())
+        .output()
+        .unwrap();
+    assert!(rotated.status.success(), "{}", stderr(&rotated));
+    metrics_holding(&standalone, &["warrant_publish_failures_total{"]).await;
     std::fs::write(standalone.path("keys/keys.json"), "not json").unwrap();
-    let text = metrics_holding(&standalone, &["warrant_keys_store_errors_total{"]).await;
+    let text = metrics_holding(
+        &standalone,
+        &[
+            "warrant_keys_store_errors_total{",
+            "warrant_hsm_operations_total{",
+            "warrant_publish_failures_total{",
+        ],
+    )
+    .await;
     exported.extend(exported_metrics(&text));
 
     let rules: Value = serde_saphyr::from_str(
@@ -879,13 +1416,24 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         }
     }
     assert!(queries.len() > 20, "{queries:?}");
+    // Prometheus's own series for the ServiceMonitor's targets: job is the Service's name
+    // (the Prometheus Operator's default), in warrant's namespace.
+    let objects = render_with(&["monitoring"]);
+    let service = find(&objects, "Service", "warrant");
+    let scrape = format!(
+        r#"up{{job="{}", namespace="{}"}}"#,
+        service["metadata"]["name"].as_str().unwrap(),
+        service["metadata"]["namespace"].as_str().unwrap()
+    );
     let mut referenced = BTreeSet::new();
     for (what, query) in &queries {
         let names = metric_names(query);
-        assert!(
-            !names.is_empty(),
-            "{what} queries no warrant metric: {query}"
-        );
+        if names.is_empty() {
+            assert!(
+                query.contains(&scrape),
+                "{what} queries neither a warrant metric nor {scrape}: {query}"
+            );
+        }
         for name in names {
             assert!(
                 exported.contains(&name),
@@ -894,22 +1442,60 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
             referenced.insert(name);
         }
     }
-    // The alerts the docs name are there.
-    let alerts: Vec<&str> = queries
-        .iter()
-        .filter_map(|(w, _)| w.strip_prefix("alert \""))
-        .map(|w| w.trim_end_matches('"'))
-        .collect();
+    // What the dashboard shows of publishing, the HSM and key binding.
+    for family in [
+        "warrant_publish_failing",
+        "warrant_keys_activations_held_total",
+        "warrant_hsm_operations_total",
+        "warrant_hsm_sessions_in_use",
+        "warrant_dpop_proofs_total",
+    ] {
+        assert!(
+            queries
+                .iter()
+                .any(|(what, q)| what.starts_with("panel") && q.contains(family)),
+            "no dashboard panel shows {family}"
+        );
+    }
+    // Every alert is listed in docs/install.md and has its runbook: a section of
+    // docs/alerts.md, which its runbook_url names.
     let install = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../docs/install.md"
     ))
     .unwrap();
-    for alert in &alerts {
-        assert!(
-            install.contains(alert),
-            "docs/install.md does not list {alert}"
-        );
+    let runbooks =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/alerts.md"))
+            .unwrap();
+    let mut alerts = Vec::new();
+    for group in rules["spec"]["groups"].as_array().unwrap() {
+        for rule in group["rules"].as_array().unwrap() {
+            let alert = rule["alert"].as_str().unwrap();
+            alerts.push(alert);
+            assert!(
+                install.contains(&format!("`{alert}`")),
+                "docs/install.md does not list {alert}"
+            );
+            assert!(
+                runbooks.contains(&format!("\n## {alert}\n")),
+                "docs/alerts.md has no section for {alert}"
+            );
+            let url = rule["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(
+                url.ends_with(&format!("docs/alerts.md#{}", alert.to_lowercase())),
+                "{alert}'s runbook_url is {url:?}"
+            );
+        }
+    }
+    for alert in [
+        "WarrantPublishFailing",
+        "WarrantKeyActivationHeld",
+        "WarrantHsmOperationsFailing",
+        "WarrantTargetDown",
+    ] {
+        assert!(alerts.contains(&alert), "no alert {alert}");
     }
 }
 
@@ -1214,4 +1800,53 @@ fn the_control_plane_hsm_example_mounts_what_its_uri_names() {
     };
     assert!(mounted_read_only(uri.module_path().unwrap()), "{uri}");
     assert!(mounted_read_only(uri.pin_source().unwrap()), "{uri}");
+}
+
+/// What the dashboard and the alerts say callers of an overloaded delegation get is what
+/// warrant answers them: 429 with Retry-After (`Refusal::overloaded`), for authentication and
+/// authorization alike, never a 503.
+#[test]
+fn overload_is_named_by_the_code_warrant_answers() {
+    let code = match warrant_auth::Refusal::overloaded() {
+        warrant_auth::Refusal::TooManyRequests { .. } => "429",
+        other => panic!("overload is {other:?}"),
+    };
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{DEPLOY}/components/monitoring/dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let mut named = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if target["expr"]
+                .as_str()
+                .unwrap()
+                .contains("_overloaded_total")
+            {
+                let legend = target["legendFormat"].as_str().unwrap();
+                assert!(legend.contains(&format!("({code})")), "{legend}");
+                named += 1;
+            }
+        }
+    }
+    assert_eq!(named, 2, "authentication's and authorization's overload");
+    let rules: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(format!(
+            "{DEPLOY}/components/monitoring/prometheusrule.yaml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let rule = rules["spec"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .find(|r| r["alert"] == "WarrantDelegationOverloaded")
+        .unwrap();
+    let description = rule["annotations"]["description"].as_str().unwrap();
+    assert!(
+        description.contains(code) && !description.contains("503"),
+        "{description}"
+    );
 }

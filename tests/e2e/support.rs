@@ -77,6 +77,16 @@ impl Warrant {
         Self::launch(Source::File(objects), keys, extra).await
     }
 
+    /// As [`start_with`](Self::start_with), returning once the server answers at all
+    /// (`/livez`), ready or not.
+    pub(crate) async fn start_with_unready(
+        objects: &str,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+    ) -> Warrant {
+        Self::launch_until(Source::File(objects), keys, extra, "/livez", "").await
+    }
+
     /// Starts the server against a cluster: the loopback Kubernetes fixture `cluster`.
     pub(crate) async fn start_cluster(
         cluster: &warrant_kube_fixture::Fixture,
@@ -181,7 +191,15 @@ impl Warrant {
                 flags.push(kubeconfig.into());
             }
         }
-        flags.extend(extra.iter().map(OsString::from));
+        // `{dir}` and `{port}` in the extra flags name the setup's directory and port, which
+        // exist only now (a flag naming the setup's CA, or the server's own URL).
+        let dir_text = dir.path().display().to_string();
+        flags.extend(extra.iter().map(|flag| {
+            OsString::from(
+                flag.replace("{dir}", &dir_text)
+                    .replace("{port}", &port.to_string()),
+            )
+        }));
         let key_flags = keys(dir.path());
         let child = spawn_serve(&listener, &flags, &key_flags, env);
         let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.path().join("ca.crt")).unwrap())
@@ -261,9 +279,17 @@ impl Warrant {
         }
     }
 
-    /// The server's log so far (stops the server).
+    /// The server's log so far (stops the server). The log goes through a non-blocking writer,
+    /// so the server is asked to stop (SIGTERM, as a kubelet does; its shutdown is bounded by
+    /// its grace) and its exit awaited: a SIGKILL loses the lines still queued.
     pub(crate) fn log(&mut self) -> String {
-        let _ = self.child.kill();
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            let _ = self.child.wait();
+        }
         let mut text = String::new();
         if let Some(stderr) = self.child.stderr.as_mut() {
             let _ = stderr.read_to_string(&mut text);
@@ -327,8 +353,14 @@ impl Warrant {
 
     /// `/metrics`, read as the admin.
     pub(crate) async fn metrics_text(&self) -> String {
+        self.get_as_admin("/metrics").await
+    }
+
+    /// The body of `path`, read as the admin (who is told what anonymous callers are not:
+    /// `/readyz?verbose`'s reasons, say).
+    pub(crate) async fn get_as_admin(&self, path: &str) -> String {
         self.http
-            .get(self.url("/metrics"))
+            .get(self.url(path))
             .bearer_auth(self.admin_token())
             .send()
             .await

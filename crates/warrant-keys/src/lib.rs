@@ -14,12 +14,16 @@
 //!   keys on schedule (always, or only while this replica is the [`Leadership`] elected through
 //!   a Lease) and publishes every change.
 //! - A [`KeyHolder`] keeps a managed set's private keys outside the store (an HSM): the store
-//!   then records public keys and locators only.
+//!   then records public keys and locators only, and every key it lists must be vouched for by
+//!   the holder itself before it is used: a store nobody but its writer vouches for holds
+//!   nothing worth stealing and nothing worth writing.
 
 mod directory;
+mod disposal;
 mod holder;
 mod leader;
 mod lifecycle;
+mod listed;
 mod manager;
 mod metrics;
 mod secret;
@@ -31,13 +35,14 @@ mod stored;
 mod test_support;
 
 pub use directory::DirStore;
-pub use holder::KeyHolder;
+pub use holder::{Disposal, Disposed, Held, KeyHolder};
 pub use leader::{Leadership, LeaseConfig, LeaseError, MIN_LEASE_SECONDS};
 pub use lifecycle::{
     GATE_LEAD_MAX_SECONDS, Hold, KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS,
     ManagedKey, ManagedKeySet, PolicyError, REMOVAL_LEEWAY_SECONDS, Replacement, Revocation,
     RevokeError, Revoked, RotationPolicy, Successor,
 };
+pub use listed::ListedKeys;
 pub use manager::{ActivationGate, KeyManager, KeyManagerTask, ManagerError, StoreHealth, Writer};
 pub use metrics::KeyMetrics;
 pub use secret::{MANAGED_BY, MANAGED_BY_LABEL, SecretStore, WRITTEN_BY_ANNOTATION};

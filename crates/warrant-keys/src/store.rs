@@ -145,7 +145,7 @@ impl std::fmt::Debug for ChangeFeed {
 #[derive(Clone)]
 pub struct MemoryStore {
     inner: Arc<MemoryInner>,
-    holder: Option<Arc<dyn crate::KeyHolder>>,
+    holder: Option<crate::holder::Held>,
 }
 
 struct MemoryInner {
@@ -190,7 +190,7 @@ impl MemoryStore {
     /// A store whose private keys are held by `holder` (tests of held keys). Clones share the
     /// contents; this one opens and writes them through `holder`.
     pub fn with_holder(mut self, holder: Arc<dyn crate::KeyHolder>) -> Self {
-        self.holder = Some(holder);
+        self.holder = Some(crate::holder::Held::new(holder));
         self
     }
 
@@ -223,7 +223,7 @@ impl MemoryStore {
 
 impl KeyStore for MemoryStore {
     fn holder(&self) -> Option<Arc<dyn crate::KeyHolder>> {
-        self.holder.clone()
+        self.holder.as_ref().map(|held| held.holder().clone())
     }
 
     fn describe(&self) -> String {
@@ -248,7 +248,7 @@ impl KeyStore for MemoryStore {
                 store: store.clone(),
                 reason: format!("{} is missing", crate::stored::INDEX_FILE),
             })?;
-        let (keys, _) = decode(&store, index, self.holder.as_deref(), |name| {
+        let (keys, _) = decode(&store, index, self.holder.as_ref(), |name| {
             Ok(files.get(name).cloned())
         })?;
         Ok(Some(Stored {

@@ -5,6 +5,7 @@
 //! socket);
 //! [`serve`] runs it on a TLS listener.
 
+mod admission;
 mod audit;
 mod body;
 mod connections;
@@ -12,6 +13,7 @@ mod discovery;
 mod error;
 mod health;
 mod metrics;
+mod observe;
 mod openapi;
 mod process;
 mod protobuf;
@@ -42,6 +44,11 @@ pub mod build {
     pub const VERSION_LINE: &str = env!("WARRANT_VERSION_LINE");
 }
 
+// The check build.rs makes of `WARRANT_VERSION`, unit-tested here.
+#[cfg(test)]
+#[path = "../build/release_version.rs"]
+mod release_version;
+
 /// Entry points for the fuzz targets (`fuzz/`) and their corpus replay; not an API.
 #[doc(hidden)]
 pub mod fuzzing {
@@ -68,6 +75,7 @@ use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::response::{IntoResponse, Response};
 
+pub use admission::{AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings};
 pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;
 pub use connections::{
@@ -75,7 +83,8 @@ pub use connections::{
 };
 pub use error::ApiError;
 pub use metrics::ReviewResult;
-pub use routes::{DISCOVERY_PATH, JWKS_PATH};
+pub use observe::serve_observe;
+pub use routes::{ADMISSION_PATH, DISCOVERY_PATH, JWKS_PATH};
 pub use state::{AppState, StateParts};
 pub use tls::{
     ServingCertificate, TlsError, TlsFiles, TlsMinVersion, TlsSettings, serve, server_config,
@@ -182,6 +191,7 @@ async fn dispatch(state: &AppState, mut request: Request, admitted: Admitted) ->
             request.extensions_mut().insert(ServedVersion(served));
             tokenreview::create.call(request, state).await
         }
+        Endpoint::Admission => admission::review.call(request, state).await,
         Endpoint::OpenIdConfiguration => discovery::openid_configuration.call(request, state).await,
         Endpoint::Jwks => discovery::jwks.call(request, state).await,
         Endpoint::CoreVersions | Endpoint::Groups | Endpoint::Group | Endpoint::Resources => {

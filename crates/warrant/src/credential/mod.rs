@@ -25,7 +25,7 @@
 //! proof must not hand out bearer tokens where bound ones were asked for. client-go can only
 //! send the token as a bearer token, so what binding buys in a fleet is in docs/fleet.md.
 
-mod anchors;
+pub(crate) mod anchors;
 mod cache;
 mod dpop;
 
@@ -38,7 +38,7 @@ use warrant_token::{BoundObjectReference, Claims};
 use crate::cli::{CredentialArgs, KeyBinding, ObjectName, parse_object_name};
 
 /// How long the TokenRequest to warrant may take, connecting included.
-const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The apiVersions client-go speaks for exec plugins.
 const API_VERSIONS: [&str; 2] = [
@@ -57,7 +57,7 @@ struct ExecInfo {
 /// Why the plugin fails: its inputs from client-go, the own token, or warrant's answer. (The
 /// checks of who controls which input are [`anchors::AnchorError`].)
 #[derive(Debug, thiserror::Error)]
-enum CredentialError {
+pub(crate) enum CredentialError {
     /// `KUBERNETES_EXEC_INFO` does not parse.
     #[error("KUBERNETES_EXEC_INFO is not JSON")]
     ExecInfoNotJson(#[source] serde_json::Error),
@@ -166,7 +166,7 @@ enum CredentialError {
 
 /// Why a JWT's claims could not be read (unverified).
 #[derive(Debug, thiserror::Error)]
-enum UnverifiedClaimsError {
+pub(crate) enum UnverifiedClaimsError {
     /// Not three dot-separated parts.
     #[error("not three dot-separated parts")]
     NotCompact,
@@ -213,16 +213,16 @@ fn exec_info(text: &str) -> Result<ExecInfo, CredentialError> {
 
 /// What the own token says of its holder: service account and binding.
 #[derive(Clone)]
-struct Own {
-    service_account: ObjectName,
+pub(crate) struct Own {
+    pub(crate) service_account: ObjectName,
     /// The object the own token is bound to (a pod's, not its node), passed on as the new
     /// token's binding.
-    binding: Option<BoundObjectReference>,
+    pub(crate) binding: Option<BoundObjectReference>,
 }
 
 /// A JWT's claims, read, not verified (the own token is warrant's or kube-apiserver's to
 /// verify; a minted one was just received from warrant), with warrant-token's strict parse.
-fn claims_of(token: &str) -> Result<Claims, UnverifiedClaimsError> {
+pub(crate) fn claims_of(token: &str) -> Result<Claims, UnverifiedClaimsError> {
     let mut parts = token.split('.');
     let (Some(_), Some(payload), Some(_), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -233,7 +233,7 @@ fn claims_of(token: &str) -> Result<Claims, UnverifiedClaimsError> {
         .map_err(UnverifiedClaimsError::Claims)
 }
 
-fn own_identity(token: &str) -> Result<Own, CredentialError> {
+pub(crate) fn own_identity(token: &str) -> Result<Own, CredentialError> {
     let claims = claims_of(token).map_err(CredentialError::OwnTokenNotJwt)?;
     let k = &claims.kubernetes;
     if k.namespace.is_empty() || k.serviceaccount.name.is_empty() {
@@ -260,36 +260,36 @@ fn own_identity(token: &str) -> Result<Own, CredentialError> {
 /// The TokenRequest the plugin sends (`authentication.k8s.io/v1`), the fields it sets.
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-struct TokenRequest {
-    api_version: &'static str,
-    kind: &'static str,
-    spec: TokenRequestSpec,
+pub(crate) struct TokenRequest {
+    pub(crate) api_version: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) spec: TokenRequestSpec,
 }
 
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-struct TokenRequestSpec {
-    audiences: Vec<String>,
+pub(crate) struct TokenRequestSpec {
+    pub(crate) audiences: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    expiration_seconds: Option<i64>,
+    pub(crate) expiration_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    bound_object_ref: Option<BoundObjectReference>,
+    pub(crate) bound_object_ref: Option<BoundObjectReference>,
 }
 
 /// What the plugin reads of warrant's answer: the token and its expiry.
 #[derive(Debug, Default, serde::Deserialize)]
-struct TokenRequestAnswer {
+pub(crate) struct TokenRequestAnswer {
     #[serde(default)]
-    status: TokenRequestStatus,
+    pub(crate) status: TokenRequestStatus,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct TokenRequestStatus {
+pub(crate) struct TokenRequestStatus {
     #[serde(default)]
-    token: String,
+    pub(crate) token: String,
     #[serde(default)]
-    expiration_timestamp: String,
+    pub(crate) expiration_timestamp: String,
 }
 
 /// What the plugin reads of a refusal (a Kubernetes Status).
@@ -299,7 +299,7 @@ struct Refusal {
 }
 
 /// How the plugin proves who it is to warrant, and the client that calls it.
-enum Caller {
+pub(crate) enum Caller {
     /// A service-account token (the pod's projected token), sent as a bearer token to
     /// `warrant` (https), with a client that trusts only the hub's CA (else the system's
     /// roots).
@@ -333,7 +333,7 @@ impl Caller {
 
     /// Sends the TokenRequest for `account`, with the DPoP proof `proof` if any; warrant's
     /// answer, or why there is none.
-    async fn request(
+    pub(crate) async fn request(
         &self,
         account: &ObjectName,
         body: &TokenRequest,
@@ -424,7 +424,7 @@ impl Caller {
 }
 
 /// The path of the TokenRequest for `account`, below warrant's URL.
-fn token_request_path(account: &ObjectName) -> String {
+pub(crate) fn token_request_path(account: &ObjectName) -> String {
     format!(
         "/api/v1/namespaces/{}/serviceaccounts/{}/token",
         account.namespace, account.name
@@ -463,7 +463,7 @@ fn check_bound(
 /// refresh), extra headers; TLS is kube's connector (the CA alone where `config` names one, a
 /// client certificate). Like kube's, it follows no redirect; unlike kube's, it retries nothing:
 /// one POST, bounded by [`REQUEST_TIMEOUT`].
-fn quiet_client(config: ::kube::Config) -> Result<::kube::Client, ::kube::Error> {
+pub(crate) fn quiet_client(config: ::kube::Config) -> Result<::kube::Client, ::kube::Error> {
     use ::kube::client::ConfigExt as _;
 
     let https = config.rustls_https_connector()?;
@@ -580,7 +580,10 @@ pub(crate) fn escape_controls(text: &str) -> String {
     out
 }
 
+/// The plugin's steps: what kubectl asked for, the audience, who asks and for which service
+/// account, the proof key, then the cached token or a new one, printed for client-go.
 async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
+    // 1. What client-go passed: the cluster and its exec extension.
     let info = match std::env::var("KUBERNETES_EXEC_INFO") {
         Ok(text) => exec_info(&text)?,
         Err(_) => {
@@ -593,52 +596,21 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
+    // 2. The audience, anchored to the cluster (see `anchors`).
     let audience = anchors::audience(
         args.audience.as_deref(),
         args.allow_profile_audience,
         info.server.as_deref(),
         config("audience").as_deref(),
     )?;
+    // 3. Who asks warrant, and for which service account.
     let caller = caller(args, &config).await?;
     let warrant = caller.warrant().to_owned();
-    let service_account = match (
-        &args.service_account,
-        config("serviceAccount"),
-        caller.own(),
-    ) {
-        (Some(named), _, _) => named.clone(),
-        (None, Some(text), _) => parse_object_name(&text)
-            .map_err(|e| format!("serviceAccount in the cluster's exec extension: {e}"))?,
-        (None, None, Some(own)) => own.service_account.clone(),
-        (None, None, None) => {
-            return Err("with --kubeconfig, name the service account to mint for: --service-account NAMESPACE/NAME, or serviceAccount in the cluster's exec extension".into());
-        }
-    };
+    let service_account = service_account(args, config("serviceAccount"), &caller)?;
     let binding = caller.own().and_then(|own| own.binding.clone());
-    // A ClusterProfile's additional-envs could set WARRANT_KEY_BINDING beside the hub's flag.
-    anchors::agree_with_environment(
-        "--key-binding",
-        Some(args.key_binding.as_str()),
-        "WARRANT_KEY_BINDING",
-    )?;
-    // The key lives in the cache directory, also with --no-cache (which is about tokens): a
-    // key made anew on every run would bind each token to a key nobody keeps.
-    let proof_key = match args.key_binding {
-        KeyBinding::None => None,
-        KeyBinding::Dpop => {
-            let dir = args
-                .cache_dir
-                .clone()
-                .or_else(cache::default_dir)
-                .ok_or(dpop::ProofKeyError::NoDirectory)?;
-            Some(dpop::ProofKey::load_or_create(
-                &dir,
-                &warrant,
-                &service_account.to_string(),
-            )?)
-        }
-    };
-
+    // 4. The key the token is bound to, if any.
+    let proof_key = proof_key(args, &warrant, &service_account)?;
+    // 5. A cached token that is still good.
     let key = cache::Key {
         warrant: warrant.clone(),
         service_account: service_account.to_string(),
@@ -650,55 +622,121 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         expiration_seconds: args.expiration,
         bound_key: proof_key.as_ref().map(|key| key.jkt().to_owned()),
     };
-    let slot = if args.no_cache {
-        None
-    } else {
-        args.cache_dir.clone().or_else(cache::default_dir)
-    };
-    let slot = match slot {
-        Some(dir) => match cache::Slot::lock(&dir, key).await {
-            Ok(slot) => Some(slot),
-            Err(refused) => {
-                if refused.is_suspicious() {
-                    // Said once per run, and the run goes on: a refused cache is only slower.
-                    #[allow(clippy::print_stderr)]
-                    {
-                        eprintln!(
-                            "warrant: not using the token cache: {}; minting without it",
-                            escape_controls(&refused.to_string())
-                        );
-                    }
-                }
-                None
-            }
-        },
-        None => None,
-    };
+    let slot = cache_slot(args, key).await;
     let now = warrant_clock::Clock::System.now();
     if let Some(entry) = slot.as_ref().and_then(|slot| slot.get(now)) {
         return print(&info.api_version, &entry.token, entry.expiration_timestamp);
     }
+    // 6. A new one from warrant, kept for the next run.
+    let spec = TokenRequestSpec {
+        audiences: vec![audience],
+        expiration_seconds: args.expiration,
+        bound_object_ref: binding,
+    };
+    let (minted, expires) = mint(&caller, &service_account, spec, proof_key.as_ref(), now).await?;
+    if let Some(slot) = slot {
+        let issued_at = issued_at(&minted).unwrap_or(now);
+        slot.put(minted.clone(), issued_at, expires);
+    }
+    print(&info.api_version, &minted, expires)
+}
 
+/// The service account to mint for: `--service-account`, else the cluster's exec extension's
+/// `serviceAccount`, else the caller's own (a warrant token's).
+fn service_account(
+    args: &CredentialArgs,
+    configured: Option<String>,
+    caller: &Caller,
+) -> Result<ObjectName, Box<dyn Error>> {
+    match (&args.service_account, configured, caller.own()) {
+        (Some(named), _, _) => Ok(named.clone()),
+        (None, Some(text), _) => Ok(parse_object_name(&text)
+            .map_err(|e| format!("serviceAccount in the cluster's exec extension: {e}"))?),
+        (None, None, Some(own)) => Ok(own.service_account.clone()),
+        (None, None, None) => Err("with --kubeconfig, name the service account to mint for: --service-account NAMESPACE/NAME, or serviceAccount in the cluster's exec extension".into()),
+    }
+}
+
+/// The DPoP key the token is bound to (`--key-binding dpop`), made the first time. It lives
+/// in the cache directory, also with --no-cache (which is about tokens): a key made anew on
+/// every run would bind each token to a key nobody keeps.
+fn proof_key(
+    args: &CredentialArgs,
+    warrant: &str,
+    service_account: &ObjectName,
+) -> Result<Option<dpop::ProofKey>, Box<dyn Error>> {
+    // A ClusterProfile's additional-envs could set WARRANT_KEY_BINDING beside the hub's flag.
+    anchors::agree_with_environment(
+        "--key-binding",
+        Some(args.key_binding.as_str()),
+        "WARRANT_KEY_BINDING",
+    )?;
+    match args.key_binding {
+        KeyBinding::None => Ok(None),
+        KeyBinding::Dpop => {
+            let dir = args
+                .cache_dir
+                .clone()
+                .or_else(cache::default_dir)
+                .ok_or(dpop::ProofKeyError::NoDirectory)?;
+            Ok(Some(dpop::ProofKey::load_or_create(
+                &dir,
+                warrant,
+                &service_account.to_string(),
+            )?))
+        }
+    }
+}
+
+/// The token cache's slot for `key`, locked for this run; none with `--no-cache`, without a
+/// cache directory, or when the cache is refused (said once: a refused cache is only slower).
+async fn cache_slot(args: &CredentialArgs, key: cache::Key) -> Option<cache::Slot> {
+    if args.no_cache {
+        return None;
+    }
+    let dir = args.cache_dir.clone().or_else(cache::default_dir)?;
+    match cache::Slot::lock(&dir, key).await {
+        Ok(slot) => Some(slot),
+        Err(refused) => {
+            if refused.is_suspicious() {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!(
+                        "warrant: not using the token cache: {}; minting without it",
+                        escape_controls(&refused.to_string())
+                    );
+                }
+            }
+            None
+        }
+    }
+}
+
+/// Asks warrant for a token (with a DPoP proof when bound to a key), within one bound on the
+/// whole call (client-go waits for the plugin), and checks what came back: a token, an
+/// expiry, and the binding asked for.
+async fn mint(
+    caller: &Caller,
+    service_account: &ObjectName,
+    spec: TokenRequestSpec,
+    proof_key: Option<&dpop::ProofKey>,
+    now: jiff::Timestamp,
+) -> Result<(String, jiff::Timestamp), Box<dyn Error>> {
+    let warrant = caller.warrant();
     let body = TokenRequest {
         api_version: "authentication.k8s.io/v1",
         kind: "TokenRequest",
-        spec: TokenRequestSpec {
-            audiences: vec![audience],
-            expiration_seconds: args.expiration,
-            bound_object_ref: binding,
-        },
+        spec,
     };
     let proof = proof_key
-        .as_ref()
         .map(|key| {
-            let htu = format!("{warrant}{}", token_request_path(&service_account));
+            let htu = format!("{warrant}{}", token_request_path(service_account));
             key.proof("POST", &htu, now)
         })
         .transpose()?;
-    // One bound on the whole call, whichever way it goes: client-go waits for the plugin.
     let answer = tokio::time::timeout(
         REQUEST_TIMEOUT,
-        caller.request(&service_account, &body, proof.as_deref()),
+        caller.request(service_account, &body, proof.as_deref()),
     )
     .await
     .map_err(|_| {
@@ -714,17 +752,13 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     if minted.is_empty() || expires.is_empty() {
         return Err(format!("warrant at {warrant} answered without a token").into());
     }
-    if let Some(key) = &proof_key {
-        check_bound(&minted, key, &warrant, &service_account)?;
+    if let Some(key) = proof_key {
+        check_bound(&minted, key, warrant, service_account)?;
     }
     let expires: jiff::Timestamp = expires.parse().map_err(|e| {
         format!("warrant at {warrant} answered an unreadable expirationTimestamp: {e}")
     })?;
-    if let Some(slot) = slot {
-        let issued_at = issued_at(&minted).unwrap_or(now);
-        slot.put(minted.clone(), issued_at, expires);
-    }
-    print(&info.api_version, &minted, expires)
+    Ok((minted, expires))
 }
 
 /// Prints the ExecCredential client-go reads.
@@ -742,7 +776,7 @@ fn print(api_version: &str, token: &str, expires: jiff::Timestamp) -> Result<(),
 }
 
 /// A token's `iat` (it is warrant's own, just received: read, not verified).
-fn issued_at(token: &str) -> Option<jiff::Timestamp> {
+pub(crate) fn issued_at(token: &str) -> Option<jiff::Timestamp> {
     jiff::Timestamp::from_second(claims_of(token).ok()?.iat?).ok()
 }
 
