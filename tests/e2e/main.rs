@@ -26,6 +26,7 @@ mod hardening;
 mod hsm;
 mod keybinding;
 mod keys;
+mod kms;
 mod metrics_listener;
 mod oidc;
 mod pki;

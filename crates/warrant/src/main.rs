@@ -10,10 +10,12 @@ mod duration;
 mod export;
 #[cfg(test)]
 mod fuzz_corpus;
+mod holder;
 mod hsm;
 mod jsonlog;
 mod keydir;
 mod keys;
+mod kms;
 mod listen;
 mod local;
 mod logging;
