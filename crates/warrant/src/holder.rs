@@ -9,7 +9,8 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use prometheus_client::registry::Registry;
 use tokio_util::task::AbortOnDropHandle;
-use warrant_keys::{KeyHolder, ManagedKeySet};
+use warrant_keys::{KeyHolder, KeyState, ManagedKeySet};
+use warrant_token::SigningKey;
 
 use crate::cli::{KmsArgs, Pkcs11Args};
 use crate::hsm::{self, Pkcs11};
@@ -67,4 +68,17 @@ impl Holder {
             Holder::Kms(kms) => kms.keep_healthy(),
         }
     }
+}
+
+/// The keys of `keys` that sign at `now` or are scheduled to (the active key and its published
+/// successors), with their states: what a holder checks at startup. Retired keys are left out:
+/// their private halves are destroyed (a token) or disabled (KMS) on purpose.
+pub(crate) fn signing_keys(keys: &ManagedKeySet, now: Timestamp) -> Vec<(KeyState, SigningKey)> {
+    keys.keys()
+        .iter()
+        .filter_map(|k| match keys.state_at(k.kid(), now)? {
+            state @ (KeyState::Active | KeyState::Next) => Some((state, k.key().clone())),
+            KeyState::Retired | KeyState::Removed => None,
+        })
+        .collect()
 }

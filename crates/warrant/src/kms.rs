@@ -7,7 +7,6 @@ use prometheus_client::registry::Registry;
 use tokio_util::task::AbortOnDropHandle;
 use warrant_keys::{KeyState, ManagedKeySet};
 use warrant_kms::{Kms, KmsConfig, KmsError, KmsHolder, KmsMetrics, KmsUri, RecoveryPolicy};
-use warrant_token::SigningKey;
 
 use crate::cli::KmsArgs;
 
@@ -67,14 +66,7 @@ impl AwsKms {
         keys: &ManagedKeySet,
         now: Timestamp,
     ) -> Result<(), KmsSetupError> {
-        let signing: Vec<(KeyState, SigningKey)> = keys
-            .keys()
-            .iter()
-            .filter_map(|k| match keys.state_at(k.kid(), now)? {
-                state @ (KeyState::Active | KeyState::Next) => Some((state, k.key().clone())),
-                KeyState::Retired | KeyState::Removed => None,
-            })
-            .collect();
+        let signing = crate::holder::signing_keys(keys, now);
         let holder = self.holder.clone();
         tokio::task::spawn_blocking(move || {
             for (state, key) in signing {
