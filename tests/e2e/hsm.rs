@@ -164,7 +164,7 @@ fn flags_with(keys: &Path, uri: &str, algorithm: &str) -> Vec<OsString> {
     ]
 }
 
-fn verify_offline(w: &Warrant, jwks: &JwkSet, token: &str) -> String {
+pub(crate) fn verify_offline(w: &Warrant, jwks: &JwkSet, token: &str) -> String {
     let header = jsonwebtoken::decode_header(token).unwrap();
     let kid = header.kid.clone().unwrap();
     let jwk = jwks.find(&kid).expect("the token's kid is published");
@@ -175,7 +175,7 @@ fn verify_offline(w: &Warrant, jwks: &JwkSet, token: &str) -> String {
     kid
 }
 
-async fn jwks(w: &Warrant) -> JwkSet {
+pub(crate) async fn jwks(w: &Warrant) -> JwkSet {
     w.http
         .get(w.url("/openid/v1/jwks"))
         .send()
@@ -186,12 +186,12 @@ async fn jwks(w: &Warrant) -> JwkSet {
         .unwrap()
 }
 
-fn token(w: &Warrant) -> String {
+pub(crate) fn token(w: &Warrant) -> String {
     w.token(&["--audience", "vault"])
 }
 
 /// Every file under `dir`, read as bytes: none may hold a private key.
-fn no_private_key_under(dir: &Path) {
+pub(crate) fn no_private_key_under(dir: &Path) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
@@ -294,7 +294,8 @@ async fn keys_in_a_token_sign_through_both_front_ends_and_never_leave_it() {
         .await
         .unwrap();
     assert!(
-        metrics.contains(r#"warrant_hsm_operations_total{op="sign",result="ok"} 2"#),
+        metrics
+            .contains(r#"warrant_hsm_operations_total{holder="pkcs11",op="sign",result="ok"} 2"#),
         "{metrics}"
     );
 
@@ -307,7 +308,7 @@ async fn keys_in_a_token_sign_through_both_front_ends_and_never_leave_it() {
 
 /// `TokenRequest` for `demo/app` straight over HTTPS as the local setup's admin: the answer's
 /// status and body, whatever they are (kubectl would reduce a failure to a sentence).
-async fn token_request(w: &Warrant) -> (reqwest::StatusCode, Value) {
+pub(crate) async fn token_request(w: &Warrant) -> (reqwest::StatusCode, Value) {
     let answer = w
         .http
         .post(w.url("/api/v1/namespaces/demo/serviceaccounts/app/token"))
@@ -670,7 +671,7 @@ async fn a_missing_or_unsuitable_key_object_is_one_clear_startup_error() {
 
 /// The RSA key `kid` of `jwks` as DER SubjectPublicKeyInfo, built by `openssl asn1parse` from
 /// the JWK's `n` and `e` alone: what a relying party with nothing but the JWKS has.
-fn openssl_rsa_key(dir: &Path, jwks: &JwkSet, kid: &str) -> PathBuf {
+pub(crate) fn openssl_rsa_key(dir: &Path, jwks: &JwkSet, kid: &str) -> PathBuf {
     let jwk = jwks.find(kid).expect("the kid is published");
     let jsonwebtoken::jwk::AlgorithmParameters::RSA(rsa) = &jwk.algorithm else {
         panic!("{kid} is not an RSA key: {jwk:?}")
@@ -706,7 +707,7 @@ fn openssl_rsa_key(dir: &Path, jwks: &JwkSet, kid: &str) -> PathBuf {
 }
 
 /// `openssl dgst -sha256 -verify` of an RS256 compact JWS against the DER public key `der`.
-fn openssl_verifies(dir: &Path, der: &Path, token: &str) {
+pub(crate) fn openssl_verifies(dir: &Path, der: &Path, token: &str) {
     let (input, signature) = token.rsplit_once('.').unwrap();
     let n = warrant_token::new_jti();
     let (message, sig) = (dir.join(format!("{n}.msg")), dir.join(format!("{n}.sig")));
@@ -729,7 +730,7 @@ fn openssl_verifies(dir: &Path, der: &Path, token: &str) {
 }
 
 /// Sign on `socket` for the claims of `token`: the assembled token.
-async fn sign_on_socket(socket: &Path, token: &str) -> String {
+pub(crate) async fn sign_on_socket(socket: &Path, token: &str) -> String {
     let mut signer = warrant_signer::client::connect(socket).await.unwrap();
     let claims = token.split('.').nth(1).unwrap().to_owned();
     let signed = signer

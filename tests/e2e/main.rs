@@ -27,6 +27,7 @@ mod hsm;
 mod injection;
 mod keybinding;
 mod keys;
+mod kms;
 mod metrics_listener;
 mod oidc;
 mod pki;

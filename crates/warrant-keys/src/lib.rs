@@ -21,6 +21,7 @@
 mod directory;
 mod disposal;
 mod holder;
+mod holder_metrics;
 mod leader;
 mod lifecycle;
 mod listed;
@@ -36,6 +37,7 @@ mod test_support;
 
 pub use directory::DirStore;
 pub use holder::{Disposal, Disposed, Held, KeyHolder};
+pub use holder_metrics::HolderOperations;
 pub use leader::{Leadership, LeaseConfig, LeaseError, MIN_LEASE_SECONDS};
 pub use lifecycle::{
     GATE_LEAD_MAX_SECONDS, Hold, KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS,

@@ -14,20 +14,18 @@
 )]
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use prometheus_client::registry::Registry;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
-use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_issuer::{Published, Settings};
 use warrant_keys::{KeySet, ListedKeys, ManagedKeySet, RotationPolicy};
 use warrant_publish::{Endpoint, PublishMetrics, Publisher, Target};
+use warrant_testkit::servers::{Emulator, Proxy};
 use warrant_testkit::tools;
 use warrant_token::{Binding, Claims, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey};
 
@@ -67,62 +65,6 @@ fn rotated(keys: &ManagedKeySet, now: i64) -> ManagedKeySet {
     keys.rotate(&policy(), at(now), SigningKey::generate)
         .unwrap()
         .unwrap_or_else(|| keys.clone())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A storage server for the tests (moto, Azurite): a process on a free loopback port, in a
-/// temporary directory of its own; killed when dropped.
-struct Emulator {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Emulator {
-    /// Starts `program` (`what` names it) with the arguments `args` gives for its port and
-    /// directory, and waits until it listens (moto takes a second or two to import).
-    async fn start(
-        program: &str,
-        what: &str,
-        args: impl FnOnce(u16, &Path) -> Vec<String>,
-    ) -> Emulator {
-        let mut command = tools::command(program, what);
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let child = command
-            .args(args(port, dir.path()))
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{program}: {e}"));
-        let emulator = Emulator {
-            child,
-            port,
-            _dir: dir,
-        };
-        for _ in 0..300 {
-            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                return emulator;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("{program} did not start on port {port}");
-    }
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// moto's S3 server, on plain HTTP or (with a serving certificate) on TLS.
@@ -183,7 +125,7 @@ impl Moto {
     }
 
     fn port(&self) -> u16 {
-        self.server.port
+        self.server.port()
     }
 
     fn url(&self, path: &str) -> String {
@@ -244,47 +186,6 @@ async fn read_anonymously(url: &str) -> (Vec<u8>, String, String) {
 
 /// A TCP proxy to moto that the test turns off (connection refused, open connections cut)
 /// and on again: the bucket "down" with its contents kept.
-struct Proxy {
-    port: u16,
-    upstream: u16,
-    task: Option<AbortOnDropHandle<()>>,
-}
-
-impl Proxy {
-    async fn start(upstream: u16) -> Proxy {
-        let mut proxy = Proxy {
-            port: free_port(),
-            upstream,
-            task: None,
-        };
-        proxy.up().await;
-        proxy
-    }
-
-    async fn up(&mut self) {
-        let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
-        let upstream = self.upstream;
-        self.task = Some(AbortOnDropHandle::new(tokio::spawn(async move {
-            let mut connections = JoinSet::new();
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                connections.spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", upstream)).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-            }
-        })));
-    }
-
-    fn down(&mut self) {
-        self.task = None;
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
 fn s3_target(endpoint: &str) -> Target {
     Target::open(
         "s3://bucket/cluster-a",
@@ -918,7 +819,7 @@ impl Azurite {
 
     /// The account's URL, as the emulator serves it.
     fn account_url(&self) -> String {
-        format!("http://127.0.0.1:{}/devstoreaccount1", self.server.port)
+        format!("http://127.0.0.1:{}/devstoreaccount1", self.server.port())
     }
 
     /// Runs `action` with Microsoft's Python SDK (not object_store, which warrant uses), as

@@ -433,6 +433,8 @@ pub(crate) struct KeySourceArgs {
     pub(crate) rotation: RotationArgs,
     #[command(flatten)]
     pub(crate) pkcs11: Pkcs11Args,
+    #[command(flatten)]
+    pub(crate) kms: KmsArgs,
 }
 
 /// Managed keys whose private halves are held in a PKCS#11 token (an HSM): shared by `serve`,
@@ -448,6 +450,7 @@ pub(crate) struct Pkcs11Args {
         long = "key-pkcs11-uri",
         value_name = "URI",
         requires = "managed",
+        conflicts_with = "key_kms_uri",
         help_heading = "Keys"
     )]
     pub(crate) key_pkcs11_uri: Option<String>,
@@ -480,6 +483,44 @@ pub(crate) struct Pkcs11Args {
     pub(crate) pkcs11_sessions: u16,
 }
 
+/// Managed keys whose private halves are held in AWS KMS: shared by `serve`, `keys` and
+/// `discovery export`, beside (never with) --key-pkcs11-uri. The schedule stays in --key-dir or
+/// --key-secret, which then record public keys and each key's ARN. Credentials come from AWS's
+/// chain (environment, web identity, EKS Pod Identity, instance metadata), never from a flag.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct KmsArgs {
+    /// The AWS region and the name of warrant's keys there: `aws-kms://REGION/NAME`. New keys
+    /// are generated in KMS (SIGN_VERIFY), tagged warrant.dev/store=NAME and warrant.dev/kid;
+    /// retired keys are disabled, removed and revoked ones disabled and scheduled for deletion
+    /// (7 days). See docs/kms.md for the IAM policy.
+    #[arg(
+        long = "key-kms-uri",
+        value_name = "URI",
+        requires = "managed",
+        help_heading = "Keys"
+    )]
+    pub(crate) key_kms_uri: Option<String>,
+    /// A KMS-compatible endpoint instead of AWS's regional one (a VPC endpoint, a test server):
+    /// https://, or http:// to a loopback address.
+    #[arg(
+        long = "kms-endpoint",
+        value_name = "URL",
+        requires = "key_kms_uri",
+        help_heading = "Keys"
+    )]
+    pub(crate) kms_endpoint: Option<String>,
+    /// Calls to KMS in progress at once, so at most this many signatures at once (each waits
+    /// at most 5 s for a place, retries included).
+    #[arg(
+        long = "kms-concurrency",
+        value_name = "N",
+        default_value_t = 16,
+        value_parser = clap::value_parser!(u16).range(1..=1024),
+        help_heading = "Keys"
+    )]
+    pub(crate) kms_concurrency: u16,
+}
+
 /// Where `warrant keys` finds managed keys: a key directory or a Kubernetes Secret. One of the
 /// two is required, and clap's message names both.
 #[derive(Debug, Clone, Args)]
@@ -496,6 +537,8 @@ pub(crate) struct StoreArgs {
     pub(crate) kubeconfig: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) pkcs11: Pkcs11Args,
+    #[command(flatten)]
+    pub(crate) kms: KmsArgs,
 }
 
 /// `warrant keys generate`.

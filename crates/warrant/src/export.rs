@@ -31,11 +31,11 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
     )?;
     let now = Clock::System.now();
     // Publishing needs only public keys, but a store of held keys is read with its holder.
-    let pkcs11 = crate::hsm::open(&args.keys.pkcs11, None).await?;
+    let holder = crate::holder::Holder::open(&args.keys.pkcs11, &args.keys.kms, None).await?;
     let keys = key_set(
         &KeySource::from_args(&args.keys)?,
         args.kubeconfig.as_deref(),
-        pkcs11.as_ref().map(crate::hsm::Pkcs11::key_holder),
+        holder.as_ref().map(crate::holder::Holder::key_holder),
         now,
     )
     .await?;
@@ -80,11 +80,11 @@ pub(crate) async fn publish(args: &DiscoveryPublishArgs) -> Result<(), Box<dyn E
     validate_issuers(&args.issuers)?;
     let jwks_uri = jwks_uri(&args.issuers, args.jwks_uri.as_deref(), None, 443)?;
     let now = Clock::System.now();
-    let pkcs11 = crate::hsm::open(&args.keys.pkcs11, None).await?;
+    let holder = crate::holder::Holder::open(&args.keys.pkcs11, &args.keys.kms, None).await?;
     let keys = key_set(
         &KeySource::from_args(&args.keys)?,
         args.kubeconfig.as_deref(),
-        pkcs11.as_ref().map(crate::hsm::Pkcs11::key_holder),
+        holder.as_ref().map(crate::holder::Holder::key_holder),
         now,
     )
     .await?;

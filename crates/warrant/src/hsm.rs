@@ -12,7 +12,6 @@ use warrant_hsm::{
     HsmError, HsmMetrics, Pkcs11Holder, Pkcs11Uri, RecoveryPolicy, Token, TokenConfig, UriError,
 };
 use warrant_keys::{KeyHolder, KeyState, ManagedKeySet};
-use warrant_token::SigningKey;
 
 use crate::cli::Pkcs11Args;
 
@@ -89,14 +88,7 @@ impl Pkcs11 {
         keys: &ManagedKeySet,
         now: Timestamp,
     ) -> Result<(), Pkcs11SetupError> {
-        let signing: Vec<(KeyState, SigningKey)> = keys
-            .keys()
-            .iter()
-            .filter_map(|k| match keys.state_at(k.kid(), now)? {
-                state @ (KeyState::Active | KeyState::Next) => Some((state, k.key().clone())),
-                KeyState::Retired | KeyState::Removed => None,
-            })
-            .collect();
+        let signing = crate::holder::signing_keys(keys, now);
         let holder = self.holder.clone();
         tokio::task::spawn_blocking(move || {
             for (state, key) in signing {

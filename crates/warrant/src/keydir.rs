@@ -25,6 +25,7 @@ use crate::cli::{
     KeysCommand, KeysGenerateArgs, KeysImportArgs, KeysListArgs, KeysRevokeArgs, KeysRotateArgs,
     ListFormat, RotationArgs, StoreArgs,
 };
+use crate::holder::Holder;
 use crate::hsm::{self, Pkcs11};
 use crate::keys::{
     MANAGED_DEFAULT_MAX_TOKEN_SECONDS, Store, current_algorithm, key_type, policy,
@@ -46,16 +47,17 @@ pub(crate) async fn run(command: KeysCommand) -> Result<(), Box<dyn Error>> {
     }
 }
 
-/// The store the flags name, with the token of `--key-pkcs11-uri` (if given) as its holder.
+/// The store the flags name, with the token of `--key-pkcs11-uri` or KMS of `--key-kms-uri`
+/// (if given) as its holder.
 /// The commands call the holder directly: each is one short run on its own runtime, where a
 /// blocking PKCS#11 call holds up nothing else.
 async fn open_store(
     args: &StoreArgs,
     writer: &str,
-) -> Result<(Store, Option<Pkcs11>), Box<dyn Error>> {
-    let pkcs11 = hsm::open(&args.pkcs11, None).await?;
-    let store = Store::from_args(args, writer, pkcs11.as_ref().map(Pkcs11::key_holder)).await?;
-    Ok((store, pkcs11))
+) -> Result<(Store, Option<Holder>), Box<dyn Error>> {
+    let holder = Holder::open(&args.pkcs11, &args.kms, None).await?;
+    let store = Store::from_args(args, writer, holder.as_ref().map(Holder::key_holder)).await?;
+    Ok((store, holder))
 }
 
 /// Whether `revoke` reached the token of `--key-pkcs11-uri`.
@@ -74,6 +76,13 @@ enum Reached {
 /// the token (a wrong PIN, a bad URI) is the command's error.
 async fn open_store_to_revoke(args: &StoreArgs) -> Result<(Store, Reached), Box<dyn Error>> {
     const WRITER: &str = "warrant keys revoke";
+    if args.kms.key_kms_uri.is_some() {
+        // KMS is asked only when the store is read: a revocation with KMS needs it reachable
+        // (docs/kms.md says why there is no stand-in as for a token).
+        let holder = Holder::open(&args.pkcs11, &args.kms, None).await?;
+        let holder = holder.as_ref().map(Holder::key_holder);
+        return Ok((Store::from_args(args, WRITER, holder).await?, Reached::Yes));
+    }
     match hsm::open(&args.pkcs11, None).await {
         Ok(pkcs11) => {
             let reached = if pkcs11.is_some() {
@@ -275,7 +284,7 @@ async fn load(store: &Store) -> Result<Stored, Box<dyn Error>> {
 }
 
 async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let (store, pkcs11) = open_store(&args.store, "warrant keys generate").await?;
+    let (store, holder) = open_store(&args.store, "warrant keys generate").await?;
     if let Some(stored) = store.load().await? {
         return Err(format!(
             "{} already holds {} managed keys: `warrant keys list` shows them, `warrant keys rotate` starts a rotation",
@@ -288,8 +297,11 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
         Some(path) => {
             let pem = std::fs::read(path)
                 .map_err(|e| format!("failed to read {}: {e}", path.display()))?;
-            let key = match &pkcs11 {
-                Some(pkcs11) => pkcs11.holder().import_pem(&pem).map_err(|e| e.to_string()),
+            let key = match &holder {
+                Some(Holder::Pkcs11(pkcs11)) => {
+                    pkcs11.holder().import_pem(&pem).map_err(|e| e.to_string())
+                }
+                Some(Holder::Kms(_)) => Err(KMS_IMPORT.to_owned()),
                 None => signing_key_from_pem(&pem).map_err(|e| e.to_string()),
             }
             .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -298,32 +310,32 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
             (key, longest)
         }
         None => (
-            match &pkcs11 {
-                Some(pkcs11) => pkcs11.holder().generate(key_type(args.key_algorithm))?,
+            match &holder {
+                Some(holder) => holder.key_holder().generate(key_type(args.key_algorithm))?,
                 None => SigningKey::generate(key_type(args.key_algorithm))?,
             },
             MANAGED_DEFAULT_MAX_TOKEN_SECONDS,
         ),
     };
     let set = ManagedKeySet::first(key.clone(), now, max_token_seconds);
-    save_first(&store, &set, pkcs11.as_ref(), &key).await?;
+    save_first(&store, &set, holder.as_ref().map(Holder::key_holder), &key).await?;
     tracing::info!(store = %store.describe(), "created the managed keys");
     print(ListFormat::Text, &set, None, now)
 }
 
 /// Saves the first keys of an empty store; if that fails, destroys the key made for it in the
-/// token.
+/// holder.
 async fn save_first(
     store: &Store,
     set: &ManagedKeySet,
-    pkcs11: Option<&Pkcs11>,
+    holder: Option<Arc<dyn KeyHolder>>,
     key: &SigningKey,
 ) -> Result<(), Box<dyn Error>> {
     let Err(e) = store.save(set, None).await else {
         return Ok(());
     };
-    if let Some(pkcs11) = pkcs11 {
-        dispose(pkcs11.holder(), key, Disposal::Forget, UNRECORDED);
+    if let Some(holder) = holder {
+        dispose(&*holder, key, Disposal::Forget, UNRECORDED);
     }
     Err(match e {
         StoreError::Conflict { .. } => format!(
@@ -392,11 +404,11 @@ async fn update<T>(
 }
 
 async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let (store, pkcs11) = open_store(&args.store, "warrant keys rotate").await?;
+    let (store, holder) = open_store(&args.store, "warrant keys rotate").await?;
     // A rotation keeps the active key signing until its successor activates: refuse to plan
-    // one around a key whose object cannot sign (revoke replaces such a key at once).
-    if let Some(pkcs11) = &pkcs11 {
-        pkcs11
+    // one around a key that cannot sign in its holder (revoke replaces such a key at once).
+    if let Some(holder) = &holder {
+        holder
             .check_signing_keys(&load(&store).await?.keys, now)
             .await?;
     }
@@ -505,9 +517,16 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
 /// `warrant keys import`: every key of a PEM store into the token, with the same kids and
 /// schedule, or one PEM file as the first key of an empty store.
 async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let (held, pkcs11) = open_store(&args.store, "warrant keys import").await?;
-    let pkcs11 =
-        pkcs11.ok_or("warrant keys import needs --key-pkcs11-uri: the token to import into")?;
+    let (held, holder) = open_store(&args.store, "warrant keys import").await?;
+    let pkcs11 = match holder {
+        Some(Holder::Pkcs11(pkcs11)) => pkcs11,
+        Some(Holder::Kms(_)) => return Err(KMS_IMPORT.into()),
+        None => {
+            return Err(
+                "warrant keys import needs --key-pkcs11-uri: the token to import into".into(),
+            );
+        }
+    };
     let holder = pkcs11.holder();
     if let Some(path) = &args.from_pem {
         if let Some(stored) = held.load().await? {
@@ -525,7 +544,7 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let longest = longest_issued(args.max_token_expiration, args.extend_token_expiration)?;
         let set = ManagedKeySet::first(key.clone(), now, longest);
-        save_first(&held, &set, Some(&pkcs11), &key).await?;
+        save_first(&held, &set, Some(pkcs11.key_holder()), &key).await?;
         tracing::info!(store = %held.describe(), token = %pkcs11.token().uri(), kid = %key.kid(), "imported the signing key into the token");
         return print(ListFormat::Text, &set, None, now);
     }
@@ -565,6 +584,9 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
     tracing::info!(store = %held.describe(), token = %pkcs11.token().uri(), keys = set.keys().len(), "imported the store's keys into the token; the store now records public keys and their locators only (delete any backup of the old key files)");
     print(ListFormat::Text, &set, None, now)
 }
+
+/// Why keys are not imported into AWS KMS (docs/kms.md, "Importing keys").
+const KMS_IMPORT: &str = "importing a private key into AWS KMS is not supported: warrant generates its keys in KMS. To move from PEM keys to KMS, create a new store with `warrant keys generate --key-kms-uri` and serve it with the old public keys as --service-account-key-file until the old tokens expire (docs/kms.md, \"Importing keys\")";
 
 /// Destroys keys imported for a store write that did not happen.
 fn forget_unrecorded(holder: &dyn KeyHolder, keys: &[SigningKey]) {

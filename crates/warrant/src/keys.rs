@@ -19,7 +19,7 @@ use warrant_server::AppState;
 use warrant_token::{Algorithm, KeyType, VerifyingKey};
 
 use crate::cli::{KeyAlgorithm, KeySourceArgs, ObjectName, RotationArgs, StoreArgs};
-use crate::hsm::Pkcs11;
+use crate::holder::Holder;
 
 /// The longest token lifetime with managed keys when `--service-account-max-token-expiration`
 /// is not set: a day. It bounds how long a retired key stays published (a day and a minute
@@ -159,7 +159,7 @@ pub(crate) enum Store {
 
 impl Store {
     /// The store of `warrant keys`' flags; `writer` is recorded on a Secret's writes.
-    /// With `holder` (`--key-pkcs11-uri`), the store's private keys are held there.
+    /// With `holder` (`--key-pkcs11-uri`, `--key-kms-uri`), the store's private keys are held there.
     pub(crate) async fn from_args(
         args: &StoreArgs,
         writer: &str,
@@ -360,15 +360,15 @@ impl Running {
 }
 
 /// Loads the keys: fails (so warrant does not start) if the files do not load, or the key
-/// directory or Secret cannot be read or created, or (with `pkcs11`, the token holding the
-/// private keys) a key that signs now or will cannot sign there. With a Secret, a replica that does not hold
+/// directory or Secret cannot be read or created, or (with `holder`, the token or KMS holding
+/// the private keys) a key that signs now or will cannot sign there. With a Secret, a replica that does not hold
 /// the Lease waits for the leader to create the first key. `kubeconfig` reaches the Secret.
 pub(crate) async fn open(
     source: &KeySource,
     max_token_seconds: i64,
     metrics: KeyMetrics,
     kubeconfig: Option<&Path>,
-    pkcs11: Option<&Pkcs11>,
+    holder: Option<&Holder>,
     clock: &Clock,
 ) -> Result<Opened, Box<dyn Error>> {
     match source {
@@ -418,7 +418,7 @@ pub(crate) async fn open(
                     (Store::Secret(store), writer, Some((leadership, described)))
                 }
             };
-            let store = store.held_by(pkcs11.map(Pkcs11::key_holder));
+            let store = store.held_by(holder.map(Holder::key_holder));
             let current = store
                 .load()
                 .await?
@@ -431,8 +431,8 @@ pub(crate) async fn open(
             let now = clock.now();
             // The keys that sign now or will must be usable in the token: a missing or
             // unsuitable object is a startup error, not a failure at the first signature.
-            if let Some(pkcs11) = pkcs11 {
-                pkcs11.check_signing_keys(manager.keys(), now).await?;
+            if let Some(holder) = holder {
+                holder.check_signing_keys(manager.keys(), now).await?;
             }
             let extra = StaticKeys::load(extra_files)?;
             let managed = manager

@@ -12,11 +12,13 @@ mod duration;
 mod export;
 #[cfg(test)]
 mod fuzz_corpus;
+mod holder;
 mod hsm;
 mod injection;
 mod jsonlog;
 mod keydir;
 mod keys;
+mod kms;
 mod listen;
 mod local;
 mod logging;

@@ -18,8 +18,9 @@ use warrant_server::{
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
 use crate::cli::ServeArgs;
+use crate::holder::Holder;
 use crate::keys::{self, KeySource};
-use crate::{auth, hsm, objects, signer};
+use crate::{auth, objects, signer};
 
 /// Runs the server, on `inherited` if the service manager passed a socket (see listen.rs).
 pub(crate) async fn run(
@@ -72,15 +73,16 @@ pub(crate) async fn run(
             "--kubeconfig is not used: objects come from --objects-file, and neither --key-secret nor delegation is set"
         );
     }
-    // The HSM first: its errors are configuration errors, and its keys are opened through it.
-    let pkcs11 = hsm::open(&args.keys.pkcs11, Some(&mut registry)).await?;
-    let _pkcs11_recovery = pkcs11.as_ref().map(hsm::Pkcs11::keep_healthy);
+    // The key holder first: its errors are configuration errors, and its keys are opened
+    // through it.
+    let holder = Holder::open(&args.keys.pkcs11, &args.keys.kms, Some(&mut registry)).await?;
+    let _holder_recovery = holder.as_ref().map(Holder::keep_healthy);
     let keys = keys::open(
         &key_source,
         max_token_seconds,
         key_metrics,
         args.kubeconfig.as_deref(),
-        pkcs11.as_ref(),
+        holder.as_ref(),
         &clock,
     )
     .await?;

@@ -11,6 +11,8 @@
 mod ca;
 mod dpop;
 mod objects;
+#[cfg(feature = "servers")]
+pub mod servers;
 #[cfg(feature = "state")]
 mod state;
 pub mod tools;

@@ -21,7 +21,7 @@ hsm_test!(
         metrics.register(&mut registry);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
-        assert!(out.contains(r#"warrant_hsm_operations_total{op="login",result="pin"} 1"#), "{out}");
+        assert!(out.contains(r#"warrant_hsm_operations_total{holder="pkcs11",op="login",result="pin"} 1"#), "{out}");
         // The right PIN still works: one failure did not lock the token.
         hsm.open("pin").unwrap();
     }

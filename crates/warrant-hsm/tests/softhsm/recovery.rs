@@ -93,7 +93,7 @@ hsm_test!(
             // Recovery keeps trying, with backoff, and keeps failing while the token is away.
             tokio::time::sleep(Duration::from_secs(30)).await;
             assert!(!token.health().is_healthy());
-            let attempts = count(&metrics, r#"warrant_hsm_operations_total{op="reopen",result="no_token"}"#);
+            let attempts = count(&metrics, r#"warrant_hsm_operations_total{holder="pkcs11",op="reopen",result="no_token"}"#);
             // 30 s with backoff 1, 2, 4, 8, 8, …: a handful of attempts, not a busy loop.
             assert!((3..=7).contains(&attempts), "{attempts} reopen attempts in 30 s");
 
@@ -102,7 +102,7 @@ hsm_test!(
             assert_eq!(warrant_token::RemoteKey::unavailable(&signer), None);
             let signature = signer.sign(b"after".to_vec()).await.unwrap();
             verify_aws_lc(key.verifying_key(), b"after", &signature);
-            assert!(metric(&metrics, r#"warrant_hsm_operations_total{op="reopen",result="ok"} 1"#));
+            assert!(metric(&metrics, r#"warrant_hsm_operations_total{holder="pkcs11",op="reopen",result="ok"} 1"#));
             assert_eq!(metrics.sessions_in_use(), 0);
             assert!(!recovery.is_finished());
             recovery.abort();
@@ -160,9 +160,9 @@ hsm_test!(
             let health = token.health();
             assert!(health.to_string().contains("CKR_PIN_INCORRECT"), "{health}");
             assert!(!health.to_string().contains(PIN));
-            assert!(metric(&metrics, r#"warrant_hsm_operations_total{op="login",result="pin"} 1"#));
+            assert!(metric(&metrics, r#"warrant_hsm_operations_total{holder="pkcs11",op="login",result="pin"} 1"#));
             tokio::time::sleep(Duration::from_secs(3600)).await;
-            assert!(metric(&metrics, r#"warrant_hsm_operations_total{op="login",result="pin"} 1"#));
+            assert!(metric(&metrics, r#"warrant_hsm_operations_total{holder="pkcs11",op="login",result="pin"} 1"#));
             // Signing now fails as a configuration error, not as "try again later".
             let err = key.sign(b"y").unwrap_err();
             assert!(!err.is_unavailable(), "{err}");

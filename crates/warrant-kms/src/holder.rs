@@ -1,0 +1,278 @@
+//! KMS as the holder of a managed key set's private keys ([`warrant_keys::KeyHolder`]).
+//!
+//! **Generating.** `CreateKey` with `KeyUsage SIGN_VERIFY`, the key spec of the key type
+//! (`RSA_2048`, `RSA_3072`, `ECC_NIST_P256`, `ECC_NIST_P384`, `ECC_NIST_P521`), a description
+//! and the tag `warrant.dev/store=NAME`; then `GetPublicKey`, from which the kid comes exactly as
+//! for a PEM key, and the tag `warrant.dev/kid=KID` (`binding.rs`). If a step after the creation
+//! fails, the key is scheduled for deletion again, so a failed generation leaves nothing that
+//! signs.
+//!
+//! **What the store records** is the key's ARN, as [`RemoteKey::locator`]: nothing secret, and
+//! enough to find the key again. An ARN in another region is refused rather than looked up.
+//!
+//! **Blocking.** `KeyHolder`'s methods block by contract, and KMS's client is async: they run
+//! on the holder's own thread and runtime, so they can be called from any thread, a runtime's
+//! included (`warrant keys` calls them from its one). Signatures do not: they run on the
+//! caller's runtime ([`KmsKey`]).
+//!
+//! [`RemoteKey::locator`]: warrant_token::RemoteKey::locator
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use aws_sdk_kms::types::{KeySpec, KeyUsageType};
+use warrant_keys::{Disposal, Disposed, KeyHolder};
+use warrant_token::{KeyError, KeyType, SigningKey, VerifyingKey};
+
+use crate::binding::{KID_TAG, PENDING_WINDOW_DAYS, STORE_TAG, key_arn, tag};
+use crate::client::Kms;
+use crate::error::KmsError;
+use crate::key::{KmsKey, remote_sign_error};
+
+/// KMS holding a managed key set's private keys. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct KmsHolder {
+    kms: Kms,
+    thread: HolderThread,
+}
+
+impl KmsHolder {
+    /// Keys in `kms`. Starts the holder's thread.
+    pub fn new(kms: Kms) -> Result<KmsHolder, KmsError> {
+        Ok(KmsHolder {
+            kms,
+            thread: HolderThread::start()?,
+        })
+    }
+
+    /// KMS.
+    pub fn kms(&self) -> &Kms {
+        &self.kms
+    }
+
+    /// Checks that `key`, as a key store recorded it, can sign: its KMS key is enabled, signs
+    /// with the recorded algorithm, and holds the recorded public key. [`KeyHolder::open`]
+    /// does not look (a retired key is disabled on purpose); a server checks the keys that can
+    /// still sign with this at startup. Blocks.
+    pub fn check(&self, key: &SigningKey) -> Result<(), KmsError> {
+        let remote = key.remote_key().ok_or_else(|| KmsError::Locator {
+            locator: key.kid().to_owned(),
+            reason: "is a key in memory, not one held in KMS".into(),
+        })?;
+        let arn = key_arn(&remote.locator(), self.kms.uri().region())?.to_owned();
+        let public = key.verifying_key().clone();
+        let kms = self.kms.clone();
+        self.thread
+            .run(async move { kms.check_signing(&arn, &public).await })
+    }
+
+    /// Generates a key of `key_type` in KMS (see the module's doc). Blocks.
+    pub fn generate_key(&self, key_type: KeyType) -> Result<KmsKey, KmsError> {
+        let kms = self.kms.clone();
+        self.thread
+            .run(async move { generate(&kms, key_type).await })
+    }
+
+    fn open_key(&self, locator: &str, public: VerifyingKey) -> Result<KmsKey, KmsError> {
+        let arn = key_arn(locator, self.kms.uri().region())?;
+        Ok(KmsKey::new(self.kms.clone(), arn, public))
+    }
+}
+
+/// The KMS key spec for `key_type`.
+pub(crate) fn key_spec(key_type: KeyType) -> KeySpec {
+    match key_type {
+        KeyType::Rsa2048 => KeySpec::Rsa2048,
+        KeyType::Rsa3072 => KeySpec::Rsa3072,
+        KeyType::P256 => KeySpec::EccNistP256,
+        KeyType::P384 => KeySpec::EccNistP384,
+        KeyType::P521 => KeySpec::EccNistP521,
+    }
+}
+
+async fn generate(kms: &Kms, key_type: KeyType) -> Result<KmsKey, KmsError> {
+    let name = kms.uri().name().to_owned();
+    let store = tag(STORE_TAG, &name)?;
+    let client = kms.client().clone();
+    let created = kms
+        .call("create_key", None, None, || {
+            client
+                .create_key()
+                .key_usage(KeyUsageType::SignVerify)
+                .key_spec(key_spec(key_type))
+                .description(format!(
+                    "warrant signing key of {name} (its tags {STORE_TAG} and {KID_TAG} are how warrant knows it: do not change them)"
+                ))
+                .tags(store.clone())
+                .send()
+        })
+        .await?;
+    let arn = created
+        .key_metadata()
+        .and_then(|m| m.arn())
+        .ok_or_else(|| KmsError::Answer {
+            kms: kms.name().to_owned(),
+            op: "create_key",
+            what: "no ARN for the new key".into(),
+        })?
+        .to_owned();
+    match finish(kms, &arn, key_type).await {
+        Ok(public) => {
+            tracing::info!(kid = %public.kid(), %arn, "generated a key in KMS");
+            Ok(KmsKey::new(kms.clone(), arn, public))
+        }
+        Err(err) => {
+            // Nothing may sign with a key no store will record.
+            let scheduled = kms
+                .call("schedule_key_deletion", Some(&arn), None, || {
+                    client
+                        .schedule_key_deletion()
+                        .key_id(crate::binding::key_id(&arn))
+                        .pending_window_in_days(PENDING_WINDOW_DAYS)
+                        .send()
+                })
+                .await;
+            if let Err(cleanup) = scheduled {
+                tracing::error!(%arn, error = %cleanup, "a key whose generation failed could not be scheduled for deletion: delete it in KMS (aws kms schedule-key-deletion)");
+            }
+            Err(err)
+        }
+    }
+}
+
+/// The second half of a generation: the new key's public key, checked to be of `key_type`,
+/// and its kid tag.
+async fn finish(kms: &Kms, arn: &str, key_type: KeyType) -> Result<VerifyingKey, KmsError> {
+    let public = kms.public_key(arn, None).await?;
+    let expected = key_spec(key_type);
+    if crate::binding::key_spec_of(&public).as_ref() != Some(&expected) {
+        return Err(KmsError::Unsuitable {
+            key: arn.to_owned(),
+            problem: format!(
+                "KMS made a {} key for a {} request",
+                public.algorithm().name(),
+                expected.as_str()
+            ),
+        });
+    }
+    let kid = tag(KID_TAG, public.kid())?;
+    let client = kms.client().clone();
+    kms.call("tag_resource", Some(arn), Some(public.kid()), || {
+        client.tag_resource().key_id(arn).tags(kid.clone()).send()
+    })
+    .await?;
+    Ok(public)
+}
+
+fn remote(key: KmsKey) -> SigningKey {
+    let public = key.verifying_key().clone();
+    SigningKey::remote(public, Arc::new(key))
+}
+
+fn key_error(err: KmsError) -> KeyError {
+    KeyError::Remote(remote_sign_error(err))
+}
+
+impl KeyHolder for KmsHolder {
+    fn describe(&self) -> String {
+        format!(
+            "{} (keys tagged {STORE_TAG}={})",
+            self.kms.name(),
+            self.kms.uri().name()
+        )
+    }
+
+    fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
+        self.generate_key(key_type).map(remote).map_err(key_error)
+    }
+
+    fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
+        self.open_key(locator, public)
+            .map(remote)
+            .map_err(key_error)
+    }
+
+    fn vouch(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError> {
+        let arn = key_arn(locator, self.kms.uri().region())
+            .map_err(key_error)?
+            .to_owned();
+        let kms = self.kms.clone();
+        let public = public.clone();
+        self.thread
+            .run(async move { kms.vouch(&arn, &public).await })
+            .map_err(|err| match err {
+                // The key's state is an answer about the key, not KMS being out of reach.
+                err @ KmsError::KeyState { .. } => {
+                    KeyError::Remote(warrant_token::RemoteSignError {
+                        unavailable: false,
+                        source: Arc::new(err),
+                    })
+                }
+                err => key_error(err),
+            })
+    }
+
+    fn dispose(&self, locator: &str, kid: &str, disposal: Disposal) -> Result<Disposed, KeyError> {
+        let arn = match key_arn(locator, self.kms.uri().region()) {
+            Ok(arn) => arn.to_owned(),
+            // A locator that names no key of this region names nothing of warrant's here.
+            Err(error) => return Ok(Disposed::NotTheKey(error.to_string())),
+        };
+        let kms = self.kms.clone();
+        let kid = kid.to_owned();
+        self.thread
+            .run(async move { kms.dispose(&arn, &kid, disposal).await })
+            .map_err(key_error)
+    }
+}
+
+type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The holder's own thread, with a runtime of its own, where its blocking calls run. It stops
+/// when the last holder using it is dropped.
+#[derive(Clone)]
+struct HolderThread {
+    jobs: tokio::sync::mpsc::UnboundedSender<Job>,
+}
+
+impl std::fmt::Debug for HolderThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HolderThread")
+    }
+}
+
+impl HolderThread {
+    fn start() -> Result<HolderThread, KmsError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|_| KmsError::Thread)?;
+        let (jobs, mut queue) = tokio::sync::mpsc::unbounded_channel::<Job>();
+        std::thread::Builder::new()
+            .name("warrant-kms".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    while let Some(job) = queue.recv().await {
+                        tokio::spawn(job);
+                    }
+                });
+            })
+            .map_err(|_| KmsError::Thread)?;
+        Ok(HolderThread { jobs })
+    }
+
+    /// Runs `work` on the thread and waits for its answer.
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, KmsError>> + Send + 'static,
+    ) -> Result<T, KmsError> {
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        self.jobs
+            .send(Box::pin(async move {
+                let _ = answer.send(work.await);
+            }))
+            .map_err(|_| KmsError::Thread)?;
+        answered.recv().map_err(|_| KmsError::Thread)?
+    }
+}

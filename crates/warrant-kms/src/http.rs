@@ -1,0 +1,165 @@
+//! The HTTP client the AWS SDK sends KMS's requests (and the credential providers' own) with:
+//! hyper-util's pooled client over hyper-rustls, rustls on aws-lc-rs with the platform's
+//! verifier, the same stack `warrant verify` uses. The SDK's own `default-https-client` would
+//! bring the same rustls but turn on its `prefer-post-quantum` feature, which changes the key
+//! exchange every TLS connection of the binary offers first, the server's included
+//! (docs/decisions.md, "AWS KMS: the AWS SDK, with warrant's own HTTPS client").
+//!
+//! Plain `http://` is sent only to a loopback endpoint (`--kms-endpoint` for a test server):
+//! a request's session token travels in a header, and signed requests can be replayed.
+
+use std::error::Error;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+use aws_smithy_runtime_api::client::result::ConnectorError;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_runtime_api::http::Response;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::retry::ErrorKind;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector as TcpConnector;
+use hyper_util::rt::TokioExecutor;
+
+type Https = hyper_rustls::HttpsConnector<TcpConnector>;
+
+/// How long a connection to KMS may take to open (TCP and TLS).
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The SDK's HTTP client: one pool of connections, shared by every request. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct KmsHttp {
+    client: Client<Https, SdkBody>,
+}
+
+impl std::fmt::Debug for KmsHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KmsHttp")
+    }
+}
+
+impl KmsHttp {
+    /// A client that trusts the platform's roots.
+    pub(crate) fn new() -> Result<KmsHttp, rustls::Error> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())?;
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .dangerous() // the platform's verifier: the ordinary checks, not fewer
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        let mut tcp = TcpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        tcp.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        Ok(KmsHttp {
+            client: Client::builder(TokioExecutor::new()).build(https),
+        })
+    }
+}
+
+impl HttpClient for KmsHttp {
+    fn http_connector(
+        &self,
+        _settings: &HttpConnectorSettings,
+        _components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        SharedHttpConnector::new(self.clone())
+    }
+}
+
+impl HttpConnector for KmsHttp {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let request = match request.try_into_http1x() {
+            Ok(request) => request,
+            Err(err) => return HttpConnectorFuture::ready(Err(ConnectorError::user(err.into()))),
+        };
+        let sent = self.client.request(request);
+        HttpConnectorFuture::new(async move {
+            match sent.await {
+                Ok(response) => Response::try_from(response.map(SdkBody::from_body_1_x))
+                    .map_err(|err| ConnectorError::other(err.into(), None)),
+                Err(err) => Err(connector_error(err)),
+            }
+        })
+    }
+}
+
+/// What the SDK is told about a request that got no answer: an I/O error (a connection refused,
+/// reset or timed out, a name that does not resolve) for anything that happened on the way,
+/// which the SDK and warrant's retry take for transient.
+fn connector_error(err: hyper_util::client::legacy::Error) -> ConnectorError {
+    let io = err.is_connect() || source::<std::io::Error>(&err).is_some();
+    let hyper = source::<hyper::Error>(&err);
+    if io || hyper.is_some_and(|h| h.is_closed() || h.is_canceled() || h.is_incomplete_message()) {
+        return ConnectorError::io(err.into());
+    }
+    ConnectorError::other(err.into(), Some(ErrorKind::TransientError))
+}
+
+/// The first error of type `E` in `err`'s chain.
+pub(crate) fn source<'a, E: Error + 'static>(err: &'a (dyn Error + 'static)) -> Option<&'a E> {
+    let mut next = Some(err);
+    while let Some(err) = next {
+        if let Some(found) = err.downcast_ref::<E>() {
+            return Some(found);
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// True when `endpoint` may be sent requests: `https://`, or `http://` to a loopback address.
+pub(crate) fn endpoint_allowed(endpoint: &http::Uri) -> Result<(), &'static str> {
+    match endpoint.scheme_str() {
+        Some("https") => Ok(()),
+        Some("http") => {
+            let host = endpoint.host().unwrap_or_default();
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let loopback = host == "localhost"
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            if loopback {
+                Ok(())
+            } else {
+                Err(
+                    "plain http:// is only sent to a loopback address (requests carry the session token in a header): use https://",
+                )
+            }
+        }
+        _ => Err("not an http:// or https:// URL"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_only_to_loopback() {
+        for ok in [
+            "https://kms.us-east-1.amazonaws.com",
+            "http://127.0.0.1:4566",
+            "http://[::1]:4566",
+            "http://localhost:4566",
+        ] {
+            assert!(endpoint_allowed(&ok.parse().unwrap()).is_ok(), "{ok}");
+        }
+        for refused in ["http://kms.internal:80", "http://10.0.0.1", "ftp://x"] {
+            assert!(
+                endpoint_allowed(&refused.parse().unwrap()).is_err(),
+                "{refused}"
+            );
+        }
+    }
+}

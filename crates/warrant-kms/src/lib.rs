@@ -1,0 +1,50 @@
+//! Signing keys that never leave AWS KMS: the second key holder beside warrant-hsm's PKCS#11
+//! token, behind the same two traits.
+//!
+//! - [`KmsUri`]: `aws-kms://REGION/NAME` names the region and warrant's key set there; no
+//!   credentials (AWS's chain provides them).
+//! - [`Kms::open`] builds the AWS SDK's KMS client with warrant's HTTPS client and clock;
+//!   every call has a deadline, a bound on calls in progress, and one retry policy
+//!   (throttling retried with backoff); KMS's [`Health`] fails fast and recovers through
+//!   [`Kms::run_recovery`].
+//! - [`KmsKey`] is warrant-token's [`warrant_token::RemoteKey`] for a key in KMS: `Sign`
+//!   (`RAW`, or `DIGEST` past KMS's 4096-byte limit), ECDSA signatures converted to JWS form.
+//! - [`KmsHolder`] is warrant-keys' [`warrant_keys::KeyHolder`] for KMS: keys generated with
+//!   `CreateKey`, tagged with warrant's store and their kid, vouched for by KMS itself
+//!   (usage, spec, tags, public key), disabled when they retire and scheduled for deletion
+//!   when they are revoked or removed, only once proven to be the recorded key (`binding.rs`).
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use warrant_kms::{Kms, KmsConfig, KmsHolder, KmsMetrics, KmsUri, RecoveryPolicy};
+//! use warrant_keys::KeyHolder as _;
+//!
+//! let uri: KmsUri = "aws-kms://us-east-1/warrant-prod".parse()?;
+//! let kms = Kms::open(KmsConfig::new(uri), KmsMetrics::default()).await?;
+//! let recovery = tokio::spawn({
+//!     let kms = kms.clone();
+//!     async move { kms.run_recovery(RecoveryPolicy::default()).await }
+//! });
+//! let holder = KmsHolder::new(kms)?;
+//! // Blocking (on the holder's own thread): at startup, or in spawn_blocking.
+//! let key = holder.generate(warrant_token::KeyType::P256)?;
+//! let signature = key.sign_detached_async("eyJzdWIiOiJ4In0").await?;
+//! # drop((recovery, signature)); Ok(()) }
+//! ```
+
+mod binding;
+mod client;
+mod error;
+mod holder;
+mod http;
+mod key;
+mod metrics;
+mod uri;
+
+pub use binding::{KID_TAG, PENDING_WINDOW_DAYS, STORE_TAG};
+pub use client::{Health, Kms, KmsConfig, RecoveryPolicy};
+pub use error::KmsError;
+pub use holder::KmsHolder;
+pub use key::{KmsKey, Message, RAW_MESSAGE_LIMIT, remote_sign_error, signing_algorithm};
+pub use metrics::KmsMetrics;
+pub use uri::{KmsUri, KmsUriError, SCHEME};

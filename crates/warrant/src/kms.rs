@@ -1,0 +1,122 @@
+//! `--key-kms-uri`: the managed keys' private halves in AWS KMS. The client is built once at
+//! startup (no call to KMS: credentials come from AWS's chain when a key is first asked about);
+//! `serve` then keeps KMS's health current with its recovery task and publishes its metrics.
+
+use jiff::Timestamp;
+use prometheus_client::registry::Registry;
+use tokio_util::task::AbortOnDropHandle;
+use warrant_keys::{KeyState, ManagedKeySet};
+use warrant_kms::{Kms, KmsConfig, KmsError, KmsHolder, KmsMetrics, KmsUri, RecoveryPolicy};
+
+use crate::cli::KmsArgs;
+
+/// Why KMS cannot hold the keys. Each names `--key-kms-uri` (never a credential: none is in
+/// the URI, and KMS's errors name no secret).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KmsSetupError {
+    /// The URI, the endpoint or the HTTPS client.
+    #[error("--key-kms-uri: {0}")]
+    Open(#[source] KmsError),
+    /// The blocking thread that called KMS failed.
+    #[error("--key-kms-uri: the thread calling KMS failed: {0}")]
+    Thread(#[source] tokio::task::JoinError),
+    /// A key that signs now or is scheduled to (active or next) cannot sign in KMS: disabled,
+    /// pending deletion, deleted, of another spec, or another key.
+    #[error("--key-kms-uri: the {state} key {kid} cannot sign: {cause}{}", advice(.kid, *.replaceable))]
+    KeyUnusable {
+        /// The key's kid.
+        kid: String,
+        /// `active` or `next`.
+        state: KeyState,
+        /// What KMS says (it names the key's ARN).
+        #[source]
+        cause: Box<KmsError>,
+        /// False when KMS is only unreachable (nothing to replace).
+        replaceable: bool,
+    },
+}
+
+fn advice(kid: &str, replaceable: bool) -> String {
+    if replaceable {
+        format!(
+            ". Enable the key again in KMS (cancelling its deletion if scheduled), or replace it at once with `warrant keys revoke {kid}` (docs/kms.md)"
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// KMS, as the holder of the managed keys.
+#[derive(Debug, Clone)]
+pub(crate) struct AwsKms {
+    holder: KmsHolder,
+}
+
+impl AwsKms {
+    /// The holder.
+    pub(crate) fn holder(&self) -> &KmsHolder {
+        &self.holder
+    }
+
+    /// Checks in KMS every key of `keys` that signs at `now` or is scheduled to: each must be
+    /// enabled, of the recorded spec, and hold the recorded public key. Retired keys are
+    /// disabled on purpose and not checked.
+    pub(crate) async fn check_signing_keys(
+        &self,
+        keys: &ManagedKeySet,
+        now: Timestamp,
+    ) -> Result<(), KmsSetupError> {
+        let signing = crate::holder::signing_keys(keys, now);
+        let holder = self.holder.clone();
+        tokio::task::spawn_blocking(move || {
+            for (state, key) in signing {
+                holder
+                    .check(&key)
+                    .map_err(|cause| KmsSetupError::KeyUnusable {
+                        kid: key.kid().to_owned(),
+                        state,
+                        replaceable: !cause.is_unavailable(),
+                        cause: Box::new(cause),
+                    })?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(KmsSetupError::Thread)?
+    }
+
+    /// Starts keeping KMS's health current (probing it while unavailable, checking the keys
+    /// that sign while healthy); the task stops when the handle is dropped.
+    pub(crate) fn keep_healthy(&self) -> AbortOnDropHandle<()> {
+        let kms = self.holder.kms().clone();
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            kms.run_recovery(RecoveryPolicy::default()).await;
+        }))
+    }
+}
+
+/// KMS as the flags name it, or `None` without `--key-kms-uri`. `registry` gets the holder's
+/// metrics (`serve`).
+pub(crate) async fn open(
+    args: &KmsArgs,
+    registry: Option<&mut Registry>,
+) -> Result<Option<AwsKms>, KmsSetupError> {
+    let Some(text) = &args.key_kms_uri else {
+        return Ok(None);
+    };
+    let uri = KmsUri::parse(text).map_err(|e| KmsSetupError::Open(e.into()))?;
+    let mut config = KmsConfig::new(uri).concurrency(usize::from(args.kms_concurrency));
+    if let Some(endpoint) = &args.kms_endpoint {
+        config = config.endpoint(endpoint);
+    }
+    let metrics = KmsMetrics::default();
+    if let Some(registry) = registry {
+        metrics.register(registry);
+    }
+    let kms = Kms::open(config, metrics)
+        .await
+        .map_err(KmsSetupError::Open)?;
+    tracing::info!(kms = %kms.name(), keys = %kms.uri(), concurrency = args.kms_concurrency, "managed keys held in AWS KMS");
+    let holder = KmsHolder::new(kms).map_err(KmsSetupError::Open)?;
+    Ok(Some(AwsKms { holder }))
+}

@@ -1,0 +1,436 @@
+//! Managed keys held in AWS KMS, on the real binary: `warrant serve --key-kms-uri` with a key
+//! directory and the signer socket, against moto's KMS server on loopback (credentials from
+//! the environment, as AWS's chain reads them). Each test runs its own moto.
+//!
+//! moto's `Sign` with `MessageType DIGEST` hashes again, and moto signs with a disabled key:
+//! every token here is under 4096 bytes (sent `RAW`), and a disabled key is found by warrant's
+//! own `DescribeKey` check (docs/kms.md, "Testing against moto").
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use warrant_signer::proto::SignJwtRequest;
+use warrant_testkit::servers::{Emulator, Proxy};
+use warrant_testkit::tools;
+
+use crate::hsm::{
+    jwks, no_private_key_under, openssl_rsa_key, openssl_verifies, sign_on_socket, token,
+    token_request, verify_offline,
+};
+use crate::support::*;
+use crate::tokens::OBJECTS;
+
+/// AWS's chain as the server reads it: the environment's keys, nothing else.
+fn env() -> Vec<(OsString, OsString)> {
+    [
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_CONFIG_FILE", "/nonexistent"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.into(), v.into()))
+    .collect()
+}
+
+/// A key directory `keys` with its private keys in KMS at `endpoint`, new keys of `algorithm`.
+fn flags(keys: &Path, endpoint: &str, algorithm: &str) -> Vec<OsString> {
+    vec![
+        "--key-dir".into(),
+        keys.into(),
+        "--key-kms-uri".into(),
+        "aws-kms://us-east-1/warrant-e2e".into(),
+        "--kms-endpoint".into(),
+        endpoint.into(),
+        "--key-algorithm".into(),
+        algorithm.into(),
+    ]
+}
+
+fn moto_endpoint(moto: &Emulator) -> String {
+    format!("http://127.0.0.1:{}", moto.port())
+}
+
+/// boto3 (which moto brings) on moto's KMS: runs `script` with `kms` the client; its stdout.
+fn boto3(moto: &Emulator, script: &str) -> String {
+    let program = format!(
+        "import boto3\nkms = boto3.client('kms', endpoint_url='{}', region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\n{script}",
+        moto_endpoint(moto)
+    );
+    let out = tools::python(&["boto3"])
+        .arg("-c")
+        .arg(program)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "boto3: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The recorded ARN of every key in the key directory.
+fn recorded_arns(keys: &Path) -> Vec<String> {
+    let index = std::fs::read_to_string(keys.join(warrant_keys::INDEX_FILE)).unwrap();
+    index
+        .split('"')
+        .filter(|s| s.starts_with("arn:aws:kms:us-east-1:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// PyJWT verifies `token` with the JWK `kid` of `jwks` (what a Python relying party runs).
+fn pyjwt_verifies(w: &Warrant, jwks: &Value, token: &str) {
+    let program = "import sys, json, jwt\njwks = json.loads(sys.argv[1])\nheader = jwt.get_unverified_header(sys.argv[2])\nkey = next(k for k in jwks['keys'] if k['kid'] == header['kid'])\nclaims = jwt.decode(sys.argv[2], jwt.PyJWK(key).key, algorithms=[header['alg']], audience='vault', issuer=sys.argv[3])\nprint(claims['sub'])";
+    let out = tools::python(&["jwt", "cryptography"])
+        .args(["-c", program, &jwks.to_string(), token, &w.issuer()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "PyJWT: {}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "system:serviceaccount:demo:app"
+    );
+}
+
+async fn until_ready(w: &Warrant, ready: bool) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = w
+            .http
+            .get(w.url("/readyz/keys"))
+            .bearer_auth(w.admin_token())
+            .send()
+            .await
+            .unwrap();
+        let ok = answer.status() == 200;
+        let body = answer.text().await.unwrap();
+        if ok == ready {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/readyz/keys: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn keys_in_kms_sign_through_both_front_ends_and_verify_with_openssl_and_pyjwt() {
+    let moto = Emulator::moto().await;
+    let endpoint = moto_endpoint(&moto);
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("signer.sock");
+    let mut w = Warrant::start_with_env(
+        OBJECTS,
+        |dir| flags(&dir.join("keys"), &endpoint, "RS256"),
+        &[
+            "--service-account-signing-endpoint",
+            socket.to_str().unwrap(),
+        ],
+        &env(),
+    )
+    .await;
+    let published = jwks(&w).await;
+    assert_eq!(published.keys.len(), 1);
+    let published_json: Value = serde_json::to_value(&published).unwrap();
+
+    // TokenRequest through kubectl, signed in KMS: jsonwebtoken, PyJWT and openssl verify it
+    // with the JWKS alone.
+    let issued = token(&w);
+    let kid = verify_offline(&w, &published, &issued);
+    pyjwt_verifies(&w, &published_json, &issued);
+    let der = openssl_rsa_key(run.path(), &published, &kid);
+    openssl_verifies(run.path(), &der, &issued);
+    assert_eq!(w.review(&issued, &["vault"])["authenticated"], true);
+
+    // Sign on the socket, as kube-apiserver asks: the same key.
+    let assembled = sign_on_socket(&socket, &issued).await;
+    assert_eq!(verify_offline(&w, &published, &assembled), kid);
+    openssl_verifies(run.path(), &der, &assembled);
+
+    // The key is KMS's, tagged with the store and its kid; the directory records its ARN only.
+    let arns = recorded_arns(&w.path("keys"));
+    assert_eq!(arns.len(), 1, "{arns:?}");
+    let described = boto3(
+        &moto,
+        &format!(
+            "m = kms.describe_key(KeyId='{0}')['KeyMetadata']\nprint(m['KeyUsage'], m['KeySpec'], m['KeyState'])\nprint(sorted((t['TagKey'], t['TagValue']) for t in kms.list_resource_tags(KeyId='{0}')['Tags']))",
+            arns[0]
+        ),
+    );
+    assert!(
+        described.starts_with("SIGN_VERIFY RSA_2048 Enabled"),
+        "{described}"
+    );
+    assert!(
+        described.contains(&format!(
+            "[('warrant.dev/kid', '{kid}'), ('warrant.dev/store', 'warrant-e2e')]"
+        )),
+        "{described}"
+    );
+    no_private_key_under(&w.path("keys"));
+
+    // Counted with the PKCS#11 token's metrics, as holder="aws-kms".
+    let metrics = w.metrics_text().await;
+    assert!(
+        metrics
+            .contains(r#"warrant_hsm_operations_total{holder="aws-kms",op="sign",result="ok"} 2"#),
+        "{metrics}"
+    );
+
+    // A restart vouches for the recorded key in KMS and signs with it.
+    w.restart(|dir| flags(&dir.join("keys"), &endpoint, "RS256"))
+        .await;
+    assert_eq!(verify_offline(&w, &jwks(&w).await, &token(&w)), kid);
+}
+
+// Multi-threaded: the proxy's tasks must forward while the test blocks on kubectl.
+#[tokio::test(flavor = "multi_thread")]
+async fn kms_unreachable_is_503_unavailable_and_unready_until_it_answers_again() {
+    let moto = Emulator::moto().await;
+    let mut proxy = Proxy::start(moto.port()).await;
+    let endpoint = proxy.endpoint();
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("signer.sock");
+    let w = Warrant::start_with_env(
+        OBJECTS,
+        |dir| flags(&dir.join("keys"), &endpoint, "ES256"),
+        &[
+            "--service-account-signing-endpoint",
+            socket.to_str().unwrap(),
+        ],
+        &env(),
+    )
+    .await;
+    let (status, issued) = token_request(&w).await;
+    assert_eq!(status, 201, "{issued}");
+    let issued = issued["status"]["token"].as_str().unwrap().to_owned();
+    let kid = verify_offline(&w, &jwks(&w).await, &issued);
+    let arn = recorded_arns(&w.path("keys")).remove(0);
+    let claims = issued.split('.').nth(1).unwrap().to_owned();
+
+    proxy.down();
+    // TokenRequest: 503 with a Kubernetes Status naming the key.
+    let (status, refused) = token_request(&w).await;
+    assert_eq!(status, 503, "{refused}");
+    assert_eq!(refused["kind"], "Status", "{refused}");
+    assert_eq!(refused["code"], 503, "{refused}");
+    assert_eq!(refused["reason"], "ServiceUnavailable", "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "failed to generate token: the signing key {kid} is unavailable: "
+        )),
+        "{message}"
+    );
+    assert!(message.contains("AWS KMS"), "{message}");
+    assert!(!message.contains("testing"), "{message}");
+    // Sign on the socket: UNAVAILABLE, which kube-apiserver retries.
+    let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
+    let unavailable = signer
+        .sign(SignJwtRequest {
+            claims: claims.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        unavailable.code(),
+        warrant_signer::Code::Unavailable,
+        "{unavailable:?}"
+    );
+    // Readiness names the key and its ARN; the JWKS is still served.
+    let body = until_ready(&w, false).await;
+    assert!(body.contains(&kid) && body.contains(&arn), "{body}");
+    assert!(!jwks(&w).await.keys.is_empty());
+
+    // Back: warrant recovers by itself.
+    proxy.up().await;
+    until_ready(&w, true).await;
+    let published = jwks(&w).await;
+    assert_eq!(verify_offline(&w, &published, &token(&w)), kid);
+    let assembled = sign_on_socket(&socket, &issued).await;
+    assert_eq!(verify_offline(&w, &published, &assembled), kid);
+}
+
+#[tokio::test]
+async fn a_key_disabled_behind_warrants_back_is_named_and_revoke_replaces_it() {
+    let moto = Emulator::moto().await;
+    let endpoint = moto_endpoint(&moto);
+    let w = Warrant::start_with_env(
+        OBJECTS,
+        |dir| flags(&dir.join("keys"), &endpoint, "ES256"),
+        &[],
+        &env(),
+    )
+    .await;
+    let kid = verify_offline(&w, &jwks(&w).await, &token(&w));
+    let arn = recorded_arns(&w.path("keys")).remove(0);
+    let key_id = arn.rsplit_once('/').unwrap().1.to_owned();
+    boto3(&moto, &format!("kms.disable_key(KeyId='{key_id}')"));
+
+    // Found by warrant's own check of the keys that sign, without a request.
+    let body = until_ready(&w, false).await;
+    assert!(body.contains(&arn) && body.contains("Disabled"), "{body}");
+    let (status, refused) = token_request(&w).await;
+    assert_eq!(status, 503, "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains(&kid) && message.contains(&arn),
+        "{message}"
+    );
+
+    // Revoked: a new key, made in KMS, signs at once; the old one is scheduled for deletion.
+    let keys = w.path("keys");
+    let mut args: Vec<OsString> = vec!["keys".into(), "revoke".into(), kid.clone().into()];
+    args.extend(
+        flags(&keys, &endpoint, "ES256")
+            .into_iter()
+            .filter(|a| a != "--key-algorithm" && a != "ES256"),
+    );
+    let out = std::process::Command::new(BIN)
+        .args(&args)
+        .envs(env())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "keys revoke: {}", stderr(&out));
+    until_ready(&w, true).await;
+    let again = token(&w);
+    let new_kid = verify_offline(&w, &jwks(&w).await, &again);
+    assert_ne!(new_kid, kid);
+    let state = boto3(
+        &moto,
+        &format!("print(kms.describe_key(KeyId='{arn}')['KeyMetadata']['KeyState'])"),
+    );
+    assert_eq!(state.trim(), "PendingDeletion");
+}
+
+/// `warrant keys list` with `args` after `--key-dir`: its output, for a refused configuration.
+fn keys_list(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(["keys", "list", "--key-dir"])
+        .arg(dir)
+        .args(args)
+        .envs(env())
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn one_holder_at_a_time_and_no_credentials_in_the_uri() {
+    let dir = tempfile::tempdir().unwrap();
+    let both = keys_list(
+        dir.path(),
+        &[
+            "--key-kms-uri",
+            "aws-kms://us-east-1/warrant",
+            "--key-pkcs11-uri",
+            "pkcs11:token=warrant",
+        ],
+    );
+    assert!(!both.status.success());
+    let said = stderr(&both);
+    assert!(
+        said.contains("--key-kms-uri") && said.contains("cannot be used with"),
+        "{said}"
+    );
+
+    let endpoint_alone = keys_list(dir.path(), &["--kms-endpoint", "http://127.0.0.1:1"]);
+    assert!(!endpoint_alone.status.success());
+    assert!(
+        stderr(&endpoint_alone).contains("--key-kms-uri"),
+        "{}",
+        stderr(&endpoint_alone)
+    );
+
+    let secret = keys_list(
+        dir.path(),
+        &[
+            "--key-kms-uri",
+            "aws-kms://AKIAEXAMPLE:hunter2@us-east-1/warrant",
+        ],
+    );
+    assert!(!secret.status.success());
+    let said = stderr(&secret);
+    assert!(said.contains("must not carry credentials"), "{said}");
+    assert!(
+        !said.contains("hunter2") && !said.contains("AKIAEXAMPLE"),
+        "{said}"
+    );
+
+    let plain = keys_list(
+        dir.path(),
+        &[
+            "--key-kms-uri",
+            "aws-kms://us-east-1/warrant",
+            "--kms-endpoint",
+            "http://kms.internal",
+        ],
+    );
+    assert!(!plain.status.success());
+    assert!(
+        stderr(&plain).contains("only sent to a loopback address"),
+        "{}",
+        stderr(&plain)
+    );
+}
+
+#[tokio::test]
+async fn two_replicas_share_one_key_directory_and_the_kms_keys() {
+    let moto = Emulator::moto().await;
+    let endpoint = moto_endpoint(&moto);
+    let run = tempfile::tempdir().unwrap();
+    let keys = run.path().join("keys");
+    let socket_b = run.path().join("b.sock");
+    // A creates the key in KMS at its first start; B, on the same directory, finds it there.
+    // B accepts A's issuer, and A (restarted once B's address is known) B's.
+    let mut a =
+        Warrant::start_with_env(OBJECTS, |_| flags(&keys, &endpoint, "ES256"), &[], &env()).await;
+    let issuer_a = a.issuer();
+    let b = Warrant::start_with_env(
+        OBJECTS,
+        |_| {
+            let mut flags = flags(&keys, &endpoint, "ES256");
+            flags.extend(["--service-account-issuer".into(), issuer_a.clone().into()]);
+            flags
+        },
+        &[
+            "--service-account-signing-endpoint",
+            socket_b.to_str().unwrap(),
+        ],
+        &env(),
+    )
+    .await;
+    let issuer_b = b.issuer();
+    a.restart(|_| {
+        let mut flags = flags(&keys, &endpoint, "ES256");
+        flags.extend(["--service-account-issuer".into(), issuer_b.clone().into()]);
+        flags
+    })
+    .await;
+
+    // One key in KMS, published by both.
+    let listed = boto3(
+        &moto,
+        "print(sum(1 for k in kms.list_keys()['Keys'] if any(t['TagKey'] == 'warrant.dev/store' for t in kms.list_resource_tags(KeyId=k['KeyId'])['Tags'])))",
+    );
+    assert_eq!(listed.trim(), "1");
+    let (jwks_a, jwks_b) = (jwks(&a).await, jwks(&b).await);
+    assert_eq!(jwks_a.keys.len(), 1);
+    assert_eq!(
+        serde_json::to_value(&jwks_a).unwrap(),
+        serde_json::to_value(&jwks_b).unwrap()
+    );
+
+    // Both sign with it; each reviews the other's tokens as authenticated.
+    let (from_a, from_b) = (token(&a), token(&b));
+    let kid = verify_offline(&a, &jwks_b, &from_a);
+    assert_eq!(verify_offline(&b, &jwks_a, &from_b), kid);
+    let signed_b = sign_on_socket(&socket_b, &from_a).await;
+    assert_eq!(verify_offline(&a, &jwks_b, &signed_b), kid);
+    for (reviewer, issued) in [(&b, &from_a), (&a, &from_b), (&a, &signed_b)] {
+        let review = reviewer.review(issued, &["vault"]);
+        assert_eq!(review["authenticated"], true, "{review}");
+    }
+}
