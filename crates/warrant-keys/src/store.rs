@@ -158,6 +158,7 @@ struct MemoryContents {
     files: Option<BTreeMap<String, Vec<u8>>>,
     version: u64,
     unavailable: bool,
+    writes_failing: bool,
 }
 
 impl Default for MemoryStore {
@@ -184,6 +185,14 @@ impl MemoryStore {
     pub fn set_unavailable(&self, unavailable: bool) {
         if let Ok(mut contents) = self.inner.contents.lock() {
             contents.unavailable = unavailable;
+        }
+    }
+
+    /// Makes every write fail (or succeed again) while reads go on, as an API server that
+    /// answers reads but refuses or cannot commit writes.
+    pub fn set_writes_failing(&self, failing: bool) {
+        if let Ok(mut contents) = self.inner.contents.lock() {
+            contents.writes_failing = failing;
         }
     }
 
@@ -264,7 +273,7 @@ impl KeyStore for MemoryStore {
     ) -> Result<StoreVersion, StoreError> {
         let version = {
             let mut contents = self.inner.contents.lock().map_err(|_| self.unavailable())?;
-            if contents.unavailable {
+            if contents.unavailable || contents.writes_failing {
                 return Err(self.unavailable());
             }
             let current = contents

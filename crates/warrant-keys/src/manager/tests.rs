@@ -222,9 +222,11 @@ async fn an_outage_keeps_the_keys_in_force_and_never_activates_early() {
         seen.try_recv().is_err(),
         "nothing changed while the store was down"
     );
+    // Its reads fail, and nothing is written (nor generated) without a read that succeeded.
     let text = metrics_text(&registry);
     assert!(
-        text.contains(r#"warrant_keys_store_errors_total{operation="save"}"#),
+        text.contains(r#"warrant_keys_store_errors_total{operation="load"}"#)
+            && !text.contains(r#"warrant_keys_store_errors_total{operation="save"}"#),
         "{text}"
     );
     store.set_unavailable(false);
@@ -352,7 +354,7 @@ async fn held_keys_are_generated_in_the_holder_and_destroyed_when_they_sign_no_m
     assert!(!holder.held().contains(&first));
 
     // A write that fails: the key generated for it is destroyed, not left in the HSM.
-    store.set_unavailable(true);
+    store.set_writes_failing(true);
     let before = holder.held();
     tokio::time::sleep(Duration::from_secs(7 * 86_400)).await;
     let destroyed = holder.destroyed.lock().unwrap().clone();
