@@ -12,6 +12,7 @@ mod export;
 mod fuzz_corpus;
 mod hsm;
 mod jsonlog;
+mod keycopy;
 mod keydir;
 mod keys;
 mod listen;

@@ -63,6 +63,11 @@ pub(crate) async fn run(
     if let KeySource::Managed { rotation, .. } = &key_source {
         warn_about_policy(&keys::policy(rotation, None, max_token_seconds));
     }
+    if args.signing_endpoint.is_some() && key_source.secret_without_copy() {
+        tracing::warn!(
+            "--service-account-signing-endpoint with --key-secret but no --key-copy-dir: if the Secret is in the cluster whose kube-apiserver uses this signer, that kube-apiserver cannot start while warrant cannot read the Secret, nor warrant read it before kube-apiserver starts; give each control-plane node a --key-copy-dir (docs/external-signer.md)"
+        );
+    }
     if args.objects_file.is_some()
         && args.kubeconfig.is_some()
         && !key_source.uses_cluster()
