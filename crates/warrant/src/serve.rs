@@ -61,7 +61,14 @@ pub(crate) async fn run(
     };
     let max_token_seconds = settings.expiration.longest_token_seconds();
     if let KeySource::Managed { rotation, .. } = &key_source {
-        warn_about_policy(&keys::policy(rotation, None, max_token_seconds));
+        let policy = keys::policy(rotation, None, max_token_seconds);
+        policy.validate()?;
+        // Replicas that share a Secret need longer to hear of a new key before it signs:
+        // refused before anything starts.
+        if key_source.uses_cluster() {
+            policy.validate_shared()?;
+        }
+        warn_about_policy(&policy);
     }
     if args.signing_endpoint.is_some() && key_source.secret_without_copy() {
         tracing::warn!(
