@@ -20,13 +20,13 @@ const MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
 const PIN: &str = "1234";
 
 /// One test's SoftHSM2: its token directory, configuration and PIN file.
-struct SoftHsm {
+pub(crate) struct SoftHsm {
     dir: tempfile::TempDir,
 }
 
 impl SoftHsm {
     /// A SoftHSM2 with one token labelled `warrant`.
-    fn new() -> SoftHsm {
+    pub(crate) fn new() -> SoftHsm {
         tools::require_file(Path::new(MODULE), "SoftHSM2's PKCS#11 module", "softhsm2");
         tools::command("softhsm2-util", "SoftHSM2 (softhsm2-util)");
         tools::command("pkcs11-tool", "OpenSC's pkcs11-tool");
@@ -61,7 +61,7 @@ impl SoftHsm {
         hsm
     }
 
-    fn env(&self) -> Vec<(OsString, OsString)> {
+    pub(crate) fn env(&self) -> Vec<(OsString, OsString)> {
         vec![(
             "SOFTHSM2_CONF".into(),
             self.dir.path().join("softhsm2.conf").into(),
@@ -75,7 +75,7 @@ impl SoftHsm {
     }
 
     /// `--key-pkcs11-uri` with the module and the PIN file.
-    fn uri(&self) -> String {
+    pub(crate) fn uri(&self) -> String {
         self.uri_with_pin("pin")
     }
 
@@ -102,14 +102,14 @@ impl SoftHsm {
         self.command(BIN).args(args).output().unwrap()
     }
 
-    fn warrant_ok(&self, args: &[&OsStr]) -> String {
+    pub(crate) fn warrant_ok(&self, args: &[&OsStr]) -> String {
         let out = self.warrant(args);
         assert!(out.status.success(), "warrant {args:?}: {}", stderr(&out));
         String::from_utf8(out.stdout).unwrap()
     }
 
     /// OpenSC's `pkcs11-tool --list-objects --type privkey`, logged in: an independent reader.
-    fn private_objects(&self) -> String {
+    pub(crate) fn private_objects(&self) -> String {
         let out = self
             .command("pkcs11-tool")
             .args([
@@ -172,7 +172,7 @@ fn token(w: &Warrant) -> String {
 }
 
 /// Every file under `dir`, read as bytes: none may hold a private key.
-fn no_private_key_under(dir: &Path) {
+pub(crate) fn no_private_key_under(dir: &Path) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();

@@ -68,20 +68,28 @@ fn secret(cluster: &Fixture) -> Secret {
 /// Moves every key's schedule `seconds` into the past, as if the Secret had been written that
 /// long ago: a rotation becomes due (the test cannot move the servers' clocks).
 fn age_keys(cluster: &Fixture, seconds: i64) {
-    let mut secret = secret(cluster);
+    age_secret(cluster, "warrant", "warrant-keys", seconds);
+}
+
+/// [`age_keys`] for the key Secret `namespace/name`.
+pub(crate) fn age_secret(cluster: &Fixture, namespace: &str, name: &str, seconds: i64) {
+    let mut secret = cluster.get::<Secret>(namespace, name).unwrap();
     let data = secret.data.as_mut().unwrap();
-    let mut index: Value = serde_json::from_slice(&data["keys.json"].0).unwrap();
+    let aged = aged_index(&data["keys.json"].0, seconds);
+    data.insert("keys.json".into(), ByteString(aged));
+    cluster.update(&secret).unwrap();
+}
+
+/// A key index (`keys.json`) with every key's schedule moved `seconds` into the past.
+pub(crate) fn aged_index(index: &[u8], seconds: i64) -> Vec<u8> {
+    let mut index: Value = serde_json::from_slice(index).unwrap();
     for key in index["keys"].as_array_mut().unwrap() {
         for field in ["publishedAt", "activateAt"] {
             let at: jiff::Timestamp = key[field].as_str().unwrap().parse().unwrap();
             key[field] = json!((at - jiff::SignedDuration::from_secs(seconds)).to_string());
         }
     }
-    data.insert(
-        "keys.json".into(),
-        ByteString(serde_json::to_vec_pretty(&index).unwrap()),
-    );
-    cluster.update(&secret).unwrap();
+    serde_json::to_vec_pretty(&index).unwrap()
 }
 
 fn lease_holder(cluster: &Fixture) -> Option<String> {
@@ -186,7 +194,7 @@ async fn replicas_share_a_key_secret_and_only_the_lease_holder_writes_it() {
     let (code, verbose) = get_text(&a, "/readyz?verbose").await;
     assert_eq!(code, 200);
     assert!(
-        verbose.contains("[+]key-store ok\n")
+        verbose.contains("[+]key-store ok, last read at ")
             && verbose.contains(&format!(
                 "[+]key-lease leading (warrant/warrant-keys-leader as {leader})"
             )),
@@ -284,7 +292,7 @@ async fn a_replica_cut_off_from_the_api_server_keeps_serving_its_keys_and_says_s
             w,
             "the key store answers again",
             "/readyz?verbose",
-            |_, text| text.contains("[+]key-store ok\n"),
+            |_, text| text.contains("[+]key-store ok, last read at "),
         )
         .await;
     }
