@@ -200,19 +200,11 @@ impl Node {
 
     /// The kids in the node's local copy, in its order.
     fn copy_kids(&self) -> Vec<String> {
-        index_kids(&std::fs::read(self.copy().join("keys.json")).unwrap())
+        key_index_kids(&std::fs::read(self.copy().join("keys.json")).unwrap())
     }
 
     async fn readyz(&self) -> String {
-        self.warrant
-            .http
-            .get(self.warrant.url("/readyz?verbose"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        self.warrant.get_text("/readyz?verbose").await.1
     }
 }
 
@@ -248,17 +240,6 @@ fn node_flags(dir: &Path, kubeconfig: &str, schedule: Schedule, extra: &[String]
     flags
 }
 
-/// The kids a key index (`keys.json`) lists, in its order.
-fn index_kids(index: &[u8]) -> Vec<String> {
-    let index: Value = serde_json::from_slice(index).unwrap();
-    index["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["kid"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// The fixture with Leases served.
 async fn cluster() -> Fixture {
     let cluster = Fixture::start().await.unwrap();
@@ -271,7 +252,7 @@ fn secret(cluster: &Fixture) -> Secret {
 }
 
 fn secret_kids(cluster: &Fixture) -> Vec<String> {
-    index_kids(&secret(cluster).data.unwrap()["keys.json"].0)
+    key_index_kids(&secret(cluster).data.unwrap()["keys.json"].0)
 }
 
 fn written_by(body: &Value) -> String {
@@ -608,20 +589,9 @@ impl Caller {
     }
 }
 
-/// Each node's kube-apiserver's keys now, after a FetchKeys.
+/// What `node` lists through FetchKeys now.
 async fn fetched(node: &Node) -> BTreeSet<String> {
-    let mut client = warrant_signer::client::connect(&node.socket())
-        .await
-        .unwrap();
-    client
-        .fetch_keys(FetchKeysRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .keys
-        .into_iter()
-        .map(|k| k.key_id)
-        .collect()
+    fetched_kids(&node.socket()).await.into_iter().collect()
 }
 
 /// The elements of a DER sequence's contents (or of a whole DER document): tag and contents.
@@ -753,7 +723,7 @@ async fn three_nodes_sign_with_one_key_set_across_two_rotations() {
 
 /// The key index in a write's body (a Secret, `data` base64).
 fn kids_written(body: &Value) -> Vec<String> {
-    index_kids(
+    key_index_kids(
         &STANDARD
             .decode(body["data"]["keys.json"].as_str().unwrap())
             .unwrap(),

@@ -1201,7 +1201,7 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
     let index = secret.data.unwrap()["keys.json"].0.clone();
     let copy = format!("{root}/var/lib/warrant/keys/keys.json");
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::fs::read(&copy).ok().map(|c| kids_of(&c)) != Some(kids_of(&index)) {
+    while std::fs::read(&copy).ok().map(|c| key_index_kids(&c)) != Some(key_index_kids(&index)) {
         assert!(tokio::time::Instant::now() < deadline, "no copy in {copy}");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
@@ -1211,17 +1211,6 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
     let mut child = spawn();
     serves(&mut child.0, &pki, port).await;
     probe_signer(&socket);
-}
-
-/// The kids of a key index.
-fn kids_of(index: &[u8]) -> Vec<String> {
-    let index: Value = serde_json::from_slice(index).unwrap();
-    index["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["kid"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// `warrant probe-signer` on `socket` succeeds.

@@ -209,16 +209,8 @@ async fn keys_in_a_token_sign_through_both_front_ends_and_never_leave_it() {
     assert_eq!(w.review(&issued, &["vault"])["authenticated"], true);
 
     // Sign on the socket, as kube-apiserver asks: the same key, and FetchKeys is the JWKS.
+    let fetched = fetched_kids(&socket).await;
     let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
-    let fetched: Vec<String> = signer
-        .fetch_keys(FetchKeysRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .keys
-        .into_iter()
-        .map(|k| k.key_id)
-        .collect();
     let jwks_kids: Vec<String> = published
         .keys
         .iter()

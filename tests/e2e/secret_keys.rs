@@ -113,14 +113,7 @@ fn replaces(cluster: &Fixture) -> usize {
 }
 
 async fn get_text(w: &Warrant, path: &str) -> (u16, String) {
-    let r = w
-        .http
-        .get(w.url(path))
-        .bearer_auth(w.admin_token())
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.text().await.unwrap())
+    w.get_text(path).await
 }
 
 /// The kids of the JWKS a replica serves, in its order.
@@ -235,14 +228,7 @@ async fn replicas_share_a_key_secret_and_only_the_lease_holder_writes_it() {
 
 /// The kids in the Secret's index, in order.
 fn jwks_of_secret(cluster: &Fixture) -> Vec<String> {
-    let secret = secret(cluster);
-    let index: Value = serde_json::from_slice(&secret.data.unwrap()["keys.json"].0).unwrap();
-    index["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["kid"].as_str().unwrap().to_owned())
-        .collect()
+    key_index_kids(&secret(cluster).data.unwrap()["keys.json"].0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -232,45 +232,27 @@ impl<S: KeyStore> KeyManager<S> {
         seed: Seed,
     ) -> Result<Self, ManagerError> {
         policy.validate()?;
-        match store.load().await {
-            Ok(Some(stored)) => {
-                Self::start(
-                    store,
-                    policy,
-                    writer,
-                    metrics,
-                    now,
-                    stored.keys,
-                    Some(stored.version),
-                    None,
-                )
-                .await
-            }
+        let (keys, version, from_copy) = match store.load().await {
+            Ok(Some(stored)) => (stored.keys, Some(stored.version), None),
             Ok(None) => {
                 tracing::warn!(store = %store.describe(), copy_written_at = %seed.written_at, "the key store holds no keys: serving the local copy's, which the replica that writes the store puts back");
-                Self::start(store, policy, writer, metrics, now, seed.keys, None, None).await
+                (seed.keys, None, None)
             }
             Err(error @ StoreError::Unavailable { .. }) => {
                 metrics.store_error("load");
                 tracing::warn!(%error, copy_written_at = %seed.written_at, "the key store cannot be reached: serving the keys of the local copy until it answers (this replica writes nothing meanwhile)");
                 let failed = (now, error.to_string());
-                Self::start(
-                    store,
-                    policy,
-                    writer,
-                    metrics,
-                    now,
-                    seed.keys,
-                    None,
-                    Some((seed.written_at, failed)),
-                )
-                .await
+                (seed.keys, None, Some((seed.written_at, failed)))
             }
             Err(error) => {
                 metrics.store_error("load");
-                Err(error.into())
+                return Err(error.into());
             }
-        }
+        };
+        Self::start(
+            store, policy, writer, metrics, now, keys, version, from_copy,
+        )
+        .await
     }
 
     /// A manager serving `keys` (read from the store at `version`), or, with `from_copy`,

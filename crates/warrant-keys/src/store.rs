@@ -146,6 +146,8 @@ impl std::fmt::Debug for ChangeFeed {
 pub struct MemoryStore {
     inner: Arc<MemoryInner>,
     holder: Option<Arc<dyn crate::KeyHolder>>,
+    /// This handle's change feed never fires (see [`MemoryStore::deaf`]).
+    deaf: bool,
 }
 
 struct MemoryInner {
@@ -173,6 +175,7 @@ impl MemoryStore {
         let (changes, _) = watch::channel(0);
         MemoryStore {
             holder: None,
+            deaf: false,
             inner: Arc::new(MemoryInner {
                 contents: Mutex::new(MemoryContents::default()),
                 changes,
@@ -200,6 +203,14 @@ impl MemoryStore {
     /// contents; this one opens and writes them through `holder`.
     pub fn with_holder(mut self, holder: Arc<dyn crate::KeyHolder>) -> Self {
         self.holder = Some(holder);
+        self
+    }
+
+    /// The same store, as a replica whose change notifications never arrive (a watch that broke
+    /// silently) reaches it: reads and writes go through, its [`watch`](KeyStore::watch) never
+    /// fires.
+    pub fn deaf(mut self) -> Self {
+        self.deaf = true;
         self
     }
 
@@ -305,6 +316,9 @@ impl KeyStore for MemoryStore {
     }
 
     fn watch(&self) -> Result<ChangeFeed, StoreError> {
+        if self.deaf {
+            return Ok(ChangeFeed::never());
+        }
         Ok(ChangeFeed::from_watch(self.inner.changes.subscribe()))
     }
 }

@@ -306,29 +306,6 @@ async fn an_empty_store_gets_the_copy_back_from_its_writer() {
     assert_eq!(holder.held().len(), 1);
 }
 
-/// A store whose change notifications never come (a watch that broke silently).
-#[derive(Clone)]
-struct Deaf(MemoryStore);
-
-impl KeyStore for Deaf {
-    fn describe(&self) -> String {
-        self.0.describe()
-    }
-    async fn load(&self) -> Result<Option<Stored>, StoreError> {
-        self.0.load().await
-    }
-    async fn save(
-        &self,
-        keys: &ManagedKeySet,
-        expected: Option<&StoreVersion>,
-    ) -> Result<StoreVersion, StoreError> {
-        self.0.save(keys, expected).await
-    }
-    fn watch(&self) -> Result<ChangeFeed, StoreError> {
-        Ok(ChangeFeed::never())
-    }
-}
-
 /// A follower learns of the writer's new key within seconds of its creation time even when the
 /// store's change notifications do not reach it: it re-reads the store when a successor falls
 /// due, and every 10 s until it has one (within `FOLLOW_LAG_SECONDS`).
@@ -351,7 +328,7 @@ async fn a_follower_hears_of_a_new_key_without_change_notifications() {
     let (_writer_task, _written) = spawn(writer, &late);
     let (_leading, leads) = watch::channel(false);
     let follower = KeyManager::open(
-        Deaf(store.clone()),
+        store.clone().deaf(),
         policy(),
         Writer::WhileLeader(leads),
         KeyMetrics::new(),

@@ -1,6 +1,6 @@
 //! Three control-plane nodes in virtual time, across two rotations and a change of writer: each
 //! node's key manager follows one shared store (a `MemoryStore` standing in for the key Secret,
-//! its change notifications lost, the Lease a switch the test flips), publishes to its issuer,
+//! its change notifications lost (`MemoryStore::deaf`), the Lease a switch the test flips), publishes to its issuer,
 //! and its signer answers that node's kube-apiserver. Beside each, a model of kube-apiserver
 //! 1.36's key cache (`pkg/serviceaccount/externaljwt/plugin/keycache.go`): FetchKeys when it
 //! starts, then again exactly `refresh_hint_seconds` later, every time.
@@ -20,9 +20,8 @@ use warrant_audit::Auditor;
 use warrant_clock::Clock;
 use warrant_issuer::{Issuer, Settings};
 use warrant_keys::{
-    ChangeFeed, KeyManager, KeyManagerTask, KeyMetrics, KeySet, KeyStore,
-    MIN_SHARED_PUBLISH_AHEAD_SECONDS, ManagedKeySet, MemoryStore, RotationPolicy, StoreError,
-    StoreVersion, Stored, Writer,
+    KeyManager, KeyManagerTask, KeyMetrics, KeySet, MIN_SHARED_PUBLISH_AHEAD_SECONDS, MemoryStore,
+    RotationPolicy, Writer,
 };
 use warrant_signer::proto::external_jwt_signer_server::ExternalJwtSigner as _;
 use warrant_signer::proto::{FetchKeysRequest, SignJwtRequest};
@@ -48,30 +47,6 @@ fn at(second: i64) -> Timestamp {
     Timestamp::from_second(second).unwrap()
 }
 
-/// The shared store as a node reaches it: reads and writes go through, change notifications
-/// never arrive (a watch that broke silently), so followers rely on re-reading.
-#[derive(Clone)]
-struct Deaf(MemoryStore);
-
-impl KeyStore for Deaf {
-    fn describe(&self) -> String {
-        self.0.describe()
-    }
-    async fn load(&self) -> Result<Option<Stored>, StoreError> {
-        self.0.load().await
-    }
-    async fn save(
-        &self,
-        keys: &ManagedKeySet,
-        expected: Option<&StoreVersion>,
-    ) -> Result<StoreVersion, StoreError> {
-        self.0.save(keys, expected).await
-    }
-    fn watch(&self) -> Result<ChangeFeed, StoreError> {
-        Ok(ChangeFeed::never())
-    }
-}
-
 /// One control-plane node: its manager, issuer and signer, and its kube-apiserver's cache.
 struct Node {
     signer: Signer,
@@ -87,7 +62,7 @@ impl Node {
     async fn open(store: &MemoryStore, clock: &Clock, leads: bool, kube_starts: i64) -> Node {
         let (lease, leading) = watch::channel(leads);
         let manager = KeyManager::open(
-            Deaf(store.clone()),
+            store.clone().deaf(),
             policy(),
             Writer::WhileLeader(leading),
             KeyMetrics::new(),
@@ -147,19 +122,8 @@ impl Node {
             .await
             .unwrap()
             .into_inner();
-        kid_of(&signed.header)
+        header_kid(&signed.header)
     }
-}
-
-fn kid_of(header: &str) -> String {
-    use base64::Engine as _;
-    let header: serde_json::Value = serde_json::from_slice(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(header)
-            .unwrap(),
-    )
-    .unwrap();
-    header["kid"].as_str().unwrap().to_owned()
 }
 
 /// Runs the control plane for two rotations, kube-apiservers starting at `kube_starts` seconds;
