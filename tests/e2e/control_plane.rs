@@ -1022,6 +1022,27 @@ async fn a_node_whose_copy_is_two_rotations_old_converges_and_says_so() {
     );
     let readyz = c.readyz().await;
     assert!(readyz.contains("; signing nothing since "), "{readyz}");
+    // On the node, keys list cannot read the Secret either: it lists the copy, saying so.
+    let listed = warrant_ok(&[
+        "keys".as_ref(),
+        "list".as_ref(),
+        "--key-secret".as_ref(),
+        SECRET.as_ref(),
+        "--kubeconfig".as_ref(),
+        c.warrant.path("node.kubeconfig").as_os_str(),
+        "--key-copy-dir".as_ref(),
+        c.copy().as_os_str(),
+    ]);
+    assert!(
+        listed.contains(&first[0])
+            && listed
+                .contains("store: Kubernetes Secret kube-system/warrant-keys cannot be read (")
+            && listed.contains(&format!(
+                "): the keys above are the local copy {}'s, written at ",
+                c.copy().display()
+            )),
+        "{listed}"
+    );
 
     // Its kube-apiserver answers: node-c reads the Secret, whose keys replace the copy's.
     c.apiserver.resume();
@@ -1208,4 +1229,36 @@ async fn a_running_control_plane_moves_from_sa_key_one_node_at_a_time() {
             |_, signed| signed.len() == 3 && one_kid(signed).as_deref() == Some(sa_key.kid()),
         )
         .await;
+}
+
+/// A schedule that cannot get a key to every node's kube-apiserver before it signs is refused
+/// at startup, before warrant connects anywhere, saying why and what would do.
+#[test]
+fn a_shared_schedule_too_short_for_kube_apiserver_s_refresh_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--service-account-issuer", CLUSTER_ISSUER])
+        .args(["--key-secret", SECRET, "--kubeconfig"])
+        .arg(dir.path().join("no-such.kubeconfig"))
+        .arg("--key-copy-dir")
+        .arg(dir.path().join("key-copy"))
+        .args([
+            "--key-rotation-period",
+            "100s",
+            "--key-publish-ahead",
+            "60s",
+        ])
+        .args(["--secure-port", "0", "--service-account-signing-endpoint"])
+        .arg(dir.path().join("signer.sock"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains(
+            "--key-publish-ahead of 60s is too short for keys shared through a Kubernetes Secret"
+        ) && said.contains("(at least 90s; the default is 24h)"),
+        "{said}"
+    );
+    assert!(!dir.path().join("key-copy").exists());
 }
