@@ -2,11 +2,14 @@
 # The warrant image (docs/install.md, "The image"). This repository's tests run no container
 # engine, so they do not build it; tests/e2e/deploy.rs checks the invariants below by reading.
 #
-#   docker build -t ghcr.io/warrant-dev/warrant:v0.1.0 \
-#     --build-arg WARRANT_VERSION=v0.1.0 \
+#   docker build -t ghcr.io/warrant-dev/warrant:$(scripts/version) \
+#     --build-arg WARRANT_VERSION=$(scripts/version) \
 #     --build-arg WARRANT_GIT_COMMIT=$(git rev-parse HEAD) \
 #     --build-arg WARRANT_GIT_TREE_STATE=$(test -z "$(git status --porcelain)" && echo clean || echo dirty) \
 #     --build-arg WARRANT_BUILD_DATE=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ) .
+#
+# WARRANT_VERSION is required and must be Cargo.toml's version (scripts/version prints it): the
+# label says it, and the build fails if /version and --version would say another.
 #
 # The stripped binary is in the image; its debug info (for symbolised stack traces and
 # profiles) is a separate stage:  docker build --target debug --output type=local,dest=out .
@@ -15,11 +18,16 @@
 FROM rust:1.95-bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# .git is not copied (.dockerignore): these say what /version and --version name.
+# .git is not copied (.dockerignore): these say what /version and --version name. The version is
+# Cargo.toml's; WARRANT_VERSION, which the label carries, is held to it by the build
+# (crates/warrant-server/build.rs), so the label and /version cannot disagree.
+ARG WARRANT_VERSION=""
 ARG WARRANT_GIT_COMMIT=""
 ARG WARRANT_GIT_TREE_STATE=""
 ARG WARRANT_BUILD_DATE=""
-ENV WARRANT_GIT_COMMIT=$WARRANT_GIT_COMMIT \
+RUN test -n "$WARRANT_VERSION" || { echo "--build-arg WARRANT_VERSION=\$(scripts/version) is required: the image's label names it" >&2; exit 1; }
+ENV WARRANT_VERSION=$WARRANT_VERSION \
+    WARRANT_GIT_COMMIT=$WARRANT_GIT_COMMIT \
     WARRANT_GIT_TREE_STATE=$WARRANT_GIT_TREE_STATE \
     WARRANT_BUILD_DATE=$WARRANT_BUILD_DATE
 COPY . .
@@ -53,6 +61,8 @@ LABEL org.opencontainers.image.title="warrant" \
       org.opencontainers.image.revision="$WARRANT_GIT_COMMIT" \
       org.opencontainers.image.created="$WARRANT_BUILD_DATE"
 COPY --from=build /warrant /warrant
+# warrant's licence, and the licences of the crates built into it (generated: make notices).
+COPY LICENSE THIRD-PARTY-NOTICES /usr/share/doc/warrant/
 USER 65532:65532
 EXPOSE 8443
 ENTRYPOINT ["/warrant"]

@@ -6,7 +6,7 @@ CARGO ?= cargo
 # Written once scripts/test-tools has installed everything (make test-tools).
 TEST_TOOLS_STAMP := target/test-tools.stamp
 
-.PHONY: test test-tools lint fmt run build bench bench-micro bench-load bench-cache bench-signer bench-signer-hsm fuzz soak wrk-installed h2load-installed
+.PHONY: test test-tools lint fmt run build release notices bench bench-micro bench-load bench-cache bench-signer bench-signer-hsm fuzz soak wrk-installed h2load-installed
 
 ## make test: formatting, lints and every test, as CI runs them. The first run installs the
 ## tools the tests call (make test-tools); later runs skip that step.
@@ -37,6 +37,18 @@ fmt:
 
 build:
 	$(CARGO) build --workspace --locked
+
+## make release: what people fetch, in dist/: for each target rustup has installed (or
+## RELEASE_TARGETS), warrant-VERSION-PLATFORM.tar.gz (the stripped binary, LICENSE and
+## THIRD-PARTY-NOTICES), its debug info (.debug) and a CycloneDX SBOM (.cdx.json), and
+## SHA256SUMS over them. VERSION is scripts/version's, Cargo.toml's. See scripts/release.
+release: $(TEST_TOOLS_STAMP)
+	scripts/release
+
+## make notices: regenerates THIRD-PARTY-NOTICES with cargo-about (installs it the first time),
+## after a dependency changes (make test says when).
+notices:
+	scripts/notices
 
 ## make run: the standalone issuer with a local example (deploy/local/objects.yaml).
 ## The first run creates .warrant/ (CA, serving certificate, signing key, admin token,

@@ -9,8 +9,14 @@
 //! script and the build says `dirty`; a dirty tree watches only HEAD and the refs, so editing
 //! on costs no rebuild, and a commit makes it look again. The one way to be wrong is the safe
 //! one: a tree put back by hand to its commit still says `dirty` until the next commit.
+//!
+//! The version itself is Cargo.toml's, the one source. A build given `WARRANT_VERSION` (the
+//! image's build argument, which its OCI label carries) fails unless it is that version.
 
 use std::process::Command;
+
+#[path = "build/release_version.rs"]
+mod release_version;
 
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git")
@@ -53,6 +59,19 @@ fn tree_state() -> String {
 }
 
 fn main() {
+    println!("cargo:rerun-if-env-changed=WARRANT_VERSION");
+    let cargo_version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    if let Err(why) = release_version::check(
+        std::env::var("WARRANT_VERSION").ok().as_deref(),
+        &cargo_version,
+    ) {
+        // cargo shows a failed build script's standard error: the one place to say why.
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("error: {why}");
+        }
+        std::process::exit(1);
+    }
     println!("cargo:rerun-if-env-changed=WARRANT_GIT_COMMIT");
     println!("cargo:rerun-if-env-changed=WARRANT_BUILD_DATE");
     println!("cargo:rerun-if-env-changed=WARRANT_GIT_TREE_STATE");
@@ -100,7 +119,7 @@ fn main() {
         other => other.to_owned(),
     };
     println!("cargo:rustc-env=WARRANT_PLATFORM={os}/{arch}");
-    let mut line = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    let mut line = cargo_version;
     let mut about = Vec::new();
     if !commit.is_empty() {
         about.push(format!("commit {}", commit.get(..12).unwrap_or(&commit)));

@@ -42,9 +42,11 @@ async fn audit_log_on_a_full_disk_stops_tokens_and_readiness() {
     assert_eq!(ready.status(), 503);
     let text = ready.text().await.unwrap();
     assert!(text.contains("audit-log"), "{text}");
+    // Why, to a caller who authenticated (anonymous probes read "reason withheld").
     let verbose = w
         .http
         .get(w.url("/readyz?verbose"))
+        .bearer_auth(w.admin_token())
         .send()
         .await
         .unwrap()

@@ -207,6 +207,19 @@ fn the_control_plane_signer_example_fits_kube_apiserver() {
     assert_eq!(mounts[0]["mountPath"], run_dir.to_str().unwrap());
     let patch_text = std::fs::read_to_string(format!("{dir}/kube-apiserver-patch.yaml")).unwrap();
     assert!(patch_text.contains(&format!("--service-account-signing-endpoint={socket}")));
+    // Neither pod has the kubelet create the socket's directory: one it created would be
+    // root's, and warrant (not root) could not bind there.
+    let host_dir = |volumes: &Value, path: &std::path::Path| {
+        volumes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["hostPath"]["path"] == path.to_str().unwrap())
+            .map(|v| v["hostPath"]["type"].clone())
+            .unwrap_or_else(|| panic!("no hostPath volume for {}", path.display()))
+    };
+    assert_eq!(host_dir(&patch["spec"]["volumes"], run_dir), "Directory");
+    assert_eq!(host_dir(&pod["spec"]["volumes"], run_dir), "Directory");
 }
 
 /// Socket activation: `serve` takes the listening socket it is passed (systemd's LISTEN_FDS) and
@@ -295,6 +308,89 @@ fn the_fleet_examples_fit_the_plugin() {
         member["jwt"][0]["issuer"]["audiences"][0],
         cluster["server"]
     );
+
+    // The controller's pod: no mount inside another (a volume mounted into a ConfigMap's
+    // volume, or the reverse, is not what either expects); the command in the image volume,
+    // whose root holds the image's /warrant; the CA file in the ConfigMap the docs create.
+    let pod = &providers[1];
+    let container = &pod["spec"]["containers"][0];
+    let mounts: Vec<(&str, &str)> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap(),
+                m["mountPath"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    for (name, path) in &mounts {
+        for (other, inner) in &mounts {
+            assert!(
+                name == other || !Path::new(inner).starts_with(path),
+                "{other} ({inner}) is mounted inside {name} ({path})"
+            );
+        }
+    }
+    let volume = |name: &str| {
+        pod["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no volume {name}"))
+    };
+    let mounted_from = |file: &str| {
+        mounts
+            .iter()
+            .filter_map(|(name, path)| {
+                Path::new(file)
+                    .strip_prefix(path)
+                    .ok()
+                    .map(|rest| (volume(name), rest.to_str().unwrap().to_owned()))
+            })
+            .next()
+            .unwrap_or_else(|| panic!("{file} is on no mount"))
+    };
+    let (bin, in_image) = mounted_from(exec["command"].as_str().unwrap());
+    assert_eq!(
+        bin["image"]["reference"],
+        release().0,
+        "the release's image"
+    );
+    // The Dockerfile puts the binary at the image's /warrant.
+    assert!(
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Dockerfile"))
+            .unwrap()
+            .contains(&format!("COPY --from=build /warrant /{in_image}")),
+        "the command {} is not the image's binary",
+        exec["command"]
+    );
+    let (ca, key) = mounted_from(flag("--warrant-ca-file"));
+    let configmap = ca["configMap"]["name"]
+        .as_str()
+        .expect("the CA is a ConfigMap");
+    // docs/fleet.md's command, run offline, makes that ConfigMap with that key.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/fleet.md"))
+        .unwrap();
+    let create = sh_blocks(&doc)
+        .into_iter()
+        .find(|b| b.contains("create configmap"))
+        .expect("docs/fleet.md creates the CA's ConfigMap");
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(scratch.path().join("warrant-ca.crt"), "a CA\n").unwrap();
+    let out = Command::new("bash")
+        .args(["-c", &format!("{} --dry-run=client -o json", create.trim())])
+        .current_dir(scratch.path())
+        .env("KUBECONFIG", scratch.path().join("none"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{create}: {}", stderr(&out));
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(made["metadata"]["name"], configmap);
+    assert_eq!(made["metadata"]["namespace"], pod["metadata"]["namespace"]);
+    assert_eq!(made["data"][&key], "a CA\n", "{made}");
 }
 
 /// The structured-authentication examples give a warrant token the user UID the webhook path
@@ -350,12 +446,113 @@ fn deploy_renders_with_every_component() {
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         assert_serve_knows(&container["args"]);
         let flags = args(container);
+        check_critical_quota(&objects, &what);
+        check_metrics_listener(&objects, &flags, &what);
         for component in &components {
             check_component(component, &objects, &flags, &what);
         }
     }
     // The base alone is what `kubectl apply -k deploy/` applies: the same as the empty overlay.
     assert_eq!(rendered(), render_with(&[]));
+}
+
+/// A pod of a critical priority class outside kube-system is admitted on clusters that limit
+/// those classes (GKE) only with a ResourceQuota matching the class in its namespace: the
+/// render has one, with room for the replicas and a rollout's surge.
+fn check_critical_quota(objects: &[Value], what: &str) {
+    let deployment = find(objects, "Deployment", "warrant");
+    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
+    let class = deployment["spec"]["template"]["spec"]["priorityClassName"]
+        .as_str()
+        .unwrap_or_default();
+    if !class.starts_with("system-") || namespace == "kube-system" {
+        return;
+    }
+    let replicas = deployment["spec"]["replicas"].as_u64().unwrap();
+    let covering = objects.iter().find(|o| {
+        o["kind"] == "ResourceQuota"
+            && o["metadata"]["namespace"] == namespace
+            && o["spec"]["scopeSelector"]["matchExpressions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| {
+                    e["scopeName"] == "PriorityClass"
+                        && e["operator"] == "In"
+                        && e["values"]
+                            .as_array()
+                            .unwrap()
+                            .contains(&Value::from(class))
+                })
+    });
+    let quota = covering.unwrap_or_else(|| {
+        panic!("{what}: no ResourceQuota in {namespace} covers the priority class {class}")
+    });
+    let pods: u64 = quota["spec"]["hard"]["pods"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        pods >= 2 * replicas,
+        "{what}: room for {pods} pods of {replicas} replicas"
+    );
+}
+
+/// The metrics and health listener: the flag's port is the container's `metrics` port, which
+/// the Service exposes, the NetworkPolicy admits and liveness probes; readiness stays on the
+/// HTTPS port the Service sends requests to.
+fn check_metrics_listener(objects: &[Value], flags: &[String], what: &str) {
+    let deployment = find(objects, "Deployment", "warrant");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let address = flags
+        .iter()
+        .find_map(|f| f.strip_prefix("--metrics-bind-address="))
+        .unwrap_or_else(|| panic!("{what}: no --metrics-bind-address: {flags:?}"));
+    let port: u64 = address.rsplit(':').next().unwrap().parse().unwrap();
+    let container_port = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "metrics")
+        .unwrap_or_else(|| panic!("{what}: no container port named metrics"));
+    assert_eq!(container_port["containerPort"], port, "{what}");
+    assert_eq!(
+        container["livenessProbe"]["httpGet"]["port"], "metrics",
+        "{what}"
+    );
+    assert!(
+        container["livenessProbe"]["httpGet"]
+            .get("scheme")
+            .is_none(),
+        "{what}: the metrics listener is plain HTTP"
+    );
+    assert_eq!(
+        container["readinessProbe"]["httpGet"]["port"], "https",
+        "{what}"
+    );
+    let service = find(objects, "Service", "warrant");
+    assert!(
+        service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["targetPort"] == "metrics"),
+        "{what}: the Service does not expose the metrics port"
+    );
+    let policy = find(objects, "NetworkPolicy", "warrant");
+    assert!(
+        policy["spec"]["ingress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|rule| rule["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["port"] == "metrics")),
+        "{what}: the NetworkPolicy does not admit the metrics port"
+    );
 }
 
 /// `app.kubernetes.io/{name,instance,version,component,part-of}` on every object (and pod
@@ -471,38 +668,22 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             );
         }
         "monitoring" => {
+            // Scraped on the metrics port with no credentials: nothing to keep or rotate.
             let monitor = find(objects, "ServiceMonitor", "warrant");
             let endpoint = &monitor["spec"]["endpoints"][0];
+            for field in ["bearerTokenFile", "authorization", "basicAuth", "tlsConfig"] {
+                assert!(endpoint.get(field).is_none(), "{what}: {field}: {endpoint}");
+            }
+            assert_eq!(endpoint["scheme"], "http", "{what}");
+            assert_eq!(endpoint["path"], "/metrics", "{what}");
             assert!(
-                endpoint.get("bearerTokenFile").is_none(),
-                "deprecated bearerTokenFile"
-            );
-            let credentials = &endpoint["authorization"]["credentials"];
-            let token = find(objects, "Secret", credentials["name"].as_str().unwrap());
-            assert_eq!(token["type"], "kubernetes.io/service-account-token");
-            assert_eq!(credentials["key"], "token", "a token Secret's key");
-            let account = token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
-                .as_str()
-                .unwrap();
-            find(objects, "ServiceAccount", account);
-            assert!(
-                objects.iter().any(|o| o["kind"] == "ClusterRoleBinding"
-                    && o["roleRef"]["name"] == "warrant:metrics-reader"
-                    && o["subjects"][0]["name"] == account),
-                "{what}: nothing lets {account} read /metrics"
-            );
-            // The CA comes from the serving Secret warrant mounts, which holds ca.crt.
-            let ca = &endpoint["tlsConfig"]["ca"]["secret"];
-            assert_eq!(ca["key"], "ca.crt");
-            assert!(
-                pod["volumes"]
-                    .as_array()
-                    .unwrap()
+                !objects
                     .iter()
-                    .any(|v| v["secret"]["secretName"] == ca["name"]),
-                "{what}: the ServiceMonitor's CA Secret {ca} is not warrant's serving Secret"
+                    .any(|o| o["type"] == "kubernetes.io/service-account-token"),
+                "{what}: a long-lived token Secret"
             );
-            // It selects the Service, on a port the Service has.
+            // It selects the Service, on its metrics port, which reaches warrant's metrics
+            // listener (checked for every render in check_metrics_listener).
             let service = find(objects, "Service", "warrant");
             for (key, value) in monitor["spec"]["selector"]["matchLabels"]
                 .as_object()
@@ -510,7 +691,15 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             {
                 assert_eq!(&service["metadata"]["labels"][key], value, "{what}: {key}");
             }
-            assert_eq!(service["spec"]["ports"][0]["name"], endpoint["port"]);
+            assert!(
+                service["spec"]["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["name"] == endpoint["port"] && p["targetPort"] == "metrics"),
+                "{what}: the Service has no port {} to the metrics listener",
+                endpoint["port"]
+            );
             find(objects, "PrometheusRule", "warrant");
             let dashboard = find(objects, "ConfigMap", "warrant-dashboard");
             assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
@@ -676,9 +865,11 @@ fn install_doc_commands_run_and_its_overlay_renders() {
                     "install ",
                     "warrant ",
                     "KUBECONFIG=",
+                    "ctr ",
                 ]
                 .iter()
                 .any(|p| l.starts_with(p))
+                || l.contains("$(docker ")
                 || l.contains("/etc/kubernetes")
         })
     };
@@ -748,6 +939,128 @@ fn install_doc_commands_run_and_its_overlay_renders() {
         !doc.contains("in `deploy/"),
         "docs/install.md asks for an edit in deploy/; use the overlay"
     );
+    // The namespace comes from the base's manifest, with its pod security label, before the
+    // Secrets go into it.
+    assert!(!doc.contains("kubectl create namespace warrant"));
+    let step2 = &doc[doc.find("## 2.").unwrap()..doc.find("## 3.").unwrap()];
+    assert!(
+        step2.contains("kubectl apply -f deploy/namespace.yaml"),
+        "{step2}"
+    );
+    let namespace = find(&objects, "Namespace", "warrant");
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+    // Uninstalling says what is lost, and how to keep it, before the command that loses it.
+    let uninstall = &doc[doc.find("## Uninstalling").unwrap()..];
+    let delete = uninstall.find("kubectl delete -k my-warrant/").unwrap();
+    for kept in ["backup warrant-keys", "backup warrant-ca"] {
+        let at = uninstall
+            .find(kept)
+            .unwrap_or_else(|| panic!("no {kept:?}"));
+        assert!(at < delete, "{kept} comes after the delete");
+    }
+    assert!(uninstall.contains("create secret generic warrant-keys --from-file=warrant-keys/"));
+}
+
+/// docs/install.md's bucket publishing: the component copied into the overlay (the doc's own
+/// commands, run) renders with the base and the key-secret component: `--publish-discovery`
+/// appended, `AWS_REGION` merged by name beside key-secret's `POD_NAME` (a JSON `add` of the
+/// whole env list replaced it), the IRSA role on the service account; and the doc's issuer fits
+/// the target, as warrant checks at startup.
+#[test]
+fn the_bucket_component_renders_in_an_overlay() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/install.md"
+    ))
+    .unwrap();
+    let block = sh_blocks(&doc)
+        .into_iter()
+        .find(|b| b.contains("deploy/publish-discovery"))
+        .expect("install.md copies the publish-discovery component");
+    let issuer = block
+        .lines()
+        .find_map(|l| l.strip_prefix("ISSUER="))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("the block names the bucket's issuer")
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(DEPLOY, dir.path().join("deploy")).unwrap();
+    std::fs::create_dir(dir.path().join("my-warrant")).unwrap();
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            &format!(
+                "set -euo pipefail
+{block}"
+            ),
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{block}
+{}",
+        stderr(&out)
+    );
+    // "list publish-discovery under your overlay's components, and make the issuer the
+    // bucket's URL" (step 3's patch).
+    std::fs::write(
+        dir.path().join("my-warrant/kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../deploy
+components:
+  - ../deploy/components/key-secret
+  - publish-discovery
+patches:
+  - target: {{kind: Deployment, name: warrant}}
+    patch: |
+      - op: replace
+        path: /spec/template/spec/containers/0/args/1
+        value: --service-account-issuer={issuer}
+"
+        ),
+    )
+    .unwrap();
+    let objects = render(&dir.path().join("my-warrant"));
+    let deployment = find(&objects, "Deployment", "warrant");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_serve_knows(&container["args"]);
+    let flags = args(container);
+    let target = flags
+        .iter()
+        .find_map(|f| f.strip_prefix("--publish-discovery="))
+        .expect("--publish-discovery");
+    let env: Vec<&str> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        env.contains(&"POD_NAME") && env.contains(&"AWS_REGION"),
+        "{env:?}"
+    );
+    let account = find(&objects, "ServiceAccount", "warrant");
+    assert!(
+        account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
+            .as_str()
+            .unwrap()
+            .starts_with("arn:aws:iam::"),
+        "{account}"
+    );
+    // The placement rule `serve` applies at startup.
+    let jwks_uri = format!("{issuer}/openid/v1/jwks");
+    warrant_publish::Target::open(target, &warrant_publish::Endpoint::default(), &[])
+        .unwrap()
+        .placement(&issuer, &jwks_uri)
+        .unwrap_or_else(|e| panic!("{issuer} does not fit {target}: {e}"));
 }
 
 /// Fenced `sh` blocks of a markdown page, in order.
@@ -846,6 +1159,18 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
     for _ in 0..2 {
         assert_eq!(cluster.review(&token, &[])["authenticated"], true);
     }
+    // A TokenRequest with a proof that is not one: a DPoP proof checked (and refused).
+    let refused = cluster
+        .http
+        .post(cluster.url("/api/v1/namespaces/demo/serviceaccounts/app/token"))
+        .bearer_auth(cluster.admin_token())
+        .header("DPoP", "not-a-proof")
+        .header("content-type", "application/json")
+        .body(r#"{"spec": {}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
     let probe = cluster.warrant(&[
         "probe-signer".as_ref(),
         "--signing-endpoint".as_ref(),
@@ -861,14 +1186,50 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
             "warrant_tls_serving_certificate_reloads_total{",
             "warrant_signer_requests_total{",
             "warrant_audit_events_total{",
+            "warrant_dpop_proofs_total{",
         ],
     )
     .await;
     let mut exported = exported_metrics(&text);
 
-    let standalone = Warrant::start_with(&demo_objects(), key_dir, &[]).await;
+    // Standalone with managed keys in an HSM, publishing to a directory: the key store, the
+    // HSM's and the publisher's families.
+    let hsm = crate::hsm::SoftHsm::new();
+    let uri = hsm.uri();
+    let scratch = tempfile::tempdir().unwrap();
+    let www = scratch.path().join("www");
+    std::fs::create_dir(&www).unwrap();
+    let target = format!("file://{}", www.display());
+    let standalone = Warrant::start_with_env(
+        &demo_objects(),
+        |dir| crate::hsm::flags(dir, &uri),
+        &["--publish-discovery", &target],
+        &hsm.env(),
+    )
+    .await;
+    // The target's directory becomes a file, and a rotation gives the publisher something to
+    // write there: the round fails. Then the key store stops parsing.
+    std::fs::remove_dir_all(&www).unwrap();
+    std::fs::write(&www, "not a directory").unwrap();
+    let rotated = Command::new(BIN)
+        .args(["keys", "rotate", "--key-dir"])
+        .arg(standalone.path("keys"))
+        .args(["--key-pkcs11-uri", &uri])
+        .envs(hsm.env())
+        .output()
+        .unwrap();
+    assert!(rotated.status.success(), "{}", stderr(&rotated));
+    metrics_holding(&standalone, &["warrant_publish_failures_total{"]).await;
     std::fs::write(standalone.path("keys/keys.json"), "not json").unwrap();
-    let text = metrics_holding(&standalone, &["warrant_keys_store_errors_total{"]).await;
+    let text = metrics_holding(
+        &standalone,
+        &[
+            "warrant_keys_store_errors_total{",
+            "warrant_hsm_operations_total{",
+            "warrant_publish_failures_total{",
+        ],
+    )
+    .await;
     exported.extend(exported_metrics(&text));
 
     let rules: Value = serde_saphyr::from_str(
@@ -905,13 +1266,24 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         }
     }
     assert!(queries.len() > 20, "{queries:?}");
+    // Prometheus's own series for the ServiceMonitor's targets: job is the Service's name
+    // (the Prometheus Operator's default), in warrant's namespace.
+    let objects = render_with(&["monitoring"]);
+    let service = find(&objects, "Service", "warrant");
+    let scrape = format!(
+        r#"up{{job="{}", namespace="{}"}}"#,
+        service["metadata"]["name"].as_str().unwrap(),
+        service["metadata"]["namespace"].as_str().unwrap()
+    );
     let mut referenced = BTreeSet::new();
     for (what, query) in &queries {
         let names = metric_names(query);
-        assert!(
-            !names.is_empty(),
-            "{what} queries no warrant metric: {query}"
-        );
+        if names.is_empty() {
+            assert!(
+                query.contains(&scrape),
+                "{what} queries neither a warrant metric nor {scrape}: {query}"
+            );
+        }
         for name in names {
             assert!(
                 exported.contains(&name),
@@ -920,22 +1292,60 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
             referenced.insert(name);
         }
     }
-    // The alerts the docs name are there.
-    let alerts: Vec<&str> = queries
-        .iter()
-        .filter_map(|(w, _)| w.strip_prefix("alert \""))
-        .map(|w| w.trim_end_matches('"'))
-        .collect();
+    // What the dashboard shows of publishing, the HSM and key binding.
+    for family in [
+        "warrant_publish_failing",
+        "warrant_keys_activations_held_total",
+        "warrant_hsm_operations_total",
+        "warrant_hsm_sessions_in_use",
+        "warrant_dpop_proofs_total",
+    ] {
+        assert!(
+            queries
+                .iter()
+                .any(|(what, q)| what.starts_with("panel") && q.contains(family)),
+            "no dashboard panel shows {family}"
+        );
+    }
+    // Every alert is listed in docs/install.md and has its runbook: a section of
+    // docs/alerts.md, which its runbook_url names.
     let install = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../docs/install.md"
     ))
     .unwrap();
-    for alert in &alerts {
-        assert!(
-            install.contains(alert),
-            "docs/install.md does not list {alert}"
-        );
+    let runbooks =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/alerts.md"))
+            .unwrap();
+    let mut alerts = Vec::new();
+    for group in rules["spec"]["groups"].as_array().unwrap() {
+        for rule in group["rules"].as_array().unwrap() {
+            let alert = rule["alert"].as_str().unwrap();
+            alerts.push(alert);
+            assert!(
+                install.contains(&format!("`{alert}`")),
+                "docs/install.md does not list {alert}"
+            );
+            assert!(
+                runbooks.contains(&format!("\n## {alert}\n")),
+                "docs/alerts.md has no section for {alert}"
+            );
+            let url = rule["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(
+                url.ends_with(&format!("docs/alerts.md#{}", alert.to_lowercase())),
+                "{alert}'s runbook_url is {url:?}"
+            );
+        }
+    }
+    for alert in [
+        "WarrantPublishFailing",
+        "WarrantKeyActivationHeld",
+        "WarrantHsmOperationsFailing",
+        "WarrantTargetDown",
+    ] {
+        assert!(alerts.contains(&alert), "no alert {alert}");
     }
 }
 
@@ -1290,4 +1700,53 @@ fn the_control_plane_hsm_example_mounts_what_its_uri_names() {
     };
     assert!(mounted_read_only(uri.module_path().unwrap()), "{uri}");
     assert!(mounted_read_only(uri.pin_source().unwrap()), "{uri}");
+}
+
+/// What the dashboard and the alerts say callers of an overloaded delegation get is what
+/// warrant answers them: 429 with Retry-After (`Refusal::overloaded`), for authentication and
+/// authorization alike, never a 503.
+#[test]
+fn overload_is_named_by_the_code_warrant_answers() {
+    let code = match warrant_auth::Refusal::overloaded() {
+        warrant_auth::Refusal::TooManyRequests { .. } => "429",
+        other => panic!("overload is {other:?}"),
+    };
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{DEPLOY}/components/monitoring/dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let mut named = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if target["expr"]
+                .as_str()
+                .unwrap()
+                .contains("_overloaded_total")
+            {
+                let legend = target["legendFormat"].as_str().unwrap();
+                assert!(legend.contains(&format!("({code})")), "{legend}");
+                named += 1;
+            }
+        }
+    }
+    assert_eq!(named, 2, "authentication's and authorization's overload");
+    let rules: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(format!(
+            "{DEPLOY}/components/monitoring/prometheusrule.yaml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let rule = rules["spec"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .find(|r| r["alert"] == "WarrantDelegationOverloaded")
+        .unwrap();
+    let description = rule["annotations"]["description"].as_str().unwrap();
+    assert!(
+        description.contains(code) && !description.contains("503"),
+        "{description}"
+    );
 }

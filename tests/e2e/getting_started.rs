@@ -397,6 +397,28 @@ async fn getting_started_runs_as_written() {
         outputs.push((block.section.clone(), out.0));
     }
     assert!(step4_review.is_some(), "step 4 has a review command");
+    // The walk leaves nothing in the checkout but what git ignores (`.warrant/`, `target/`):
+    // `git status` is as clean as before. (`HOME`'s kubectl cache and the test's own shell
+    // state are the test's, kept there because HOME is the checkout.)
+    let status = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=all"])
+        .current_dir(walk.root())
+        .output()
+        .unwrap();
+    let left: Vec<String> = String::from_utf8(status.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l[3..].to_owned())
+        .filter(|path| {
+            !["target/", ".warrant/", ".kube/", ".walk-state.sh"]
+                .iter()
+                .any(|ours| path.starts_with(ours))
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the walk left files in the checkout: {left:?}"
+    );
     let output = |section: &str, n: usize| -> &str {
         &outputs
             .iter()

@@ -3,6 +3,7 @@
 //! in a temporary directory; `SOFTHSM2_CONF` is set in the children's environment only.
 
 use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -40,8 +41,12 @@ impl SoftHsm {
             ),
         )
         .unwrap();
-        std::fs::write(dir.path().join("pin"), format!("{PIN}\n")).unwrap();
-        std::fs::write(dir.path().join("wrong-pin"), "9999\n").unwrap();
+        // Readable by this user only: warrant refuses a PIN file every user can read.
+        for (file, pin) in [("pin", PIN), ("wrong-pin", "9999")] {
+            let path = dir.path().join(file);
+            std::fs::write(&path, format!("{pin}\n")).unwrap();
+            std::fs::set_permissions(&path, PermissionsExt::from_mode(0o600)).unwrap();
+        }
         let hsm = SoftHsm { dir };
         let out = hsm
             .command("softhsm2-util")
@@ -108,8 +113,13 @@ impl SoftHsm {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// OpenSC's `pkcs11-tool --list-objects --type privkey`, logged in: an independent reader.
-    pub(crate) fn private_objects(&self) -> String {
+    /// OpenSC's `pkcs11-tool --list-objects`, logged in: every object on the token.
+    fn objects(&self) -> String {
+        self.pkcs11_tool(&["--list-objects"])
+    }
+
+    /// `pkcs11-tool` on the token, logged in; its stdout.
+    fn pkcs11_tool(&self, args: &[&str]) -> String {
         let out = self
             .command("pkcs11-tool")
             .args([
@@ -121,15 +131,24 @@ impl SoftHsm {
                 "--pin",
                 PIN,
             ])
-            .args(["--list-objects", "--type", "privkey"])
+            .args(args)
             .output()
             .unwrap();
-        assert!(out.status.success(), "pkcs11-tool: {}", stderr(&out));
+        assert!(
+            out.status.success(),
+            "pkcs11-tool {args:?}: {}",
+            stderr(&out)
+        );
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// OpenSC's `pkcs11-tool --list-objects --type privkey`, logged in: an independent reader.
+    pub(crate) fn private_objects(&self) -> String {
+        self.pkcs11_tool(&["--list-objects", "--type", "privkey"])
     }
 }
 
-fn flags(dir: &Path, uri: &str) -> Vec<OsString> {
+pub(crate) fn flags(dir: &Path, uri: &str) -> Vec<OsString> {
     flags_with(&dir.join("keys"), uri, "ES256")
 }
 
@@ -354,7 +373,13 @@ async fn a_token_that_disappears_while_serving_is_503_and_unready_until_it_retur
         unavailable.message().contains(&kid) && unavailable.message().contains("unavailable"),
         "{unavailable:?}"
     );
-    let ready = w.http.get(w.url("/readyz/keys")).send().await.unwrap();
+    let ready = w
+        .http
+        .get(w.url("/readyz/keys"))
+        .bearer_auth(w.admin_token())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 503);
     let body = ready.text().await.unwrap();
     assert!(body.contains("pkcs11:token=warrant"), "{body}");
@@ -397,6 +422,19 @@ async fn a_wrong_pin_is_one_clear_startup_error() {
     assert!(said.contains("--key-pkcs11-uri: pkcs11:token=warrant: the token refused the user PIN (CKR_PIN_INCORRECT)"), "{said}");
     assert_eq!(said.matches("refused the user PIN").count(), 1, "{said}");
     assert!(!said.contains("9999"), "{said}");
+
+    // A PIN file every user of the machine can read is refused, before the token is tried.
+    let pin = hsm.dir.path().join("pin");
+    std::fs::set_permissions(&pin, PermissionsExt::from_mode(0o644)).unwrap();
+    let said = serve_refused(&hsm, keys.path(), &hsm.uri());
+    assert!(
+        said.contains(&format!(
+            "--key-pkcs11-uri: pkcs11:token=warrant: the PIN file {} can be read or written by every user (mode 644)",
+            pin.display()
+        )),
+        "{said}"
+    );
+    assert!(!said.contains(PIN), "{said}");
 
     // A PIN in the URI is refused before anything is opened, without echoing it.
     let out = hsm.warrant(&[
@@ -492,11 +530,12 @@ async fn pem_stores_and_held_stores_are_not_mixed_and_import_and_revoke_work() {
     assert_eq!(listed["keys"][0]["kid"], sa.kid());
     no_private_key_under(&sa_dir);
 
-    // Revoke destroys the private object at once.
+    // Revoke destroys the key's objects at once, the public one too: no store can list it again.
     run_ok(keys_cmd("revoke", &sa_dir, true, &[sa.kid()]));
     let objects = hsm.private_objects();
     assert!(!objects.contains(sa.kid()), "{objects}");
     assert!(objects.contains(&imported_kid), "{objects}");
+    assert!(!hsm.objects().contains(sa.kid()), "{}", hsm.objects());
 }
 
 /// `warrant serve` with placeholder TLS and object files, the key directory `keys` and the
@@ -829,4 +868,270 @@ async fn two_replicas_share_one_token_and_one_key_directory() {
             "{review}"
         );
     }
+}
+
+/// What whoever can write a key directory (but holds no PIN) writes: an entry in `keys.json`
+/// for `key`'s public key, "held" at `held_in`, signing since a month ago for ten-year tokens,
+/// and its `PUBLIC KEY` file; written as warrant writes (a file renamed into place), so the
+/// running server sees the change.
+fn write_forged_entry(keys: &Path, key: &warrant_token::SigningKey, held_in: &str) {
+    let index_path = keys.join(warrant_keys::INDEX_FILE);
+    let mut index: Value =
+        serde_json::from_str(&std::fs::read_to_string(&index_path).unwrap()).unwrap();
+    let month_ago = warrant_clock::Clock::System.now() - jiff::SignedDuration::from_hours(30 * 24);
+    index["keys"].as_array_mut().unwrap().insert(
+        0,
+        serde_json::json!({
+            "kid": key.kid(),
+            "algorithm": "ES256",
+            "publishedAt": month_ago.to_string(),
+            "activateAt": month_ago.to_string(),
+            "maxTokenSeconds": 10 * 365 * 86_400,
+            "heldIn": held_in,
+        }),
+    );
+    index["generation"] = (index["generation"].as_u64().unwrap() + 1).into();
+    std::fs::write(
+        keys.join(warrant_keys::key_file_name(key.kid())),
+        key.verifying_key().to_pem(),
+    )
+    .unwrap();
+    let temp = keys.join(".forged");
+    std::fs::write(&temp, serde_json::to_vec_pretty(&index).unwrap()).unwrap();
+    std::fs::rename(&temp, &index_path).unwrap();
+}
+
+/// `issued`'s claims, expiring in ten years, signed by `key`: the token a store writer who
+/// made warrant trust `key` would present.
+fn forged_token(issued: &str, key: &warrant_token::SigningKey) -> String {
+    let payload = issued.split('.').nth(1).unwrap();
+    let mut claims: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+    let exp = warrant_clock::Clock::System.now().as_second() + 10 * 365 * 86_400;
+    claims["exp"] = exp.into();
+    key.sign_payload(&serde_json::to_vec(&claims).unwrap())
+        .unwrap()
+}
+
+/// Waits until the running server has read the key store since a store writer's change: it
+/// either refused it (`/readyz?verbose` says why, naming `kid`) or published `kid`. Returns the
+/// readiness report.
+async fn store_read_since_forgery(w: &Warrant, kid: &str) -> String {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let verbose = w.get_as_admin("/readyz?verbose").await;
+        let published = jwks(w).await.find(kid).is_some();
+        if published || verbose.contains(kid) {
+            assert!(!published, "the forged key is published: {verbose}");
+            return verbose;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never read the key store: {verbose}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_key_store_writer_without_the_pin_cannot_add_a_verifying_key() {
+    let hsm = SoftHsm::new();
+    let uri = hsm.uri();
+    let mut w = Warrant::start_with_env(OBJECTS, |dir| flags(dir, &uri), &[], &hsm.env()).await;
+    let issued = token(&w);
+    let kid = verify_offline(&w, &jwks(&w).await, &issued);
+
+    // The attack of issue 31: a "retired" entry with any heldIn locator and the writer's own
+    // public key, appended to the running server's key directory.
+    let attacker = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    let forged = forged_token(&issued, &attacker);
+    write_forged_entry(
+        &w.path("keys"),
+        &attacker,
+        "pkcs11:token=warrant;type=private;id=%ee%ee%ee%ee%ee%ee%ee%ee%ee%ee%ee%ee%ee%ee%ee%ee",
+    );
+    let verbose = store_read_since_forgery(&w, attacker.kid()).await;
+    assert!(
+        verbose.contains(&format!(
+            "key {} is not vouched for by PKCS#11 token \"warrant\"",
+            attacker.kid()
+        )),
+        "{verbose}"
+    );
+    // Nothing the writer forged is trusted: not published, its token refused; warrant's own key
+    // still signs and verifies.
+    let review = w.review(&forged, &["vault"]);
+    assert_eq!(review["authenticated"], Value::Null, "{review}");
+    let published = jwks(&w).await;
+    assert!(published.find(attacker.kid()).is_none());
+    assert_eq!(verify_offline(&w, &published, &token(&w)), kid);
+    assert_eq!(w.review(&issued, &["vault"])["authenticated"], true);
+
+    // A restart refuses the store, naming the entry, never key material.
+    let said = serve_refused(&hsm, &w.path("keys"), &hsm.uri());
+    assert!(
+        said.contains(&format!("key {} is not vouched for by PKCS#11 token \"warrant\": the store says it is held in pkcs11:token=warrant;type=private;id=%ee", attacker.kid())),
+        "{said}"
+    );
+    assert!(said.contains("The store is refused"), "{said}");
+    assert!(!said.contains("BEGIN"), "{said}");
+    drop(w.log());
+}
+
+#[tokio::test]
+async fn a_key_store_writer_cannot_make_warrant_destroy_another_applications_key() {
+    let hsm = SoftHsm::new();
+    let uri = hsm.uri();
+    let w = Warrant::start_with_env(OBJECTS, |dir| flags(dir, &uri), &[], &hsm.env()).await;
+    // Another application's key on the same token, made with the PIN.
+    hsm.pkcs11_tool(&[
+        "--keypairgen",
+        "--key-type",
+        "EC:prime256v1",
+        "--id",
+        "99",
+        "--label",
+        "other-app",
+    ]);
+    assert!(hsm.private_objects().contains("other-app"));
+
+    // A retired entry naming its CKA_ID: before, warrant destroyed the object as a retired
+    // key's; now the store is refused, and nothing is destroyed.
+    let attacker = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    write_forged_entry(
+        &w.path("keys"),
+        &attacker,
+        "pkcs11:token=warrant;type=private;id=%99",
+    );
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        assert!(
+            hsm.private_objects().contains("other-app"),
+            "warrant destroyed another application's key"
+        );
+        if w.get_as_admin("/readyz?verbose")
+            .await
+            .contains(attacker.kid())
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never read the key store"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // The other application still signs with it.
+    let digest = hsm.dir.path().join("digest");
+    std::fs::write(&digest, [7u8; 32]).unwrap();
+    hsm.pkcs11_tool(&[
+        "--sign",
+        "--mechanism",
+        "ECDSA",
+        "--id",
+        "99",
+        "--input-file",
+        digest.to_str().unwrap(),
+        "--output-file",
+        hsm.dir.path().join("signature").to_str().unwrap(),
+    ]);
+}
+
+#[tokio::test]
+async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_is_back() {
+    let hsm = SoftHsm::new();
+    let uri = hsm.uri();
+    let mut w = Warrant::start_with_env(OBJECTS, |dir| flags(dir, &uri), &[], &hsm.env()).await;
+    let keys = w.path("keys");
+    let issued = token(&w);
+    let leaked = verify_offline(&w, &jwks(&w).await, &issued);
+    let keys_cmd = |cmd: &str, extra: &[&str]| -> Output {
+        let mut args: Vec<OsString> = vec![
+            "keys".into(),
+            cmd.into(),
+            "--key-dir".into(),
+            keys.clone().into(),
+        ];
+        args.extend(["--key-pkcs11-uri".into(), uri.as_str().into()]);
+        args.extend(extra.iter().map(OsString::from));
+        let refs: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+        hsm.warrant(&refs)
+    };
+    let token_dir = hsm.token_dir();
+    let aside = hsm.dir.path().join("aside");
+
+    // With no successor published, revoking the signing key needs a new key, made in the
+    // token: without it, the command says so and changes nothing.
+    std::fs::rename(&token_dir, &aside).unwrap();
+    let refused = keys_cmd("revoke", &[&leaked]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains(&format!("key {leaked} signs now and no successor is published, so revoking it needs a new key made in the token, which cannot be reached")),
+        "{}",
+        stderr(&refused)
+    );
+    std::fs::rename(&aside, &token_dir).unwrap();
+
+    // A next key is published (so revoking the signing key needs no new key).
+    let rotated = keys_cmd("rotate", &[]);
+    assert!(rotated.status.success(), "{}", stderr(&rotated));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while jwks(&w).await.keys.len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never saw the rotation"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // The token goes away; the key leaks. Revoke records it without the token.
+    std::fs::rename(&token_dir, &aside).unwrap();
+    let revoked = keys_cmd("revoke", &[&leaked]);
+    let said = stderr(&revoked);
+    assert!(revoked.status.success(), "{said}");
+    assert!(said.contains("the token cannot be reached"), "{said}");
+    assert!(
+        said.contains("the warrant server that writes this store destroys it once it reaches the token, retrying until it is gone"),
+        "{said}"
+    );
+    let index = std::fs::read_to_string(keys.join(warrant_keys::INDEX_FILE)).unwrap();
+    assert!(index.contains(&format!("\"kid\": \"{leaked}\"")), "{index}");
+
+    // The running server takes the key out of the JWKS and refuses its tokens at once.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while jwks(&w).await.find(&leaked).is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the revoked key is still published"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let review = w.review(&issued, &["vault"]);
+    assert!(
+        review["error"]
+            .as_str()
+            .unwrap()
+            .contains("has been revoked"),
+        "{review}"
+    );
+
+    // The token is back: the server destroys the key's objects by itself, with no restart.
+    std::fs::rename(&aside, &token_dir).unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
+    while hsm.objects().contains(&leaked) {
+        if tokio::time::Instant::now() >= deadline {
+            panic!(
+                "the revoked key was never destroyed: {}\n{}",
+                hsm.objects(),
+                w.log()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        w.metric(r#"warrant_keys_holder_disposals_total{result="destroyed"}"#)
+            .await,
+        1.0
+    );
+    assert_eq!(w.metric("warrant_keys_holder_disposals_pending").await, 0.0);
 }

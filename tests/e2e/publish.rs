@@ -37,20 +37,7 @@ async fn serve_keeps_a_directory_target_current_and_ready() {
 #[tokio::test]
 async fn a_target_where_the_issuer_cannot_be_is_refused_at_startup() {
     let www = tempfile::tempdir().unwrap();
-    let key = www.path().join("sa.key");
-    let made = std::process::Command::new("openssl")
-        .args([
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-        ])
-        .arg(&key)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let key = signing_key(www.path());
     let web_root = www.path().join("www");
     std::fs::create_dir(&web_root).unwrap();
     let args: Vec<OsString> = vec![
@@ -75,4 +62,208 @@ async fn a_target_where_the_issuer_cannot_be_is_refused_at_startup() {
         std::fs::read_dir(&web_root).unwrap().next().is_none(),
         "something was published by a refused command"
     );
+}
+
+/// A P-256 signing key file in `dir`, made by openssl.
+fn signing_key(dir: &std::path::Path) -> std::path::PathBuf {
+    let key = dir.join("sa.key");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+        ])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    key
+}
+
+/// Whoever deploys the web site can plant a symbolic link inside the web root, pointing where
+/// warrant (perhaps root) may write and they may not. `discovery publish file://` and
+/// `discovery export --dir` refuse to write through it, naming it, and write nothing there.
+#[tokio::test]
+async fn a_symbolic_link_inside_the_web_root_is_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = signing_key(tmp.path());
+    let web_root = tmp.path().join("www");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&web_root).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, web_root.join("tenant-a")).unwrap();
+    let issuer = "https://issuer.example/tenant-a";
+    let runs: [Vec<OsString>; 2] = [
+        vec![
+            "discovery".into(),
+            "publish".into(),
+            format!("file://{}", web_root.display()).into(),
+        ],
+        vec![
+            "discovery".into(),
+            "export".into(),
+            "--dir".into(),
+            web_root.clone().into(),
+        ],
+    ];
+    for mut args in runs {
+        args.extend([
+            "--service-account-issuer".into(),
+            issuer.into(),
+            "--service-account-signing-key-file".into(),
+            key.clone().into(),
+        ]);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_warrant"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        assert!(
+            stderr.contains("tenant-a is a symbolic link"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "{args:?} wrote through the link"
+        );
+    }
+}
+
+/// `--publish-endpoint http://` to a host that is not loopback would send the bucket's
+/// credentials in clear: refused before anything is sent, saying what to do instead; so is a CA
+/// file that holds no certificate, and a CA file without an endpoint.
+#[tokio::test]
+async fn plain_http_to_a_remote_endpoint_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = signing_key(tmp.path());
+    let not_a_ca = tmp.path().join("ca.pem");
+    std::fs::write(&not_a_ca, "not a certificate\n").unwrap();
+    let run = |extra: &[&OsStr]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_warrant"))
+            .args(["discovery", "publish", "s3://bucket/tenant-a"])
+            .args([
+                "--service-account-issuer",
+                "https://issuer.example/tenant-a",
+            ])
+            .arg("--service-account-signing-key-file")
+            .arg(&key)
+            .args(extra)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{extra:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // 0.0.0.0 is this machine but not loopback: were it not refused, the request would stay here.
+    let stderr = run(&["--publish-endpoint".as_ref(), "http://0.0.0.0:9".as_ref()]);
+    assert!(
+        stderr.contains("plain HTTP to a host that is not loopback")
+            && stderr.contains("--publish-allow-http")
+            && stderr.contains("--publish-ca-file"),
+        "{stderr}"
+    );
+    let stderr = run(&[
+        "--publish-endpoint".as_ref(),
+        "https://127.0.0.1:9".as_ref(),
+        "--publish-ca-file".as_ref(),
+        not_a_ca.as_os_str(),
+    ]);
+    assert!(stderr.contains("holds no CERTIFICATE block"), "{stderr}");
+    let stderr = run(&["--publish-ca-file".as_ref(), not_a_ca.as_os_str()]);
+    assert!(stderr.contains("--publish-endpoint"), "{stderr}");
+}
+
+/// A failing target's reason can carry what only operators should read (here a path of the
+/// web root; from a bucket, its error body with an account id or a role ARN). Readiness names
+/// the failing check to anyone, as kube-apiserver does (`reason withheld`), and says why only
+/// to a caller who authenticated, and in the log.
+#[tokio::test]
+async fn readiness_says_why_a_target_fails_only_to_callers_who_authenticate() {
+    let www = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), www.path().join("openid")).unwrap();
+    let target = format!("file://{}", www.path().display());
+    let mut w =
+        Warrant::start_with_unready(OBJECTS, key_dir, &["--publish-discovery", &target]).await;
+    let get = async |path: &str, token: Option<String>| {
+        let mut request = w.http.get(w.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    };
+    let (code, body) = get("/readyz", None).await;
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("[-]publish failed: reason withheld\n")
+            && body.ends_with("readyz check failed\n"),
+        "{body}"
+    );
+    assert!(
+        !body.contains("symbolic link") && !body.contains(&target),
+        "{body}"
+    );
+    let (code, body) = get("/readyz/publish", None).await;
+    assert_eq!(
+        (code, body.as_str()),
+        (503, "internal server error: reason withheld")
+    );
+
+    let admin = Some(w.admin_token());
+    let (code, body) = get("/readyz", admin.clone()).await;
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("[-]publish failed: ") && body.contains("openid is a symbolic link"),
+        "{body}"
+    );
+    let (_, body) = get("/readyz/publish", admin).await;
+    assert!(body.contains("openid is a symbolic link"), "{body}");
+    let log = w.log();
+    assert!(
+        log.contains("[-]publish failed: ") && log.contains("openid is a symbolic link"),
+        "{log}"
+    );
+}
+
+/// A target that cannot be used is named as the operator gave it: `serve` by its flag,
+/// `discovery publish` by the URL alone (it takes targets as arguments, and has no
+/// `--publish-discovery` flag to look for).
+#[test]
+fn a_bad_target_is_named_where_it_was_given() {
+    let out = serve_refusing(&["--publish-discovery", "ftp://bucket/prefix"], &[]);
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("--publish-discovery ftp://bucket/prefix: unsupported scheme \"ftp\""),
+        "{said}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let key = signing_key(dir.path());
+    let out = std::process::Command::new(BIN)
+        .args([
+            "discovery",
+            "publish",
+            "ftp://bucket/prefix",
+            "--service-account-issuer",
+            "https://warrant.example/prefix",
+            "--service-account-signing-key-file",
+        ])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("ftp://bucket/prefix: unsupported scheme \"ftp\""),
+        "{said}"
+    );
+    assert!(!said.contains("--publish-discovery"), "{said}");
 }

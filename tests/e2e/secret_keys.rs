@@ -112,13 +112,9 @@ fn replaces(cluster: &Fixture) -> usize {
         .count()
 }
 
-async fn get_text(w: &Warrant, path: &str) -> (u16, String) {
-    w.get_text(path).await
-}
-
 /// The kids of the JWKS a replica serves, in its order.
 async fn jwks(w: &Warrant) -> Vec<String> {
-    let (code, text) = get_text(w, "/openid/v1/jwks").await;
+    let (code, text) = w.get_text("/openid/v1/jwks").await;
     assert_eq!(code, 200);
     let jwks: Value = serde_json::from_str(&text).unwrap();
     jwks["keys"]
@@ -133,7 +129,7 @@ async fn jwks(w: &Warrant) -> Vec<String> {
 async fn until(w: &Warrant, what: &str, path: &str, check: impl Fn(u16, &str) -> bool) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let (code, text) = get_text(w, path).await;
+        let (code, text) = w.get_text(path).await;
         if check(code, &text) {
             return;
         }
@@ -180,11 +176,11 @@ async fn replicas_share_a_key_secret_and_only_the_lease_holder_writes_it() {
     let leader = lease_holder(&cluster).expect("a replica holds the Lease");
     assert_eq!(written_by(&cluster), leader);
     assert_eq!(replaces(&cluster), 1, "one write, by the leader alone");
-    let (_, text) = get_text(&a, "/metrics").await;
+    let (_, text) = a.get_text("/metrics").await;
     assert!(text.contains("\nwarrant_keys_leader 1\n"), "{text}");
-    let (_, text) = get_text(&b, "/metrics").await;
+    let (_, text) = b.get_text("/metrics").await;
     assert!(text.contains("\nwarrant_keys_leader 0\n"), "{text}");
-    let (code, verbose) = get_text(&a, "/readyz?verbose").await;
+    let (code, verbose) = a.get_text("/readyz?verbose").await;
     assert_eq!(code, 200);
     assert!(
         verbose.contains("[+]key-store ok, last read at ")
@@ -193,7 +189,7 @@ async fn replicas_share_a_key_secret_and_only_the_lease_holder_writes_it() {
             )),
         "{verbose}"
     );
-    let (_, verbose) = get_text(&b, "/readyz?verbose").await;
+    let (_, verbose) = b.get_text("/readyz?verbose").await;
     assert!(verbose.contains("[+]key-lease following ("), "{verbose}");
 
     // Tokens of either replica verify with the other's keys.
@@ -254,14 +250,14 @@ async fn a_replica_cut_off_from_the_api_server_keeps_serving_its_keys_and_says_s
             },
         )
         .await;
-        let (_, text) = get_text(w, "/metrics").await;
+        let (_, text) = w.get_text("/metrics").await;
         assert!(
             text.contains(r#"warrant_keys_store_errors_total{operation="load"}"#)
                 && !text.contains("warrant_keys_store_stale_since_timestamp_seconds 0\n"),
             "{text}"
         );
         // Still ready, still serving the same keys, still issuing.
-        assert_eq!(get_text(w, "/readyz").await, (200, "ok".to_owned()));
+        assert_eq!(w.get_text("/readyz").await, (200, "ok".to_owned()));
         assert_eq!(jwks(w).await, keys);
     }
     let token = b.token(&["--audience", "vault"]);
@@ -282,7 +278,7 @@ async fn a_replica_cut_off_from_the_api_server_keeps_serving_its_keys_and_says_s
         )
         .await;
     }
-    let (_, text) = get_text(&b, "/metrics").await;
+    let (_, text) = b.get_text("/metrics").await;
     assert!(
         text.contains("warrant_keys_store_stale_since_timestamp_seconds 0\n"),
         "{text}"

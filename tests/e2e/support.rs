@@ -77,6 +77,16 @@ impl Warrant {
         Self::launch(Source::File(objects), keys, extra).await
     }
 
+    /// As [`start_with`](Self::start_with), returning once the server answers at all
+    /// (`/livez`), ready or not.
+    pub(crate) async fn start_with_unready(
+        objects: &str,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+    ) -> Warrant {
+        Self::launch_until(Source::File(objects), keys, extra, "/livez", "").await
+    }
+
     /// Starts the server against a cluster: the loopback Kubernetes fixture `cluster`.
     pub(crate) async fn start_cluster(
         cluster: &warrant_kube_fixture::Fixture,
@@ -261,9 +271,17 @@ impl Warrant {
         }
     }
 
-    /// The server's log so far (stops the server).
+    /// The server's log so far (stops the server). The log goes through a non-blocking writer,
+    /// so the server is asked to stop (SIGTERM, as a kubelet does; its shutdown is bounded by
+    /// its grace) and its exit awaited: a SIGKILL loses the lines still queued.
     pub(crate) fn log(&mut self) -> String {
-        let _ = self.child.kill();
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            let _ = self.child.wait();
+        }
         let mut text = String::new();
         if let Some(stderr) = self.child.stderr.as_mut() {
             let _ = stderr.read_to_string(&mut text);
@@ -327,7 +345,13 @@ impl Warrant {
 
     /// `/metrics`, read as the admin.
     pub(crate) async fn metrics_text(&self) -> String {
-        self.get_text("/metrics").await.1
+        self.get_as_admin("/metrics").await
+    }
+
+    /// The body of `path`, read as the admin (who is told what anonymous callers are not:
+    /// `/readyz?verbose`'s reasons, say).
+    pub(crate) async fn get_as_admin(&self, path: &str) -> String {
+        self.get_text(path).await.1
     }
 
     /// GET `path` as the admin: the status and the body.

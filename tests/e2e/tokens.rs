@@ -106,3 +106,29 @@ async fn the_make_run_example_works_as_shipped() {
     let status = w.review(token.trim(), &["vault"]);
     assert_eq!(status["authenticated"], true, "{status}");
 }
+
+/// The `issued a token` line names the key a token is bound to, and says nothing of a key for a
+/// token bound to none (not `bound_key=""`, which reads as a key with an empty thumbprint).
+#[tokio::test]
+async fn the_issued_line_names_a_bound_key_only() {
+    let mut w = Warrant::start(OBJECTS, &[]).await;
+    let unbound = w.token(&["--audience", "vault"]);
+    let setup = tempfile::tempdir().unwrap();
+    let (bound, jkt) =
+        crate::keybinding::dpop_bound_token(&w, &setup.path().join("holder.key"), &["vault"]).await;
+    // Stopped as a service manager stops it, so its log is written out before it is read.
+    w.signal("TERM");
+    assert!(w.wait_exit().success());
+    let log = w.log();
+    let issued = |token: &str| {
+        let jti = claims(token).jti;
+        log.lines()
+            .find(|l| l.contains("issued a token") && l.contains(&jti))
+            .unwrap_or_else(|| panic!("no issued line for {jti} in:\n{log}"))
+            .to_owned()
+    };
+    let line = issued(&unbound);
+    assert!(!line.contains("bound_key"), "{line}");
+    let line = issued(&bound);
+    assert!(line.contains(&format!("bound_key=\"{jkt}\"")), "{line}");
+}

@@ -27,7 +27,7 @@ pub use authn::{
 };
 pub use authz::{
     Attributes, AuthorizationPolicyError, Authorized, Authorizer, DEFAULT_ALWAYS_ALLOW_GROUPS,
-    DEFAULT_ALWAYS_ALLOW_PATHS, DelegatedAuthorization, Grant, Policy, PolicyFile,
+    DEFAULT_ALWAYS_ALLOW_PATHS, Decided, DelegatedAuthorization, Grant, Policy, PolicyFile,
     ResourceAttributes, TokenAsk, Verdict,
 };
 pub use delegation::{

@@ -91,6 +91,8 @@ fn main() {
     assert!(status.success());
     let pin = dir.join("pin");
     std::fs::write(&pin, "1234").unwrap();
+    // Readable by this user only: warrant refuses a PIN file every user can read.
+    std::fs::set_permissions(&pin, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let uri: Pkcs11Uri = format!(
         "pkcs11:token=bench?module-path={}&pin-source=file:{}",
         module().display(),

@@ -101,6 +101,29 @@ pub enum HsmError {
         /// `private key` or `public key`.
         what: &'static str,
     },
+    /// The token does not vouch for a key a key store says it holds (see `ownership.rs`).
+    #[error("{uri}: the token holds no key {kid} made for warrant: {reason}")]
+    NotHeld {
+        /// The key's URI, as the store names it.
+        uri: String,
+        /// The key the store claims.
+        kid: String,
+        /// Why not.
+        reason: String,
+    },
+    /// The PKCS#11 module could be replaced by someone other than its owner: whoever can write
+    /// it (or a directory above it) runs code in warrant, with the PIN.
+    #[error(
+        "PKCS#11 module {path}: {culprit} {problem}: whoever can change it runs code inside warrant, with the token's PIN. Make it and every directory above it writable by their owner only, owned by root or by warrant's user"
+    )]
+    ModuleUnsafe {
+        /// The module path, as configured.
+        path: PathBuf,
+        /// The file or directory at fault.
+        culprit: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// Creating a key whose id is already taken.
     #[error(
         "{uri}: the token already holds an object with this CKA_ID; refusing to create a second key with the same id"
@@ -342,10 +365,12 @@ impl HsmError {
             HsmError::DuplicateId { .. } => "unsuitable",
             HsmError::ModuleNotFound { .. }
             | HsmError::NotAModule { .. }
+            | HsmError::ModuleUnsafe { .. }
             | HsmError::ModuleInit { .. } => "module",
             HsmError::NoToken { .. } | HsmError::AmbiguousToken { .. } => "no_token",
             HsmError::WrongPin { .. } | HsmError::PinLocked { .. } => "pin",
             HsmError::ObjectMissing { .. } => "missing",
+            HsmError::NotHeld { .. } => "not_held",
             HsmError::ObjectExists { .. } => "exists",
             HsmError::Unsuitable { .. } | HsmError::PublicKey { .. } => "unsuitable",
             HsmError::Import(_) | HsmError::ImportUnsupported(_) | HsmError::KeyType(_) => {

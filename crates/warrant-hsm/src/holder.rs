@@ -10,11 +10,15 @@
 //! **What the store records** is [`RemoteKey::locator`](warrant_token::RemoteKey::locator):
 //! `pkcs11:token=LABEL;type=private;id=%..`, no PIN, no module path, no slot number. A locator
 //! naming another token (a different label or serial) is refused rather than looked up here.
+//!
+//! **What the store's entries are checked against**: the token's own objects, see
+//! `ownership.rs` (a public key object only a session with the PIN can create vouches for a
+//! key; only an object proven to be the recorded key is destroyed).
 
 use std::sync::Arc;
 
 use aws_lc_rs::rand::{SecureRandom as _, SystemRandom};
-use warrant_keys::KeyHolder;
+use warrant_keys::{Disposal, Disposed, KeyHolder};
 use warrant_token::{KeyError, KeyType, PemKey, SigningKey, VerifyingKey};
 
 use crate::error::{HsmError, LocatorError};
@@ -79,23 +83,30 @@ impl Pkcs11Holder {
     /// is the recorded key. [`KeyHolder::open`] does not look (a retired key's object is gone
     /// on purpose); a server checks the keys that can still sign with this at startup, so a
     /// missing or unsuitable object is one startup error rather than a failure at the first
-    /// signature. Blocks.
+    /// signature. A key made before warrant took every use but signing from its keys
+    /// (`CKA_DECRYPT`, `CKA_UNWRAP`, `CKA_DERIVE`) loses them here, said in the log; a token
+    /// that refuses is warned about, not fatal. Blocks.
     pub fn check(&self, key: &SigningKey) -> Result<(), HsmError> {
         let remote = key.remote_key().ok_or(LocatorError::NotHeld)?;
         let id = self.locator_id(&remote.locator())?;
-        find_recorded(&self.token, &id, key.verifying_key()).map(drop)
+        let found = find_recorded(&self.token, &id, key.verifying_key())?;
+        match self.token.restrict_to_signing(&id) {
+            Ok(true) => tracing::warn!(
+                kid = %key.kid(), uri = %found.uri(),
+                "the key could also decrypt, unwrap or derive in the token; it now only signs (CKA_DECRYPT, CKA_UNWRAP and CKA_DERIVE set false)"
+            ),
+            Ok(false) => {}
+            Err(error) => tracing::warn!(
+                kid = %key.kid(), %error,
+                "the key can also decrypt, unwrap or derive in the token, and the token refused to take that away: set CKA_DECRYPT, CKA_UNWRAP and CKA_DERIVE false on it with the vendor's tools"
+            ),
+        }
+        Ok(())
     }
 
     fn generate_key(&self, key_type: KeyType) -> Result<SigningKey, HsmError> {
         let key = self.token.generate_labelled_by_kid(key_type, &new_id()?)?;
         Ok(remote(Pkcs11Key::new(key)))
-    }
-
-    fn destroy_key(&self, key: &SigningKey) -> Result<(), HsmError> {
-        let remote = key.remote_key().ok_or(LocatorError::NotHeld)?;
-        let id = self.locator_id(&remote.locator())?;
-        self.token.destroy_private_key(&id)?;
-        Ok(())
     }
 }
 
@@ -132,7 +143,18 @@ impl KeyHolder for Pkcs11Holder {
         Ok(remote(key))
     }
 
-    fn destroy(&self, key: &SigningKey) -> Result<(), KeyError> {
-        self.destroy_key(key).map_err(key_error)
+    fn vouch(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError> {
+        let id = self.locator_id(locator).map_err(key_error)?;
+        self.token.vouch(&id, public).map_err(key_error)
+    }
+
+    fn dispose(&self, locator: &str, kid: &str, disposal: Disposal) -> Result<Disposed, KeyError> {
+        let id = match self.locator_id(locator) {
+            Ok(id) => id,
+            // A locator that names nothing on this token names nothing of warrant's here.
+            Err(HsmError::Locator(error)) => return Ok(Disposed::NotTheKey(error.to_string())),
+            Err(error) => return Err(key_error(error)),
+        };
+        self.token.dispose(&id, kid, disposal).map_err(key_error)
     }
 }

@@ -6,15 +6,17 @@
 //! - [`Token::open`] loads the module, finds the token by label and logs in, with one clear
 //!   error for each way that can fail. [`Token::generate`] and [`Token::import_pem`] create
 //!   non-extractable, sensitive keys in the token; [`Token::key`] finds one by `CKA_ID` and
-//!   refuses keys that could leave it; [`Token::destroy_private_key`] retires one.
+//!   refuses keys that could leave it; [`Token::vouch`] says whether the token holds a key a
+//!   key store lists for warrant, and [`Token::dispose`] destroys one, only if it is the
+//!   recorded key (the objects that prove it, and why: `ownership.rs`).
 //! - [`HsmKey`] signs inside the token (blocking: the device layer) and carries its public key
 //!   as a [`warrant_token::VerifyingKey`], so the kid and the JWK are exactly those of a PEM key.
 //! - [`Pkcs11Key`] is the key layer: warrant-token's [`warrant_token::RemoteKey`] for a key in
 //!   a token, signing on the token's [`SigningThreads`], never on the runtime's workers; the
 //!   issuer core signs with it through [`warrant_token::SigningKey::remote`].
 //! - [`Pkcs11Holder`] is warrant-keys' [`warrant_keys::KeyHolder`] for a token: a managed key
-//!   set's keys are generated, found and destroyed there, and the key store records only
-//!   public keys and locators. A cloud KMS would be one more `RemoteKey` and `KeyHolder`.
+//!   set's keys are generated, vouched for, found and destroyed there, and the key store
+//!   records only public keys and locators. A cloud KMS would be one more `RemoteKey` and `KeyHolder`.
 //! - A token's sessions are a bounded pool; losing them makes the token [`Health::Unavailable`]
 //!   (calls fail fast) until [`Token::run_recovery`] reopens them, with backoff on tokio's clock.
 //!
@@ -50,6 +52,7 @@ pub mod fault;
 mod holder;
 mod metrics;
 mod module;
+mod ownership;
 mod pin;
 mod remote;
 mod threads;

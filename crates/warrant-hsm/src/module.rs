@@ -37,6 +37,7 @@ impl Module {
         let key = std::fs::canonicalize(path).map_err(|_| HsmError::ModuleNotFound {
             path: path.to_path_buf(),
         })?;
+        refuse_if_others_can_change(path, &key)?;
         let table = MODULES.get_or_init(Mutex::default);
         let mut table = table.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(module) = table.get(&key) {
@@ -87,6 +88,48 @@ impl Module {
         *generation += 1;
         initialize(&self.ctx, &self.path)
     }
+}
+
+/// Refuses a module that someone other than its owner could replace: the module file, or a
+/// directory above it, writable by group or others, or owned by anyone but root or this
+/// process's user. Loading a module runs its code inside warrant, which then logs in with the
+/// PIN, so this is ssh-agent's rule for PKCS#11 providers (it keeps an allow-list of paths and
+/// refuses others). A world-writable directory with the sticky bit owned by root (`/tmp`) is
+/// allowed: others cannot rename or remove what they do not own in it. `canonical` is `path`
+/// with its symbolic links resolved, so the files checked are the ones loaded.
+fn refuse_if_others_can_change(path: &Path, canonical: &Path) -> Result<(), HsmError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let me = rustix::process::geteuid().as_raw();
+    for culprit in canonical.ancestors() {
+        let Ok(meta) = std::fs::metadata(culprit) else {
+            continue;
+        };
+        let unsafe_because = |problem: String| HsmError::ModuleUnsafe {
+            path: path.to_path_buf(),
+            culprit: culprit.to_path_buf(),
+            problem,
+        };
+        let mode = meta.mode();
+        let sticky_root_dir = meta.is_dir() && mode & 0o1000 != 0 && meta.uid() == 0;
+        if mode & 0o022 != 0 && !sticky_root_dir {
+            let who = if mode & 0o002 != 0 {
+                "every user"
+            } else {
+                "its group"
+            };
+            return Err(unsafe_because(format!(
+                "is writable by {who} (mode {:o})",
+                mode & 0o7777
+            )));
+        }
+        if meta.uid() != 0 && meta.uid() != me {
+            return Err(unsafe_because(format!(
+                "is owned by user {}, neither root nor warrant's user ({me})",
+                meta.uid()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn initialize(ctx: &Pkcs11, path: &Path) -> Result<(), HsmError> {

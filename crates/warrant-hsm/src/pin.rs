@@ -1,5 +1,21 @@
 //! The user PIN: read from a file or an environment variable, held in a zeroizing secret, and
 //! never printed (the types here have no `Display`, and errors name the source, not the value).
+//!
+//! **A PIN file** that every user can read or write is refused ([`PinError::Exposed`]), as ssh
+//! refuses a private key file others can read; group access is allowed, since a Kubernetes
+//! Secret volume with an `fsGroup` is group-readable.
+//!
+//! **A PIN variable is not removed from the environment once read**, and cannot soundly be:
+//! `std::env::remove_var` is `unsafe` in Rust 2024 (another thread, or C code such as the
+//! PKCS#11 module, may read the environment at the same moment), every warrant crate forbids
+//! `unsafe` (a `forbid` no crate can lift), and the token is opened once the runtime's threads
+//! run. Removal would also hide less than it seems: `/proc/PID/environ` shows the environment
+//! the process started with, whatever is removed later, and only to the process's own user and
+//! root, who can read its memory (and so the PIN) anyway. What removal would protect against is
+//! inheritance by child processes and in-process readers of the environment; warrant starts no
+//! child process and never reads or logs its environment beyond the variables it names. So the
+//! variable is read once, at startup, and the file source (`pin-source=file:`) is the one the
+//! documentation recommends.
 
 use std::path::PathBuf;
 
@@ -26,6 +42,16 @@ pub enum PinError {
         /// The I/O error.
         #[source]
         cause: std::io::Error,
+    },
+    /// Users other than the file's owner and group can read or write the file.
+    #[error(
+        "the PIN file {path} can be read or written by every user (mode {mode:o}): make it readable by warrant's user (or group) only, e.g. chmod 0400, or in Kubernetes a Secret volume's defaultMode 0400 (0440 with an fsGroup)"
+    )]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
     },
     /// The file is larger than any PIN.
     #[error("the PIN file {0} is larger than 1024 bytes: it is not a PIN")]
@@ -58,6 +84,16 @@ impl PinSource {
                     path: path.clone(),
                     cause,
                 })?;
+                // As ssh refuses a private key file others can read: a PIN every user of the
+                // machine can read protects nothing. Group access is allowed (a Secret volume
+                // with an fsGroup is group-readable).
+                let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777;
+                if mode & 0o006 != 0 {
+                    return Err(PinError::Exposed {
+                        path: path.clone(),
+                        mode,
+                    });
+                }
                 if meta.len() > 1024 {
                     return Err(PinError::TooLarge(path.clone()));
                 }

@@ -117,7 +117,7 @@ pub(crate) fn find_recorded(
     id: &[u8],
     public: &VerifyingKey,
 ) -> Result<HsmKey, HsmError> {
-    let key = token.key(id, Some(public.algorithm()))?;
+    let key = token.recorded_key(id, public)?;
     if key.verifying_key() != public {
         return Err(HsmError::Unsuitable {
             uri: key.uri().to_string(),

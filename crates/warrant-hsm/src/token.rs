@@ -15,8 +15,11 @@
 //!
 //! **Keys.** A key is a private key object and a public key object sharing a `CKA_ID`. Private
 //! keys are made with `CKA_TOKEN`, `CKA_PRIVATE`, `CKA_SENSITIVE` true and `CKA_EXTRACTABLE`
-//! false, and a key found on the token is refused unless it is like that. warrant reads only
-//! public keys back.
+//! false, and sign only (`CKA_DECRYPT`, `CKA_UNWRAP`, `CKA_DERIVE` false); a key found on the
+//! token is refused unless it is sensitive and not extractable, and only private key objects
+//! with `CKA_PRIVATE` are ever looked at. Public key objects are `CKA_PRIVATE` too: only a
+//! session with the PIN can make, see or destroy them, which is how the token vouches for a
+//! key a store lists (`ownership.rs`). warrant reads only public keys back.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -158,6 +161,12 @@ pub struct KeyAttributes {
     pub never_extractable: bool,
     /// `CKA_SIGN`.
     pub sign: bool,
+    /// `CKA_DECRYPT`: warrant's keys never decrypt.
+    pub decrypt: bool,
+    /// `CKA_UNWRAP`: warrant's keys never unwrap other keys into the token.
+    pub unwrap: bool,
+    /// `CKA_DERIVE`: warrant's keys never derive other keys.
+    pub derive: bool,
 }
 
 /// A key on the token, as [`Token::list_keys`] finds it.
@@ -202,12 +211,19 @@ struct Pool {
     broken: Option<Arc<HsmError>>,
 }
 
-struct Pooled {
-    session: Session,
+pub(crate) struct Pooled {
+    pub(crate) session: Session,
     generation: u64,
     epoch: u64,
     /// Private key handles found in this session, by `CKA_ID`.
     handles: HashMap<Vec<u8>, ObjectHandle>,
+}
+
+impl Pooled {
+    /// Forgets the private key handle of `id` cached in this session (its object was destroyed).
+    pub(crate) fn forget_handle(&mut self, id: &[u8]) {
+        self.handles.remove(id);
+    }
 }
 
 impl fmt::Debug for Token {
@@ -308,9 +324,11 @@ impl Token {
     }
 
     /// Generates a key pair inside the token: private key `CKA_TOKEN`, `CKA_PRIVATE`,
-    /// `CKA_SENSITIVE` true, `CKA_EXTRACTABLE` false, `CKA_SIGN` true; both halves with `id`
-    /// and `label`. Refuses an `id` already in use. If anything after the generation fails,
-    /// both objects are destroyed again. Blocks.
+    /// `CKA_SENSITIVE` true, `CKA_EXTRACTABLE` false, `CKA_SIGN` true and every other use false;
+    /// public key `CKA_PRIVATE` too (see the module's doc); both halves with `id` and `label`
+    /// (the token vouches only for keys labelled by their kid: see
+    /// [`generate_labelled_by_kid`](Self::generate_labelled_by_kid)). Refuses an `id` already in
+    /// use. If anything after the generation fails, both objects are destroyed again. Blocks.
     pub fn generate(&self, key_type: KeyType, id: &[u8], label: &str) -> Result<HsmKey, HsmError> {
         self.generate_labelled(key_type, id, Some(label))
     }
@@ -490,7 +508,29 @@ impl Token {
     /// `expected`, when given), with its public key read from the token. Blocks.
     pub fn key(&self, id: &[u8], expected: Option<Algorithm>) -> Result<HsmKey, HsmError> {
         let key_uri = self.inner.uri.with_object(id, None);
-        self.call("find", |s, e| self.load_key(e, s, &key_uri, id, expected))
+        self.call("find", |s, e| {
+            self.load_key(e, s, &key_uri, id, expected, None)
+        })
+    }
+
+    /// [`key`](Self::key) for a key whose public half a key store recorded as `recorded`: the
+    /// public key is read from the object holding it, if several share the id. Blocks.
+    pub(crate) fn recorded_key(
+        &self,
+        id: &[u8],
+        recorded: &VerifyingKey,
+    ) -> Result<HsmKey, HsmError> {
+        let key_uri = self.inner.uri.with_object(id, None);
+        self.call("find", |s, e| {
+            self.load_key(
+                e,
+                s,
+                &key_uri,
+                id,
+                Some(recorded.algorithm()),
+                Some(recorded),
+            )
+        })
     }
 
     /// The public key of `id`, which stays on the token after the private key is destroyed
@@ -500,7 +540,7 @@ impl Token {
         self.call("find", |s, _| {
             let private = find(&s.session, ObjectClass::PRIVATE_KEY, id)
                 .map_err(|err| HsmError::pkcs11(&key_uri, "C_FindObjects", err))?;
-            read_public_key(s, &key_uri, id, private.first().copied()).map(|(key, _)| key)
+            read_public_key(s, &key_uri, id, private.first().copied(), None).map(|(key, _)| key)
         })
     }
 
@@ -521,6 +561,9 @@ impl Token {
                         AttributeType::AlwaysSensitive,
                         AttributeType::NeverExtractable,
                         AttributeType::Sign,
+                        AttributeType::Decrypt,
+                        AttributeType::Unwrap,
+                        AttributeType::Derive,
                     ],
                 )
                 .map_err(|err| HsmError::pkcs11(&key_uri, "C_GetAttributeValue", err))?;
@@ -532,6 +575,10 @@ impl Token {
                 always_sensitive: false,
                 never_extractable: false,
                 sign: false,
+                // Absent: a usage the token does not have for this kind of key.
+                decrypt: false,
+                unwrap: false,
+                derive: false,
             };
             for a in attrs {
                 match a {
@@ -542,28 +589,13 @@ impl Token {
                     Attribute::AlwaysSensitive(v) => out.always_sensitive = v,
                     Attribute::NeverExtractable(v) => out.never_extractable = v,
                     Attribute::Sign(v) => out.sign = v,
+                    Attribute::Decrypt(v) => out.decrypt = v,
+                    Attribute::Unwrap(v) => out.unwrap = v,
+                    Attribute::Derive(v) => out.derive = v,
                     _ => {}
                 }
             }
             Ok(out)
-        })
-    }
-
-    /// Destroys the private key object of `id` (when a key retires or is revoked); the public
-    /// key object stays. True when an object was destroyed, false when there was none. Other
-    /// handles on the token find the key gone at their next signature. Blocks.
-    pub fn destroy_private_key(&self, id: &[u8]) -> Result<bool, HsmError> {
-        let key_uri = self.inner.uri.with_object(id, None);
-        self.call("destroy", |s, _| {
-            let handles = find(&s.session, ObjectClass::PRIVATE_KEY, id)
-                .map_err(|e| HsmError::pkcs11(&key_uri, "C_FindObjects", e))?;
-            for &h in &handles {
-                s.session
-                    .destroy_object(h)
-                    .map_err(|e| HsmError::pkcs11(&key_uri, "C_DestroyObject", e))?;
-            }
-            s.handles.remove(id);
-            Ok(!handles.is_empty())
         })
     }
 
@@ -623,23 +655,8 @@ impl Token {
     /// message; ES256/384/512 hashed here (aws-lc) and signed with `CKM_ECDSA`, whose `r || s`
     /// output is already JWS's signature format. Blocks.
     fn sign(&self, key: &HsmKey, message: &[u8]) -> Result<Vec<u8>, HsmError> {
-        let alg = key.public.algorithm();
-        let (mechanism, data) = match alg {
-            Algorithm::RS256 => (Mechanism::Sha256RsaPkcs, None),
-            Algorithm::ES256 => (
-                Mechanism::Ecdsa,
-                Some(digest::digest(&digest::SHA256, message)),
-            ),
-            Algorithm::ES384 => (
-                Mechanism::Ecdsa,
-                Some(digest::digest(&digest::SHA384, message)),
-            ),
-            Algorithm::ES512 => (
-                Mechanism::Ecdsa,
-                Some(digest::digest(&digest::SHA512, message)),
-            ),
-        };
-        let data = data.as_ref().map_or(message, |d| d.as_ref());
+        let (mechanism, digest) = mechanism(key.public.algorithm(), message);
+        let data = digest.as_ref().map_or(message, |d| d.as_ref());
         let signature = self.call("sign", |s, e| {
             let handle = self.private_handle(e, s, &key.uri, &key.id)?;
             match s.session.sign(&mechanism, handle, data) {
@@ -1049,7 +1066,7 @@ impl Token {
 
     /// Runs `f` with a session held and the module entered; breaks the pool if `f` reports a
     /// lost session; counts the operation.
-    fn call<T>(
+    pub(crate) fn call<T>(
         &self,
         op: &'static str,
         f: impl FnOnce(&mut Pooled, &Entered<'_>) -> Result<T, HsmError>,
@@ -1120,7 +1137,7 @@ impl Token {
                 "injected failure after the objects were created",
             ));
         }
-        match self.load_key(e, s, key_uri, id, expected) {
+        match self.load_key(e, s, key_uri, id, expected, None) {
             Ok(key) => Ok(key),
             Err(err) => {
                 destroy_all(&s.session, created);
@@ -1128,6 +1145,17 @@ impl Token {
                 Err(err)
             }
         }
+    }
+
+    /// Fails if the token is gone. A token that vanished finds no objects (SoftHSM2), so a
+    /// search that found nothing asks this before concluding that nothing is there.
+    pub(crate) fn confirm_present(&self, entered: &Entered<'_>) -> Result<(), HsmError> {
+        let slot = self.lock().slot;
+        entered
+            .ctx()
+            .get_token_info(slot)
+            .map(drop)
+            .map_err(|e| HsmError::pkcs11(&self.inner.uri, "C_GetTokenInfo", e))
     }
 
     /// The private key handle of `id` in this session (cached), or why not.
@@ -1149,12 +1177,7 @@ impl Token {
                 Ok(*h)
             }
             [] => {
-                // A token that vanished finds nothing too (SoftHSM2): tell the two apart.
-                let slot = self.lock().slot;
-                entered
-                    .ctx()
-                    .get_token_info(slot)
-                    .map_err(|e| HsmError::pkcs11(&self.inner.uri, "C_GetTokenInfo", e))?;
+                self.confirm_present(entered)?;
                 Err(HsmError::ObjectMissing {
                     uri: key_uri.to_string(),
                     what: "private key",
@@ -1174,6 +1197,7 @@ impl Token {
         key_uri: &Pkcs11Uri,
         id: &[u8],
         expected: Option<Algorithm>,
+        recorded: Option<&VerifyingKey>,
     ) -> Result<HsmKey, HsmError> {
         let handle = self.private_handle(e, s, key_uri, id)?;
         let attrs = s
@@ -1233,7 +1257,7 @@ impl Token {
                 found: alg,
             }));
         }
-        let (public, signature_len) = read_public_key(s, &key_uri, id, Some(handle))?;
+        let (public, signature_len) = read_public_key(s, &key_uri, id, Some(handle), recorded)?;
         if public.algorithm() != alg {
             return Err(unsuitable(Unsuitable::Algorithm {
                 expected: alg,
@@ -1250,18 +1274,23 @@ impl Token {
     }
 }
 
-/// Attributes of every public key warrant creates.
-fn public_template(id: &[u8], label: &str) -> Vec<Attribute> {
+/// Attributes of every public key warrant creates. `CKA_PRIVATE`: only a logged-in session
+/// (one with the PIN) can create, see or destroy it, which is what makes it the token's proof
+/// that warrant holds the key (see `ownership.rs`); it verifies and does nothing else.
+pub(crate) fn public_template(id: &[u8], label: &str) -> Vec<Attribute> {
     vec![
         Attribute::Token(true),
-        Attribute::Private(false),
+        Attribute::Private(true),
         Attribute::Verify(true),
+        Attribute::Encrypt(false),
+        Attribute::Wrap(false),
         Attribute::Id(id.to_vec()),
         Attribute::Label(label.as_bytes().to_vec()),
     ]
 }
 
-/// Attributes of every private key warrant creates: it stays in the token.
+/// Attributes of every private key warrant creates: it stays in the token, and it signs and does
+/// nothing else (SoftHSM2 and others let a generated key decrypt, unwrap and derive by default).
 fn private_template(id: &[u8], label: &str) -> Vec<Attribute> {
     vec![
         Attribute::Token(true),
@@ -1269,13 +1298,26 @@ fn private_template(id: &[u8], label: &str) -> Vec<Attribute> {
         Attribute::Sensitive(true),
         Attribute::Extractable(false),
         Attribute::Sign(true),
+        Attribute::Decrypt(false),
+        Attribute::Unwrap(false),
+        Attribute::Derive(false),
         Attribute::Id(id.to_vec()),
         Attribute::Label(label.as_bytes().to_vec()),
     ]
 }
 
-fn find(session: &Session, class: ObjectClass, id: &[u8]) -> Result<Vec<ObjectHandle>, CkError> {
-    session.find_objects(&[Attribute::Class(class), Attribute::Id(id.to_vec())])
+/// The objects of `class` with `CKA_ID` `id`. Private key objects only if `CKA_PRIVATE`: one a
+/// session without the PIN made is not warrant's, whatever id it claims.
+pub(crate) fn find(
+    session: &Session,
+    class: ObjectClass,
+    id: &[u8],
+) -> Result<Vec<ObjectHandle>, CkError> {
+    let mut template = vec![Attribute::Class(class), Attribute::Id(id.to_vec())];
+    if class == ObjectClass::PRIVATE_KEY {
+        template.push(Attribute::Private(true));
+    }
+    session.find_objects(&template)
 }
 
 fn destroy_all(session: &Session, handles: &[ObjectHandle]) {
@@ -1380,34 +1422,141 @@ impl HsmKey {
     }
 }
 
+/// How a key of `alg` signs `message` in a token: the mechanism, and the digest to sign when
+/// the mechanism does not hash (ECDSA; hashed here with aws-lc), else `message` itself.
+pub(crate) fn mechanism(
+    alg: Algorithm,
+    message: &[u8],
+) -> (Mechanism<'static>, Option<digest::Digest>) {
+    match alg {
+        Algorithm::RS256 => (Mechanism::Sha256RsaPkcs, None),
+        Algorithm::ES256 => (
+            Mechanism::Ecdsa,
+            Some(digest::digest(&digest::SHA256, message)),
+        ),
+        Algorithm::ES384 => (
+            Mechanism::Ecdsa,
+            Some(digest::digest(&digest::SHA384, message)),
+        ),
+        Algorithm::ES512 => (
+            Mechanism::Ecdsa,
+            Some(digest::digest(&digest::SHA512, message)),
+        ),
+    }
+}
+
+/// A public key object on the token, read.
+pub(crate) struct PublicObject {
+    pub(crate) handle: ObjectHandle,
+    /// `CKA_PRIVATE`: made by a logged-in session.
+    pub(crate) private: bool,
+    /// `CKA_LABEL`, if UTF-8.
+    pub(crate) label: Option<String>,
+    pub(crate) key: VerifyingKey,
+    pub(crate) signature_len: usize,
+}
+
+/// Every public key object with `CKA_ID` `id` that holds a key warrant can use, with its
+/// `CKA_PRIVATE` and label. Objects that do not parse are skipped: a session without the PIN
+/// can create public objects under any id, and such an object must not stop warrant; the
+/// first one's error is returned only if none parses.
+pub(crate) fn public_objects(
+    s: &Pooled,
+    key_uri: &Pkcs11Uri,
+    id: &[u8],
+) -> Result<(Vec<PublicObject>, Option<HsmError>), HsmError> {
+    let handles = find(&s.session, ObjectClass::PUBLIC_KEY, id)
+        .map_err(|e| HsmError::pkcs11(key_uri, "C_FindObjects", e))?;
+    let mut objects = Vec::with_capacity(handles.len());
+    let mut first_error = None;
+    for handle in handles {
+        let flags = s
+            .session
+            .get_attributes(handle, &[AttributeType::Private, AttributeType::Label])
+            .map_err(|e| HsmError::pkcs11(key_uri, "C_GetAttributeValue", e))?;
+        let (mut private, mut label) = (false, None);
+        for a in flags {
+            match a {
+                Attribute::Private(v) => private = v,
+                Attribute::Label(v) => label = String::from_utf8(v).ok(),
+                _ => {}
+            }
+        }
+        match read_key_object(s, key_uri, handle) {
+            Ok((key, signature_len)) => objects.push(PublicObject {
+                handle,
+                private,
+                label,
+                key,
+                signature_len,
+            }),
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    Ok((objects, first_error))
+}
+
 /// The public key of `id` as a [`VerifyingKey`] (so the kid is exactly the rule of keys
-/// loaded from PEM), and the length of the key's signatures. Read from the public key object;
-/// for RSA, the private key object's public attributes do when the public object is gone.
+/// loaded from PEM), and the length of the key's signatures. Read from a public key object:
+/// the one holding `recorded` if given, else preferably one made by a logged-in session
+/// (`CKA_PRIVATE`: warrant makes them so; keys made before, or by other tools, have public
+/// ones); for RSA, the private key object's public attributes do when there is none.
 fn read_public_key(
     s: &Pooled,
     key_uri: &Pkcs11Uri,
     id: &[u8],
     private: Option<ObjectHandle>,
+    recorded: Option<&VerifyingKey>,
 ) -> Result<(VerifyingKey, usize), HsmError> {
-    let publics = find(&s.session, ObjectClass::PUBLIC_KEY, id)
-        .map_err(|e| HsmError::pkcs11(key_uri, "C_FindObjects", e))?;
+    let (mut objects, error) = public_objects(s, key_uri, id)?;
+    objects.sort_by_key(|o| !o.private);
+    let chosen = match recorded {
+        Some(recorded) => objects
+            .iter()
+            .position(|o| &o.key == recorded)
+            .or((!objects.is_empty()).then_some(0)),
+        None => (!objects.is_empty()).then_some(0),
+    };
+    if let Some(chosen) = chosen {
+        let object = objects.swap_remove(chosen);
+        return Ok((object.key, object.signature_len));
+    }
+    if let Some(error) = error {
+        return Err(error);
+    }
+    let source = private.ok_or_else(|| HsmError::ObjectMissing {
+        uri: key_uri.to_string(),
+        what: "public key",
+    })?;
+    read_key_object(s, key_uri, source)
+}
+
+/// The attributes that make up a public key: its type, and RSA's modulus and exponent or EC's
+/// curve and point.
+pub(crate) const PUBLIC_KEY_ATTRIBUTES: [AttributeType; 5] = [
+    AttributeType::KeyType,
+    AttributeType::Modulus,
+    AttributeType::PublicExponent,
+    AttributeType::EcParams,
+    AttributeType::EcPoint,
+];
+
+/// The public key an object holds (a public key object, or an RSA private key object's public
+/// attributes), and the length of its signatures.
+pub(crate) fn read_key_object(
+    s: &Pooled,
+    key_uri: &Pkcs11Uri,
+    source: ObjectHandle,
+) -> Result<(VerifyingKey, usize), HsmError> {
     let missing = || HsmError::ObjectMissing {
         uri: key_uri.to_string(),
         what: "public key",
     };
-    let source = publics.first().copied().or(private).ok_or_else(missing)?;
     let attrs = s
         .session
-        .get_attributes(
-            source,
-            &[
-                AttributeType::KeyType,
-                AttributeType::Modulus,
-                AttributeType::PublicExponent,
-                AttributeType::EcParams,
-                AttributeType::EcPoint,
-            ],
-        )
+        .get_attributes(source, &PUBLIC_KEY_ATTRIBUTES)
         .map_err(|e| HsmError::pkcs11(key_uri, "C_GetAttributeValue", e))?;
     let (mut key_type, mut n, mut e, mut params, mut point) = (None, None, None, None, None);
     for a in attrs {

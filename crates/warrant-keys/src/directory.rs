@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 
 use crate::lifecycle::ManagedKeySet;
 
-use crate::holder::KeyHolder;
+use crate::holder::{Held, KeyHolder};
 use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
 use crate::stored::{INDEX_FILE, decode, encode};
 
@@ -44,7 +44,7 @@ const TEMP_PREFIX: &str = ".tmp-";
 #[derive(Debug, Clone)]
 pub struct DirStore {
     dir: PathBuf,
-    holder: Option<Arc<dyn KeyHolder>>,
+    holder: Option<Held>,
 }
 
 impl DirStore {
@@ -59,7 +59,7 @@ impl DirStore {
     /// The store's private keys are held by `holder` (an HSM); the directory records their
     /// public keys and where they are.
     pub fn with_holder(mut self, holder: Arc<dyn KeyHolder>) -> Self {
-        self.holder = Some(holder);
+        self.holder = Some(Held::new(holder));
         self
     }
 
@@ -111,10 +111,9 @@ impl DirStore {
         let Some(index) = self.read(INDEX_FILE)? else {
             return Ok(None);
         };
-        let (keys, generation) =
-            decode(&self.describe(), &index, self.holder.as_deref(), |name| {
-                self.read(name)
-            })?;
+        let (keys, generation) = decode(&self.describe(), &index, self.holder.as_ref(), |name| {
+            self.read(name)
+        })?;
         Ok(Some(Stored {
             keys,
             version: StoreVersion(generation.to_string()),
@@ -297,7 +296,7 @@ impl DirStore {
 
 impl KeyStore for DirStore {
     fn holder(&self) -> Option<Arc<dyn KeyHolder>> {
-        self.holder.clone()
+        self.holder.as_ref().map(|held| held.holder().clone())
     }
 
     fn describe(&self) -> String {

@@ -14,15 +14,20 @@
 //!   keys on schedule (always, or only while this replica is the [`Leadership`] elected through
 //!   a Lease) and publishes every change.
 //! - A [`KeyHolder`] keeps a managed set's private keys outside the store (an HSM): the store
-//!   then records public keys and locators only.
+//!   then records public keys and locators only, and every key it lists must be vouched for by
+//!   the holder itself before it is used: a store nobody but its writer vouches for holds
+//!   nothing worth stealing and nothing worth writing.
 //! - A [`LocalCopy`] is a node's copy of a shared store ([`CopiedStore`] keeps it current), to
-//!   start from while the store cannot be reached: a control plane's cold start.
+//!   start from while the store cannot be reached: a control plane's cold start. It is decoded
+//!   through the same holder as the store, so a copy is trusted no more than the store is.
 
 mod copy;
 mod directory;
+mod disposal;
 mod holder;
 mod leader;
 mod lifecycle;
+mod listed;
 mod manager;
 mod metrics;
 mod secret;
@@ -35,7 +40,7 @@ mod test_support;
 
 pub use copy::{CopiedStore, CopyState, LocalCopy, Seed};
 pub use directory::DirStore;
-pub use holder::KeyHolder;
+pub use holder::{Disposal, Disposed, Held, KeyHolder};
 pub use leader::{Leadership, LeaseConfig, LeaseError, LeaseHolder, MIN_LEASE_SECONDS};
 pub use lifecycle::{
     FOLLOW_LAG_SECONDS, GATE_LEAD_MAX_SECONDS, Hold, KeySchedule, KeyState, LifecycleError,
@@ -43,6 +48,7 @@ pub use lifecycle::{
     PolicyError, REMOVAL_LEEWAY_SECONDS, Replacement, Revocation, RevokeError, Revoked,
     RotationPolicy, Successor,
 };
+pub use listed::ListedKeys;
 pub use manager::{ActivationGate, KeyManager, KeyManagerTask, ManagerError, StoreHealth, Writer};
 pub use metrics::KeyMetrics;
 pub use secret::{MANAGED_BY, MANAGED_BY_LABEL, SecretStore, WRITTEN_BY_ANNOTATION};

@@ -27,7 +27,7 @@ use std::fmt;
 use jiff::{SignedDuration, Timestamp};
 use warrant_token::{Algorithm, KeyError, KeyType, LEEWAY_SECONDS, SigningKey};
 
-use crate::KeySet;
+use crate::{KeySet, ListedKeys};
 
 /// Seconds a retired key stays published after the last token it signed expires: the
 /// verifier's leeway on `exp`, so a token is never refused for a missing key while it could
@@ -312,6 +312,10 @@ pub struct Revocation {
     /// stored field, `forgetAt`: records were once dropped then, which let a key file bring
     /// the key back; they are kept now.
     pub forget_at: Timestamp,
+    /// Where the key was held, for a key held outside the store ([`crate::KeyHolder`]): its
+    /// locator, so the store's writer can destroy it there even if the holder was out of reach
+    /// when the key was revoked.
+    pub held_in: Option<String>,
 }
 
 /// Why a key could not be revoked.
@@ -690,7 +694,8 @@ impl ManagedKeySet {
 
     /// The activation gate: no key signs before every publish target lists it. Each key that
     /// is not signing yet, activates within the gate's lead ([`RotationPolicy::gate_lead_seconds`])
-    /// of `now`, and that `listed` says is not in every published JWKS (as read back) is held:
+    /// of `now`, and that `listed` (what every published JWKS lists, as read back) does not list
+    /// by its own key material ([`ListedKeys::lists`]) is held:
     /// its activation moves to `now` plus twice the lead, and the key signing now signs on
     /// until then (its retirement, and so its removal, move with it). `None` if no key is held.
     ///
@@ -703,7 +708,7 @@ impl ManagedKeySet {
         &self,
         policy: &RotationPolicy,
         now: Timestamp,
-        listed: impl Fn(&str) -> bool,
+        listed: &ListedKeys,
     ) -> Option<(ManagedKeySet, Vec<Hold>)> {
         let now = whole_second(now);
         let active = self.active_index(now)?;
@@ -713,7 +718,10 @@ impl ManagedKeySet {
         let mut set = self.clone();
         let mut holds = Vec::new();
         for key in set.keys.iter_mut().skip(active + 1) {
-            if key.activate_at > now && key.activate_at <= horizon && !listed(key.kid()) {
+            if key.activate_at > now
+                && key.activate_at <= horizon
+                && !listed.lists(key.key.verifying_key())
+            {
                 holds.push(Hold {
                     kid: key.kid().to_owned(),
                     from: key.activate_at,
@@ -781,7 +789,9 @@ impl ManagedKeySet {
     /// [`Revocation`]). If it was signing, a key signs in its place from `now`, without
     /// waiting for publish-ahead: the next key, if one is published, brought forward (relying
     /// parties that fetched the JWKS since its publication have it already); else a new key.
-    /// The set is first brought up to date with [`rotate`](Self::rotate).
+    /// The set is first brought up to date with [`rotate`](Self::rotate) if `generate` can make
+    /// the keys that needs; else the rotation is left to the store's writer, and only a revoked
+    /// signing key with no published successor needs `generate` to succeed.
     ///
     /// Keys retired before the revoked one keep verifying until `now` plus their token
     /// lifetime at the latest: their retirement moves to the replacement's activation.
@@ -799,9 +809,13 @@ impl ManagedKeySet {
                 at: r.revoked_at,
             });
         }
-        let mut set = self
-            .rotate(policy, now, &mut generate)?
-            .unwrap_or_else(|| self.clone());
+        // Whatever rotation is due is done first, if a key can be made for it; if not (a
+        // holder out of reach), it is left to the store's writer: a revocation never waits for
+        // a new key unless it needs one to sign (below).
+        let mut set = match self.rotate(policy, now, &mut generate) {
+            Ok(Some(rotated)) => rotated,
+            Ok(None) | Err(_) => self.clone(),
+        };
         let index = set
             .keys
             .iter()
@@ -816,6 +830,7 @@ impl ManagedKeySet {
                 now,
                 key.max_token_seconds.saturating_add(REMOVAL_LEEWAY_SECONDS),
             ),
+            held_in: key.key().remote_key().map(|remote| remote.locator()),
         });
         let replaced_by = if was == KeyState::Active {
             // The keys after it in activation order had not activated: the first takes over.

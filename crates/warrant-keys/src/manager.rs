@@ -12,7 +12,7 @@
 //! stay in force (their schedule still advances by time alone: a successor already in the set
 //! activates on time), the error is logged and counted, and the manager retries.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,14 +22,15 @@ use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_token::{KeyError, SigningKey};
 
-use crate::KeySet;
 use crate::copy::Seed;
+use crate::disposal::Disposals;
 use crate::holder::KeyHolder;
 use crate::lifecycle::{
     KeySchedule, KeyState, ManagedKeySet, PolicyError, Revocation, RotationPolicy,
 };
 use crate::metrics::KeyMetrics;
 use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion};
+use crate::{KeySet, ListedKeys};
 
 /// How often the store is re-read even if no change was signalled.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -74,11 +75,11 @@ impl Writer {
     }
 }
 
-/// The activation gate's input: the kids every place the documents are published to lists
-/// in its JWKS, as last read back (warrant-publish keeps it current). With a gate, the manager
-/// that writes the store does not let a key start signing before the set holds it (see
-/// [`ManagedKeySet::hold_unlisted`]).
-pub type ActivationGate = watch::Receiver<BTreeSet<String>>;
+/// The activation gate's input: the keys every place the documents are published to lists
+/// in its JWKS, by kid and key material, as last read back (warrant-publish keeps it current).
+/// With a gate, the manager that writes the store does not let a key start signing before the
+/// set holds it (see [`ManagedKeySet::hold_unlisted`]).
+pub type ActivationGate = watch::Receiver<ListedKeys>;
 
 /// How the key store has answered lately: what `/readyz?verbose` and the metric
 /// `warrant_keys_store_stale_since_timestamp_seconds` report. The keys in force never depend on
@@ -174,12 +175,9 @@ pub struct KeyManager<S: KeyStore> {
     /// Each key's schedule at the last look, by kid, for logging transitions.
     seen: HashMap<String, KeySchedule>,
     health: watch::Sender<StoreHealth>,
-    /// Keys whose private half this manager destroyed in the store's holder (an HSM), so it
-    /// is asked once; a failure is retried at the next look.
-    destroyed: HashSet<String>,
-    /// Keys this manager's own writes took out of the set (removed, or replaced after a
-    /// revocation) whose private halves are still to be destroyed.
-    left: Vec<SigningKey>,
+    /// What the store's holder (an HSM) still has to destroy, as the store's writer: retired,
+    /// revoked and removed keys, until they are gone (see `disposal.rs`).
+    disposals: Disposals,
     /// What the publish targets list, when keys are published beyond this process.
     gate: Option<ActivationGate>,
     /// When the local copy this manager started from was written, if it started from one
@@ -290,8 +288,7 @@ impl<S: KeyStore> KeyManager<S> {
             version,
             seen: HashMap::new(),
             health,
-            destroyed: HashSet::new(),
-            left: Vec::new(),
+            disposals: Disposals::default(),
             gate: None,
             seeded_at: from_copy.as_ref().map(|(written_at, _)| *written_at),
             unread: from_copy.is_some(),
@@ -544,7 +541,9 @@ impl<S: KeyStore> KeyManager<S> {
         let until = until.min(RESYNC);
         // Wake just after the change (timestamps are whole seconds; the sleep is not).
         let until = until.saturating_add(Duration::from_millis(1));
-        if failed { until.min(RETRY) } else { until }
+        // A key that must be destroyed and could not be yet is tried again soon.
+        let retry = failed || (self.writer.may_write() && self.disposals.pending());
+        if retry { until.min(RETRY) } else { until }
     }
 
     /// Re-reads the store.
@@ -573,11 +572,15 @@ impl<S: KeyStore> KeyManager<S> {
     }
 
     /// Brings the store up to date at `now` (rotation, or writing back keys it lost), retrying
-    /// writes that lose to another writer. Returns whether anything was written.
+    /// writes that lose to another writer, then destroys in the store's holder what is due
+    /// (whether the write succeeded or not: what is due follows from the keys in force and
+    /// `now`). Returns whether anything was written.
     async fn sync(&mut self, now: Timestamp) -> Result<bool, ManagerError> {
         let written = self.write_due(now).await;
-        if written.is_ok() {
-            self.destroy_unused(now).await;
+        if let Some(holder) = self.store.holder() {
+            self.disposals
+                .run(holder, &self.keys, now, &self.metrics)
+                .await;
         }
         written
     }
@@ -593,21 +596,16 @@ impl<S: KeyStore> KeyManager<S> {
                 None => return Ok(false),
             };
             let saved = self.store.save(&next, self.version.as_ref()).await;
-            if saved.is_err()
-                && let Some(holder) = &holder
-            {
+            if saved.is_err() {
                 // Keys generated for a write that did not happen are referenced by no store:
-                // destroyed now, or they would be left in the HSM for ever.
-                destroy(holder.clone(), generated_in(&self.keys, &next)).await;
+                // destroyed, or they would be left in the HSM for ever.
+                self.disposals
+                    .left_the_set(&generated_in(&self.keys, &next), "unused");
             }
             match saved {
                 Ok(version) => {
-                    if holder.is_some() {
-                        let left = generated_in(&next, &self.keys);
-                        let destroyed = &self.destroyed;
-                        self.left
-                            .extend(left.into_iter().filter(|k| !destroyed.contains(k.kid())));
-                    }
+                    self.disposals
+                        .left_the_set(&generated_in(&next, &self.keys), "removed");
                     self.keys = next;
                     self.version = Some(version);
                     return Ok(true);
@@ -638,8 +636,7 @@ impl<S: KeyStore> KeyManager<S> {
         for _ in 0..CONFLICT_ATTEMPTS {
             let held = {
                 let listed = gate.borrow();
-                self.keys
-                    .hold_unlisted(&self.policy, now, |kid| listed.contains(kid))
+                self.keys.hold_unlisted(&self.policy, now, &listed)
             };
             let Some((next, holds)) = held else {
                 return Ok(false);
@@ -667,33 +664,6 @@ impl<S: KeyStore> KeyManager<S> {
         Err(ManagerError::Contended {
             store: self.store.describe(),
         })
-    }
-
-    /// Destroys, in the store's holder, the private keys that sign no more: those of retired
-    /// keys (their public keys stay published until their tokens have expired) and of keys that
-    /// left the set (removed or revoked) while this manager knew them. Only the writer does this.
-    async fn destroy_unused(&mut self, now: Timestamp) {
-        let Some(holder) = self.store.holder() else {
-            return;
-        };
-        let retired = self.keys.keys().iter().filter(|key| {
-            self.keys.state_at(key.kid(), now) == Some(KeyState::Retired)
-                && !self.destroyed.contains(key.kid())
-        });
-        let mut unused: Vec<SigningKey> = retired.map(|key| key.key().clone()).collect();
-        unused.append(&mut self.left);
-        let asked: Vec<SigningKey> = unused.clone();
-        let done = destroy(holder, unused).await;
-        // What failed is asked again at the next look: a retired key by its state, a key that
-        // left the set from this list.
-        self.left = asked
-            .into_iter()
-            .filter(|key| {
-                !done.iter().any(|kid| kid == key.kid())
-                    && self.keys.state_at(key.kid(), now).is_none()
-            })
-            .collect();
-        self.destroyed.extend(done);
     }
 
     /// Logs every key's transitions since the last look and records metrics.
@@ -727,31 +697,6 @@ fn generated_in(before: &ManagedKeySet, next: &ManagedKeySet) -> Vec<SigningKey>
         .filter(|key| !before.keys().iter().any(|k| k.kid() == key.kid()))
         .map(|key| key.key().clone())
         .collect()
-}
-
-/// Destroys `keys`' private halves in `holder`, off the async threads; returns the kids
-/// destroyed (or already gone). A failure is logged, and the caller tries again later.
-async fn destroy(holder: Arc<dyn KeyHolder>, keys: Vec<SigningKey>) -> Vec<String> {
-    if keys.is_empty() {
-        return Vec::new();
-    }
-    let done = tokio::task::spawn_blocking(move || {
-        let mut done = Vec::with_capacity(keys.len());
-        for key in keys {
-            match holder.destroy(&key) {
-                Ok(()) => {
-                    tracing::info!(kid = %key.kid(), holder = %holder.describe(), "private key destroyed: the key signs no more (its public key stays published until its tokens have expired)");
-                    done.push(key.kid().to_owned());
-                }
-                Err(error) => {
-                    tracing::error!(kid = %key.kid(), holder = %holder.describe(), %error, "cannot destroy a private key that signs no more; retrying later");
-                }
-            }
-        }
-        done
-    })
-    .await;
-    done.unwrap_or_default()
 }
 
 /// Runs a rotation off the async threads: generating an RSA key takes a while, and a key

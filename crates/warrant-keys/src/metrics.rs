@@ -20,6 +20,11 @@ struct OperationLabels {
     operation: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
 /// The state label of static verification-only keys (`--service-account-key-file`), which
 /// have no lifecycle.
 const STATIC_VERIFYING: &str = "verifying";
@@ -35,6 +40,8 @@ pub struct KeyMetrics {
     store_stale_since: Gauge,
     leader: Gauge,
     activations_held: Counter,
+    disposals: Family<ResultLabels, Counter>,
+    disposals_pending: Gauge,
 }
 
 impl KeyMetrics {
@@ -79,6 +86,16 @@ impl KeyMetrics {
             "warrant_keys_store_stale_since_timestamp_seconds",
             "When the key store began to fail (reads or writes), so the keys in force may be stale; 0 while it answers",
             self.store_stale_since.clone(),
+        );
+        registry.register(
+            "warrant_keys_holder_disposals",
+            "Attempts to destroy a held key (an HSM's) that signs or verifies no more, by result: destroyed, gone (nothing left to destroy), not_the_key (the object is not the recorded key: left alone), failed (retried)",
+            self.disposals.clone(),
+        );
+        registry.register(
+            "warrant_keys_holder_disposals_pending",
+            "Held keys that must be destroyed (retired, revoked, removed) and could not be yet: retried until they are gone",
+            self.disposals_pending.clone(),
         );
         registry.register(
             "warrant_keys_leader",
@@ -143,11 +160,23 @@ impl KeyMetrics {
         self.leader.set(i64::from(leading));
     }
 
-    /// Counts a failed store operation: `load`, `save` or `watch`.
+    /// Counts a key held back by the activation gate.
     pub(crate) fn activation_held(&self) {
         self.activations_held.inc();
     }
 
+    /// Counts an attempt to destroy a held key, by result.
+    pub(crate) fn disposed(&self, result: &'static str) {
+        self.disposals.get_or_create(&ResultLabels { result }).inc();
+    }
+
+    /// Records how many held keys are still to be destroyed.
+    pub(crate) fn disposals_pending(&self, pending: usize) {
+        self.disposals_pending
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a failed store operation: `load`, `save` or `watch`.
     pub(crate) fn store_error(&self, operation: &'static str) {
         self.store_errors
             .get_or_create(&OperationLabels { operation })

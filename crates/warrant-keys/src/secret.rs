@@ -46,7 +46,7 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
 
-use crate::holder::KeyHolder;
+use crate::holder::{Held, KeyHolder};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::lifecycle::ManagedKeySet;
@@ -70,7 +70,7 @@ pub struct SecretStore {
     name: String,
     writer: String,
     last: Arc<Mutex<Option<LastRead>>>,
-    holder: Option<Arc<dyn KeyHolder>>,
+    holder: Option<Held>,
 }
 
 /// What the last read saw, so a write can keep an operator's labels and annotations, the
@@ -101,7 +101,7 @@ impl SecretStore {
     /// The store's private keys are held by `holder` (an HSM); the Secret records their public
     /// keys and where they are, and holds no key material.
     pub fn with_holder(mut self, holder: Arc<dyn KeyHolder>) -> Self {
-        self.holder = Some(holder);
+        self.holder = Some(Held::new(holder));
         self
     }
 
@@ -290,7 +290,7 @@ enum Contents {
 
 impl KeyStore for SecretStore {
     fn holder(&self) -> Option<Arc<dyn KeyHolder>> {
-        self.holder.clone()
+        self.holder.as_ref().map(|held| held.holder().clone())
     }
 
     fn describe(&self) -> String {
@@ -310,13 +310,23 @@ impl KeyStore for SecretStore {
             Contents::KeySet => {
                 let store = self.describe();
                 let data = secret.data.clone().unwrap_or_default();
-                let index = data
-                    .get(INDEX_FILE)
-                    .map(|b| b.0.as_slice())
-                    .unwrap_or_default();
-                let (keys, generation) = decode(&store, index, self.holder.as_deref(), |name| {
-                    Ok(data.get(name).map(|b| b.0.clone()))
-                })?;
+                let held = self.holder.clone();
+                // Off the async threads: a holder vouching for a key it has not seen is a
+                // blocking call to it (an HSM).
+                let (keys, generation) = tokio::task::spawn_blocking(move || {
+                    let index = data
+                        .get(INDEX_FILE)
+                        .map(|b| b.0.as_slice())
+                        .unwrap_or_default();
+                    decode(&store, index, held.as_ref(), |name| {
+                        Ok(data.get(name).map(|b| b.0.clone()))
+                    })
+                })
+                .await
+                .map_err(|_| StoreError::Unavailable {
+                    store: self.describe(),
+                    reason: "the task reading the key set was interrupted".into(),
+                })??;
                 let version = self.read(secret, generation)?;
                 Ok(Some(Stored { keys, version }))
             }

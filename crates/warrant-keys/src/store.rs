@@ -145,7 +145,7 @@ impl std::fmt::Debug for ChangeFeed {
 #[derive(Clone)]
 pub struct MemoryStore {
     inner: Arc<MemoryInner>,
-    holder: Option<Arc<dyn crate::KeyHolder>>,
+    holder: Option<crate::holder::Held>,
     /// This handle's change feed never fires (see [`MemoryStore::deaf`]).
     deaf: bool,
 }
@@ -202,7 +202,7 @@ impl MemoryStore {
     /// A store whose private keys are held by `holder` (tests of held keys). Clones share the
     /// contents; this one opens and writes them through `holder`.
     pub fn with_holder(mut self, holder: Arc<dyn crate::KeyHolder>) -> Self {
-        self.holder = Some(holder);
+        self.holder = Some(crate::holder::Held::new(holder));
         self
     }
 
@@ -243,7 +243,7 @@ impl MemoryStore {
 
 impl KeyStore for MemoryStore {
     fn holder(&self) -> Option<Arc<dyn crate::KeyHolder>> {
-        self.holder.clone()
+        self.holder.as_ref().map(|held| held.holder().clone())
     }
 
     fn describe(&self) -> String {
@@ -268,7 +268,7 @@ impl KeyStore for MemoryStore {
                 store: store.clone(),
                 reason: format!("{} is missing", crate::stored::INDEX_FILE),
             })?;
-        let (keys, _) = decode(&store, index, self.holder.as_deref(), |name| {
+        let (keys, _) = decode(&store, index, self.holder.as_ref(), |name| {
             Ok(files.get(name).cloned())
         })?;
         Ok(Some(Stored {

@@ -91,6 +91,40 @@ pub enum StoreError {
         /// The holder this process uses.
         holder: String,
     },
+    /// The store lists a held key that its holder does not vouch for: whoever wrote the entry
+    /// could write the store, not the holder. The whole store is refused (a running server keeps
+    /// the keys in force); the entry must be taken out of the store, or the key restored in the
+    /// holder.
+    #[error(
+        "{store}: key {kid} is not vouched for by {holder}: the store says it is held in {locator}, and {source}. The store is refused: remove the entry if warrant did not write it (it could make warrant trust a key it does not hold), or restore the key's objects from the holder's backup"
+    )]
+    NotVouched {
+        /// The store.
+        store: String,
+        /// The entry's key ID.
+        kid: String,
+        /// Where the entry says the key is.
+        locator: String,
+        /// The holder.
+        holder: String,
+        /// What the holder said.
+        #[source]
+        source: Box<KeyError>,
+    },
+    /// A held key that this process has not vouched for yet could not be checked: its holder
+    /// cannot be reached now. The store is not read until it can be.
+    #[error("{store}: cannot check key {kid} with {holder}, which cannot be reached: {source}")]
+    HolderUnavailable {
+        /// The store.
+        store: String,
+        /// The entry's key ID.
+        kid: String,
+        /// The holder.
+        holder: String,
+        /// What failed.
+        #[source]
+        source: Box<KeyError>,
+    },
     /// The store cannot be reached (an API server down, a test's simulated outage).
     #[error("{store}: unavailable: {reason}")]
     Unavailable {

@@ -30,23 +30,27 @@
 //! }
 //! ```
 //!
-//! `revoked` (absent when empty) names keys an operator revoked, until their tokens have all
-//! expired; their files are gone.
+//! `revoked` (absent when empty) names keys an operator revoked, for good (see
+//! [`crate::Revocation`]); their files are gone. A revoked key that was held elsewhere keeps its
+//! `heldIn`, so the store's writer can destroy it there once it reaches the holder.
 //!
 //! A key whose private half is held elsewhere ([`crate::KeyHolder`], an HSM) has `heldIn`, the
 //! locator of its private key (`"heldIn": "pkcs11:token=warrant;id=%0a%1b;type=private"`), and
-//! its file holds only its `PUBLIC KEY`: the store then holds no key material at all, and its
-//! keys are published and verified without the HSM. A store is all one or all the other: a
-//! held key read without a holder, or a private key read with one, is refused
-//! ([`StoreError::HeldElsewhere`], [`StoreError::PrivateKeyInStore`]), so neither is ever taken
-//! for the other. Only what cannot be derived is stored; states, retirement and removal times follow from the
-//! records (see [`crate::ManagedKeySet`]). `generation` counts writes.
+//! its file holds only its `PUBLIC KEY`: the store then holds no key material at all. What such
+//! an entry claims is not believed: the holder vouches for every held key before the set is
+//! used, and one it does not vouch for refuses the store ([`StoreError::NotVouched`]); once
+//! vouched for, keys are published and verified without asking the holder again. A store is all
+//! one or all the other: a held key read without a holder, or a private key read with one, is
+//! refused ([`StoreError::HeldElsewhere`], [`StoreError::PrivateKeyInStore`]), so neither is
+//! ever taken for the other. Only what cannot be derived is stored; states, retirement and
+//! removal times follow from the records (see [`crate::ManagedKeySet`]). `generation` counts
+//! writes.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use warrant_token::{KeyError, PrivateKeyPem, signing_key_from_pem, verifying_keys_from_pem};
 
-use crate::holder::KeyHolder;
+use crate::holder::Held;
 use crate::lifecycle::{ManagedKey, ManagedKeySet, Revocation};
 use crate::store_error::StoreError;
 
@@ -78,6 +82,10 @@ struct RevokedEntry {
     kid: String,
     revoked_at: Timestamp,
     forget_at: Timestamp,
+    /// Where the revoked key was held, for a key held outside the store: so that the store's
+    /// writer can destroy it there, however long the holder stays out of reach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    held_in: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -183,6 +191,7 @@ pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (S
                 kid: r.kid.clone(),
                 revoked_at: r.revoked_at,
                 forget_at: r.forget_at,
+                held_in: r.held_in.clone(),
             })
             .collect(),
     };
@@ -194,12 +203,15 @@ pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (S
 
 /// Decodes a stored key set from its `index` and the key files `read` returns (`Ok(None)` for
 /// a missing file), checking that every file holds the key its name and the index claim.
-/// Keys held elsewhere are opened through `holder`, which must be given exactly when the store
-/// records such keys. Returns the set and its generation. `store` names the store in errors.
+/// Keys held elsewhere are opened through `held`, which must be given exactly when the store
+/// records such keys, and only once the holder has vouched for every one of them (see
+/// `holder.rs`): a store with one entry it does not vouch for is refused whole. Vouching may
+/// ask the holder, which blocks: call this from a blocking thread when a holder is given.
+/// Returns the set and its generation. `store` names the store in errors.
 pub fn decode(
     store: &str,
     index: &[u8],
-    holder: Option<&dyn KeyHolder>,
+    held: Option<&Held>,
     mut read: impl FnMut(&str) -> Result<Option<Vec<u8>>, StoreError>,
 ) -> Result<(ManagedKeySet, u64), StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
@@ -214,7 +226,10 @@ pub fn decode(
             index.api_version, index.kind
         )));
     }
+    let holder = held.map(|h| h.holder().as_ref());
     let mut keys = Vec::with_capacity(index.keys.len());
+    // Held keys, as the store claims them: vouched for before any is used.
+    let mut claimed = Vec::new();
     for entry in index.keys {
         let name = key_file_name(&entry.kid);
         let key_error = |source| StoreError::Key {
@@ -238,6 +253,7 @@ pub fn decode(
                     .into_iter()
                     .next()
                     .ok_or_else(|| key_error(KeyError::NoPublicKeys))?;
+                claimed.push((public.kid().to_owned(), locator.clone(), public.clone()));
                 holder.open(locator, public).map_err(key_error)?
             }
             (Some(locator), None) => {
@@ -284,6 +300,7 @@ pub fn decode(
             kid: r.kid,
             revoked_at: r.revoked_at,
             forget_at: r.forget_at,
+            held_in: r.held_in,
         })
         .collect();
     let set = ManagedKeySet::new(keys)
@@ -292,6 +309,10 @@ pub fn decode(
             store: store.to_owned(),
             source,
         })?;
+    // Last, once the records are known to be well formed: the only step that asks the holder.
+    if let Some(held) = held {
+        held.vouch_all(store, &claimed)?;
+    }
     Ok((set, index.generation))
 }
 
@@ -463,8 +484,9 @@ mod tests {
     #[test]
     fn held_keys_and_private_keys_are_never_taken_for_each_other() {
         use crate::KeyHolder as _;
-        let holder = crate::test_support::FakeHolder::default();
-        let held = holder.generate(KeyType::P256).unwrap();
+        let fake = std::sync::Arc::new(crate::test_support::FakeHolder::default());
+        let holder = Held::new(fake.clone());
+        let held = fake.generate(KeyType::P256).unwrap();
         let set = ManagedKeySet::new(vec![ManagedKey::new(
             held.clone(),
             at(1_800_000_000),
@@ -528,5 +550,152 @@ mod tests {
             ),
             "{with}"
         );
+    }
+
+    /// A store of held keys whose entries `entries` lists as (key, published, activates),
+    /// encoded as a store writer would write it.
+    fn held_store(entries: &[(&SigningKey, i64, i64)]) -> BTreeMap<String, Vec<u8>> {
+        let keys = entries
+            .iter()
+            .map(|(key, published, activates)| {
+                ManagedKey::new((*key).clone(), at(*published), at(*activates), 3600)
+            })
+            .collect();
+        files(&encode(&ManagedKeySet::new(keys).unwrap(), 1).unwrap())
+    }
+
+    fn decode_held(
+        files: &BTreeMap<String, Vec<u8>>,
+        held: &Held,
+    ) -> Result<(ManagedKeySet, u64), StoreError> {
+        decode("test store", &files[INDEX_FILE], Some(held), |name| {
+            Ok(files.get(name).cloned())
+        })
+    }
+
+    /// Whoever can write the store cannot make warrant trust a key by listing it: a retired
+    /// entry with the writer's own public key and any locator, or a real key's locator with
+    /// another public key, is not vouched for by the holder, and the whole store is refused
+    /// with an error naming the entry (never key material).
+    #[test]
+    fn an_entry_its_holder_does_not_vouch_for_refuses_the_store() {
+        use crate::KeyHolder as _;
+        let fake = std::sync::Arc::new(crate::test_support::FakeHolder::default());
+        let holder = Held::new(fake.clone());
+        let (t0, day) = (1_800_000_000, 86_400);
+        let old = fake.generate(KeyType::P256).unwrap();
+        let active = fake.generate(KeyType::P256).unwrap();
+        let good = held_store(&[(&old, t0, t0), (&active, t0 + day, t0 + 2 * day)]);
+        decode_held(&good, &holder).unwrap();
+
+        // The writer's own key, as a retired entry "held" in the holder: refused, by name.
+        let attacker = SigningKey::generate(KeyType::P256).unwrap();
+        let forged_key = fake
+            .open(
+                &format!("fake:{}", attacker.kid()),
+                attacker.verifying_key().clone(),
+            )
+            .unwrap();
+        let forged = held_store(&[
+            (&forged_key, t0 - day, t0 - day),
+            (&old, t0, t0),
+            (&active, t0 + day, t0 + 2 * day),
+        ]);
+        let err = decode_held(&forged, &holder).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::NotVouched { kid, .. } if kid == attacker.kid()),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!(
+                "test store: key {} is not vouched for by fake holder: the store says it is held in fake:{}, and the fake holder holds no such key. The store is refused",
+                attacker.kid(),
+                attacker.kid()
+            )),
+            "{message}"
+        );
+        assert!(!message.contains("BEGIN"), "{message}");
+
+        // A genuine locator with the writer's public key: refused the same way.
+        let swapped_key = fake
+            .open(
+                &format!("fake:{}", old.kid()),
+                attacker.verifying_key().clone(),
+            )
+            .unwrap();
+        let swapped = held_store(&[
+            (&swapped_key, t0 - day, t0 - day),
+            (&active, t0 + day, t0 + 2 * day),
+        ]);
+        let err = decode_held(&swapped, &holder).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::NotVouched { kid, locator, .. } if kid == attacker.kid() && locator == &format!("fake:{}", old.kid())),
+            "{err:?}"
+        );
+
+        // A key that left the store (revoked, removed) and was forgotten by the holder cannot
+        // be listed again either.
+        decode_held(&held_store(&[(&active, t0 + day, t0 + 2 * day)]), &holder).unwrap();
+        fake.dispose(
+            &format!("fake:{}", old.kid()),
+            old.kid(),
+            crate::Disposal::Forget,
+        )
+        .unwrap();
+        let err = decode_held(&good, &holder).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::NotVouched { kid, .. } if kid == old.kid()),
+            "{err:?}"
+        );
+    }
+
+    /// Keys vouched for at the last good read are not asked about again, so a store read while
+    /// the holder is out of reach still takes effect when it only takes keys away (a
+    /// revocation); a key not seen before cannot be checked then, and the read fails as
+    /// unavailable (neither believed nor refused).
+    #[test]
+    fn keys_vouched_for_are_not_asked_again_while_they_stay() {
+        use std::sync::atomic::Ordering;
+
+        use crate::KeyHolder as _;
+        let fake = std::sync::Arc::new(crate::test_support::FakeHolder::default());
+        let holder = Held::new(fake.clone());
+        let (t0, day) = (1_800_000_000, 86_400);
+        let a = fake.generate(KeyType::P256).unwrap();
+        let b = fake.generate(KeyType::P256).unwrap();
+        decode_held(
+            &held_store(&[(&a, t0, t0), (&b, t0 + day, t0 + 2 * day)]),
+            &holder,
+        )
+        .unwrap();
+        assert_eq!(fake.vouches.load(Ordering::SeqCst), 2);
+
+        fake.set_unreachable(true);
+        let (fewer, _) =
+            decode_held(&held_store(&[(&b, t0 + day, t0 + 2 * day)]), &holder).unwrap();
+        assert_eq!(fewer.keys().len(), 1);
+        assert_eq!(
+            fake.vouches.load(Ordering::SeqCst),
+            2,
+            "a vouched key was asked about again"
+        );
+
+        // A key that left the store is asked about again if it comes back.
+        let err = decode_held(
+            &held_store(&[(&a, t0, t0), (&b, t0 + day, t0 + 2 * day)]),
+            &holder,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::HolderUnavailable { kid, .. } if kid == a.kid()),
+            "{err:?}"
+        );
+        fake.set_unreachable(false);
+        decode_held(
+            &held_store(&[(&a, t0, t0), (&b, t0 + day, t0 + 2 * day)]),
+            &holder,
+        )
+        .unwrap();
     }
 }

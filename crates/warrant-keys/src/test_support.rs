@@ -27,12 +27,20 @@ pub(crate) fn policy() -> RotationPolicy {
 }
 
 /// A [`crate::KeyHolder`] in memory, standing in for an HSM: it generates P-256 keys whose
-/// private halves it keeps (as an HSM would), and records what it generated and destroyed.
+/// private halves it keeps (as an HSM would), vouches for the keys it generated until they are
+/// forgotten (a retired key's proof outlives its private half, as a token's public key object
+/// does), records what it destroyed, and can be made unreachable.
 #[derive(Default)]
 pub(crate) struct FakeHolder {
     pub(crate) keys:
         std::sync::Mutex<std::collections::BTreeMap<String, warrant_token::SigningKey>>,
-    pub(crate) destroyed: std::sync::Mutex<Vec<String>>,
+    /// The kids it vouches for: those generated and not forgotten.
+    pub(crate) proofs: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// (kid, disposal) of each destruction that destroyed something.
+    pub(crate) destroyed: std::sync::Mutex<Vec<(String, crate::Disposal)>>,
+    /// How many times it was asked to vouch.
+    pub(crate) vouches: std::sync::atomic::AtomicUsize,
+    pub(crate) unreachable: std::sync::atomic::AtomicBool,
 }
 
 /// The fake holder's handle on one key: it only says where the key is (the manager's tests
@@ -54,6 +62,14 @@ impl warrant_token::RemoteKey for FakeRemote {
     }
 }
 
+/// An error of the fake holder: `unavailable` or refused.
+fn fake_error(unavailable: bool, message: &str) -> warrant_token::KeyError {
+    warrant_token::KeyError::Remote(warrant_token::RemoteSignError {
+        unavailable,
+        source: std::sync::Arc::new(std::io::Error::other(message.to_owned())),
+    })
+}
+
 impl FakeHolder {
     fn remote(kid: &str, public: warrant_token::VerifyingKey) -> warrant_token::SigningKey {
         warrant_token::SigningKey::remote(public, std::sync::Arc::new(FakeRemote(kid.to_owned())))
@@ -62,6 +78,29 @@ impl FakeHolder {
     /// The kids whose private halves are still held.
     pub(crate) fn held(&self) -> Vec<String> {
         self.keys.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// The kids of the keys destroyed with `disposal`, in order.
+    pub(crate) fn destroyed(&self, disposal: crate::Disposal) -> Vec<String> {
+        let destroyed = self.destroyed.lock().unwrap();
+        destroyed
+            .iter()
+            .filter(|(_, d)| *d == disposal)
+            .map(|(kid, _)| kid.clone())
+            .collect()
+    }
+
+    /// Makes every call fail as unreachable (or work again).
+    pub(crate) fn set_unreachable(&self, unreachable: bool) {
+        self.unreachable
+            .store(unreachable, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn reachable(&self) -> Result<(), warrant_token::KeyError> {
+        if self.unreachable.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(fake_error(true, "the fake holder is unreachable"));
+        }
+        Ok(())
     }
 }
 
@@ -74,11 +113,13 @@ impl crate::KeyHolder for FakeHolder {
         &self,
         key_type: KeyType,
     ) -> Result<warrant_token::SigningKey, warrant_token::KeyError> {
+        self.reachable()?;
         let key = warrant_token::SigningKey::generate(key_type)?;
         self.keys
             .lock()
             .unwrap()
             .insert(key.kid().to_owned(), key.clone());
+        self.proofs.lock().unwrap().insert(key.kid().to_owned());
         Ok(Self::remote(key.kid(), key.verifying_key().clone()))
     }
 
@@ -87,14 +128,50 @@ impl crate::KeyHolder for FakeHolder {
         locator: &str,
         public: warrant_token::VerifyingKey,
     ) -> Result<warrant_token::SigningKey, warrant_token::KeyError> {
-        let kid = locator.strip_prefix("fake:").unwrap();
-        assert_eq!(kid, public.kid(), "the locator names the key's own object");
+        let kid = locator
+            .strip_prefix("fake:")
+            .ok_or_else(|| fake_error(false, "not a fake locator"))?;
         Ok(Self::remote(kid, public))
     }
 
-    fn destroy(&self, key: &warrant_token::SigningKey) -> Result<(), warrant_token::KeyError> {
-        self.keys.lock().unwrap().remove(key.kid());
-        self.destroyed.lock().unwrap().push(key.kid().to_owned());
-        Ok(())
+    fn vouch(
+        &self,
+        locator: &str,
+        public: &warrant_token::VerifyingKey,
+    ) -> Result<(), warrant_token::KeyError> {
+        self.vouches
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.reachable()?;
+        let kid = locator.strip_prefix("fake:").unwrap_or_default();
+        if kid == public.kid() && self.proofs.lock().unwrap().contains(kid) {
+            Ok(())
+        } else {
+            Err(fake_error(false, "the fake holder holds no such key"))
+        }
+    }
+
+    fn dispose(
+        &self,
+        locator: &str,
+        kid: &str,
+        disposal: crate::Disposal,
+    ) -> Result<crate::Disposed, warrant_token::KeyError> {
+        self.reachable()?;
+        if locator.strip_prefix("fake:") != Some(kid) {
+            return Ok(crate::Disposed::NotTheKey(format!(
+                "{locator} is not key {kid}"
+            )));
+        }
+        let private = self.keys.lock().unwrap().remove(kid).is_some();
+        let proof = disposal == crate::Disposal::Forget && self.proofs.lock().unwrap().remove(kid);
+        if private || proof {
+            self.destroyed
+                .lock()
+                .unwrap()
+                .push((kid.to_owned(), disposal));
+            Ok(crate::Disposed::Destroyed)
+        } else {
+            Ok(crate::Disposed::Gone)
+        }
     }
 }

@@ -12,18 +12,23 @@
 //! - [`Publisher`]: rounds that write what differs (only then) and read it back, on every key
 //!   change and on a timer (restoring what someone overwrote); its task is owned by a
 //!   [`PublisherTask`]. Only the replica that writes the key store writes; others check.
-//! - The activation gate: the publisher tells the key manager which kids every target lists
-//!   ([`Publisher::gate`], warrant-keys' `ActivationGate`); the manager holds back a key due to
-//!   sign that they do not all list (warrant-keys' `ManagedKeySet::hold_unlisted`).
+//! - The activation gate: the publisher tells the key manager which keys every target lists, by
+//!   kid and key material ([`Publisher::gate`], warrant-keys' `ActivationGate` and
+//!   `ListedKeys`); the manager holds back a key due to sign that they do not all list
+//!   (warrant-keys' `ManagedKeySet::hold_unlisted`).
 //! - [`PublishHealth`] for readiness, [`PublishMetrics`] for Prometheus.
 
+mod endpoint;
 mod metrics;
 mod publisher;
 mod target;
+mod webroot;
 
+pub use endpoint::{Endpoint, EndpointError};
 pub use metrics::PublishMetrics;
 pub use publisher::{
     CONTENT_TYPE, Documents, PublishError, PublishHealth, Publisher, PublisherTask, RECHECK, RETRY,
-    TargetStatus, kids,
+    TargetStatus,
 };
-pub use target::{DISCOVERY_SUFFIX, Kind, Placement, Target, TargetError};
+pub use target::{DISCOVERY_SUFFIX, Kind, ObjectError, Placement, Target, TargetError};
+pub use webroot::{WebRoot, WebRootError};

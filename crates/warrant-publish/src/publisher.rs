@@ -1,36 +1,43 @@
 //! The publisher: keeps every target holding exactly the documents this process serves, and
 //! tells the key manager which kids every target lists (the activation gate's input).
 //!
-//! A round, per target: read the JWKS object and the discovery object; if their bytes (and,
-//! for buckets, their `Content-Type` and `Cache-Control`) are what this process serves, nothing
-//! is written; otherwise the object is written and read back, and only what was read back
-//! counts. A replica that does not write the key store only reads and reports: it fails its
+//! A round, per target: read the JWKS object and the discovery object; if their bytes and, for
+//! buckets, the headers a relying party acts on are what this process serves, nothing is
+//! written; otherwise the object is written and read back, and only what was read back counts.
+//! The headers compared are every one the store reports except user metadata: `Content-Type`
+//! and `Cache-Control` must be warrant's, and `Content-Encoding`, `Content-Disposition` and
+//! `Content-Language` absent, as warrant writes them. Whoever else can write the bucket could
+//! otherwise keep the bytes and set `Cache-Control: max-age=31536000`, and relying parties
+//! would keep a retired or revoked key for a year. `Cache-Control` counts down to the next key
+//! change in the hour before it (as at the HTTP endpoint), so in that hour each round rewrites
+//! both documents: about 60 small PUTs per change per target. A replica that does not write the key store only reads and reports: it fails its
 //! check while a target lacks a key it serves. Rounds run when the key set changes, and again
 //! on a timer (someone may overwrite or delete the objects; they are restored), sooner while
 //! a target fails. Cost: two small GETs per target per round (a PUT and a GET more for each
 //! document that changed).
 //!
-//! What the gate hears: for each target, the kids of the JWKS it held at its last successful
-//! read; a target never read lists nothing. A target that cannot be reached keeps what it
-//! listed (it still serves it to relying parties); one read back without a key no longer
-//! lists it.
+//! What the gate hears: for each target, the keys its JWKS listed at its last successful round,
+//! by kid and key material (warrant-keys' `ListedKeys`: a kid on another key's material lists
+//! nothing); a target never read lists nothing. A failing target lists nothing new: one that
+//! cannot be reached keeps what it listed (it still serves it to relying parties), and one read
+//! in a failing round lists only what it listed before and still lists (a key read back without
+//! it no longer counts, a key it lists anew waits for a round that succeeds).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use jiff::Timestamp;
-use object_store::{Attribute, Attributes, ObjectStoreExt as _, PutOptions, PutPayload};
+use object_store::{Attribute, Attributes};
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_issuer::Published;
-use warrant_keys::{ActivationGate, Writer};
+use warrant_keys::{ActivationGate, ListedKeys, Writer};
 use warrant_token::DocumentError;
 
 use crate::metrics::PublishMetrics;
-use crate::target::{Placement, Target, TargetError};
+use crate::target::{ObjectError, Placement, Target, TargetError};
 
 /// The content type of both documents, as warrant serves them.
 pub const CONTENT_TYPE: &str = "application/json";
@@ -57,8 +64,8 @@ pub struct Documents {
     pub jwks: Bytes,
     /// `Cache-Control` for both, from the key schedule.
     pub cache_control: String,
-    /// The kids the JWKS lists.
-    pub kids: BTreeSet<String>,
+    /// The keys the JWKS lists.
+    pub keys: ListedKeys,
 }
 
 impl Documents {
@@ -71,7 +78,7 @@ impl Documents {
             .clone();
         let jwks = published.jwks().clone();
         Ok(Documents {
-            kids: kids(&jwks),
+            keys: ListedKeys::of(published.keys().verifying()),
             discovery,
             jwks,
             cache_control: published
@@ -81,23 +88,6 @@ impl Documents {
                 .to_owned(),
         })
     }
-}
-
-/// The kids a JWKS lists (none if it is not one).
-pub fn kids(jwks: &[u8]) -> BTreeSet<String> {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(jwks) else {
-        return BTreeSet::new();
-    };
-    value
-        .get("keys")
-        .and_then(serde_json::Value::as_array)
-        .map(|keys| {
-            keys.iter()
-                .filter_map(|k| k.get("kid").and_then(serde_json::Value::as_str))
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Why a round failed for a target. Messages name the target's object, never its contents.
@@ -114,7 +104,7 @@ pub enum PublishError {
         object: String,
         /// What the store said.
         #[source]
-        source: object_store::Error,
+        source: ObjectError,
     },
     /// An object could not be written.
     #[error("cannot write {object}: {source}")]
@@ -123,7 +113,7 @@ pub enum PublishError {
         object: String,
         /// What the store said.
         #[source]
-        source: object_store::Error,
+        source: ObjectError,
     },
     /// An object read back after its write is not what was written (another writer, or a
     /// store that does not keep headers).
@@ -171,8 +161,8 @@ pub struct TargetStatus {
     pub last_error: Option<String>,
     /// When it last held what this process serves.
     pub last_success: Option<Timestamp>,
-    /// The kids its JWKS held at the last successful read.
-    pub listed: BTreeSet<String>,
+    /// The keys its JWKS listed at the last successful round (see the module documentation).
+    pub listed: ListedKeys,
 }
 
 /// Every target's state.
@@ -216,7 +206,7 @@ pub struct Publisher {
     targets: Vec<(Target, Placement)>,
     metrics: PublishMetrics,
     health: watch::Sender<PublishHealth>,
-    listed: watch::Sender<BTreeSet<String>>,
+    listed: watch::Sender<ListedKeys>,
     last_logged: Vec<Option<Timestamp>>,
 }
 
@@ -247,12 +237,12 @@ impl Publisher {
             targets,
             metrics,
             health: watch::channel(health).0,
-            listed: watch::channel(BTreeSet::new()).0,
+            listed: watch::channel(ListedKeys::none()).0,
             last_logged,
         })
     }
 
-    /// The activation gate's input: the kids every target lists.
+    /// The activation gate's input: the keys every target lists.
     pub fn gate(&self) -> ActivationGate {
         self.listed.subscribe()
     }
@@ -298,10 +288,12 @@ impl Publisher {
                     self.record(i, now, Ok(listed));
                 }
                 Err((error, listed)) => {
+                    // A failing target lists nothing new: only what it listed before and still
+                    // lists, if it was read at all.
                     if let Some(listed) = listed {
                         self.health.send_modify(|h| {
                             if let Some(t) = h.targets.get_mut(i) {
-                                t.listed = listed;
+                                t.listed = t.listed.intersection(&listed);
                             }
                         });
                     }
@@ -314,12 +306,7 @@ impl Publisher {
         first.map_or(Ok(()), Err)
     }
 
-    fn record(
-        &mut self,
-        i: usize,
-        now: Timestamp,
-        outcome: Result<BTreeSet<String>, &PublishError>,
-    ) {
+    fn record(&mut self, i: usize, now: Timestamp, outcome: Result<ListedKeys, &PublishError>) {
         let url = self
             .targets
             .get(i)
@@ -368,13 +355,13 @@ impl Publisher {
         }
     }
 
-    /// The gate hears the kids every target lists.
+    /// The gate hears the keys every target lists.
     fn update_gate(&self) {
         let health = self.health.borrow();
         let mut targets = health.targets.iter();
         let mut listed = targets.next().map(|t| t.listed.clone()).unwrap_or_default();
         for t in targets {
-            listed.retain(|kid| t.listed.contains(kid));
+            listed = listed.intersection(&t.listed);
         }
         drop(health);
         self.listed.send_if_modified(|current| {
@@ -432,54 +419,58 @@ async fn read(
     target: &Target,
     path: &object_store::path::Path,
 ) -> Result<Option<(Bytes, Attributes)>, PublishError> {
-    let object = || format!("{}/{path}", target.url().trim_end_matches('/'));
-    let got = match target.store().get(path).await {
-        Ok(got) => got,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(source) => {
-            return Err(PublishError::Read {
-                object: object(),
-                source,
-            });
-        }
-    };
-    let attributes = got.attributes.clone();
-    if got.meta.size > MAX_READ_BYTES {
-        // Not the document, whatever it is: read as empty, so it is rewritten and lists no key.
-        return Ok(Some((Bytes::new(), attributes)));
-    }
-    let bytes = got.bytes().await.map_err(|source| PublishError::Read {
-        object: object(),
-        source,
-    })?;
-    Ok(Some((bytes, attributes)))
+    target
+        .get(path, MAX_READ_BYTES)
+        .await
+        .map_err(|source| PublishError::Read {
+            object: format!("{}/{path}", target.url().trim_end_matches('/')),
+            source,
+        })
 }
 
-/// True if an object read is the document as served (headers too, for a bucket).
-fn current(target: &Target, read: Option<&(Bytes, Attributes)>, body: &Bytes) -> bool {
+/// The headers warrant writes with both documents: none for a directory (its web server sets
+/// them), else `Content-Type` and the key schedule's `Cache-Control`.
+fn headers(target: &Target, documents: &Documents) -> Attributes {
+    let mut attributes = Attributes::new();
+    if !target.is_file() {
+        attributes.insert(Attribute::ContentType, CONTENT_TYPE.into());
+        attributes.insert(
+            Attribute::CacheControl,
+            documents.cache_control.clone().into(),
+        );
+    }
+    attributes
+}
+
+/// True if an object read is the document as served: its bytes, and exactly the headers
+/// warrant writes (see the module documentation). User metadata (`x-amz-meta-*` and the like)
+/// changes nothing a relying party does and is not compared.
+fn current(read: Option<&(Bytes, Attributes)>, body: &Bytes, headers: &Attributes) -> bool {
     let Some((bytes, attributes)) = read else {
         return false;
     };
-    if bytes != body {
-        return false;
-    }
-    target.is_file()
-        || (attributes
-            .get(&Attribute::ContentType)
-            .is_some_and(|v| v.as_ref() == CONTENT_TYPE)
-            && attributes.get(&Attribute::CacheControl).is_some())
+    let acted_on = attributes
+        .iter()
+        .filter(|(name, _)| !matches!(name, Attribute::Metadata(_) | Attribute::StorageClass))
+        .count();
+    bytes == body
+        && acted_on == headers.len()
+        && headers
+            .iter()
+            .all(|(name, value)| attributes.get(name) == Some(value))
 }
 
-/// One target's round: returns the bytes written and the kids its JWKS lists; on failure, the
+/// One target's round: returns the bytes written and the keys its JWKS lists; on failure, the
 /// error and what the JWKS was read to list, if it was read.
 async fn sync(
     target: &Target,
     placement: &Placement,
     documents: &Documents,
     write: bool,
-) -> Result<(usize, BTreeSet<String>), (PublishError, Option<BTreeSet<String>>)> {
+) -> Result<(usize, ListedKeys), (PublishError, Option<ListedKeys>)> {
     let mut written = 0;
     let mut listed = None;
+    let headers = headers(target, documents);
     for (path, body, is_jwks) in [
         (&placement.jwks, &documents.jwks, true),
         (&placement.discovery, &documents.discovery, false),
@@ -487,15 +478,20 @@ async fn sync(
         let object = format!("{}/{path}", target.url().trim_end_matches('/'));
         let found = read(target, path).await.map_err(|e| (e, listed.clone()))?;
         if is_jwks {
-            listed = Some(found.as_ref().map(|(b, _)| kids(b)).unwrap_or_default());
+            listed = Some(
+                found
+                    .as_ref()
+                    .map(|(b, _)| ListedKeys::from_jwks(b))
+                    .unwrap_or_default(),
+            );
         }
-        if current(target, found.as_ref(), body) {
+        if current(found.as_ref(), body, &headers) {
             continue;
         }
         if !write {
             if is_jwks {
                 let have = listed.clone().unwrap_or_default();
-                let missing: Vec<String> = documents.kids.difference(&have).cloned().collect();
+                let missing = documents.keys.missing_from(&have);
                 if !missing.is_empty() {
                     return Err((
                         PublishError::Missing {
@@ -516,21 +512,8 @@ async fn sync(
             }
             continue;
         }
-        let mut attributes = Attributes::new();
-        if !target.is_file() {
-            attributes.insert(Attribute::ContentType, CONTENT_TYPE.into());
-            attributes.insert(
-                Attribute::CacheControl,
-                documents.cache_control.clone().into(),
-            );
-        }
-        let options = PutOptions {
-            attributes,
-            ..PutOptions::default()
-        };
         target
-            .store()
-            .put_opts(path, PutPayload::from_bytes(body.clone()), options)
+            .put(path, body.clone(), headers.clone())
             .await
             .map_err(|source| {
                 (
@@ -544,9 +527,13 @@ async fn sync(
         written += body.len();
         let back = read(target, path).await.map_err(|e| (e, listed.clone()))?;
         if is_jwks {
-            listed = Some(back.as_ref().map(|(b, _)| kids(b)).unwrap_or_default());
+            listed = Some(
+                back.as_ref()
+                    .map(|(b, _)| ListedKeys::from_jwks(b))
+                    .unwrap_or_default(),
+            );
         }
-        if !current(target, back.as_ref(), body) {
+        if !current(back.as_ref(), body, &headers) {
             return Err((PublishError::ReadBack { object }, listed));
         }
     }

@@ -2,7 +2,9 @@
 //! (`file://`), and the two object keys the issuer URL and `jwks_uri` put them at.
 //!
 //! Who controls each input: the URL, the endpoint and the credentials are the operator's own
-//! (flags and the environment); nothing here comes from a relying party. Credentials never
+//! (flags and the environment); nothing here comes from a relying party. How an `s3://` target
+//! reaches an S3-compatible server (https, or plain HTTP only to loopback or when allowed, and
+//! which CA it trusts) is `endpoint`'s. Credentials never
 //! appear in a URL (one with a user, password or query is refused) and so never in a log line
 //! or a metric label, which name the target by its URL.
 //!
@@ -15,20 +17,26 @@
 //! Where the issuer's host is a cloud's own storage host (`BUCKET.s3….amazonaws.com`,
 //! `storage.googleapis.com/BUCKET`, `ACCOUNT.blob.core.windows.net/CONTAINER`), the bucket it
 //! names must be the target's. A `file://` directory is the web root of the issuer's host, as
-//! for `warrant discovery export`: the document goes to `DIR/<issuer path>/.well-known/…`.
+//! for `warrant discovery export`: the document goes to `DIR/<issuer path>/.well-known/…`, and
+//! nothing is written through a symbolic link inside it (see `webroot`).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::ObjectStore;
+use bytes::Bytes;
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
-use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ClientOptions, RetryConfig};
+use object_store::{
+    Attributes, ClientOptions, ObjectStore, ObjectStoreExt as _, PutOptions, PutPayload,
+    RetryConfig,
+};
 use url::Url;
+
+use crate::endpoint::{Endpoint, EndpointError};
+use crate::webroot::{WebRoot, WebRootError};
 
 /// Where relying parties fetch the discovery document, below the issuer.
 pub const DISCOVERY_SUFFIX: &str = ".well-known/openid-configuration";
@@ -66,7 +74,31 @@ pub struct Target {
     url: String,
     kind: Kind,
     prefix: String,
-    store: Arc<dyn ObjectStore>,
+    store: Store,
+}
+
+/// What reads and writes a target's objects.
+#[derive(Clone)]
+enum Store {
+    /// A bucket, through object_store.
+    Bucket(Arc<dyn ObjectStore>),
+    /// A directory, through warrant's own walk that follows no link (object_store's
+    /// `LocalFileSystem` follows them).
+    Directory(WebRoot),
+}
+
+/// Why an object of a target could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    /// The bucket's store said no.
+    #[error(transparent)]
+    Store(#[from] object_store::Error),
+    /// The directory said no, or holds a link where a directory belongs.
+    #[error(transparent)]
+    Directory(#[from] WebRootError),
+    /// The blocking task reading or writing the directory did not finish.
+    #[error("the file system task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 impl fmt::Debug for Target {
@@ -87,11 +119,12 @@ pub struct Placement {
     pub jwks: Path,
 }
 
-/// A target that cannot be used.
+/// A target that cannot be used. The message starts with the target's URL; the caller names
+/// where the URL came from (`serve`'s `--publish-discovery`, `discovery publish`'s arguments).
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// Not a URL.
-    #[error("--publish-discovery {url}: not a URL: {source}")]
+    #[error("{url}: not a URL: {source}")]
     Url {
         /// The URL as given.
         url: String,
@@ -101,7 +134,7 @@ pub enum TargetError {
     },
     /// A scheme other than s3, gs, az and file.
     #[error(
-        "--publish-discovery {url}: unsupported scheme {scheme:?} (use s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or file:///DIR)"
+        "{url}: unsupported scheme {scheme:?} (use s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or file:///DIR)"
     )]
     Scheme {
         /// The URL.
@@ -111,26 +144,29 @@ pub enum TargetError {
     },
     /// A URL carrying credentials, a query or a fragment.
     #[error(
-        "--publish-discovery {scheme}://…: credentials, queries and fragments do not belong in the URL (each cloud's credentials come from the environment)"
+        "{scheme}://…: credentials, queries and fragments do not belong in the URL (each cloud's credentials come from the environment)"
     )]
     Extras {
         /// The scheme.
         scheme: String,
     },
     /// No bucket or container.
-    #[error("--publish-discovery {url}: names no bucket")]
+    #[error("{url}: names no bucket")]
     NoBucket {
         /// The URL.
         url: String,
     },
-    /// `--publish-endpoint` for a target that is not S3.
+    /// `--publish-endpoint` (or its other flags) for a target that is not S3.
     #[error("--publish-endpoint applies to s3:// targets only, not {url}")]
     EndpointNotS3 {
         /// The URL.
         url: String,
     },
+    /// The endpoint's flags cannot be used.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
     /// The object store refused its configuration.
-    #[error("--publish-discovery {url}: {source}")]
+    #[error("{url}: {source}")]
     Store {
         /// The URL.
         url: String,
@@ -139,7 +175,7 @@ pub enum TargetError {
         source: object_store::Error,
     },
     /// The issuer or `jwks_uri` cannot be where this target serves the documents.
-    #[error("--publish-discovery {url}: {why}")]
+    #[error("{url}: {why}")]
     Placement {
         /// The URL.
         url: String,
@@ -168,11 +204,12 @@ fn client(allow_http: bool) -> ClientOptions {
 impl Target {
     /// Parses `url` and opens its store with the cloud's credential chain from the environment
     /// (`AWS_*` and instance or web identity; `GOOGLE_*` and workload identity; `AZURE_*` and
-    /// managed identity). `endpoint` is `--publish-endpoint`. `options` are extra object-store
-    /// settings by their config key (`aws_access_key_id`, …), for tests and embedding.
+    /// managed identity). `endpoint` is how `s3://` targets reach an S3-compatible server
+    /// (`--publish-endpoint` and its flags). `options` are extra object-store settings by their
+    /// config key (`aws_access_key_id`, …), for tests and embedding.
     pub fn open(
         url: &str,
-        endpoint: Option<&str>,
+        endpoint: &Endpoint,
         options: &[(String, String)],
     ) -> Result<Target, TargetError> {
         let parsed = Url::parse(url).map_err(|source| TargetError::Url {
@@ -193,7 +230,7 @@ impl Target {
         };
         let bucket = parsed.host_str().unwrap_or_default().to_owned();
         let prefix = parsed.path().trim_matches('/').to_owned();
-        if scheme != "s3" && endpoint.is_some() {
+        if scheme != "s3" && endpoint.is_set() {
             return Err(TargetError::EndpointNotS3 {
                 url: url.to_owned(),
             });
@@ -209,11 +246,12 @@ impl Target {
                 let mut builder = AmazonS3Builder::from_env()
                     .with_url(bucket_url)
                     .with_retry(retry());
-                if let Some(endpoint) = endpoint {
+                let checked = endpoint.check()?;
+                if let Some(checked) = &checked {
                     builder = builder
-                        .with_endpoint(endpoint)
+                        .with_endpoint(&checked.url)
                         .with_virtual_hosted_style_request(false)
-                        .with_client_options(client(endpoint.starts_with("http://")));
+                        .with_client_options(checked.client_options(client(checked.http)));
                 } else {
                     builder = builder.with_client_options(client(false));
                 }
@@ -225,7 +263,7 @@ impl Target {
                 (
                     Kind::S3 {
                         bucket,
-                        endpoint: endpoint.map(str::to_owned),
+                        endpoint: checked.map(|c| c.url),
                     },
                     Arc::new(store),
                 )
@@ -261,17 +299,16 @@ impl Target {
                 })?;
                 std::fs::create_dir_all(&dir).map_err(|source| {
                     store_error(object_store::Error::Generic {
-                        store: "LocalFileSystem",
+                        store: "directory",
                         source: Box::new(source),
                     })
                 })?;
-                let store = LocalFileSystem::new_with_prefix(&dir).map_err(store_error)?;
                 // The directory is the web root: the issuer's path decides the prefix.
                 return Ok(Target {
                     url: url.to_owned(),
+                    store: Store::Directory(WebRoot::new(dir.clone())),
                     kind: Kind::File { dir },
                     prefix: String::new(),
-                    store: Arc::new(store),
                 });
             }
             _ => {
@@ -285,7 +322,7 @@ impl Target {
             url: url.to_owned(),
             kind,
             prefix,
-            store,
+            store: Store::Bucket(store),
         })
     }
 
@@ -305,9 +342,67 @@ impl Target {
         matches!(self.kind, Kind::File { .. })
     }
 
-    /// The store.
-    pub fn store(&self) -> &Arc<dyn ObjectStore> {
-        &self.store
+    /// A bucket target's store (`None` for a directory).
+    pub fn store(&self) -> Option<&Arc<dyn ObjectStore>> {
+        match &self.store {
+            Store::Bucket(store) => Some(store),
+            Store::Directory(_) => None,
+        }
+    }
+
+    /// The object at `path` and its headers, or `None` if there is none. An object over
+    /// `max_bytes` is not downloaded: it reads as empty bytes (not the document, whatever it is).
+    pub(crate) async fn get(
+        &self,
+        path: &Path,
+        max_bytes: u64,
+    ) -> Result<Option<(Bytes, Attributes)>, ObjectError> {
+        match &self.store {
+            Store::Bucket(store) => {
+                let got = match store.get(path).await {
+                    Ok(got) => got,
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    Err(error) => return Err(error.into()),
+                };
+                let attributes = got.attributes.clone();
+                if got.meta.size > max_bytes {
+                    return Ok(Some((Bytes::new(), attributes)));
+                }
+                Ok(Some((got.bytes().await?, attributes)))
+            }
+            Store::Directory(root) => {
+                let (root, key) = (root.clone(), path.to_string());
+                let read =
+                    tokio::task::spawn_blocking(move || root.read(&key, max_bytes)).await??;
+                Ok(read.map(|bytes| (bytes, Attributes::new())))
+            }
+        }
+    }
+
+    /// Writes `body` at `path` with `attributes` (a directory keeps none).
+    pub(crate) async fn put(
+        &self,
+        path: &Path,
+        body: Bytes,
+        attributes: Attributes,
+    ) -> Result<(), ObjectError> {
+        match &self.store {
+            Store::Bucket(store) => {
+                let options = PutOptions {
+                    attributes,
+                    ..PutOptions::default()
+                };
+                store
+                    .put_opts(path, PutPayload::from_bytes(body), options)
+                    .await?;
+                Ok(())
+            }
+            Store::Directory(root) => {
+                let (root, key) = (root.clone(), path.to_string());
+                tokio::task::spawn_blocking(move || root.write(&key, &body)).await??;
+                Ok(())
+            }
+        }
     }
 
     /// Where the two documents go for `issuer` and `jwks_uri`, or why this target cannot serve
@@ -450,9 +545,13 @@ mod tests {
     use super::*;
 
     fn target(url: &str) -> Target {
-        Target::open(url, None, &[("aws_region".into(), "us-east-1".into())])
-            .or_else(|_| Target::open(url, None, &[]))
-            .unwrap()
+        Target::open(
+            url,
+            &Endpoint::default(),
+            &[("aws_region".into(), "us-east-1".into())],
+        )
+        .or_else(|_| Target::open(url, &Endpoint::default(), &[]))
+        .unwrap()
     }
 
     fn keys(t: &Target, issuer: &str, jwks: &str) -> Result<(String, String), String> {
@@ -463,7 +562,12 @@ mod tests {
 
     #[test]
     fn the_issuer_must_end_with_the_prefix_and_the_jwks_sit_beside_it() {
-        let s3 = Target::open("s3://oidc/cluster-a", Some("http://127.0.0.1:9"), &[]).unwrap();
+        let s3 = Target::open(
+            "s3://oidc/cluster-a",
+            &Endpoint::at("http://127.0.0.1:9"),
+            &[],
+        )
+        .unwrap();
         assert_eq!(
             keys(
                 &s3,
@@ -561,15 +665,15 @@ mod tests {
 
     #[test]
     fn urls_with_credentials_or_other_schemes_are_refused() {
-        let e = Target::open("s3://key:secret@bucket/p", None, &[]).unwrap_err();
+        let e = Target::open("s3://key:secret@bucket/p", &Endpoint::default(), &[]).unwrap_err();
         assert!(!e.to_string().contains("secret"), "{e}");
         assert!(matches!(e, TargetError::Extras { .. }));
         assert!(matches!(
-            Target::open("https://bucket/p", None, &[]).unwrap_err(),
+            Target::open("https://bucket/p", &Endpoint::default(), &[]).unwrap_err(),
             TargetError::Scheme { .. }
         ));
         assert!(matches!(
-            Target::open("gs://bucket/p", Some("http://x"), &[]).unwrap_err(),
+            Target::open("gs://bucket/p", &Endpoint::at("http://x"), &[]).unwrap_err(),
             TargetError::EndpointNotS3 { .. }
         ));
     }

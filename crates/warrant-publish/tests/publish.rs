@@ -13,7 +13,6 @@
     clippy::indexing_slicing
 )]
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::Arc;
@@ -27,8 +26,8 @@ use tokio::task::JoinSet;
 use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_issuer::{Published, Settings};
-use warrant_keys::{KeySet, ManagedKeySet, RotationPolicy};
-use warrant_publish::{PublishMetrics, Publisher, Target, kids};
+use warrant_keys::{KeySet, ListedKeys, ManagedKeySet, RotationPolicy};
+use warrant_publish::{Endpoint, PublishMetrics, Publisher, Target};
 use warrant_testkit::tools;
 use warrant_token::{Binding, Claims, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey};
 
@@ -126,27 +125,61 @@ impl Drop for Emulator {
     }
 }
 
-/// moto's S3 server.
+/// moto's S3 server, on plain HTTP or (with a serving certificate) on TLS.
 struct Moto {
     server: Emulator,
+    scheme: &'static str,
+    /// A client that trusts the server (the test CA's, for TLS).
+    client: reqwest::Client,
 }
 
 impl Moto {
     async fn start() -> Moto {
+        Moto::launch(None).await
+    }
+
+    /// moto serving TLS with `certificate`, trusted by `ca` (PEM) in the test's own client.
+    async fn start_tls(certificate: &warrant_testkit::Issued, ca: &str) -> Moto {
+        Moto::launch(Some((certificate, ca))).await
+    }
+
+    async fn launch(tls: Option<(&warrant_testkit::Issued, &str)>) -> Moto {
+        let mut client = reqwest::Client::builder();
+        if let Some((_, ca)) = tls {
+            let ca = reqwest::Certificate::from_pem(ca.as_bytes()).unwrap();
+            client = client.tls_certs_only([ca]);
+        }
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let server = Emulator::start(
             "moto_server",
             "moto's S3 server (moto_server)",
-            |port, _| {
-                vec![
+            |port, dir| {
+                let mut args = vec![
                     "-H".into(),
                     "127.0.0.1".into(),
                     "-p".into(),
                     port.to_string(),
-                ]
+                ];
+                if let Some((certificate, _)) = tls {
+                    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+                    std::fs::write(&cert, certificate.pem()).unwrap();
+                    std::fs::write(&key, certificate.key_pem()).unwrap();
+                    args.extend([
+                        "-c".to_owned(),
+                        cert.display().to_string(),
+                        "-k".to_owned(),
+                        key.display().to_string(),
+                    ]);
+                }
+                args
             },
         )
         .await;
-        Moto { server }
+        Moto {
+            server,
+            scheme,
+            client: client.build().unwrap(),
+        }
     }
 
     fn port(&self) -> u16 {
@@ -154,11 +187,12 @@ impl Moto {
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port())
+        format!("{}://127.0.0.1:{}{path}", self.scheme, self.port())
     }
 
     async fn create_bucket(&self, bucket: &str) {
-        let response = reqwest::Client::new()
+        let response = self
+            .client
             .put(self.url(&format!("/{bucket}")))
             .send()
             .await
@@ -168,7 +202,8 @@ impl Moto {
         let policy = format!(
             r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::{bucket}/*"}}]}}"#
         );
-        let response = reqwest::Client::new()
+        let response = self
+            .client
             .put(self.url(&format!("/{bucket}?policy")))
             .body(policy)
             .send()
@@ -253,7 +288,7 @@ impl Proxy {
 fn s3_target(endpoint: &str) -> Target {
     Target::open(
         "s3://bucket/cluster-a",
-        Some(endpoint),
+        &Endpoint::at(endpoint),
         &[
             ("aws_access_key_id".into(), "testing".into()),
             ("aws_secret_access_key".into(), "testing".into()),
@@ -305,6 +340,27 @@ print(claims["sub"])
     );
 }
 
+/// A publisher for `targets` at the test issuer, with metrics nobody reads.
+fn publisher(targets: Vec<Target>) -> Publisher {
+    Publisher::new(
+        targets,
+        ISSUER,
+        &format!("{ISSUER}/openid/v1/jwks"),
+        PublishMetrics::new(),
+    )
+    .unwrap()
+}
+
+/// A JWKS listing `a` as warrant renders it, and `kid` on `stranger`'s public key.
+fn forged_jwks(a: &SigningKey, kid: &str, stranger: &SigningKey) -> Vec<u8> {
+    let jwk = |key: &SigningKey| -> serde_json::Value {
+        serde_json::from_str(key.verifying_key().jwk_json()).unwrap()
+    };
+    let mut forged = jwk(stranger);
+    forged["kid"] = kid.into();
+    serde_json::to_vec(&serde_json::json!({ "keys": [jwk(a), forged] })).unwrap()
+}
+
 fn token(keys: &ManagedKeySet, now: i64) -> (String, String) {
     let key = keys.active_at(at(now)).unwrap().key().clone();
     let claims = Claims::new(NewToken {
@@ -343,7 +399,6 @@ async fn a_bucket_lists_each_key_before_it_signs_and_is_restored_when_overwritte
 
     // The first key: the objects are exactly what warrant serves, with its headers.
     let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
-    let a = keys.keys()[0].kid().to_owned();
     let served = published(&keys, T0);
     publisher.round(&served, at(T0), true).await.unwrap();
     let (discovery, content_type, cache_control) =
@@ -358,7 +413,10 @@ async fn a_bucket_lists_each_key_before_it_signs_and_is_restored_when_overwritte
     assert_eq!(jwks, served.jwks().to_vec());
     assert_eq!(content_type, "application/json");
     assert_eq!(cache_control, "public, max-age=3600");
-    assert_eq!(*gate.borrow(), BTreeSet::from([a.clone()]));
+    assert_eq!(
+        *gate.borrow(),
+        ListedKeys::of([keys.keys()[0].key().verifying_key()])
+    );
     let (first_token, _) = token(&keys, T0 + 60);
     relying_party_verifies(&moto.url("/bucket"), &first_token, T0 + 60);
 
@@ -374,6 +432,7 @@ async fn a_bucket_lists_each_key_before_it_signs_and_is_restored_when_overwritte
     use object_store::ObjectStoreExt as _;
     s3_target(&moto.url(""))
         .store()
+        .unwrap()
         .put(
             &"cluster-a/openid/v1/jwks".into(),
             object_store::PutPayload::from_static(br#"{"keys":[]}"#),
@@ -397,17 +456,18 @@ async fn a_bucket_lists_each_key_before_it_signs_and_is_restored_when_overwritte
     // Rotation: the successor is in the bucket as soon as it is published, so the gate lets it
     // sign on time, and a relying party verifies its tokens from the bucket.
     let keys = rotated(&keys, T0 + 6 * DAY);
-    let b = keys.keys()[1].kid().to_owned();
+    let b_key = keys.keys()[1].key().verifying_key().clone();
+    let b = b_key.kid().to_owned();
     let served = published(&keys, T0 + 6 * DAY);
     publisher
         .round(&served, at(T0 + 6 * DAY), true)
         .await
         .unwrap();
-    assert!(kids(&moto.get("cluster-a/openid/v1/jwks").await.0).contains(&b));
-    assert!(gate.borrow().contains(&b));
+    assert!(ListedKeys::from_jwks(&moto.get("cluster-a/openid/v1/jwks").await.0).lists(&b_key));
+    assert!(gate.borrow().lists(&b_key));
     let listed = gate.borrow().clone();
     assert!(
-        keys.hold_unlisted(&policy, at(T0 + 7 * DAY - lead), |kid| listed.contains(kid))
+        keys.hold_unlisted(&policy, at(T0 + 7 * DAY - lead), &listed)
             .is_none()
     );
     let served = published(&keys, T0 + 7 * DAY);
@@ -426,14 +486,15 @@ async fn a_bucket_lists_each_key_before_it_signs_and_is_restored_when_overwritte
     // holds it and the key in force signs on; readiness and metrics say why.
     proxy.down();
     let keys = rotated(&keys, T0 + 13 * DAY);
-    let c = keys.keys().last().unwrap().kid().to_owned();
+    let c_key = keys.keys().last().unwrap().key().verifying_key().clone();
+    let c = c_key.kid().to_owned();
     let served = published(&keys, T0 + 13 * DAY);
     let error = publisher
         .round(&served, at(T0 + 13 * DAY), true)
         .await
         .unwrap_err();
     assert_eq!(error.reason(), "read", "{error}");
-    assert!(!gate.borrow().contains(&c));
+    assert!(!gate.borrow().lists(&c_key));
     let failure = health.borrow().failure().unwrap();
     assert!(
         failure.contains("s3://bucket/cluster-a failing since"),
@@ -446,9 +507,7 @@ async fn a_bucket_lists_each_key_before_it_signs_and_is_restored_when_overwritte
     );
     let listed = gate.borrow().clone();
     let (held, holds) = keys
-        .hold_unlisted(&policy, at(T0 + 14 * DAY - lead), |kid| {
-            listed.contains(kid)
-        })
+        .hold_unlisted(&policy, at(T0 + 14 * DAY - lead), &listed)
         .unwrap();
     assert_eq!(holds[0].kid, c);
     assert_eq!(held.active_at(at(T0 + 14 * DAY)).unwrap().kid(), b);
@@ -462,10 +521,10 @@ async fn a_bucket_lists_each_key_before_it_signs_and_is_restored_when_overwritte
         .await
         .unwrap();
     assert!(health.borrow().failure().is_none());
-    assert!(gate.borrow().contains(&c));
+    assert!(gate.borrow().lists(&c_key));
     let listed = gate.borrow().clone();
     assert!(
-        held.hold_unlisted(&policy, at(T0 + 14 * DAY), |kid| listed.contains(kid))
+        held.hold_unlisted(&policy, at(T0 + 14 * DAY), &listed)
             .is_none()
     );
     let signs_at = T0 + 14 * DAY + lead;
@@ -485,14 +544,7 @@ async fn a_replica_that_does_not_write_only_checks() {
     let moto = Moto::start().await;
     moto.create_bucket("bucket").await;
     let target = s3_target(&moto.url(""));
-    let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
-    let mut follower = Publisher::new(
-        vec![target.clone()],
-        ISSUER,
-        &jwks_uri,
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let mut follower = publisher(vec![target.clone()]);
     let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
     let served = published(&keys, T0);
     let error = follower.round(&served, at(T0), false).await.unwrap_err();
@@ -502,10 +554,230 @@ async fn a_replica_that_does_not_write_only_checks() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
-    let mut writer =
-        Publisher::new(vec![target], ISSUER, &jwks_uri, PublishMetrics::new()).unwrap();
+    let mut writer = publisher(vec![target]);
     writer.round(&served, at(T0), true).await.unwrap();
     follower.round(&served, at(T0), false).await.unwrap();
+}
+
+/// Headers as a bucket's writer might leave them: warrant's content type, and `extra` on top.
+fn headers(
+    cache_control: &str,
+    extra: &[(object_store::Attribute, &'static str)],
+) -> object_store::Attributes {
+    let mut attributes = object_store::Attributes::new();
+    attributes.insert(
+        object_store::Attribute::ContentType,
+        "application/json".into(),
+    );
+    attributes.insert(
+        object_store::Attribute::CacheControl,
+        cache_control.to_owned().into(),
+    );
+    for (name, value) in extra {
+        attributes.insert(name.clone(), (*value).into());
+    }
+    attributes
+}
+
+/// A bucket writer that keeps the documents' bytes and changes only the headers a relying party
+/// acts on (a year's `Cache-Control`, so a revoked key would be cached for a year; a
+/// `Content-Encoding` no client can undo): the next round restores warrant's headers; a
+/// writer's own metadata is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_a_bucket_writer_changed_are_restored() {
+    use object_store::{Attribute, PutOptions, PutPayload};
+    let moto = Moto::start().await;
+    moto.create_bucket("bucket").await;
+    let metrics = PublishMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
+    let mut publisher =
+        Publisher::new(vec![s3_target(&moto.url(""))], ISSUER, &jwks_uri, metrics).unwrap();
+    let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let served = published(&keys, T0);
+    publisher.round(&served, at(T0), true).await.unwrap();
+    let jwks = "cluster-a/openid/v1/jwks";
+    let other_writer = s3_target(&moto.url(""));
+    let overwrite = async |attributes| {
+        other_writer
+            .store()
+            .unwrap()
+            .put_opts(
+                &jwks.into(),
+                PutPayload::from_bytes(served.jwks().clone()),
+                PutOptions {
+                    attributes,
+                    ..PutOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+    };
+
+    // A year's max-age on the same bytes.
+    overwrite(headers("public, max-age=31536000", &[])).await;
+    let (bytes, _, cache_control) = moto.get(jwks).await;
+    assert_eq!(bytes, served.jwks().to_vec());
+    assert_eq!(cache_control, "public, max-age=31536000");
+    let written = metric(&registry, "warrant_publish_written_bytes_total");
+    publisher.round(&served, at(T0 + 60), true).await.unwrap();
+    let (bytes, content_type, cache_control) = moto.get(jwks).await;
+    assert_eq!(bytes, served.jwks().to_vec());
+    assert_eq!(content_type, "application/json");
+    assert_eq!(cache_control, "public, max-age=3600");
+    assert_ne!(
+        metric(&registry, "warrant_publish_written_bytes_total"),
+        written,
+        "restored by a write"
+    );
+
+    // A content encoding warrant did not set.
+    overwrite(headers(
+        "public, max-age=3600",
+        &[(Attribute::ContentEncoding, "gzip")],
+    ))
+    .await;
+    publisher.round(&served, at(T0 + 120), true).await.unwrap();
+    let encoding = reqwest::get(moto.url(&format!("/bucket/{jwks}")))
+        .await
+        .unwrap()
+        .headers()
+        .get("content-encoding")
+        .cloned();
+    assert_eq!(encoding, None);
+
+    // Metadata of the writer's own changes nothing a relying party does: left as it is.
+    overwrite(headers(
+        "public, max-age=3600",
+        &[(Attribute::Metadata("owner".into()), "platform-team")],
+    ))
+    .await;
+    let written = metric(&registry, "warrant_publish_written_bytes_total");
+    publisher.round(&served, at(T0 + 180), true).await.unwrap();
+    assert_eq!(
+        metric(&registry, "warrant_publish_written_bytes_total"),
+        written
+    );
+}
+
+/// A replica that only checks is not fooled by a JWKS that lists the next key's kid on another
+/// key's material (relying parties would verify its tokens with that material, and refuse
+/// them): it fails its check naming the key, and the writer's next round repairs the JWKS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kid_on_another_keys_material_does_not_list_the_key() {
+    use object_store::{PutOptions, PutPayload};
+    let moto = Moto::start().await;
+    moto.create_bucket("bucket").await;
+    let target = s3_target(&moto.url(""));
+    let mut writer = publisher(vec![target.clone()]);
+    let mut follower = publisher(vec![target.clone()]);
+    let gate = writer.gate();
+    let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let keys = rotated(&keys, T0 + 6 * DAY);
+    let served = published(&keys, T0 + 6 * DAY);
+    writer.round(&served, at(T0 + 6 * DAY), true).await.unwrap();
+    follower
+        .round(&served, at(T0 + 6 * DAY), false)
+        .await
+        .unwrap();
+
+    // The next kid, on a stranger's public key; the headers are warrant's.
+    let (a, b) = (keys.keys()[0].key(), keys.keys()[1].key());
+    let stranger = SigningKey::generate(KeyType::P256).unwrap();
+    target
+        .store()
+        .unwrap()
+        .put_opts(
+            &"cluster-a/openid/v1/jwks".into(),
+            PutPayload::from(forged_jwks(a, b.kid(), &stranger)),
+            PutOptions {
+                attributes: headers("public, max-age=3600", &[]),
+                ..PutOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let error = follower
+        .round(&served, at(T0 + 6 * DAY + 60), false)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "missing", "{error}");
+    assert!(error.to_string().contains(b.kid()), "{error}");
+    assert!(
+        !follower.health().borrow().targets[0]
+            .listed
+            .lists(b.verifying_key())
+    );
+
+    writer
+        .round(&served, at(T0 + 6 * DAY + 60), true)
+        .await
+        .unwrap();
+    assert!(gate.borrow().lists(b.verifying_key()));
+    follower
+        .round(&served, at(T0 + 6 * DAY + 120), false)
+        .await
+        .unwrap();
+}
+
+/// An S3-compatible server on TLS with a private CA: trusted through `--publish-ca-file`, and
+/// through it alone (not without it, not with another CA's file). Plain HTTP to a host that is
+/// not loopback is refused before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_s3_server_is_trusted_through_its_ca_file() {
+    let ca = warrant_testkit::TestCa::new("private-s3");
+    let moto = Moto::start_tls(&ca.issue_server(&["127.0.0.1"]), ca.pem()).await;
+    moto.create_bucket("bucket").await;
+    let files = tempfile::tempdir().unwrap();
+    let ca_file = files.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let other_ca = files.path().join("other.pem");
+    std::fs::write(&other_ca, warrant_testkit::TestCa::new("other").pem()).unwrap();
+    let target = |ca_file: Option<&Path>| {
+        Target::open(
+            "s3://bucket/cluster-a",
+            &Endpoint {
+                ca_file: ca_file.map(Path::to_owned),
+                ..Endpoint::at(&moto.url(""))
+            },
+            &[
+                ("aws_access_key_id".into(), "testing".into()),
+                ("aws_secret_access_key".into(), "testing".into()),
+                ("aws_region".into(), "us-east-1".into()),
+            ],
+        )
+        .unwrap()
+    };
+    let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let served = published(&keys, T0);
+    for untrusted in [None, Some(other_ca.as_path())] {
+        let mut publisher = publisher(vec![target(untrusted)]);
+        let error = publisher.round(&served, at(T0), true).await.unwrap_err();
+        assert_eq!(error.reason(), "read", "{untrusted:?}: {error}");
+    }
+    let mut publisher = publisher(vec![target(Some(&ca_file))]);
+    publisher.round(&served, at(T0), true).await.unwrap();
+    let jwks = moto
+        .client
+        .get(moto.url("/bucket/cluster-a/openid/v1/jwks"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(jwks.bytes().await.unwrap(), served.jwks().clone());
+
+    let error = Target::open(
+        "s3://bucket/cluster-a",
+        &Endpoint::at("http://minio.example:9000"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("plain HTTP to a host that is not loopback"),
+        "{error}"
+    );
 }
 
 fn read(dir: &Path, key: &str) -> Vec<u8> {
@@ -519,14 +791,8 @@ fn read(dir: &Path, key: &str) -> Vec<u8> {
 async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().display());
-    let target = Target::open(&url, None, &[]).unwrap();
-    let publisher = Publisher::new(
-        vec![target],
-        ISSUER,
-        &format!("{ISSUER}/openid/v1/jwks"),
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let target = Target::open(&url, &Endpoint::default(), &[]).unwrap();
+    let publisher = publisher(vec![target]);
     let gate = publisher.gate();
     let mut health = publisher.health();
     let clock = Clock::manual(at(T0));
@@ -569,11 +835,11 @@ async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
 
     // A rotation reaches the directory and the gate.
     let keys = rotated(&keys, T0 + 6 * DAY);
-    let b = keys.keys()[1].kid().to_owned();
+    let b = keys.keys()[1].key().verifying_key().clone();
     clock.set(at(T0 + 6 * DAY));
     feed.send_replace(Arc::new(published(&keys, T0 + 6 * DAY)));
     let mut gate_rx = gate.clone();
-    gate_rx.wait_for(|kids| kids.contains(&b)).await.unwrap();
+    gate_rx.wait_for(|listed| listed.lists(&b)).await.unwrap();
     assert_eq!(read(dir.path(), jwks), feed.borrow().jwks().to_vec());
 
     // Dropped: nothing restores the file any more.
@@ -581,6 +847,43 @@ async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
     std::fs::write(dir.path().join(jwks), b"{}").unwrap();
     tokio::time::sleep(3 * warrant_publish::RECHECK).await;
     assert_eq!(read(dir.path(), jwks), b"{}");
+}
+
+/// A symbolic link planted inside a directory target, pointing outside it: the round fails,
+/// saying so, and nothing is written where the link points; the documents land once the link
+/// is gone.
+#[tokio::test]
+async fn a_directory_target_writes_nothing_through_a_link_inside_it() {
+    let www = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), www.path().join("cluster-a")).unwrap();
+    let target = Target::open(
+        &format!("file://{}", www.path().display()),
+        &Endpoint::default(),
+        &[],
+    )
+    .unwrap();
+    let mut publisher = publisher(vec![target]);
+    let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let served = published(&keys, T0);
+    let error = publisher.round(&served, at(T0), true).await.unwrap_err();
+    assert!(
+        error.to_string().contains("cluster-a is a symbolic link"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "written through the link"
+    );
+    assert!(publisher.gate().borrow().is_empty());
+
+    std::fs::remove_file(www.path().join("cluster-a")).unwrap();
+    publisher.round(&served, at(T0 + 10), true).await.unwrap();
+    assert_eq!(
+        read(www.path(), "cluster-a/openid/v1/jwks"),
+        served.jwks().to_vec()
+    );
 }
 
 /// Azurite's Blob service (npm's `azurite`, Microsoft's Azure Storage emulator). Its one
@@ -618,25 +921,56 @@ impl Azurite {
         format!("http://127.0.0.1:{}/devstoreaccount1", self.server.port)
     }
 
-    /// Creates `container` with anonymous read of its blobs, as docs/discovery.md has the
-    /// operator set it, with Microsoft's Python SDK (not object_store, which warrant uses).
-    fn create_public_container(&self, container: &str) {
+    /// Runs `action` with Microsoft's Python SDK (not object_store, which warrant uses), as
+    /// another writer of the account would: `create-public CONTAINER` (anonymous read of its
+    /// blobs, as docs/discovery.md has the operator set it), `headers CONTAINER BLOB
+    /// CACHE_CONTROL` (the blob's headers replaced, its bytes kept), `upload-and-lease CONTAINER
+    /// BLOB [CACHE_CONTROL]` (`stdin` written with warrant's content type and that cache control,
+    /// warrant's by default, then leased forever, so that writes without the lease fail) and
+    /// `break-lease CONTAINER BLOB`.
+    fn sdk(&self, action: &[&str], stdin: &[u8]) {
         const SCRIPT: &str = r#"
 import sys
-from azure.storage.blob import BlobServiceClient
-account_url, key, container = sys.argv[1], sys.argv[2], sys.argv[3]
+from azure.storage.blob import BlobLeaseClient, BlobServiceClient, ContentSettings
+account_url, key, action, container = sys.argv[1:5]
 service = BlobServiceClient(account_url, credential={"account_name": "devstoreaccount1", "account_key": key})
-service.create_container(container, public_access="blob")
+if action == "create-public":
+    service.create_container(container, public_access="blob")
+    sys.exit(0)
+blob = service.get_blob_client(container, sys.argv[5])
+if action == "headers":
+    blob.set_http_headers(ContentSettings(content_type="application/json", cache_control=sys.argv[6]))
+elif action == "upload-and-lease":
+    cache_control = sys.argv[6] if len(sys.argv) > 6 else "public, max-age=3600"
+    settings = ContentSettings(content_type="application/json", cache_control=cache_control)
+    blob.upload_blob(sys.stdin.buffer.read(), overwrite=True, content_settings=settings)
+    blob.acquire_lease(lease_duration=-1)
+elif action == "break-lease":
+    BlobLeaseClient(blob).break_lease(lease_break_period=0)
+else:
+    sys.exit("unknown action " + action)
 "#;
-        let out = tools::python(&["azure.storage.blob"])
-            .args(["-c", SCRIPT, &self.account_url(), AZURITE_KEY, container])
-            .output()
+        use std::io::Write as _;
+        let mut child = tools::python(&["azure.storage.blob"])
+            .args(["-c", SCRIPT, &self.account_url(), AZURITE_KEY])
+            .args(action)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
         assert!(
             out.status.success(),
-            "creating the container: {}",
+            "{action:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Creates `container` with anonymous read of its blobs.
+    fn create_public_container(&self, container: &str) {
+        self.sdk(&["create-public", container], b"");
     }
 
     /// An Azure target for `az://<container>/cluster-a` on this emulator, with the account's key
@@ -644,7 +978,7 @@ service.create_container(container, public_access="blob")
     fn target(&self, container: &str) -> Target {
         Target::open(
             &format!("az://{container}/cluster-a"),
-            None,
+            &Endpoint::default(),
             &[
                 (
                     "azure_storage_account_name".into(),
@@ -675,13 +1009,7 @@ async fn an_azure_container_holds_the_documents_a_relying_party_reads() {
     let mut registry = Registry::default();
     metrics.register(&mut registry);
     let jwks_uri = format!("{ISSUER}/openid/v1/jwks");
-    let mut follower = Publisher::new(
-        vec![azurite.target("oidc")],
-        ISSUER,
-        &jwks_uri,
-        PublishMetrics::new(),
-    )
-    .unwrap();
+    let mut follower = publisher(vec![azurite.target("oidc")]);
     let mut publisher =
         Publisher::new(vec![azurite.target("oidc")], ISSUER, &jwks_uri, metrics).unwrap();
     let gate = publisher.gate();
@@ -725,6 +1053,7 @@ async fn an_azure_container_holds_the_documents_a_relying_party_reads() {
     azurite
         .target("oidc")
         .store()
+        .unwrap()
         .put(
             &"cluster-a/openid/v1/jwks".into(),
             object_store::PutPayload::from_static(br#"{"keys":[]}"#),
@@ -740,14 +1069,18 @@ async fn an_azure_container_holds_the_documents_a_relying_party_reads() {
     // Rotation: the successor is listed in the container once published, so the gate lets it
     // sign on time, and its tokens verify from the container.
     let keys = rotated(&keys, T0 + 6 * DAY);
-    let b = keys.keys()[1].kid().to_owned();
+    let b_key = keys.keys()[1].key().verifying_key().clone();
+    let b = b_key.kid().to_owned();
     let served = published(&keys, T0 + 6 * DAY);
     publisher
         .round(&served, at(T0 + 6 * DAY), true)
         .await
         .unwrap();
-    assert!(kids(&azurite.get("oidc", "cluster-a/openid/v1/jwks").await.0).contains(&b));
-    assert!(gate.borrow().contains(&b));
+    assert!(
+        ListedKeys::from_jwks(&azurite.get("oidc", "cluster-a/openid/v1/jwks").await.0)
+            .lists(&b_key)
+    );
+    assert!(gate.borrow().lists(&b_key));
     let served = published(&keys, T0 + 7 * DAY);
     publisher
         .round(&served, at(T0 + 7 * DAY), true)
@@ -760,4 +1093,83 @@ async fn an_azure_container_holds_the_documents_a_relying_party_reads() {
         &second_token,
         T0 + 7 * DAY,
     );
+}
+
+/// Azure, with another writer of the account using Microsoft's SDK: headers replaced on the same
+/// bytes (a year's `Cache-Control`) are restored; a JWKS that lists the next key's kid on
+/// another key's material, leased so that warrant's rewrite fails, does not let the next key
+/// sign (a failing target lists nothing new); once the lease is broken the JWKS is repaired and
+/// the key listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_azure_writer_cannot_change_headers_or_list_a_key_by_its_kid() {
+    let azurite = Azurite::start().await;
+    azurite.create_public_container("oidc");
+    let mut publisher = publisher(vec![azurite.target("oidc")]);
+    let gate = publisher.gate();
+    let health = publisher.health();
+    let policy = policy();
+    let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let served = published(&keys, T0);
+    publisher.round(&served, at(T0), true).await.unwrap();
+    let blob = "cluster-a/openid/v1/jwks";
+
+    azurite.sdk(&["headers", "oidc", blob, "public, max-age=31536000"], b"");
+    let (bytes, _, cache_control) = azurite.get("oidc", blob).await;
+    assert_eq!(bytes, served.jwks().to_vec());
+    assert_eq!(cache_control, "public, max-age=31536000");
+    publisher.round(&served, at(T0 + 60), true).await.unwrap();
+    let (bytes, content_type, cache_control) = azurite.get("oidc", blob).await;
+    assert_eq!(bytes, served.jwks().to_vec());
+    assert_eq!(
+        (content_type.as_str(), cache_control.as_str()),
+        ("application/json", "public, max-age=3600")
+    );
+
+    // The next key is due, and the other writer gets there first: with the right bytes under
+    // the wrong headers, leased. The round fails, and a failing target lists nothing new.
+    let keys = rotated(&keys, T0 + 6 * DAY);
+    let (a, b) = (keys.keys()[0].key(), keys.keys()[1].key());
+    let served = published(&keys, T0 + 6 * DAY);
+    azurite.sdk(
+        &["upload-and-lease", "oidc", blob, "public, max-age=31536000"],
+        served.jwks(),
+    );
+    let error = publisher
+        .round(&served, at(T0 + 6 * DAY), true)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "write", "{error}");
+    assert!(gate.borrow().lists(a.verifying_key()));
+    assert!(!gate.borrow().lists(b.verifying_key()));
+    azurite.sdk(&["break-lease", "oidc", blob], b"");
+
+    // Or with the next kid on another key's material, leased.
+    let stranger = SigningKey::generate(KeyType::P256).unwrap();
+    let document = forged_jwks(a, b.kid(), &stranger);
+    azurite.sdk(&["upload-and-lease", "oidc", blob], &document);
+    let error = publisher
+        .round(&served, at(T0 + 6 * DAY), true)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "write", "{error}");
+    assert!(health.borrow().failure().is_some());
+    assert!(
+        gate.borrow().lists(a.verifying_key()),
+        "what it listed stays"
+    );
+    assert!(!gate.borrow().lists(b.verifying_key()));
+    let listed = gate.borrow().clone();
+    let lead = policy.gate_lead_seconds();
+    let (_, holds) = keys
+        .hold_unlisted(&policy, at(T0 + 7 * DAY - lead), &listed)
+        .expect("the next key is held");
+    assert_eq!(holds[0].kid, b.kid());
+
+    azurite.sdk(&["break-lease", "oidc", blob], b"");
+    publisher
+        .round(&served, at(T0 + 6 * DAY + 10), true)
+        .await
+        .unwrap();
+    assert_eq!(azurite.get("oidc", blob).await.0, served.jwks().to_vec());
+    assert!(gate.borrow().lists(b.verifying_key()));
 }

@@ -1,10 +1,19 @@
 //! Health as kube-apiserver reports it: `/livez` and `/readyz` (and `/healthz`, as `/readyz`),
 //! each a list of named checks.
 //!
-//! - `GET /readyz`: `ok`, or 503 naming what is not ready. `?verbose` lists every check as
-//!   `[+]name ok` / `[-]name failed: why`, informational lines as `[+]name text`; `?exclude=NAME`
-//!   (repeatable) skips a check, listed as `[+]NAME excluded: ok`. `GET /readyz/NAME` runs that
-//!   check alone: `ok`, or 503 `internal server error: why`; an unknown name is 404.
+//! - `GET /readyz`: `ok`, or 503 listing every check as kube-apiserver does on failure
+//!   (`[+]name ok` / `[-]name failed: why`, then `readyz check failed`). `?verbose` lists them
+//!   when all pass too, and informational lines as `[+]name text`; `?exclude=NAME` (repeatable)
+//!   skips a check, listed as `[+]NAME excluded: ok`. `GET /readyz/NAME` runs that check
+//!   alone: `ok`, or 503 `internal server error: why`; an unknown name is 404.
+//! - Who sees why: these paths are public (probes carry no credentials), and a check's reason
+//!   can carry what only operators should read (a bucket's error body with a role ARN or an
+//!   account id, an HSM's locator, a key store's API error). So an anonymous caller gets the
+//!   names only: `[-]name failed: reason withheld` (kube-apiserver's words, which it answers
+//!   everyone on `/readyz`), `internal server error: reason withheld`, and no informational
+//!   lines. A caller who authenticated (any valid credential) gets the reasons, and so does the
+//!   log: each failed answer logs the failing checks with their reasons at info, as
+//!   kube-apiserver logs them at `-v=2`.
 //! - Readiness: `shutdown` (fails from SIGTERM on, so endpoints and kube-apiserver's webhook
 //!   stop sending while requests are still served), `keys`, `objects` (loaded and, with
 //!   `--max-cache-staleness`, current), `client-trust` (the cluster's front-proxy configuration,
@@ -24,6 +33,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::StatusCode;
+use warrant_auth::Caller;
 use warrant_token::{Binding, Claims, NewToken, ObjectRef};
 
 use crate::error::ApiError;
@@ -35,17 +45,18 @@ struct Check {
     name: &'static str,
     /// `None`: passed; else why, as `?verbose` and `/readyz/NAME` say it.
     failure: Option<String>,
-    /// How the plain answer says it failed (`objects …` where the reason alone would not say
-    /// what it is about).
-    summary: Option<String>,
 }
 
 fn check(name: &'static str, failure: Option<String>) -> Check {
-    Check {
-        name,
-        summary: failure.clone(),
-        failure,
-    }
+    Check { name, failure }
+}
+
+/// The text that stands for a reason an anonymous caller may not read (kube-apiserver's).
+const WITHHELD: &str = "reason withheld";
+
+/// True if `caller` may read why a check fails: anyone who authenticated.
+fn shows_reasons(caller: &Caller) -> bool {
+    matches!(caller, Caller::User(_))
 }
 
 /// The readiness checks, in the order they are listed.
@@ -65,14 +76,7 @@ fn readiness(state: &AppState) -> Vec<Check> {
             let key = published.keys().signing_at(state.issuer().clock().now());
             key.remote_key().and_then(|remote| remote.unavailable())
         }),
-        {
-            let why = state.objects().not_ready();
-            Check {
-                name: "objects",
-                summary: why.as_ref().map(|why| format!("objects {why}")),
-                failure: why,
-            }
-        },
+        check("objects", state.objects().not_ready()),
         check(
             "client-trust",
             (!state.authenticator().ready())
@@ -81,21 +85,12 @@ fn readiness(state: &AppState) -> Vec<Check> {
     ];
     // Components that registered a check of their own (discovery publishing).
     for (name, failure) in state.checks() {
-        checks.push(Check {
-            name,
-            summary: failure.as_ref().map(|why| format!("{name}: {why}")),
-            failure,
-        });
+        checks.push(check(name, failure));
     }
     // Blocking mode: an event that cannot be written fails its request, so a server whose
     // audit log fails cannot issue or review; it is not ready until a write succeeds.
     if state.issuer().audit().mode() == Some(warrant_audit::Mode::Blocking) {
-        let why = state.issuer().audit().failing();
-        checks.push(Check {
-            name: "audit-log",
-            summary: why.as_ref().map(|why| format!("audit-log: {why}")),
-            failure: why,
-        });
+        checks.push(check("audit-log", state.issuer().audit().failing()));
     }
     checks
 }
@@ -163,70 +158,75 @@ impl Asked {
     }
 }
 
-/// The answer to `/readyz` or `/livez` (`what`), with `informational` lines for `?verbose`.
+/// The answer to `/readyz` or `/livez` (`what`), with `informational` lines for `?verbose`;
+/// reasons only if `reasons` (see the module documentation).
 fn report(
     what: &str,
     checks: &[Check],
     informational: &[(String, String)],
     asked: &Asked,
+    reasons: bool,
 ) -> Response {
+    let mut lines = String::new();
     let mut failed = Vec::new();
-    let mut verbose = String::new();
     for check in checks {
         if asked.exclude.iter().any(|e| e == check.name) {
-            verbose.push_str(&format!("[+]{} excluded: ok\n", check.name));
+            lines.push_str(&format!("[+]{} excluded: ok\n", check.name));
             continue;
         }
         match &check.failure {
-            None => verbose.push_str(&format!("[+]{} ok\n", check.name)),
+            None => lines.push_str(&format!("[+]{} ok\n", check.name)),
             Some(why) => {
-                verbose.push_str(&format!("[-]{} failed: {why}\n", check.name));
-                failed.push(check.summary.as_deref().unwrap_or(why.as_str()));
+                let shown = if reasons { why.as_str() } else { WITHHELD };
+                lines.push_str(&format!("[-]{} failed: {shown}\n", check.name));
+                failed.push(format!("[-]{} failed: {why}", check.name));
             }
         }
     }
     let ok = failed.is_empty();
-    let code = if ok {
-        StatusCode::OK
+    if !ok {
+        tracing::info!(failed = %failed.join("; "), "{what} check failed");
+    } else if !asked.verbose {
+        return (StatusCode::OK, "ok").into_response();
+    }
+    // Verbose, or failed (always listed on failure, as kube-apiserver does).
+    if reasons {
+        for (name, text) in informational {
+            lines.push_str(&format!("[+]{name} {text}\n"));
+        }
+    }
+    let (code, verdict) = if ok {
+        (StatusCode::OK, "passed")
     } else {
-        StatusCode::SERVICE_UNAVAILABLE
+        (StatusCode::SERVICE_UNAVAILABLE, "failed")
     };
-    if !asked.verbose {
-        let text = if ok {
-            "ok".to_owned()
-        } else {
-            format!("not ready: {}", failed.join("; "))
-        };
-        return (code, text).into_response();
-    }
-    for (name, text) in informational {
-        verbose.push_str(&format!("[+]{name} {text}\n"));
-    }
-    verbose.push_str(&format!(
-        "{what} check {}\n",
-        if ok { "passed" } else { "failed" }
-    ));
-    (code, verbose).into_response()
+    lines.push_str(&format!("{what} check {verdict}\n"));
+    (code, lines).into_response()
 }
 
-/// One check alone: `/readyz/NAME`, `/livez/NAME`.
-fn single(checks: Vec<Check>, name: &str) -> Response {
+/// One check alone: `/readyz/NAME`, `/livez/NAME`; its reason only if `reasons`.
+fn single(checks: Vec<Check>, name: &str, reasons: bool) -> Response {
     match checks.into_iter().find(|c| c.name == name) {
         None => ApiError::no_such_path().into_response(),
         Some(Check { failure: None, .. }) => "ok".into_response(),
         Some(Check {
             failure: Some(why), ..
-        }) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("internal server error: {why}"),
-        )
-            .into_response(),
+        }) => {
+            tracing::info!(failed = %format!("[-]{name} failed: {why}"), "{name} check failed");
+            let shown = if reasons { why.as_str() } else { WITHHELD };
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("internal server error: {shown}"),
+            )
+                .into_response()
+        }
     }
 }
 
 /// `GET /readyz` and `/healthz`.
 pub(crate) async fn readyz(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
     let mut informational = Vec::new();
@@ -252,31 +252,41 @@ pub(crate) async fn readyz(
         &readiness(&state),
         &informational,
         &Asked::from(&query),
+        shows_reasons(&caller),
     )
 }
 
 /// `GET /readyz/NAME`.
 pub(crate) async fn readyz_check(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     axum::Extension(params): axum::Extension<Params>,
 ) -> Response {
-    single(readiness(&state), &params.name)
+    single(readiness(&state), &params.name, shows_reasons(&caller))
 }
 
 /// `GET /livez`.
 pub(crate) async fn livez(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
-    report("livez", &liveness(&state), &[], &Asked::from(&query))
+    report(
+        "livez",
+        &liveness(&state),
+        &[],
+        &Asked::from(&query),
+        shows_reasons(&caller),
+    )
 }
 
 /// `GET /livez/NAME`.
 pub(crate) async fn livez_check(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     axum::Extension(params): axum::Extension<Params>,
 ) -> Response {
-    single(liveness(&state), &params.name)
+    single(liveness(&state), &params.name, shows_reasons(&caller))
 }
 
 #[cfg(test)]
@@ -316,22 +326,45 @@ mod tests {
         }
     }
 
-    async fn get(state: &AppState, path: &str) -> (StatusCode, String) {
-        let request = http::Request::get(path)
-            .body(axum::body::Body::empty())
-            .unwrap();
+    const ADMIN: &str = "admin-token";
+
+    /// A state whose static token file knows `ADMIN`.
+    fn state() -> AppState {
+        let mut authenticator = warrant_auth::Authenticator::default();
+        authenticator.token_file = Some(
+            warrant_auth::TokenFile::parse(
+                format!("{ADMIN},admin,admin-uid,system:masters\n").as_bytes(),
+                "tokens.csv",
+            )
+            .unwrap(),
+        );
+        AppState::for_tests(authenticator, warrant_audit::Auditor::disabled())
+    }
+
+    /// GET `path`, anonymously or with the bearer token `token`.
+    async fn get_as(state: &AppState, path: &str, token: Option<&str>) -> (StatusCode, String) {
+        let mut request = http::Request::get(path);
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let request = request.body(axum::body::Body::empty()).unwrap();
         let response = crate::router(state.clone()).oneshot(request).await.unwrap();
         let status = response.status();
         let body = response.into_body().collect().await.unwrap().to_bytes();
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
+    async fn get(state: &AppState, path: &str) -> (StatusCode, String) {
+        get_as(state, path, None).await
+    }
+
+    async fn get_admin(state: &AppState, path: &str) -> (StatusCode, String) {
+        get_as(state, path, Some(ADMIN)).await
+    }
+
     #[tokio::test]
     async fn a_key_whose_hsm_is_gone_fails_readiness_naming_it_but_not_liveness() {
-        let state = AppState::for_tests(
-            warrant_auth::Authenticator::default(),
-            warrant_audit::Auditor::disabled(),
-        );
+        let state = state();
         assert_eq!(get(&state, "/readyz/keys").await.0, StatusCode::OK);
         let public = SigningKey::generate(KeyType::P256)
             .unwrap()
@@ -341,7 +374,7 @@ mod tests {
             SigningKey::remote(public, Arc::new(Absent)),
             vec![],
         ));
-        let (status, body) = get(&state, "/readyz/keys").await;
+        let (status, body) = get_admin(&state, "/readyz/keys").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.contains("token \"cluster\" is not present"), "{body}");
         let (status, body) = get(&state, "/readyz?verbose").await;
@@ -353,10 +386,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_component_check_fails_readiness_by_its_name() {
-        let state = AppState::for_tests(
-            warrant_auth::Authenticator::default(),
-            warrant_audit::Auditor::disabled(),
-        );
+        let state = state();
         let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = failing.clone();
         state.add_check("publish", move || {
@@ -366,16 +396,60 @@ mod tests {
         assert_eq!(get(&state, "/readyz/publish").await.0, StatusCode::OK);
         assert_eq!(get(&state, "/readyz").await.0, StatusCode::OK);
         failing.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (status, body) = get(&state, "/readyz/publish").await;
+        let (status, body) = get_admin(&state, "/readyz/publish").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.contains("s3://bucket: connection refused"), "{body}");
-        let (status, body) = get(&state, "/readyz").await;
+        let (status, body) = get_admin(&state, "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        assert!(body.contains("publish: s3://bucket"), "{body}");
+        assert!(
+            body.contains("[-]publish failed: s3://bucket: connection refused\n"),
+            "{body}"
+        );
         // Excluded by name, as the built-in checks are.
         assert_eq!(
             get(&state, "/readyz?exclude=publish").await.0,
             StatusCode::OK
+        );
+    }
+
+    /// What an upstream said (a role ARN, an account id, an endpoint) is for operators: an
+    /// anonymous caller (a probe, or anyone who can reach the port) learns which checks fail,
+    /// in kube-apiserver's words, and not why; a caller who authenticated reads why.
+    #[tokio::test]
+    async fn an_anonymous_caller_learns_which_checks_fail_but_not_why() {
+        const WHY: &str = "s3://bucket: AccessDenied: User arn:aws:iam::123456789012:role/warrant is not authorized";
+        let state = state();
+        state.add_check("publish", || Some(WHY.to_owned()));
+        state.add_report("key-store", || {
+            "stale since 2027-01-01: Forbidden".to_owned()
+        });
+        for path in ["/readyz", "/readyz?verbose"] {
+            let (status, body) = get(&state, path).await;
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{path}");
+            assert_eq!(
+                body,
+                "[+]shutdown ok\n[+]keys ok\n[+]objects ok\n[+]client-trust ok\n\
+                 [-]publish failed: reason withheld\nreadyz check failed\n",
+                "{path}"
+            );
+        }
+        let (status, body) = get(&state, "/readyz/publish").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, "internal server error: reason withheld");
+
+        let (_, body) = get_admin(&state, "/readyz").await;
+        assert!(
+            body.contains(&format!("[-]publish failed: {WHY}\n")),
+            "{body}"
+        );
+        assert!(body.contains("[+]key-store stale since"), "{body}");
+        assert!(body.ends_with("readyz check failed\n"), "{body}");
+        let (_, body) = get_admin(&state, "/readyz/publish").await;
+        assert_eq!(body, format!("internal server error: {WHY}"));
+        // Credentials that do not authenticate are refused, not served as anonymous.
+        assert_eq!(
+            get_as(&state, "/readyz", Some("wrong")).await.0,
+            StatusCode::UNAUTHORIZED
         );
     }
 }

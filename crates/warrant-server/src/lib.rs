@@ -12,6 +12,7 @@ mod discovery;
 mod error;
 mod health;
 mod metrics;
+mod observe;
 mod openapi;
 mod process;
 mod protobuf;
@@ -41,6 +42,11 @@ pub mod build {
     /// `0.1.0 (commit 0123456789ab, built 2026-11-25T04:00:00Z, linux/amd64)`.
     pub const VERSION_LINE: &str = env!("WARRANT_VERSION_LINE");
 }
+
+// The check build.rs makes of `WARRANT_VERSION`, unit-tested here.
+#[cfg(test)]
+#[path = "../build/release_version.rs"]
+mod release_version;
 
 /// Entry points for the fuzz targets (`fuzz/`) and their corpus replay; not an API.
 #[doc(hidden)]
@@ -75,6 +81,7 @@ pub use connections::{
 };
 pub use error::ApiError;
 pub use metrics::ReviewResult;
+pub use observe::serve_observe;
 pub use routes::{DISCOVERY_PATH, JWKS_PATH};
 pub use state::{AppState, StateParts};
 pub use tls::{

@@ -234,11 +234,14 @@ where
         return ApiError::unauthorized().into_response();
     };
     let now = state.issuer().clock().now();
-    match authorizer.decide(user, &attributes, now).await {
+    let decided = authorizer.decide(user, &attributes, now).await;
+    match decided.verdict {
         Verdict::Allow(grant) => {
-            request
-                .extensions_mut()
-                .insert(Authorized { attributes, grant });
+            request.extensions_mut().insert(Authorized {
+                attributes,
+                grant,
+                authorizer: decided.authorizer,
+            });
             let admitted = Admitted {
                 route,
                 params,

@@ -48,7 +48,7 @@ pub(crate) async fn create(
         }
     };
     let result = async {
-        let user = caller.require()?.clone();
+        let user = caller.require().map_err(ApiError::from)?.clone();
         let peer = parts.extensions.get::<PeerCertificate>();
         let key = key_binding(&state, &user, peer, &parts)?;
         let request: TokenRequest = body::decode(&parts.headers, body).await?;
@@ -59,14 +59,21 @@ pub(crate) async fn create(
             serviceaccount = %name,
             audiences = %warrant_audit::JsonList(&issued.claims.aud),
             binding = issued.binding,
-            bound_key = issued.claims.cnf.as_ref().and_then(Confirmation::thumbprint).unwrap_or(""),
+            // Only for a key-bound token: an unbound one has no key to name.
+            bound_key = issued.claims.cnf.as_ref().and_then(Confirmation::thumbprint),
             credential_id = %format!("JTI={}", issued.claims.jti),
             "issued a token"
         );
-        Ok::<_, ApiError>(issued)
+        Ok::<_, Failure>(issued)
     }
     .await;
-    match result {
+    // The request's one authorization decision (warrant_authorizations_total): admission's
+    // refusal, or else the authorizer's allow, also when the request failed for another reason.
+    match &result {
+        Err(Failure::Admission(refusal)) => state.authorizer().count_refused(refusal),
+        _ => state.authorizer().count_allowed(&authorized),
+    }
+    match result.map_err(Failure::into_error) {
         Ok(issued) => {
             state.metrics().token_issued(issued.binding);
             let audit = state.issuer().audit().enabled().then(|| AuditFacts {
@@ -187,6 +194,30 @@ fn key_binding(
     }
 }
 
+/// Why a token was not issued: admission refused it (which decides the request's
+/// authorization), or anything else.
+pub(crate) enum Failure {
+    /// Admission refused the token asked for.
+    Admission(warrant_auth::Refusal),
+    /// Any other error.
+    Other(ApiError),
+}
+
+impl Failure {
+    fn into_error(self) -> ApiError {
+        match self {
+            Failure::Admission(refusal) => refusal.into(),
+            Failure::Other(error) => error,
+        }
+    }
+}
+
+impl From<ApiError> for Failure {
+    fn from(error: ApiError) -> Self {
+        Failure::Other(error)
+    }
+}
+
 /// A token issued, with what the handler reports about it.
 pub(crate) struct Issued {
     pub(crate) response: TokenRequest,
@@ -210,7 +241,7 @@ pub(crate) async fn issue(
     name: &str,
     mut request: TokenRequest,
     key: Option<Confirmation>,
-) -> Result<Issued, ApiError> {
+) -> Result<Issued, Failure> {
     // 1. The body is a TokenRequest of authentication.k8s.io/v1, where it says what it is.
     check_type(&request)?;
 
@@ -265,7 +296,8 @@ pub(crate) async fn issue(
         &ask,
         now,
     )
-    .await?;
+    .await
+    .map_err(Failure::Admission)?;
 
     // 8. The bound object, if one is named, exists and may carry this service account's token.
     let binding = match &request.spec.bound_object_ref {

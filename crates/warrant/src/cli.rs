@@ -59,10 +59,12 @@ pub(crate) enum Command {
     /// exist is only known to the issuer: use a TokenReview for that.)
     Verify(VerifyArgs),
     /// Manage the keys in a key directory (--key-dir) or a Kubernetes Secret (--key-secret):
-    /// create them, list the keys and their schedule, start a rotation.
+    /// generate the first, list them and their schedule, rotate, revoke a leaked one, import
+    /// private keys into an HSM.
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// The OIDC discovery documents, for hosting them elsewhere.
+    /// The OIDC discovery documents, for hosting them elsewhere: export them to a directory, or
+    /// publish them to buckets.
     #[command(subcommand)]
     Discovery(DiscoveryCommand),
     /// client-go's exec credential plugin: trade this workload's own token for a short-lived
@@ -132,7 +134,7 @@ A kubeconfig user that runs it (client-go caches the token until it expires):
       exec:
         apiVersion: client.authentication.k8s.io/v1
         command: warrant
-        args: [credential, --warrant-url, https://warrant.example, --warrant-ca-file, /warrant/ca.crt]
+        args: [credential, --warrant-url, https://warrant.example, --warrant-ca-file, /etc/warrant-ca/ca.crt]
         provideClusterInfo: true
         interactiveMode: Never
 
@@ -648,6 +650,48 @@ pub(crate) struct DiscoveryExportArgs {
     pub(crate) kubeconfig: Option<PathBuf>,
 }
 
+/// How s3:// targets reach an S3-compatible server: the flags of `serve` and `discovery publish`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct PublishEndpointArgs {
+    /// An S3-compatible server for s3:// targets (MinIO and others), addressed path-style:
+    /// https, or http to a loopback address (see --publish-allow-http).
+    #[arg(
+        long = "publish-endpoint",
+        value_name = "URL",
+        help_heading = "Discovery"
+    )]
+    pub(crate) publish_endpoint: Option<String>,
+    /// Allow --publish-endpoint http:// to a host that is not loopback. The bucket's
+    /// credentials and the documents then cross the network in clear: only for a network
+    /// trusted end to end.
+    #[arg(
+        long = "publish-allow-http",
+        requires = "publish_endpoint",
+        help_heading = "Discovery"
+    )]
+    pub(crate) publish_allow_http: bool,
+    /// PEM file of the CA certificates --publish-endpoint's https certificate must chain to,
+    /// trusted in place of the system's roots (a server with a private CA).
+    #[arg(
+        long = "publish-ca-file",
+        value_name = "PATH",
+        requires = "publish_endpoint",
+        help_heading = "Discovery"
+    )]
+    pub(crate) publish_ca_file: Option<PathBuf>,
+}
+
+impl PublishEndpointArgs {
+    /// The endpoint the flags say.
+    pub(crate) fn endpoint(&self) -> warrant_publish::Endpoint {
+        warrant_publish::Endpoint {
+            url: self.publish_endpoint.clone(),
+            allow_http: self.publish_allow_http,
+            ca_file: self.publish_ca_file.clone(),
+        }
+    }
+}
+
 /// `warrant discovery publish`.
 #[derive(Debug, Args)]
 pub(crate) struct DiscoveryPublishArgs {
@@ -655,9 +699,8 @@ pub(crate) struct DiscoveryPublishArgs {
     /// file:///DIR (see docs/discovery.md for the issuer URL each needs).
     #[arg(value_name = "URL", required = true)]
     pub(crate) targets: Vec<String>,
-    /// An S3-compatible server for s3:// targets (MinIO and others), addressed path-style.
-    #[arg(long = "publish-endpoint", value_name = "URL")]
-    pub(crate) publish_endpoint: Option<String>,
+    #[command(flatten)]
+    pub(crate) endpoint: PublishEndpointArgs,
     /// Issuer of the tokens (the first is published). Repeatable, as for `serve`.
     #[arg(long = "service-account-issuer", value_name = "URL")]
     pub(crate) issuers: Vec<String>,
@@ -735,14 +778,8 @@ pub(crate) struct ServeArgs {
         help_heading = "Discovery"
     )]
     pub(crate) publish_discovery: Vec<String>,
-    /// An S3-compatible server for s3:// --publish-discovery targets (MinIO and others),
-    /// addressed path-style.
-    #[arg(
-        long = "publish-endpoint",
-        value_name = "URL",
-        help_heading = "Discovery"
-    )]
-    pub(crate) publish_endpoint: Option<String>,
+    #[command(flatten)]
+    pub(crate) publish_endpoint: PublishEndpointArgs,
     /// How many verified token signatures to remember, so a token reviewed again skips the
     /// signature check (about 1.1 KiB each when full; 0 turns the cache off). Object checks
     /// run on every review regardless.
@@ -765,6 +802,16 @@ pub(crate) struct ServeArgs {
         help_heading = "Serving"
     )]
     pub(crate) secure_port: u16,
+    /// Also serve /metrics, /livez, /readyz and /healthz, and nothing else, over plain HTTP
+    /// without authentication on this address (kube-proxy's flag; e.g. 0.0.0.0:9090), for
+    /// scrapers and probes that hold no credentials. Off by default: /metrics on the HTTPS port
+    /// needs authorization.
+    #[arg(
+        long = "metrics-bind-address",
+        value_name = "IP:PORT",
+        help_heading = "Serving"
+    )]
+    pub(crate) metrics_bind_address: Option<std::net::SocketAddr>,
     /// The most client connections open at once, TLS handshakes included; at the limit an
     /// idle connection makes room for a new one, those that never finished a handshake or a
     /// request first. Default: from the descriptor limit (three quarters of what 512 kept for
@@ -1213,6 +1260,34 @@ mod tests {
             "Logging",
         ] {
             assert!(headings.contains(&heading), "no flag under \"{heading}\"");
+        }
+    }
+
+    /// A command with subcommands names each of them in its own help line (`warrant --help`
+    /// and `warrant keys --help` show it), so none is found only by accident.
+    #[test]
+    fn command_groups_name_their_subcommands() {
+        let mut cli = Cli::command();
+        cli.build();
+        for group in cli
+            .get_subcommands()
+            .filter(|c| c.has_subcommands() && c.get_name() != "help")
+        {
+            let about = group
+                .get_about()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            for sub in group.get_subcommands() {
+                let name = sub.get_name();
+                if name == "help" {
+                    continue;
+                }
+                assert!(
+                    about.contains(name),
+                    "`warrant {}`'s help line does not name `{name}`: {about}",
+                    group.get_name()
+                );
+            }
         }
     }
 }

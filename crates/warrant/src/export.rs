@@ -98,10 +98,11 @@ pub(crate) async fn publish(args: &DiscoveryPublishArgs) -> Result<(), Box<dyn E
     let next_change = keys.next_change();
     let published = warrant_issuer::Published::new(&settings, keys);
     let issuer = args.issuers.first().map(String::as_str).unwrap_or_default();
+    let endpoint = args.endpoint.endpoint();
     let targets = args
         .targets
         .iter()
-        .map(|url| warrant_publish::Target::open(url, args.publish_endpoint.as_deref(), &[]))
+        .map(|url| warrant_publish::Target::open(url, &endpoint, &[]))
         .collect::<Result<Vec<_>, _>>()?;
     let mut publisher = warrant_publish::Publisher::new(
         targets,
@@ -172,19 +173,8 @@ async fn key_set(
 /// Writes `dir/path` through a temporary file renamed over it, so a web server or a bucket
 /// sync never serves half a document.
 fn write(dir: &Path, path: &str, bytes: &[u8]) -> Result<(), Box<dyn Error>> {
-    let target = dir.join(path);
-    let parent = target.parent().unwrap_or(dir);
-    std::fs::create_dir_all(parent)
-        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-    let temp = parent.join(format!(
-        ".{}.tmp",
-        target
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("document")
-    ));
-    std::fs::write(&temp, bytes).map_err(|e| format!("cannot write {}: {e}", temp.display()))?;
-    std::fs::rename(&temp, &target)
-        .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // As a file:// target writes: below the directory, no symbolic link is followed.
+    warrant_publish::WebRoot::new(dir.to_owned()).write(path, bytes)?;
     Ok(())
 }

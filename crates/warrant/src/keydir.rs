@@ -13,10 +13,13 @@ use serde_json::json;
 use warrant_clock::Clock;
 use warrant_issuer::validate_max_expiration;
 use warrant_keys::{
-    KeyHolder, KeySchedule, KeyState, KeyStore as _, ManagedKey, ManagedKeySet, Replacement,
-    RotationPolicy, StoreError, Stored,
+    Disposal, Disposed, KeyHolder, KeySchedule, KeyState, KeyStore as _, ManagedKey, ManagedKeySet,
+    Replacement, RevokeError, RotationPolicy, StoreError, Stored,
 };
-use warrant_token::{ExpirationPolicy, KeyError, KeyType, SigningKey, signing_key_from_pem};
+use warrant_token::{
+    ExpirationPolicy, KeyError, KeyType, RemoteKey, RemoteSignError, RemoteSignature, SigningKey,
+    VerifyingKey, signing_key_from_pem,
+};
 
 use crate::cli::{
     KeysCommand, KeysGenerateArgs, KeysImportArgs, KeysListArgs, KeysRevokeArgs, KeysRotateArgs,
@@ -55,6 +58,127 @@ async fn open_store(
     Ok((store, pkcs11))
 }
 
+/// Whether `revoke` reached the token of `--key-pkcs11-uri`.
+enum Reached {
+    /// It did.
+    Yes,
+    /// No token was named.
+    NoToken,
+    /// It could not (why): the revocation is recorded without it.
+    Unreachable(String),
+}
+
+/// The store for `revoke`: with the token, as for every command; or, when the flags name a
+/// token that cannot be reached now, with [`Unreachable`] in its place, so that a leaked key is
+/// taken out of the store (and so out of every JWKS) without the HSM. Any other failure to open
+/// the token (a wrong PIN, a bad URI) is the command's error.
+async fn open_store_to_revoke(args: &StoreArgs) -> Result<(Store, Reached), Box<dyn Error>> {
+    const WRITER: &str = "warrant keys revoke";
+    match hsm::open(&args.pkcs11, None).await {
+        Ok(pkcs11) => {
+            let reached = if pkcs11.is_some() {
+                Reached::Yes
+            } else {
+                Reached::NoToken
+            };
+            let holder = pkcs11.as_ref().map(Pkcs11::key_holder);
+            Ok((Store::from_args(args, WRITER, holder).await?, reached))
+        }
+        Err(hsm::Pkcs11SetupError::Open(error)) if error.is_unavailable() => {
+            let cause = error.to_string();
+            tracing::warn!(%cause, "the token cannot be reached: recording the revocation without it");
+            let holder: Arc<dyn KeyHolder> = Arc::new(Unreachable {
+                cause: cause.clone(),
+            });
+            Ok((
+                Store::from_args(args, WRITER, Some(holder)).await?,
+                Reached::Unreachable(cause),
+            ))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Stands in for a token that cannot be reached, for `revoke` only: it reads a store of held
+/// keys as it is, so that a key can be taken out of it. It vouches for every entry without
+/// asking, which is sound only because of what `revoke` does with what it reads: it writes the
+/// same entries back minus the revoked key (and its files), adds a revocation, and never signs
+/// or publishes; every server vouches for each entry with the token when it reads the result,
+/// as it does for any write. Its keys cannot sign, and it makes and destroys nothing.
+struct Unreachable {
+    cause: String,
+}
+
+impl Unreachable {
+    fn error(&self) -> KeyError {
+        KeyError::Remote(RemoteSignError {
+            unavailable: true,
+            source: Arc::new(std::io::Error::other(format!(
+                "the PKCS#11 token cannot be reached: {}",
+                self.cause
+            ))),
+        })
+    }
+}
+
+impl KeyHolder for Unreachable {
+    fn describe(&self) -> String {
+        "the PKCS#11 token (unreachable)".into()
+    }
+
+    fn generate(&self, _: KeyType) -> Result<SigningKey, KeyError> {
+        Err(self.error())
+    }
+
+    fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
+        let key = UnreachableKey {
+            locator: locator.to_owned(),
+            cause: self.cause.clone(),
+        };
+        Ok(SigningKey::remote(public, Arc::new(key)))
+    }
+
+    fn vouch(&self, _: &str, _: &VerifyingKey) -> Result<(), KeyError> {
+        Ok(())
+    }
+
+    fn dispose(&self, _: &str, _: &str, _: Disposal) -> Result<Disposed, KeyError> {
+        Err(self.error())
+    }
+}
+
+/// A key [`Unreachable`] read: it keeps its locator, so the store is written back unchanged.
+struct UnreachableKey {
+    locator: String,
+    cause: String,
+}
+
+impl RemoteKey for UnreachableKey {
+    fn sign(&self, _: Vec<u8>) -> RemoteSignature<'_> {
+        let cause = self.cause.clone();
+        Box::pin(async move {
+            Err(RemoteSignError {
+                unavailable: true,
+                source: Arc::new(std::io::Error::other(format!(
+                    "the PKCS#11 token cannot be reached: {cause}"
+                ))),
+            })
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("the PKCS#11 token (unreachable), {}", self.locator)
+    }
+
+    fn locator(&self) -> String {
+        self.locator.clone()
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        Some(self.cause.clone())
+    }
+}
+
 /// New keys for a lifecycle change: in the store's holder if it has one, else in memory. The
 /// keys made are remembered, so those a lost write left unused are destroyed again.
 struct Generator {
@@ -86,21 +210,55 @@ impl Generator {
         for key in self.made.borrow().iter() {
             let kept = saved.is_some_and(|set| set.keys().iter().any(|k| k.kid() == key.kid()));
             if !kept {
-                destroy(holder.as_ref(), key);
+                dispose(holder.as_ref(), key, Disposal::Forget, UNRECORDED);
             }
         }
     }
 }
 
-/// Destroys `key`'s private half in `holder`, saying so; a failure is logged, not fatal (the
-/// key signs no more either way, and a running server's manager retries).
-fn destroy(holder: &dyn KeyHolder, key: &SigningKey) {
-    match holder.destroy(key) {
-        Ok(()) => {
-            tracing::info!(kid = %key.kid(), holder = %holder.describe(), "private key destroyed");
+/// What happens to a key no store records when it cannot be destroyed.
+const UNRECORDED: &str =
+    "no key store records it, so nothing will retry: destroy it with the HSM's own tools";
+
+/// What happens to a key a store records when the command cannot destroy it.
+const WRITER_RETRIES: &str = "the warrant server that writes this store destroys it once it reaches the token, retrying until it is gone (or the next `warrant serve` on this store does)";
+
+/// Disposes of `key` in `holder` (see [`dispose_at`]); nothing for a key not held there.
+fn dispose(holder: &dyn KeyHolder, key: &SigningKey, disposal: Disposal, after_failure: &str) {
+    if let Some(remote) = key.remote_key() {
+        dispose_at(
+            holder,
+            key.kid(),
+            &remote.locator(),
+            disposal,
+            after_failure,
+        );
+    }
+}
+
+/// Disposes of key `kid`, held at `locator`, in `holder`, saying what happened: logs
+/// "destroyed" only when something was, and on failure what happens next (`after_failure`).
+/// Never fatal: the command's change is made either way.
+fn dispose_at(
+    holder: &dyn KeyHolder,
+    kid: &str,
+    locator: &str,
+    disposal: Disposal,
+    after_failure: &str,
+) {
+    let described = holder.describe();
+    match holder.dispose(locator, kid, disposal) {
+        Ok(Disposed::Destroyed) => {
+            tracing::info!(%kid, holder = %described, %disposal, "key destroyed in the token");
+        }
+        Ok(Disposed::Gone) => {
+            tracing::info!(%kid, holder = %described, "nothing of the key was left in the token to destroy");
+        }
+        Ok(Disposed::NotTheKey(reason)) => {
+            tracing::error!(%kid, holder = %described, %reason, "not destroying what the key store names: it is not the recorded key");
         }
         Err(error) => {
-            tracing::error!(kid = %key.kid(), holder = %holder.describe(), %error, "cannot destroy the private key; a running server retries, or destroy it on the HSM");
+            tracing::error!(%kid, holder = %described, %error, "cannot destroy the key in the token now; {after_failure}");
         }
     }
 }
@@ -165,7 +323,7 @@ async fn save_first(
         return Ok(());
     };
     if let Some(pkcs11) = pkcs11 {
-        destroy(pkcs11.holder(), key);
+        dispose(pkcs11.holder(), key, Disposal::Forget, UNRECORDED);
     }
     Err(match e {
         StoreError::Conflict { .. } => format!(
@@ -304,16 +462,19 @@ async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Err
 }
 
 async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let (store, _pkcs11) = open_store(&args.store, "warrant keys revoke").await?;
+    let (store, reached) = open_store_to_revoke(&args.store).await?;
     let generator = Generator::new(&store);
-    let revoked_key = RefCell::new(None);
     let result = update(&store, &args.rotation, now, |keys, policy| {
-        *revoked_key.borrow_mut() = keys
-            .keys()
-            .iter()
-            .find(|k| k.kid() == args.kid)
-            .map(|k| k.key().clone());
-        let revoked = keys.revoke(&args.kid, policy, now, |t| generator.generate(t))?;
+        let revoked = keys
+            .revoke(&args.kid, policy, now, |t| generator.generate(t))
+            .map_err(|e| match (&e, &reached) {
+                (RevokeError::Key(_), Reached::Unreachable(_)) => format!(
+                    "key {} signs now and no successor is published, so revoking it needs a new key made in the token, which cannot be reached ({e}); run the command where the token can be reached (revoking any other key needs no token)",
+                    args.kid
+                )
+                .into(),
+                _ => Box::<dyn Error>::from(e),
+            })?;
         Ok(Some((revoked.keys.clone(), revoked)))
     })
     .await;
@@ -325,12 +486,26 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
     let Updated::Saved(keys, revoked) = updated else {
         return Err("the revocation changed nothing".into());
     };
-    // A revoked key's private half is destroyed at once: it must never sign again.
-    if let (Some(holder), Some(key)) = (
+    // A revoked key must never sign again, nor be listed again by any store: destroyed at once
+    // if the token can be reached, else by the store's writer (which retries until it is gone).
+    let record = keys.revocations().iter().find(|r| r.kid == args.kid);
+    if let (Some(holder), Some(locator)) = (
         warrant_keys::KeyStore::holder(&store),
-        revoked_key.borrow().as_ref(),
+        record.and_then(|r| r.held_in.as_deref()),
     ) {
-        destroy(holder.as_ref(), key);
+        match &reached {
+            Reached::Unreachable(cause) => tracing::warn!(
+                kid = %args.kid, %cause,
+                "the token cannot be reached: the revocation is recorded, and every server refuses the key as soon as it sees it; {WRITER_RETRIES}"
+            ),
+            Reached::Yes | Reached::NoToken => dispose_at(
+                holder.as_ref(),
+                &args.kid,
+                locator,
+                Disposal::Forget,
+                WRITER_RETRIES,
+            ),
+        }
     }
     tracing::error!(
         kid = %args.kid,
@@ -392,9 +567,7 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
         let in_token = match holder.import_pem(pem.as_str().as_bytes()) {
             Ok(k) => k,
             Err(e) => {
-                for k in &made {
-                    destroy(holder, k);
-                }
+                forget_unrecorded(holder, &made);
                 return Err(format!("key {}: {e}", key.kid()).into());
             }
         };
@@ -408,19 +581,24 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
     }
     let set = ManagedKeySet::new(imported)?.with_revocations(stored.keys.revocations().to_vec())?;
     if let Err(e) = held.save(&set, Some(&stored.version)).await {
-        for k in &made {
-            destroy(holder, k);
-        }
+        forget_unrecorded(holder, &made);
         return Err(e.into());
     }
     // Keys that sign no more need no private half in the token either.
     for key in set.keys() {
         if set.state_at(key.kid(), now) == Some(KeyState::Retired) {
-            destroy(holder, key.key());
+            dispose(holder, key.key(), Disposal::Retire, WRITER_RETRIES);
         }
     }
     tracing::info!(store = %held.describe(), token = %pkcs11.token().uri(), keys = set.keys().len(), "imported the store's keys into the token; the store now records public keys and their locators only (delete any backup of the old key files)");
     print(ListFormat::Text, &set, None, now)
+}
+
+/// Destroys keys imported for a store write that did not happen.
+fn forget_unrecorded(holder: &dyn KeyHolder, keys: &[SigningKey]) {
+    for key in keys {
+        dispose(holder, key, Disposal::Forget, UNRECORDED);
+    }
 }
 
 fn time(t: Option<Timestamp>) -> String {

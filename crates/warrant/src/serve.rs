@@ -35,13 +35,15 @@ pub(crate) async fn run(
     // The targets first: a target that cannot serve the issuer's documents is a configuration
     // error, refused before anything starts.
     let publish_metrics = warrant_publish::PublishMetrics::new();
+    let endpoint = args.publish_endpoint.endpoint();
     let targets = args
         .publish_discovery
         .iter()
-        .map(|url| warrant_publish::Target::open(url, args.publish_endpoint.as_deref(), &[]))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|url| warrant_publish::Target::open(url, &endpoint, &[]))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(publish_flag)?;
     let publisher = if targets.is_empty() {
-        if args.publish_endpoint.is_some() {
+        if endpoint.is_set() {
             return Err("--publish-endpoint is set but no --publish-discovery target".into());
         }
         None
@@ -52,12 +54,10 @@ pub(crate) async fn run(
             .first()
             .map(String::as_str)
             .unwrap_or_default();
-        Some(warrant_publish::Publisher::new(
-            targets,
-            issuer,
-            &settings.jwks_uri,
-            publish_metrics,
-        )?)
+        Some(
+            warrant_publish::Publisher::new(targets, issuer, &settings.jwks_uri, publish_metrics)
+                .map_err(publish_flag)?,
+        )
     };
     let max_token_seconds = settings.expiration.longest_token_seconds();
     if let KeySource::Managed { rotation, .. } = &key_source {
@@ -165,6 +165,24 @@ pub(crate) async fn run(
 
     let _auth = auth.running;
     let shutdown = shutdown(state.clone(), args.shutdown_delay);
+    // The metrics and health listener, beside the API until the API has stopped: its /readyz
+    // fails through the shutdown delay, as the API port's does.
+    let observe = match args.metrics_bind_address {
+        Some(address) => {
+            let listener = TcpListener::bind(address)
+                .await
+                .map_err(|e| format!("--metrics-bind-address: cannot listen on {address}: {e}"))?;
+            tracing::info!(address = %listener.local_addr()?, "serving metrics and health over HTTP");
+            let stop = tokio_util::sync::CancellationToken::new();
+            let task = tokio::spawn(warrant_server::serve_observe(
+                listener,
+                state.clone(),
+                stop.clone(),
+            ));
+            Some((stop, task))
+        }
+        None => None,
+    };
     match https {
         Some(mut https) => {
             let tls = server_config(&https.certificate, &auth.trust, &https.tls)?;
@@ -192,10 +210,14 @@ pub(crate) async fn run(
             tracing::info!(
                 issuer = %issuer.settings().issuers.first().map(String::as_str).unwrap_or_default(),
                 signing_kid = %published.keys().signing_at(issuer.clock().now()).kid(),
-                "serving the signing socket only (--secure-port 0: no HTTPS, so no API, metrics or health endpoints)"
+                "serving the signing socket only (--secure-port 0: no HTTPS API; metrics and health only with --metrics-bind-address)"
             );
             shutdown.await;
         }
+    }
+    if let Some((stop, task)) = observe {
+        stop.cancel();
+        let _ = task.await;
     }
     if let Some(signer) = signer {
         signer.stop().await;
@@ -450,4 +472,10 @@ async fn shutdown(state: AppState, delay: std::time::Duration) {
         }
     }
     tracing::info!("shutting down: no new connections; finishing requests in flight");
+}
+
+/// A target of `--publish-discovery` that cannot be used, named by its flag (`discovery
+/// publish` takes the same URLs as arguments, and its errors name only the URL).
+fn publish_flag(error: warrant_publish::TargetError) -> String {
+    format!("--publish-discovery {error}")
 }

@@ -205,13 +205,26 @@ pub enum Grant {
     Policy(Vec<Arc<TokenGrant>>),
 }
 
-/// An authorized request: what it was authorized as, and the grant. Handlers read it.
+/// An authorized request: what it was authorized as, the grant, and who gave it. Handlers read
+/// it.
 #[derive(Debug, Clone)]
 pub struct Authorized {
     /// The request's attributes.
     pub attributes: Attributes,
     /// What was allowed.
     pub grant: Grant,
+    /// The authorizer that allowed it (`warrant_authorizations_total`'s `authorizer` label).
+    pub authorizer: &'static str,
+}
+
+/// The union's answer: the verdict, and the authorizer that gave it (`none` when none had an
+/// opinion).
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// What was decided.
+    pub verdict: Verdict,
+    /// Who decided: `always_allow_group`, `self_service`, `policy`, `delegated` or `none`.
+    pub authorizer: &'static str,
 }
 
 /// An authorizer's verdict (kube's authorizer `Decision`), and the union's. Named apart from
@@ -275,7 +288,7 @@ impl Authorizer {
     pub fn register_metrics(&self, registry: &mut Registry) {
         registry.register(
             "warrant_authorizations",
-            "Authorization decisions, by the authorizer that decided and the decision",
+            "Authorization decisions, one per request, by the authorizer that decided (admission for a token request its grant's limits refused) and the decision",
             self.decisions.clone(),
         );
         if let Some(delegated) = &self.delegated {
@@ -302,25 +315,61 @@ impl Authorizer {
             })
     }
 
-    /// Asks each authorizer in turn (see the module docs).
-    pub async fn decide(&self, user: &User, attributes: &Attributes, now: Timestamp) -> Verdict {
+    /// Asks each authorizer in turn (see the module docs), and counts the request's one
+    /// decision in `warrant_authorizations_total`, except a token request's allow: its grant's
+    /// limits are still to be checked ([`admit_token_request`]), and its handler counts what
+    /// becomes of it ([`Authorizer::count_allowed`], [`Authorizer::count_refused`]).
+    pub async fn decide(&self, user: &User, attributes: &Attributes, now: Timestamp) -> Decided {
+        let decided = self.union(user, attributes, now).await;
+        let decision = match &decided.verdict {
+            Verdict::Allow(_) => {
+                let admission_follows =
+                    matches!(attributes, Attributes::Resource(r) if r.is_token_request());
+                (!admission_follows).then_some("allow")
+            }
+            Verdict::Deny(_) | Verdict::NoOpinion(_) => Some("deny"),
+            Verdict::Error(_) => Some("error"),
+        };
+        if let Some(decision) = decision {
+            self.count(decided.authorizer, decision);
+        }
+        decided
+    }
+
+    /// Counts the allow of a token request that was authorized and that admission did not
+    /// refuse: it got past its grant's limits, or failed for another reason (a bad body, a
+    /// missing service account) before they were checked.
+    pub fn count_allowed(&self, authorized: &Authorized) {
+        self.count(authorized.authorizer, "allow");
+    }
+
+    /// Counts a token request that admission refused (its grant's limits, the policy's key
+    /// binding, node restriction): a `deny` by `admission`, or an `error` when node
+    /// restriction could not ask kube-apiserver.
+    pub fn count_refused(&self, refusal: &Refusal) {
+        let decision = match refusal {
+            Refusal::TooManyRequests { .. } | Refusal::Undecided(_) => "error",
+            _ => "deny",
+        };
+        self.count("admission", decision);
+    }
+
+    /// The union of the authorizers, counting nothing: [`Authorizer::decide`] counts for a
+    /// request, and node restriction's audience check (part of admission) asks it too.
+    async fn union(&self, user: &User, attributes: &Attributes, now: Timestamp) -> Decided {
+        let decided = |authorizer, verdict| Decided {
+            verdict,
+            authorizer,
+        };
         if self.always_allow_groups.iter().any(|g| user.in_group(g)) {
-            self.count("always_allow_group", "allow");
-            return Verdict::Allow(Grant::Unconstrained);
+            return decided("always_allow_group", Verdict::Allow(Grant::Unconstrained));
         }
         let policy = self.policy.as_ref().map(PolicyFile::current);
         let mut error = None;
         let mut reason = String::new();
-        let mut ask = |name: &'static str, decision: Verdict| -> Option<Verdict> {
-            match decision {
-                Verdict::Allow(grant) => {
-                    self.count(name, "allow");
-                    Some(Verdict::Allow(grant))
-                }
-                Verdict::Deny(why) => {
-                    self.count(name, "deny");
-                    Some(Verdict::Deny(why))
-                }
+        let mut ask = |name: &'static str, verdict: Verdict| -> Option<Decided> {
+            match verdict {
+                Verdict::Allow(_) | Verdict::Deny(_) => Some(decided(name, verdict)),
                 Verdict::NoOpinion(why) => {
                     if reason.is_empty() {
                         reason = why;
@@ -328,8 +377,7 @@ impl Authorizer {
                     None
                 }
                 Verdict::Error(why) => {
-                    self.count(name, "error");
-                    error = Some(why);
+                    error = Some((name, why));
                     None
                 }
             }
@@ -350,11 +398,10 @@ impl Authorizer {
         {
             return decided;
         }
-        if let Some(error) = error {
-            return Verdict::Error(error);
+        if let Some((name, error)) = error {
+            return decided(name, Verdict::Error(error));
         }
-        self.count("none", "deny");
-        Verdict::NoOpinion(reason)
+        decided("none", Verdict::NoOpinion(reason))
     }
 }
 
@@ -375,7 +422,7 @@ impl Authorizer {
             service_account,
             audience,
         ));
-        match self.decide(user, &attributes, now).await {
+        match self.union(user, &attributes, now).await.verdict {
             Verdict::Allow(_) => Ok(true),
             Verdict::Deny(_) | Verdict::NoOpinion(_) => Ok(false),
             Verdict::Error(why) => Err(why),
@@ -442,12 +489,16 @@ impl TokenAsk<'_> {
 }
 
 /// Admission for a TokenRequest: the policy's key-binding requirement, the caller's own binding,
-/// node restriction for nodes, then the grant's limits. Returns the longest lifetime the grant allows (`None`: no limit of its own),
-/// which also caps the one-year extension of pod-bound tokens.
+/// node restriction for nodes, then the grant's limits. Returns the longest lifetime the grant
+/// allows (`None`: no limit of its own), which also caps the one-year extension of pod-bound
+/// tokens.
 ///
 /// A caller that authenticated with a warrant token bound to an object may only request tokens
 /// bound to that same object, whichever authorizer allowed the request: a credential minted on
 /// behalf of a bound token dies with what bound it.
+///
+/// Admission completes a token request's authorization decision; the handler counts it once
+/// it knows the outcome ([`Authorizer::count_allowed`], [`Authorizer::count_refused`]).
 pub async fn admit_token_request(
     authorizer: &Authorizer,
     objects: &Objects,

@@ -1,5 +1,7 @@
 //! Bad configuration: one clear error each, naming the URI and what is wrong.
 
+use std::os::unix::fs::PermissionsExt;
+
 use warrant_hsm::{HsmError, HsmMetrics, PinError, Pkcs11Uri, Token, TokenConfig};
 use warrant_token::KeyType;
 
@@ -113,9 +115,68 @@ hsm_test!(
         assert!(matches!(&err, HsmError::Pin { cause: PinError::File { .. }, .. }), "{err:?}");
         let empty = hsm.dir().join("empty-pin");
         std::fs::write(&empty, "\n").unwrap();
+        std::fs::set_permissions(&empty, PermissionsExt::from_mode(0o600)).unwrap();
         let uri: Pkcs11Uri =
             format!("pkcs11:token=sources?module-path={}&pin-source=file:{}", module().display(), empty.display()).parse().unwrap();
         let err = Token::open(TokenConfig::new(uri), HsmMetrics::default()).unwrap_err();
         assert!(matches!(&err, HsmError::Pin { cause: PinError::Empty(_), .. }), "{err:?}");
+    }
+);
+
+hsm_test!(
+    fn a_pin_file_every_user_can_read_or_write_is_refused(hsm) {
+        hsm.init_token("exposed");
+        let uri = hsm.uri("exposed");
+        let pin = uri.pin_source().unwrap().to_path_buf();
+        for mode in [0o644, 0o604, 0o602] {
+            std::fs::set_permissions(&pin, PermissionsExt::from_mode(mode)).unwrap();
+            let err = Token::open(TokenConfig::new(uri.clone()), HsmMetrics::default()).unwrap_err();
+            assert!(matches!(&err, HsmError::Pin { cause: PinError::Exposed { .. }, .. }), "{mode:o}: {err:?}");
+            let text = err.to_string();
+            assert!(text.contains(&format!("the PIN file {} can be read or written by every user (mode {mode:o})", pin.display())), "{text}");
+            // (The test's PIN file is named after the PIN it holds.)
+            let without_path = text.replace(&pin.display().to_string(), "");
+            assert!(!without_path.contains(crate::support::PIN), "{text}");
+        }
+        // Its owner and group only (a Secret volume with an fsGroup): accepted.
+        for mode in [0o400, 0o600, 0o440, 0o640] {
+            std::fs::set_permissions(&pin, PermissionsExt::from_mode(mode)).unwrap();
+            Token::open(TokenConfig::new(uri.clone()), HsmMetrics::default()).unwrap();
+        }
+    }
+);
+
+hsm_test!(
+    fn a_module_others_can_replace_is_refused(hsm) {
+        hsm.init_token("module");
+        let pin = hsm.pin_file(crate::support::PIN);
+        // A copy of the module in a directory of this test's own, as safe as the original.
+        let dir = hsm.dir().join("lib");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o755)).unwrap();
+        let copy = dir.join("libsofthsm2.so");
+        std::fs::copy(module(), &copy).unwrap();
+        let open = |module: &std::path::Path| {
+            let uri: Pkcs11Uri = format!("pkcs11:token=module?module-path={}&pin-source=file:{}", module.display(), pin.display())
+                .parse()
+                .unwrap();
+            Token::open(TokenConfig::new(uri), HsmMetrics::default())
+        };
+        // Writable by others, or its directory writable by its group: refused before loading.
+        std::fs::set_permissions(&copy, PermissionsExt::from_mode(0o666)).unwrap();
+        let err = open(&copy).unwrap_err();
+        assert!(matches!(&err, HsmError::ModuleUnsafe { culprit, .. } if culprit == &copy), "{err:?}");
+        assert!(err.to_string().contains("is writable by every user (mode 666)"), "{err}");
+        std::fs::set_permissions(&copy, PermissionsExt::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o775)).unwrap();
+        let err = open(&copy).unwrap_err();
+        assert!(matches!(&err, HsmError::ModuleUnsafe { culprit, .. } if culprit == &dir), "{err:?}");
+        assert!(err.to_string().contains("is writable by its group (mode 775)"), "{err}");
+        // A symbolic link is judged by what it points to.
+        let link = hsm.dir().join("link.so");
+        std::os::unix::fs::symlink(&copy, &link).unwrap();
+        assert!(matches!(open(&link).unwrap_err(), HsmError::ModuleUnsafe { .. }));
+        std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o755)).unwrap();
+        open(&link).unwrap();
     }
 );

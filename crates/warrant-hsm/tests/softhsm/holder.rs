@@ -5,7 +5,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use warrant_hsm::{KEY_ID_LEN, Pkcs11Holder, Pkcs11Uri};
-use warrant_keys::KeyHolder;
+use warrant_keys::{Disposal, Disposed, KeyHolder};
 use warrant_token::{Algorithm, KeyType, SigningKey};
 
 use crate::support::verify_everywhere;
@@ -107,9 +107,9 @@ hsm_test!(
         let locator = key.remote_key().unwrap().locator();
         let id = locator.parse::<Pkcs11Uri>().unwrap().object_id().unwrap().to_vec();
 
-        holder.destroy(&key).unwrap();
-        // Idempotent: a second destroy (another replica got there first) succeeds.
-        holder.destroy(&key).unwrap();
+        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Retire).unwrap(), Disposed::Destroyed);
+        // Idempotent: a second retirement (another replica got there first) finds nothing to do.
+        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Retire).unwrap(), Disposed::Gone);
         let entry = holder.token().list_keys().unwrap().into_iter().find(|e| e.id == id).unwrap();
         assert!(!entry.has_private && entry.has_public, "{entry:?}");
 
@@ -124,10 +124,10 @@ hsm_test!(
             assert!(!remote.unavailable, "{err}");
             assert!(err.to_string().contains("no private key object"), "{err}");
         }
-        // A key held in memory is not this holder's to destroy.
-        let in_memory = SigningKey::generate(KeyType::P256).unwrap();
-        let err = holder.destroy(&in_memory).unwrap_err().to_string();
-        assert!(err.contains("not held in a PKCS#11 token"), "{err}");
+        // A locator on another token names nothing of this holder's: nothing is destroyed.
+        let elsewhere = locator.replace("token=retire", "token=other");
+        let answer = holder.dispose(&elsewhere, key.kid(), Disposal::Forget).unwrap();
+        assert!(matches!(&answer, Disposed::NotTheKey(why) if why.contains("another token")), "{answer:?}");
     }
 );
 

@@ -4,6 +4,7 @@
 use std::process::Command;
 
 use warrant_hsm::{HsmError, Unsuitable};
+use warrant_keys::{Disposal, Disposed};
 use warrant_token::{Algorithm, KeyType, SigningKey, key_id};
 
 use crate::support::{jws_verifies_with_jsonwebtoken, verify_everywhere};
@@ -163,13 +164,13 @@ fn original_public_pem() -> String {
 }
 
 hsm_test!(
-    fn destroying_the_private_key_keeps_the_public_key(hsm) {
+    fn retiring_a_key_destroys_its_private_object_and_keeps_the_public_one(hsm) {
         hsm.init_token("destroy");
         let token = hsm.open("destroy").unwrap();
-        let key = token.generate(KeyType::P256, &[7], "retiring").unwrap();
+        let key = token.generate_labelled_by_kid(KeyType::P256, &[7]).unwrap();
         key.sign(b"before").unwrap();
-        assert!(token.destroy_private_key(&[7]).unwrap());
-        assert!(!token.destroy_private_key(&[7]).unwrap(), "nothing left to destroy");
+        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Retire).unwrap(), Disposed::Destroyed);
+        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Retire).unwrap(), Disposed::Gone, "nothing left to destroy");
 
         let err = token.key(&[7], None).unwrap_err();
         assert!(matches!(err, HsmError::ObjectMissing { what: "private key", .. }), "{err:?}");
@@ -179,13 +180,21 @@ hsm_test!(
         let err = key.sign(b"after").unwrap_err();
         assert!(matches!(err, HsmError::ObjectMissing { .. }), "{err:?}");
         assert!(!err.is_unavailable());
-        // The public key stays, for tokens already issued.
+        // The public key stays, for tokens already issued, and the token still vouches for it.
         assert_eq!(token.public_key(&[7]).unwrap().kid(), key.kid());
+        token.vouch(&[7], key.verifying_key()).unwrap();
         let entries = token.list_keys().unwrap();
         assert_eq!(entries.len(), 1);
         assert!(entries[0].has_public && !entries[0].has_private);
-        assert_eq!(entries[0].label.as_deref(), Some("retiring"));
+        assert_eq!(entries[0].label.as_deref(), Some(key.kid()));
         assert!(token.health().is_healthy(), "a missing key is not a broken token");
+
+        // Forgotten (removed, revoked): nothing of it is left, and nothing vouches for it.
+        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Forget).unwrap(), Disposed::Destroyed);
+        assert_eq!(token.list_keys().unwrap(), vec![]);
+        let err = token.vouch(&[7], key.verifying_key()).unwrap_err();
+        assert!(matches!(err, HsmError::NotHeld { .. }), "{err:?}");
+        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Forget).unwrap(), Disposed::Gone);
     }
 );
 

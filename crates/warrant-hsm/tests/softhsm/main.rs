@@ -19,6 +19,7 @@
 mod support;
 
 mod faults;
+mod forgery;
 mod holder;
 mod keys;
 mod recovery;

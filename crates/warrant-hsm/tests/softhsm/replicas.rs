@@ -5,6 +5,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use warrant_hsm::{HsmError, HsmMetrics, Pkcs11Key};
+use warrant_keys::{Disposal, Disposed};
 use warrant_token::KeyType;
 
 use crate::support::{PIN, module, verify_aws_lc, verify_everywhere};
@@ -14,7 +15,7 @@ hsm_test!(
         hsm.init_token("shared");
         let a = hsm.open("shared").unwrap();
         let b = hsm.open("shared").unwrap();
-        let key_a = a.generate(KeyType::P256, &[0x42], "shared-key").unwrap();
+        let key_a = a.generate_labelled_by_kid(KeyType::P256, &[0x42]).unwrap();
         let key_b = b.key(&[0x42], None).unwrap();
         assert_eq!(key_a.kid(), key_b.kid());
         assert_eq!(key_a.verifying_key(), key_b.verifying_key());
@@ -39,8 +40,8 @@ hsm_test!(
         let signature = std::fs::read(hsm.dir().join("signature")).unwrap();
         verify_aws_lc(key_b.verifying_key(), b"from another process", &signature);
 
-        // One replica revokes: the other's next signature fails, naming the key.
-        assert!(a.destroy_private_key(&[0x42]).unwrap());
+        // One replica retires it: the other's next signature fails, naming the key.
+        assert_eq!(a.dispose(&[0x42], key_a.kid(), Disposal::Retire).unwrap(), Disposed::Destroyed);
         let err = key_b.sign(b"after revocation").unwrap_err();
         assert!(matches!(err, HsmError::ObjectMissing { .. }), "{err:?}");
         // Dropping one handle does not log the other out.

@@ -113,6 +113,9 @@ impl SoftHsm {
     pub(crate) fn pin_file(&self, pin: &str) -> PathBuf {
         let path = self.dir.join(format!("pin-{pin}"));
         std::fs::write(&path, format!("{pin}\n")).unwrap();
+        // Readable by this user only: warrant refuses a PIN file every user can read.
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         path
     }
 
@@ -153,19 +156,32 @@ impl SoftHsm {
 
     /// Runs `pkcs11-tool` on token `label`, logged in; returns stdout.
     pub(crate) fn pkcs11_tool(&self, label: &str, args: &[&str]) -> String {
-        let output = Command::new("pkcs11-tool")
-            .arg("--module")
-            .arg(module())
-            .args(["--token-label", label, "--login", "--pin", PIN])
-            .args(args)
-            .output()
-            .unwrap();
+        let output = self.pkcs11_tool_output(label, true, args);
         assert!(
             output.status.success(),
             "pkcs11-tool {args:?}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Runs `pkcs11-tool` on token `label`, logged in with the user PIN or (`login` false) not:
+    /// what anyone who can reach the token, but has no PIN, can do.
+    pub(crate) fn pkcs11_tool_output(
+        &self,
+        label: &str,
+        login: bool,
+        args: &[&str],
+    ) -> std::process::Output {
+        let mut command = Command::new("pkcs11-tool");
+        command
+            .arg("--module")
+            .arg(module())
+            .args(["--token-label", label]);
+        if login {
+            command.args(["--login", "--pin", PIN]);
+        }
+        command.args(args).output().unwrap()
     }
 }
 

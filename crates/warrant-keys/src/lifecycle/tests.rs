@@ -527,6 +527,7 @@ fn revoking_the_signing_key_brings_the_next_one_forward_and_refuses_its_tokens()
             kid: a.kid().to_owned(),
             revoked_at: at(now),
             forget_at: at(now + DAY + REMOVAL_LEEWAY_SECONDS),
+            held_in: None,
         }]
     );
 
@@ -670,6 +671,63 @@ fn revoking_a_next_or_retired_key_leaves_the_signing_key_alone() {
     );
 }
 
+/// A key held in an HSM that cannot be reached is revoked all the same when the revocation
+/// needs no new key (the next key, or a retired one; the signing key with a published
+/// successor): an overdue rotation is left to the store's writer. Revoking the signing key with
+/// no successor needs a new key, and says so.
+#[test]
+fn a_revocation_needing_no_new_key_needs_no_generator() {
+    let p = policy();
+    let unreachable =
+        |_: KeyType| -> Result<SigningKey, KeyError> { Err(KeyError::Crypto("reach the holder")) };
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    let with_next = rotated(&first, &p, T0 + 6 * DAY);
+    let (a, b) = (with_next.keys()[0].clone(), with_next.keys()[1].clone());
+    // The next key: recorded.
+    let now = T0 + 6 * DAY + HOUR;
+    let revoked = with_next.revoke(b.kid(), &p, at(now), unreachable).unwrap();
+    assert_eq!(kids(&revoked.keys), [a.kid()]);
+    // A is now the only key: revoking it needs a new key to sign, which cannot be made.
+    let err = revoked
+        .keys
+        .revoke(a.kid(), &p, at(now), unreachable)
+        .unwrap_err();
+    assert!(err.to_string().contains("reach the holder"), "{err}");
+    // The signing key with a published successor: brought forward, nothing generated, though
+    // the rotation that would follow is left undone.
+    let revoked = with_next.revoke(a.kid(), &p, at(now), unreachable).unwrap();
+    assert_eq!(kids(&revoked.keys), [b.kid()]);
+    // A retired key while a rotation is overdue (B has signed a week, its successor is due):
+    // recorded, and the rotation is left to the writer.
+    let later = T0 + 14 * DAY;
+    let retired = rotated(&with_next, &p, T0 + 7 * DAY + HOUR);
+    assert_eq!(
+        states(&retired, T0 + 7 * DAY + HOUR),
+        [KeyState::Retired, KeyState::Active]
+    );
+    let long = ManagedKeySet::new(
+        retired
+            .keys()
+            .iter()
+            .map(|k| ManagedKey::new(k.key().clone(), k.published_at(), k.activate_at(), 30 * DAY))
+            .collect(),
+    )
+    .unwrap();
+    assert!(
+        long.next_change(at(later), &p)
+            .is_some_and(|t| t <= at(later)),
+        "a rotation is due"
+    );
+    let revoked = long.revoke(a.kid(), &p, at(later), unreachable).unwrap();
+    assert_eq!(kids(&revoked.keys), [b.kid()]);
+    assert_eq!(revoked.keys.revocations()[0].kid, a.kid());
+}
+
+/// What a publish target lists: exactly these keys, as warrant renders them.
+fn listing(keys: &[&ManagedKey]) -> ListedKeys {
+    ListedKeys::of(keys.iter().map(|k| k.key().verifying_key()))
+}
+
 /// The activation gate: a successor the publish targets do not list is held back, a lead at a
 /// time; listed, it signs on time; the first key and a key already signing are never held.
 #[test]
@@ -680,20 +738,22 @@ fn the_gate_holds_an_unlisted_successor_and_lets_a_listed_one_sign() {
         lead, GATE_LEAD_MAX_SECONDS,
         "a day's publish-ahead: an hour's lead"
     );
+    let nothing = ListedKeys::none();
     let set = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
-    let first = set.keys()[0].kid().to_owned();
+    let first = set.keys()[0].clone();
     // The first key signs at once whatever the targets say.
-    assert!(set.hold_unlisted(&policy, at(T0), |_| false).is_none());
+    assert!(set.hold_unlisted(&policy, at(T0), &nothing).is_none());
     let set = set
         .rotate(&policy, at(T0 + 6 * DAY), SigningKey::generate)
         .unwrap()
         .unwrap();
-    let next = set.keys()[1].kid().to_owned();
+    let next = set.keys()[1].clone();
+    let both = listing(&[&first, &next]);
     let due = at(T0 + 7 * DAY);
-    assert_eq!(set.keys()[1].activate_at(), due);
+    assert_eq!(next.activate_at(), due);
     // Before the lead, nothing to do; the gate next looks when the lead begins.
     assert!(
-        set.hold_unlisted(&policy, at(T0 + 7 * DAY - lead - 1), |_| false)
+        set.hold_unlisted(&policy, at(T0 + 7 * DAY - lead - 1), &nothing)
             .is_none()
     );
     assert_eq!(
@@ -702,24 +762,26 @@ fn the_gate_holds_an_unlisted_successor_and_lets_a_listed_one_sign() {
     );
     // Listed: it signs on time.
     assert!(
-        set.hold_unlisted(&policy, at(T0 + 7 * DAY - 1), |kid| kid == next)
+        set.hold_unlisted(&policy, at(T0 + 7 * DAY - 1), &both)
             .is_none()
     );
     // Not listed within the lead: held two leads from now; the first key signs on, and its
     // removal moves with its retirement.
     let now = at(T0 + 7 * DAY - lead);
-    let (held, holds) = set.hold_unlisted(&policy, now, |kid| kid == first).unwrap();
+    let (held, holds) = set
+        .hold_unlisted(&policy, now, &listing(&[&first]))
+        .unwrap();
     let to = at(T0 + 7 * DAY + lead);
     assert_eq!(
         holds,
         vec![Hold {
-            kid: next.clone(),
+            kid: next.kid().to_owned(),
             from: due,
             to
         }]
     );
-    assert_eq!(held.active_at(due).unwrap().kid(), first);
-    assert_eq!(held.state_at(&next, due), Some(KeyState::Next));
+    assert_eq!(held.active_at(due).unwrap().kid(), first.kid());
+    assert_eq!(held.state_at(next.kid(), due), Some(KeyState::Next));
     let schedule = held.schedule(due);
     assert_eq!(schedule[0].retire_at, Some(to));
     assert_eq!(
@@ -728,25 +790,85 @@ fn the_gate_holds_an_unlisted_successor_and_lets_a_listed_one_sign() {
     );
     // Still unlisted a lead later: held again (bounded: two leads from each look).
     let (again, holds) = held
-        .hold_unlisted(&policy, at(T0 + 7 * DAY), |_| false)
+        .hold_unlisted(&policy, at(T0 + 7 * DAY), &nothing)
         .unwrap();
     assert_eq!(holds[0].to, at(T0 + 7 * DAY + 2 * lead));
     // Listed at last: it signs at the held time, not later.
     assert!(
         again
-            .hold_unlisted(&policy, at(T0 + 7 * DAY + lead + 1), |kid| kid == next)
+            .hold_unlisted(&policy, at(T0 + 7 * DAY + lead + 1), &both)
             .is_none()
     );
     assert_eq!(
         again.active_at(at(T0 + 7 * DAY + 2 * lead)).unwrap().kid(),
-        next
+        next.kid()
     );
     // A key already signing is never taken back.
     assert!(
         again
-            .hold_unlisted(&policy, at(T0 + 7 * DAY + 2 * lead), |_| false)
+            .hold_unlisted(&policy, at(T0 + 7 * DAY + 2 * lead), &nothing)
             .is_none()
     );
+}
+
+/// The gate reads what a target's JWKS lists by key material, as a relying party uses it: each
+/// JWKS a bucket's writer could leave, and whether the successor may sign on time.
+#[test]
+fn the_gate_compares_key_material_not_kid_strings() {
+    use serde_json::{Value, json};
+    let policy = policy();
+    let lead = policy.gate_lead_seconds();
+    let set = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let set = rotated(&set, &policy, T0 + 6 * DAY);
+    let (first, next) = (set.keys()[0].key().clone(), set.keys()[1].key().clone());
+    let stranger = SigningKey::generate(KeyType::P256).unwrap();
+    let jwk = |key: &SigningKey| -> Value {
+        serde_json::from_str(key.verifying_key().jwk_json()).unwrap()
+    };
+    let renamed = |key: &SigningKey, kid: &str| {
+        let mut v = jwk(key);
+        v["kid"] = json!(kid);
+        v
+    };
+    let jwks = |keys: Vec<Value>| serde_json::to_vec(&json!({ "keys": keys })).unwrap();
+    let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+        ("both keys", jwks(vec![jwk(&first), jwk(&next)]), true),
+        ("the key in force only", jwks(vec![jwk(&first)]), false),
+        (
+            "the next kid on another key's material",
+            jwks(vec![jwk(&first), renamed(&stranger, next.kid())]),
+            false,
+        ),
+        (
+            "the next kid on the key in force's material",
+            jwks(vec![jwk(&first), renamed(&first, next.kid())]),
+            false,
+        ),
+        (
+            "the next key's material under another kid",
+            jwks(vec![jwk(&first), renamed(&next, "next")]),
+            false,
+        ),
+        (
+            "the next kid twice, a forgery first",
+            jwks(vec![renamed(&stranger, next.kid()), jwk(&next)]),
+            false,
+        ),
+        ("not a JWKS", b"{}".to_vec(), false),
+    ];
+    let now = at(T0 + 7 * DAY - lead);
+    for (what, document, signs_on_time) in cases {
+        let held = set.hold_unlisted(&policy, now, &ListedKeys::from_jwks(&document));
+        assert_eq!(held.is_none(), signs_on_time, "{what}");
+        if let Some((held, holds)) = held {
+            assert_eq!(holds[0].kid, next.kid(), "{what}");
+            assert_eq!(
+                held.active_at(at(T0 + 7 * DAY)).unwrap().kid(),
+                first.kid(),
+                "{what}"
+            );
+        }
+    }
 }
 
 #[test]

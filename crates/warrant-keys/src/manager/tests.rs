@@ -3,6 +3,7 @@
 
 use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
+use warrant_token::KeyType;
 
 use super::*;
 use crate::store::MemoryStore;
@@ -348,7 +349,7 @@ async fn held_keys_are_generated_in_the_holder_and_destroyed_when_they_sign_no_m
     assert!(published.contains(&first), "{published:?}");
     // The destruction follows the write of the retirement.
     tokio::task::yield_now().await;
-    let destroyed = holder.destroyed.lock().unwrap().clone();
+    let destroyed = holder.destroyed(crate::Disposal::Retire);
     assert_eq!(destroyed, std::slice::from_ref(&first));
     assert!(holder.held().contains(&signing));
     assert!(!holder.held().contains(&first));
@@ -357,8 +358,8 @@ async fn held_keys_are_generated_in_the_holder_and_destroyed_when_they_sign_no_m
     store.set_writes_failing(true);
     let before = holder.held();
     tokio::time::sleep(Duration::from_secs(7 * 86_400)).await;
-    let destroyed = holder.destroyed.lock().unwrap().clone();
-    assert!(destroyed.len() > 1, "{destroyed:?}");
+    let destroyed = holder.destroyed(crate::Disposal::Forget);
+    assert!(!destroyed.is_empty(), "{destroyed:?}");
     assert_eq!(
         holder.held(),
         before,
@@ -385,8 +386,9 @@ async fn the_gate_keeps_an_unlisted_successor_from_signing() {
     )
     .await
     .unwrap();
-    let a = manager.keys().keys()[0].kid().to_owned();
-    let (listed, gate) = watch::channel(std::collections::BTreeSet::from([a.clone()]));
+    let a_key = manager.keys().keys()[0].key().verifying_key().clone();
+    let a = a_key.kid().to_owned();
+    let (listed, gate) = watch::channel(crate::ListedKeys::of([&a_key]));
     let (_task, mut seen) = spawn(manager.with_gate(gate), clock.clone());
     let lead = policy().gate_lead_seconds();
 
@@ -408,12 +410,203 @@ async fn the_gate_keeps_an_unlisted_successor_from_signing() {
     );
     // The targets catch up: it signs at the held time, not before.
     tokio::time::sleep(Duration::from_secs(u64::try_from(lead / 2).unwrap())).await;
-    listed.send_replace([a.clone(), b.clone()].into());
+    let stored = store.load().await.unwrap().unwrap().keys;
+    let b_key = stored.keys()[1].key().verifying_key();
+    assert_eq!(b_key.kid(), b);
+    listed.send_replace(crate::ListedKeys::of([&a_key, b_key]));
     let (now, signing, _) = seen.recv().await.unwrap();
     assert_eq!((now, signing), (T0 + 7 * DAY + 2 * lead, b.clone()));
     let text = metrics_text(&registry);
     assert!(
         text.contains("warrant_keys_activations_held_total 2"),
+        "{text}"
+    );
+}
+
+/// Opens a writing manager on a store held by a fresh fake holder, with registered metrics.
+async fn held_manager(
+    clock: &Clock,
+) -> (
+    KeyManager<MemoryStore>,
+    MemoryStore,
+    Arc<FakeHolder>,
+    Registry,
+) {
+    let holder = Arc::new(FakeHolder::default());
+    let store = MemoryStore::new().with_holder(holder.clone());
+    let metrics = KeyMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let manager = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::Always,
+        metrics,
+        clock.now(),
+    )
+    .await
+    .unwrap();
+    (manager, store, holder, registry)
+}
+
+/// A store writer who appends an entry the holder does not vouch for (their own public key,
+/// "retired", "held" in the holder) gets nothing published: the running manager refuses the
+/// store and keeps the keys in force, saying which entry; a new manager refuses to open it.
+#[tokio::test(start_paused = true)]
+async fn a_store_entry_the_holder_does_not_vouch_for_is_refused_and_the_keys_stay() {
+    let clock = clock();
+    let (manager, store, holder, _registry) = held_manager(&clock).await;
+    let health = manager.health();
+    let (_task, mut seen) = spawn(manager, clock.clone());
+    let (_, signing, published) = seen.recv().await.unwrap();
+    assert_eq!(published, std::slice::from_ref(&signing));
+
+    let attacker = SigningKey::generate(KeyType::P256).unwrap();
+    let forged = crate::KeyHolder::open(
+        holder.as_ref(),
+        &format!("fake:{}", attacker.kid()),
+        attacker.verifying_key().clone(),
+    )
+    .unwrap();
+    let stored = store.load().await.unwrap().unwrap();
+    let mut keys = stored.keys.keys().to_vec();
+    keys.push(crate::ManagedKey::new(
+        forged,
+        at(T0 - 30 * DAY),
+        at(T0 - 30 * DAY),
+        10 * 365 * DAY,
+    ));
+    store
+        .save(&ManagedKeySet::new(keys).unwrap(), Some(&stored.version))
+        .await
+        .unwrap();
+
+    // The manager re-reads the store, refuses it, and publishes nothing new.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(seen.try_recv().is_err(), "a key set was published");
+    let said = health.borrow().summary();
+    assert!(
+        said.contains(&format!(
+            "key {} is not vouched for by fake holder",
+            attacker.kid()
+        )),
+        "{said}"
+    );
+    let opened = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::Always,
+        KeyMetrics::new(),
+        clock.now(),
+    )
+    .await;
+    let Err(ManagerError::Store(StoreError::NotVouched { kid, .. })) = opened else {
+        panic!("{opened:?}")
+    };
+    assert_eq!(kid, attacker.kid());
+    assert!(holder.destroyed.lock().unwrap().is_empty());
+}
+
+/// A revocation recorded while the holder is out of reach takes the key out at once (the
+/// manager needs the holder only for keys it has not vouched for); the writer destroys the key
+/// when the holder is back, retrying until it is gone, and counts it.
+#[tokio::test(start_paused = true)]
+async fn a_revoked_key_is_destroyed_by_the_writer_once_its_holder_is_back() {
+    let clock = clock();
+    let (manager, store, holder, registry) = held_manager(&clock).await;
+    let first = manager.keys().keys()[0].kid().to_owned();
+    let (_task, mut seen) = spawn(manager, clock.clone());
+    seen.recv().await.unwrap();
+    // Past the successor's creation: the first key signs, the next is published.
+    tokio::time::sleep(Duration::from_secs((6 * DAY + HOUR) as u64)).await;
+    while seen.try_recv().is_ok() {}
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(stored.keys.keys().len(), 2);
+
+    // `warrant keys revoke` with the holder unreachable: the next key is brought forward, so no
+    // key needs making.
+    holder.set_unreachable(true);
+    let revoked = stored
+        .keys
+        .revoke(&first, &policy(), clock.now(), |_| {
+            Err(warrant_token::KeyError::Crypto("no holder"))
+        })
+        .unwrap();
+    assert_eq!(
+        revoked.keys.revocations()[0].held_in.as_deref(),
+        Some(format!("fake:{first}").as_str())
+    );
+    store
+        .save(&revoked.keys, Some(&stored.version))
+        .await
+        .unwrap();
+    let (_, signing, published) = seen.recv().await.unwrap();
+    assert_ne!(signing, first);
+    assert!(!published.contains(&first), "{published:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(holder.held().contains(&first));
+    let text = metrics_text(&registry);
+    assert!(
+        text.contains("warrant_keys_holder_disposals_pending 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"warrant_keys_holder_disposals_total{result="failed"}"#),
+        "{text}"
+    );
+
+    // Back: destroyed within seconds, all of it (no store can list it again).
+    holder.set_unreachable(false);
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert_eq!(
+        holder.destroyed(crate::Disposal::Forget),
+        std::slice::from_ref(&first)
+    );
+    assert!(!holder.held().contains(&first));
+    assert!(!holder.proofs.lock().unwrap().contains(&first));
+    let text = metrics_text(&registry);
+    assert!(
+        text.contains("warrant_keys_holder_disposals_pending 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"warrant_keys_holder_disposals_total{result="destroyed"} 1"#),
+        "{text}"
+    );
+}
+
+/// A revocation record that names another key's locator (a store writer's forgery) makes the
+/// writer destroy nothing: the holder finds the object is not the recorded key.
+#[tokio::test(start_paused = true)]
+async fn a_record_naming_another_keys_object_destroys_nothing() {
+    let clock = clock();
+    let (manager, store, holder, registry) = held_manager(&clock).await;
+    let active = manager.keys().keys()[0].kid().to_owned();
+    let (_task, mut seen) = spawn(manager, clock.clone());
+    seen.recv().await.unwrap();
+    let stored = store.load().await.unwrap().unwrap();
+    let stranger = SigningKey::generate(KeyType::P256).unwrap();
+    let forged = stored
+        .keys
+        .clone()
+        .with_revocations(vec![crate::Revocation {
+            kid: stranger.kid().to_owned(),
+            revoked_at: at(T0),
+            forget_at: at(T0 + DAY),
+            held_in: Some(format!("fake:{active}")),
+        }])
+        .unwrap();
+    store.save(&forged, Some(&stored.version)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(holder.held().contains(&active));
+    assert!(holder.destroyed.lock().unwrap().is_empty());
+    let text = metrics_text(&registry);
+    assert!(
+        text.contains(r#"warrant_keys_holder_disposals_total{result="not_the_key"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("warrant_keys_holder_disposals_pending 0"),
         "{text}"
     );
 }

@@ -549,7 +549,12 @@ async fn blocking_mode_issues_nothing_the_log_cannot_hold() {
     let ready = api.get("/readyz").await;
     assert_eq!(ready.code, StatusCode::SERVICE_UNAVAILABLE);
     assert!(ready.text.contains("audit-log"), "{}", ready.text);
-    let verbose = api.get("/readyz?verbose").await.text;
+    // The reason, to a caller who authenticated.
+    let admin = format!("Bearer {ADMIN}");
+    let verbose = api
+        .get_with("/readyz?verbose", &[("authorization", &admin)])
+        .await
+        .text;
     assert!(
         verbose
             .contains("[-]audit-log failed: writes to the audit log fail: No space left on device"),
@@ -578,7 +583,10 @@ async fn batch_mode_serves_on_when_the_log_fails() {
         .await;
     assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
     writer.finish().await;
-    let ready = api.get("/readyz?verbose").await;
+    let admin = format!("Bearer {ADMIN}");
+    let ready = api
+        .get_with("/readyz?verbose", &[("authorization", &admin)])
+        .await;
     assert_eq!(ready.code, StatusCode::OK);
     assert!(
         ready.text.contains("[+]audit-log failing (batch mode"),

@@ -462,3 +462,68 @@ selfService:
     let c = claims(r.json["status"]["token"].as_str().unwrap());
     assert_eq!(c.exp.unwrap() - c.iat.unwrap(), 365 * 86400);
 }
+
+/// `warrant_authorizations_total` holds one decision per request: a token request the policy
+/// authorized but whose grant then refused the token (an audience, a lifetime) is a denial by
+/// admission, not an allow; one that fails for another reason after it was authorized (a
+/// lifetime under kube's minimum) is the policy's allow.
+#[tokio::test]
+async fn each_token_request_is_one_authorization_decision() {
+    let api = with_policy(POLICY);
+    let refused = api.token_as(BOB, "app", json!({"audiences": ["s3"]})).await;
+    assert_eq!(refused.code, StatusCode::FORBIDDEN);
+    let too_long = api
+        .token_as(
+            BOB,
+            "app",
+            json!({"audiences": ["vault"], "expirationSeconds": 7201}),
+        )
+        .await;
+    assert_eq!(too_long.code, StatusCode::FORBIDDEN);
+    let issued = api
+        .token_as(BOB, "app", json!({"audiences": ["vault"]}))
+        .await;
+    assert_eq!(issued.code, StatusCode::CREATED, "{}", issued.text);
+    let invalid = api
+        .token_as(
+            BOB,
+            "app",
+            json!({"audiences": ["vault"], "expirationSeconds": 1}),
+        )
+        .await;
+    assert_eq!(
+        invalid.code,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        invalid.text
+    );
+
+    let metrics = api
+        .get_with("/metrics", &[("authorization", &format!("Bearer {ADMIN}"))])
+        .await
+        .text;
+    let sample = |labels: &str| -> f64 {
+        let prefix = format!("warrant_authorizations_total{{{labels}}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map_or(0.0, |v| v.parse().unwrap())
+    };
+    assert_eq!(
+        sample(r#"authorizer="policy",decision="allow""#),
+        2.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(r#"authorizer="admission",decision="deny""#),
+        2.0,
+        "{metrics}"
+    );
+    // Four of bob's requests, four decisions (the admin's scrape is the fifth).
+    let total: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("warrant_authorizations_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(total, 5.0, "{metrics}");
+}

@@ -317,10 +317,28 @@ async fn named_health_checks_and_shutdown() {
     assert_eq!(live, "[+]ping ok\n[+]keys ok\nlivez check passed\n");
 
     api.state.begin_shutdown();
+    // Anonymous callers (probes) learn which check fails, in kube-apiserver's words; callers
+    // who authenticated learn why.
     let r = api.get("/readyz").await;
     assert_eq!(r.code, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(r.text, "not ready: the server is shutting down");
+    assert!(
+        r.text.starts_with("[-]shutdown failed: reason withheld\n")
+            && r.text.ends_with("readyz check failed\n"),
+        "{}",
+        r.text
+    );
     let r = api.get("/readyz/shutdown").await;
+    assert_eq!(
+        (r.code, r.text.as_str()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "internal server error: reason withheld"
+        )
+    );
+    let admin = format!("Bearer {ADMIN}");
+    let r = api
+        .get_with("/readyz/shutdown", &[("authorization", &admin)])
+        .await;
     assert_eq!(
         (r.code, r.text.as_str()),
         (
@@ -328,7 +346,9 @@ async fn named_health_checks_and_shutdown() {
             "internal server error: the server is shutting down"
         )
     );
-    let r = api.get("/readyz?verbose").await;
+    let r = api
+        .get_with("/readyz?verbose", &[("authorization", &admin)])
+        .await;
     assert!(
         r.text
             .starts_with("[-]shutdown failed: the server is shutting down\n")
@@ -355,14 +375,17 @@ async fn degraded_components_are_reported_without_failing_readiness() {
     let report = state.clone();
     api.state
         .add_report("key-store", move || report.lock().unwrap().clone());
-    assert!(
-        api.get("/readyz?verbose")
+    // Reported to callers who authenticated; anonymous ones see the checks alone.
+    let admin = format!("Bearer {ADMIN}");
+    let verbose = async || {
+        api.get_with("/readyz?verbose", &[("authorization", &admin)])
             .await
-            .text
-            .contains("[+]key-store ok\n")
-    );
+    };
+    assert!(verbose().await.text.contains("[+]key-store ok\n"));
     *state.lock().unwrap() = "stale since 2027-01-15T08:00:00Z: the store is down".into();
-    let reply = api.get("/readyz?verbose").await;
+    let anonymous = api.get("/readyz?verbose").await.text;
+    assert!(!anonymous.contains("key-store"), "{anonymous}");
+    let reply = verbose().await;
     assert_eq!(reply.code, StatusCode::OK);
     assert!(
         reply

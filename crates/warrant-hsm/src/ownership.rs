@@ -1,0 +1,266 @@
+//! How a token vouches for the keys it holds for warrant, and why only those are destroyed: the
+//! PKCS#11 side of `warrant_keys::KeyHolder::vouch` and `dispose` (the rule, "whatever a store
+//! entry claims about a held key is checked against the holder", is warrant-keys').
+//!
+//! **The proof.** Every key warrant generates or imports has, beside its private key object, a
+//! public key object with the same random `CKA_ID`, `CKA_LABEL` set to the kid, and
+//! `CKA_PRIVATE` true. A PKCS#11 session that has not logged in with the user PIN cannot create
+//! a private object (`CKR_USER_NOT_LOGGED_IN`), nor see or destroy one, so such an object, holding
+//! the recorded public key under the recorded id and labelled by its kid, is something only
+//! warrant (or whoever holds the PIN, which can sign with warrant's keys anyway) made. It stays
+//! when the private half is destroyed at the key's retirement, which is what lets a retired key
+//! keep verifying; it is destroyed with the key when the key is revoked or removed, so no store
+//! can list the key again. Whoever can write the key store but has no PIN can do neither.
+//!
+//! A key made before public objects were private (or by another tool) has a public object
+//! anyone could have made. Its private key object then vouches for it: `CKA_PRIVATE`, labelled by
+//! the kid, and it signs a challenge that verifies with the recorded public key. At retirement,
+//! before the private half goes, the private proof object is made from the verified public
+//! object, so the key stays vouched for.
+//!
+//! **Destroying.** Only an object proven to be the recorded key is destroyed: the private key
+//! object must be `CKA_PRIVATE`, labelled by the kid and sign a challenge that verifies with a
+//! public key object of that kid under the same id. Anything else at the locator (another
+//! application's key, named by a forged store entry) is left alone and reported.
+//!
+//! **The limit.** A token (a partition) is one trust domain: its PIN's user can make objects that
+//! pass these checks. Give each warrant deployment its own token or partition, and never share the
+//! PIN with another application.
+
+use aws_lc_rs::signature;
+use cryptoki::object::{Attribute, AttributeType, ObjectClass, ObjectHandle};
+use warrant_keys::{Disposal, Disposed};
+use warrant_token::{Algorithm, VerifyingKey};
+
+use crate::error::HsmError;
+use crate::token::{
+    PUBLIC_KEY_ATTRIBUTES, Pooled, PublicObject, Token, find, mechanism, public_objects,
+    public_template,
+};
+use crate::uri::Pkcs11Uri;
+
+/// What warrant signs to prove that a private key object is the recorded key. Not a JWS: no
+/// relying party can take the signature for a token (and it is never kept or shown).
+const CHALLENGE: &[u8] = b"warrant: does this object hold the recorded key?";
+
+impl Token {
+    /// Vouches for key `public` at `CKA_ID` `id` (see the module's doc): a private public key
+    /// object labelled by its kid holds it, or (for a key made before those) its private key
+    /// object proves to be it. [`HsmError::NotHeld`] says why not. Blocks.
+    pub fn vouch(&self, id: &[u8], public: &VerifyingKey) -> Result<(), HsmError> {
+        let key_uri = self.uri().with_object(id, Some(public.kid()));
+        self.call("vouch", |s, e| {
+            let (objects, _) = public_objects(s, &key_uri, id)?;
+            if objects.iter().any(|o| is_proof(o, public)) {
+                return Ok(());
+            }
+            match proven_private_keys(s, &key_uri, id, public)? {
+                Ok(_) => Ok(()),
+                Err(reason) => Err(self.confirm_present(e).map_or_else(
+                    |gone| gone,
+                    |()| HsmError::NotHeld {
+                        uri: key_uri.to_string(),
+                        kid: public.kid().to_owned(),
+                        reason,
+                    },
+                )),
+            }
+        })
+    }
+
+    /// Disposes of key `kid` at `CKA_ID` `id`: its private key object (after making sure a proof
+    /// object stays, for [`Disposal::Retire`]), or all of it ([`Disposal::Forget`]). Only objects
+    /// proven to be the key are destroyed; otherwise nothing is, and
+    /// [`Disposed::NotTheKey`] says why. Blocks.
+    pub fn dispose(&self, id: &[u8], kid: &str, disposal: Disposal) -> Result<Disposed, HsmError> {
+        let key_uri = self.uri().with_object(id, Some(kid));
+        self.call("destroy", |s, e| {
+            let (objects, _) = public_objects(s, &key_uri, id)?;
+            let privates = find(&s.session, ObjectClass::PRIVATE_KEY, id)
+                .map_err(|e| HsmError::pkcs11(&key_uri, "C_FindObjects", e))?;
+            let Some(recorded) = objects.iter().find(|o| o.key.kid() == kid) else {
+                // Nothing of the key: gone, or the token is (which finds nothing either).
+                self.confirm_present(e)?;
+                if objects.is_empty() && privates.is_empty() {
+                    return Ok(Disposed::Gone);
+                }
+                return Ok(Disposed::NotTheKey(format!(
+                    "{key_uri}: no public key object with this CKA_ID holds key {kid}"
+                )));
+            };
+            let public = recorded.key.clone();
+            let proven = if privates.is_empty() {
+                Vec::new()
+            } else {
+                match proven_private_keys(s, &key_uri, id, &public)? {
+                    Ok(proven) => proven,
+                    Err(reason) => return Ok(Disposed::NotTheKey(format!("{key_uri}: {reason}"))),
+                }
+            };
+            let mut destroyed = false;
+            match disposal {
+                Disposal::Retire => {
+                    if proven.is_empty() {
+                        self.confirm_present(e)?;
+                        return Ok(Disposed::Gone);
+                    }
+                    if !objects.iter().any(|o| is_proof(o, &public)) {
+                        make_proof(s, &key_uri, id, kid, recorded.handle)?;
+                    }
+                }
+                Disposal::Forget => {
+                    for object in objects.iter().filter(|o| o.key == public) {
+                        destroy(s, &key_uri, object.handle)?;
+                        destroyed = true;
+                    }
+                }
+            }
+            for handle in proven {
+                destroy(s, &key_uri, handle)?;
+                destroyed = true;
+            }
+            s.forget_handle(id);
+            Ok(if destroyed {
+                Disposed::Destroyed
+            } else {
+                Disposed::Gone
+            })
+        })
+    }
+
+    /// Takes from the private key object of `id` every use but signing (`CKA_DECRYPT`,
+    /// `CKA_UNWRAP`, `CKA_DERIVE`), for keys made before warrant set them false at creation.
+    /// Returns whether anything changed. Blocks.
+    pub fn restrict_to_signing(&self, id: &[u8]) -> Result<bool, HsmError> {
+        let key_uri = self.uri().with_object(id, None);
+        self.call("restrict", |s, _| {
+            let handles = find(&s.session, ObjectClass::PRIVATE_KEY, id)
+                .map_err(|e| HsmError::pkcs11(&key_uri, "C_FindObjects", e))?;
+            let mut changed = false;
+            for handle in handles {
+                let attrs = s
+                    .session
+                    .get_attributes(
+                        handle,
+                        &[
+                            AttributeType::Decrypt,
+                            AttributeType::Unwrap,
+                            AttributeType::Derive,
+                        ],
+                    )
+                    .map_err(|e| HsmError::pkcs11(&key_uri, "C_GetAttributeValue", e))?;
+                let narrowed: Vec<Attribute> = attrs
+                    .into_iter()
+                    .filter_map(|a| match a {
+                        Attribute::Decrypt(true) => Some(Attribute::Decrypt(false)),
+                        Attribute::Unwrap(true) => Some(Attribute::Unwrap(false)),
+                        Attribute::Derive(true) => Some(Attribute::Derive(false)),
+                        _ => None,
+                    })
+                    .collect();
+                if narrowed.is_empty() {
+                    continue;
+                }
+                s.session
+                    .update_attributes(handle, &narrowed)
+                    .map_err(|e| HsmError::pkcs11(&key_uri, "C_SetAttributeValue", e))?;
+                changed = true;
+            }
+            Ok(changed)
+        })
+    }
+}
+
+/// True when `object` is the proof that warrant holds `public`: made by a logged-in session,
+/// labelled by the kid, holding the key.
+fn is_proof(object: &PublicObject, public: &VerifyingKey) -> bool {
+    object.private && object.label.as_deref() == Some(public.kid()) && &object.key == public
+}
+
+/// The private key objects of `id`, each proven to be `public`'s key: `CKA_PRIVATE` (the only
+/// ones [`find`] returns), labelled by its kid, and signing [`CHALLENGE`] so that `public`
+/// verifies it. `Ok(Err(reason))` when there is none, or one is not.
+fn proven_private_keys(
+    s: &Pooled,
+    key_uri: &Pkcs11Uri,
+    id: &[u8],
+    public: &VerifyingKey,
+) -> Result<Result<Vec<ObjectHandle>, String>, HsmError> {
+    let handles = find(&s.session, ObjectClass::PRIVATE_KEY, id)
+        .map_err(|e| HsmError::pkcs11(key_uri, "C_FindObjects", e))?;
+    if handles.is_empty() {
+        return Ok(Err(
+            "no public key object that only a session with the PIN can create holds it, and no private key object with this CKA_ID proves it".into(),
+        ));
+    }
+    let (mechanism, digest) = mechanism(public.algorithm(), CHALLENGE);
+    let data = digest.as_ref().map_or(CHALLENGE, |d| d.as_ref());
+    for &handle in &handles {
+        let label = s
+            .session
+            .get_attributes(handle, &[AttributeType::Label])
+            .map_err(|e| HsmError::pkcs11(key_uri, "C_GetAttributeValue", e))?
+            .into_iter()
+            .find_map(|a| match a {
+                Attribute::Label(v) => Some(String::from_utf8_lossy(&v).into_owned()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        if label != public.kid() {
+            return Ok(Err(format!(
+                "the private key object with this CKA_ID is labelled {label:?}, not with the key's kid: warrant did not make it"
+            )));
+        }
+        let proves = s
+            .session
+            .sign(&mechanism, handle, data)
+            .is_ok_and(|sig| verifies(public, CHALLENGE, &sig));
+        if !proves {
+            return Ok(Err(
+                "the private key object with this CKA_ID is not the recorded key: a signature it makes does not verify with the recorded public key".into(),
+            ));
+        }
+    }
+    Ok(Ok(handles))
+}
+
+/// Makes the proof object of key `kid` from the public key object `from` (verified to hold the
+/// key): the same key attributes, with warrant's public key template.
+fn make_proof(
+    s: &Pooled,
+    key_uri: &Pkcs11Uri,
+    id: &[u8],
+    kid: &str,
+    from: ObjectHandle,
+) -> Result<(), HsmError> {
+    let mut template: Vec<Attribute> = s
+        .session
+        .get_attributes(from, &PUBLIC_KEY_ATTRIBUTES)
+        .map_err(|e| HsmError::pkcs11(key_uri, "C_GetAttributeValue", e))?;
+    template.push(Attribute::Class(ObjectClass::PUBLIC_KEY));
+    template.extend(public_template(id, kid));
+    s.session
+        .create_object(&template)
+        .map_err(|e| HsmError::pkcs11(key_uri, "C_CreateObject (proof of the key)", e))?;
+    tracing::info!(%kid, uri = %key_uri, "made the key's public key object private, so the token vouches for it once its private half is destroyed");
+    Ok(())
+}
+
+fn destroy(s: &Pooled, key_uri: &Pkcs11Uri, handle: ObjectHandle) -> Result<(), HsmError> {
+    s.session
+        .destroy_object(handle)
+        .map_err(|e| HsmError::pkcs11(key_uri, "C_DestroyObject", e))
+}
+
+/// True when `signature` over `message` verifies with `public` (JWS formats: PKCS#1 v1.5 for
+/// RS256, fixed-width `r || s` for ECDSA, as the token returns them).
+fn verifies(public: &VerifyingKey, message: &[u8], signature: &[u8]) -> bool {
+    let algorithm: &dyn signature::VerificationAlgorithm = match public.algorithm() {
+        Algorithm::RS256 => &signature::RSA_PKCS1_2048_8192_SHA256,
+        Algorithm::ES256 => &signature::ECDSA_P256_SHA256_FIXED,
+        Algorithm::ES384 => &signature::ECDSA_P384_SHA384_FIXED,
+        Algorithm::ES512 => &signature::ECDSA_P521_SHA512_FIXED,
+    };
+    signature::ParsedPublicKey::new(algorithm, public.spki_der())
+        .is_ok_and(|key| key.verify_sig(message, signature).is_ok())
+}
