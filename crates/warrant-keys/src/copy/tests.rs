@@ -122,6 +122,55 @@ async fn a_copy_of_held_keys_holds_no_private_key() {
     assert!(seed.keys.keys()[0].key().remote_key().is_some());
 }
 
+/// A copy is read through the store's holder, which vouches for every key it lists: a copy
+/// someone else wrote, listing a key the holder does not hold for warrant, is refused by name
+/// (never served), and the store's keys replace it at the next read.
+#[tokio::test]
+async fn a_copy_listing_a_key_its_holder_does_not_vouch_for_is_refused() {
+    use crate::KeyHolder as _;
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("copy");
+    let holder = Arc::new(FakeHolder::default());
+    let store = MemoryStore::new().with_holder(holder.clone());
+    let genuine = ManagedKeySet::default()
+        .rotate(&policy(), at(T0), |t| holder.generate(t))
+        .unwrap()
+        .unwrap();
+    store.save(&genuine, None).await.unwrap();
+
+    // Someone who can write the directory lists their own key as held in the token.
+    let attacker = SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    let forged_key = holder
+        .open(
+            &format!("fake:{}", attacker.kid()),
+            attacker.verifying_key().clone(),
+        )
+        .unwrap();
+    let forged = ManagedKeySet::default()
+        .rotate(&policy(), at(T0), |_| Ok(forged_key.clone()))
+        .unwrap()
+        .unwrap();
+    DirStore::new(&dir)
+        .with_holder(holder.clone())
+        .replace(&forged)
+        .await
+        .unwrap();
+
+    let copy = Arc::new(LocalCopy::new(&dir, Some(holder.clone())));
+    let err = copy.read().await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NotVouched { kid, .. } if kid == attacker.kid()),
+        "{err:?}"
+    );
+    assert_eq!(copy.state().borrow().written_at, None);
+
+    // The store answers: its keys replace the forged copy, which then reads back.
+    let copied = CopiedStore::new(store, copy.clone());
+    copied.load().await.unwrap().unwrap();
+    let seed = copy.read().await.unwrap().unwrap();
+    assert_eq!(kids(&seed.keys), kids(&genuine));
+}
+
 /// A copy anyone may write to is refused, as a key directory is; a refresh that fails is
 /// reported, and the copy is written again once it can be.
 #[cfg(unix)]
