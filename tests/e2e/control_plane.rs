@@ -679,21 +679,32 @@ async fn three_nodes_sign_with_one_key_set_across_two_rotations() {
     for node in [&a, &b, &c] {
         assert_eq!(node.copy_kids(), kids, "{}'s copy", node.name);
         let readyz = node.readyz().await;
+        // Each node says which node writes, how old its view of the Secret is, and its copy's.
         let role = if node.name == "node-a" {
-            "leading"
+            "leading (kube-system/warrant-keys-leader as node-a): this replica writes the keys"
+                .to_owned()
         } else {
-            "following"
-        };
-        assert!(
-            readyz.contains(&format!(
-                "[+]key-lease {role} (kube-system/warrant-keys-leader as {})",
+            format!(
+                "following (kube-system/warrant-keys-leader as {}): another replica writes the keys; the key Secret was last written by node-a",
                 node.name
-            )) && readyz.contains("[+]key-store ok, last read at ")
+            )
+        };
+        let aged = readyz
+            .lines()
+            .filter(|l| {
+                (l.starts_with("[+]key-store ok, last read at ") || l.starts_with("[+]key-copy "))
+                    && l.contains(" s ago)")
+            })
+            .count();
+        assert!(
+            readyz.contains(&format!("[+]key-lease {role}\n"))
+                && readyz.contains("[+]key-store ok, last read at ")
                 && readyz.contains(&format!(
                     "[+]key-copy {} written at ",
                     node.copy().display()
                 ))
-                && readyz.contains(", holding the key store's keys"),
+                && readyz.contains(", holding the key store's keys")
+                && aged == 2,
             "{readyz}"
         );
     }

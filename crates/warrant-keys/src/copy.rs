@@ -52,11 +52,12 @@ pub struct CopyState {
 }
 
 impl CopyState {
-    /// One line for a readiness report.
-    pub fn summary(&self) -> String {
+    /// One line for a readiness report at `now`: when the copy was written (how old it is),
+    /// and how it stands.
+    pub fn summary(&self, now: Timestamp) -> String {
         let written = self.written_at.map_or_else(
             || "none written yet".to_owned(),
-            |t| format!("written at {t}"),
+            |t| format!("written at {}", crate::manager::at_ago(t, now)),
         );
         match (&self.last_error, self.in_step) {
             (Some(error), _) => format!("{written}; cannot be refreshed: {error}"),

@@ -96,16 +96,17 @@ pub struct StoreHealth {
 }
 
 impl StoreHealth {
-    /// One line for a readiness report: `ok`, or since when the store fails, why, and which
-    /// keys are served meanwhile.
-    pub fn summary(&self) -> String {
+    /// One line for a readiness report at `now`: `ok` and when the store last answered (how old
+    /// this replica's view of it is), or since when the store fails, why, and which keys are
+    /// served meanwhile.
+    pub fn summary(&self, now: Timestamp) -> String {
         match (&self.failing_since, self.last_success) {
-            (None, Some(read)) => format!("ok, last read at {read}"),
+            (None, Some(read)) => format!("ok, last read at {}", at_ago(read, now)),
             (None, None) => "ok".to_owned(),
             (Some(since), read) => {
                 let serving = read.map_or_else(
                     || "serving the keys it started with (a local copy): the store has not answered since".to_owned(),
-                    |t| format!("serving the keys last read at {t}"),
+                    |t| format!("serving the keys last read at {}", at_ago(t, now)),
                 );
                 format!(
                     "stale since {since}: {}; {serving}",
@@ -129,6 +130,15 @@ impl StoreHealth {
         self.last_error = None;
         self.failing_since.take().is_some()
     }
+}
+
+/// `t`, and how long before `now` it was, for a readiness report: `2026-01-01T00:00:00Z (42 s
+/// ago)`.
+pub(crate) fn at_ago(t: Timestamp, now: Timestamp) -> String {
+    format!(
+        "{t} ({} s ago)",
+        now.as_second().saturating_sub(t.as_second())
+    )
 }
 
 /// Why managed keys cannot be served.

@@ -47,14 +47,17 @@ pub(crate) async fn open(
     Ok((copy, seed))
 }
 
-/// Reports the copy in `/readyz?verbose` (`key-copy`): when it was written, and whether it
+/// Reports the copy in `/readyz?verbose` (`key-copy`): when it was written (and how long ago),
+/// and whether it
 /// holds the Secret's keys or is being served until the Secret answers. Informational: a
 /// replica serving its copy is ready, as kube-apiserver needs it to be.
 pub(crate) fn report(state: &AppState, copy: &LocalCopy) {
     let described = copy.dir().display().to_string();
     let copy_state = copy.state();
+    let issuer = state.issuer().clone();
     state.add_report("key-copy", move || {
-        format!("{described} {}", copy_state.borrow().summary())
+        let now = issuer.clock().now();
+        format!("{described} {}", copy_state.borrow().summary(now))
     });
 }
 

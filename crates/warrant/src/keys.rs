@@ -364,12 +364,20 @@ enum Pending {
     },
     Managed {
         manager: Box<KeyManager<Store>>,
-        leadership: Option<(Leadership, String)>,
+        leadership: Option<Box<Elected>>,
         extra_files: StaticKeyFiles,
         extra: StaticKeys,
         /// This node's local copy of the Secret, if it keeps one.
         copy: Option<Arc<LocalCopy>>,
     },
+}
+
+/// A replica's part in electing the writer of a Secret: the election, what it is (`LEASE as
+/// IDENTITY`), and the Secret, whose last writer the followers name.
+struct Elected {
+    leadership: Leadership,
+    described: String,
+    secret: SecretStore,
 }
 
 /// Keeps the keys current; [`stop`](Self::stop) (or dropping it) stops that.
@@ -458,6 +466,9 @@ pub(crate) async fn open(
                         Some(holder) => secret_store.with_holder(holder.clone()),
                         None => secret_store,
                     };
+                    // Clones share what was last read: the followers' readiness report names
+                    // the Secret's last writer from it.
+                    let read_secret = secret_store.clone();
                     let store = match copy_dir {
                         Some(dir) => {
                             let (local, seed) = crate::keycopy::open(dir, holder.clone()).await?;
@@ -468,8 +479,12 @@ pub(crate) async fn open(
                         None => Store::Secret(secret_store),
                     };
                     let writer = Writer::WhileLeader(leadership.leading());
-                    let described = format!("{lease} as {identity}");
-                    (store, writer, Some((leadership, described)))
+                    let elected = Elected {
+                        leadership,
+                        described: format!("{lease} as {identity}"),
+                        secret: read_secret,
+                    };
+                    (store, writer, Some(Box::new(elected)))
                 }
             };
             let store = store.held_by(holder);
@@ -546,9 +561,9 @@ impl Opened {
     pub(crate) fn writer(&self) -> Writer {
         match &self.running {
             Pending::Managed {
-                leadership: Some((leadership, _)),
+                leadership: Some(elected),
                 ..
-            } => Writer::WhileLeader(leadership.leading()),
+            } => Writer::WhileLeader(elected.leadership.leading()),
             Pending::Static { .. } | Pending::Managed { .. } => Writer::Always,
         }
     }
@@ -621,14 +636,15 @@ impl Opened {
                 if let Some(copy) = &copy {
                     crate::keycopy::report(&state, copy);
                 }
-                let leadership = leadership.map(|(leadership, described)| {
+                let leadership = leadership.map(|elected| {
+                    let Elected {
+                        leadership,
+                        described,
+                        secret,
+                    } = *elected;
                     let leading = leadership.leading();
                     state.add_report("key-lease", move || {
-                        if *leading.borrow() {
-                            format!("leading ({described}): this replica writes the keys")
-                        } else {
-                            format!("following ({described}): another replica writes the keys")
-                        }
+                        lease_report(*leading.borrow(), &described, &secret)
                     });
                     leadership
                 });
@@ -647,10 +663,25 @@ impl Opened {
     }
 }
 
-/// The `key-store` line of `/readyz?verbose`: how the store answers, and, while it does not,
-/// when the keys stop signing (see `KeyManager::signing_deadline`).
+/// The `key-lease` line of `/readyz?verbose`: whether this replica writes the keys and, when it
+/// does not, which replica last wrote them (the Secret's `warrant.dev/written-by`, as this
+/// replica last read it: the Lease's holder, or the one before it if the holder has written
+/// nothing yet).
+fn lease_report(leading: bool, described: &str, secret: &SecretStore) -> String {
+    if leading {
+        return format!("leading ({described}): this replica writes the keys");
+    }
+    let writer = secret.written_by().map_or_else(
+        || "the key Secret names no writer yet".to_owned(),
+        |writer| format!("the key Secret was last written by {writer}"),
+    );
+    format!("following ({described}): another replica writes the keys; {writer}")
+}
+
+/// The `key-store` line of `/readyz?verbose`: how the store answers, and how long ago, and,
+/// while it does not, when the keys stop signing (see `KeyManager::signing_deadline`).
 fn store_report(health: &StoreHealth, issuer: &warrant_issuer::Issuer, now: Timestamp) -> String {
-    let summary = health.summary();
+    let summary = health.summary(now);
     match issuer.published().keys().signing_deadline() {
         Some(deadline) if now >= deadline => format!(
             "{summary}; signing nothing since {deadline}, when the store's writer may have retired the key (verifying goes on)"

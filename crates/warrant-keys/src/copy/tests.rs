@@ -41,7 +41,7 @@ async fn the_copy_is_a_private_key_directory_written_when_the_store_changes() {
     let store = MemoryStore::new();
     let copy = Arc::new(LocalCopy::new(&dir, None));
     assert!(copy.read().await.unwrap().is_none());
-    assert_eq!(copy.state().borrow().summary(), "none written yet");
+    assert_eq!(copy.state().borrow().summary(at(T0)), "none written yet");
     let copied = CopiedStore::new(store.clone(), copy.clone());
 
     // The writer's first keys: copied at once, as a private key directory.
@@ -81,10 +81,14 @@ async fn the_copy_is_a_private_key_directory_written_when_the_store_changes() {
         Some(seed.written_at),
         DirStore::new(&dir).written_at().unwrap()
     );
-    let summary = again.state().borrow().summary();
-    assert!(
-        summary.ends_with("; serving its keys until the key store answers"),
-        "{summary}"
+    let later = seed.written_at + jiff::SignedDuration::from_secs(90);
+    let summary = again.state().borrow().summary(later);
+    assert_eq!(
+        summary,
+        format!(
+            "written at {} (90 s ago); serving its keys until the key store answers",
+            seed.written_at
+        )
     );
 }
 
@@ -190,7 +194,7 @@ async fn a_copy_others_may_write_to_is_refused_and_a_failed_refresh_is_reported(
         .unwrap()
         .unwrap();
     copy.refresh(&rotated, "memory store").await;
-    let summary = copy.state().borrow().summary();
+    let summary = copy.state().borrow().summary(at(T0));
     assert!(summary.contains("; cannot be refreshed: "), "{summary}");
     assert!(
         summary.contains("writable by its group or by others"),

@@ -484,7 +484,7 @@ async fn a_store_entry_the_holder_does_not_vouch_for_is_refused_and_the_keys_sta
     // The manager re-reads the store, refuses it, and publishes nothing new.
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(seen.try_recv().is_err(), "a key set was published");
-    let said = health.borrow().summary();
+    let said = health.borrow().summary(clock.now());
     assert!(
         said.contains(&format!(
             "key {} is not vouched for by fake holder",
