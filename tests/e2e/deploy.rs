@@ -21,6 +21,7 @@ const COMPONENTS: &[&str] = &[
     "audit",
     "external-signer",
     "no-secret-binding",
+    "injection",
 ];
 
 /// `kubectl kustomize DIR`, parsed.
@@ -618,11 +619,26 @@ fn check_references(objects: &[Value], what: &str) {
         .iter()
         .map(|v| v["name"].as_str().unwrap())
         .collect();
-    for mount in pod["containers"][0]["volumeMounts"].as_array().unwrap() {
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    for mount in mounts {
         assert!(
             volumes.contains(mount["name"].as_str().unwrap()),
             "{what}: mount {mount} has no volume"
         );
+    }
+    // And the other way: every file a flag names is on a mount.
+    for flag in args(&pod["containers"][0]) {
+        let Some((name, path)) = flag.split_once('=') else {
+            continue;
+        };
+        if path.starts_with("/etc/warrant/") {
+            assert!(
+                mounts
+                    .iter()
+                    .any(|m| path.starts_with(m["mountPath"].as_str().unwrap())),
+                "{what}: {name} names {path}, which no volume is mounted at"
+            );
+        }
     }
 }
 
@@ -722,9 +738,15 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             let role = find(objects, "Role", "warrant-keys");
             assert_eq!(role["rules"][0]["resourceNames"][0], "warrant-keys");
             assert_eq!(role["metadata"]["namespace"], "warrant");
-            let env = &pod["containers"][0]["env"];
+            // By name: other components add variables of their own.
+            let pod_name = pod["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "POD_NAME")
+                .unwrap_or_else(|| panic!("{what}: no POD_NAME"));
             assert_eq!(
-                env[0]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
+                pod_name["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
                 "POD_NAME names the Lease holder"
             );
         }
@@ -795,8 +817,152 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
                 );
             }
         }
+        "injection" => check_injection(objects, flags, what),
         other => panic!("no check for component {other}"),
     }
+}
+
+/// Token injection: the webhook reaches warrant's Service at the route the server serves, is
+/// kept out of kube-system and warrant's own namespace and away from opted-out pods, fails open
+/// in time, promises no side effects; the agent's image is warrant's own; the agent's CA is
+/// the serving Secret's; the policy the agents are allowed by parses and lets them ask for the
+/// clouds' default audiences.
+fn check_injection(objects: &[Value], flags: &[String], what: &str) {
+    let deployment = find(objects, "Deployment", "warrant");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let webhook = &find(
+        objects,
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    )["webhooks"][0];
+    let service = &webhook["clientConfig"]["service"];
+    let target = find(objects, "Service", service["name"].as_str().unwrap());
+    assert_eq!(
+        service["namespace"], target["metadata"]["namespace"],
+        "{what}"
+    );
+    assert_eq!(
+        service["port"], target["spec"]["ports"][0]["port"],
+        "{what}"
+    );
+    assert_eq!(service["path"], warrant_server::ADMISSION_PATH, "{what}");
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["failurePolicy"], "Ignore");
+    assert!(webhook["timeoutSeconds"].as_u64().unwrap() <= 10);
+    assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
+    assert_eq!(webhook["rules"][0]["resources"], json!(["pods"]));
+    assert_eq!(webhook["rules"][0]["operations"], json!(["CREATE"]));
+    let kept_out = &webhook["namespaceSelector"]["matchExpressions"][0];
+    assert_eq!(kept_out["key"], "kubernetes.io/metadata.name");
+    assert_eq!(kept_out["operator"], "NotIn");
+    for namespace in [
+        "kube-system",
+        deployment["metadata"]["namespace"].as_str().unwrap(),
+    ] {
+        assert!(
+            kept_out["values"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(namespace)),
+            "{what}: {namespace} is sent to the webhook"
+        );
+    }
+    assert_eq!(
+        webhook["objectSelector"]["matchExpressions"][0],
+        json!({"key": "warrant.dev/inject", "operator": "NotIn", "values": ["false"]})
+    );
+    // The agent runs the image warrant runs, whatever the overlay names.
+    let image = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "WARRANT_INJECTION_AGENT_IMAGE")
+        .unwrap_or_else(|| panic!("{what}: no agent image"));
+    assert_eq!(image["value"], container["image"], "{what}");
+    assert!(
+        flags.contains(&"--injection-warrant-url=https://warrant.warrant.svc".to_owned()),
+        "{what}: {flags:?}"
+    );
+    // The CA file is the serving Secret's ca.crt, and the policy file its ConfigMap's.
+    let mounted = |flag: &str| -> &Value {
+        let path = flags
+            .iter()
+            .find_map(|f| f.strip_prefix(&format!("{flag}=")))
+            .unwrap_or_else(|| panic!("{what}: no {flag}"));
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| path.starts_with(m["mountPath"].as_str().unwrap()))
+            .unwrap_or_else(|| panic!("{what}: {path} is not mounted"));
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap()
+    };
+    assert_eq!(
+        mounted("--injection-ca-file")["secret"]["secretName"],
+        "warrant-serving"
+    );
+    let map = mounted("--authorization-policy-file")["configMap"]["name"]
+        .as_str()
+        .unwrap();
+    let text = find(objects, "ConfigMap", map)["data"]["policy.yaml"]
+        .as_str()
+        .unwrap();
+    warrant_auth::Policy::parse(text, "policy.yaml").unwrap();
+    let policy: Value = serde_saphyr::from_str(text).unwrap();
+    for audience in ["sts.amazonaws.com", "api://AzureADTokenExchange"] {
+        assert!(
+            policy["selfService"]["audiences"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(audience)),
+            "{what}: {audience}"
+        );
+    }
+}
+
+/// The caBundle by hand (injection: none, for the overlay to set) or by cert-manager's CA
+/// injector (injection/cert-manager, beside the cert-manager component: the annotation names
+/// the Certificate that makes warrant's serving Secret).
+#[test]
+fn the_injection_webhooks_ca_comes_by_hand_or_from_cert_manager() {
+    let by_hand = render_with(&["injection"]);
+    let webhook = find(
+        &by_hand,
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    );
+    assert!(webhook["metadata"].get("annotations").is_none());
+    assert!(
+        webhook["webhooks"][0]["clientConfig"]
+            .get("caBundle")
+            .is_none()
+    );
+    let injected = render_with(&["cert-manager", "injection/cert-manager"]);
+    let flags = args(
+        &find(&injected, "Deployment", "warrant")["spec"]["template"]["spec"]["containers"][0],
+    );
+    check_injection(&injected, &flags, "injection/cert-manager");
+    let certificate = find(&injected, "Certificate", "warrant-serving");
+    let webhook = find(
+        &injected,
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    );
+    assert_eq!(
+        webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        format!(
+            "{}/{}",
+            certificate["metadata"]["namespace"].as_str().unwrap(),
+            certificate["metadata"]["name"].as_str().unwrap()
+        )
+    );
+    assert_eq!(certificate["spec"]["secretName"], "warrant-serving");
 }
 
 /// Every component directory is one the test above renders (a new one cannot go unchecked).
@@ -900,6 +1066,16 @@ fn install_doc_commands_run_and_its_overlay_renders() {
     let api = find(&objects, "APIService", "v1alpha1.warrant.dev");
     assert_eq!(
         api["spec"]["caBundle"],
+        base64::engine::general_purpose::STANDARD.encode(&ca)
+    );
+    // The token injection section adds its component; its webhook trusts the same CA.
+    let webhook = find(
+        &objects,
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    );
+    assert_eq!(
+        webhook["webhooks"][0]["clientConfig"]["caBundle"],
         base64::engine::general_purpose::STANDARD.encode(&ca)
     );
     let deployment = find(&objects, "Deployment", "warrant");

@@ -25,6 +25,7 @@ mod errors;
 mod getting_started;
 mod hardening;
 mod hsm;
+mod injection;
 mod keybinding;
 mod keys;
 mod metrics_listener;

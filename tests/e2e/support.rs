@@ -191,7 +191,15 @@ impl Warrant {
                 flags.push(kubeconfig.into());
             }
         }
-        flags.extend(extra.iter().map(OsString::from));
+        // `{dir}` and `{port}` in the extra flags name the setup's directory and port, which
+        // exist only now (a flag naming the setup's CA, or the server's own URL).
+        let dir_text = dir.path().display().to_string();
+        flags.extend(extra.iter().map(|flag| {
+            OsString::from(
+                flag.replace("{dir}", &dir_text)
+                    .replace("{port}", &port.to_string()),
+            )
+        }));
         let key_flags = keys(dir.path());
         let child = spawn_serve(&listener, &flags, &key_flags, env);
         let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.path().join("ca.crt")).unwrap())

@@ -173,6 +173,7 @@ mod tests {
                 uid: uid.into(),
                 deletion_timestamp: deleted.map(|s| Timestamp::from_second(s).unwrap()),
                 pod: None,
+                annotations: vec![],
             };
             self.records
                 .lock()

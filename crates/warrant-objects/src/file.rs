@@ -323,6 +323,7 @@ impl Snapshot {
                 uid,
                 deletion_timestamp: entry.deletion_timestamp,
                 pod: entry.pod,
+                annotations: entry.annotations,
             };
             snapshot
                 .objects

@@ -24,7 +24,7 @@ pub use checks::{ObjectError, check_token_objects};
 pub use file::{FileSource, FileSourceWatch, ReloadStatus};
 pub use manifest::ManifestError;
 pub use memory::MemorySource;
-pub use record::{Kind, PodInfo, Record};
+pub use record::{Kind, PodInfo, Record, is_warrant_annotation};
 pub use source::{
     ClientError, LiveError, LiveLookup, LookupError, ObjectSource, Objects, SECRET_BINDING_DISABLED,
 };

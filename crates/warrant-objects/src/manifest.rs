@@ -2,8 +2,9 @@
 //! Nodes, as `kubectl get -o yaml` / `-o json` writes them (a `kind: List` included).
 //!
 //! The parser reads only what a [`Record`](crate::Record) needs: `kind`, `apiVersion`,
-//! `metadata.{name,namespace,uid,deletionTimestamp}` and, for pods, the service account, node
-//! and projected token audiences. Every other field (`status`, `managedFields`, a Secret's
+//! `metadata.{name,namespace,uid,deletionTimestamp}`, the annotations in warrant's domains (kept
+//! for ServiceAccounts only; every other annotation's value is stepped over unread) and, for
+//! pods, the service account, node and projected token audiences. Every other field (`status`, `managedFields`, a Secret's
 //! `data` and `stringData`) is skipped by the deserializer as it goes past, never stored. The
 //! file's text is held only while it is parsed.
 //!
@@ -150,6 +151,8 @@ pub(crate) struct Entry {
     pub(crate) uid: Option<String>,
     pub(crate) deletion_timestamp: Option<Timestamp>,
     pub(crate) pod: Option<PodInfo>,
+    /// A ServiceAccount's annotations in warrant's domains, sorted; empty for other kinds.
+    pub(crate) annotations: Vec<(String, String)>,
 }
 
 /// The namespace kubectl puts a namespaced object in when its manifest names none.
@@ -333,6 +336,12 @@ impl Collector<'_> {
         }
 
         let pod = (known == Kind::Pod).then(|| pod_info(raw.spec.unwrap_or_default()));
+        let annotations = match metadata.annotations {
+            Some(WarrantAnnotations(kept)) if known == Kind::ServiceAccount => {
+                kept.into_iter().collect()
+            }
+            _ => Vec::new(),
+        };
         self.entries.push(Entry {
             kind: known,
             namespace,
@@ -340,6 +349,7 @@ impl Collector<'_> {
             uid: metadata.uid.filter(|u| !u.is_empty()),
             deletion_timestamp,
             pod,
+            annotations,
         });
         Ok(())
     }
@@ -454,6 +464,47 @@ struct RawMetadata {
     namespace: Option<String>,
     uid: Option<String>,
     deletion_timestamp: Option<Spanned<String>>,
+    annotations: Option<WarrantAnnotations>,
+}
+
+/// `metadata.annotations`, of which only warrant's keys are read
+/// ([`crate::is_warrant_annotation`]); the value of any other key (a last-applied
+/// configuration that could quote a Secret's data) is stepped over unread. A key given twice
+/// keeps its last value, as Kubernetes' own decoding does.
+#[derive(Default)]
+struct WarrantAnnotations(std::collections::BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for WarrantAnnotations {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct AnnotationsVisitor;
+        impl<'de> Visitor<'de> for AnnotationsVisitor {
+            type Value = WarrantAnnotations;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping of annotation keys to strings")
+            }
+
+            fn visit_unit<E: serde::de::Error>(self) -> Result<WarrantAnnotations, E> {
+                Ok(WarrantAnnotations::default())
+            }
+
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<WarrantAnnotations, A::Error> {
+                let mut kept = std::collections::BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if crate::is_warrant_annotation(&key) {
+                        kept.insert(key, map.next_value::<String>()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(WarrantAnnotations(kept))
+            }
+        }
+        deserializer.deserialize_map(AnnotationsVisitor)
+    }
 }
 
 #[derive(Default, Deserialize)]

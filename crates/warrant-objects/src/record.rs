@@ -49,6 +49,8 @@ impl Kind {
 ///
 /// Memory: a record is its UID (36 bytes), an optional timestamp and, for pods, two names and
 /// the audiences of its projected token volumes: about 150 bytes plus the key it is stored under.
+/// A ServiceAccount that carries warrant's own annotations keeps those too (a few hundred
+/// bytes; most carry none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// `metadata.uid`.
@@ -58,6 +60,24 @@ pub struct Record {
     pub deletion_timestamp: Option<Timestamp>,
     /// Pod details; `None` for other kinds.
     pub pod: Option<PodInfo>,
+    /// For a ServiceAccount, its annotations in warrant's domains ([`is_warrant_annotation`]),
+    /// sorted by key: what token injection reads (an audience, a cloud role). Empty for other
+    /// kinds, and every other annotation is left out, so the cache never holds what other tools
+    /// keep there.
+    pub annotations: Vec<(String, String)>,
+}
+
+/// Whether an annotation key is warrant's: its prefix (before `/`) is `warrant.dev` or a
+/// subdomain of it (`aws.warrant.dev/role-arn`). Only these are kept of a ServiceAccount.
+pub fn is_warrant_annotation(key: &str) -> bool {
+    const DOMAIN: &str = "warrant.dev";
+    key.split_once('/').is_some_and(|(prefix, name)| {
+        !name.is_empty()
+            && (prefix == DOMAIN
+                || prefix
+                    .strip_suffix(DOMAIN)
+                    .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')))
+    })
 }
 
 /// The parts of a pod that token issuance and node authorization read.
@@ -73,10 +93,45 @@ pub struct PodInfo {
 }
 
 impl Record {
+    /// The value of warrant's annotation `key`, if the object carries it.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// True if the object counts as deleted at `cutoff`: its deletion timestamp is before it.
     /// Token checks pass `now - 60 s`, so an object being gracefully deleted keeps its tokens
     /// valid until a minute after its deletion timestamp, as in kube-apiserver.
     pub fn deleted_before(&self, cutoff: Timestamp) -> bool {
         self.deletion_timestamp.is_some_and(|t| t < cutoff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warrants_annotations_are_those_in_its_domains() {
+        for key in [
+            "warrant.dev/audience",
+            "aws.warrant.dev/role-arn",
+            "a.b.warrant.dev/x",
+        ] {
+            assert!(is_warrant_annotation(key), "{key}");
+        }
+        for key in [
+            "eks.amazonaws.com/role-arn",
+            "notwarrant.dev/audience",
+            ".warrant.dev/x",
+            "warrant.dev/",
+            "warrant.dev",
+            "kubectl.kubernetes.io/last-applied-configuration",
+            "audience",
+        ] {
+            assert!(!is_warrant_annotation(key), "{key}");
+        }
     }
 }

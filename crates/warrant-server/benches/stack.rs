@@ -28,6 +28,10 @@
 //! - `delegated/authentication-miss`: `GET /version` with the TokenReview's answer expired
 //!   each time (the clock moves 10 s), so each request asks the fixture over loopback HTTP:
 //!   the lookup's single flight, retry loop and cache insert, and kube's client.
+//! - `admission/pod`: token injection's webhook on kube-apiserver's captured review of a pod
+//!   (4 KiB) whose ServiceAccount is annotated for AWS and Azure, as kube-apiserver sends it
+//!   (no credentials): the review read, the ServiceAccount looked up, the plan, warrant's
+//!   authorizers asked about each of the agent's tokens, the patch written (issue 33).
 
 #![allow(
     missing_docs,
@@ -71,6 +75,7 @@ const CROWD: Crowd = Crowd::new(PODS);
 
 struct Bench {
     router: Api,
+    state: warrant_server::AppState,
     key: SigningKey,
     peer: PeerCertificate,
     clock: Clock,
@@ -92,6 +97,17 @@ fn server_with(
 ) -> Bench {
     let source = Arc::new(MemorySource::new());
     CROWD.fill(&source);
+    // A ServiceAccount annotated for token injection (`admission/pod`).
+    let mut injected = warrant_testkit::record("injected-sa-uid");
+    injected.annotations = warrant_testkit::INJECTED_ANNOTATIONS
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .to_vec();
+    source.put(
+        warrant_objects::Kind::ServiceAccount,
+        Crowd::NAMESPACE,
+        "injected",
+        injected,
+    );
     // A users' CA and an admin certificate from it, as the TLS layer attaches it.
     let ca = TestCa::new("bench CA");
     let peer = ca.issue_client("admin", &["system:masters"]).peer();
@@ -111,7 +127,8 @@ fn server_with(
         .registry(registry)
         .build();
     Bench {
-        router: router(state),
+        router: router(state.clone()),
+        state,
         key,
         peer,
         clock,
@@ -398,6 +415,64 @@ fn bench(c: &mut Criterion) {
         });
     });
     drop(fixture);
+    bench_admission(c, &runtime);
+}
+
+/// Token injection's webhook (see the module's docs).
+fn bench_admission(c: &mut Criterion, runtime: &tokio::runtime::Runtime) {
+    let policy = warrant_auth::Policy::parse(
+        "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [sts.amazonaws.com, 'api://AzureADTokenExchange']\n",
+        "policy.yaml",
+    )
+    .unwrap();
+    let injecting = server_with(
+        SigningKey::generate(KeyType::P256).unwrap(),
+        warrant_issuer::DEFAULT_SIGNATURE_CACHE_ENTRIES,
+        (Auditor::disabled(), Registry::default()),
+        |_, authz| {
+            authz.policy = Some(warrant_auth::PolicyFile::from_policy(
+                policy,
+                std::path::Path::new("policy.yaml"),
+            ));
+        },
+    );
+    injecting
+        .state
+        .set_injection(warrant_server::InjectionSettings {
+            agent_image: "ghcr.io/warrant-dev/warrant:v0.1.0".into(),
+            warrant_url: "https://warrant.warrant.svc".into(),
+            ca_pem: Some(TestCa::new("warrant CA").pem().to_owned()),
+            azure_authority_host: warrant_server::AZURE_DEFAULT_AUTHORITY_HOST.into(),
+            azure_tenant_id: None,
+            aws_region: None,
+        });
+    let mut review: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../tests/vectors/admission/admissionreview-pod-annotated-sa.json"
+    ))
+    .unwrap();
+    review["request"]["namespace"] = Crowd::NAMESPACE.into();
+    review["request"]["object"]["spec"]["serviceAccountName"] = "injected".into();
+    let review = review.to_string();
+    let request = || {
+        Request::builder()
+            .method(Method::POST)
+            .uri(warrant_server::ADMISSION_PATH)
+            .header("content-type", "application/json")
+            .body(Body::from(review.clone()))
+            .unwrap()
+    };
+    // What is measured is a mutation, not a refusal.
+    let answer = runtime.block_on(async {
+        let response = injecting.router.clone().oneshot(request()).await.unwrap();
+        response.into_body().collect().await.unwrap().to_bytes()
+    });
+    assert!(
+        String::from_utf8_lossy(&answer).contains("\"patchType\":\"JSONPatch\""),
+        "{answer:?}"
+    );
+    c.bench_function("stack/admission/pod", |b| {
+        b.iter(|| black_box(runtime.block_on(send(&injecting.router, request()))));
+    });
 }
 
 criterion_group! {

@@ -70,6 +70,7 @@ pub(crate) fn check_decoders(bytes: &[u8]) {
         let errors = [
             decode_bytes::<TokenRequest>(format, bytes).err(),
             decode_bytes::<TokenReview>(format, bytes).err(),
+            decode_bytes::<crate::admission::AdmissionReview>(format, bytes).err(),
         ];
         for e in errors.iter().flatten() {
             let message = e.message();

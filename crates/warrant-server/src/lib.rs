@@ -5,6 +5,7 @@
 //! socket);
 //! [`serve`] runs it on a TLS listener.
 
+mod admission;
 mod audit;
 mod body;
 mod connections;
@@ -74,6 +75,7 @@ use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::response::{IntoResponse, Response};
 
+pub use admission::{AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings};
 pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;
 pub use connections::{
@@ -82,7 +84,7 @@ pub use connections::{
 pub use error::ApiError;
 pub use metrics::ReviewResult;
 pub use observe::serve_observe;
-pub use routes::{DISCOVERY_PATH, JWKS_PATH};
+pub use routes::{ADMISSION_PATH, DISCOVERY_PATH, JWKS_PATH};
 pub use state::{AppState, StateParts};
 pub use tls::{
     ServingCertificate, TlsError, TlsFiles, TlsMinVersion, TlsSettings, serve, server_config,
@@ -189,6 +191,7 @@ async fn dispatch(state: &AppState, mut request: Request, admitted: Admitted) ->
             request.extensions_mut().insert(ServedVersion(served));
             tokenreview::create.call(request, state).await
         }
+        Endpoint::Admission => admission::review.call(request, state).await,
         Endpoint::OpenIdConfiguration => discovery::openid_configuration.call(request, state).await,
         Endpoint::Jwks => discovery::jwks.call(request, state).await,
         Endpoint::CoreVersions | Endpoint::Groups | Endpoint::Group | Endpoint::Resources => {

@@ -61,6 +61,9 @@ pub const WARRANT_V1ALPHA1: GroupVersion = group_version!("warrant.dev", "v1alph
 pub const DISCOVERY_PATH: &str = "/.well-known/openid-configuration";
 /// Where the JWKS is served; the discovery document's default `jwks_uri` points here.
 pub const JWKS_PATH: &str = "/openid/v1/jwks";
+/// Where kube-apiserver sends pods for token injection (a MutatingWebhookConfiguration's
+/// `clientConfig.service.path`).
+pub const ADMISSION_PATH: &str = "/mutate/pods";
 
 /// What a route serves: which handler answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +72,8 @@ pub enum Endpoint {
     TokenRequest,
     /// `create tokenreviews`, answered in the route's group-version.
     TokenReview,
+    /// A pod's AdmissionReview: token injection's mutating webhook.
+    Admission,
     /// `/.well-known/openid-configuration`.
     OpenIdConfiguration,
     /// `/openid/v1/jwks`.
@@ -231,6 +236,9 @@ pub(crate) static ROUTES: &[Route] = &[
         "tokenreview",
         Some("createWarrantDevV1alpha1TokenReview"),
     ),
+    // Called by kube-apiserver without credentials unless an AdmissionConfiguration gives it
+    // some: public, like the documents (what it answers and costs: the admission module).
+    route(ADMISSION_PATH, Verb::Post, Endpoint::Admission, "admission"),
     route(
         DISCOVERY_PATH,
         Verb::Get,
@@ -369,7 +377,8 @@ impl Routed {
                 verb: "get".to_owned(),
                 path: "/metrics".to_owned(),
             }),
-            Endpoint::OpenIdConfiguration
+            Endpoint::Admission
+            | Endpoint::OpenIdConfiguration
             | Endpoint::Jwks
             | Endpoint::CoreVersions
             | Endpoint::Groups

@@ -3,8 +3,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use arc_swap::ArcSwapOption;
 use prometheus_client::registry::Registry;
 use warrant_objects::Objects;
+
+use crate::admission::{AdmissionMetrics, InjectionSettings};
 
 use crate::metrics::Metrics;
 use warrant_auth::{Authenticator, Authorizer};
@@ -27,6 +30,10 @@ struct Inner {
     checks: Mutex<Vec<(&'static str, ReadinessCheck)>>,
     /// Set when shutdown begins: readiness fails from then on.
     shutting_down: AtomicBool,
+    /// Token injection's settings; `None` until [`AppState::set_injection`] (the webhook
+    /// route then answers that it is not configured).
+    injection: ArcSwapOption<InjectionSettings>,
+    admission_metrics: AdmissionMetrics,
 }
 
 /// A line of `/readyz?verbose` that a component computes when asked (see
@@ -62,6 +69,7 @@ impl AppState {
             mut registry,
         } = parts;
         let metrics = Metrics::register(&mut registry);
+        let admission_metrics = AdmissionMetrics::register(&mut registry);
         authenticator.register_metrics(&mut registry);
         authorizer.register_metrics(&mut registry);
         AppState {
@@ -75,6 +83,8 @@ impl AppState {
                 reports: Mutex::new(Vec::new()),
                 checks: Mutex::new(Vec::new()),
                 shutting_down: AtomicBool::new(false),
+                injection: ArcSwapOption::empty(),
+                admission_metrics,
             }),
         }
     }
@@ -93,6 +103,21 @@ impl AppState {
     /// True once [`begin_shutdown`](Self::begin_shutdown) was called.
     pub fn shutting_down(&self) -> bool {
         self.inner.shutting_down.load(Ordering::Relaxed)
+    }
+
+    /// Turns token injection on, or replaces its settings (a renewed CA bundle): reviews
+    /// from now on use these.
+    pub fn set_injection(&self, settings: InjectionSettings) {
+        self.inner.injection.store(Some(Arc::new(settings)));
+    }
+
+    /// Token injection's settings, if it is on.
+    pub(crate) fn injection(&self) -> Option<Arc<InjectionSettings>> {
+        self.inner.injection.load_full()
+    }
+
+    pub(crate) fn admission_metrics(&self) -> &AdmissionMetrics {
+        &self.inner.admission_metrics
     }
 
     /// The objects tokens bind to.

@@ -72,6 +72,11 @@ pub(crate) enum Command {
     /// or a controller from a kubeconfig's `exec` section, never by hand.
     #[command(after_long_help = CREDENTIAL_EXAMPLES)]
     Credential(CredentialArgs),
+    /// Keep warrant tokens in files for a pod's containers (the native sidecar token injection
+    /// adds; docs/injection.md): each FILE=AUDIENCE is a token of the pod's service account,
+    /// bound to the pod, refreshed before 80 % of its lifetime and replaced atomically.
+    /// `--check` is its readiness probe.
+    TokenAgent(crate::agent::TokenAgentArgs),
     /// Check an external signer as kube-apiserver does when it starts: Metadata and FetchKeys
     /// over the socket. Exits 0 if both answer and there are keys; otherwise says why and
     /// exits 1. The liveness probe where warrant serves only the socket (`--secure-port 0`).
@@ -895,6 +900,9 @@ pub(crate) struct ServeArgs {
     /// The audit log (docs/audit.md).
     #[command(flatten)]
     pub(crate) audit: crate::audit::AuditArgs,
+    /// Token injection: the mutating webhook for pods (docs/injection.md).
+    #[command(flatten)]
+    pub(crate) injection: crate::injection::InjectionArgs,
     /// Serve kube-apiserver's external JWT signer (KEP-740) on this Unix socket: give
     /// kube-apiserver the same path as its --service-account-signing-endpoint, and the same
     /// --service-account-issuer. Owner-only (0600) unless --signing-endpoint-group. See
@@ -1257,6 +1265,7 @@ mod tests {
             "Who may call",
             "External signer",
             "Objects",
+            "Token injection",
             "Logging",
         ] {
             assert!(headings.contains(&heading), "no flag under \"{heading}\"");

@@ -1,6 +1,8 @@
 //! The `warrant` binary: command line, configuration and wiring. The behaviour lives in the
 //! library crates; this crate only assembles them.
 
+mod agent;
+mod atomic;
 mod audit;
 mod auth;
 mod cli;
@@ -11,6 +13,7 @@ mod export;
 #[cfg(test)]
 mod fuzz_corpus;
 mod hsm;
+mod injection;
 mod jsonlog;
 mod keycopy;
 mod keydir;
@@ -19,6 +22,7 @@ mod listen;
 mod local;
 mod logging;
 mod objects;
+mod refresh;
 mod serve;
 mod signer;
 mod verify;
@@ -67,6 +71,9 @@ fn main() -> ExitCode {
         }
         Command::Credential(args) => {
             current_thread().and_then(|runtime| runtime.block_on(credential::run(&args)))
+        }
+        Command::TokenAgent(args) => {
+            current_thread().and_then(|runtime| runtime.block_on(agent::run(&args)))
         }
         Command::ProbeSigner(args) => {
             current_thread().and_then(|runtime| runtime.block_on(signer::probe(&args)))

@@ -128,6 +128,7 @@ pub(crate) async fn run(
         authorizer: auth.authorizer,
         registry,
     });
+    let _injection = crate::injection::setup(&args.injection, &state)?;
     // Publishing before the key manager starts: its first round (awaited) tells the gate what
     // the targets list, so a key due to sign is held if they do not list it.
     let (publishing, _publisher) = match publisher {
@@ -431,7 +432,7 @@ pub(crate) fn jwks_uri(
     })
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

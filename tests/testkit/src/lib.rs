@@ -33,5 +33,22 @@ pub const SA_UID: &str = "11111111-1111-1111-1111-111111111111";
 pub const POD_UID: &str = "22222222-2222-2222-2222-222222222222";
 /// Node `node-1`'s UID.
 pub const NODE_UID: &str = "33333333-3333-3333-3333-333333333333";
+/// The annotations of a ServiceAccount token injection gives AWS and Azure (the captured
+/// AdmissionReviews' `apps/s3-reader`, whose EKS and Azure Workload Identity annotations these
+/// are with warrant's prefix): tests/vectors/admission's expected pods are made with them.
+pub const INJECTED_ANNOTATIONS: [(&str, &str); 3] = [
+    (
+        "aws.warrant.dev/role-arn",
+        "arn:aws:iam::111122223333:role/s3-reader",
+    ),
+    (
+        "azure.warrant.dev/client-id",
+        "00000000-1111-2222-3333-444444444444",
+    ),
+    (
+        "azure.warrant.dev/tenant-id",
+        "55555555-6666-7777-8888-999999999999",
+    ),
+];
 /// Secret `demo/app-token`'s UID.
 pub const SECRET_UID: &str = "44444444-4444-4444-4444-444444444444";

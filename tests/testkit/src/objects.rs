@@ -9,6 +9,7 @@ pub fn record(uid: &str) -> Record {
         uid: uid.into(),
         deletion_timestamp: None,
         pod: None,
+        annotations: vec![],
     }
 }
 
@@ -22,6 +23,7 @@ pub fn pod(uid: &str, service_account: &str, node: &str) -> Record {
             node_name: node.into(),
             token_audiences: vec![],
         }),
+        annotations: vec![],
     }
 }
 

@@ -47,7 +47,10 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use warrant_token::{Binding, GROUP_AUTHENTICATED};
+use warrant_token::{Binding, BoundKind, GROUP_AUTHENTICATED, ObjectRef};
+
+/// How every service account's user name begins (`system:serviceaccount:<ns>:<name>`).
+const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 
 pub use self::configmap::{Follow, follow_extension_authentication};
 pub use self::delegated::DelegatedAuthentication;
@@ -156,6 +159,36 @@ impl User {
     /// True if the user is in `group`.
     pub fn in_group(&self, group: &str) -> bool {
         self.groups.iter().any(|g| g == group)
+    }
+
+    /// The object this caller's credential is bound to, as far as warrant knows it: a warrant
+    /// token's binding; for a service account's token that kube-apiserver vouched for, the pod
+    /// kube-apiserver names (`authentication.kubernetes.io/pod-name` and `pod-uid`, exactly one
+    /// value each, as kube-apiserver reports a pod-bound token). `None` for any other caller.
+    ///
+    /// Only kube-apiserver's own word counts: a front proxy could claim the same extras, but
+    /// what it says about a binding is not checked against kube-apiserver's objects here, and
+    /// a static token or certificate has no binding.
+    pub fn bound_object(&self) -> Option<(BoundKind, ObjectRef)> {
+        match &self.via {
+            Via::OwnToken(binding) => binding
+                .object()
+                .map(|(kind, object)| (kind, object.clone())),
+            Via::Delegated if self.name.starts_with(SERVICE_ACCOUNT_PREFIX) => {
+                let one = |key: &str| match self.extra.get(key).map(Vec::as_slice) {
+                    Some([value]) if !value.is_empty() => Some(value.clone()),
+                    _ => None,
+                };
+                Some((
+                    BoundKind::Pod,
+                    ObjectRef {
+                        name: one(warrant_token::EXTRA_POD_NAME)?,
+                        uid: one(warrant_token::EXTRA_POD_UID)?,
+                    },
+                ))
+            }
+            _ => None,
+        }
     }
 
     /// True if kube-apiserver's aggregator relayed this request.

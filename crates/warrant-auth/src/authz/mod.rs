@@ -5,7 +5,8 @@
 //!    `create` `tokenreviews`, `get` `/metrics`). Authorizers are asked in turn, as kube's union
 //!    asks them: the first that allows or denies decides; if none does, the request is refused.
 //!    - the always-allowed groups (`--authorization-always-allow-groups`, `system:masters`);
-//!    - [`selfservice`]: a service account, with its own warrant token, asking for itself;
+//!    - [`selfservice`]: a service account asking for itself, with its own warrant token or its
+//!      pod-bound kube token;
 //!    - [`policy`]: the policy file (`--authorization-policy-file`);
 //!    - [`delegated`]: kube-apiserver's SubjectAccessReview (`--authorization-kubeconfig`).
 //!
@@ -46,7 +47,7 @@ use warrant_objects::Objects;
 use warrant_token::BoundObjectReference;
 
 use crate::Refusal;
-use crate::authn::{User, Via};
+use crate::authn::User;
 use crate::delegation::DelegationError;
 
 /// The verb of the authorization check a node's token request makes for an audience its pod
@@ -354,6 +355,13 @@ impl Authorizer {
         self.count("admission", decision);
     }
 
+    /// What the authorizers would answer a request that is not being made, counting nothing:
+    /// token injection asks it whether a pod's agent will be allowed its tokens before the pod
+    /// exists. A request's own decision goes through [`Authorizer::decide`], which counts it.
+    pub async fn consult(&self, user: &User, attributes: &Attributes, now: Timestamp) -> Verdict {
+        self.union(user, attributes, now).await.verdict
+    }
+
     /// The union of the authorizers, counting nothing: [`Authorizer::decide`] counts for a
     /// request, and node restriction's audience check (part of admission) asks it too.
     async fn union(&self, user: &User, attributes: &Attributes, now: Timestamp) -> Decided {
@@ -493,9 +501,10 @@ impl TokenAsk<'_> {
 /// allows (`None`: no limit of its own), which also caps the one-year extension of pod-bound
 /// tokens.
 ///
-/// A caller that authenticated with a warrant token bound to an object may only request tokens
-/// bound to that same object, whichever authorizer allowed the request: a credential minted on
-/// behalf of a bound token dies with what bound it.
+/// A caller that authenticated with a token bound to an object (a warrant token's binding, or
+/// the pod kube-apiserver names for a service account's token: [`User::bound_object`]) may only
+/// request tokens bound to that same object, whichever authorizer allowed the request: a
+/// credential minted on behalf of a bound token dies with what bound it.
 ///
 /// Admission completes a token request's authorization decision; the handler counts it once
 /// it knows the outcome ([`Authorizer::count_allowed`], [`Authorizer::count_refused`]).
@@ -513,9 +522,7 @@ pub async fn admit_token_request(
     {
         require_key_binding(required, user, grant, ask)?;
     }
-    if let Via::OwnToken(binding) = &user.via
-        && let Some((kind, bound)) = binding.object()
-    {
+    if let Some((kind, bound)) = user.bound_object() {
         let same = ask.bound.is_some_and(|r| {
             r.kind == kind.as_str()
                 && r.name == bound.name

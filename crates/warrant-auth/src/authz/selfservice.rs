@@ -3,12 +3,18 @@
 //! file's `selfService` allows. This is how a workload trades its API token for tokens to the
 //! systems it talks to, without anyone granting it more.
 //!
-//! What this trusts: warrant's own tokens (see `authn::owntoken`) and the policy file. Only a
-//! caller that authenticated with a warrant token qualifies: a token kube-apiserver vouched for
-//! (delegated authentication) names a service account too, but its binding is unknown here, so
-//! it goes through the other authorizers. A token bound to an object passes its binding on:
-//! the new token must be bound to the same object, so it dies with it (a pod's token cannot
-//! mint tokens that outlive the pod).
+//! What this trusts: warrant's own tokens (see `authn::owntoken`), kube-apiserver's word about
+//! a pod's token, and the policy file. Two callers qualify:
+//! - a service account that authenticated with a warrant token;
+//! - a service account whose token kube-apiserver vouched for (delegated authentication) *and*
+//!   named a pod for (`authentication.kubernetes.io/pod-name` and `pod-uid`: a projected,
+//!   pod-bound token): the pod's own kube token, as warrant's token agent presents it where
+//!   warrant is not the cluster's signer (docs/injection.md). A token kube-apiserver names no
+//!   pod for (a legacy Secret token, a `kubectl create token` without a binding) goes through
+//!   the other authorizers: what it could mint would outlive any pod.
+//!
+//! A token bound to an object passes its binding on: the new token must be bound to the same
+//! object, so it dies with it (a pod's token cannot mint tokens that outlive the pod).
 
 use std::sync::Arc;
 
@@ -28,7 +34,12 @@ pub(crate) fn decide(policy: &Policy, user: &User, attributes: &Attributes) -> V
         return Verdict::NoOpinion(String::new());
     };
     let itself = user.name == warrant_token::service_account_username(&r.namespace, &r.name);
-    if r.is_token_request() && itself && matches!(user.via, Via::OwnToken(_)) {
+    let qualifies = match user.via {
+        Via::OwnToken(_) => true,
+        Via::Delegated => user.bound_object().is_some(),
+        _ => false,
+    };
+    if r.is_token_request() && itself && qualifies {
         Verdict::Allow(Grant::SelfService(Arc::new(self_service.as_grant())))
     } else {
         Verdict::NoOpinion(String::new())

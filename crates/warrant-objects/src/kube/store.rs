@@ -89,11 +89,15 @@ struct PodSlot {
     audiences: Box<[Box<str>]>,
 }
 
+/// A ServiceAccount's warrant annotations; `None` (no space) for the many that have none.
+type Annotations = Option<Box<[(Box<str>, Box<str>)]>>;
+
 #[derive(Debug)]
 struct Slot {
     uid: Uid,
     deleted: Option<Box<Timestamp>>,
     pod: Option<Box<PodSlot>>,
+    annotations: Annotations,
     /// The list generation this object was last seen in (or a later watch event).
     generation: u32,
 }
@@ -108,6 +112,12 @@ impl Slot {
                 node_name: pod.node.to_string(),
                 token_audiences: pod.audiences.iter().map(ToString::to_string).collect(),
             }),
+            annotations: self
+                .annotations
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 }
@@ -139,10 +149,18 @@ impl Inner {
                 audiences: pod.token_audiences.into_iter().map(Into::into).collect(),
             })
         });
+        let annotations = (!record.annotations.is_empty()).then(|| {
+            record
+                .annotations
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect()
+        });
         Slot {
             uid: Uid::new(&record.uid),
             deleted: record.deletion_timestamp.map(Box::new),
             pod,
+            annotations,
             generation: self.generation,
         }
     }
@@ -276,6 +294,7 @@ mod tests {
             uid: uid.into(),
             deletion_timestamp: None,
             pod: None,
+            annotations: vec![],
         }
     }
 
@@ -311,9 +330,22 @@ mod tests {
                 node_name: "n1".into(),
                 token_audiences: vec![String::new(), "vault".into()],
             }),
+            annotations: vec![],
         };
         store.upsert("ns", "p", pod.clone());
         assert_eq!(*store.get("ns", "p").unwrap(), pod);
+        let account = Record {
+            annotations: vec![
+                (
+                    "aws.warrant.dev/role-arn".into(),
+                    "arn:aws:iam::1:role/r".into(),
+                ),
+                ("warrant.dev/audience".into(), "vault".into()),
+            ],
+            ..record("0f8fad5b-d9cb-469f-a165-70867728950f")
+        };
+        store.upsert("ns", "sa", account.clone());
+        assert_eq!(*store.get("ns", "sa").unwrap(), account);
         // Anything that is not a canonical UUID is kept as it is.
         for uid in [
             "pod-1",
@@ -347,6 +379,7 @@ mod tests {
                 node_name: node.into(),
                 token_audiences: vec![],
             }),
+            annotations: vec![],
         };
         store.begin_list();
         store.upsert("ns", "a", pod("n1"));

@@ -49,6 +49,12 @@ pub(super) trait Slim:
 {
     /// The pod details, for pods.
     fn pod_info(&self) -> Option<PodInfo>;
+
+    /// Whether warrant's annotations of this kind are kept (ServiceAccounts only: a pod's, a
+    /// Secret's or a Node's are never read).
+    fn keeps_annotations(&self) -> bool {
+        false
+    }
 }
 
 impl Slim for Pod {
@@ -83,6 +89,10 @@ where
     fn pod_info(&self) -> Option<PodInfo> {
         None
     }
+
+    fn keeps_annotations(&self) -> bool {
+        K::kind(&()) == crate::Kind::ServiceAccount.name()
+    }
 }
 
 /// Where an object goes: `(namespace, name)`, namespace empty for nodes.
@@ -111,10 +121,19 @@ pub(super) fn record<K: Slim>(object: &K) -> Result<Record, Missing> {
         .clone()
         .filter(|u| !u.is_empty())
         .ok_or(Missing::Uid)?;
+    let annotations = match &meta.annotations {
+        Some(all) if object.keeps_annotations() => all
+            .iter()
+            .filter(|(key, _)| crate::is_warrant_annotation(key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        _ => Vec::new(),
+    };
     Ok(Record {
         uid,
         deletion_timestamp: meta.deletion_timestamp.as_ref().map(|t| t.0),
         pod: object.pod_info(),
+        annotations,
     })
 }
 
@@ -389,5 +408,61 @@ mod tests {
                 .pod
                 .is_none()
         );
+    }
+
+    /// A ServiceAccount keeps warrant's annotations and nothing else; other kinds keep none,
+    /// whatever they carry.
+    #[test]
+    fn only_a_service_accounts_warrant_annotations_are_kept() {
+        use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+        use std::collections::BTreeMap;
+        let annotations = BTreeMap::from([
+            (
+                "aws.warrant.dev/role-arn".to_owned(),
+                "arn:aws:iam::111122223333:role/r".to_owned(),
+            ),
+            (
+                "eks.amazonaws.com/role-arn".to_owned(),
+                "arn:aws:iam::111122223333:role/r".to_owned(),
+            ),
+            (
+                "kubectl.kubernetes.io/last-applied-configuration".to_owned(),
+                "{\"data\":\"c2VjcmV0\"}".to_owned(),
+            ),
+            ("warrant.dev/audience".to_owned(), "vault".to_owned()),
+        ]);
+        let metadata = ObjectMeta {
+            name: Some("x".into()),
+            namespace: Some("ns".into()),
+            uid: Some("u".into()),
+            annotations: Some(annotations),
+            ..Default::default()
+        };
+        let account = PartialObjectMeta::<ServiceAccount> {
+            types: None,
+            metadata: metadata.clone(),
+            _phantom: std::marker::PhantomData,
+        };
+        assert_eq!(
+            record(&account).unwrap().annotations,
+            vec![
+                (
+                    "aws.warrant.dev/role-arn".to_owned(),
+                    "arn:aws:iam::111122223333:role/r".to_owned()
+                ),
+                ("warrant.dev/audience".to_owned(), "vault".to_owned()),
+            ]
+        );
+        let secret = PartialObjectMeta::<Secret> {
+            types: None,
+            metadata: metadata.clone(),
+            _phantom: std::marker::PhantomData,
+        };
+        assert!(record(&secret).unwrap().annotations.is_empty());
+        let pod = Pod {
+            metadata,
+            ..Default::default()
+        };
+        assert!(record(&pod).unwrap().annotations.is_empty());
     }
 }

@@ -210,6 +210,12 @@ items:
 - apiVersion: v1
   kind: ServiceAccount
   metadata:
+    annotations:
+      aws.warrant.dev/role-arn: arn:aws:iam::111122223333:role/web
+      eks.amazonaws.com/role-arn: arn:aws:iam::111122223333:role/web
+      kubectl.kubernetes.io/last-applied-configuration: |
+        {"apiVersion":"v1","kind":"ServiceAccount"}
+      warrant.dev/audience: vault
     creationTimestamp: "2025-06-01T11:00:00Z"
     name: web
     namespace: shop
@@ -220,6 +226,10 @@ items:
     password: c3VwZXJzZWNyZXQ=
   kind: Secret
   metadata:
+    annotations:
+      kubectl.kubernetes.io/last-applied-configuration: |
+        {"data":{"password":"c3VwZXJzZWNyZXQ="}}
+      warrant.dev/audience: not-kept
     name: db
     namespace: shop
     uid: aa5e1f3a-9c1b-4b1e-8f0a-6a7b8c9d0e1f
@@ -256,6 +266,21 @@ metadata:
         find(&got, Kind::Secret, "db").uid.as_deref(),
         Some("aa5e1f3a-9c1b-4b1e-8f0a-6a7b8c9d0e1f")
     );
+    // A ServiceAccount keeps warrant's annotations, sorted, and nothing else; other kinds
+    // keep none (the pod's restartedAt, the Secret's last-applied configuration).
+    assert_eq!(
+        find(&got, Kind::ServiceAccount, "web").annotations,
+        [
+            (
+                "aws.warrant.dev/role-arn",
+                "arn:aws:iam::111122223333:role/web"
+            ),
+            ("warrant.dev/audience", "vault"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    );
+    assert!(find(&got, Kind::Secret, "db").annotations.is_empty());
+    assert!(pod.annotations.is_empty());
 }
 
 /// The shape `kubectl get -o json` prints.

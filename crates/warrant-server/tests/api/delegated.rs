@@ -101,6 +101,114 @@ async fn tokens_kube_apiserver_vouches_for() {
     assert_eq!(d.authority.token_reviews().len(), 4);
 }
 
+/// A pod's own kube token (projected, so kube-apiserver names its pod in the user's extras)
+/// may ask for tokens for itself through self-service, bound to that pod only; a token
+/// kube-apiserver names no pod for may not (docs/injection.md: the token agent's path where
+/// warrant is not the cluster's signer).
+#[tokio::test]
+async fn pod_bound_kube_tokens_are_self_service_for_their_pod() {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use warrant_auth::{Policy, PolicyFile};
+    let authority = Authority::new();
+    let fixture = Fixture::start_with(Cluster::new(), |_| authority.routes())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(kube::Config::new(fixture.url().parse().unwrap())).unwrap();
+    let policy = Policy::parse(
+        "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [sts.amazonaws.com]\n",
+        "policy.yaml",
+    )
+    .unwrap();
+    let api = api_auth(|authenticator, authorizer| {
+        authenticator.delegated = Some(DelegatedAuthentication::new(client, options()));
+        authorizer.policy = Some(PolicyFile::from_policy(policy, Path::new("policy.yaml")));
+    });
+    let account = |extra: &[(&str, &str)]| TokenAnswer::User {
+        username: "system:serviceaccount:demo:app".into(),
+        uid: SA_UID.into(),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            "system:serviceaccounts:demo".into(),
+        ],
+        extra: extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), vec![(*v).to_owned()]))
+            .collect::<BTreeMap<_, _>>(),
+    };
+    authority.token(
+        "pod-token",
+        account(&[
+            ("authentication.kubernetes.io/pod-name", "app-0"),
+            ("authentication.kubernetes.io/pod-uid", POD_UID),
+            ("authentication.kubernetes.io/node-name", "node-1"),
+        ]),
+    );
+    authority.token("unbound-token", account(&[]));
+    let pod = |uid: &str| json!({"apiVersion": "v1", "kind": "Pod", "name": "app-0", "uid": uid});
+
+    // Its own pod, a self-service audience: a token bound to the pod.
+    let r = api
+        .token_as(
+            "pod-token",
+            "app",
+            json!({"audiences": ["sts.amazonaws.com"], "boundObjectRef": pod(POD_UID)}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let minted = r.json["status"]["token"].as_str().unwrap();
+    let claims = claims(minted);
+    assert_eq!(claims.kubernetes.pod.as_ref().unwrap().uid, POD_UID);
+    // Unbound, or bound elsewhere: refused, naming the pod kube-apiserver named.
+    for spec in [
+        json!({"audiences": ["sts.amazonaws.com"]}),
+        json!({"audiences": ["sts.amazonaws.com"], "boundObjectRef": pod("99999999-9999-9999-9999-999999999999")}),
+    ] {
+        let r = api.token_as("pod-token", "app", spec).await;
+        assert_eq!(r.code, StatusCode::FORBIDDEN, "{}", r.text);
+        assert_eq!(
+            message(&r),
+            r#"serviceaccounts "app" is forbidden: User "system:serviceaccount:demo:app" authenticated with a token bound to Pod "app-0" and may only request tokens bound to the same object"#
+        );
+    }
+    // Another audience: self-service's own limits.
+    let r = api
+        .token_as(
+            "pod-token",
+            "app",
+            json!({"audiences": ["vault"], "boundObjectRef": pod(POD_UID)}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN);
+    assert!(
+        message(&r).contains("not a self-service audience"),
+        "{}",
+        r.text
+    );
+    // For another service account: not itself.
+    let r = api
+        .token_as(
+            "pod-token",
+            "other",
+            json!({"audiences": ["sts.amazonaws.com"]}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN);
+    // A token kube-apiserver names no pod for is not self-service.
+    let r = api
+        .token_as(
+            "unbound-token",
+            "app",
+            json!({"audiences": ["sts.amazonaws.com"], "boundObjectRef": pod(POD_UID)}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::FORBIDDEN, "{}", r.text);
+    assert_eq!(
+        message(&r),
+        r#"serviceaccounts "app" is forbidden: User "system:serviceaccount:demo:app" cannot create resource "serviceaccounts/token" in API group "" in the namespace "demo""#
+    );
+}
+
 #[tokio::test]
 async fn warrants_own_invalid_tokens_are_not_sent_to_kube_apiserver() {
     let d = delegating(true, false).await;

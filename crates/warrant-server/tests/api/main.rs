@@ -10,6 +10,7 @@
     clippy::indexing_slicing
 )]
 
+mod admission;
 mod audit;
 mod authz;
 mod configmap;

@@ -42,6 +42,7 @@ fn api_for_nodes() -> Api {
                 node_name: "node-1".into(),
                 token_audiences: vec![String::new(), "vault".into()],
             }),
+            annotations: vec![],
         },
     );
     api

@@ -245,10 +245,15 @@ pub(crate) fn hub_ca(path: &Path) -> Result<Vec<Vec<u8>>, AnchorError> {
         path: path.display().to_string(),
         cause,
     })?;
-    match certificates(&pem) {
+    ca_bundle(&pem, &path.display().to_string())
+}
+
+/// The sorted DER certificates of a PEM bundle (`from` names it in the error): at least one.
+pub(crate) fn ca_bundle(pem: &[u8], from: &str) -> Result<Vec<Vec<u8>>, AnchorError> {
+    match certificates(pem) {
         Some(certs) if !certs.is_empty() => Ok(certs),
         _ => Err(AnchorError::NoCertificate {
-            path: path.display().to_string(),
+            path: from.to_owned(),
         }),
     }
 }

@@ -4,7 +4,7 @@
 //! - One file per (warrant URL, service account, audience, binding, lifetime asked), named by
 //!   the SHA-256 of those, in a per-user directory (`$WARRANT_CACHE_DIR`, else
 //!   `$XDG_CACHE_HOME/warrant/credentials`, else `~/.cache/warrant/credentials`), created `0700`;
-//!   entries are written `0600`, to a temporary file then renamed, so a reader never sees half.
+//!   entries are written `0600` by `crate::atomic::replace`, so a reader never sees half.
 //! - An entry is used until 80 % of its token's lifetime has passed (the kubelet's rule for
 //!   projected tokens), then replaced.
 //! - Concurrent runs for the same entry take an exclusive lock on its `.lock` file: the first
@@ -23,20 +23,19 @@
 //! refused cache is not used at all: the run mints without it and says why on stderr.
 
 use std::fs::File;
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use aws_lc_rs::digest;
 use jiff::Timestamp;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
+
+use crate::atomic::inside;
 
 /// The longest a run waits for another run's lock on the same entry.
 pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
-
-/// The share of a token's lifetime after which the cache mints a new one.
-const REUSE_SHARE: f64 = 0.8;
 
 /// The largest entry read (a token and its key are a few kilobytes).
 const MAX_ENTRY: u64 = 64 * 1024;
@@ -123,12 +122,11 @@ pub(crate) struct Entry {
 impl Entry {
     /// Whether the entry may still be handed out at `now`.
     fn fresh(&self, now: Timestamp) -> bool {
-        let lifetime = self
-            .expiration_timestamp
-            .as_second()
-            .saturating_sub(self.issued_at.as_second());
-        let reuse_until = self.issued_at.as_second() as f64 + lifetime as f64 * REUSE_SHARE;
-        (now.as_second() as f64) < reuse_until
+        now < crate::refresh::point_in_lifetime(
+            self.issued_at,
+            self.expiration_timestamp,
+            crate::refresh::REFRESH_SHARE,
+        )
     }
 }
 
@@ -139,11 +137,6 @@ pub(crate) fn default_dir() -> Option<PathBuf> {
     }
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
     Some(PathBuf::from(home).join(".cache/warrant/credentials"))
-}
-
-/// Flags for every open inside the cache: never through a symbolic link, never inherited.
-fn inside(flags: OFlags) -> OFlags {
-    flags | OFlags::NOFOLLOW | OFlags::CLOEXEC
 }
 
 /// Opens `dir` (creating it `0700` if missing) without following a symbolic link, checks it is
@@ -294,23 +287,7 @@ impl Slot {
         let Ok(text) = serde_json::to_vec(&entry) else {
             return;
         };
-        let temporary = format!("{}.{}.tmp", self.name, std::process::id());
-        let _ = rustix::fs::unlinkat(&self.dir, temporary.as_str(), AtFlags::empty());
-        let written = rustix::fs::openat(
-            &self.dir,
-            temporary.as_str(),
-            inside(OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL),
-            Mode::RUSR | Mode::WUSR,
-        )
-        .map_err(std::io::Error::from)
-        .and_then(|fd| File::from(fd).write_all(&text))
-        .and_then(|()| {
-            rustix::fs::renameat(&self.dir, temporary.as_str(), &self.dir, self.name.as_str())
-                .map_err(Into::into)
-        });
-        if written.is_err() {
-            let _ = rustix::fs::unlinkat(&self.dir, temporary.as_str(), AtFlags::empty());
-        }
+        let _ = crate::atomic::replace(&self.dir, &self.name, &text, Mode::RUSR | Mode::WUSR);
     }
 }
 

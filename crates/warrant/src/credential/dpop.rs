@@ -30,6 +30,7 @@ use serde_json::json;
 use warrant_token::{Algorithm, KeyType, SigningKey, signing_key_from_pem};
 
 use super::cache;
+use crate::atomic::inside;
 
 /// The largest key file read (a P-256 PKCS#8 PEM is about 250 bytes).
 const MAX_KEY_FILE: u64 = 16 * 1024;
@@ -161,11 +162,6 @@ impl ProofKey {
         )
         .map_err(|_| ProofKeyError::Crypto("sign the DPoP proof"))
     }
-}
-
-/// Flags for every open in the directory: never through a symbolic link, never inherited.
-fn inside(flags: OFlags) -> OFlags {
-    flags | OFlags::NOFOLLOW | OFlags::CLOEXEC
 }
 
 /// The key in `name`, if the file exists.

@@ -25,7 +25,7 @@
 //! proof must not hand out bearer tokens where bound ones were asked for. client-go can only
 //! send the token as a bearer token, so what binding buys in a fleet is in docs/fleet.md.
 
-mod anchors;
+pub(crate) mod anchors;
 mod cache;
 mod dpop;
 
@@ -38,7 +38,7 @@ use warrant_token::{BoundObjectReference, Claims};
 use crate::cli::{CredentialArgs, KeyBinding, ObjectName, parse_object_name};
 
 /// How long the TokenRequest to warrant may take, connecting included.
-const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The apiVersions client-go speaks for exec plugins.
 const API_VERSIONS: [&str; 2] = [
@@ -57,7 +57,7 @@ struct ExecInfo {
 /// Why the plugin fails: its inputs from client-go, the own token, or warrant's answer. (The
 /// checks of who controls which input are [`anchors::AnchorError`].)
 #[derive(Debug, thiserror::Error)]
-enum CredentialError {
+pub(crate) enum CredentialError {
     /// `KUBERNETES_EXEC_INFO` does not parse.
     #[error("KUBERNETES_EXEC_INFO is not JSON")]
     ExecInfoNotJson(#[source] serde_json::Error),
@@ -166,7 +166,7 @@ enum CredentialError {
 
 /// Why a JWT's claims could not be read (unverified).
 #[derive(Debug, thiserror::Error)]
-enum UnverifiedClaimsError {
+pub(crate) enum UnverifiedClaimsError {
     /// Not three dot-separated parts.
     #[error("not three dot-separated parts")]
     NotCompact,
@@ -213,16 +213,16 @@ fn exec_info(text: &str) -> Result<ExecInfo, CredentialError> {
 
 /// What the own token says of its holder: service account and binding.
 #[derive(Clone)]
-struct Own {
-    service_account: ObjectName,
+pub(crate) struct Own {
+    pub(crate) service_account: ObjectName,
     /// The object the own token is bound to (a pod's, not its node), passed on as the new
     /// token's binding.
-    binding: Option<BoundObjectReference>,
+    pub(crate) binding: Option<BoundObjectReference>,
 }
 
 /// A JWT's claims, read, not verified (the own token is warrant's or kube-apiserver's to
 /// verify; a minted one was just received from warrant), with warrant-token's strict parse.
-fn claims_of(token: &str) -> Result<Claims, UnverifiedClaimsError> {
+pub(crate) fn claims_of(token: &str) -> Result<Claims, UnverifiedClaimsError> {
     let mut parts = token.split('.');
     let (Some(_), Some(payload), Some(_), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -233,7 +233,7 @@ fn claims_of(token: &str) -> Result<Claims, UnverifiedClaimsError> {
         .map_err(UnverifiedClaimsError::Claims)
 }
 
-fn own_identity(token: &str) -> Result<Own, CredentialError> {
+pub(crate) fn own_identity(token: &str) -> Result<Own, CredentialError> {
     let claims = claims_of(token).map_err(CredentialError::OwnTokenNotJwt)?;
     let k = &claims.kubernetes;
     if k.namespace.is_empty() || k.serviceaccount.name.is_empty() {
@@ -260,36 +260,36 @@ fn own_identity(token: &str) -> Result<Own, CredentialError> {
 /// The TokenRequest the plugin sends (`authentication.k8s.io/v1`), the fields it sets.
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-struct TokenRequest {
-    api_version: &'static str,
-    kind: &'static str,
-    spec: TokenRequestSpec,
+pub(crate) struct TokenRequest {
+    pub(crate) api_version: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) spec: TokenRequestSpec,
 }
 
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-struct TokenRequestSpec {
-    audiences: Vec<String>,
+pub(crate) struct TokenRequestSpec {
+    pub(crate) audiences: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    expiration_seconds: Option<i64>,
+    pub(crate) expiration_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    bound_object_ref: Option<BoundObjectReference>,
+    pub(crate) bound_object_ref: Option<BoundObjectReference>,
 }
 
 /// What the plugin reads of warrant's answer: the token and its expiry.
 #[derive(Debug, Default, serde::Deserialize)]
-struct TokenRequestAnswer {
+pub(crate) struct TokenRequestAnswer {
     #[serde(default)]
-    status: TokenRequestStatus,
+    pub(crate) status: TokenRequestStatus,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct TokenRequestStatus {
+pub(crate) struct TokenRequestStatus {
     #[serde(default)]
-    token: String,
+    pub(crate) token: String,
     #[serde(default)]
-    expiration_timestamp: String,
+    pub(crate) expiration_timestamp: String,
 }
 
 /// What the plugin reads of a refusal (a Kubernetes Status).
@@ -299,7 +299,7 @@ struct Refusal {
 }
 
 /// How the plugin proves who it is to warrant, and the client that calls it.
-enum Caller {
+pub(crate) enum Caller {
     /// A service-account token (the pod's projected token), sent as a bearer token to
     /// `warrant` (https), with a client that trusts only the hub's CA (else the system's
     /// roots).
@@ -333,7 +333,7 @@ impl Caller {
 
     /// Sends the TokenRequest for `account`, with the DPoP proof `proof` if any; warrant's
     /// answer, or why there is none.
-    async fn request(
+    pub(crate) async fn request(
         &self,
         account: &ObjectName,
         body: &TokenRequest,
@@ -424,7 +424,7 @@ impl Caller {
 }
 
 /// The path of the TokenRequest for `account`, below warrant's URL.
-fn token_request_path(account: &ObjectName) -> String {
+pub(crate) fn token_request_path(account: &ObjectName) -> String {
     format!(
         "/api/v1/namespaces/{}/serviceaccounts/{}/token",
         account.namespace, account.name
@@ -462,7 +462,7 @@ fn check_bound(
 /// refresh), extra headers; TLS is kube's connector (the CA alone where `config` names one, a
 /// client certificate). Like kube's, it follows no redirect; unlike kube's, it retries nothing:
 /// one POST, bounded by [`REQUEST_TIMEOUT`].
-fn quiet_client(config: ::kube::Config) -> Result<::kube::Client, ::kube::Error> {
+pub(crate) fn quiet_client(config: ::kube::Config) -> Result<::kube::Client, ::kube::Error> {
     use ::kube::client::ConfigExt as _;
 
     let https = config.rustls_https_connector()?;
@@ -741,7 +741,7 @@ fn print(api_version: &str, token: &str, expires: jiff::Timestamp) -> Result<(),
 }
 
 /// A token's `iat` (it is warrant's own, just received: read, not verified).
-fn issued_at(token: &str) -> Option<jiff::Timestamp> {
+pub(crate) fn issued_at(token: &str) -> Option<jiff::Timestamp> {
     jiff::Timestamp::from_second(claims_of(token).ok()?.iat?).ok()
 }
 

@@ -1,0 +1,587 @@
+//! `warrant token-agent`: keeps warrant tokens in files a pod's containers read, as cloud SDKs
+//! read `AWS_WEB_IDENTITY_TOKEN_FILE`, `AZURE_FEDERATED_TOKEN_FILE` or Google's credential
+//! source. It runs as a native sidecar (an init container with `restartPolicy: Always`) that
+//! token injection adds (docs/injection.md), or by hand with the same flags.
+//!
+//! For each token (a file and an audience), it asks warrant's TokenRequest for a token of the
+//! pod's own service account, bound to the pod (name and UID from the downward API), and
+//! authenticates as the pod with the pod's own projected kube token, re-read on every request
+//! (the kubelet rotates it). It calls warrant directly, not through kube-apiserver's
+//! aggregator: warrant checks the kube token with kube-apiserver (delegated authentication) and
+//! lets a pod's token ask for itself (self-service), while the aggregated path would need an
+//! RBAC grant per service account, which RBAC cannot limit to an audience (docs/injection.md
+//! says more).
+//!
+//! - Files are replaced atomically ([`crate::atomic`]): a reader polling a file sees the old
+//!   token or the new one, whole, never an empty or partial file; mode 0644 by default, as the
+//!   kubelet writes projected tokens (the volume is the pod's own, and its containers may run
+//!   as any user).
+//! - A token is refreshed between 75 % and 80 % of its lifetime ([`crate::refresh`]); a failed
+//!   attempt is retried with a backoff doubling from 1 s to a minute.
+//! - While warrant cannot be reached (or answers 401, 404, 409, 429, 5xx: a kube token being
+//!   rotated, a cache behind a recreated pod, overload), the agent keeps the token it has, says
+//!   so in its log, and retries; `--check` (the readiness probe) fails once a token expires.
+//! - It exits non-zero only on what retrying cannot mend: its configuration (flags, the CA, a
+//!   token directory it cannot open), and warrant refusing the request itself (400, 403, 422:
+//!   an audience the policy does not allow, a lifetime it refuses). The kubelet restarts it
+//!   with its own backoff, and the pod shows why.
+//! - An existing file that holds a valid token for its audience is kept at start (a restarted
+//!   agent does not mint anew).
+//!
+//! Time is warrant's clock (`warrant_clock`); waits are tokio's, so tests run it on a paused
+//! clock. DPoP binding of the agent's tokens is not offered: the SDKs that read the files send
+//! them as bearer assertions and hold no key to prove.
+
+use std::error::Error;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use jiff::Timestamp;
+use rustix::fs::{Mode, OFlags};
+use warrant_clock::Clock;
+use warrant_token::BoundObjectReference;
+
+use crate::credential::{
+    self, Caller, CredentialError, TokenRequest, TokenRequestSpec, TokenRequestStatus,
+};
+use crate::refresh;
+
+#[cfg(test)]
+mod tests;
+
+/// `warrant token-agent`. Every flag has an environment variable, which is how token
+/// injection configures it, so that the probes (`warrant token-agent --check`, run in the
+/// container) see the same configuration.
+#[derive(Debug, Args)]
+pub(crate) struct TokenAgentArgs {
+    /// Check, instead of running, that every token file holds a token that has not expired, for
+    /// its audience: exit 0 if so, else say which and exit 1. The readiness (and startup) probe.
+    #[arg(long)]
+    pub(crate) check: bool,
+    /// A token to keep: FILE=AUDIENCE (repeat the flag, or separate them with commas). The file
+    /// is replaced atomically with each new token.
+    #[arg(
+        long = "token",
+        env = "WARRANT_TOKENS",
+        value_delimiter = ',',
+        value_parser = parse_token,
+        required = true,
+        value_name = "FILE=AUDIENCE"
+    )]
+    pub(crate) tokens: Vec<TokenSpec>,
+    /// warrant's URL, https only (its Service, e.g. https://warrant.warrant.svc).
+    #[arg(long = "warrant-url", env = "WARRANT_URL", value_name = "URL")]
+    pub(crate) warrant_url: Option<String>,
+    /// CA bundle (PEM) for warrant's HTTPS, used instead of the system's roots.
+    #[arg(
+        long = "warrant-ca-file",
+        env = "WARRANT_CA_FILE",
+        value_name = "PATH",
+        conflicts_with = "warrant_ca_data"
+    )]
+    pub(crate) warrant_ca_file: Option<PathBuf>,
+    /// The same bundle as PEM text (token injection passes it this way).
+    #[arg(
+        long = "warrant-ca-data",
+        env = "WARRANT_CA_DATA",
+        value_name = "PEM",
+        hide_env_values = true
+    )]
+    pub(crate) warrant_ca_data: Option<String>,
+    /// The pod's own token for kube-apiserver (a projected serviceAccountToken), read on every
+    /// request: how the agent proves to warrant that it is the pod.
+    #[arg(
+        long = "kube-token-file",
+        env = "WARRANT_KUBE_TOKEN_FILE",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        value_name = "PATH"
+    )]
+    pub(crate) kube_token_file: PathBuf,
+    /// The pod's name (downward API `metadata.name`): the tokens are bound to it.
+    #[arg(long = "pod-name", env = "WARRANT_POD_NAME", value_name = "NAME")]
+    pub(crate) pod_name: Option<String>,
+    /// The pod's UID (downward API `metadata.uid`).
+    #[arg(long = "pod-uid", env = "WARRANT_POD_UID", value_name = "UID")]
+    pub(crate) pod_uid: Option<String>,
+    /// The lifetime asked for each token, in seconds (600 to 2^32; warrant may shorten it).
+    #[arg(
+        long = "expiration-seconds",
+        env = "WARRANT_TOKEN_EXPIRATION_SECONDS",
+        default_value_t = warrant_token::DEFAULT_EXPIRATION_SECONDS,
+        value_name = "SECONDS"
+    )]
+    pub(crate) expiration_seconds: i64,
+    /// The token files' permissions, in octal.
+    #[arg(
+        long = "file-mode",
+        env = "WARRANT_TOKEN_FILE_MODE",
+        default_value = "0644",
+        value_parser = parse_mode,
+        value_name = "MODE"
+    )]
+    pub(crate) file_mode: u32,
+}
+
+/// One token the agent keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TokenSpec {
+    /// Where it is written.
+    pub(crate) file: PathBuf,
+    /// Its audience.
+    pub(crate) audience: String,
+}
+
+/// `FILE=AUDIENCE`, split at the first `=` (an audience may hold `=`, a path must not).
+fn parse_token(text: &str) -> Result<TokenSpec, String> {
+    let (file, audience) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not FILE=AUDIENCE"))?;
+    let file = PathBuf::from(file.trim());
+    if !file.is_absolute() || file.file_name().is_none() {
+        return Err(format!("{file:?} is not an absolute path to a file"));
+    }
+    let audience = audience.trim();
+    if audience.is_empty() {
+        return Err(format!("{text:?} names no audience"));
+    }
+    Ok(TokenSpec {
+        file,
+        audience: audience.to_owned(),
+    })
+}
+
+/// An octal mode (`0644`), permission bits only.
+fn parse_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|mode| *mode <= 0o777)
+        .ok_or_else(|| format!("{text:?} is not an octal file mode such as 0644"))
+}
+
+/// An error of the agent's: it may cross tasks.
+type AgentError = Box<dyn Error + Send + Sync>;
+
+/// Runs the agent until SIGTERM (or SIGINT), or checks the files (`--check`).
+pub(crate) async fn run(args: &TokenAgentArgs) -> Result<(), Box<dyn Error>> {
+    let result = if args.check {
+        check(&args.tokens, Clock::System.now())
+    } else {
+        match Agent::from_args(args, Clock::System) {
+            Ok(agent) => agent.run(crate::serve::shutdown_signal()).await,
+            Err(error) => Err(error),
+        }
+    };
+    result.map_err(|error| error as Box<dyn Error>)
+}
+
+/// `--check`: every file holds a token for its audience that has not expired.
+pub(crate) fn check(tokens: &[TokenSpec], now: Timestamp) -> Result<(), AgentError> {
+    let problems: Vec<String> = tokens
+        .iter()
+        .filter_map(|spec| {
+            current(spec, now)
+                .err()
+                .map(|why| format!("{}: {why}", spec.file.display()))
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; ").into())
+    }
+}
+
+/// What the agent knows of a token it wrote (never the token itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    issued_at: Timestamp,
+    expires: Timestamp,
+}
+
+/// The token in `spec`'s file, if it is one for its audience that has not expired at `now`.
+fn current(spec: &TokenSpec, now: Timestamp) -> Result<Held, String> {
+    let text = std::fs::read_to_string(&spec.file).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "no token yet".to_owned(),
+        _ => format!("cannot read it: {e}"),
+    })?;
+    let claims = credential::claims_of(text.trim())
+        .map_err(|e| format!("it does not hold a token ({e})"))?;
+    if !claims.aud.contains(&spec.audience) {
+        return Err(format!(
+            "its token is not for the audience {:?}",
+            spec.audience
+        ));
+    }
+    let second = |s: Option<i64>| s.and_then(|s| Timestamp::from_second(s).ok());
+    let (Some(issued_at), Some(expires)) = (second(claims.iat), second(claims.exp)) else {
+        return Err("its token has no issue or expiry time".to_owned());
+    };
+    if expires <= now {
+        return Err(format!("its token expired at {expires}"));
+    }
+    Ok(Held { issued_at, expires })
+}
+
+/// Why an attempt to mint failed, and whether trying again can help.
+#[derive(Debug)]
+enum Failure {
+    /// Warrant unreachable, overloaded, or refusing for a reason that may pass.
+    Retry(AgentError),
+    /// The request itself is refused, or the configuration is wrong: retrying the same
+    /// request cannot help.
+    Fatal(AgentError),
+}
+
+/// A token just minted.
+struct Minted {
+    token: String,
+    held: Held,
+}
+
+/// Asks warrant for tokens, as the pod.
+pub(crate) struct Minter {
+    client: ::kube::Client,
+    warrant: String,
+    kube_token_file: PathBuf,
+    pod: BoundObjectReference,
+}
+
+impl Minter {
+    /// A minter that reaches warrant with `client` (whose requests go to warrant's URL).
+    pub(crate) fn new(
+        client: ::kube::Client,
+        warrant: String,
+        kube_token_file: PathBuf,
+        pod_name: String,
+        pod_uid: String,
+    ) -> Self {
+        Minter {
+            client,
+            warrant,
+            kube_token_file,
+            pod: BoundObjectReference {
+                kind: "Pod".to_owned(),
+                api_version: "v1".to_owned(),
+                name: pod_name,
+                uid: pod_uid,
+            },
+        }
+    }
+
+    /// One TokenRequest for `audience`, bound to the pod.
+    async fn mint(
+        &self,
+        audience: &str,
+        expiration_seconds: i64,
+        now: Timestamp,
+    ) -> Result<Minted, Failure> {
+        let retry = |e: String| Failure::Retry(e.into());
+        let token = std::fs::read_to_string(&self.kube_token_file)
+            .map_err(|e| {
+                retry(format!(
+                    "cannot read the pod's kube token {}: {e}",
+                    self.kube_token_file.display()
+                ))
+            })?
+            .trim()
+            .to_owned();
+        let own = credential::own_identity(&token).map_err(|e| match e {
+            CredentialError::OwnTokenNoServiceAccount => Failure::Fatal(e.into()),
+            other => retry(format!(
+                "the pod's kube token {}: {other}",
+                self.kube_token_file.display()
+            )),
+        })?;
+        let account = own.service_account.clone();
+        let body = TokenRequest {
+            api_version: "authentication.k8s.io/v1",
+            kind: "TokenRequest",
+            spec: TokenRequestSpec {
+                audiences: vec![audience.to_owned()],
+                expiration_seconds: Some(expiration_seconds),
+                bound_object_ref: Some(self.pod.clone()),
+            },
+        };
+        let caller = Caller::Token {
+            token,
+            own,
+            client: self.client.clone(),
+            warrant: self.warrant.clone(),
+        };
+        let answer = tokio::time::timeout(
+            credential::REQUEST_TIMEOUT,
+            caller.request(&account, &body, None),
+        )
+        .await
+        .map_err(|_| {
+            retry(format!(
+                "warrant at {} did not answer within {}s",
+                self.warrant,
+                credential::REQUEST_TIMEOUT.as_secs()
+            ))
+        })?
+        .map_err(classify)?;
+        let TokenRequestStatus {
+            token,
+            expiration_timestamp,
+        } = answer.status;
+        let expires: Option<Timestamp> = expiration_timestamp.parse().ok();
+        let (false, Some(expires)) = (token.is_empty(), expires) else {
+            return Err(retry(format!(
+                "warrant at {} answered without a token and its expiry",
+                self.warrant
+            )));
+        };
+        let issued_at = credential::issued_at(&token).unwrap_or(now);
+        Ok(Minted {
+            token,
+            held: Held { issued_at, expires },
+        })
+    }
+}
+
+/// Whether a failed TokenRequest is worth repeating.
+fn classify(error: CredentialError) -> Failure {
+    let fatal = match &error {
+        // 401: the kube token is being rotated, or kube-apiserver could not be asked about it
+        // (warrant fails closed); 404 and 409: warrant's cache has not seen the pod (or its
+        // new UID) yet; 429 and 5xx: overload, an outage.
+        CredentialError::Refused { code, .. } => {
+            !matches!(code, 401 | 404 | 408 | 409 | 429 | 500..)
+        }
+        CredentialError::Redirect { .. } | CredentialError::Build { .. } => true,
+        _ => false,
+    };
+    if fatal {
+        Failure::Fatal(error.into())
+    } else {
+        Failure::Retry(error.into())
+    }
+}
+
+/// The agent: what it keeps, and how it asks.
+pub(crate) struct Agent {
+    minter: Minter,
+    tokens: Vec<TokenSpec>,
+    expiration_seconds: i64,
+    mode: Mode,
+    clock: Clock,
+}
+
+impl Agent {
+    /// The agent the flags describe, checked (every problem here is fatal: it is
+    /// configuration).
+    fn from_args(args: &TokenAgentArgs, clock: Clock) -> Result<Agent, AgentError> {
+        use credential::anchors;
+        let warrant = args
+            .warrant_url
+            .as_deref()
+            .ok_or("no warrant URL: give --warrant-url (or WARRANT_URL)")?;
+        let warrant = anchors::warrant_url(warrant, "--warrant-url, WARRANT_URL")?;
+        let ca = match (&args.warrant_ca_file, &args.warrant_ca_data) {
+            (Some(path), _) => Some(anchors::hub_ca(path)?),
+            (None, Some(pem)) => Some(anchors::ca_bundle(pem.as_bytes(), "WARRANT_CA_DATA")?),
+            (None, None) => None,
+        };
+        let pod_name = args
+            .pod_name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .ok_or("no pod name: give --pod-name (or WARRANT_POD_NAME, from the downward API's metadata.name)")?;
+        let pod_uid = args.pod_uid.clone().filter(|u| !u.is_empty()).ok_or(
+            "no pod UID: give --pod-uid (or WARRANT_POD_UID, from the downward API's metadata.uid)",
+        )?;
+        let mut config = ::kube::Config::new(warrant.parse()?);
+        config.root_cert = ca;
+        let client = credential::quiet_client(config)
+            .map_err(|e| format!("cannot set up the client for warrant at {warrant}: {e}"))?;
+        Agent::new(
+            Minter::new(
+                client,
+                warrant,
+                args.kube_token_file.clone(),
+                pod_name,
+                pod_uid,
+            ),
+            args.tokens.clone(),
+            args.expiration_seconds,
+            args.file_mode,
+            clock,
+        )
+    }
+
+    /// An agent keeping `tokens` with `minter`.
+    pub(crate) fn new(
+        minter: Minter,
+        tokens: Vec<TokenSpec>,
+        expiration_seconds: i64,
+        file_mode: u32,
+        clock: Clock,
+    ) -> Result<Agent, AgentError> {
+        warrant_token::validate_expiration_seconds(expiration_seconds)
+            .map_err(|why| format!("--expiration-seconds {expiration_seconds}: {why}"))?;
+        if tokens.is_empty() {
+            return Err("no token to keep: give --token FILE=AUDIENCE".into());
+        }
+        Ok(Agent {
+            minter,
+            tokens,
+            expiration_seconds,
+            mode: Mode::from_raw_mode(file_mode),
+            clock,
+        })
+    }
+
+    /// Keeps the tokens until `shutdown` completes (then returns `Ok`), or until a failure
+    /// retrying cannot mend (then its error).
+    pub(crate) async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), AgentError> {
+        let mut slots = Vec::with_capacity(self.tokens.len());
+        let now = self.clock.now();
+        for spec in &self.tokens {
+            slots.push(Slot::open(spec, now)?);
+        }
+        for slot in &mut slots {
+            if let Some(held) = slot.held {
+                slot.next = self.instant_at(refresh::refresh_at(
+                    held.issued_at,
+                    held.expires,
+                    refresh::jitter(),
+                ));
+                tracing::info!(
+                    file = %slot.spec.file.display(),
+                    audience = %slot.spec.audience,
+                    expires = %held.expires,
+                    "keeping the valid token already in the file"
+                );
+            }
+        }
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let now = tokio::time::Instant::now();
+            for slot in slots.iter_mut().filter(|slot| slot.next <= now) {
+                self.attempt(slot).await?;
+            }
+            let Some(next) = slots.iter().map(|slot| slot.next).min() else {
+                return Ok(());
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                () = &mut shutdown => {
+                    tracing::info!("stopping: the token files stay as they are");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The tokio instant at wall time `at` (now, if `at` has passed).
+    fn instant_at(&self, at: Timestamp) -> tokio::time::Instant {
+        let wait = at
+            .duration_since(self.clock.now())
+            .try_into()
+            .unwrap_or(std::time::Duration::ZERO);
+        tokio::time::Instant::now() + wait
+    }
+
+    /// One attempt for `slot`: on success the file is replaced and the next refresh set; on a
+    /// failure worth retrying, the next attempt is set after the backoff.
+    async fn attempt(&self, slot: &mut Slot) -> Result<(), AgentError> {
+        let now = self.clock.now();
+        let outcome = match self
+            .minter
+            .mint(&slot.spec.audience, self.expiration_seconds, now)
+            .await
+        {
+            Ok(minted) => slot.write(&minted, self.mode).map(|()| minted.held),
+            Err(Failure::Fatal(error)) => {
+                return Err(format!(
+                    "cannot keep a token for the audience {:?}: {} (not retried: the request or the configuration must change)",
+                    slot.spec.audience,
+                    crate::causes(error.as_ref())
+                )
+                .into());
+            }
+            Err(Failure::Retry(error)) => Err(error),
+        };
+        match outcome {
+            Ok(held) => {
+                slot.held = Some(held);
+                slot.failures = 0;
+                let at = refresh::refresh_at(held.issued_at, held.expires, refresh::jitter());
+                slot.next = self.instant_at(at);
+                tracing::info!(
+                    file = %slot.spec.file.display(),
+                    audience = %slot.spec.audience,
+                    expires = %held.expires,
+                    refresh = %at,
+                    "wrote a new token"
+                );
+            }
+            Err(error) => {
+                slot.failures = slot.failures.saturating_add(1);
+                let wait = refresh::backoff(slot.failures, refresh::jitter());
+                slot.next = tokio::time::Instant::now() + wait;
+                let kept = match slot.held.filter(|held| held.expires > now) {
+                    Some(held) => format!("keeping the token it has, valid until {}", held.expires),
+                    None => "no valid token in the file until one comes".to_owned(),
+                };
+                tracing::warn!(
+                    file = %slot.spec.file.display(),
+                    audience = %slot.spec.audience,
+                    failures = slot.failures,
+                    retry_in_seconds = wait.as_secs_f64(),
+                    error = %crate::causes(error.as_ref()),
+                    "could not refresh the token; {kept}"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One token's file and schedule.
+struct Slot {
+    spec: TokenSpec,
+    /// The file's directory, opened once; the file is replaced inside it.
+    dir: OwnedFd,
+    name: String,
+    held: Option<Held>,
+    failures: u32,
+    next: tokio::time::Instant,
+}
+
+impl Slot {
+    /// Opens the file's directory, and adopts a valid token already in the file.
+    fn open(spec: &TokenSpec, now: Timestamp) -> Result<Slot, AgentError> {
+        let parent = spec.file.parent().unwrap_or(Path::new("/"));
+        let dir = rustix::fs::open(
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("cannot open the token directory {}: {e}", parent.display()))?;
+        let name = spec
+            .file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| format!("{} is not a file name", spec.file.display()))?
+            .to_owned();
+        Ok(Slot {
+            spec: spec.clone(),
+            dir,
+            name,
+            held: current(spec, now).ok(),
+            failures: 0,
+            next: tokio::time::Instant::now(),
+        })
+    }
+
+    fn write(&self, minted: &Minted, mode: Mode) -> Result<(), AgentError> {
+        crate::atomic::replace(&self.dir, &self.name, minted.token.as_bytes(), mode)
+            .map_err(|e| format!("cannot write {}: {e}", self.spec.file.display()).into())
+    }
+}

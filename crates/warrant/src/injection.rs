@@ -1,0 +1,125 @@
+//! `warrant serve`'s token injection flags: the mutating webhook for pods at `/mutate/pods`
+//! (docs/injection.md). Off unless `--injection-agent-image` is given; then the agent's image,
+//! the URL it reaches warrant at and the CA it trusts are the server's choice, and each pod's
+//! audiences and clouds its ServiceAccount's.
+
+use std::error::Error;
+use std::path::PathBuf;
+
+use clap::Args;
+use warrant_server::{AZURE_DEFAULT_AUTHORITY_HOST, AppState, InjectionSettings};
+use warrant_watch::FileWatch;
+
+/// The flags.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Token injection")]
+pub(crate) struct InjectionArgs {
+    /// Turn on the mutating webhook for pods (`/mutate/pods`): pods whose ServiceAccount
+    /// carries warrant's annotations get the token agent, run from this image (warrant's own,
+    /// the same release as this server; deploy/components/injection sets it from the
+    /// Deployment's image).
+    #[arg(
+        long = "injection-agent-image",
+        env = "WARRANT_INJECTION_AGENT_IMAGE",
+        value_name = "IMAGE"
+    )]
+    pub(crate) agent_image: Option<String>,
+    /// The URL the agent reaches warrant at from a pod, https (its Service:
+    /// https://warrant.warrant.svc).
+    #[arg(
+        long = "injection-warrant-url",
+        value_name = "URL",
+        requires = "agent_image"
+    )]
+    pub(crate) warrant_url: Option<String>,
+    /// The CA bundle (PEM) the agent verifies warrant's serving certificate with, passed to it
+    /// in the pod spec (the serving Secret's ca.crt); re-read when it changes. Default: the
+    /// system's roots.
+    #[arg(
+        long = "injection-ca-file",
+        value_name = "PATH",
+        requires = "agent_image"
+    )]
+    pub(crate) ca_file: Option<PathBuf>,
+    /// `AZURE_AUTHORITY_HOST` for Azure's SDKs (another cloud's Entra ID, e.g.
+    /// https://login.microsoftonline.us/).
+    #[arg(
+        long = "injection-azure-authority-host",
+        value_name = "URL",
+        default_value = AZURE_DEFAULT_AUTHORITY_HOST,
+        requires = "agent_image"
+    )]
+    pub(crate) azure_authority_host: String,
+    /// The Entra tenant of ServiceAccounts that name none (`azure.warrant.dev/tenant-id`), as
+    /// Azure Workload Identity's webhook-wide tenant.
+    #[arg(
+        long = "injection-azure-tenant-id",
+        value_name = "TENANT",
+        requires = "agent_image"
+    )]
+    pub(crate) azure_tenant_id: Option<String>,
+    /// `AWS_REGION` and `AWS_DEFAULT_REGION` for AWS's SDKs, as EKS's webhook sets them
+    /// (`--aws-default-region`); a container that sets either keeps its own.
+    #[arg(
+        long = "injection-aws-region",
+        value_name = "REGION",
+        requires = "agent_image"
+    )]
+    pub(crate) aws_region: Option<String>,
+}
+
+/// Turns token injection on in `state` if the flags ask for it; the returned watch (if any)
+/// keeps the agent's CA bundle current and must be held while serving.
+pub(crate) fn setup(
+    args: &InjectionArgs,
+    state: &AppState,
+) -> Result<Option<FileWatch>, Box<dyn Error>> {
+    let Some(agent_image) = &args.agent_image else {
+        return Ok(None);
+    };
+    let warrant_url = args
+        .warrant_url
+        .as_deref()
+        .ok_or("--injection-agent-image needs --injection-warrant-url: the URL the agent reaches warrant at from a pod")?;
+    let warrant_url =
+        crate::credential::anchors::warrant_url(warrant_url, "--injection-warrant-url")?;
+    let settings = InjectionSettings {
+        agent_image: agent_image.clone(),
+        warrant_url,
+        ca_pem: None,
+        azure_authority_host: args.azure_authority_host.clone(),
+        azure_tenant_id: args.azure_tenant_id.clone(),
+        aws_region: args.aws_region.clone(),
+    };
+    let Some(ca_file) = args.ca_file.clone() else {
+        state.set_injection(settings);
+        return Ok(None);
+    };
+    // At start a bundle that does not load is a configuration error; later, a bad write is
+    // logged and the last good bundle stays.
+    let load = move |ca_file: &std::path::Path| -> Result<String, Box<dyn Error>> {
+        let pem = std::fs::read_to_string(ca_file)
+            .map_err(|e| format!("--injection-ca-file {}: {e}", ca_file.display()))?;
+        crate::credential::anchors::ca_bundle(pem.as_bytes(), &ca_file.display().to_string())?;
+        Ok(pem)
+    };
+    state.set_injection(InjectionSettings {
+        ca_pem: Some(load(&ca_file)?),
+        ..settings.clone()
+    });
+    let watched = state.clone();
+    let path = ca_file.clone();
+    let watch = warrant_watch::watch_files(&[ca_file], move || match load(&path) {
+        Ok(pem) => {
+            watched.set_injection(InjectionSettings {
+                ca_pem: Some(pem),
+                ..settings.clone()
+            });
+            tracing::info!(file = %path.display(), "reloaded the token agent's CA bundle");
+        }
+        Err(error) => {
+            tracing::error!(%error, "the token agent's CA bundle did not load; pods get the last good one");
+        }
+    })?;
+    Ok(Some(watch))
+}

@@ -1,0 +1,385 @@
+//! Token injection on the real binary, beside a cluster (the loopback Kubernetes fixture) where
+//! warrant is not the signer: kube-apiserver's captured AdmissionReview goes to `serve`'s
+//! webhook, kubectl applies the patch it answers, and the agent the patch adds is run as the
+//! kubelet would run it (its environment from the patched pod, the pod's own kube token, which
+//! kube-apiserver vouches for). A relying party (PyJWT, not warrant's code) then verifies the
+//! tokens the agent wrote through warrant's discovery document, as an SDK's cloud would.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use warrant_kube_fixture::authority::{Authority, TokenAnswer};
+use warrant_kube_fixture::objects::{node, pod, service_account};
+use warrant_kube_fixture::{Cluster, Fixture};
+
+use crate::support::*;
+
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/admission");
+const POD_UID: &str = "7f0c3a52-8f1e-4a8e-9d36-3f7c1b2a9e01";
+const SA_UID: &str = "a1b2c3d4-0000-4000-8000-000000000001";
+
+fn vector(name: &str) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(format!("{VECTORS}/admissionreview-{name}.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+/// The cluster: `apps/s3-reader` annotated for AWS and Azure (as the captured reviews'
+/// service account, with warrant's prefix), `apps/bad` with a role ARN that is not one, the
+/// pod `apps/app` of s3-reader on `node-1`.
+async fn cluster(authority: &Authority) -> Fixture {
+    let fixture = Fixture::start_with(Cluster::new(), |_| authority.routes())
+        .await
+        .unwrap();
+    let annotated = |name: &str, uid: &str, annotations: &[(&str, &str)]| {
+        let mut account = service_account("apps", name, uid);
+        account.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        account
+    };
+    fixture
+        .create(&annotated(
+            "s3-reader",
+            SA_UID,
+            &[
+                warrant_testkit::INJECTED_ANNOTATIONS[0],
+                warrant_testkit::INJECTED_ANNOTATIONS[1],
+                warrant_testkit::INJECTED_ANNOTATIONS[2],
+                // Others' annotations are not warrant's concern (and never kept).
+                (
+                    "eks.amazonaws.com/role-arn",
+                    "arn:aws:iam::111122223333:role/s3-reader",
+                ),
+            ],
+        ))
+        .unwrap();
+    fixture
+        .create(&annotated(
+            "bad",
+            "a1b2c3d4-0000-4000-8000-000000000003",
+            &[("aws.warrant.dev/role-arn", "s3-reader")],
+        ))
+        .unwrap();
+    fixture.create(&node("node-1", "node-uid-1")).unwrap();
+    fixture
+        .create(&pod("apps", "app", POD_UID, "s3-reader", "node-1", None))
+        .unwrap();
+    fixture
+}
+
+/// Posts `review` to the webhook, anonymously as kube-apiserver does.
+async fn admit(w: &Warrant, review: &Value) -> Value {
+    let reply = w
+        .http
+        .post(w.url("/mutate/pods"))
+        .json(review)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let answer: Value = reply.json().await.unwrap();
+    answer["response"].clone()
+}
+
+/// The pod `object` with the response's patch applied by kubectl.
+fn patched(object: &Value, response: &Value) -> Value {
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(response["patch"].as_str().expect("a patch"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pod.json");
+    std::fs::write(&file, object.to_string()).unwrap();
+    let out = Command::new("kubectl")
+        .env("KUBECONFIG", dir.path().join("none"))
+        .args(["patch", "--local", "--type=json", "-o", "json", "-f"])
+        .arg(&file)
+        .arg("-p")
+        .arg(String::from_utf8(patch).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "kubectl patch: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A container's variables, with downward API references resolved as the kubelet would for
+/// pod `apps/app`, and warrant's paths moved under `root`.
+fn environment(container: &Value, root: &Path) -> BTreeMap<String, String> {
+    container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|var| {
+            let name = var["name"].as_str().unwrap().to_owned();
+            let value = match var["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                Some("metadata.name") => "app".to_owned(),
+                Some("metadata.uid") => POD_UID.to_owned(),
+                Some(other) => panic!("{name} refers to {other}"),
+                None => var["value"].as_str().unwrap().to_owned(),
+            };
+            let value = value.replace(
+                "/var/run/secrets/warrant.dev",
+                &root.join("warrant.dev").display().to_string(),
+            );
+            (name, value)
+        })
+        .collect()
+}
+
+/// PyJWT as a relying party: fetches discovery from `issuer` and the JWKS it names (trusting
+/// `ca`), and verifies `token` for `audience`; the claims.
+fn relying_party(issuer: &str, ca: &Path, token: &str, audience: &str) -> Value {
+    const SCRIPT: &str = r#"
+import json, ssl, sys, urllib.request
+import jwt
+issuer, ca, token, audience = sys.argv[1:5]
+context = ssl.create_default_context(cafile=ca)
+with urllib.request.urlopen(issuer + "/.well-known/openid-configuration", context=context) as r:
+    config = json.load(r)
+assert config["issuer"] == issuer, config
+key = jwt.PyJWKClient(config["jwks_uri"], ssl_context=context).get_signing_key_from_jwt(token)
+claims = jwt.decode(token, key.key, algorithms=config["id_token_signing_alg_values_supported"],
+                    audience=audience, issuer=issuer, options={"require": ["exp", "iat", "sub"]})
+print(json.dumps(claims))
+"#;
+    let out = warrant_testkit::tools::python(&["jwt", "cryptography"])
+        .arg("-c")
+        .arg(SCRIPT)
+        .args([issuer, ca.to_str().unwrap(), token, audience])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "PyJWT refused the token: {}",
+        stderr(&out)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn an_injected_pods_agent_keeps_tokens_a_relying_party_verifies() {
+    let authority = Authority::new();
+    let fixture = cluster(&authority).await;
+    let policy = tempfile::tempdir().unwrap();
+    let policy_file = policy.path().join("policy.yaml");
+    std::fs::write(
+        &policy_file,
+        "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [sts.amazonaws.com, 'api://AzureADTokenExchange']\n",
+    )
+    .unwrap();
+    let w = Warrant::start_cluster(
+        &fixture,
+        &[
+            "--delegate-authentication",
+            "--authentication-skip-lookup",
+            "--authorization-policy-file",
+            policy_file.to_str().unwrap(),
+            "--injection-agent-image",
+            "ghcr.io/warrant-dev/warrant:v0.1.0",
+            "--injection-warrant-url",
+            "https://127.0.0.1:{port}",
+            "--injection-ca-file",
+            "{dir}/ca.crt",
+        ],
+    )
+    .await;
+    let ca = std::fs::read_to_string(w.path("ca.crt")).unwrap();
+
+    // The captured review: the pod as the expected vector has it, with this server's URL and
+    // CA in the agent's environment.
+    let review = vector("pod-annotated-sa");
+    let response = admit(&w, &review).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let pod = patched(&review["request"]["object"], &response);
+    let mut expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{VECTORS}/expected/annotated-sa-aws-azure.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    for var in expected["spec"]["initContainers"][0]["env"]
+        .as_array_mut()
+        .unwrap()
+    {
+        match var["name"].as_str() {
+            Some("WARRANT_URL") => var["value"] = json!(w.issuer()),
+            Some("WARRANT_CA_DATA") => var["value"] = json!(ca),
+            _ => {}
+        }
+    }
+    assert_eq!(pod, expected);
+
+    // A malformed annotation refuses the pod, naming it.
+    let mut bad = review.clone();
+    bad["request"]["object"]["spec"]["serviceAccountName"] = json!("bad");
+    let refused = admit(&w, &bad).await;
+    assert_eq!(refused["allowed"], false);
+    assert!(
+        refused["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("aws.warrant.dev/role-arn is \"s3-reader\", not an IAM role ARN"),
+        "{refused}"
+    );
+
+    // The kubelet's part: the pod's own kube token (kube-apiserver's, bound to the pod; warrant
+    // asks kube-apiserver about it), projected where the agent reads it.
+    let root = tempfile::tempdir().unwrap();
+    let kube_key = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    let now = warrant_clock::Clock::System.now().as_second();
+    let kube_token = kube_key
+        .sign(&warrant_token::Claims::new(warrant_token::NewToken {
+            issuer: "https://kubernetes.default.svc.cluster.local",
+            namespace: "apps",
+            service_account: warrant_token::ObjectRef::new("s3-reader", SA_UID),
+            audiences: vec!["https://kubernetes.default.svc.cluster.local".into()],
+            binding: warrant_token::Binding::Pod {
+                pod: warrant_token::ObjectRef::new("app", POD_UID),
+                node: Some(warrant_token::ObjectRef::new("node-1", "node-uid-1")),
+            },
+            issued_at: now,
+            expires_at: now + 3600,
+            warn_after: None,
+            jti: "kube-jti-1".into(),
+        }))
+        .unwrap();
+    authority.token(
+        &kube_token,
+        TokenAnswer::User {
+            username: "system:serviceaccount:apps:s3-reader".into(),
+            uid: SA_UID.into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:serviceaccounts:apps".into(),
+            ],
+            extra: [
+                ("authentication.kubernetes.io/pod-name", "app"),
+                ("authentication.kubernetes.io/pod-uid", POD_UID),
+                ("authentication.kubernetes.io/node-name", "node-1"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), vec![v.to_owned()]))
+            .collect(),
+        },
+    );
+    let warrant_dir = root.path().join("warrant.dev");
+    std::fs::create_dir_all(warrant_dir.join("kube")).unwrap();
+    std::fs::create_dir_all(warrant_dir.join("tokens")).unwrap();
+    std::fs::write(warrant_dir.join("kube/token"), &kube_token).unwrap();
+
+    // The agent, as the pod runs it: its args and environment from the patched pod.
+    let agent = &pod["spec"]["initContainers"][0];
+    assert_eq!(agent["name"], "warrant-token-agent");
+    let env = environment(agent, root.path());
+    let args: Vec<&str> = agent["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let mut running = Command::new(BIN)
+        .args(&args)
+        .env_clear()
+        .envs(&env)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its startup probe, as the kubelet runs it, until the first tokens are there.
+    let probe: Vec<&str> = agent["startupProbe"]["exec"]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let ready = || {
+        Command::new(BIN)
+            .args(&probe)
+            .env_clear()
+            .envs(&env)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !ready() {
+        if let Some(status) = running.try_wait().unwrap() {
+            let mut log = String::new();
+            std::io::Read::read_to_string(running.stderr.as_mut().unwrap(), &mut log).unwrap();
+            panic!("the agent exited with {status}: {log}");
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no token within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The app container reads the files its variables name; a relying party verifies each
+    // token through warrant's discovery.
+    let app = environment(&pod["spec"]["containers"][0], root.path());
+    for (variable, audience) in [
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", "sts.amazonaws.com"),
+        ("AZURE_FEDERATED_TOKEN_FILE", "api://AzureADTokenExchange"),
+    ] {
+        let token = std::fs::read_to_string(&app[variable]).unwrap();
+        let claims = relying_party(&w.issuer(), &w.path("ca.crt"), &token, audience);
+        assert_eq!(claims["sub"], "system:serviceaccount:apps:s3-reader");
+        assert_eq!(claims["iss"], w.issuer());
+        assert_eq!(
+            claims["kubernetes.io"]["pod"]["uid"], POD_UID,
+            "bound to the pod"
+        );
+        assert_eq!(
+            claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+            3600
+        );
+    }
+    assert_eq!(
+        app["AWS_ROLE_ARN"],
+        "arn:aws:iam::111122223333:role/s3-reader"
+    );
+
+    // SIGTERM (the kubelet stopping the sidecar after the app): exit 0, files left in place.
+    let status = Command::new("kill")
+        .arg(running.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = running.wait().unwrap();
+    assert!(exit.success(), "{exit}");
+    assert!(ready());
+
+    // A renewed CA bundle (cert-manager rewrites the Secret's ca.crt) reaches the pods created
+    // after it, without a restart.
+    let renewed = warrant_testkit::TestCa::new("renewed warrant CA");
+    let staged = w.path("ca.crt.new");
+    std::fs::write(&staged, renewed.pem()).unwrap();
+    std::fs::rename(&staged, w.path("ca.crt")).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let pod = patched(&review["request"]["object"], &admit(&w, &review).await);
+        let env = environment(&pod["spec"]["initContainers"][0], root.path());
+        if env["WARRANT_CA_DATA"] == renewed.pem() {
+            break;
+        }
+        assert_eq!(
+            env["WARRANT_CA_DATA"], ca,
+            "neither the old bundle nor the new"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the renewed CA never reached the pods"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
