@@ -80,9 +80,17 @@ fn main() {
         // cargo counts a watched path that is missing as changed, so naming `packed-refs`
         // (absent in a fresh clone until `git gc` packs the refs) rebuilt this crate and
         // everything above it on every build. A commit always writes a loose ref under
-        // refs/heads, even where the others are packed, so the directory is enough.
-        for path in ["HEAD", "refs/heads", "packed-refs"] {
-            let path = std::path::Path::new(&dir).join(path);
+        // refs/heads, even where the others are packed, so the directory is enough. In a
+        // linked worktree (`git worktree add`) HEAD is the worktree's own, and the refs are
+        // the repository's, in the common directory.
+        let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            .unwrap_or_else(|| dir.clone());
+        for (base, path) in [
+            (&dir, "HEAD"),
+            (&common, "refs/heads"),
+            (&common, "packed-refs"),
+        ] {
+            let path = std::path::Path::new(base).join(path);
             if path.exists() {
                 println!("cargo:rerun-if-changed={}", path.display());
             }

@@ -22,9 +22,9 @@
 //! attempts. With kube's defaults, 5 × 10 s + (0.5 + 0.75 + 1.125 + 1.69) s × at most 1.2
 //! (jitter), under 55 s.
 //!
-//! The caches expire by the server's [`Clock`](crate::Clock), not by a timer, so tests move the
-//! clock instead of waiting. (moka would expire entries by its own clock, which tests cannot
-//! move; a bounded map of a few thousand entries is all this needs.)
+//! The caches are warrant-cache's [`ExpiringCache`]: an entry is valid until the time the
+//! server's [`Clock`](crate::Clock) gave it, not until a timer fires, so tests move the clock
+//! instead of waiting.
 
 use std::future::Future;
 use std::hash::Hash;

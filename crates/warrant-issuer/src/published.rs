@@ -70,11 +70,7 @@ impl Published {
         .with_revoked(keys.revoked().to_vec());
         let jwks = Bytes::from(render_jwks(keys.verifying()));
         let jwks_etag = etag(&jwks);
-        let issuer = settings
-            .issuers
-            .first()
-            .map(String::as_str)
-            .unwrap_or_default();
+        let issuer = settings.issuer();
         let discovery = render_discovery(issuer, &settings.jwks_uri, keys.verifying()).map(|doc| {
             let tag = etag(&doc);
             (Bytes::from(doc), tag)

@@ -43,14 +43,23 @@ pub enum SettingsError {
 }
 
 impl Settings {
+    /// The issuer new tokens carry (`iss`) and discovery names: the first of `issuers`.
+    pub fn issuer(&self) -> &str {
+        first_issuer(&self.issuers)
+    }
+
     /// The path of the first issuer's URL without a trailing `/` (`/tenant-a` for
     /// `https://host/tenant-a/`), where the discovery document and the JWKS are served too;
     /// empty for an issuer at the root, or one that is not a URL.
     pub fn issuer_path(&self) -> String {
-        self.issuers
-            .first()
-            .map_or_else(String::new, |i| url_path(i))
+        url_path(self.issuer())
     }
+}
+
+/// The issuer new tokens carry and discovery names: the first given (kube-apiserver's rule for
+/// a repeated `--service-account-issuer`; the others are only accepted); empty when none is.
+pub fn first_issuer(issuers: &[String]) -> &str {
+    issuers.first().map(String::as_str).unwrap_or_default()
 }
 
 /// The path of a URL without a trailing `/` (`/tenant-a` for `https://host/tenant-a/`); empty

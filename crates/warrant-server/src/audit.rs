@@ -19,7 +19,7 @@ use warrant_audit::{
 };
 use warrant_auth::Caller;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorMessage};
 use crate::routes::{Endpoint, Routed};
 use crate::state::AppState;
 
@@ -39,10 +39,6 @@ pub(crate) struct AuditFacts {
     /// The token issued or reviewed.
     pub(crate) token: Option<TokenFacts>,
 }
-
-/// The message of an error response (its `Status.message`), for the audit event.
-#[derive(Debug, Clone)]
-pub(crate) struct ErrorMessage(pub(crate) String);
 
 /// kube-apiserver's header for the request's audit ID, in requests it relays and in responses.
 const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");

@@ -286,6 +286,11 @@ fn qualified(name: &str, group: &str) -> String {
     }
 }
 
+/// The message of an error response (its `Status.message`), carried in the response's
+/// extensions for the audit event, which the audit layer reads from there.
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorMessage(pub(crate) String);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         #[allow(clippy::expect_used)]
@@ -293,7 +298,7 @@ impl IntoResponse for ApiError {
         let mut response = (self.0.code, body).into_response();
         response
             .extensions_mut()
-            .insert(crate::audit::ErrorMessage(self.0.message));
+            .insert(ErrorMessage(self.0.message));
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(seconds) = self.0.details.as_ref().and_then(|d| d.retry_after_seconds) {

@@ -314,11 +314,7 @@ pub(crate) async fn issue(
     let jti = new_jti();
     let binding_label = binding.label();
     let mut claims = Claims::new(NewToken {
-        issuer: settings
-            .issuers
-            .first()
-            .map(String::as_str)
-            .unwrap_or_default(),
+        issuer: settings.issuer(),
         namespace,
         service_account: ObjectRef::new(name, account.uid.clone()),
         audiences: audiences.clone(),

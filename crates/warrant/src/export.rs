@@ -39,7 +39,7 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
         now,
     )
     .await?;
-    let issuer = args.issuers.first().map(String::as_str).unwrap_or_default();
+    let issuer = warrant_issuer::first_issuer(&args.issuers);
     let discovery = render_discovery(issuer, &jwks_uri, keys.verifying())
         .map_err(|e| format!("cannot publish discovery for this issuer: {e}"))?;
     let jwks = render_jwks(keys.verifying());
@@ -97,7 +97,7 @@ pub(crate) async fn publish(args: &DiscoveryPublishArgs) -> Result<(), Box<dyn E
     };
     let next_change = keys.next_change();
     let published = warrant_issuer::Published::new(&settings, keys);
-    let issuer = args.issuers.first().map(String::as_str).unwrap_or_default();
+    let issuer = warrant_issuer::first_issuer(&args.issuers);
     let endpoint = args.endpoint.endpoint();
     let targets = args
         .targets

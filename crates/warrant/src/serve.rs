@@ -192,7 +192,7 @@ pub(crate) async fn run(
             tracing::info!(
                 address = %listener.local_addr()?,
                 socket_activated,
-                issuer = %issuer.settings().issuers.first().map(String::as_str).unwrap_or_default(),
+                issuer = %issuer.settings().issuer(),
                 signing_kid = %published.keys().signing_at(issuer.clock().now()).kid(),
                 alg = %published.keys().signing_at(issuer.clock().now()).algorithm(),
                 "serving"
@@ -209,7 +209,7 @@ pub(crate) async fn run(
         }
         None => {
             tracing::info!(
-                issuer = %issuer.settings().issuers.first().map(String::as_str).unwrap_or_default(),
+                issuer = %issuer.settings().issuer(),
                 signing_kid = %published.keys().signing_at(issuer.clock().now()).kid(),
                 "serving the signing socket only (--secure-port 0: no HTTPS API; metrics and health only with --metrics-bind-address)"
             );
@@ -426,7 +426,7 @@ pub(crate) fn jwks_uri(
         (None, Some(host)) if host.contains(':') => format!("https://{host}{JWKS_PATH}"),
         (None, Some(host)) => format!("https://{host}:{port}{JWKS_PATH}"),
         (None, None) => {
-            let issuer = issuers.first().map(String::as_str).unwrap_or_default();
+            let issuer = warrant_issuer::first_issuer(issuers);
             format!("{}{JWKS_PATH}", issuer.trim_end_matches('/'))
         }
     })

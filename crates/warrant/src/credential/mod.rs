@@ -579,7 +579,10 @@ pub(crate) fn escape_controls(text: &str) -> String {
     out
 }
 
+/// The plugin's steps: what kubectl asked for, the audience, who asks and for which service
+/// account, the proof key, then the cached token or a new one, printed for client-go.
 async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
+    // 1. What client-go passed: the cluster and its exec extension.
     let info = match std::env::var("KUBERNETES_EXEC_INFO") {
         Ok(text) => exec_info(&text)?,
         Err(_) => {
@@ -592,52 +595,21 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
+    // 2. The audience, anchored to the cluster (see `anchors`).
     let audience = anchors::audience(
         args.audience.as_deref(),
         args.allow_profile_audience,
         info.server.as_deref(),
         config("audience").as_deref(),
     )?;
+    // 3. Who asks warrant, and for which service account.
     let caller = caller(args, &config).await?;
     let warrant = caller.warrant().to_owned();
-    let service_account = match (
-        &args.service_account,
-        config("serviceAccount"),
-        caller.own(),
-    ) {
-        (Some(named), _, _) => named.clone(),
-        (None, Some(text), _) => parse_object_name(&text)
-            .map_err(|e| format!("serviceAccount in the cluster's exec extension: {e}"))?,
-        (None, None, Some(own)) => own.service_account.clone(),
-        (None, None, None) => {
-            return Err("with --kubeconfig, name the service account to mint for: --service-account NAMESPACE/NAME, or serviceAccount in the cluster's exec extension".into());
-        }
-    };
+    let service_account = service_account(args, config("serviceAccount"), &caller)?;
     let binding = caller.own().and_then(|own| own.binding.clone());
-    // A ClusterProfile's additional-envs could set WARRANT_KEY_BINDING beside the hub's flag.
-    anchors::agree_with_environment(
-        "--key-binding",
-        Some(args.key_binding.as_str()),
-        "WARRANT_KEY_BINDING",
-    )?;
-    // The key lives in the cache directory, also with --no-cache (which is about tokens): a
-    // key made anew on every run would bind each token to a key nobody keeps.
-    let proof_key = match args.key_binding {
-        KeyBinding::None => None,
-        KeyBinding::Dpop => {
-            let dir = args
-                .cache_dir
-                .clone()
-                .or_else(cache::default_dir)
-                .ok_or(dpop::ProofKeyError::NoDirectory)?;
-            Some(dpop::ProofKey::load_or_create(
-                &dir,
-                &warrant,
-                &service_account.to_string(),
-            )?)
-        }
-    };
-
+    // 4. The key the token is bound to, if any.
+    let proof_key = proof_key(args, &warrant, &service_account)?;
+    // 5. A cached token that is still good.
     let key = cache::Key {
         warrant: warrant.clone(),
         service_account: service_account.to_string(),
@@ -649,55 +621,121 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
         expiration_seconds: args.expiration,
         bound_key: proof_key.as_ref().map(|key| key.jkt().to_owned()),
     };
-    let slot = if args.no_cache {
-        None
-    } else {
-        args.cache_dir.clone().or_else(cache::default_dir)
-    };
-    let slot = match slot {
-        Some(dir) => match cache::Slot::lock(&dir, key).await {
-            Ok(slot) => Some(slot),
-            Err(refused) => {
-                if refused.is_suspicious() {
-                    // Said once per run, and the run goes on: a refused cache is only slower.
-                    #[allow(clippy::print_stderr)]
-                    {
-                        eprintln!(
-                            "warrant: not using the token cache: {}; minting without it",
-                            escape_controls(&refused.to_string())
-                        );
-                    }
-                }
-                None
-            }
-        },
-        None => None,
-    };
+    let slot = cache_slot(args, key).await;
     let now = warrant_clock::Clock::System.now();
     if let Some(entry) = slot.as_ref().and_then(|slot| slot.get(now)) {
         return print(&info.api_version, &entry.token, entry.expiration_timestamp);
     }
+    // 6. A new one from warrant, kept for the next run.
+    let spec = TokenRequestSpec {
+        audiences: vec![audience],
+        expiration_seconds: args.expiration,
+        bound_object_ref: binding,
+    };
+    let (minted, expires) = mint(&caller, &service_account, spec, proof_key.as_ref(), now).await?;
+    if let Some(slot) = slot {
+        let issued_at = issued_at(&minted).unwrap_or(now);
+        slot.put(minted.clone(), issued_at, expires);
+    }
+    print(&info.api_version, &minted, expires)
+}
 
+/// The service account to mint for: `--service-account`, else the cluster's exec extension's
+/// `serviceAccount`, else the caller's own (a warrant token's).
+fn service_account(
+    args: &CredentialArgs,
+    configured: Option<String>,
+    caller: &Caller,
+) -> Result<ObjectName, Box<dyn Error>> {
+    match (&args.service_account, configured, caller.own()) {
+        (Some(named), _, _) => Ok(named.clone()),
+        (None, Some(text), _) => Ok(parse_object_name(&text)
+            .map_err(|e| format!("serviceAccount in the cluster's exec extension: {e}"))?),
+        (None, None, Some(own)) => Ok(own.service_account.clone()),
+        (None, None, None) => Err("with --kubeconfig, name the service account to mint for: --service-account NAMESPACE/NAME, or serviceAccount in the cluster's exec extension".into()),
+    }
+}
+
+/// The DPoP key the token is bound to (`--key-binding dpop`), made the first time. It lives
+/// in the cache directory, also with --no-cache (which is about tokens): a key made anew on
+/// every run would bind each token to a key nobody keeps.
+fn proof_key(
+    args: &CredentialArgs,
+    warrant: &str,
+    service_account: &ObjectName,
+) -> Result<Option<dpop::ProofKey>, Box<dyn Error>> {
+    // A ClusterProfile's additional-envs could set WARRANT_KEY_BINDING beside the hub's flag.
+    anchors::agree_with_environment(
+        "--key-binding",
+        Some(args.key_binding.as_str()),
+        "WARRANT_KEY_BINDING",
+    )?;
+    match args.key_binding {
+        KeyBinding::None => Ok(None),
+        KeyBinding::Dpop => {
+            let dir = args
+                .cache_dir
+                .clone()
+                .or_else(cache::default_dir)
+                .ok_or(dpop::ProofKeyError::NoDirectory)?;
+            Ok(Some(dpop::ProofKey::load_or_create(
+                &dir,
+                warrant,
+                &service_account.to_string(),
+            )?))
+        }
+    }
+}
+
+/// The token cache's slot for `key`, locked for this run; none with `--no-cache`, without a
+/// cache directory, or when the cache is refused (said once: a refused cache is only slower).
+async fn cache_slot(args: &CredentialArgs, key: cache::Key) -> Option<cache::Slot> {
+    if args.no_cache {
+        return None;
+    }
+    let dir = args.cache_dir.clone().or_else(cache::default_dir)?;
+    match cache::Slot::lock(&dir, key).await {
+        Ok(slot) => Some(slot),
+        Err(refused) => {
+            if refused.is_suspicious() {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!(
+                        "warrant: not using the token cache: {}; minting without it",
+                        escape_controls(&refused.to_string())
+                    );
+                }
+            }
+            None
+        }
+    }
+}
+
+/// Asks warrant for a token (with a DPoP proof when bound to a key), within one bound on the
+/// whole call (client-go waits for the plugin), and checks what came back: a token, an
+/// expiry, and the binding asked for.
+async fn mint(
+    caller: &Caller,
+    service_account: &ObjectName,
+    spec: TokenRequestSpec,
+    proof_key: Option<&dpop::ProofKey>,
+    now: jiff::Timestamp,
+) -> Result<(String, jiff::Timestamp), Box<dyn Error>> {
+    let warrant = caller.warrant();
     let body = TokenRequest {
         api_version: "authentication.k8s.io/v1",
         kind: "TokenRequest",
-        spec: TokenRequestSpec {
-            audiences: vec![audience],
-            expiration_seconds: args.expiration,
-            bound_object_ref: binding,
-        },
+        spec,
     };
     let proof = proof_key
-        .as_ref()
         .map(|key| {
-            let htu = format!("{warrant}{}", token_request_path(&service_account));
+            let htu = format!("{warrant}{}", token_request_path(service_account));
             key.proof("POST", &htu, now)
         })
         .transpose()?;
-    // One bound on the whole call, whichever way it goes: client-go waits for the plugin.
     let answer = tokio::time::timeout(
         REQUEST_TIMEOUT,
-        caller.request(&service_account, &body, proof.as_deref()),
+        caller.request(service_account, &body, proof.as_deref()),
     )
     .await
     .map_err(|_| {
@@ -713,17 +751,13 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     if minted.is_empty() || expires.is_empty() {
         return Err(format!("warrant at {warrant} answered without a token").into());
     }
-    if let Some(key) = &proof_key {
-        check_bound(&minted, key, &warrant, &service_account)?;
+    if let Some(key) = proof_key {
+        check_bound(&minted, key, warrant, service_account)?;
     }
     let expires: jiff::Timestamp = expires.parse().map_err(|e| {
         format!("warrant at {warrant} answered an unreadable expirationTimestamp: {e}")
     })?;
-    if let Some(slot) = slot {
-        let issued_at = issued_at(&minted).unwrap_or(now);
-        slot.put(minted.clone(), issued_at, expires);
-    }
-    print(&info.api_version, &minted, expires)
+    Ok((minted, expires))
 }
 
 /// Prints the ExecCredential client-go reads.
