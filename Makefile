@@ -40,9 +40,10 @@ build:
 
 ## make release: what people fetch, in dist/: for each target rustup has installed (or
 ## RELEASE_TARGETS), warrant-VERSION-PLATFORM.tar.gz (the stripped binary, LICENSE and
-## THIRD-PARTY-NOTICES), its debug info (.debug) and a CycloneDX SBOM (.cdx.json), and
-## SHA256SUMS over them. VERSION is scripts/version's, Cargo.toml's. See scripts/release.
-release: $(TEST_TOOLS_STAMP)
+## THIRD-PARTY-NOTICES), its debug info (.debug) and a CycloneDX SBOM (.cdx.json, the crates
+## built for that target: scripts/sbom), and SHA256SUMS over them. VERSION is scripts/version's,
+## Cargo.toml's. Needs no test tool. See scripts/release.
+release:
 	scripts/release
 
 ## make notices: regenerates THIRD-PARTY-NOTICES with cargo-about (installs it the first time),
@@ -151,7 +152,7 @@ soak: wrk-installed
 ## A crash stops the run and is written to fuzz/artifacts/<target>/: commit it to the seeds
 ## with its fix (docs/security.md, "Fuzzing").
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= token signed_payload dpop_proof signed_proof request_body request_path manifest duration
+FUZZ_TARGETS ?= token signed_payload dpop_proof signed_proof cnf request_body request_path manifest duration
 
 fuzz:
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked

@@ -1194,7 +1194,9 @@ async fn key_binding_gets_tokens_bound_to_the_plugins_own_key() {
     let jkt = python_dpop(key, None)["jkt"].as_str().unwrap().to_owned();
     let c = claims(&bound);
     assert_eq!(
-        c.cnf.as_ref().and_then(|c| c.jkt.as_deref()),
+        c.cnf
+            .as_ref()
+            .and_then(|c| c.binding().ok()?.jkt.as_deref()),
         Some(jkt.as_str())
     );
     assert_eq!(c.aud, std::slice::from_ref(&issuer));

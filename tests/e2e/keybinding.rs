@@ -446,7 +446,17 @@ async fn warrant_verify_checks_the_key_binding_of_a_token() {
         keys.path().join("thief.key"),
     );
     let (bound, jkt) = dpop_bound_token(&w, &holder, &["vault"]).await;
-    assert_eq!(claims(&bound).cnf.unwrap().jkt.unwrap(), jkt);
+    assert_eq!(
+        claims(&bound)
+            .cnf
+            .unwrap()
+            .binding()
+            .unwrap()
+            .jkt
+            .clone()
+            .unwrap(),
+        jkt
+    );
 
     let verify = |token: &str, extra: &[&std::ffi::OsStr]| {
         w.verify_command("vault")
@@ -572,7 +582,13 @@ async fn warrant_verify_checks_the_certificate_of_a_certificate_bound_token() {
     // The thumbprint by RFC 8705's recipe, with Python's ssl and hashlib (not warrant's code).
     let x5t = python_x5t(&dir.join("deployer.crt"));
     assert_eq!(
-        claims(&token).cnf.unwrap().x5t_s256.as_deref(),
+        claims(&token)
+            .cnf
+            .unwrap()
+            .binding()
+            .unwrap()
+            .x5t_s256
+            .as_deref(),
         Some(x5t.as_str())
     );
 

@@ -313,27 +313,11 @@ fn the_release_packs_a_stripped_binary_with_its_licences_sbom_and_sums() {
         "SHA256SUMS covers the archive, the debug info and the SBOM"
     );
 
-    // The SBOM: CycloneDX, for warrant, naming the crates with Cargo.lock's versions.
-    let sbom: Value =
-        serde_json::from_slice(&std::fs::read(out.join(format!("{name}.cdx.json"))).unwrap())
-            .unwrap();
-    assert_eq!(sbom["bomFormat"], "CycloneDX");
-    assert_eq!(sbom["metadata"]["component"]["name"], "warrant");
-    let components: BTreeSet<String> = sbom["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            format!(
-                "{} {}",
-                c["name"].as_str().unwrap(),
-                c["version"].as_str().unwrap()
-            )
-        })
-        .collect();
-    let built = built_into_warrant(host);
-    let missing: Vec<&String> = built.difference(&components).collect();
-    assert!(missing.is_empty(), "the SBOM leaves out {missing:?}");
+    // The SBOM: the crates built into this binary, nothing else.
+    let sbom_file = out.join(format!("{name}.cdx.json"));
+    let sbom: Value = serde_json::from_slice(&std::fs::read(&sbom_file).unwrap()).unwrap();
+    assert_lists_the_binary(&sbom, host);
+    assert_eq!(sbom["metadata"]["timestamp"], "2023-11-14T22:13:20Z");
 
     // Packing again gives the same archive, byte for byte.
     let again = scratch.path().join("again");
@@ -344,6 +328,129 @@ fn the_release_packs_a_stripped_binary_with_its_licences_sbom_and_sums() {
             == std::fs::read(again.join(format!("{name}.tar.gz"))).unwrap(),
         "the archive is not reproducible"
     );
+    assert!(
+        std::fs::read(&sbom_file).unwrap()
+            == std::fs::read(again.join(format!("{name}.cdx.json"))).unwrap(),
+        "the SBOM is not reproducible"
+    );
+}
+
+/// Checks that `sbom` is warrant's CycloneDX 1.6 SBOM for `target`: its components are exactly
+/// the crates built into the binary for that target (no other platform's), each named by its
+/// purl with its licence, and its dependency graph reaches each of them from warrant.
+#[track_caller]
+fn assert_lists_the_binary(sbom: &Value, target: &str) {
+    assert_eq!(sbom["bomFormat"], "CycloneDX");
+    assert_eq!(sbom["specVersion"], "1.6");
+    let serial = sbom["serialNumber"].as_str().unwrap();
+    assert!(
+        serial.starts_with("urn:uuid:") && serial.len() == "urn:uuid:".len() + 36,
+        "{serial}"
+    );
+    let warrant = &sbom["metadata"]["component"];
+    assert_eq!(warrant["name"], "warrant");
+    assert_eq!(warrant["version"], env!("CARGO_PKG_VERSION"));
+    let warrant_ref = warrant["bom-ref"].as_str().unwrap();
+    assert!(
+        warrant["purl"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("pkg:")),
+        "{warrant}"
+    );
+
+    let components = sbom["components"].as_array().unwrap();
+    let mut listed = BTreeSet::new();
+    for c in components {
+        let (name, version) = (c["name"].as_str().unwrap(), c["version"].as_str().unwrap());
+        assert_eq!(c["type"], "library", "{c}");
+        assert_eq!(c["purl"], format!("pkg:cargo/{name}@{version}"), "{c}");
+        let licence = c["licenses"][0]["expression"].as_str().unwrap_or_default();
+        assert!(
+            is_spdx_expression(licence),
+            "{name} {version}: licence {licence:?}"
+        );
+        listed.insert(format!("{name} {version}"));
+    }
+    let built = built_into_warrant(target);
+    let missing: Vec<&String> = built.difference(&listed).collect();
+    let extra: Vec<&String> = listed.difference(&built).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "the {target} SBOM leaves out {missing:?} and lists crates not built into it {extra:?}"
+    );
+
+    // Every component is reached from warrant through the graph.
+    let graph: std::collections::BTreeMap<&str, Vec<&str>> = sbom["dependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let on = d["dependsOn"].as_array().unwrap();
+            let on = on.iter().map(|r| r.as_str().unwrap()).collect();
+            (d["ref"].as_str().unwrap(), on)
+        })
+        .collect();
+    let mut reached = BTreeSet::new();
+    let mut next = vec![warrant_ref];
+    while let Some(r) = next.pop() {
+        if reached.insert(r) {
+            next.extend(
+                graph
+                    .get(r)
+                    .unwrap_or_else(|| panic!("{r} has no dependencies entry")),
+            );
+        }
+    }
+    let refs: BTreeSet<&str> = components
+        .iter()
+        .map(|c| c["bom-ref"].as_str().unwrap())
+        .chain([warrant_ref])
+        .collect();
+    assert_eq!(
+        reached, refs,
+        "the dependency graph does not reach exactly the components"
+    );
+}
+
+/// Whether `licence` is an SPDX licence expression: licence identifiers joined by AND, OR and
+/// WITH, in parentheses or not (cargo's old `MIT/Apache-2.0` is not one).
+fn is_spdx_expression(licence: &str) -> bool {
+    let spaced = licence.replace('(', " ( ").replace(')', " ) ");
+    let words: Vec<&str> = spaced.split_whitespace().collect();
+    let mut depth = 0i32;
+    let mut want_id = true;
+    for word in &words {
+        match *word {
+            "(" if want_id => depth += 1,
+            ")" if !want_id && depth > 0 => depth -= 1,
+            "AND" | "OR" | "WITH" if !want_id => want_id = true,
+            id if want_id
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".-+".contains(c)) =>
+            {
+                want_id = false
+            }
+            _ => return false,
+        }
+    }
+    !words.is_empty() && !want_id && depth == 0
+}
+
+/// scripts/sbom filters by the target it is given: the release's other targets get the crates
+/// built for them (the host's SBOM is checked through scripts/release above).
+#[test]
+fn the_sbom_of_each_release_target_lists_its_crates() {
+    let targets = string_array(&read("scripts/notices.toml"), "targets");
+    for target in targets.iter().filter(|t| *t != host().0) {
+        let out = Command::new(format!("{ROOT}/scripts/sbom"))
+            .arg(target)
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_lists_the_binary(&serde_json::from_slice(&out.stdout).unwrap(), target);
+    }
 }
 
 /// A binary that is not the version the release is named for is not packed.

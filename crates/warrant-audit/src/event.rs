@@ -315,8 +315,10 @@ impl TokenFacts {
             key_id: key_id.to_owned(),
             cnf: claims
                 .cnf
-                .clone()
-                .filter(warrant_token::Confirmation::binds),
+                .as_ref()
+                .and_then(|cnf| cnf.binding().ok())
+                .filter(|bound| bound.binds())
+                .cloned(),
         }
     }
 }
@@ -463,12 +465,17 @@ mod tests {
     fn a_key_bound_token_records_the_thumbprint_only() {
         let mut claims = pod_token();
         assert_eq!(TokenFacts::from_claims(&claims, "k").cnf, None);
-        claims.cnf = Some(warrant_token::Confirmation::dpop("NzbLsXh8uDCcd"));
+        claims.cnf = Some(warrant_token::Confirmation::dpop("NzbLsXh8uDCcd").into());
         let facts = TokenFacts::from_claims(&claims, "k");
         let value = serde_json::to_value(&facts).unwrap();
         assert_eq!(value["cnf"], serde_json::json!({"jkt": "NzbLsXh8uDCcd"}));
-        // An empty cnf binds nothing and is not recorded as a binding.
-        claims.cnf = Some(warrant_token::Confirmation::default());
+        // An empty cnf binds nothing and is not recorded as a binding; nor is one warrant does
+        // not understand (the refusal's reason says what it was).
+        claims.cnf = Some(warrant_token::Confirmation::default().into());
+        assert_eq!(TokenFacts::from_claims(&claims, "k").cnf, None);
+        claims.cnf = Some(warrant_token::Cnf::Unusable(
+            warrant_token::CnfError::NotAnObject,
+        ));
         assert_eq!(TokenFacts::from_claims(&claims, "k").cnf, None);
     }
 

@@ -513,9 +513,9 @@ mod tests {
     fn a_key_bound_token_is_annotated_with_its_thumbprint() {
         let mut event = issued();
         let mut claims = claims();
-        claims.cnf = Some(warrant_token::Confirmation::dpop(
-            "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs",
-        ));
+        claims.cnf = Some(
+            warrant_token::Confirmation::dpop("NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs").into(),
+        );
         event.token = Some(TokenFacts::from_claims(&claims, "Jx1v"));
         let value = assert_kube_event(&render(&event));
         let notes = &value["annotations"];

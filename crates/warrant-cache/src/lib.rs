@@ -109,41 +109,6 @@ where
         );
     }
 
-    /// Keeps `value` until `expires` unless `key` already holds a value that has not expired at
-    /// `now`, in one step (two callers racing with the same key: exactly one of them inserts).
-    /// True if this call inserted: what a replay check asks ("have I seen this before?").
-    /// A cache of capacity 0, or an `expires` not after `now`, keeps nothing and answers true.
-    pub fn insert_if_absent_until(
-        &self,
-        key: K,
-        value: V,
-        now: Timestamp,
-        expires: Timestamp,
-    ) -> bool {
-        let Some(entries) = &self.entries else {
-            return true;
-        };
-        if expires <= now {
-            return true;
-        }
-        let keep = now
-            .duration_until(expires)
-            .try_into()
-            .unwrap_or(MAX_LIFETIME)
-            .min(MAX_LIFETIME);
-        entries
-            .entry(key)
-            .or_insert_with_if(
-                || Entry {
-                    value,
-                    expires,
-                    keep,
-                },
-                |held| now >= held.expires,
-            )
-            .is_fresh()
-    }
-
     /// Keeps `value` for `ttl` from `now`; a zero TTL keeps nothing.
     pub fn insert_for(&self, key: K, value: V, now: Timestamp, ttl: Duration) {
         let ttl = SignedDuration::try_from(ttl.min(MAX_LIFETIME)).unwrap_or(SignedDuration::ZERO);
@@ -209,19 +174,6 @@ mod tests {
         let kept = cache.len();
         assert!(kept <= 100, "{kept} entries in a cache of 100");
         assert!(kept >= 50, "only {kept} of 100 entries kept");
-    }
-
-    /// The replay check: the first insert wins, a second one before expiry is refused, and the
-    /// key is free again once the first has expired on the caller's clock.
-    #[test]
-    fn insert_if_absent_inserts_once_until_expiry() {
-        let cache = ExpiringCache::new(16);
-        assert!(cache.insert_if_absent_until("jti", 1, at(0), at(10)));
-        assert!(!cache.insert_if_absent_until("jti", 2, at(9), at(20)));
-        assert_eq!(cache.get(&"jti", at(9)), Some(1), "the first value stays");
-        assert!(cache.insert_if_absent_until("jti", 3, at(10), at(20)));
-        assert_eq!(cache.get(&"jti", at(11)), Some(3));
-        assert!(cache.insert_if_absent_until("other", 1, at(0), at(10)));
     }
 
     #[test]

@@ -297,7 +297,7 @@ fn bench(c: &mut Criterion) {
     let own_token = |cnf: Option<Confirmation>| {
         let mut claims =
             Claims::new(CROWD.token(ISSUER, 7, vec![ISSUER.into()], NOW - 60, NOW + 3600));
-        claims.cnf = cnf;
+        claims.cnf = cnf.map(Into::into);
         es256.key.sign(&claims).unwrap()
     };
     let bearer = own_token(None);

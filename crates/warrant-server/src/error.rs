@@ -243,6 +243,14 @@ impl ApiError {
         })
     }
 
+    /// [`too_many_requests`](Self::too_many_requests) saying why (a state of the server, never
+    /// the client's input).
+    pub fn too_many_requests_saying(seconds: u32, why: impl Into<String>) -> Self {
+        let mut error = Self::too_many_requests(seconds);
+        error.0.message = why.into();
+        error
+    }
+
     /// 503: a source warrant depends on cannot answer right now; the client may retry.
     pub fn unavailable(why: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", why)

@@ -12,7 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_objects::{Kind, LookupError, Record};
 use warrant_token::{
-    Binding, Claims, Confirmation, DEFAULT_EXPIRATION_SECONDS, Lifetime, NewToken, ObjectRef,
+    Binding, Claims, Cnf, Confirmation, DEFAULT_EXPIRATION_SECONDS, Lifetime, NewToken, ObjectRef,
     ProofRequest, new_jti, validate_expiration_seconds,
 };
 
@@ -60,7 +60,12 @@ pub(crate) async fn create(
             audiences = %warrant_audit::JsonList(&issued.claims.aud),
             binding = issued.binding,
             // Only for a key-bound token: an unbound one has no key to name.
-            bound_key = issued.claims.cnf.as_ref().and_then(Confirmation::thumbprint),
+            bound_key = issued
+                .claims
+                .cnf
+                .as_ref()
+                .and_then(|cnf| cnf.binding().ok())
+                .and_then(Confirmation::thumbprint),
             credential_id = %format!("JTI={}", issued.claims.jti),
             "issued a token"
         );
@@ -113,21 +118,20 @@ pub(crate) const BINDING_HEADER: &str = "warrant-token-binding";
 /// The value of [`BINDING_HEADER`] that asks for a certificate-bound token.
 pub(crate) const BIND_CLIENT_CERTIFICATE: &str = "client-certificate";
 
-/// The key a token is to be bound to (RFC 7800 `cnf`), or a 400 saying why it cannot be:
-/// - with a `DPoP` header, the thumbprint of the proof's key (RFC 9449), once the proof is
-///   checked for this request (by authentication, when the caller presented a key-bound token
-///   under the DPoP scheme with it): its method and its URI, `https://`, the host the caller
-///   addressed (or `--dpop-htu-origin`) and the path (see `ProofChecker::target_uri`);
-/// - with [`BINDING_HEADER`]`: client-certificate`, the thumbprint of the client certificate
-///   the caller authenticated with on this connection (RFC 8705);
-/// - with neither, none.
-fn key_binding(
-    state: &AppState,
-    user: &User,
-    peer: Option<&PeerCertificate>,
-    request: &http::request::Parts,
-) -> Result<Option<Confirmation>, ApiError> {
-    let headers = &request.headers;
+/// The binding a TokenRequest asks for, by its headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asked {
+    /// None.
+    Nothing,
+    /// A `DPoP` header: bound to the proof's key.
+    Dpop,
+    /// [`BINDING_HEADER`]`: client-certificate`: bound to the caller's certificate.
+    Certificate,
+}
+
+/// The binding `headers` ask for, or a 400 for a header that asks for something else, twice,
+/// or for two bindings.
+fn asked_binding(headers: &http::HeaderMap) -> Result<Asked, ApiError> {
     let dpop = headers.contains_key(warrant_auth::authn::DPOP_HEADER);
     let mut asked = headers.get_all(BINDING_HEADER).iter();
     let certificate = match (asked.next(), asked.next()) {
@@ -151,11 +155,60 @@ fn key_binding(
         }
     };
     match (dpop, certificate) {
-        (false, false) => Ok(None),
+        (false, false) => Ok(Asked::Nothing),
         (true, true) => Err(ApiError::bad_request(format!(
             "a token is bound to one key: send a DPoP proof or {BINDING_HEADER}: {BIND_CLIENT_CERTIFICATE}, not both"
         ))),
-        (false, true) => {
+        (true, false) => Ok(Asked::Dpop),
+        (false, true) => Ok(Asked::Certificate),
+    }
+}
+
+/// The key a token is to be bound to (RFC 7800 `cnf`), or a 400 saying why it cannot be.
+///
+/// A caller that authenticated with a key-bound token of its own (`User::bound_to`, every
+/// binding of it proven on this request) gets tokens with the same binding, whether it asks or
+/// not: a token it minted unbound (or bound to another key) would work without the key that its
+/// own token needs, and the binding would be for nothing. Asking for another binding is refused.
+/// Otherwise:
+/// - with a `DPoP` header, the thumbprint of the proof's key (RFC 9449), once the proof is
+///   checked for this request: its method and its URI, `https://`, the host the caller
+///   addressed (or `--dpop-htu-origin`) and the path (see `ProofChecker::target_uri`). The
+///   proof is charged, in the replay cache, to the caller;
+/// - with [`BINDING_HEADER`]`: client-certificate`, the thumbprint of the client certificate
+///   the caller authenticated with on this connection (RFC 8705);
+/// - with neither, none, as kube-apiserver's tokens.
+fn key_binding(
+    state: &AppState,
+    user: &User,
+    peer: Option<&PeerCertificate>,
+    request: &http::request::Parts,
+) -> Result<Option<Confirmation>, ApiError> {
+    let headers = &request.headers;
+    let asked = asked_binding(headers)?;
+    if let Some(own) = &user.bound_to {
+        // Under the DPoP scheme the `DPoP` header is the proof of the caller's own key, checked
+        // and spent by authentication; the connection's certificate is the one the caller's
+        // token is bound to. Either asks for the binding the caller has.
+        let same = match asked {
+            Asked::Nothing => true,
+            Asked::Dpop => own.jkt.is_some(),
+            Asked::Certificate => own.x5t_s256.is_some(),
+        };
+        if !same {
+            let (has, other) = match asked {
+                Asked::Dpop => ("a client certificate (cnf.x5t#S256)", "a DPoP proof's key"),
+                _ => ("a DPoP key (cnf.jkt)", "the client certificate"),
+            };
+            return Err(ApiError::bad_request(format!(
+                "the token you authenticated with is bound to {has}: a token you ask for carries the same binding, and cannot be bound to {other} instead"
+            )));
+        }
+        return Ok(Some(own.clone()));
+    }
+    match asked {
+        Asked::Nothing => Ok(None),
+        Asked::Certificate => {
             let thumbprint = match (&user.via, peer.and_then(PeerCertificate::thumbprint)) {
                 (Via::ClientCertificate, Some(thumbprint)) => thumbprint,
                 _ => {
@@ -166,13 +219,7 @@ fn key_binding(
             };
             Ok(Some(Confirmation::certificate(thumbprint)))
         }
-        (true, false) => {
-            if let Some(jkt) = &user.proven_key {
-                // The caller presented a token bound to this key under the DPoP scheme, and the
-                // header is that proof, checked for this request and spent by authentication:
-                // the new token is bound to the same key (RFC 9449 §5: to the proof's key).
-                return Ok(Some(Confirmation::dpop(jkt.clone())));
-            }
+        Asked::Dpop => {
             let proofs = &state.authenticator().proofs;
             let Some(target) = proofs.target_uri(&request.uri, headers) else {
                 return Err(ApiError::bad_request(
@@ -186,8 +233,12 @@ fn key_binding(
                 bound_to: None,
             };
             let now = state.issuer().clock().now();
-            match proofs.check(headers, &proof, now) {
+            match proofs.check(headers, &proof, &user.name, now) {
                 Ok(proof) => Ok(proof.map(|proof| Confirmation::dpop(proof.jkt))),
+                Err(why) if why.is_overload() => Err(ApiError::too_many_requests_saying(
+                    warrant_auth::OVERLOAD_RETRY_AFTER_SECONDS,
+                    why.to_string(),
+                )),
                 Err(why) => Err(ApiError::bad_request(format!("invalid DPoP proof: {why}"))),
             }
         }
@@ -326,7 +377,7 @@ pub(crate) async fn issue(
     });
     // 10a. Key binding: the proof's key or the client certificate, by thumbprint (RFC 7800
     //      `cnf`: RFC 9449 `jkt`, RFC 8705 `x5t#S256`).
-    claims.cnf = key;
+    claims.cnf = key.map(Cnf::from);
     let (token, kid) = sign(state, now, &claims, name, &audiences).await?;
 
     // 11. The response: the request as kube echoes it, with what was decided and the token.

@@ -8,6 +8,10 @@
 //! `DPoP` proof and the method and URI of the request it came with) or
 //! `spec.certificateThumbprint` (of the client certificate its TLS connection presented).
 //!
+//! Both decide a token's binding with the one check of it (`warrant_token::check_binding`, as
+//! warrant's API and `warrant verify` do): every binding the token's `cnf` names must be proven,
+//! and a `cnf` warrant does not understand is refused on every route, kube's included.
+//!
 //! What this trusts: the relying party for the method, URI and thumbprint of its own request
 //! (it is the party that relies on the answer; a caller that lies about them fools only
 //! itself). The proof itself is checked like any proof warrant's API receives, through the one
@@ -34,7 +38,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_auth::Caller;
 use warrant_token::{
-    Confirmation, DpopError, MAX_PROOF_BYTES, ProofRequest, VerifiedToken, header_key_id,
+    BindingError, CertificateEvidence, Cnf, DpopError, Evidence, MAX_PROOF_BYTES, ProofRequest,
+    VerifiedToken, header_key_id,
 };
 
 /// The handler for one served version (`authentication.k8s.io/v1`, …).
@@ -138,21 +143,37 @@ pub(crate) async fn review(
         &request.spec.audiences,
         now,
     )
-    .await
-    .and_then(|verified| {
-        let binding = match own_group {
-            true => check_binding(state, &request.spec.token, &verified, proof, now),
-            false => refuse_key_bound(&verified),
-        };
-        match binding {
-            Ok(binding) => Ok((verified, binding)),
-            Err(reason) => Err(Refused {
-                result: ReviewResult::Invalid,
-                reason,
-                claims: Some(verified.claims),
-            }),
+    .await;
+    let outcome = match outcome {
+        Ok(verified) => {
+            let proof = match own_group {
+                true => proof,
+                // kube's TokenReview carries no proof: the check then refuses every binding.
+                false => KeyProof::None,
+            };
+            match check_binding(state, &request.spec.token, &verified, proof, now) {
+                Ok(binding) => Ok((verified, binding)),
+                Err(BindingRefusal::Overloaded(why)) => {
+                    return Err(ApiError::too_many_requests_saying(
+                        warrant_auth::OVERLOAD_RETRY_AFTER_SECONDS,
+                        why.to_string(),
+                    ));
+                }
+                Err(BindingRefusal::Reason(reason)) => {
+                    let reason = match own_group {
+                        true => reason,
+                        false => kube_route_reason(&verified, reason),
+                    };
+                    Err(Refused {
+                        result: ReviewResult::Invalid,
+                        reason,
+                        claims: Some(verified.claims),
+                    })
+                }
+            }
         }
-    });
+        Err(refused) => Err(refused),
+    };
     let mut status = TokenReviewStatus::default();
     let auditing = state.issuer().audit().enabled();
     let (result, stale, audit) = match outcome {
@@ -216,17 +237,14 @@ pub(crate) async fn review(
 /// relying party that has the proof can review it.
 pub(crate) const KEY_BOUND_REVIEW: &str = "service account token is bound to a key (cnf): this TokenReview cannot carry the proof of that key; review it with the proof (spec.dpop or spec.certificateThumbprint) at /apis/warrant.dev/v1alpha1/tokenreviews";
 
-/// Refuses a key-bound token where no proof can be given (see [`KEY_BOUND_REVIEW`]).
-fn refuse_key_bound(verified: &VerifiedToken) -> Result<Option<KeyBinding>, String> {
-    match bound_key(verified) {
-        Some(_) => Err(KEY_BOUND_REVIEW.to_owned()),
-        None => Ok(None),
+/// The reason kube's TokenReview routes give for a token the binding check refused: a token
+/// bound to keys is pointed to warrant.dev's review ([`KEY_BOUND_REVIEW`]); one whose `cnf`
+/// warrant does not understand gets the check's reason, for no review can pass it.
+fn kube_route_reason(verified: &VerifiedToken, reason: String) -> String {
+    match verified.claims.cnf.as_ref().map(Cnf::binding) {
+        Some(Err(_)) => reason,
+        _ => KEY_BOUND_REVIEW.to_owned(),
     }
-}
-
-/// The token's `cnf`, if it binds the token to a key.
-fn bound_key(verified: &VerifiedToken) -> Option<&Confirmation> {
-    verified.claims.cnf.as_ref().filter(|cnf| cnf.binds())
 }
 
 /// The proof of a key a `warrant.dev` review carries, checked for form (not yet for truth).
@@ -323,74 +341,88 @@ fn absolute_https(uri: &str) -> bool {
     url::Url::parse(uri).is_ok_and(|u| u.scheme() == "https" && u.host().is_some())
 }
 
-/// Checks the proof a `warrant.dev` review carries against the key `verified` is bound to:
-/// the binding that was proven, `None` for an unbound token without a proof, or why not.
+/// Why a review's binding check did not pass.
+enum BindingRefusal {
+    /// The token is not authenticated: why, as `status.error` says it.
+    Reason(String),
+    /// The proof could not be remembered now: the review is answered 429, not with a verdict.
+    Overloaded(DpopError),
+}
+
+/// Checks the proof a review carries against the keys `verified` is bound to, through the one
+/// check of a binding (`warrant_token::check_binding`): the binding that was proven, `None` for
+/// an unbound token without a proof, or why not, worded for a review (the spec's fields).
 ///
 /// A proof given for an unbound token is refused too: a relying party that checks proofs
-/// expects bound tokens, and a bearer token would pass it whatever the proof.
+/// expects bound tokens, and a bearer token would pass it whatever the proof. A DPoP proof is
+/// charged, in the replay cache, to the service account the token names: its holder made it.
 fn check_binding(
     state: &AppState,
     token: &str,
     verified: &VerifiedToken,
     proof: KeyProof<'_>,
     now: jiff::Timestamp,
-) -> Result<Option<KeyBinding>, String> {
-    let Some(cnf) = bound_key(verified) else {
-        return match proof {
-            KeyProof::None => Ok(None),
-            KeyProof::Dpop { .. } | KeyProof::Certificate(_) => Err(NOT_KEY_BOUND.to_owned()),
-        };
+) -> Result<Option<KeyBinding>, BindingRefusal> {
+    let evidence = Evidence {
+        dpop_proof: matches!(proof, KeyProof::Dpop { .. }),
+        certificate: match proof {
+            KeyProof::Certificate(thumbprint) => CertificateEvidence::Given(thumbprint),
+            KeyProof::None | KeyProof::Dpop { .. } => CertificateEvidence::None,
+        },
     };
-    match (cnf.jkt.as_deref(), cnf.x5t_s256.as_deref(), proof) {
-        (Some(_), Some(_), _) => Err(BOUND_TO_BOTH.to_owned()),
-        (Some(_), None, KeyProof::None) => Err(NO_DPOP_PROOF.to_owned()),
-        (None, Some(_), KeyProof::None) => Err(NO_CERTIFICATE.to_owned()),
-        (Some(_), None, KeyProof::Certificate(_)) => Err(NOT_CERTIFICATE_BOUND.to_owned()),
-        (None, Some(_), KeyProof::Dpop { .. }) => Err(NOT_DPOP_BOUND.to_owned()),
-        (Some(jkt), None, KeyProof::Dpop { proof, method, uri }) => {
-            let request = ProofRequest {
-                method,
-                uri,
-                access_token: Some(token),
-                bound_to: Some(jkt),
-            };
-            check_dpop(state, proof, &request, now)
-                .map(|()| {
-                    Some(KeyBinding {
-                        method: BINDING_DPOP,
-                        thumbprint: jkt.to_owned(),
-                    })
-                })
-                .map_err(|why| format!("invalid DPoP proof: {why}"))
-        }
-        (None, Some(x5t), KeyProof::Certificate(given)) => {
-            // Both are public hashes; the comparison is constant-time all the same.
-            if aws_lc_rs::constant_time::verify_slices_are_equal(x5t.as_bytes(), given.as_bytes())
-                .is_err()
-            {
-                return Err(CERTIFICATE_MISMATCH.to_owned());
-            }
-            Ok(Some(KeyBinding {
+    let prove = |jkt: &str| {
+        let KeyProof::Dpop { proof, method, uri } = proof else {
+            return Err(DpopError::NotOne);
+        };
+        let request = ProofRequest {
+            method,
+            uri,
+            access_token: Some(token),
+            bound_to: Some(jkt),
+        };
+        state
+            .authenticator()
+            .proofs
+            .check_proof(proof, &request, &verified.claims.sub, now)
+    };
+    let cnf = verified.claims.cnf.as_ref();
+    match warrant_token::check_binding(cnf, &evidence, prove) {
+        Ok(None) => Ok(None),
+        Ok(Some(bound)) => Ok(Some(match (&bound.jkt, &bound.x5t_s256) {
+            (Some(jkt), _) => KeyBinding {
+                method: BINDING_DPOP,
+                thumbprint: jkt.clone(),
+            },
+            (None, x5t) => KeyBinding {
                 method: BINDING_CERTIFICATE,
-                thumbprint: x5t.to_owned(),
-            }))
-        }
-        (None, None, _) => Ok(None),
+                thumbprint: x5t.clone().unwrap_or_default(),
+            },
+        })),
+        Err(BindingError::Proof(why)) if why.is_overload() => Err(BindingRefusal::Overloaded(why)),
+        Err(why) => Err(BindingRefusal::Reason(review_reason(cnf, &why))),
     }
 }
 
-/// Checks `proof` for `request` through the server's one proof checker and replay cache.
-fn check_dpop(
-    state: &AppState,
-    proof: &str,
-    request: &ProofRequest<'_>,
-    now: jiff::Timestamp,
-) -> Result<(), DpopError> {
-    state
-        .authenticator()
-        .proofs
-        .check_proof(proof, request, now)
-        .map(|_| ())
+/// How a review words a binding that did not hold, naming the spec's fields.
+fn review_reason(cnf: Option<&Cnf>, why: &BindingError) -> String {
+    let bound_to_both = cnf
+        .and_then(|cnf| cnf.binding().ok())
+        .is_some_and(|bound| bound.jkt.is_some() && bound.x5t_s256.is_some());
+    let reason = match why {
+        _ if cnf.is_none() => NOT_KEY_BOUND,
+        BindingError::ProofMissing { .. } | BindingError::CertificateMissing { .. }
+            if bound_to_both =>
+        {
+            BOUND_TO_BOTH
+        }
+        BindingError::ProofMissing { .. } => NO_DPOP_PROOF,
+        BindingError::CertificateMissing { .. } => NO_CERTIFICATE,
+        BindingError::NotCertificateBound => NOT_CERTIFICATE_BOUND,
+        BindingError::NotDpopBound => NOT_DPOP_BOUND,
+        BindingError::Certificate { .. } => CERTIFICATE_MISMATCH,
+        BindingError::Unusable(_) | BindingError::Proof(_) => return why.to_string(),
+    };
+    reason.to_owned()
 }
 
 /// An unbound token reviewed with a proof.
@@ -406,8 +438,9 @@ const NOT_DPOP_BOUND: &str = "service account token is bound to a client certifi
 /// A certificate-bound token reviewed with another certificate's thumbprint.
 const CERTIFICATE_MISMATCH: &str =
     "client certificate is not the one the service account token is bound to (cnf.x5t#S256)";
-/// A token bound to a DPoP key and a certificate at once: one review proves one key.
-const BOUND_TO_BOTH: &str = "service account token is bound to both a DPoP key and a client certificate; a review can check only one";
+/// A token bound to a DPoP key and a certificate at once: each binding must be proven, and a
+/// review carries the proof of one.
+const BOUND_TO_BOTH: &str = "service account token is bound to both a DPoP key and a client certificate; both must be proven, and a review can carry only one of spec.dpop and spec.certificateThumbprint";
 
 /// The versions a route accepts in a body: the authentication group's routes take v1 and
 /// v1beta1 (field-identical), warrant's own only its own.

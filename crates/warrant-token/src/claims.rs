@@ -23,11 +23,16 @@ pub struct Claims {
         deserialize_with = "string_or_array"
     )]
     pub aud: Vec<String>,
-    /// Confirmation (RFC 7800): the key a key-bound token is bound to. warrant's addition;
+    /// Confirmation (RFC 7800): the keys a key-bound token is bound to, read by the one parser
+    /// of `cnf` ([`crate::Cnf`]; decide with [`crate::check_binding`]). warrant's addition;
     /// kube-apiserver never writes it, and it is written only when present, so unbound tokens
     /// stay byte-identical to kube's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cnf: Option<crate::dpop::Confirmation>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::cnf::present_cnf"
+    )]
+    pub cnf: Option<crate::Cnf>,
     /// Expiry, in seconds since the Unix epoch.
     #[serde(
         default,

@@ -9,7 +9,8 @@
 //! the `jwk` in its header, and nothing else. The `htm`/`htu` claims tie it to one request, `iat`
 //! to a short window, `jti` (with the caller's replay cache) to one use, and `ath` to one token.
 //! The checks here are pure: the caller passes the request, the time, and the window, and keeps
-//! the replay cache (keyed by [`VerifiedProof::replay_key`] until [`VerifiedProof::replay_until`]).
+//! the replay cache (keyed by [`VerifiedProof::replay_key`] until [`VerifiedProof::replay_until`],
+//! the end of the one definition of a proof's window, [`proof_window`]).
 //!
 //! Cost: one base64 decode and JSON parse of the header and of the claims, one public-key parse
 //! (an RSA or EC JWK), one signature verification, and two SHA-256s (thumbprint, `ath`). Proofs
@@ -22,7 +23,7 @@ use aws_lc_rs::digest;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use thiserror::Error;
 
 use crate::error::KeyError;
@@ -102,10 +103,10 @@ pub enum DpopError {
     /// `htu` is not the request's URI (scheme, host, port and path).
     #[error("DPoP proof htu does not match the request URI")]
     Uri,
-    /// `iat` is further in the past than the window allows.
-    #[error("DPoP proof is too old (iat is more than {0} seconds ago)")]
+    /// `now` is at or past the end of the proof's window ([`proof_window`]).
+    #[error("DPoP proof is too old (it is accepted for {0} seconds after its iat)")]
     Stale(i64),
-    /// `iat` is further in the future than the window allows.
+    /// `now` is before the start of the proof's window: `iat` is too far ahead.
     #[error("DPoP proof is issued in the future (iat is more than {0} seconds ahead)")]
     Future(i64),
     /// `jti` is longer than [`MAX_JTI_BYTES`], or empty.
@@ -123,6 +124,31 @@ pub enum DpopError {
     /// The same proof (same key, same `jti`) was already used within its window.
     #[error("DPoP proof has already been used (its jti was seen before)")]
     Replayed,
+    /// The replay cache holds as many unexpired proofs as it may: a new one cannot be
+    /// remembered, so it is not accepted (forgetting one still in its window would let it be
+    /// replayed). Not the proof's fault: retry once older proofs expire.
+    #[error(
+        "DPoP proof not accepted for now: the server remembers as many proofs as it may until older ones expire; retry shortly"
+    )]
+    ReplayCacheFull,
+    /// The replay cache holds as many unexpired proofs charged to this caller (the service
+    /// account a bound token names, or who asked for a new binding) as one caller may hold.
+    #[error(
+        "DPoP proof not accepted for now: too many proofs for this caller within their window; retry shortly"
+    )]
+    ReplayShareFull,
+}
+
+impl DpopError {
+    /// True if the proof was not refused for what it is, but could not be remembered now
+    /// ([`DpopError::ReplayCacheFull`], [`DpopError::ReplayShareFull`]): the caller is told to
+    /// retry (429), not that the proof is bad.
+    pub fn is_overload(&self) -> bool {
+        matches!(
+            self,
+            DpopError::ReplayCacheFull | DpopError::ReplayShareFull
+        )
+    }
 }
 
 /// The request a proof must be for.
@@ -158,52 +184,29 @@ impl VerifiedProof {
         format!("{}.{}", self.jkt, self.jti)
     }
 
-    /// Until when the proof must be remembered: after `iat + window` it is refused as stale
-    /// anyway.
+    /// Until when the proof must be remembered: the end of its window ([`proof_window`]), from
+    /// which on it is refused as stale.
     pub fn replay_until(&self, window_seconds: i64) -> Timestamp {
-        Timestamp::from_second(self.iat.saturating_add(window_seconds)).unwrap_or(Timestamp::MAX)
+        proof_window(self.iat, window_seconds).end
     }
 }
 
-/// The `cnf` (confirmation) claim of a key-bound token (RFC 7800): the key whose proof must
-/// accompany the token.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Confirmation {
-    /// RFC 9449: the SHA-256 JWK thumbprint of a DPoP key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jkt: Option<String>,
-    /// RFC 8705: the SHA-256 thumbprint of a client certificate (base64url of its DER's hash).
-    #[serde(rename = "x5t#S256", default, skip_serializing_if = "Option::is_none")]
-    pub x5t_s256: Option<String>,
-}
-
-impl Confirmation {
-    /// Bound to the DPoP key with thumbprint `jkt`.
-    pub fn dpop(jkt: impl Into<String>) -> Self {
-        Confirmation {
-            jkt: Some(jkt.into()),
-            x5t_s256: None,
-        }
-    }
-
-    /// Bound to the client certificate whose RFC 8705 thumbprint is `x5t_s256` (see
-    /// [`certificate_thumbprint`]).
-    pub fn certificate(x5t_s256: impl Into<String>) -> Self {
-        Confirmation {
-            jkt: None,
-            x5t_s256: Some(x5t_s256.into()),
-        }
-    }
-
-    /// The thumbprint this names, for logs and audit: `jkt` or `x5t#S256` (never the key).
-    pub fn thumbprint(&self) -> Option<&str> {
-        self.jkt.as_deref().or(self.x5t_s256.as_deref())
-    }
-
-    /// True if this names any key: a token with it must not be accepted as a bearer token.
-    pub fn binds(&self) -> bool {
-        self.jkt.is_some() || self.x5t_s256.is_some()
-    }
+/// The one definition of a proof's freshness window: a proof issued at `iat` (whole seconds)
+/// passes from `iat - window_seconds` up to, not including, `iat + window_seconds`, compared
+/// with warrant's clock to the nanosecond. [`verify_proof`] accepts a proof exactly within it and
+/// a replay cache remembers the proof until its end ([`VerifiedProof::replay_until`]), so there
+/// is no instant at which a proof passes and is not remembered. (Comparing whole seconds of
+/// `now` instead, as warrant once did, accepted a proof until `iat + window + 1`, a second
+/// after its replay entry had expired.)
+pub fn proof_window(iat: i64, window_seconds: i64) -> std::ops::Range<Timestamp> {
+    let at = |second: i64| {
+        Timestamp::from_second(second).unwrap_or(if second < 0 {
+            Timestamp::MIN
+        } else {
+            Timestamp::MAX
+        })
+    };
+    at(iat.saturating_sub(window_seconds))..at(iat.saturating_add(window_seconds))
 }
 
 /// The RFC 7638 thumbprint of a public key: base64url (no padding) of the SHA-256 of the JSON
@@ -218,12 +221,6 @@ pub fn jwk_thumbprint(key: &VerifyingKey) -> String {
 /// The RFC 7638 thumbprint of a public JWK (see [`jwk_thumbprint`]); refuses private keys.
 pub fn jwk_thumbprint_of(jwk: &serde_json::Value) -> Result<String, DpopError> {
     public_key(jwk).map(|key| jwk_thumbprint(&key))
-}
-
-/// The RFC 8705 `x5t#S256` thumbprint of a certificate: base64url (no padding) of the SHA-256
-/// of its DER encoding.
-pub fn certificate_thumbprint(der: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, der))
 }
 
 /// `ath`: base64url (no padding) of the SHA-256 of the token's ASCII bytes (RFC 9449 §4.2).
@@ -315,11 +312,11 @@ pub fn verify_proof(
         return Err(DpopError::Uri);
     }
     let iat = claims.iat.ok_or(DpopError::MissingClaim("iat"))?;
-    let now = now.as_second();
-    if iat < now.saturating_sub(window_seconds) {
+    let window = proof_window(iat, window_seconds);
+    if now >= window.end {
         return Err(DpopError::Stale(window_seconds));
     }
-    if iat > now.saturating_add(window_seconds) {
+    if now < window.start {
         return Err(DpopError::Future(window_seconds));
     }
     if let Some(token) = request.access_token {
@@ -546,16 +543,6 @@ mod tests {
         }
     }
 
-    /// x5t#S256 is base64url SHA-256 without padding: FIPS 180-2's "abc" example digest
-    /// (ba7816bf…15ad), so a wrong hash or alphabet shows.
-    #[test]
-    fn certificate_thumbprint_is_base64url_sha256() {
-        assert_eq!(
-            certificate_thumbprint(b"abc"),
-            "ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0"
-        );
-    }
-
     /// An EC thumbprint agrees with jsonwebtoken's RFC 7638 implementation (another library).
     #[test]
     fn ec_thumbprint_agrees_with_jsonwebtoken() {
@@ -728,9 +715,9 @@ mod tests {
     fn iat_must_be_within_the_window() {
         let client = Client::p256();
         for (iat, ok) in [
-            (NOW - 60, true),
+            (NOW - 59, true),
             (NOW + 60, true),
-            (NOW - 61, false),
+            (NOW - 60, false),
             (NOW + 61, false),
         ] {
             let proof = client.with_claims(|c| c["iat"] = json!(iat));
@@ -744,6 +731,53 @@ mod tests {
         assert!(verify_proof(&stale, &request(), now(), 120).is_ok());
         let proof = client.with_claims(|c| c["iat"] = json!("now"));
         assert_eq!(check(&proof), Err(DpopError::Claims));
+    }
+
+    /// One window: stepping the clock across its end to the nanosecond, a proof passes exactly
+    /// while its replay entry is to be kept (`now < replay_until`), and from `iat + 60` on it is
+    /// stale. Whole seconds of `now` once kept it valid until `iat + 61`, a second past its
+    /// entry, and every replay in that second passed.
+    #[test]
+    fn the_proof_window_and_the_replay_entry_end_together() {
+        let client = Client::p256();
+        let proof = client.proof();
+        let at = |nanos_after: i64| now() + jiff::SignedDuration::from_nanos(nanos_after);
+        let second = 1_000_000_000;
+        for step in [
+            0,
+            59 * second,
+            60 * second - 1,
+            60 * second,
+            60 * second + 1,
+            60 * second + second / 2,
+            61 * second - 1,
+            61 * second,
+            -60 * second - 1,
+            -60 * second,
+        ] {
+            let t = at(step);
+            let checked = verify_proof(&proof, &request(), t, DEFAULT_PROOF_WINDOW_SECONDS);
+            let window = proof_window(NOW, DEFAULT_PROOF_WINDOW_SECONDS);
+            assert_eq!(checked.is_ok(), window.contains(&t), "at iat + {step} ns");
+            if let Ok(verified) = &checked {
+                assert!(t < verified.replay_until(DEFAULT_PROOF_WINDOW_SECONDS));
+            }
+            let expected_ok = (-60 * second..60 * second).contains(&step);
+            assert_eq!(checked.is_ok(), expected_ok, "at iat + {step} ns");
+        }
+        assert_eq!(
+            verify_proof(&proof, &request(), at(60 * second), 60),
+            Err(DpopError::Stale(60))
+        );
+        assert_eq!(
+            verify_proof(&proof, &request(), at(-60 * second - 1), 60),
+            Err(DpopError::Future(60))
+        );
+        // Dates at the ends of i64 are stale or in the future, never a panic.
+        let window = proof_window(i64::MAX, 60);
+        assert!(!window.contains(&now()) && now() < window.start);
+        let window = proof_window(i64::MIN, 60);
+        assert!(!window.contains(&now()) && now() >= window.end);
     }
 
     #[test]
@@ -813,19 +847,5 @@ mod tests {
         let proof = client.with_claims(|c| c["htm"] = json!("GET"));
         let message = check(&proof).unwrap_err().to_string();
         assert!(!message.contains(&proof[..20]), "{message}");
-    }
-
-    #[test]
-    fn confirmation_serializes_only_what_it_has() {
-        assert_eq!(
-            serde_json::to_string(&Confirmation::dpop("abc")).unwrap(),
-            r#"{"jkt":"abc"}"#
-        );
-        let cert = Confirmation {
-            jkt: None,
-            x5t_s256: Some("t".into()),
-        };
-        assert_eq!(serde_json::to_string(&cert).unwrap(), r#"{"x5t#S256":"t"}"#);
-        assert!(cert.binds() && !Confirmation::default().binds());
     }
 }

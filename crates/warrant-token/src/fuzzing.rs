@@ -155,3 +155,138 @@ pub fn signed_proof(data: &[u8]) {
         "a proof with an altered signature passed"
     );
 }
+
+/// Reads `data` as a token's `cnf` claim with the one parser of it ([`crate::Cnf`]) and checks
+/// it against a plain reading: a token is bound exactly when `cnf` is a non-empty object of
+/// `jkt` and `x5t#S256` strings, each once, and then to those values; anything else is
+/// unusable, never a bearer token. The claims reader reads the same; written back and read
+/// again, a binding is itself and an unusable claim stays unusable; and the one check passes a
+/// binding only with the evidence for every member of it.
+pub fn cnf(data: &[u8]) {
+    use crate::{
+        BindingError, CNF_JKT, CNF_X5T_S256, CertificateEvidence, Cnf, Confirmation, Evidence,
+        VerifiedProof, check_binding,
+    };
+    use serde_json::Value;
+
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(plain) = serde_json::from_str::<Value>(text) else {
+        // Not JSON, or JSON serde_json's own Value refuses (an object keyed by one of its
+        // private names, "$serde_json::private::RawValue"): never a binding.
+        assert!(
+            !matches!(serde_json::from_str::<Cnf>(text), Ok(Cnf::Binds(_))),
+            "cnf bound a token to what the plain reading refuses"
+        );
+        return;
+    };
+    let read: Cnf = serde_json::from_str(text).expect("cnf reads every JSON value");
+
+    // The claims reader: the same `cnf` (unless nesting one level deeper is beyond serde_json's
+    // recursion limit).
+    let claims_text = format!(r#"{{"iss":"{ISSUER}","cnf":{text}}}"#);
+    if let Ok(claims) = serde_json::from_str::<crate::Claims>(&claims_text) {
+        assert_eq!(
+            claims.cnf.as_ref(),
+            Some(&read),
+            "the claims read cnf otherwise"
+        );
+    }
+
+    // The plain reading, with repeated members found by the strict claims parser.
+    let repeated = match crate::parse_claims_strictly(claims_text.as_bytes()) {
+        Ok(_) => false,
+        Err(crate::ClaimsJsonError::DuplicateKey { .. }) => true,
+        Err(_) => return,
+    };
+    let expected = match &plain {
+        Value::Object(members)
+            if !repeated
+                && !members.is_empty()
+                && members.iter().all(|(name, value)| {
+                    (name == CNF_JKT || name == CNF_X5T_S256) && value.is_string()
+                }) =>
+        {
+            let member = |name: &str| members.get(name).and_then(Value::as_str).map(str::to_owned);
+            Some(Confirmation {
+                jkt: member(CNF_JKT),
+                x5t_s256: member(CNF_X5T_S256),
+            })
+        }
+        _ => None,
+    };
+    match (&read, &expected) {
+        (Cnf::Binds(bound), Some(expected)) => assert_eq!(bound, expected),
+        (Cnf::Unusable(_), None) => {}
+        _ => panic!("cnf read {read:?}, the plain reading {expected:?}"),
+    }
+
+    // Written back and read again.
+    let written = serde_json::to_string(&read).expect("a cnf always serializes");
+    let again: Cnf = serde_json::from_str(&written).expect("a written cnf reads");
+    match &read {
+        Cnf::Binds(_) => assert_eq!(again, read, "a binding changed on the way back"),
+        Cnf::Unusable(_) => assert!(
+            matches!(again, Cnf::Unusable(_)),
+            "an unusable cnf became {again:?}"
+        ),
+    }
+
+    // The one check: all the evidence proves a binding; without any one part it fails; an
+    // unusable claim fails whatever comes with it.
+    let proof_of = |jkt: &str| {
+        Ok(VerifiedProof {
+            jkt: jkt.to_owned(),
+            jti: "fuzz".to_owned(),
+            iat: NOW_SECONDS,
+        })
+    };
+    let x5t = read
+        .binding()
+        .ok()
+        .and_then(|bound| bound.x5t_s256.clone())
+        .unwrap_or_default();
+    let all = Evidence {
+        dpop_proof: true,
+        certificate: CertificateEvidence::Connection(&x5t),
+    };
+    match &read {
+        Cnf::Unusable(_) => assert!(matches!(
+            check_binding(Some(&read), &all, proof_of),
+            Err(BindingError::Unusable(_))
+        )),
+        Cnf::Binds(bound) => {
+            let full = Evidence {
+                dpop_proof: bound.jkt.is_some(),
+                certificate: match bound.x5t_s256 {
+                    Some(_) => CertificateEvidence::Given(&x5t),
+                    None => CertificateEvidence::None,
+                },
+            };
+            assert_eq!(check_binding(Some(&read), &full, proof_of), Ok(Some(bound)));
+            if bound.jkt.is_some() {
+                let no_proof = Evidence {
+                    dpop_proof: false,
+                    ..full
+                };
+                assert!(check_binding(Some(&read), &no_proof, proof_of).is_err());
+                let other_key = |_: &str| proof_of("another key");
+                assert!(check_binding(Some(&read), &full, other_key).is_err());
+            }
+            if bound.x5t_s256.is_some() {
+                let no_certificate = Evidence {
+                    certificate: CertificateEvidence::None,
+                    ..full
+                };
+                assert!(check_binding(Some(&read), &no_certificate, proof_of).is_err());
+                let other = format!("{x5t}.");
+                let other_certificate = Evidence {
+                    certificate: CertificateEvidence::Connection(&other),
+                    ..full
+                };
+                assert!(check_binding(Some(&read), &other_certificate, proof_of).is_err());
+            }
+        }
+    }
+}

@@ -9,8 +9,10 @@
 //! - [`SigningKey::sign`] makes a compact JWS; [`Verifier::verify`] runs kube-apiserver's
 //!   validation pipeline and returns a [`VerifiedToken`] or a [`TokenError`] whose message is
 //!   kube-apiserver's.
-//! - [`verify_proof`] checks a DPoP proof (RFC 9449) for key-bound tokens, whose [`Confirmation`]
-//!   (`cnf`) names a key by its [`jwk_thumbprint`] (RFC 7638).
+//! - [`verify_proof`] checks a DPoP proof (RFC 9449) for key-bound tokens, whose `cnf` claim
+//!   ([`Cnf`], read once) names a key by its [`jwk_thumbprint`] (RFC 7638) or a certificate by
+//!   its [`certificate_thumbprint`] (RFC 8705); [`check_binding`] is the one check that every
+//!   binding a token names was proven.
 //! - [`render_jwks`] and [`render_discovery`] build the documents relying parties fetch.
 //! - [`parse_claims_strictly`] reads claims to be signed so that no JWT reader can see other
 //!   values in them (no repeated keys, no case variants of registered names).
@@ -46,6 +48,7 @@
 //! ```
 
 mod claims;
+mod cnf;
 #[doc(hidden)]
 pub mod der;
 mod documents;
@@ -69,11 +72,15 @@ pub use claims::{
     Binding, BoundKind, BoundObjectReference, Claims, KubernetesClaims, NewToken, ObjectRef,
     new_jti, service_account_username,
 };
+pub use cnf::{
+    BindingError, CNF_JKT, CNF_X5T_S256, CertificateEvidence, Cnf, CnfError, Confirmation,
+    Evidence, certificate_thumbprint, check_binding,
+};
 pub use documents::{render_discovery, render_jwks, validate_issuer_url, validate_jwks_uri};
 pub use dpop::{
-    Confirmation, DEFAULT_PROOF_WINDOW_SECONDS, DPOP_ALGORITHMS, DPOP_PROOF_TYP, DpopError,
-    MAX_JTI_BYTES, MAX_PROOF_BYTES, ProofRequest, VerifiedProof, access_token_hash,
-    certificate_thumbprint, jwk_thumbprint, jwk_thumbprint_of, make_proof, verify_proof,
+    DEFAULT_PROOF_WINDOW_SECONDS, DPOP_ALGORITHMS, DPOP_PROOF_TYP, DpopError, MAX_JTI_BYTES,
+    MAX_PROOF_BYTES, ProofRequest, VerifiedProof, access_token_hash, jwk_thumbprint,
+    jwk_thumbprint_of, make_proof, proof_window, verify_proof,
 };
 pub use error::{DocumentError, KeyError, TokenError};
 pub use gourl::path_unescape;

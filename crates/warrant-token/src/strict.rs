@@ -102,7 +102,15 @@ pub fn decode_claims_strictly(encoded: &str) -> Result<crate::Claims, EncodedCla
         .decode(encoded)
         .map_err(EncodedClaimsError::NotBase64)?;
     let claims = parse_claims_strictly(&json).map_err(EncodedClaimsError::Json)?;
-    serde_json::from_value(Value::Object(claims)).map_err(EncodedClaimsError::Types)
+    let claims: crate::Claims =
+        serde_json::from_value(Value::Object(claims)).map_err(EncodedClaimsError::Types)?;
+    // A `cnf` warrant does not understand makes a token no review of warrant's accepts: such
+    // claims are refused here as claims of another shape are (the external signer signs
+    // neither).
+    if let Some(crate::Cnf::Unusable(why)) = &claims.cnf {
+        return Err(EncodedClaimsError::Types(serde::de::Error::custom(why)));
+    }
+    Ok(claims)
 }
 
 /// Reads `json` as a claims object, refusing what parsers could read differently (see the
@@ -334,6 +342,25 @@ mod tests {
         // Names that are not registered are no one's concern; nor is a fold beyond ASCII
         // letters (the dotless i does not fold to i in Go).
         assert!(read(r#"{"Foo":1,"foo":2,"exps":3,"\u0131at":4}"#).is_ok());
+    }
+
+    /// Claims whose `cnf` warrant does not understand are refused like claims of another
+    /// shape: no review of warrant's would accept the token, so nothing signs it.
+    #[test]
+    fn an_unusable_cnf_is_refused() {
+        use base64::Engine as _;
+        let encode = |json: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json);
+        for cnf in [r#""x""#, r#"{"jwk":{}}"#, r#"{"jkt":5}"#, "{}", "null"] {
+            let error = decode_claims_strictly(&encode(&format!(r#"{{"iss":"i","cnf":{cnf}}}"#)))
+                .unwrap_err();
+            assert!(
+                matches!(error, EncodedClaimsError::Types(_))
+                    && error.to_string().contains("the token's cnf"),
+                "{cnf}: {error}"
+            );
+        }
+        let bound = decode_claims_strictly(&encode(r#"{"iss":"i","cnf":{"jkt":"t"}}"#)).unwrap();
+        assert_eq!(bound.cnf, Some(crate::Confirmation::dpop("t").into()));
     }
 
     #[test]

@@ -52,6 +52,11 @@ fn signed_proof_corpus() {
 }
 
 #[test]
+fn cnf_corpus() {
+    replay("cnf", warrant_token::fuzzing::cnf);
+}
+
+#[test]
 fn request_body_corpus() {
     replay("request_body", warrant_server::fuzzing::request_body);
 }
@@ -92,6 +97,11 @@ proptest! {
     #[test]
     fn any_signed_proof(data in proptest::collection::vec(any::<u8>(), 0..300)) {
         warrant_token::fuzzing::signed_proof(&data);
+    }
+
+    #[test]
+    fn any_cnf(text in r#"(\{|\}|\[|\]|,|:|"jkt"|"x5t#S256"|"jwk"|"JKT"|"[a-zA-Z0-9_-]{0,8}"|null|true|[0-9]{1,3}| ){0,24}"#) {
+        warrant_token::fuzzing::cnf(text.as_bytes());
     }
 
     #[test]

@@ -106,8 +106,13 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<(), Box<dyn Error>> {
         }),
         certificate: certificate.as_ref().map(|der| der.as_ref()),
     };
-    let cnf = confirmation(&token)?;
-    let binding = check_binding(&token, cnf.as_ref(), &presented, Clock::System.now())?;
+    let binding = check_binding(
+        &token,
+        verified.claims.cnf.as_ref(),
+        &presented,
+        Clock::System.now(),
+    )
+    .map_err(|why| BindingFailure(why).to_string())?;
     let claims: Value = serde_json::from_slice(&verified.claims.to_json())?;
     #[allow(clippy::print_stdout)] // the command's output
     {
@@ -158,170 +163,82 @@ enum Binding {
     },
 }
 
-/// The `cnf` members verify checks; a token whose `cnf` names any other confirmation method is
-/// refused rather than taken as a bearer token.
-const KNOWN_CONFIRMATIONS: [&str; 2] = ["jkt", "x5t#S256"];
+/// A binding that does not hold, worded for the command line: the check's reason, and which
+/// flags give the evidence. Names bindings by their thumbprints, never the token or the proof.
+struct BindingFailure(warrant_token::BindingError);
 
-/// Why a token's key binding does not hold. Messages name the binding by its thumbprint (a
-/// hash of a public key or certificate), never the token or the proof.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-enum BindingError {
-    /// Bound to a DPoP key, and no proof given.
-    #[error(
-        "the token is bound to a DPoP key (cnf.jkt {jkt}) and is not valid as a bearer token: \
-         give the proof that came with it (--dpop-proof, --dpop-method, --dpop-uri)"
-    )]
-    ProofMissing {
-        /// The key's thumbprint.
-        jkt: String,
-    },
-    /// Bound to a certificate, and none given.
-    #[error(
-        "the token is bound to a client certificate (cnf x5t#S256 {x5t}) and is not valid as \
-         a bearer token: give the certificate of the connection it came over \
-         (--client-certificate)"
-    )]
-    CertificateMissing {
-        /// The certificate's thumbprint.
-        x5t: String,
-    },
-    /// A proof given for a token not bound to a DPoP key.
-    #[error("--dpop-proof was given, but the token is not bound to a DPoP key (it has no cnf.jkt)")]
-    NotKeyBound,
-    /// A certificate given for a token not bound to one.
-    #[error(
-        "--client-certificate was given, but the token is not bound to a certificate (it has \
-         no cnf x5t#S256)"
-    )]
-    NotCertificateBound,
-    /// The proof does not hold for this token and request.
-    #[error("the DPoP proof is not valid for this token")]
-    Proof(#[source] warrant_token::DpopError),
-    /// The certificate is another one.
-    #[error(
-        "the client certificate (x5t#S256 {presented}) is not the one the token is bound to \
-         (cnf x5t#S256 {bound})"
-    )]
-    Certificate {
-        /// The token's `x5t#S256`.
-        bound: String,
-        /// The given certificate's.
-        presented: String,
-    },
-    /// The claims, verified already, cannot be read again for their `cnf` (it cannot happen:
-    /// they were just parsed).
-    #[error("cannot read the token's cnf claim")]
-    Unreadable,
-    /// `cnf` names a way of binding verify does not check, or is not an object of strings.
-    #[error(
-        "the token's cnf has {members}, which verify does not check (it checks jkt and \
-         x5t#S256): it is not valid as a bearer token"
-    )]
-    UnknownConfirmation {
-        /// The members, comma-separated.
-        members: String,
-    },
+impl std::fmt::Display for BindingFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use warrant_token::BindingError as E;
+        match &self.0 {
+            E::ProofMissing { jkt } => write!(
+                f,
+                "the token is bound to a DPoP key (cnf.jkt {jkt}) and is not valid as a bearer \
+                 token: give the proof that came with it (--dpop-proof, --dpop-method, --dpop-uri)"
+            ),
+            E::CertificateMissing { x5t } => write!(
+                f,
+                "the token is bound to a client certificate (cnf x5t#S256 {x5t}) and is not \
+                 valid as a bearer token: give the certificate of the connection it came over \
+                 (--client-certificate)"
+            ),
+            E::NotDpopBound => f.write_str(
+                "--dpop-proof was given, but the token is not bound to a DPoP key (it has no cnf.jkt)",
+            ),
+            E::NotCertificateBound => f.write_str(
+                "--client-certificate was given, but the token is not bound to a certificate (it \
+                 has no cnf x5t#S256)",
+            ),
+            E::Proof(why) => write!(f, "the DPoP proof is not valid for this token: {why}"),
+            E::Certificate { .. } | E::Unusable(_) => self.0.fmt(f),
+        }
+    }
 }
 
-/// The token's `cnf` claim as it is in the token (the signature was checked by `Verifier`):
-/// unknown members must be seen, not dropped as the typed claims drop them.
-fn confirmation(token: &str) -> Result<Option<Value>, BindingError> {
-    use base64::Engine as _;
-    let payload = token.split('.').nth(1).ok_or(BindingError::Unreadable)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .map_err(|_| BindingError::Unreadable)?;
-    let mut claims: serde_json::Map<String, Value> =
-        serde_json::from_slice(&bytes).map_err(|_| BindingError::Unreadable)?;
-    Ok(claims.remove("cnf"))
-}
-
-/// Whether `token`, with its `cnf`, holds with what was `presented` at `now`: a bound token
-/// needs the evidence for each binding it has, and evidence for a binding it does not have is
-/// refused (a caller who thinks the token is bound should learn that it is not).
+/// Whether `token`, with its `cnf` (read with its claims, signature verified), holds with what
+/// was `presented` at `now`, by the one check of a binding (`warrant_token::check_binding`): a
+/// bound token needs the evidence for each binding it has, evidence for a binding it does not
+/// have is refused (a caller who thinks the token is bound should learn that it is not), and a
+/// `cnf` warrant does not understand is refused whatever came with it.
 fn check_binding(
     token: &str,
-    cnf: Option<&Value>,
+    cnf: Option<&warrant_token::Cnf>,
     presented: &Presented<'_>,
     now: jiff::Timestamp,
-) -> Result<Binding, BindingError> {
-    let (jkt, x5t) = match cnf {
-        None => (None, None),
-        Some(Value::Object(members)) => {
-            let unknown: Vec<&str> = members
-                .iter()
-                .filter(|(name, value)| {
-                    !KNOWN_CONFIRMATIONS.contains(&name.as_str()) || !value.is_string()
-                })
-                .map(|(name, _)| name.as_str())
-                .collect();
-            if !unknown.is_empty() {
-                return Err(BindingError::UnknownConfirmation {
-                    members: unknown.join(", "),
-                });
-            }
-            let member = |name: &str| members.get(name).and_then(Value::as_str);
-            (member("jkt"), member("x5t#S256"))
-        }
-        Some(_) => {
-            return Err(BindingError::UnknownConfirmation {
-                members: "no members".to_owned(),
-            });
-        }
+) -> Result<Binding, warrant_token::BindingError> {
+    let certificate = presented
+        .certificate
+        .map(warrant_token::certificate_thumbprint);
+    let evidence = warrant_token::Evidence {
+        dpop_proof: presented.proof.is_some(),
+        certificate: certificate
+            .as_deref()
+            .map_or(warrant_token::CertificateEvidence::None, |thumbprint| {
+                warrant_token::CertificateEvidence::Given(thumbprint)
+            }),
     };
-    let dpop = match (jkt, presented.proof) {
-        (None, None) => None,
-        (None, Some(_)) => return Err(BindingError::NotKeyBound),
-        (Some(jkt), None) => {
-            return Err(BindingError::ProofMissing {
-                jkt: jkt.to_owned(),
-            });
-        }
-        (Some(jkt), Some(given)) => {
-            let request = warrant_token::ProofRequest {
-                method: given.method,
-                uri: given.uri,
-                access_token: Some(token),
-                bound_to: Some(jkt),
-            };
-            let proof = warrant_token::verify_proof(
-                given.proof,
-                &request,
-                now,
-                warrant_token::DEFAULT_PROOF_WINDOW_SECONDS,
-            )
-            .map_err(BindingError::Proof)?;
-            Some(proof.jkt)
-        }
+    let prove = |jkt: &str| {
+        let given = presented.proof.ok_or(warrant_token::DpopError::NotOne)?;
+        let request = warrant_token::ProofRequest {
+            method: given.method,
+            uri: given.uri,
+            access_token: Some(token),
+            bound_to: Some(jkt),
+        };
+        warrant_token::verify_proof(
+            given.proof,
+            &request,
+            now,
+            warrant_token::DEFAULT_PROOF_WINDOW_SECONDS,
+        )
     };
-    let certificate = match (x5t, presented.certificate) {
-        (None, None) => None,
-        (None, Some(_)) => return Err(BindingError::NotCertificateBound),
-        (Some(x5t), None) => {
-            return Err(BindingError::CertificateMissing {
-                x5t: x5t.to_owned(),
-            });
-        }
-        (Some(x5t), Some(der)) => {
-            let presented = warrant_token::certificate_thumbprint(der);
-            if aws_lc_rs::constant_time::verify_slices_are_equal(
-                presented.as_bytes(),
-                x5t.as_bytes(),
-            )
-            .is_err()
-            {
-                return Err(BindingError::Certificate {
-                    bound: x5t.to_owned(),
-                    presented,
-                });
-            }
-            Some(presented)
-        }
-    };
-    if dpop.is_none() && certificate.is_none() {
-        return Ok(Binding::Bearer);
-    }
-    Ok(Binding::Bound { dpop, certificate })
+    Ok(match warrant_token::check_binding(cnf, &evidence, prove)? {
+        None => Binding::Bearer,
+        Some(bound) => Binding::Bound {
+            dpop: bound.jkt.clone(),
+            certificate: bound.x5t_s256.clone(),
+        },
+    })
 }
 
 /// Why `--client-certificate` cannot be used.
@@ -612,12 +529,11 @@ mod tests {
     }
 
     mod binding {
-        use base64::Engine as _;
-        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
         use serde_json::json;
         use warrant_testkit::{DpopHolder, sha256_b64url};
 
         use super::super::*;
+        use warrant_token::BindingError;
 
         const NOW: i64 = 1_700_000_000;
         const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.e30.c2lnbmF0dXJl";
@@ -645,7 +561,10 @@ mod tests {
             }
         }
 
+        /// The binding check of a token whose claims have `cnf`, read as claims are read.
         fn check(cnf: Option<Value>, presented: &Presented<'_>) -> Result<Binding, BindingError> {
+            let cnf: Option<warrant_token::Cnf> =
+                cnf.map(|cnf| serde_json::from_value(cnf).unwrap());
             check_binding(TOKEN, cnf.as_ref(), presented, now())
         }
 
@@ -656,7 +575,7 @@ mod tests {
             assert_eq!(check(None, &Presented::default()), Ok(Binding::Bearer));
             assert_eq!(
                 check(None, &with_proof(&proof)),
-                Err(BindingError::NotKeyBound)
+                Err(BindingError::NotDpopBound)
             );
             let certificate = Presented {
                 certificate: Some(b"der"),
@@ -670,7 +589,7 @@ mod tests {
             let cnf = json!({"x5t#S256": sha256_b64url(b"der")});
             assert_eq!(
                 check(Some(cnf), &with_proof(&proof)),
-                Err(BindingError::NotKeyBound)
+                Err(BindingError::NotDpopBound)
             );
         }
 
@@ -687,7 +606,7 @@ mod tests {
                     jkt: holder.thumbprint()
                 }
             );
-            let message = refused.to_string();
+            let message = BindingFailure(refused.clone()).to_string();
             assert!(message.contains(&holder.thumbprint()), "{message}");
             assert!(message.contains("--dpop-proof"), "{message}");
             assert!(!message.contains(TOKEN), "{message}");
@@ -782,36 +701,32 @@ mod tests {
         }
 
         /// A cnf verify cannot check (another method, a member that is no string, not an
-        /// object) is never taken for a bearer token.
+        /// object) is never taken for a bearer token, whatever evidence comes with it.
         #[test]
         fn an_unknown_confirmation_is_refused() {
+            let holder = DpopHolder::new();
+            let proof = good(&holder);
             for cnf in [
                 json!({"jwk": {"kty": "EC"}}),
                 json!({"jkt": 5}),
-                json!({"jkt": "abc", "kid": "k"}),
+                json!({"jkt": holder.thumbprint(), "kid": "k"}),
                 json!("jkt"),
+                json!(null),
+                json!({}),
             ] {
-                assert!(
-                    matches!(
-                        check(Some(cnf.clone()), &Presented::default()),
-                        Err(BindingError::UnknownConfirmation { .. })
-                    ),
-                    "{cnf}"
-                );
+                for presented in [Presented::default(), with_proof(&proof)] {
+                    let refused = check(Some(cnf.clone()), &presented).unwrap_err();
+                    assert!(
+                        matches!(refused, BindingError::Unusable(_)),
+                        "{cnf}: {refused:?}"
+                    );
+                    let message = BindingFailure(refused).to_string();
+                    assert!(
+                        message.ends_with("the token is not valid anywhere"),
+                        "{message}"
+                    );
+                }
             }
-        }
-
-        #[test]
-        fn the_cnf_is_read_from_the_token_as_it_is() {
-            let claims = json!({"sub": "s", "cnf": {"jkt": "abc", "future": "x"}});
-            let token = format!("e30.{}.c2ln", URL_SAFE_NO_PAD.encode(claims.to_string()));
-            assert_eq!(
-                confirmation(&token).unwrap(),
-                Some(json!({"jkt": "abc", "future": "x"}))
-            );
-            let token = format!("e30.{}.c2ln", URL_SAFE_NO_PAD.encode("{}"));
-            assert_eq!(confirmation(&token).unwrap(), None);
-            assert_eq!(confirmation("nodots"), Err(BindingError::Unreadable));
         }
     }
 

@@ -11,28 +11,33 @@
 //! and a proxy in front (kube-apiserver's aggregator rewrites `Host`) does not matter. warrant
 //! serves only TLS, so the scheme is always `https`.
 //!
-//! Cost: the proof's verification (one signature, two SHA-256s) and one cache insert. The replay
-//! cache holds at most [`DEFAULT_REPLAY_CAPACITY`] entries of about 150 bytes each (a thumbprint
-//! and a `jti` of at most `MAX_JTI_BYTES`), each for the proof window.
+//! Each proof that passes is charged to a caller, the owner of its replay entry: the service
+//! account a key-bound token names (the token's holder makes the proofs, whoever forwards them
+//! for review), or the user asking for a new token bound to the proof's key. See
+//! [`super::replay`] for who can fill the cache and what happens then: never a replay.
+//!
+//! Cost: the proof's verification (one signature, two SHA-256s) and one replay-cache insert
+//! (a SHA-256 and a mutex). The replay cache holds at most [`DEFAULT_REPLAY_CAPACITY`] entries of
+//! about 150 bytes each, each until its proof's window ends.
 
 use http::{HeaderMap, Uri};
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use warrant_cache::ExpiringCache;
 use warrant_token::{
     DEFAULT_PROOF_WINDOW_SECONDS, DpopError, ProofRequest, VerifiedProof, verify_proof,
 };
 
+use super::replay::{Recorded, ReplayCache};
+
 /// The header a proof travels in.
 pub const DPOP_HEADER: &str = "dpop";
 
-/// How many proofs are remembered at most. At 60 s windows this is over 1,600 proofs a second;
-/// when full, the cache evicts some entries, and a replay of an evicted proof within its window
-/// would pass (the token it uses is still bound to the key, so the replayer gains nothing the
-/// original request did not have).
+/// How many proofs are remembered at most. At 60 s windows this is over 1,600 proofs a second.
+/// When full, new proofs are refused (429) until older ones expire; none is forgotten early.
 pub const DEFAULT_REPLAY_CAPACITY: u64 = 100_000;
 
 /// Checks proofs and remembers them until they are stale, so each is used once.
@@ -40,8 +45,10 @@ pub struct ProofChecker {
     window_seconds: i64,
     /// `https://host[:port]` every proof's `htu` must start with; `None`: the request's host.
     origin: Option<String>,
-    seen: ExpiringCache<String, ()>,
+    seen: ReplayCache,
     results: Family<ProofLabels, Counter>,
+    /// How many proofs the replay cache holds.
+    remembered: Gauge,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,13 +73,14 @@ impl Default for ProofChecker {
 
 impl ProofChecker {
     /// A checker accepting proofs whose `iat` is within `window_seconds` of now, remembering at
-    /// most `capacity` of them.
+    /// most `capacity` of them (at least one), a tenth of them per caller.
     pub fn new(window_seconds: i64, capacity: u64) -> Self {
         ProofChecker {
             window_seconds,
             origin: None,
-            seen: ExpiringCache::new(capacity),
+            seen: ReplayCache::new(usize::try_from(capacity).unwrap_or(usize::MAX)),
             results: Family::default(),
+            remembered: Gauge::default(),
         }
     }
 
@@ -94,22 +102,30 @@ impl ProofChecker {
     }
 
     /// Registers `warrant_dpop_proofs_total{result}`: `accepted`, `replayed` (a proof seen
-    /// before within its window) or `invalid` (every other refusal).
+    /// before within its window), `cache_full` and `over_share` (a good proof not accepted
+    /// because the replay cache, or the caller's share of it, is full) or `invalid` (every other
+    /// refusal); and `warrant_dpop_replay_cache_entries`, the proofs remembered.
     pub fn register_metrics(&self, registry: &mut Registry) {
         registry.register(
             "warrant_dpop_proofs",
             "DPoP proofs checked (TokenRequest, a key-bound token presented, a review with a proof), by result",
             self.results.clone(),
         );
+        registry.register(
+            "warrant_dpop_replay_cache_entries",
+            "DPoP proofs remembered until their window ends, so each is accepted once (at most --dpop-replay-cache-size)",
+            self.remembered.clone(),
+        );
     }
 
-    /// The proof in `headers`, if there is one, checked for `request` at `now` and recorded:
-    /// `Ok(None)` without a `DPoP` header; an error for two of them, a bad proof, or one seen
-    /// before within its window.
+    /// The proof in `headers`, if there is one, checked for `request` at `now` and recorded,
+    /// charged to `owner`: `Ok(None)` without a `DPoP` header; an error for two of them, a bad
+    /// proof, one seen before within its window, or one that cannot be remembered now.
     pub fn check(
         &self,
         headers: &HeaderMap,
         request: &ProofRequest<'_>,
+        owner: &str,
         now: Timestamp,
     ) -> Result<Option<VerifiedProof>, DpopError> {
         let mut proofs = headers.get_all(DPOP_HEADER).iter();
@@ -122,7 +138,7 @@ impl ProofChecker {
             match proof.to_str() {
                 // Two proofs folded into one header line.
                 Ok(proof) if proof.contains(',') => Err(DpopError::NotOne),
-                Ok(proof) => self.verify_once(proof.trim(), request, now),
+                Ok(proof) => self.verify_once(proof.trim(), request, owner, now),
                 Err(_) => Err(DpopError::Malformed),
             }
         };
@@ -131,14 +147,16 @@ impl ProofChecker {
     }
 
     /// `proof` (a proof a relying party received and passes on in a review) checked for
-    /// `request` at `now` and recorded, as [`check`](Self::check) does a header's.
+    /// `request` at `now` and recorded, charged to `owner`, as [`check`](Self::check) does a
+    /// header's.
     pub fn check_proof(
         &self,
         proof: &str,
         request: &ProofRequest<'_>,
+        owner: &str,
         now: Timestamp,
     ) -> Result<VerifiedProof, DpopError> {
-        let checked = self.verify_once(proof, request, now);
+        let checked = self.verify_once(proof, request, owner, now);
         self.count(&checked);
         checked
     }
@@ -147,29 +165,34 @@ impl ProofChecker {
         let result = match checked {
             Ok(_) => "accepted",
             Err(DpopError::Replayed) => "replayed",
+            Err(DpopError::ReplayCacheFull) => "cache_full",
+            Err(DpopError::ReplayShareFull) => "over_share",
             Err(_) => "invalid",
         };
         self.results.get_or_create(&ProofLabels { result }).inc();
+        self.remembered
+            .set(i64::try_from(self.seen.len()).unwrap_or(i64::MAX));
     }
 
-    /// Verifies `proof` and records it until it is stale; a proof seen before is a replay.
+    /// Verifies `proof` and records it, charged to `owner`, until its window ends; a proof seen
+    /// before is a replay, and one that cannot be remembered is not accepted.
     fn verify_once(
         &self,
         proof: &str,
         request: &ProofRequest<'_>,
+        owner: &str,
         now: Timestamp,
     ) -> Result<VerifiedProof, DpopError> {
         let verified = verify_proof(proof, request, now, self.window_seconds)?;
-        let fresh = self.seen.insert_if_absent_until(
-            verified.replay_key(),
-            (),
-            now,
-            verified.replay_until(self.window_seconds),
-        );
-        if !fresh {
-            return Err(DpopError::Replayed);
+        let until = verified.replay_until(self.window_seconds);
+        match self.seen.record(&verified.replay_key(), owner, now, until) {
+            Recorded::Fresh => Ok(verified),
+            Recorded::Seen => Err(DpopError::Replayed),
+            // verify_proof accepts only before the window's end: not reached, and never "fresh".
+            Recorded::Expired => Err(DpopError::Stale(self.window_seconds)),
+            Recorded::OverShare => Err(DpopError::ReplayShareFull),
+            Recorded::Full => Err(DpopError::ReplayCacheFull),
         }
-        Ok(verified)
     }
 }
 
@@ -250,6 +273,8 @@ mod tests {
         headers
     }
 
+    const OWNER: &str = "system:serviceaccount:ns:app";
+
     const REQUEST: ProofRequest<'static> = ProofRequest {
         method: "POST",
         uri: URI,
@@ -264,39 +289,143 @@ mod tests {
         let first = proof(&key, "one", NOW);
         assert!(
             checker
-                .check(&headers(&[&first]), &REQUEST, at(NOW))
+                .check(&headers(&[&first]), &REQUEST, OWNER, at(NOW))
                 .unwrap()
                 .is_some()
         );
         assert_eq!(
-            checker.check(&headers(&[&first]), &REQUEST, at(NOW + 59)),
+            checker.check(&headers(&[&first]), &REQUEST, OWNER, at(NOW + 59)),
             Err(DpopError::Replayed)
         );
         // Another jti from the same key, and the same jti from another key, are new proofs.
         let second = proof(&key, "two", NOW);
         assert!(
             checker
-                .check(&headers(&[&second]), &REQUEST, at(NOW))
+                .check(&headers(&[&second]), &REQUEST, OWNER, at(NOW))
                 .is_ok()
         );
         let other = DpopHolder::new();
         assert!(
             checker
-                .check(&headers(&[&proof(&other, "one", NOW)]), &REQUEST, at(NOW))
+                .check(
+                    &headers(&[&proof(&other, "one", NOW)]),
+                    &REQUEST,
+                    OWNER,
+                    at(NOW)
+                )
                 .is_ok()
         );
         // Once the window has passed, the proof is stale, not replayed.
         assert_eq!(
-            checker.check(&headers(&[&first]), &REQUEST, at(NOW + 61)),
+            checker.check(&headers(&[&first]), &REQUEST, OWNER, at(NOW + 61)),
             Err(DpopError::Stale(60))
         );
         // A request without a proof is not a proof checked.
-        assert_eq!(checker.check(&headers(&[]), &REQUEST, at(NOW)), Ok(None));
+        assert_eq!(
+            checker.check(&headers(&[]), &REQUEST, OWNER, at(NOW)),
+            Ok(None)
+        );
         let counted = |result| checker.results.get_or_create(&ProofLabels { result }).get();
         assert_eq!(
             (counted("accepted"), counted("replayed"), counted("invalid")),
             (3, 1, 1)
         );
+    }
+
+    /// Stepping the clock across the end of a proof's window (iat + 60 s, to the quarter
+    /// second): at every instant the proof is accepted at most once. Comparing whole seconds once
+    /// accepted it until iat + 61 while its entry expired at iat + 60, so in that last second
+    /// every replay passed.
+    #[test]
+    fn a_proof_is_accepted_at_most_once_across_the_end_of_its_window() {
+        let key = DpopHolder::new();
+        let proof = proof(&key, "edge", NOW);
+        for quarter in 236..=244 {
+            let checker = ProofChecker::default();
+            let now = at(NOW) + jiff::SignedDuration::from_millis(quarter * 250);
+            let first = checker.check(&headers(&[&proof]), &REQUEST, OWNER, now);
+            let again = checker.check(&headers(&[&proof]), &REQUEST, OWNER, now);
+            match first {
+                Ok(Some(_)) => assert_eq!(again, Err(DpopError::Replayed), "at {now}"),
+                _ => assert_eq!(first, Err(DpopError::Stale(60)), "at {now}"),
+            }
+            assert_eq!(first.is_ok(), quarter < 240, "at {now}");
+        }
+    }
+
+    /// The attack of issue 31: a caller floods the cache with fresh proofs of its own, then
+    /// replays a proof it captured. Nothing is forgotten to make room: the flood is refused
+    /// (past the caller's share, then past the whole cache, each counted), and the captured
+    /// proof stays a replay.
+    #[test]
+    fn a_flood_of_fresh_proofs_never_lets_a_captured_one_replay() {
+        let checker = ProofChecker::new(60, 100);
+        let victim = DpopHolder::new();
+        let captured = proof(&victim, "victim", NOW);
+        assert!(
+            checker
+                .check(&headers(&[&captured]), &REQUEST, "victim", at(NOW))
+                .is_ok()
+        );
+        let flooder = DpopHolder::new();
+        let mut refused = (0, 0);
+        for i in 0..300 {
+            // Thirty callers, ten proofs each: more than the cache holds.
+            let owner = format!("flooder-{}", i % 30);
+            match checker.check(
+                &headers(&[&proof(&flooder, &format!("f{i}"), NOW)]),
+                &REQUEST,
+                &owner,
+                at(NOW + 1),
+            ) {
+                Ok(_) => {}
+                Err(DpopError::ReplayShareFull) => refused.0 += 1,
+                Err(DpopError::ReplayCacheFull) => refused.1 += 1,
+                Err(other) => panic!("{other}"),
+            }
+        }
+        assert_eq!(
+            refused,
+            (0, 201),
+            "99 accepted besides the victim's, then full"
+        );
+        assert_eq!(
+            checker.check(&headers(&[&captured]), &REQUEST, "victim", at(NOW + 59)),
+            Err(DpopError::Replayed)
+        );
+        // One caller alone is held to its share (a tenth), and others still get in.
+        let checker = ProofChecker::new(60, 100);
+        let over = (0..20)
+            .filter(|i| {
+                checker.check(
+                    &headers(&[&proof(&flooder, &format!("g{i}"), NOW)]),
+                    &REQUEST,
+                    "greedy",
+                    at(NOW),
+                ) == Err(DpopError::ReplayShareFull)
+            })
+            .count();
+        assert_eq!(over, 10);
+        assert!(
+            checker
+                .check(&headers(&[&captured]), &REQUEST, "victim", at(NOW))
+                .is_ok()
+        );
+        let counted = |result| checker.results.get_or_create(&ProofLabels { result }).get();
+        assert_eq!((counted("accepted"), counted("over_share")), (11, 10));
+        assert_eq!(checker.remembered.get(), 11);
+        // Once their window is over, the entries make room again.
+        assert!(
+            checker
+                .check(
+                    &headers(&[&proof(&flooder, "later", NOW + 60)]),
+                    &REQUEST,
+                    "greedy",
+                    at(NOW + 60)
+                )
+                .is_ok()
+        );
+        assert_eq!(checker.remembered.get(), 1);
     }
 
     /// A proof that fails a check is not remembered: the honest retry is not called a replay.
@@ -310,24 +439,31 @@ mod tests {
             ..REQUEST
         };
         assert_eq!(
-            checker.check(&headers(&[&good]), &wrong_method, at(NOW)),
+            checker.check(&headers(&[&good]), &wrong_method, OWNER, at(NOW)),
             Err(DpopError::Method)
         );
-        assert!(checker.check(&headers(&[&good]), &REQUEST, at(NOW)).is_ok());
+        assert!(
+            checker
+                .check(&headers(&[&good]), &REQUEST, OWNER, at(NOW))
+                .is_ok()
+        );
     }
 
     #[test]
     fn none_or_exactly_one_header() {
         let checker = ProofChecker::default();
-        assert_eq!(checker.check(&headers(&[]), &REQUEST, at(NOW)), Ok(None));
+        assert_eq!(
+            checker.check(&headers(&[]), &REQUEST, OWNER, at(NOW)),
+            Ok(None)
+        );
         let key = DpopHolder::new();
         let (a, b) = (proof(&key, "a", NOW), proof(&key, "b", NOW));
         assert_eq!(
-            checker.check(&headers(&[&a, &b]), &REQUEST, at(NOW)),
+            checker.check(&headers(&[&a, &b]), &REQUEST, OWNER, at(NOW)),
             Err(DpopError::NotOne)
         );
         assert_eq!(
-            checker.check(&headers(&[&format!("{a}, {b}")]), &REQUEST, at(NOW)),
+            checker.check(&headers(&[&format!("{a}, {b}")]), &REQUEST, OWNER, at(NOW)),
             Err(DpopError::NotOne)
         );
     }

@@ -33,6 +33,7 @@ pub(crate) mod dpop;
 pub(crate) mod frontproxy;
 pub(crate) mod owntoken;
 pub(crate) mod peer;
+pub(crate) mod replay;
 pub(crate) mod tokenfile;
 pub(crate) mod trust;
 pub(crate) mod x509;
@@ -109,10 +110,11 @@ pub struct User {
     pub extra: BTreeMap<String, Vec<String>>,
     /// How the caller authenticated.
     pub via: Via,
-    /// The thumbprint (`jkt`) of the DPoP key whose proof came with this request's key-bound
-    /// token, if it authenticated that way: the request's `DPoP` header is then that proof,
-    /// already checked and spent (see `authn::dpop`).
-    pub proven_key: Option<String>,
+    /// The key binding of the key-bound token this caller authenticated with, every member of
+    /// it proven on this request: a `DPoP` header was then that proof, already checked and
+    /// spent (see `authn::dpop`), and the connection's certificate the bound one. A token this
+    /// caller asks for carries the same binding.
+    pub bound_to: Option<warrant_token::Confirmation>,
 }
 
 impl User {
@@ -142,7 +144,7 @@ impl User {
             groups,
             extra: BTreeMap::new(),
             via,
-            proven_key: None,
+            bound_to: None,
         };
         user.add_authenticated();
         user
@@ -257,26 +259,12 @@ pub(crate) enum Failure {
     /// The Authorization header is not `Bearer <token>`.
     #[error("the Authorization header is not a bearer token")]
     NotBearer,
-    /// A token bound to a DPoP key presented as a bearer token.
-    #[error("the token is bound to a key: present it as `Authorization: DPoP` with a proof")]
-    KeyBoundAsBearer,
-    /// A token bound to a client certificate, on a connection that did not present it.
-    #[error("the token is bound to a client certificate that this connection did not present")]
-    BoundCertificateMissing,
-    /// A token bound to a client certificate presented under the DPoP scheme.
-    #[error(
-        "the token is bound to a client certificate: present it as a bearer token on a connection with that certificate"
-    )]
-    CertificateBoundAsDpop,
-    /// A token that is not key-bound presented under the DPoP scheme.
-    #[error("the token is not bound to a key: present it as a bearer token")]
-    NotKeyBound,
-    /// A key-bound token presented under the DPoP scheme without a `DPoP` proof.
-    #[error("a key-bound token needs a DPoP proof header")]
-    NoProof,
-    /// The DPoP proof of a key-bound token was refused.
+    /// One of warrant's own tokens whose key binding does not hold on this request (a DPoP
+    /// key without its proof under the `DPoP` scheme, a certificate this connection did not
+    /// present, a `cnf` warrant does not understand, a proof for a token not bound to a key),
+    /// or whose proof could not be remembered now (overload).
     #[error("{0}")]
-    Proof(#[source] warrant_token::DpopError),
+    KeyBinding(#[source] warrant_token::BindingError),
     /// The DPoP scheme with a token that is not one of warrant's own (only warrant's own tokens
     /// are key-bound).
     #[error("the DPoP scheme is accepted only with warrant's own key-bound tokens")]
@@ -305,16 +293,23 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    /// True for delegation overloaded: the caller is to retry, neither refused nor let in.
+    /// True for delegation overloaded, or a DPoP proof that could not be remembered now: the
+    /// caller is to retry, neither refused nor let in.
     fn is_overload(&self) -> bool {
-        matches!(self, Failure::Delegation(e) if e.is_overload())
+        match self {
+            Failure::Delegation(e) => e.is_overload(),
+            Failure::KeyBinding(e) => e.is_overload(),
+            _ => false,
+        }
     }
 
-    /// True for a key-bound token without a valid proof: answered with RFC 9449's challenge.
+    /// True for a token bound to a DPoP key without a valid proof of it: answered with RFC
+    /// 9449's challenge.
     fn is_proof(&self) -> bool {
+        use warrant_token::BindingError;
         matches!(
             self,
-            Failure::KeyBoundAsBearer | Failure::NoProof | Failure::Proof(_)
+            Failure::KeyBinding(BindingError::ProofMissing { .. } | BindingError::Proof(_))
         )
     }
 }
@@ -422,6 +417,7 @@ impl Authenticator {
                 proofs: &self.proofs,
                 headers,
                 target,
+                peer,
             };
             return match owntoken::authenticate(own, token, presented, now).await {
                 Outcome::User(user) => Ok(self.success("dpop", user)),
@@ -545,8 +541,18 @@ impl Authenticator {
     }
 
     /// [`refuse`](Self::refuse) for one failure: a key-bound token without a valid proof is
-    /// answered with RFC 9449's challenge, every other failure with a plain 401.
+    /// answered with RFC 9449's challenge, a proof that could not be remembered now with 429,
+    /// every other failure with a plain 401.
     fn refuse_failure(&self, method: &'static str, why: &Failure) -> Refusal {
+        if why.is_overload() {
+            self.count(method, "overloaded");
+            tracing::warn!(
+                method,
+                reason = %why,
+                "authentication deferred: asking the caller to retry"
+            );
+            return Refusal::overloaded();
+        }
         let refusal = self.refuse(method, why);
         if why.is_proof() {
             Refusal::InvalidDpopProof
@@ -566,7 +572,7 @@ fn names_a_certificate(token: &str) -> bool {
         .nth(1)
         .and_then(|claims| warrant_token::decode_claims_strictly(claims).ok())
         .and_then(|claims| claims.cnf)
-        .is_some_and(|cnf| cnf.x5t_s256.is_some())
+        .is_some_and(|cnf| cnf.binding().is_ok_and(|bound| bound.x5t_s256.is_some()))
 }
 
 /// The token of an `Authorization: Bearer <token>` header.

@@ -15,11 +15,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use jiff::Timestamp;
-use warrant_token::{Binding, Confirmation, UserInfo};
-
 use http::HeaderMap;
-use warrant_token::{DpopError, ProofRequest};
+use jiff::Timestamp;
+use warrant_token::{
+    Binding, CertificateEvidence, Cnf, DpopError, Evidence, ProofRequest, UserInfo, check_binding,
+};
 
 use super::dpop::ProofChecker;
 use super::{Failure, Outcome, PeerCertificate, RequestTarget, User, Via};
@@ -40,9 +40,10 @@ pub enum OwnTokenReview {
         user: UserInfo,
         /// The object the token is bound to.
         binding: Binding,
-        /// The key the token is bound to (`cnf`), if any: then it authenticates only with a
-        /// proof of that key (see the parent module).
-        cnf: Option<Confirmation>,
+        /// The token's `cnf` claim, if any: then it authenticates only with the proof of every
+        /// binding it names (`warrant_token::check_binding`), and not at all if warrant does not
+        /// understand it.
+        cnf: Option<Cnf>,
     },
 }
 
@@ -59,25 +60,25 @@ pub trait OwnTokens: Send + Sync {
 
 /// How a token was presented: as a bearer token, or under the `DPoP` scheme with a proof.
 pub(crate) enum Presented<'a> {
-    /// `Authorization: Bearer <token>` on a connection that presented `peer` (perhaps nothing):
-    /// a token bound to a DPoP key is refused, one bound to a certificate only passes if `peer`
-    /// is that certificate (RFC 8705 §3).
+    /// `Authorization: Bearer <token>` on a connection that presented `peer` (perhaps nothing).
     Bearer { peer: &'a PeerCertificate },
     /// `Authorization: DPoP <token>` with the request's `DPoP` proof, checked against this
-    /// request by `proofs`.
+    /// request by `proofs`, on a connection that presented `peer` (perhaps nothing).
     Dpop {
         proofs: &'a ProofChecker,
         headers: &'a HeaderMap,
         target: &'a RequestTarget<'a>,
+        peer: &'a PeerCertificate,
     },
 }
 
-/// Authenticates `token` through `own`. A token bound to a DPoP key (`cnf.jkt`) authenticates
-/// only under the DPoP scheme with a valid proof of its key (RFC 9449 §7): as a bearer token it
-/// is refused, which is the point of binding it. A token bound to a certificate
-/// (`cnf.x5t#S256`) authenticates only as a bearer token on a connection that presented that
-/// certificate (RFC 8705 §3). A token that is not key-bound is refused under the DPoP scheme (it
-/// proves nothing the proof could confirm).
+/// Authenticates `token` through `own`, then its key binding through the one check of it
+/// (`warrant_token::check_binding`): every binding its `cnf` names must be proven on this
+/// request, a DPoP key (`cnf.jkt`) by the `DPoP` proof under the DPoP scheme (RFC 9449 §7), a
+/// certificate (`cnf.x5t#S256`) by this connection's (RFC 8705 §3); a `cnf` warrant does not
+/// understand is refused; a token that is not bound to a DPoP key is refused under the DPoP
+/// scheme (it proves nothing the proof could confirm). The proof is charged, in the replay
+/// cache, to the service account the token names.
 pub(crate) async fn authenticate(
     own: &dyn OwnTokens,
     token: &str,
@@ -87,52 +88,46 @@ pub(crate) async fn authenticate(
     let (info, binding, cnf) = match own.review(token, now).await {
         OwnTokenReview::NotMine => return Outcome::NotMine,
         OwnTokenReview::Invalid(why) => return Outcome::Failed(Failure::OwnToken(why)),
-        OwnTokenReview::Valid { user, binding, cnf } => {
-            (user, binding, cnf.filter(Confirmation::binds))
-        }
+        OwnTokenReview::Valid { user, binding, cnf } => (user, binding, cnf),
     };
-    let mut proven_key = None;
-    match (&presented, &cnf) {
-        (Presented::Bearer { .. }, None) => {}
-        (Presented::Bearer { peer }, Some(cnf)) => match cnf.x5t_s256.as_deref() {
-            Some(bound) if cnf.jkt.is_none() => {
-                if peer.thumbprint().as_deref() != Some(bound) {
-                    return Outcome::Failed(Failure::BoundCertificateMissing);
-                }
-            }
-            _ => return Outcome::Failed(Failure::KeyBoundAsBearer),
-        },
-        (Presented::Dpop { .. }, None) => return Outcome::Failed(Failure::NotKeyBound),
-        (
-            Presented::Dpop {
-                proofs,
-                headers,
-                target,
-            },
-            Some(cnf),
-        ) => {
-            let Some(jkt) = cnf.jkt.as_deref() else {
-                // Bound to a certificate: not provable with a DPoP proof.
-                return Outcome::Failed(Failure::CertificateBoundAsDpop);
-            };
-            let Some(uri) = proofs.target_uri(target.uri, headers) else {
-                return Outcome::Failed(Failure::Proof(DpopError::Uri));
-            };
-            let request = ProofRequest {
-                method: target.method.as_str(),
-                uri: &uri,
-                access_token: Some(token),
-                bound_to: Some(jkt),
-            };
-            match proofs.check(headers, &request, now) {
-                Ok(Some(proof)) => proven_key = Some(proof.jkt),
-                Ok(None) => return Outcome::Failed(Failure::NoProof),
-                Err(why) => return Outcome::Failed(Failure::Proof(why)),
-            }
-        }
-    }
+    let (peer, proofs) = match &presented {
+        Presented::Bearer { peer } => (*peer, None),
+        Presented::Dpop {
+            proofs,
+            headers,
+            target,
+            peer,
+        } => (*peer, Some((*proofs, *headers, *target))),
+    };
+    let thumbprint = peer.thumbprint();
+    let evidence = Evidence {
+        dpop_proof: proofs.is_some(),
+        certificate: thumbprint
+            .as_deref()
+            .map_or(CertificateEvidence::None, CertificateEvidence::Connection),
+    };
+    let prove = |jkt: &str| {
+        let (proofs, headers, target) = proofs.ok_or(DpopError::NotOne)?;
+        let uri = proofs
+            .target_uri(target.uri, headers)
+            .ok_or(DpopError::Uri)?;
+        let request = ProofRequest {
+            method: target.method.as_str(),
+            uri: &uri,
+            access_token: Some(token),
+            bound_to: Some(jkt),
+        };
+        // No `DPoP` header under the DPoP scheme: not exactly one proof.
+        proofs
+            .check(headers, &request, &info.username, now)?
+            .ok_or(DpopError::NotOne)
+    };
+    let bound_to = match check_binding(cnf.as_ref(), &evidence, prove) {
+        Ok(bound_to) => bound_to.cloned(),
+        Err(why) => return Outcome::Failed(Failure::KeyBinding(why)),
+    };
     let mut user = User::new(info.username, info.uid, info.groups, Via::OwnToken(binding));
     user.extra = info.extra;
-    user.proven_key = proven_key;
+    user.bound_to = bound_to;
     Outcome::User(Arc::new(user))
 }

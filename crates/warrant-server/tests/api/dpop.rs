@@ -191,10 +191,17 @@ fn with_metrics_policy() -> Api {
 
 /// A token for warrant's own API audience, bound to `holder`'s key.
 async fn bound_token(api: &Api, holder: &DpopHolder, jti: &str) -> String {
-    let proof = for_token_request(holder, jti, NOW);
+    bound_token_for(api, holder, "app", jti).await
+}
+
+/// A token of `demo/<account>` for warrant's own API audience, bound to `holder`'s key.
+async fn bound_token_for(api: &Api, holder: &DpopHolder, account: &str, jti: &str) -> String {
+    let path = format!("/api/v1/namespaces/demo/serviceaccounts/{account}/token");
+    let proof = holder.proof(&json!({"jti": jti, "htm": "POST",
+                                     "htu": format!("https://{HOST}{path}"), "iat": NOW}));
     let mut request = Request::builder()
         .method(Method::POST)
-        .uri(PATH)
+        .uri(&path)
         .header("authorization", format!("Bearer {ADMIN}"))
         .header("content-type", "application/json")
         .header("host", HOST)
@@ -407,4 +414,127 @@ requireKeyBinding:
     )
     .unwrap();
     assert_eq!(payload["cnf"], json!({"jkt": holder.thumbprint()}));
+}
+
+/// Issue 31, item 1: one window. A proof is accepted until, not including, iat + 60 s on
+/// warrant's clock, and remembered exactly that long: stepping the clock across the end of its
+/// window, a proof presented twice at the same instant is never accepted twice. (Comparing whole
+/// seconds, warrant accepted it until iat + 61 while its replay entry ended at iat + 60: in that
+/// last second every replay passed.)
+#[tokio::test]
+async fn a_proof_is_never_accepted_twice_at_the_end_of_its_window() {
+    let api = with_metrics_policy();
+    let holder = DpopHolder::new();
+    let token = bound_token(&api, &holder, "issue").await;
+    let dpop = format!("DPoP {token}");
+    for (jti, millis, accepted) in [
+        ("edge-a", 59_750, true),
+        ("edge-b", 60_000, false),
+        ("edge-c", 60_500, false),
+        ("edge-d", 60_999, false),
+    ] {
+        let proof = metrics_proof(&holder, &token, jti);
+        api.state.issuer().clock().set(
+            jiff::Timestamp::from_second(NOW).unwrap() + jiff::SignedDuration::from_millis(millis),
+        );
+        let first = get_metrics(&api, &dpop, Some(&proof)).await;
+        let again = get_metrics(&api, &dpop, Some(&proof)).await;
+        assert_dpop_challenge(
+            &again,
+            &format!("the same proof again at iat + {millis} ms"),
+        );
+        assert_eq!(
+            first.code == StatusCode::OK,
+            accepted,
+            "at iat + {millis} ms: {}",
+            first.code
+        );
+    }
+}
+
+/// Issue 31, item 2: the holder of a key-bound token floods warrant with fresh proofs of its
+/// own key, then replays proofs it has seen. Nothing still in its window is forgotten to make
+/// room: past its share of the cache the flood is refused with 429 (Retry-After), and every
+/// proof accepted before, another account's that it captured and its own, stays a replay.
+#[tokio::test]
+async fn a_flood_of_proofs_never_makes_room_for_a_replay() {
+    let policy = warrant_auth::Policy::parse(METRICS_POLICY, "policy.yaml").unwrap();
+    let api = api_auth(|authn, authz| {
+        authn.proofs = warrant_auth::ProofChecker::new(60, 50);
+        authz.policy = Some(warrant_auth::PolicyFile::from_policy(
+            policy,
+            std::path::Path::new("policy.yaml"),
+        ));
+    });
+    // The victim, another service account, uses its bound token once (it may not read
+    // metrics: 403, after authentication); its proof is captured.
+    let victim = DpopHolder::new();
+    let victims_token = bound_token_for(&api, &victim, "other", "victim-issue").await;
+    let captured = metrics_proof(&victim, &victims_token, "captured");
+    let victims = format!("DPoP {victims_token}");
+    let used = get_metrics(&api, &victims, Some(&captured)).await;
+    assert_eq!(used.code, StatusCode::FORBIDDEN, "{}", used.text);
+
+    let attacker = DpopHolder::new();
+    let token = bound_token(&api, &attacker, "attacker-issue").await;
+    let dpop = format!("DPoP {token}");
+    let mut accepted = Vec::new();
+    let mut throttled = 0;
+    for i in 0..400 {
+        let proof = metrics_proof(&attacker, &token, &format!("flood-{i}"));
+        let reply = get_metrics(&api, &dpop, Some(&proof)).await;
+        match reply.code {
+            StatusCode::OK => accepted.push(proof),
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert_eq!(reply.headers["retry-after"], "1");
+                throttled += 1;
+            }
+            other => panic!("flood {i}: {other}: {}", reply.text),
+        }
+    }
+    let replayed = get_metrics(&api, &victims, Some(&captured)).await;
+    assert_dpop_challenge(&replayed, "the captured proof after the flood");
+    for proof in &accepted {
+        assert_dpop_challenge(
+            &get_metrics(&api, &dpop, Some(proof)).await,
+            "the flooder's own proof again",
+        );
+    }
+    assert!(throttled > 0, "the flood was never refused");
+    // The flooder filled only its own share: the victim's next proof still works.
+    let fresh = metrics_proof(&victim, &victims_token, "next");
+    let reply = get_metrics(&api, &victims, Some(&fresh)).await;
+    assert_eq!(reply.code, StatusCode::FORBIDDEN, "{}", reply.text);
+    let metrics = get_metrics(&api, &dpop, Some(&metrics_proof(&attacker, &token, "read"))).await;
+    // Still over its share until its proofs expire: the flooder cannot even read them now.
+    assert_eq!(
+        metrics.code,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        metrics.text
+    );
+    api.advance(60);
+    let later = holder_proof_at(&attacker, &token, "after", NOW + 60);
+    let metrics = get_metrics(&api, &dpop, Some(&later)).await;
+    assert_eq!(metrics.code, StatusCode::OK, "{}", metrics.text);
+    assert!(
+        metrics
+            .text
+            .contains("warrant_dpop_proofs_total{result=\"over_share\"}"),
+        "{}",
+        metrics.text
+    );
+    assert!(
+        metrics.text.contains("warrant_dpop_replay_cache_entries 1"),
+        "{}",
+        metrics.text
+    );
+}
+
+/// A proof for `GET /metrics` presenting `token`, issued at `iat`.
+fn holder_proof_at(holder: &DpopHolder, token: &str, jti: &str, iat: i64) -> String {
+    holder.proof(
+        &json!({"jti": jti, "htm": "GET", "htu": format!("https://{HOST}/metrics"),
+                         "iat": iat, "ath": sha256_b64url(token.as_bytes())}),
+    )
 }

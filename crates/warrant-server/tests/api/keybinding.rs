@@ -8,7 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use warrant_testkit::{Issued, TestCa};
+use warrant_testkit::{DpopHolder, Issued, TestCa, sha256_b64url};
 
 use crate::support::*;
 
@@ -272,4 +272,229 @@ async fn the_policy_requires_binding_for_self_service() {
     // The administrator is not asking for itself.
     let r = s.api.token("app", json!({"audiences": ["vault"]})).await;
     assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+}
+
+/// Where warrant is addressed in these tests, for DPoP proofs' `htu`.
+const HOST: &str = "warrant.example:8443";
+
+/// A proof by `holder` for `GET /metrics` presenting `token`.
+fn metrics_proof(holder: &DpopHolder, token: &str, jti: &str) -> String {
+    holder.proof(
+        &json!({"jti": jti, "htm": "GET", "htu": format!("https://{HOST}/metrics"),
+                         "iat": NOW, "ath": sha256_b64url(token.as_bytes())}),
+    )
+}
+
+/// `GET /metrics` with `authorization`, a `DPoP` proof if any, over a connection presenting
+/// `peer` if any.
+async fn metrics(
+    s: &Setup,
+    peer: Option<&Issued>,
+    authorization: &str,
+    proof: Option<&str>,
+) -> Reply {
+    let mut headers = vec![("authorization", authorization), ("host", HOST)];
+    if let Some(proof) = proof {
+        headers.push(("dpop", proof));
+    }
+    s.api
+        .send_with_peer(
+            Method::GET,
+            "/metrics",
+            peer.map(Issued::peer),
+            &headers,
+            None,
+        )
+        .await
+}
+
+/// Issue 31, item 3: a token bound to a DPoP key and a certificate authenticates only with the
+/// proof of the key under the DPoP scheme on a connection presenting the certificate: the proof
+/// alone, or the certificate alone, is not enough. (warrant's API once passed it on the proof
+/// alone.)
+#[tokio::test]
+async fn a_token_bound_to_a_key_and_a_certificate_needs_both() {
+    let s = setup("");
+    let client = s.ca.issue_client("deployer", &[]);
+    let holder = DpopHolder::new();
+    let token = with_cnf(
+        &certificate_bound(&s, &s.ca.issue_client("admin-cert", &["system:masters"])).await,
+        json!({"jkt": holder.thumbprint(), "x5t#S256": thumbprint(&client)}),
+    );
+    let dpop = format!("DPoP {token}");
+    let r = metrics(&s, None, &dpop, Some(&metrics_proof(&holder, &token, "p1"))).await;
+    assert_eq!(
+        r.code,
+        StatusCode::UNAUTHORIZED,
+        "the proof alone: {}",
+        r.text
+    );
+    let other = s.ca.issue_client("other", &[]);
+    let r = metrics(
+        &s,
+        Some(&other),
+        &dpop,
+        Some(&metrics_proof(&holder, &token, "p2")),
+    )
+    .await;
+    assert_eq!(
+        r.code,
+        StatusCode::UNAUTHORIZED,
+        "another certificate: {}",
+        r.text
+    );
+    let r = metrics(&s, Some(&client), &format!("Bearer {token}"), None).await;
+    assert_eq!(
+        r.code,
+        StatusCode::UNAUTHORIZED,
+        "the certificate alone: {}",
+        r.text
+    );
+    let r = metrics(
+        &s,
+        Some(&client),
+        &dpop,
+        Some(&metrics_proof(&holder, &token, "p3")),
+    )
+    .await;
+    assert_eq!(r.code, StatusCode::OK, "both: {}", r.text);
+}
+
+/// Issue 31, item 3: a token whose `cnf` warrant does not understand (RFC 7800's `jwk`) is not a
+/// bearer token at warrant's API either, on any connection, under either scheme. (It once
+/// authenticated as one.)
+#[tokio::test]
+async fn a_cnf_warrant_does_not_understand_is_not_a_bearer_token() {
+    let s = setup("");
+    let holder = DpopHolder::new();
+    let unbound = s.api.token("app", json!({})).await;
+    let unbound = unbound.json["status"]["token"].as_str().unwrap();
+    let r = metrics(&s, None, &format!("Bearer {unbound}"), None).await;
+    assert_eq!(r.code, StatusCode::OK, "unbound, as before: {}", r.text);
+    for cnf in [
+        json!({"jwk": holder.jwk()}),
+        json!({"jkt": holder.thumbprint(), "kid": "k"}),
+        json!({"x5t#S256": 7}),
+        json!({}),
+        json!(null),
+    ] {
+        let token = with_cnf(unbound, cnf.clone());
+        let r = metrics(&s, None, &format!("Bearer {token}"), None).await;
+        assert_eq!(
+            r.code,
+            StatusCode::UNAUTHORIZED,
+            "{cnf} as bearer: {}",
+            r.text
+        );
+        let r = metrics(
+            &s,
+            None,
+            &format!("DPoP {token}"),
+            Some(&metrics_proof(&holder, &token, &cnf.to_string())),
+        )
+        .await;
+        assert_eq!(
+            r.code,
+            StatusCode::UNAUTHORIZED,
+            "{cnf} with a proof: {}",
+            r.text
+        );
+    }
+}
+
+/// Issue 31, item 4: a caller that authenticated with a certificate-bound token gets tokens
+/// bound to the same certificate, which then pass no review without it; asking for another
+/// binding is refused. (It once got unbound tokens, which worked with no certificate at all.)
+#[tokio::test]
+async fn a_certificate_bound_caller_mints_only_tokens_bound_to_its_certificate() {
+    let s = setup("");
+    let client = s.ca.issue_client("deployer", &["system:masters"]);
+    let own = certificate_bound(&s, &client).await;
+    let bearer = format!("Bearer {own}");
+    let ask = |headers: Vec<(&'static str, String)>| {
+        let (api, peer, bearer) = (&s.api, client.peer(), bearer.clone());
+        async move {
+            let mut all: Vec<(&str, &str)> = vec![("authorization", bearer.as_str())];
+            all.extend(headers.iter().map(|(name, value)| (*name, value.as_str())));
+            api.send_with_peer(
+                Method::POST,
+                TOKEN_PATH,
+                Some(peer),
+                &all,
+                Some(token_request(&["vault"])),
+            )
+            .await
+        }
+    };
+    for headers in [vec![], vec![(BIND.0, BIND.1.to_owned())]] {
+        let r = ask(headers.clone()).await;
+        assert_eq!(r.code, StatusCode::CREATED, "{headers:?}: {}", r.text);
+        let minted = r.json["status"]["token"].as_str().unwrap().to_owned();
+        assert_eq!(
+            payload(&minted)["cnf"],
+            json!({"x5t#S256": thumbprint(&client)}),
+            "{headers:?}"
+        );
+        let review = s
+            .api
+            .review("authentication.k8s.io/v1", &minted, &["vault"])
+            .await;
+        assert_eq!(
+            review.json["status"]["authenticated"],
+            Value::Null,
+            "{}",
+            review.text
+        );
+    }
+    // A DPoP proof would bind the new token to another key: refused, saying why.
+    let holder = DpopHolder::new();
+    let proof = holder.proof(&json!({"jti": "other-key", "htm": "POST",
+        "htu": format!("https://{HOST}{TOKEN_PATH}"), "iat": NOW}));
+    let r = ask(vec![("dpop", proof), ("host", HOST.to_owned())]).await;
+    assert_eq!(r.code, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert_eq!(
+        r.json["message"],
+        "the token you authenticated with is bound to a client certificate (cnf.x5t#S256): a token you ask for carries the same binding, and cannot be bound to a DPoP proof's key instead"
+    );
+}
+
+/// Issue 31, item 4: a DPoP-bound caller asking for a certificate binding is refused too: its
+/// tokens carry its key's binding.
+#[tokio::test]
+async fn a_dpop_bound_caller_cannot_ask_for_another_binding() {
+    let s = setup("");
+    let holder = DpopHolder::new();
+    let token = with_cnf(
+        &certificate_bound(&s, &s.ca.issue_client("deployer", &["system:masters"])).await,
+        json!({"jkt": holder.thumbprint()}),
+    );
+    let proof = holder.proof(&json!({"jti": "ask", "htm": "POST",
+        "htu": format!("https://{HOST}{TOKEN_PATH}"), "iat": NOW,
+        "ath": sha256_b64url(token.as_bytes())}));
+    let client = s.ca.issue_client("app-cert", &[]);
+    let dpop = format!("DPoP {token}");
+    let r = s
+        .api
+        .send_with_peer(
+            Method::POST,
+            TOKEN_PATH,
+            Some(client.peer()),
+            &[
+                ("authorization", dpop.as_str()),
+                ("dpop", proof.as_str()),
+                ("host", HOST),
+                BIND,
+            ],
+            Some(token_request(&["vault"])),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(
+        r.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("a token is bound to one key"),
+        "{}",
+        r.text
+    );
 }

@@ -305,6 +305,21 @@ impl Api {
     }
 }
 
+/// `token`'s claims with `cnf` set to `cnf` as given (JSON, so that a `cnf` warrant does not
+/// understand can be written too), signed by the server's own key: what a token warrant issued
+/// with that binding would be.
+pub(crate) fn with_cnf(token: &str, cnf: Value) -> String {
+    let payload = token.split('.').nth(1).unwrap();
+    let mut claims: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .unwrap(),
+    )
+    .unwrap();
+    claims["cnf"] = cnf;
+    key().sign_payload(claims.to_string().as_bytes()).unwrap()
+}
+
 /// The claims inside a token (not verified: the tests verify separately).
 pub(crate) fn claims(token: &str) -> Claims {
     let payload = token.split('.').nth(1).unwrap();

@@ -431,9 +431,10 @@ pub(crate) fn token_request_path(account: &ObjectName) -> String {
     )
 }
 
-/// The `cnf.jkt` of a token just received from warrant (read, not verified).
+/// The `cnf.jkt` of a token just received from warrant (read, not verified); `None` for a
+/// `cnf` warrant-token does not understand, as for none.
 fn bound_key_of(token: &str) -> Option<String> {
-    claims_of(token).ok()?.cnf?.jkt
+    claims_of(token).ok()?.cnf?.binding().ok()?.jkt.clone()
 }
 
 /// Refuses `minted` unless it is bound to `key` (`--key-binding dpop`).

@@ -7,7 +7,6 @@
 use axum::body::Body;
 use http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
-use warrant_token::Confirmation;
 
 use crate::support::*;
 use warrant_testkit::DpopHolder;
@@ -60,7 +59,9 @@ async fn dpop_bound_token(api: &Api, holder: &DpopHolder) -> String {
     assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
     let token = reply.json["status"]["token"].as_str().unwrap().to_owned();
     assert_eq!(
-        claims(&token).cnf.and_then(|cnf| cnf.jkt),
+        claims(&token)
+            .cnf
+            .and_then(|cnf| cnf.binding().ok()?.jkt.clone()),
         Some(holder.thumbprint())
     );
     token
@@ -76,18 +77,7 @@ async fn unbound_token(api: &Api) -> String {
 /// A token for `vault` bound to the client certificate whose thumbprint is `x5t`: an unbound
 /// token's claims with `cnf.x5t#S256`, signed by the server's own key.
 async fn certificate_bound_token(api: &Api, x5t: &str) -> String {
-    let mut claims = claims(&unbound_token(api).await);
-    claims.cnf = Some(Confirmation {
-        jkt: None,
-        x5t_s256: Some(x5t.to_owned()),
-    });
-    let issuer = api.state.issuer();
-    let now = issuer.clock().now();
-    issuer
-        .sign_token(&issuer.published(), now, &claims)
-        .await
-        .unwrap()
-        .token
+    with_cnf(&unbound_token(api).await, json!({"x5t#S256": x5t}))
 }
 
 /// The DER of the client certificate in these tests: its bytes only matter through their hash.
@@ -603,4 +593,91 @@ async fn metrics_and_audit_record_the_outcome() {
     assert_eq!(reviews[1]["cnf"], cnf);
     assert_eq!(reviews[1]["serviceAccount"]["name"], "app");
     assert_eq!(reviews[1]["reason"], replayed.json["status"]["error"]);
+}
+
+/// Issue 31, item 1, through the review: a proof reviewed twice at the same instant near the end
+/// of its window authenticates at most once. (Whole seconds once let every review in
+/// [iat + 60, iat + 61) say `authenticated: true`.)
+#[tokio::test]
+async fn a_proof_reviewed_at_the_end_of_its_window_passes_at_most_once() {
+    let api = api();
+    let holder = DpopHolder::new();
+    let token = dpop_bound_token(&api, &holder).await;
+    for (jti, millis, accepted) in [
+        ("end-a", 59_999, true),
+        ("end-b", 60_000, false),
+        ("end-c", 60_400, false),
+        ("end-d", 60_999, false),
+    ] {
+        let proof = for_rp(&holder, &token, jti);
+        api.state.issuer().clock().set(
+            jiff::Timestamp::from_second(NOW).unwrap() + jiff::SignedDuration::from_millis(millis),
+        );
+        let first = review(&api, WARRANT, &token, dpop(&proof)).await;
+        let again = review(&api, WARRANT, &token, dpop(&proof)).await;
+        assert_refused(
+            &again,
+            "invalid DPoP proof: DPoP proof ",
+            &[&token, &proof],
+            &format!("again at iat + {millis} ms"),
+        );
+        assert_eq!(
+            first.json["status"]["authenticated"] == true,
+            accepted,
+            "at iat + {millis} ms: {}",
+            first.json["status"]
+        );
+    }
+}
+
+/// Issue 31, item 3: a token whose `cnf` warrant does not understand (RFC 7800's `jwk`, here in a
+/// token signed by warrant's own key) is not a bearer token in any review, kube's or warrant's,
+/// whatever proof comes with it; the reason says what was not understood.
+#[tokio::test]
+async fn a_cnf_warrant_does_not_understand_never_passes_a_review() {
+    let api = api();
+    let holder = DpopHolder::new();
+    let token = with_cnf(&unbound_token(&api).await, json!({"jwk": holder.jwk()}));
+    let why = "the token's cnf claim has \"jwk\", which warrant does not check (it checks jkt and x5t#S256): the token is not valid anywhere";
+    for version in [
+        "authentication.k8s.io/v1",
+        "authentication.k8s.io/v1beta1",
+        WARRANT,
+    ] {
+        let reply = review(&api, version, &token, json!({})).await;
+        assert_refused(&reply, why, &[&token], version);
+    }
+    let proof = for_rp(&holder, &token, "jwk");
+    let reply = review(&api, WARRANT, &token, dpop(&proof)).await;
+    assert_refused(&reply, why, &[&token, &proof], "with a proof of the jwk");
+    let reply = review(&api, WARRANT, &token, thumbprint(&sha256(CLIENT_CERT_DER))).await;
+    assert_refused(&reply, why, &[&token], "with a certificate");
+    // Nor is a cnf that is not an object, or one naming nothing.
+    for cnf in [json!("jkt"), json!(null), json!({})] {
+        let token = with_cnf(&unbound_token(&api).await, cnf.clone());
+        let reply = review(&api, "authentication.k8s.io/v1", &token, json!({})).await;
+        assert_refused(&reply, "the token's cnf claim", &[&token], &cnf.to_string());
+    }
+}
+
+/// Issue 31, item 3: a token bound to a DPoP key and a certificate needs both proven; a review
+/// carries one, so it never passes one, and says why.
+#[tokio::test]
+async fn a_token_bound_to_a_key_and_a_certificate_needs_both() {
+    let api = api();
+    let holder = DpopHolder::new();
+    let x5t = sha256(CLIENT_CERT_DER);
+    let token = with_cnf(
+        &unbound_token(&api).await,
+        json!({"jkt": holder.thumbprint(), "x5t#S256": x5t}),
+    );
+    let both = "service account token is bound to both a DPoP key and a client certificate; both must be proven";
+    let reply = review(&api, WARRANT, &token, dpop(&for_rp(&holder, &token, "b1"))).await;
+    assert_refused(&reply, both, &[&token], "the proof alone");
+    let reply = review(&api, WARRANT, &token, thumbprint(&x5t)).await;
+    assert_refused(&reply, both, &[&token], "the certificate alone");
+    // The proof was not spent on a review that could not pass.
+    let proof = for_rp(&holder, &token, "b1");
+    let reply = review(&api, WARRANT, &token, dpop(&proof)).await;
+    assert_refused(&reply, both, &[&token, &proof], "the proof, again");
 }
