@@ -762,7 +762,8 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
                 .filter(|o| o["subjects"][0]["kind"] == "User" && o["subjects"][0]["name"] == user)
                 .map(|o| o["roleRef"]["name"].as_str().unwrap())
                 .collect();
-            // Delegation and the object reads the static pod's flags ask for, and no more.
+            // Delegation, the object reads and the key Secret and Lease the static pod's flags
+            // ask for, and no more.
             let signer_flags = args(&static_pod["spec"]["containers"][0]);
             assert!(signer_flags.contains(&"--delegate-authentication".to_owned()));
             assert_eq!(
@@ -770,9 +771,34 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
                 BTreeSet::from([
                     "extension-apiserver-authentication-reader",
                     "system:auth-delegator",
-                    "warrant-object-reader"
+                    "warrant-object-reader",
+                    "warrant-signer:keys",
                 ]),
                 "{what}"
+            );
+            let secret = signer_flags
+                .iter()
+                .find_map(|f| f.strip_prefix("--key-secret="))
+                .expect("the static pod keeps its keys in a Secret");
+            let (namespace, name) = secret.split_once('/').unwrap();
+            let role = find(objects, "Role", "warrant-signer:keys");
+            assert_eq!(role["metadata"]["namespace"], namespace);
+            // The Secret and the Lease by name, nothing else; and no create, which cannot be.
+            let rules = role["rules"].as_array().unwrap();
+            assert_eq!(rules.len(), 2, "{role}");
+            assert_eq!(rules[0]["resources"], json!(["secrets"]));
+            assert_eq!(rules[0]["resourceNames"], json!([name]));
+            assert_eq!(rules[1]["resources"], json!(["leases"]));
+            assert_eq!(rules[1]["resourceNames"], json!([format!("{name}-leader")]));
+            assert!(!role.to_string().contains("create"), "{role}");
+            let lease = find(objects, "Lease", &format!("{name}-leader"));
+            assert_eq!(lease["metadata"]["namespace"], namespace);
+            // The node's name in the Lease.
+            let env = &static_pod["spec"]["containers"][0]["env"];
+            assert_eq!(env[0]["name"], "POD_NAME");
+            assert_eq!(
+                env[0]["valueFrom"]["fieldRef"]["fieldPath"],
+                "metadata.name"
             );
         }
         "no-secret-binding" => {
@@ -1601,13 +1627,17 @@ fn metric_names_are_read_from_queries() {
     assert!(!exported.contains("warrant_a"));
 }
 
-/// docs/install.md's node setup for the external signer, run as written with the node's paths
-/// (`/etc/…`, `/run/warrant`) moved under a scratch directory and a throw-away cluster CA and
-/// kubeadm key there; then the static pod's own arguments (deploy/control-plane, rendered, paths
+/// docs/install.md's setup for the external signer, run as written with the node's paths
+/// (`/etc/…`, `/var/lib/warrant`, `/run/warrant`) moved under a scratch directory, a throw-away
+/// cluster CA and kubeadm key there, and the loopback Kubernetes fixture as the cluster
+/// (kubeadm's admin.conf and controller-manager.conf point at it): the key Secret created once,
+/// then one node's setup. The static pod's own arguments (deploy/control-plane, rendered, paths
 /// moved the same way, the HTTPS port the test's) start warrant as the pod does, as uid 65532
-/// when the test runs as root. The socket answers kube-apiserver's startup calls while no
-/// kube-apiserver is up, and the HTTPS API serves the setup's own certificate for 127.0.0.1.
-#[tokio::test]
+/// when the test runs as root: it reads the Secret, writes its copy, and its socket answers
+/// kube-apiserver's startup calls; the HTTPS API serves the setup's own certificate for
+/// 127.0.0.1. Stopped and started again with the cluster gone, the socket answers from the copy.
+// Multi-threaded: the setup's commands run synchronously while the fixture serves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
     let root_dir = tempfile::tempdir().unwrap();
     let root = root_dir.path().to_str().unwrap().to_owned();
@@ -1634,17 +1664,34 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
         assert!(out.status.success(), "{command}: {}", stderr(&out));
     }
 
+    // The cluster, as kubeadm's admin and this node's controller-manager reach it.
+    let mut cluster = warrant_kube_fixture::Fixture::start().await.unwrap();
+    cluster.register(warrant_kube_fixture::ResourceType::of::<
+        k8s_openapi::api::coordination::v1::Lease,
+    >());
+    for conf in ["admin.conf", "controller-manager.conf"] {
+        cluster
+            .write_kubeconfig(Path::new(&format!("{root}/etc/kubernetes/{conf}")))
+            .unwrap();
+    }
+
     let doc = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../docs/install.md"
     ))
     .unwrap();
-    let block = sh_blocks(&doc)
-        .into_iter()
+    let blocks = sh_blocks(&doc);
+    let once = blocks
+        .iter()
+        .find(|b| b.contains("warrant keys generate --key-secret kube-system/warrant-keys"))
+        .expect("install.md creates the control plane's key Secret");
+    let block = blocks
+        .iter()
         .find(|b| b.contains("/etc/tmpfiles.d/warrant.conf"))
         .expect("install.md has the signer's node setup");
-    let mut script = block
+    let mut script = format!("{once}\n{block}")
         .replace("/etc/", &format!("{root}/etc/"))
+        .replace("/var/lib/warrant", &format!("{root}/var/lib/warrant"))
         .replace("/run/warrant", &format!("{root}/run/warrant"));
     if !as_root {
         // Without root, the files stay the test user's, and warrant runs as that user.
@@ -1677,51 +1724,95 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
         .into_iter()
         .map(|f| {
             f.replace("/etc/warrant", &format!("{root}/etc/warrant"))
+                .replace("/var/lib/warrant", &format!("{root}/var/lib/warrant"))
                 .replace("/var/run/warrant", &format!("{root}/run/warrant"))
         })
         .collect();
-    let mut command = if as_root {
-        let user = pod["spec"]["securityContext"]["runAsUser"].to_string();
-        let group = pod["spec"]["securityContext"]["runAsGroup"].to_string();
-        let mut c = Command::new("setpriv");
-        c.args([
-            &format!("--reuid={user}"),
-            &format!("--regid={group}"),
-            "--clear-groups",
-            "--",
-            BIN,
-        ]);
-        c
-    } else {
-        Command::new(BIN)
-    };
-    command
-        .args(&flags)
-        .env("LISTEN_FDS", "1")
-        .env_remove("LISTEN_PID")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    {
-        use command_fds::{CommandFdExt, FdMapping};
-        use std::os::fd::AsFd;
+    let spawn = || {
+        let mut command = if as_root {
+            let user = pod["spec"]["securityContext"]["runAsUser"].to_string();
+            let group = pod["spec"]["securityContext"]["runAsGroup"].to_string();
+            let mut c = Command::new("setpriv");
+            c.args([
+                &format!("--reuid={user}"),
+                &format!("--regid={group}"),
+                "--clear-groups",
+                "--",
+                BIN,
+            ]);
+            c
+        } else {
+            Command::new(BIN)
+        };
         command
-            .fd_mappings(vec![FdMapping {
-                parent_fd: listener.as_fd().try_clone_to_owned().unwrap(),
-                child_fd: 3,
-            }])
-            .unwrap();
-    }
-    let mut child = command.spawn().unwrap();
-    struct Kill<'a>(&'a mut std::process::Child);
-    impl Drop for Kill<'_> {
+            .args(&flags)
+            .env("LISTEN_FDS", "1")
+            .env_remove("LISTEN_PID")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        {
+            use command_fds::{CommandFdExt, FdMapping};
+            use std::os::fd::AsFd;
+            command
+                .fd_mappings(vec![FdMapping {
+                    parent_fd: listener.as_fd().try_clone_to_owned().unwrap(),
+                    child_fd: 3,
+                }])
+                .unwrap();
+        }
+        Kill(command.spawn().unwrap())
+    };
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
         fn drop(&mut self) {
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
     }
-    let child = Kill(&mut child);
+    let mut child = spawn();
 
-    // HTTPS on the loopback with the setup's certificate, from the "cluster" CA.
+    serves(&mut child.0, &pki, port).await;
+    // The socket answers Metadata and FetchKeys, as kube-apiserver asks at its start.
+    let socket = format!("{root}/run/warrant/signer.sock");
+    probe_signer(&socket);
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o600);
+    if as_root {
+        assert_eq!(meta.uid(), 65532, "the signer runs as 65532");
+    }
+    // The node's copy holds the Secret's key set: kubeadm's key, imported.
+    let secret: k8s_openapi::api::core::v1::Secret =
+        cluster.get("kube-system", "warrant-keys").unwrap();
+    let index = secret.data.unwrap()["keys.json"].0.clone();
+    let copy = format!("{root}/var/lib/warrant/keys/keys.json");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read(&copy).ok().map(|c| key_index_kids(&c)) != Some(key_index_kids(&index)) {
+        assert!(tokio::time::Instant::now() < deadline, "no copy in {copy}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // The whole cluster goes down, and the node restarts: the signer starts from its copy.
+    cluster.stop().await;
+    drop(child);
+    let mut child = spawn();
+    serves(&mut child.0, &pki, port).await;
+    probe_signer(&socket);
+}
+
+/// `warrant probe-signer` on `socket` succeeds.
+fn probe_signer(socket: &str) {
+    let probe = Command::new(BIN)
+        .args(["probe-signer", "--signing-endpoint", socket])
+        .output()
+        .unwrap();
+    assert!(probe.status.success(), "{}", stderr(&probe));
+    let out = String::from_utf8(probe.stdout).unwrap();
+    assert!(out.starts_with("ok: "), "{out}");
+}
+
+/// Waits until the signer serves HTTPS on the loopback with the setup's certificate, from the
+/// "cluster" CA in `pki`; fails with its log if it exits first.
+async fn serves(child: &mut std::process::Child, pki: &str, port: u16) {
     let ca = std::fs::read(format!("{pki}/ca.crt")).unwrap();
     let http = reqwest::Client::builder()
         .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])
@@ -1738,11 +1829,10 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
         {
             break;
         }
-        if let Some(status) = child.0.try_wait().unwrap() {
+        if let Some(status) = child.try_wait().unwrap() {
             let mut log = String::new();
             use std::io::Read as _;
             child
-                .0
                 .stderr
                 .take()
                 .unwrap()
@@ -1756,21 +1846,6 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    // The socket answers Metadata and FetchKeys, as kube-apiserver asks at its start.
-    let socket = format!("{root}/run/warrant/signer.sock");
-    let probe = Command::new(BIN)
-        .args(["probe-signer", "--signing-endpoint", &socket])
-        .output()
-        .unwrap();
-    assert!(probe.status.success(), "{}", stderr(&probe));
-    let out = String::from_utf8(probe.stdout).unwrap();
-    assert!(out.starts_with("ok: "), "{out}");
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(&socket).unwrap();
-    assert_eq!(meta.mode() & 0o777, 0o600);
-    if as_root {
-        assert_eq!(meta.uid(), 65532, "the signer runs as 65532");
-    }
 }
 
 /// The control-plane example with the keys in an HSM: warrant knows its flags, its PKCS#11 URI
@@ -1783,7 +1858,8 @@ fn the_control_plane_hsm_example_mounts_what_its_uri_names() {
     assert_serve_knows(&container["args"]);
     let flags = args(container);
     assert!(
-        flags.contains(&"--key-dir=/etc/warrant/keys".to_owned()),
+        flags.contains(&"--key-secret=kube-system/warrant-keys".to_owned())
+            && flags.contains(&"--key-copy-dir=/var/lib/warrant/keys".to_owned()),
         "{flags:?}"
     );
     let uri = flags

@@ -107,7 +107,7 @@ impl SoftHsm {
         self.command(BIN).args(args).output().unwrap()
     }
 
-    fn warrant_ok(&self, args: &[&OsStr]) -> String {
+    pub(crate) fn warrant_ok(&self, args: &[&OsStr]) -> String {
         let out = self.warrant(args);
         assert!(out.status.success(), "warrant {args:?}: {}", stderr(&out));
         String::from_utf8(out.stdout).unwrap()
@@ -143,7 +143,7 @@ impl SoftHsm {
     }
 
     /// OpenSC's `pkcs11-tool --list-objects --type privkey`, logged in: an independent reader.
-    fn private_objects(&self) -> String {
+    pub(crate) fn private_objects(&self) -> String {
         self.pkcs11_tool(&["--list-objects", "--type", "privkey"])
     }
 }
@@ -228,16 +228,8 @@ async fn keys_in_a_token_sign_through_both_front_ends_and_never_leave_it() {
     assert_eq!(w.review(&issued, &["vault"])["authenticated"], true);
 
     // Sign on the socket, as kube-apiserver asks: the same key, and FetchKeys is the JWKS.
+    let fetched = fetched_kids(&socket).await;
     let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
-    let fetched: Vec<String> = signer
-        .fetch_keys(FetchKeysRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .keys
-        .into_iter()
-        .map(|k| k.key_id)
-        .collect();
     let jwks_kids: Vec<String> = published
         .keys
         .iter()

@@ -17,6 +17,7 @@ mod auth;
 mod bad_input;
 mod client_certs;
 mod cluster;
+mod control_plane;
 mod credential;
 mod deploy;
 mod docs;

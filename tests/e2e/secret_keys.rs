@@ -68,20 +68,28 @@ fn secret(cluster: &Fixture) -> Secret {
 /// Moves every key's schedule `seconds` into the past, as if the Secret had been written that
 /// long ago: a rotation becomes due (the test cannot move the servers' clocks).
 fn age_keys(cluster: &Fixture, seconds: i64) {
-    let mut secret = secret(cluster);
+    age_secret(cluster, "warrant", "warrant-keys", seconds);
+}
+
+/// [`age_keys`] for the key Secret `namespace/name`.
+pub(crate) fn age_secret(cluster: &Fixture, namespace: &str, name: &str, seconds: i64) {
+    let mut secret = cluster.get::<Secret>(namespace, name).unwrap();
     let data = secret.data.as_mut().unwrap();
-    let mut index: Value = serde_json::from_slice(&data["keys.json"].0).unwrap();
+    let aged = aged_index(&data["keys.json"].0, seconds);
+    data.insert("keys.json".into(), ByteString(aged));
+    cluster.update(&secret).unwrap();
+}
+
+/// A key index (`keys.json`) with every key's schedule moved `seconds` into the past.
+pub(crate) fn aged_index(index: &[u8], seconds: i64) -> Vec<u8> {
+    let mut index: Value = serde_json::from_slice(index).unwrap();
     for key in index["keys"].as_array_mut().unwrap() {
         for field in ["publishedAt", "activateAt"] {
             let at: jiff::Timestamp = key[field].as_str().unwrap().parse().unwrap();
             key[field] = json!((at - jiff::SignedDuration::from_secs(seconds)).to_string());
         }
     }
-    data.insert(
-        "keys.json".into(),
-        ByteString(serde_json::to_vec_pretty(&index).unwrap()),
-    );
-    cluster.update(&secret).unwrap();
+    serde_json::to_vec_pretty(&index).unwrap()
 }
 
 fn lease_holder(cluster: &Fixture) -> Option<String> {
@@ -104,20 +112,9 @@ fn replaces(cluster: &Fixture) -> usize {
         .count()
 }
 
-async fn get_text(w: &Warrant, path: &str) -> (u16, String) {
-    let r = w
-        .http
-        .get(w.url(path))
-        .bearer_auth(w.admin_token())
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.text().await.unwrap())
-}
-
 /// The kids of the JWKS a replica serves, in its order.
 async fn jwks(w: &Warrant) -> Vec<String> {
-    let (code, text) = get_text(w, "/openid/v1/jwks").await;
+    let (code, text) = w.get_text("/openid/v1/jwks").await;
     assert_eq!(code, 200);
     let jwks: Value = serde_json::from_str(&text).unwrap();
     jwks["keys"]
@@ -132,7 +129,7 @@ async fn jwks(w: &Warrant) -> Vec<String> {
 async fn until(w: &Warrant, what: &str, path: &str, check: impl Fn(u16, &str) -> bool) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let (code, text) = get_text(w, path).await;
+        let (code, text) = w.get_text(path).await;
         if check(code, &text) {
             return;
         }
@@ -179,20 +176,20 @@ async fn replicas_share_a_key_secret_and_only_the_lease_holder_writes_it() {
     let leader = lease_holder(&cluster).expect("a replica holds the Lease");
     assert_eq!(written_by(&cluster), leader);
     assert_eq!(replaces(&cluster), 1, "one write, by the leader alone");
-    let (_, text) = get_text(&a, "/metrics").await;
+    let (_, text) = a.get_text("/metrics").await;
     assert!(text.contains("\nwarrant_keys_leader 1\n"), "{text}");
-    let (_, text) = get_text(&b, "/metrics").await;
+    let (_, text) = b.get_text("/metrics").await;
     assert!(text.contains("\nwarrant_keys_leader 0\n"), "{text}");
-    let (code, verbose) = get_text(&a, "/readyz?verbose").await;
+    let (code, verbose) = a.get_text("/readyz?verbose").await;
     assert_eq!(code, 200);
     assert!(
-        verbose.contains("[+]key-store ok\n")
+        verbose.contains("[+]key-store ok, last read at ")
             && verbose.contains(&format!(
                 "[+]key-lease leading (warrant/warrant-keys-leader as {leader})"
             )),
         "{verbose}"
     );
-    let (_, verbose) = get_text(&b, "/readyz?verbose").await;
+    let (_, verbose) = b.get_text("/readyz?verbose").await;
     assert!(verbose.contains("[+]key-lease following ("), "{verbose}");
 
     // Tokens of either replica verify with the other's keys.
@@ -227,14 +224,7 @@ async fn replicas_share_a_key_secret_and_only_the_lease_holder_writes_it() {
 
 /// The kids in the Secret's index, in order.
 fn jwks_of_secret(cluster: &Fixture) -> Vec<String> {
-    let secret = secret(cluster);
-    let index: Value = serde_json::from_slice(&secret.data.unwrap()["keys.json"].0).unwrap();
-    index["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["kid"].as_str().unwrap().to_owned())
-        .collect()
+    key_index_kids(&secret(cluster).data.unwrap()["keys.json"].0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -260,14 +250,14 @@ async fn a_replica_cut_off_from_the_api_server_keeps_serving_its_keys_and_says_s
             },
         )
         .await;
-        let (_, text) = get_text(w, "/metrics").await;
+        let (_, text) = w.get_text("/metrics").await;
         assert!(
             text.contains(r#"warrant_keys_store_errors_total{operation="load"}"#)
                 && !text.contains("warrant_keys_store_stale_since_timestamp_seconds 0\n"),
             "{text}"
         );
         // Still ready, still serving the same keys, still issuing.
-        assert_eq!(get_text(w, "/readyz").await, (200, "ok".to_owned()));
+        assert_eq!(w.get_text("/readyz").await, (200, "ok".to_owned()));
         assert_eq!(jwks(w).await, keys);
     }
     let token = b.token(&["--audience", "vault"]);
@@ -284,11 +274,11 @@ async fn a_replica_cut_off_from_the_api_server_keeps_serving_its_keys_and_says_s
             w,
             "the key store answers again",
             "/readyz?verbose",
-            |_, text| text.contains("[+]key-store ok\n"),
+            |_, text| text.contains("[+]key-store ok, last read at "),
         )
         .await;
     }
-    let (_, text) = get_text(&b, "/metrics").await;
+    let (_, text) = b.get_text("/metrics").await;
     assert!(
         text.contains("warrant_keys_store_stale_since_timestamp_seconds 0\n"),
         "{text}"

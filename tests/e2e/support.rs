@@ -359,15 +359,19 @@ impl Warrant {
     /// The body of `path`, read as the admin (who is told what anonymous callers are not:
     /// `/readyz?verbose`'s reasons, say).
     pub(crate) async fn get_as_admin(&self, path: &str) -> String {
-        self.http
+        self.get_text(path).await.1
+    }
+
+    /// GET `path` as the admin: the status and the body.
+    pub(crate) async fn get_text(&self, path: &str) -> (u16, String) {
+        let response = self
+            .http
             .get(self.url(path))
             .bearer_auth(self.admin_token())
             .send()
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
     }
 
     pub(crate) fn admin_token(&self) -> String {
@@ -636,4 +640,29 @@ print(json.dumps(out))
     let out = command.output().unwrap();
     assert!(out.status.success(), "python3: {}", stderr(&out));
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The kids a key index (`keys.json`, of a key directory or a key Secret) lists, in its order.
+pub(crate) fn key_index_kids(index: &[u8]) -> Vec<String> {
+    let index: Value = serde_json::from_slice(index).unwrap();
+    index["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The kids the signer on `socket` lists in FetchKeys, in its order.
+pub(crate) async fn fetched_kids(socket: &Path) -> Vec<String> {
+    let mut signer = warrant_signer::client::connect(socket).await.unwrap();
+    signer
+        .fetch_keys(warrant_signer::proto::FetchKeysRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .keys
+        .into_iter()
+        .map(|k| k.key_id)
+        .collect()
 }

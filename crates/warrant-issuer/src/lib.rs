@@ -87,9 +87,31 @@ pub enum SignError {
         #[source]
         source: KeyError,
     },
+    /// The keys are past their signing deadline ([`KeySet::signing_deadline`]): the shared key
+    /// store has not answered for so long that its writer may have retired the key in force.
+    /// A later attempt may succeed, once the store answers (TokenRequest answers 503, Sign
+    /// `UNAVAILABLE`).
+    #[error(
+        "the key store has not answered since before {deadline}, when its writer may have retired the signing key {kid}: no signature until the store answers again"
+    )]
+    Withheld {
+        /// The key's kid.
+        kid: String,
+        /// The deadline that passed.
+        deadline: Timestamp,
+    },
 }
 
 impl SignError {
+    /// True if a later attempt may succeed: the key's holder or the key store cannot be reached
+    /// now (a 503, `UNAVAILABLE`), rather than the key failing (a 500, `INTERNAL`).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            SignError::Unavailable { .. } | SignError::Withheld { .. }
+        )
+    }
+
     fn of(key: &SigningKey, source: KeyError) -> SignError {
         let kid = key.kid().to_owned();
         match &source {
@@ -178,7 +200,7 @@ impl Issuer {
         now: Timestamp,
         claims: &Claims,
     ) -> Result<SignedToken, SignError> {
-        let key = published.keys().signing_at(now);
+        let key = signing_key(published, now)?;
         let token = key
             .sign_async(claims)
             .await
@@ -198,7 +220,7 @@ impl Issuer {
         now: Timestamp,
         encoded_claims: &str,
     ) -> Result<SignedClaims, SignError> {
-        let key = published.keys().signing_at(now);
+        let key = signing_key(published, now)?;
         let signature = key
             .sign_detached_async(encoded_claims)
             .await
@@ -207,6 +229,19 @@ impl Issuer {
             signature,
             kid: key.kid().to_owned(),
         })
+    }
+}
+
+/// The key that signs at `now`, unless the keys are past their signing deadline.
+fn signing_key(published: &Published, now: Timestamp) -> Result<&SigningKey, SignError> {
+    let keys = published.keys();
+    let key = keys.signing_at(now);
+    match keys.signing_deadline() {
+        Some(deadline) if now >= deadline => Err(SignError::Withheld {
+            kid: key.kid().to_owned(),
+            deadline,
+        }),
+        _ => Ok(key),
     }
 }
 
@@ -289,6 +324,47 @@ mod tests {
             );
             verifier.verify_signature(&assembled).unwrap();
         }
+    }
+
+    /// Past their signing deadline (a shared store cut off too long), keys sign nothing
+    /// through either front end, saying why, as a failure a retry may overcome; they verify.
+    #[tokio::test]
+    async fn keys_past_their_signing_deadline_sign_nothing() {
+        let key = SigningKey::generate(KeyType::P256).unwrap();
+        let deadline = Timestamp::from_second(1_000_000).unwrap();
+        let keys = KeySet::new(key.clone(), vec![]).with_signing_deadline(Some(deadline));
+        let issuer = issuer(keys, Clock::manual(deadline));
+        let published = issuer.published();
+        let before = deadline - jiff::SignedDuration::from_secs(1);
+        let signed = issuer
+            .sign_token(&published, before, &claims(before))
+            .await
+            .unwrap();
+        let payload = signed.token.split('.').nth(1).unwrap().to_owned();
+        issuer
+            .sign_detached(&published, before, &payload)
+            .await
+            .unwrap();
+
+        let refused = issuer
+            .sign_token(&published, deadline, &claims(deadline))
+            .await
+            .unwrap_err();
+        assert!(refused.is_unavailable());
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "the key store has not answered since before {deadline}, when its writer may have retired the signing key {}: no signature until the store answers again",
+                key.kid()
+            )
+        );
+        let refused = issuer
+            .sign_detached(&published, deadline, &payload)
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, SignError::Withheld { .. }), "{refused}");
+        // Verification goes on.
+        assert!(published.verify(&signed.token, &[], deadline).0.is_ok());
     }
 
     #[test]

@@ -140,13 +140,15 @@ impl DirStore {
     fn save_blocking(
         &self,
         keys: &ManagedKeySet,
-        expected: Option<&StoreVersion>,
+        expected: Precondition<'_>,
     ) -> Result<StoreVersion, StoreError> {
         create_private_dir(&self.dir).map_err(self.io_error(&self.dir))?;
         self.check_private()?;
         let _lock = self.lock(true)?;
         let current = self.current_generation()?;
-        if current.map(|g| StoreVersion(g.to_string())).as_ref() != expected {
+        if let Precondition::Holds(expected) = expected
+            && current.map(|g| StoreVersion(g.to_string())).as_ref() != expected
+        {
             return Err(StoreError::Conflict {
                 store: self.describe(),
             });
@@ -168,6 +170,36 @@ impl DirStore {
         let keep: Vec<&str> = encoded.key_files().collect();
         self.clean_up(&keep);
         Ok(StoreVersion(generation.to_string()))
+    }
+
+    /// Writes `keys` over whatever the directory holds, as one commit like
+    /// [`save`](KeyStore::save): for a directory with one writer that copies another store (a
+    /// node's local copy of a shared store, [`crate::LocalCopy`]).
+    pub async fn replace(&self, keys: &ManagedKeySet) -> Result<StoreVersion, StoreError> {
+        let store = self.clone();
+        let keys = keys.clone();
+        tokio::task::spawn_blocking(move || store.save_blocking(&keys, Precondition::Any))
+            .await
+            .map_err(|e| StoreError::Unavailable {
+                store: self.describe(),
+                reason: format!("the write was interrupted: {e}"),
+            })?
+    }
+
+    /// When the index was last written (its modification time), if there is one.
+    pub fn written_at(&self) -> Result<Option<jiff::Timestamp>, StoreError> {
+        let path = self.dir.join(INDEX_FILE);
+        let modified = match fs::metadata(&path).and_then(|m| m.modified()) {
+            Ok(modified) => modified,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io_error(&path)(e)),
+        };
+        jiff::Timestamp::try_from(modified)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                store: self.describe(),
+                reason: format!("{INDEX_FILE} has an impossible modification time: {e}"),
+            })
     }
 
     /// Refuses a directory others may write to, or that another user owns: whoever can write
@@ -289,12 +321,14 @@ impl KeyStore for DirStore {
         let store = self.clone();
         let keys = keys.clone();
         let expected = expected.cloned();
-        tokio::task::spawn_blocking(move || store.save_blocking(&keys, expected.as_ref()))
-            .await
-            .map_err(|e| StoreError::Unavailable {
-                store: self.describe(),
-                reason: format!("the write was interrupted: {e}"),
-            })?
+        tokio::task::spawn_blocking(move || {
+            store.save_blocking(&keys, Precondition::Holds(expected.as_ref()))
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable {
+            store: self.describe(),
+            reason: format!("the write was interrupted: {e}"),
+        })?
     }
 
     fn watch(&self) -> Result<ChangeFeed, StoreError> {
@@ -312,6 +346,15 @@ impl KeyStore for DirStore {
             })?;
         Ok(ChangeFeed::from_channel(receiver, watcher))
     }
+}
+
+/// What a write expects the directory to hold.
+#[derive(Clone, Copy)]
+enum Precondition<'a> {
+    /// This version (`None`: no key set): another writer's change is a conflict.
+    Holds(Option<&'a StoreVersion>),
+    /// Anything: the write replaces it.
+    Any,
 }
 
 /// `O_NOFOLLOW` on unix: a symlink at the path is an error, not followed.

@@ -13,6 +13,7 @@
 //! where warrant's timing is not driven by Tokio's clock, so tests of the Lease run in real time
 //! with short durations.
 
+use std::future::Future;
 use std::time::Duration;
 
 use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseParams};
@@ -25,6 +26,9 @@ use crate::metrics::KeyMetrics;
 pub const MIN_LEASE_SECONDS: u64 = 2;
 /// How long a stopping replica waits for its Lease to be released.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How soon a replica that could not join the election retries, at first and at most.
+const JOIN_RETRY_FIRST: Duration = Duration::from_secs(1);
+const JOIN_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Which Lease, who is asking, and for how long a holder keeps it without renewing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +77,87 @@ pub enum LeaseError {
     NoRuntime,
 }
 
+/// Who holds a Lease, as its spec says: what `warrant keys list` shows as the writer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    /// `spec.holderIdentity`; `None` while nobody holds it (released).
+    pub identity: Option<String>,
+    /// `spec.renewTime`: when the holder last renewed it.
+    pub renewed_at: Option<jiff::Timestamp>,
+    /// `spec.leaseDurationSeconds`: how long after that renewal it stays the holder's.
+    pub duration_seconds: Option<i32>,
+}
+
+impl LeaseHolder {
+    /// Reads the Lease `namespace/name`: `Ok(None)` if it does not exist.
+    pub async fn read(
+        client: kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<LeaseHolder>, kube::Error> {
+        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(client, namespace);
+        let Some(lease) = api.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let spec = lease.spec.unwrap_or_default();
+        Ok(Some(LeaseHolder {
+            identity: spec.holder_identity.filter(|h| !h.is_empty()),
+            renewed_at: spec.renew_time.map(|t| t.0),
+            duration_seconds: spec.lease_duration_seconds,
+        }))
+    }
+
+    /// True if the holder's term has run out at `now` (it stopped renewing: another replica may
+    /// take the Lease), or nobody holds it.
+    pub fn expired_at(&self, now: jiff::Timestamp) -> bool {
+        match (&self.identity, self.renewed_at, self.duration_seconds) {
+            (Some(_), Some(renewed), Some(seconds)) => {
+                now.as_second() >= renewed.as_second().saturating_add(i64::from(seconds))
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Refuses a configuration the election cannot run with.
+fn check(config: &LeaseConfig) -> Result<(), LeaseError> {
+    if config.duration_seconds < MIN_LEASE_SECONDS {
+        return Err(LeaseError::Duration(config.duration_seconds));
+    }
+    if config.identity.is_empty() {
+        return Err(LeaseError::Identity);
+    }
+    Ok(())
+}
+
+/// kube-lease-manager's manager for the Lease of `config`, which it reads (or creates) now.
+async fn lease_manager(
+    client: kube::Client,
+    config: &LeaseConfig,
+) -> Result<LeaseManager, LeaseError> {
+    // LeaseParams::new panics on a zero duration or a renewal not shorter than the duration;
+    // `check` excludes both.
+    let params = LeaseParams::new(
+        config.identity.clone(),
+        config.duration_seconds,
+        config.renew_before_seconds(),
+    );
+    LeaseManager::new(
+        client,
+        &config.name,
+        &config.namespace,
+        params,
+        LeaseCreateMode::AutoCreate,
+    )
+    .await
+    .map_err(|source| LeaseError::Lease {
+        namespace: config.namespace.clone(),
+        name: config.name.clone(),
+        source,
+    })
+}
+
 /// A replica's part in the election. [`leading`](Self::leading) says whether it holds the Lease
 /// now; [`release`](Self::release) gives it up and waits until it is released. Dropping it also
 /// stops taking part, releasing the Lease in the background.
@@ -86,47 +171,79 @@ pub struct Leadership {
 impl Leadership {
     /// Joins the election for the Lease of `config` (creating the Lease if it does not exist),
     /// and keeps taking part in a task. Not leading at first: that is known within a request or
-    /// two. `metrics` show whether this replica leads.
+    /// two. `metrics` show whether this replica leads. Fails if the Lease cannot be read or
+    /// created now.
     pub async fn start(
         client: kube::Client,
         config: &LeaseConfig,
         metrics: KeyMetrics,
     ) -> Result<Self, LeaseError> {
-        if config.duration_seconds < MIN_LEASE_SECONDS {
-            return Err(LeaseError::Duration(config.duration_seconds));
-        }
-        if config.identity.is_empty() {
-            return Err(LeaseError::Identity);
-        }
+        check(config)?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| LeaseError::NoRuntime)?;
-        // LeaseParams::new panics on a zero duration or a renewal not shorter than the duration;
-        // both are excluded above.
-        let params = LeaseParams::new(
-            config.identity.clone(),
-            config.duration_seconds,
-            config.renew_before_seconds(),
-        );
-        let manager = LeaseManager::new(
-            client,
-            &config.name,
-            &config.namespace,
-            params,
-            LeaseCreateMode::AutoCreate,
-        )
-        .await
-        .map_err(|source| LeaseError::Lease {
-            namespace: config.namespace.clone(),
-            name: config.name.clone(),
-            source,
-        })?;
+        let manager = lease_manager(client, config).await?;
+        Ok(Self::spawn(&runtime, config, metrics, async move {
+            Some(manager)
+        }))
+    }
+
+    /// As [`start`](Self::start), without waiting for the API server: the Lease is read (or
+    /// created) in the task, retried with a backoff (1 s, doubling to 30 s) until it answers.
+    /// For a replica that must start while the API server cannot be reached (a control-plane
+    /// node's signer starting from its local copy); it does not lead before then.
+    pub fn start_in_background(
+        client: kube::Client,
+        config: &LeaseConfig,
+        metrics: KeyMetrics,
+    ) -> Result<Self, LeaseError> {
+        check(config)?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LeaseError::NoRuntime)?;
+        let joining = config.clone();
+        Ok(Self::spawn(&runtime, config, metrics, async move {
+            let mut backoff = JOIN_RETRY_FIRST;
+            let mut said = false;
+            loop {
+                match lease_manager(client.clone(), &joining).await {
+                    Ok(manager) => {
+                        if said {
+                            tracing::info!(lease = %format!("{}/{}", joining.namespace, joining.name), "the key Lease can be used again: this replica takes part in the election");
+                        }
+                        return Some(manager);
+                    }
+                    Err(error) if !said => {
+                        said = true;
+                        tracing::warn!(%error, "cannot take part in the key Lease's election yet (this replica writes no keys meanwhile); retrying");
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "cannot take part in the key Lease's election yet; retrying")
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(JOIN_RETRY_MAX);
+            }
+        }))
+    }
+
+    /// Takes part in the election in a task, with the Lease manager `joined` gives.
+    fn spawn(
+        runtime: &tokio::runtime::Handle,
+        config: &LeaseConfig,
+        metrics: KeyMetrics,
+        joined: impl Future<Output = Option<LeaseManager>> + Send + 'static,
+    ) -> Self {
         let (sender, leading) = watch::channel(false);
         let (stop, stopped) = oneshot::channel();
         let lease = format!("{}/{}", config.namespace, config.name);
         let identity = config.identity.clone();
         metrics.leader(false);
         let task = runtime.spawn(async move {
-            let (mut inner, handle) = manager.watch().await;
             let mut stopped = std::pin::pin!(stopped);
+            // Stopped before it could join: there is no Lease to release.
+            let manager = tokio::select! {
+                manager = joined => manager,
+                _ = &mut stopped => None,
+            };
+            let Some(manager) = manager else { return };
+            let (mut inner, handle) = manager.watch().await;
             loop {
                 let now_leading = *inner.borrow_and_update();
                 if sender.send_if_modified(|was| std::mem::replace(was, now_leading) != now_leading)
@@ -162,11 +279,11 @@ impl Leadership {
             sender.send_replace(false);
             metrics.leader(false);
         });
-        Ok(Leadership {
+        Leadership {
             leading,
             stop,
             task: AbortOnDropHandle::new(task),
-        })
+        }
     }
 
     /// Follows whether this replica leads: what [`crate::Writer::WhileLeader`] takes.

@@ -17,7 +17,11 @@
 //!   then records public keys and locators only, and every key it lists must be vouched for by
 //!   the holder itself before it is used: a store nobody but its writer vouches for holds
 //!   nothing worth stealing and nothing worth writing.
+//! - A [`LocalCopy`] is a node's copy of a shared store ([`CopiedStore`] keeps it current), to
+//!   start from while the store cannot be reached: a control plane's cold start. It is decoded
+//!   through the same holder as the store, so a copy is trusted no more than the store is.
 
+mod copy;
 mod directory;
 mod disposal;
 mod holder;
@@ -35,14 +39,16 @@ mod stored;
 #[cfg(test)]
 mod test_support;
 
+pub use copy::{CopiedStore, CopyState, LocalCopy, Seed};
 pub use directory::DirStore;
 pub use holder::{Disposal, Disposed, Held, KeyHolder};
 pub use holder_metrics::HolderOperations;
-pub use leader::{Leadership, LeaseConfig, LeaseError, MIN_LEASE_SECONDS};
+pub use leader::{Leadership, LeaseConfig, LeaseError, LeaseHolder, MIN_LEASE_SECONDS};
 pub use lifecycle::{
-    GATE_LEAD_MAX_SECONDS, Hold, KeySchedule, KeyState, LifecycleError, MIN_PUBLISH_AHEAD_SECONDS,
-    ManagedKey, ManagedKeySet, PolicyError, REMOVAL_LEEWAY_SECONDS, Replacement, Revocation,
-    RevokeError, Revoked, RotationPolicy, Successor,
+    FOLLOW_LAG_SECONDS, GATE_LEAD_MAX_SECONDS, Hold, KeySchedule, KeyState, LifecycleError,
+    MIN_PUBLISH_AHEAD_SECONDS, MIN_SHARED_PUBLISH_AHEAD_SECONDS, ManagedKey, ManagedKeySet,
+    PolicyError, REMOVAL_LEEWAY_SECONDS, Replacement, Revocation, RevokeError, Revoked,
+    RotationPolicy, Successor,
 };
 pub use listed::ListedKeys;
 pub use manager::{ActivationGate, KeyManager, KeyManagerTask, ManagerError, StoreHealth, Writer};
@@ -74,6 +80,8 @@ pub struct KeySet {
     next_change: Option<Timestamp>,
     /// The kids of revoked keys whose tokens may still be presented (not yet expired).
     revoked: Vec<String>,
+    /// When these keys stop signing (see [`signing_deadline`](Self::signing_deadline)).
+    signing_deadline: Option<Timestamp>,
 }
 
 impl KeySet {
@@ -116,6 +124,7 @@ impl KeySet {
             verifying: keys,
             next_change,
             revoked: Vec::new(),
+            signing_deadline: None,
         }
     }
 
@@ -124,6 +133,20 @@ impl KeySet {
     pub fn with_revoked(mut self, revoked: Vec<String>) -> Self {
         self.revoked = revoked;
         self
+    }
+
+    /// The same keys, signing only before `deadline` (`None`: for as long as they are in force):
+    /// a replica that follows a shared store it cannot read sets it to the earliest moment the
+    /// store's writer could have retired the last signing key it knows of.
+    pub fn with_signing_deadline(mut self, deadline: Option<Timestamp>) -> Self {
+        self.signing_deadline = deadline;
+        self
+    }
+
+    /// From when these keys sign nothing (they still verify and are published): `None` while
+    /// they sign for as long as they are in force.
+    pub fn signing_deadline(&self) -> Option<Timestamp> {
+        self.signing_deadline
     }
 
     /// The kids of revoked keys: none of them verifies, and a token naming one is refused as
@@ -173,6 +196,14 @@ impl KeySet {
     /// that change only when an operator changes them (static key files).
     pub fn next_change(&self) -> Option<Timestamp> {
         self.next_change
+    }
+
+    /// True if `other` is this snapshot again: the same keys ([`same_keys`](Self::same_keys)),
+    /// the same next change and the same signing deadline, so publishing it changes nothing.
+    pub fn same_snapshot(&self, other: &KeySet) -> bool {
+        self.same_keys(other)
+            && self.next_change == other.next_change
+            && self.signing_deadline == other.signing_deadline
     }
 
     /// True if `other` holds the same keys on the same schedule (so publishing it would change

@@ -38,6 +38,19 @@ pub const REMOVAL_LEEWAY_SECONDS: i64 = LEEWAY_SECONDS;
 /// that honours max-age has always refetched the JWKS before a key it did not have signs.
 pub const MIN_PUBLISH_AHEAD_SECONDS: i64 = 60;
 
+/// How long a replica that follows a shared store (`--key-secret`) may take to hear of a key its
+/// writer created: a watch event within a second; without one, a follower re-reads the store
+/// every 10 s while a successor is due and unseen. Thirty seconds also cover the writer's key
+/// generation (seconds in some HSMs) and clock skew between the nodes.
+pub const FOLLOW_LAG_SECONDS: i64 = 30;
+
+/// The shortest `publish-ahead` accepted for a shared store: a key must reach every replica
+/// ([`FOLLOW_LAG_SECONDS`]) and then whoever re-reads what that replica publishes, at least every
+/// [`MIN_PUBLISH_AHEAD_SECONDS`] (the documents' smallest max-age, and the smallest refresh hint
+/// kube-apiserver gets from FetchKeys, which it honours to the second), before any replica
+/// signs with it.
+pub const MIN_SHARED_PUBLISH_AHEAD_SECONDS: i64 = MIN_PUBLISH_AHEAD_SECONDS + FOLLOW_LAG_SECONDS;
+
 /// The longest lead of the activation gate (see [`ManagedKeySet::hold_unlisted`]): the
 /// documents' longest `max-age` (warrant-issuer's `DOCUMENT_MAX_AGE_SECONDS`), so a relying
 /// party that honours it has re-read a bucket's JWKS after the gate last found the key there.
@@ -98,6 +111,20 @@ impl RotationPolicy {
         Ok(())
     }
 
+    /// Checks, beyond [`validate`](Self::validate), that the policy can keep its promise when
+    /// replicas on several machines share the store and one of them writes it: each new key
+    /// reaches every replica, and every reader of every replica, before it signs (see
+    /// [`MIN_SHARED_PUBLISH_AHEAD_SECONDS`]).
+    pub fn validate_shared(&self) -> Result<(), PolicyError> {
+        self.validate()?;
+        if self.publish_ahead_seconds < MIN_SHARED_PUBLISH_AHEAD_SECONDS {
+            return Err(PolicyError::SharedPublishAheadTooShort(
+                self.publish_ahead_seconds,
+            ));
+        }
+        Ok(())
+    }
+
     /// How long before its activation a key must be listed by every place the documents are
     /// published to (the activation gate, [`ManagedKeySet::hold_unlisted`]): half the
     /// publish-ahead, at most [`GATE_LEAD_MAX_SECONDS`]. Half, so a successor created
@@ -138,6 +165,11 @@ pub enum PolicyError {
         /// The publish-ahead.
         publish_ahead: i64,
     },
+    /// Publish-ahead too short for replicas that share a store.
+    #[error(
+        "--key-publish-ahead of {0}s is too short for keys shared through a Kubernetes Secret: a new key must reach every replica (up to {FOLLOW_LAG_SECONDS}s) and then every client of each, kube-apiserver's FetchKeys included, which re-read it at least every {MIN_PUBLISH_AHEAD_SECONDS}s, before it signs (at least {MIN_SHARED_PUBLISH_AHEAD_SECONDS}s; the default is 24h)"
+    )]
+    SharedPublishAheadTooShort(i64),
     /// A non-positive token lifetime.
     #[error("the longest token lifetime must be positive, got {0}s")]
     MaxTokenSeconds(i64),
@@ -423,6 +455,26 @@ impl ManagedKeySet {
     /// The revoked keys still remembered.
     pub fn revocations(&self) -> &[Revocation] {
         &self.revoked
+    }
+
+    /// True if `other` records the same keys (by kid) on the same schedule, with the same
+    /// revocations: what a store holding either would serve is the same.
+    pub fn same_records(&self, other: &ManagedKeySet) -> bool {
+        let record = |k: &ManagedKey| {
+            (
+                k.kid().to_owned(),
+                k.published_at,
+                k.activate_at,
+                k.max_token_seconds,
+            )
+        };
+        self.revoked == other.revoked
+            && self.keys.len() == other.keys.len()
+            && self
+                .keys
+                .iter()
+                .map(record)
+                .eq(other.keys.iter().map(record))
     }
 
     /// A new set whose first key is `key`, signing from `now`: a fresh key directory, or a

@@ -22,6 +22,7 @@ use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_token::{KeyError, SigningKey};
 
+use crate::copy::Seed;
 use crate::disposal::Disposals;
 use crate::holder::KeyHolder;
 use crate::lifecycle::{
@@ -95,17 +96,20 @@ pub struct StoreHealth {
 }
 
 impl StoreHealth {
-    /// One line for a readiness report: `ok`, or since when the store fails, why, and which
-    /// keys are served meanwhile.
-    pub fn summary(&self) -> String {
-        match &self.failing_since {
-            None => "ok".to_owned(),
-            Some(since) => {
-                let read = self
-                    .last_success
-                    .map_or_else(|| "at startup".to_owned(), |t| format!("at {t}"));
+    /// One line for a readiness report at `now`: `ok` and when the store last answered (how old
+    /// this replica's view of it is), or since when the store fails, why, and which keys are
+    /// served meanwhile.
+    pub fn summary(&self, now: Timestamp) -> String {
+        match (&self.failing_since, self.last_success) {
+            (None, Some(read)) => format!("ok, last read at {}", at_ago(read, now)),
+            (None, None) => "ok".to_owned(),
+            (Some(since), read) => {
+                let serving = read.map_or_else(
+                    || "serving the keys it started with (a local copy): the store has not answered since".to_owned(),
+                    |t| format!("serving the keys last read at {}", at_ago(t, now)),
+                );
                 format!(
-                    "stale since {since}: {}; serving the keys last read {read}",
+                    "stale since {since}: {}; {serving}",
                     self.last_error.as_deref().unwrap_or("unknown error")
                 )
             }
@@ -126,6 +130,15 @@ impl StoreHealth {
         self.last_error = None;
         self.failing_since.take().is_some()
     }
+}
+
+/// `t`, and how long before `now` it was, for a readiness report: `2026-01-01T00:00:00Z (42 s
+/// ago)`.
+pub(crate) fn at_ago(t: Timestamp, now: Timestamp) -> String {
+    format!(
+        "{t} ({} s ago)",
+        now.as_second().saturating_sub(t.as_second())
+    )
 }
 
 /// Why managed keys cannot be served.
@@ -177,6 +190,13 @@ pub struct KeyManager<S: KeyStore> {
     disposals: Disposals,
     /// What the publish targets list, when keys are published beyond this process.
     gate: Option<ActivationGate>,
+    /// When the local copy this manager started from was written, if it started from one
+    /// (see [`open_from_copy`](Self::open_from_copy)): until the store answers, the last moment
+    /// the keys were known to be the store's.
+    seeded_at: Option<Timestamp>,
+    /// True until the store has answered, for a manager that started from a local copy because
+    /// the store could not be reached: it writes nothing before then.
+    unread: bool,
 }
 
 impl<S: KeyStore> KeyManager<S> {
@@ -200,10 +220,74 @@ impl<S: KeyStore> KeyManager<S> {
             Some(stored) => (stored.keys, Some(stored.version)),
             None => (ManagedKeySet::default(), None),
         };
-        let (health, _) = watch::channel(StoreHealth {
-            last_success: Some(now),
-            ..StoreHealth::default()
-        });
+        Self::start(store, policy, writer, metrics, now, keys, version, None).await
+    }
+
+    /// As [`open`](Self::open), for a replica that keeps a local copy of a shared store
+    /// ([`crate::LocalCopy`]) and may start before the store answers. When the store cannot be
+    /// reached, the manager starts from `seed` (the copy's keys) instead of failing: it serves
+    /// them (their schedule goes on by time alone), writes nothing, and re-reads the store until
+    /// it answers; then the store's keys replace them. When the store holds nothing, it starts
+    /// from the copy's keys too, which the writer puts back (as it does for keys deleted while
+    /// it runs) rather than creating a key no replica has published. Any other failure to read
+    /// the store is an error, as for [`open`](Self::open).
+    pub async fn open_from_copy(
+        store: S,
+        policy: RotationPolicy,
+        writer: Writer,
+        metrics: KeyMetrics,
+        now: Timestamp,
+        seed: Seed,
+    ) -> Result<Self, ManagerError> {
+        policy.validate()?;
+        let (keys, version, from_copy) = match store.load().await {
+            Ok(Some(stored)) => (stored.keys, Some(stored.version), None),
+            Ok(None) => {
+                tracing::warn!(store = %store.describe(), copy_written_at = %seed.written_at, "the key store holds no keys: serving the local copy's, which the replica that writes the store puts back");
+                (seed.keys, None, None)
+            }
+            Err(error @ StoreError::Unavailable { .. }) => {
+                metrics.store_error("load");
+                tracing::warn!(%error, copy_written_at = %seed.written_at, "the key store cannot be reached: serving the keys of the local copy until it answers (this replica writes nothing meanwhile)");
+                let failed = (now, error.to_string());
+                (seed.keys, None, Some((seed.written_at, failed)))
+            }
+            Err(error) => {
+                metrics.store_error("load");
+                return Err(error.into());
+            }
+        };
+        Self::start(
+            store, policy, writer, metrics, now, keys, version, from_copy,
+        )
+        .await
+    }
+
+    /// A manager serving `keys` (read from the store at `version`), or, with `from_copy`,
+    /// keys from a local copy written at the given time, because the store failed as given.
+    #[allow(clippy::too_many_arguments)]
+    async fn start(
+        store: S,
+        policy: RotationPolicy,
+        writer: Writer,
+        metrics: KeyMetrics,
+        now: Timestamp,
+        keys: ManagedKeySet,
+        version: Option<StoreVersion>,
+        from_copy: Option<(Timestamp, (Timestamp, String))>,
+    ) -> Result<Self, ManagerError> {
+        let health = match &from_copy {
+            None => StoreHealth {
+                last_success: Some(now),
+                ..StoreHealth::default()
+            },
+            Some((_, (since, error))) => StoreHealth {
+                failing_since: Some(*since),
+                last_error: Some(error.clone()),
+                last_success: None,
+            },
+        };
+        let (health, _) = watch::channel(health);
         metrics.store_health(&health.borrow());
         let mut manager = KeyManager {
             store,
@@ -216,8 +300,10 @@ impl<S: KeyStore> KeyManager<S> {
             health,
             disposals: Disposals::default(),
             gate: None,
+            seeded_at: from_copy.as_ref().map(|(written_at, _)| *written_at),
+            unread: from_copy.is_some(),
         };
-        if manager.writer.may_write() {
+        if manager.writer.may_write() && !manager.unread {
             manager.sync(now).await?;
         }
         if manager.keys.active_at(now).is_none() {
@@ -282,9 +368,31 @@ impl<S: KeyStore> KeyManager<S> {
         &self.keys
     }
 
-    /// The keys in force at `now`.
+    /// The keys in force at `now`, with their signing deadline (see
+    /// [`signing_deadline`](Self::signing_deadline)).
     pub fn key_set(&self, now: Timestamp) -> Option<KeySet> {
-        self.keys.key_set_at(now, &self.policy)
+        self.keys
+            .key_set_at(now, &self.policy)
+            .map(|keys| keys.with_signing_deadline(self.signing_deadline()))
+    }
+
+    /// While a store that another replica writes cannot be read: the earliest moment its writer
+    /// could have retired the last key this replica knows of, had it created that key's
+    /// successor the moment this replica last heard from the store (or, started from a local
+    /// copy, the moment the copy was written). Tokens signed after it might be refused by the
+    /// other replicas before they expire, and an HSM's writer destroys a retired key's object;
+    /// so the keys sign nothing from then until the store answers (they still verify). `None`
+    /// while the store answers, and for a store only this process writes.
+    pub fn signing_deadline(&self) -> Option<Timestamp> {
+        if !matches!(self.writer, Writer::WhileLeader(_)) {
+            return None;
+        }
+        let health = self.health.borrow();
+        health.failing_since?;
+        let known = health.last_success.or(self.seeded_at)?;
+        self.keys
+            .successor(&self.policy, known)
+            .map(|s| s.activate_at)
     }
 
     /// The store.
@@ -328,11 +436,13 @@ impl<S: KeyStore> KeyManager<S> {
         P: Fn(KeySet),
     {
         let mut published: Option<KeySet> = None;
-        let mut read_failed = false;
+        // Nothing is written on the strength of a read that failed: a replica that cannot
+        // read the store never generates a key for it.
+        let mut read_failed = std::mem::take(&mut self.unread);
         loop {
             let now = clock.now();
             let mut failed = read_failed;
-            if self.writer.may_write() {
+            if self.writer.may_write() && !read_failed {
                 match self.sync(now).await {
                     Ok(true) => self.store_answered(now),
                     Ok(false) => {}
@@ -351,9 +461,7 @@ impl<S: KeyStore> KeyManager<S> {
                 }
             }
             if let Some(keys) = self.key_set(now) {
-                let changed = published
-                    .as_ref()
-                    .is_none_or(|p| !p.same_keys(&keys) || p.next_change() != keys.next_change());
+                let changed = published.as_ref().is_none_or(|p| !p.same_snapshot(&keys));
                 if changed {
                     publish(keys.clone());
                     published = Some(keys);
@@ -417,9 +525,8 @@ impl<S: KeyStore> KeyManager<S> {
 
     /// How long to sleep after looking at `now`.
     fn wake_after(&self, now: Timestamp, failed: bool) -> Duration {
-        // A replica that does not write waits for the writer's changes (it hears of them from
-        // the store), not for a successor it cannot create.
-        let next = if self.writer.may_write() && !failed {
+        let writes = self.writer.may_write() && !failed;
+        let next = if writes {
             let gate = self
                 .gate
                 .as_ref()
@@ -429,12 +536,18 @@ impl<S: KeyStore> KeyManager<S> {
                 .flatten()
                 .min()
         } else {
-            self.keys.next_transition(now)
+            // A replica that does not write hears of the writer's changes from the store's
+            // change feed; it also re-reads the store when the writer is due to create a
+            // successor, and every RETRY after that until it sees one, so it learns of a new key
+            // within FOLLOW_LAG_SECONDS even if no notification comes.
+            self.keys.next_change(now, &self.policy)
         };
-        // A change already due (negative) means at once.
-        let until = next
-            .map(|t| Duration::try_from(now.duration_until(t)).unwrap_or(Duration::ZERO))
-            .unwrap_or(RESYNC);
+        let until = match next {
+            Some(t) if t <= now && !writes => RETRY,
+            // A change already due (negative) means at once.
+            Some(t) => Duration::try_from(now.duration_until(t)).unwrap_or(Duration::ZERO),
+            None => RESYNC,
+        };
         let until = until.min(RESYNC);
         // Wake just after the change (timestamps are whole seconds; the sleep is not).
         let until = until.saturating_add(Duration::from_millis(1));

@@ -122,6 +122,21 @@ impl SecretStore {
         &self.name
     }
 
+    /// The client the Secret is reached with.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// Who wrote the Secret last, as its [`WRITTEN_BY_ANNOTATION`] said when it was last read or
+    /// written by this store.
+    pub fn written_by(&self) -> Option<String> {
+        self.last_read()?
+            .metadata
+            .annotations?
+            .get(WRITTEN_BY_ANNOTATION)
+            .cloned()
+    }
+
     fn api(&self) -> Api<Secret> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }

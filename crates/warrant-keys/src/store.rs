@@ -146,6 +146,8 @@ impl std::fmt::Debug for ChangeFeed {
 pub struct MemoryStore {
     inner: Arc<MemoryInner>,
     holder: Option<crate::holder::Held>,
+    /// This handle's change feed never fires (see [`MemoryStore::deaf`]).
+    deaf: bool,
 }
 
 struct MemoryInner {
@@ -158,6 +160,7 @@ struct MemoryContents {
     files: Option<BTreeMap<String, Vec<u8>>>,
     version: u64,
     unavailable: bool,
+    writes_failing: bool,
 }
 
 impl Default for MemoryStore {
@@ -172,6 +175,7 @@ impl MemoryStore {
         let (changes, _) = watch::channel(0);
         MemoryStore {
             holder: None,
+            deaf: false,
             inner: Arc::new(MemoryInner {
                 contents: Mutex::new(MemoryContents::default()),
                 changes,
@@ -187,10 +191,26 @@ impl MemoryStore {
         }
     }
 
+    /// Makes every write fail (or succeed again) while reads go on, as an API server that
+    /// answers reads but refuses or cannot commit writes.
+    pub fn set_writes_failing(&self, failing: bool) {
+        if let Ok(mut contents) = self.inner.contents.lock() {
+            contents.writes_failing = failing;
+        }
+    }
+
     /// A store whose private keys are held by `holder` (tests of held keys). Clones share the
     /// contents; this one opens and writes them through `holder`.
     pub fn with_holder(mut self, holder: Arc<dyn crate::KeyHolder>) -> Self {
         self.holder = Some(crate::holder::Held::new(holder));
+        self
+    }
+
+    /// The same store, as a replica whose change notifications never arrive (a watch that broke
+    /// silently) reaches it: reads and writes go through, its [`watch`](KeyStore::watch) never
+    /// fires.
+    pub fn deaf(mut self) -> Self {
+        self.deaf = true;
         self
     }
 
@@ -264,7 +284,7 @@ impl KeyStore for MemoryStore {
     ) -> Result<StoreVersion, StoreError> {
         let version = {
             let mut contents = self.inner.contents.lock().map_err(|_| self.unavailable())?;
-            if contents.unavailable {
+            if contents.unavailable || contents.writes_failing {
                 return Err(self.unavailable());
             }
             let current = contents
@@ -296,6 +316,9 @@ impl KeyStore for MemoryStore {
     }
 
     fn watch(&self) -> Result<ChangeFeed, StoreError> {
+        if self.deaf {
+            return Ok(ChangeFeed::never());
+        }
         Ok(ChangeFeed::from_watch(self.inner.changes.subscribe()))
     }
 }

@@ -25,7 +25,7 @@ use crate::wire::{
 };
 use warrant_auth::authz::admit_token_request;
 use warrant_auth::{Attributes, Authorized, Caller, PeerCertificate, TokenAsk, User, Via};
-use warrant_issuer::{Settings, SignError, SignedToken};
+use warrant_issuer::{Settings, SignedToken};
 
 const GROUP: &str = "authentication.k8s.io";
 const KIND: &str = "TokenRequest";
@@ -559,12 +559,14 @@ async fn sign(
     let SignedToken { token, kid } = issuer
         .sign_token(&issuer.published(), now, claims)
         .await
-        .map_err(|e| match e {
-            // The HSM holding the key is unreachable now: a retry may succeed.
-            SignError::Unavailable { .. } => {
+        .map_err(|e| {
+            // The HSM holding the key, or the shared key store, is unreachable now: a retry
+            // may succeed.
+            if e.is_unavailable() {
                 ApiError::unavailable(format!("failed to generate token: {e}"))
+            } else {
+                ApiError::internal(format!("failed to generate token: {e}"))
             }
-            SignError::Key { .. } => ApiError::internal(format!("failed to generate token: {e}")),
         })?;
     if token.len() > warrant_token::MAX_TOKEN_BYTES {
         return Err(ApiError::invalid(

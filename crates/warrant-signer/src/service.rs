@@ -76,6 +76,9 @@ struct Refusal(&'static str, String);
 /// The refusal of a Sign whose key's holder (an HSM) cannot be reached now: `UNAVAILABLE`, so
 /// kube-apiserver may retry.
 const KEY_UNAVAILABLE: &str = "key_unavailable";
+/// The refusal of a Sign past the keys' signing deadline (the shared key store has not
+/// answered for too long): `UNAVAILABLE`, so kube-apiserver may retry.
+const KEY_WITHHELD: &str = "key_withheld";
 /// The refusal of a Sign whose key failed to sign: `INTERNAL`.
 const SIGN_FAILED: &str = "sign_failed";
 
@@ -200,6 +203,7 @@ impl Signer {
                 SignError::Unavailable { .. } => {
                     Refusal(KEY_UNAVAILABLE, format!("signing failed: {e}"))
                 }
+                SignError::Withheld { .. } => Refusal(KEY_WITHHELD, format!("signing failed: {e}")),
                 SignError::Key { .. } => Refusal(SIGN_FAILED, format!("signing failed: {e}")),
             })?;
         Ok((
@@ -249,7 +253,7 @@ impl ExternalJwtSigner for Signer {
                 self.metrics.answered("Sign", reason, elapsed);
                 tracing::warn!(reason, %message, "refused to sign for kube-apiserver");
                 Err(match reason {
-                    KEY_UNAVAILABLE => Status::unavailable(message),
+                    KEY_UNAVAILABLE | KEY_WITHHELD => Status::unavailable(message),
                     SIGN_FAILED => Status::internal(message),
                     _ => Status::invalid_argument(message),
                 })

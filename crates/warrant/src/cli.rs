@@ -429,6 +429,19 @@ pub(crate) struct KeySourceArgs {
     /// 2s); the holder renews it a third of this before it expires.
     #[arg(long = "key-lease-duration", default_value = "15s", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "key_secret", help_heading = "Keys")]
     pub(crate) key_lease_duration: i64,
+    /// This node's local copy of --key-secret's keys (a directory, created if missing, private
+    /// to warrant's user): refreshed whenever the Secret's keys change, and served from at
+    /// startup while the Secret cannot be read, so that a control plane starts cold (its
+    /// kube-apiserver needs the signer before warrant can read the Secret). Never written back
+    /// to the Secret before the Secret has answered. With --key-pkcs11-uri it holds public keys
+    /// and locators only.
+    #[arg(
+        long = "key-copy-dir",
+        value_name = "DIR",
+        requires = "key_secret",
+        help_heading = "Keys"
+    )]
+    pub(crate) key_copy_dir: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) rotation: RotationArgs,
     #[command(flatten)]
@@ -605,6 +618,14 @@ pub(crate) struct KeysListArgs {
     /// Where the keys are.
     #[command(flatten)]
     pub(crate) store: StoreArgs,
+    /// With --key-secret: the Lease electing the replica that writes it (shown as the writer).
+    /// Default: in the Secret's namespace, named after it with `-leader`.
+    #[arg(long = "key-lease", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, requires = "key_secret")]
+    pub(crate) key_lease: Option<ObjectName>,
+    /// With --key-secret: this node's local copy (`serve --key-copy-dir`), compared with the
+    /// Secret; listed instead of the Secret when the Secret cannot be read.
+    #[arg(long = "key-copy-dir", value_name = "DIR", requires = "key_secret")]
+    pub(crate) key_copy_dir: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) rotation: RotationArgs,
     /// Output format.

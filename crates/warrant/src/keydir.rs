@@ -348,15 +348,39 @@ async fn save_first(
 }
 
 async fn list(args: &KeysListArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
-    let (store, _pkcs11) = open_store(&args.store, "warrant keys list").await?;
-    let stored = load(&store).await?;
+    let (store, holder) = open_store(&args.store, "warrant keys list").await?;
+    let key_holder = holder.as_ref().map(Holder::key_holder);
+    // With a Secret, beside its keys: who writes them, and this node's copy; the copy's keys
+    // when the Secret cannot be read.
+    let (keys, about) = match &store {
+        Store::Secret(secret) => {
+            let lease = crate::keys::lease_of(
+                args.store
+                    .key_secret
+                    .as_ref()
+                    .ok_or("--key-secret is required")?,
+                args.key_lease.as_ref(),
+            );
+            let (keys, about) = crate::keycopy::about(
+                secret,
+                &lease,
+                args.key_copy_dir.as_deref(),
+                key_holder,
+                now,
+                || load(&store),
+            )
+            .await?;
+            (keys, Some(about))
+        }
+        _ => (load(&store).await?.keys, None),
+    };
     let policy = policy(
         &args.rotation,
-        current_algorithm(&stored.keys, now),
-        recorded_max_token_seconds(&stored.keys, now),
+        current_algorithm(&keys, now),
+        recorded_max_token_seconds(&keys, now),
     );
     policy.validate()?;
-    print(args.output, &stored.keys, Some(&policy), now)
+    print_about(args.output, &keys, Some(&policy), now, about.as_ref())
 }
 
 /// What [`update`] did.
@@ -414,6 +438,10 @@ async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Err
     }
     let generator = Generator::new(&store);
     let result = update(&store, &args.rotation, now, |keys, policy| {
+        // Replicas sharing a Secret need longer to hear of the new key before it signs.
+        if matches!(store, Store::Secret(_)) {
+            policy.validate_shared()?;
+        }
         Ok(keys
             .rotate_early(policy, now, |t| generator.generate(t))?
             .map(|rotated| (rotated, ())))
@@ -607,6 +635,18 @@ fn print(
     policy: Option<&RotationPolicy>,
     now: Timestamp,
 ) -> Result<(), Box<dyn Error>> {
+    print_about(format, keys, policy, now, None)
+}
+
+/// As [`print`], with what `about` says of the store beside the keys (its writer, this node's
+/// copy): its lines after the table, or its members in the JSON document.
+fn print_about(
+    format: ListFormat,
+    keys: &ManagedKeySet,
+    policy: Option<&RotationPolicy>,
+    now: Timestamp,
+    about: Option<&crate::keycopy::About>,
+) -> Result<(), Box<dyn Error>> {
     let schedule = keys.schedule(now);
     let successor = policy.and_then(|p| keys.successor(p, now));
     let next_change = policy.and_then(|p| keys.next_change(now, p));
@@ -625,7 +665,7 @@ fn print(
                     "maxTokenSeconds": k.max_token_seconds,
                 })
             };
-            let document = json!({
+            let mut document = json!({
                 "now": now.to_string(),
                 "keys": schedule.iter().map(entry).collect::<Vec<_>>(),
                 "successor": successor.map(|s| json!({
@@ -639,6 +679,9 @@ fn print(
                     "forgetAt": r.forget_at.to_string(),
                 })).collect::<Vec<_>>(),
             });
+            if let (Some(about), Some(object)) = (about, document.as_object_mut()) {
+                object.extend(about.json.clone());
+            }
             writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
         }
         ListFormat::Text => {
@@ -690,6 +733,12 @@ fn print(
                     "\nREVOKED {} at {}: its tokens are refused (the last of them expires at {} at the latest); the kid is remembered for good, so no key file can bring it back.",
                     r.kid, r.revoked_at, r.forget_at
                 )?;
+            }
+            if let Some(about) = about {
+                writeln!(out)?;
+                for line in &about.lines {
+                    writeln!(out, "{line}")?;
+                }
             }
         }
     }

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use jiff::Timestamp;
 use warrant_clock::Clock;
 use warrant_keys::{
-    ChangeFeed, DirStore, KeyHolder, KeyManager, KeyManagerTask, KeyMetrics, KeySet, KeyStore,
-    Leadership, LeaseConfig, ManagedKeySet, RotationPolicy, SecretStore, StaticKeyFiles,
-    StaticKeys, StaticWatch, StoreError, StoreVersion, Stored, Writer,
+    ChangeFeed, CopiedStore, DirStore, KeyHolder, KeyManager, KeyManagerTask, KeyMetrics, KeySet,
+    KeyStore, Leadership, LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, SecretStore,
+    StaticKeyFiles, StaticKeys, StaticWatch, StoreError, StoreHealth, StoreVersion, Stored, Writer,
 };
 use warrant_objects::kube::cluster_client;
 use warrant_server::AppState;
@@ -55,6 +55,9 @@ pub(crate) enum ManagedStore {
         lease: ObjectName,
         /// The Lease's duration, in seconds.
         lease_seconds: u64,
+        /// This node's local copy (`--key-copy-dir`), to start from while the Secret cannot
+        /// be read.
+        copy: Option<PathBuf>,
     },
 }
 
@@ -94,10 +97,7 @@ impl KeySource {
             (Some(_), Some(_)) => return Err(KeySourceError::DirAndSecret),
             (Some(dir), None) => Some(ManagedStore::Dir(dir.clone())),
             (None, Some(secret)) => {
-                let lease = args.key_lease.clone().unwrap_or_else(|| ObjectName {
-                    namespace: secret.namespace.clone(),
-                    name: format!("{}-leader", secret.name),
-                });
+                let lease = lease_of(secret, args.key_lease.as_ref());
                 let lease_seconds = u64::try_from(args.key_lease_duration)
                     .ok()
                     .filter(|s| *s >= warrant_keys::MIN_LEASE_SECONDS)
@@ -106,6 +106,7 @@ impl KeySource {
                     secret: secret.clone(),
                     lease,
                     lease_seconds,
+                    copy: args.key_copy_dir.clone(),
                 })
             }
             (None, None) => None,
@@ -136,6 +137,17 @@ impl KeySource {
         matches!(self, KeySource::Managed { .. })
     }
 
+    /// True if the keys are in a Kubernetes Secret without a local copy to start from.
+    pub(crate) fn secret_without_copy(&self) -> bool {
+        matches!(
+            self,
+            KeySource::Managed {
+                store: ManagedStore::Secret { copy: None, .. },
+                ..
+            }
+        )
+    }
+
     /// True if the keys are in a Kubernetes Secret (so a cluster connection is needed).
     pub(crate) fn uses_cluster(&self) -> bool {
         matches!(
@@ -148,6 +160,15 @@ impl KeySource {
     }
 }
 
+/// The Lease electing the writer of `secret`: `lease`, else in its namespace, named after it
+/// with `-leader`.
+pub(crate) fn lease_of(secret: &ObjectName, lease: Option<&ObjectName>) -> ObjectName {
+    lease.cloned().unwrap_or_else(|| ObjectName {
+        namespace: secret.namespace.clone(),
+        name: format!("{}-leader", secret.name),
+    })
+}
+
 /// A managed key store of either kind.
 #[derive(Debug, Clone)]
 pub(crate) enum Store {
@@ -155,6 +176,8 @@ pub(crate) enum Store {
     Dir(DirStore),
     /// `--key-secret`.
     Secret(SecretStore),
+    /// `--key-secret` with `--key-copy-dir`: the Secret, copied to this node.
+    Copied(CopiedStore<SecretStore>),
 }
 
 impl Store {
@@ -185,7 +208,7 @@ impl Store {
         match (self, holder) {
             (Store::Dir(store), Some(holder)) => Store::Dir(store.with_holder(holder)),
             (Store::Secret(store), Some(holder)) => Store::Secret(store.with_holder(holder)),
-            (store, None) => store,
+            (store, _) => store,
         }
     }
 
@@ -196,6 +219,7 @@ impl Store {
             Store::Secret(secret) => {
                 format!("--key-secret {}/{}", secret.namespace(), secret.name())
             }
+            Store::Copied(copied) => Store::Secret(copied.store().clone()).flag(),
         }
     }
 }
@@ -205,6 +229,7 @@ impl KeyStore for Store {
         match self {
             Store::Dir(store) => store.describe(),
             Store::Secret(store) => store.describe(),
+            Store::Copied(store) => store.describe(),
         }
     }
 
@@ -212,6 +237,7 @@ impl KeyStore for Store {
         match self {
             Store::Dir(store) => store.load().await,
             Store::Secret(store) => store.load().await,
+            Store::Copied(store) => store.load().await,
         }
     }
 
@@ -223,6 +249,7 @@ impl KeyStore for Store {
         match self {
             Store::Dir(store) => store.save(keys, expected).await,
             Store::Secret(store) => store.save(keys, expected).await,
+            Store::Copied(store) => store.save(keys, expected).await,
         }
     }
 
@@ -230,6 +257,7 @@ impl KeyStore for Store {
         match self {
             Store::Dir(store) => store.watch(),
             Store::Secret(store) => store.watch(),
+            Store::Copied(store) => store.watch(),
         }
     }
 
@@ -237,6 +265,7 @@ impl KeyStore for Store {
         match self {
             Store::Dir(store) => store.holder(),
             Store::Secret(store) => store.holder(),
+            Store::Copied(store) => store.holder(),
         }
     }
 }
@@ -335,10 +364,20 @@ enum Pending {
     },
     Managed {
         manager: Box<KeyManager<Store>>,
-        leadership: Option<(Leadership, String)>,
+        leadership: Option<Box<Elected>>,
         extra_files: StaticKeyFiles,
         extra: StaticKeys,
+        /// This node's local copy of the Secret, if it keeps one.
+        copy: Option<Arc<LocalCopy>>,
     },
+}
+
+/// A replica's part in electing the writer of a Secret: the election, what it is (`LEASE as
+/// IDENTITY`), and the Secret, whose last writer the followers name.
+struct Elected {
+    leadership: Leadership,
+    described: String,
+    secret: SecretStore,
 }
 
 /// Keeps the keys current; [`stop`](Self::stop) (or dropping it) stops that.
@@ -393,12 +432,15 @@ pub(crate) async fn open(
             extra: extra_files,
         } => {
             let now = clock.now();
+            let key_holder = holder.map(Holder::key_holder);
+            let mut copy = None;
             let (store, writer, leadership) = match store {
                 ManagedStore::Dir(dir) => (Store::Dir(DirStore::new(dir)), Writer::Always, None),
                 ManagedStore::Secret {
                     secret,
                     lease,
                     lease_seconds,
+                    copy: copy_dir,
                 } => {
                     let client = client(kubeconfig).await?;
                     let identity = holder_identity();
@@ -408,31 +450,82 @@ pub(crate) async fn open(
                         identity: identity.clone(),
                         duration_seconds: *lease_seconds,
                     };
-                    let leadership =
-                        Leadership::start(client.clone(), &config, metrics.clone()).await?;
+                    // With a local copy, the replica may start before the API server answers.
+                    let leadership = match copy_dir {
+                        Some(_) => Leadership::start_in_background(
+                            client.clone(),
+                            &config,
+                            metrics.clone(),
+                        )?,
+                        None => Leadership::start(client.clone(), &config, metrics.clone()).await?,
+                    };
                     tracing::info!(secret = %secret, lease = %lease, %identity, "managed keys in a Kubernetes Secret; the replica holding the Lease writes them");
-                    let store = SecretStore::new(client, &secret.namespace, &secret.name)
+                    let secret_store = SecretStore::new(client, &secret.namespace, &secret.name)
                         .with_writer(identity.clone());
+                    let secret_store = match &key_holder {
+                        Some(holder) => secret_store.with_holder(holder.clone()),
+                        None => secret_store,
+                    };
+                    // Clones share what was last read: the followers' readiness report names
+                    // the Secret's last writer from it.
+                    let read_secret = secret_store.clone();
+                    let store = match copy_dir {
+                        Some(dir) => {
+                            let (local, seed) =
+                                crate::keycopy::open(dir, key_holder.clone()).await?;
+                            let store = CopiedStore::new(secret_store, local.clone());
+                            copy = Some((local, seed));
+                            Store::Copied(store)
+                        }
+                        None => Store::Secret(secret_store),
+                    };
                     let writer = Writer::WhileLeader(leadership.leading());
-                    let described = format!("{lease} as {identity}");
-                    (Store::Secret(store), writer, Some((leadership, described)))
+                    let elected = Elected {
+                        leadership,
+                        described: format!("{lease} as {identity}"),
+                        secret: read_secret,
+                    };
+                    (store, writer, Some(Box::new(elected)))
                 }
             };
-            let store = store.held_by(holder.map(Holder::key_holder));
-            let current = store
-                .load()
-                .await?
-                .and_then(|s| current_algorithm(&s.keys, now));
+            let store = store.held_by(key_holder);
+            let seed = copy.as_mut().and_then(|(_, seed)| seed.take());
+            let seeded = || seed.as_ref().map(|s| s.keys.clone());
+            let current = match store.load().await {
+                Ok(Some(stored)) => Some(stored.keys),
+                // The Secret's keys are the copy's until it answers, or if it holds none.
+                Ok(None) => seeded(),
+                Err(StoreError::Unavailable { .. }) if seed.is_some() => seeded(),
+                Err(error) => return Err(error.into()),
+            }
+            .and_then(|keys| current_algorithm(&keys, now));
             let policy = policy(rotation, current, max_token_seconds);
             policy.validate()?;
             let described = store.describe();
-            let manager =
-                KeyManager::open_when_ready(store, policy, writer, metrics.clone(), clock).await?;
+            let manager = match seed {
+                Some(seed) => {
+                    KeyManager::open_from_copy(store, policy, writer, metrics.clone(), now, seed)
+                        .await?
+                }
+                None => {
+                    KeyManager::open_when_ready(store, policy, writer, metrics.clone(), clock)
+                        .await?
+                }
+            };
             let now = clock.now();
             // The keys that sign now or will must be usable in the token: a missing or
             // unsuitable object is a startup error, not a failure at the first signature.
+            // Unless they come from a local copy the store has not confirmed: the copy's keys
+            // are served to verify with (kube-apiserver cannot start without them), and a key
+            // the store's writer has since retired, and destroyed, signs nothing anyway.
             if let Some(holder) = holder {
-                holder.check_signing_keys(manager.keys(), now).await?;
+                let checked = holder.check_signing_keys(manager.keys(), now).await;
+                match checked {
+                    Err(error) if manager.health().borrow().failing_since.is_some() => {
+                        tracing::error!(%error, "a key of the local copy cannot sign in the token; serving the copy's keys to verify with until the key store answers");
+                    }
+                    checked => checked?,
+                }
             }
             let extra = StaticKeys::load(extra_files)?;
             let managed = manager
@@ -449,6 +542,7 @@ pub(crate) async fn open(
                     leadership,
                     extra_files: extra_files.clone(),
                     extra,
+                    copy: copy.map(|(local, _)| local),
                 },
             })
         }
@@ -468,9 +562,9 @@ impl Opened {
     pub(crate) fn writer(&self) -> Writer {
         match &self.running {
             Pending::Managed {
-                leadership: Some((leadership, _)),
+                leadership: Some(elected),
                 ..
-            } => Writer::WhileLeader(leadership.leading()),
+            } => Writer::WhileLeader(elected.leadership.leading()),
             Pending::Static { .. } | Pending::Managed { .. } => Writer::Always,
         }
     }
@@ -522,6 +616,7 @@ impl Opened {
                 leadership,
                 extra_files,
                 extra,
+                copy,
             } => {
                 let watch = if extra_files.key_files.is_empty() {
                     None
@@ -535,15 +630,22 @@ impl Opened {
                     )?)
                 };
                 let health = manager.health();
-                state.add_report("key-store", move || health.borrow().summary());
-                let leadership = leadership.map(|(leadership, described)| {
+                let issuer = state.issuer().clone();
+                state.add_report("key-store", move || {
+                    store_report(&health.borrow(), &issuer, issuer.clock().now())
+                });
+                if let Some(copy) = &copy {
+                    crate::keycopy::report(&state, copy);
+                }
+                let leadership = leadership.map(|elected| {
+                    let Elected {
+                        leadership,
+                        described,
+                        secret,
+                    } = *elected;
                     let leading = leadership.leading();
                     state.add_report("key-lease", move || {
-                        if *leading.borrow() {
-                            format!("leading ({described}): this replica writes the keys")
-                        } else {
-                            format!("following ({described}): another replica writes the keys")
-                        }
+                        lease_report(*leading.borrow(), &described, &secret)
                     });
                     leadership
                 });
@@ -559,6 +661,34 @@ impl Opened {
                 })
             }
         }
+    }
+}
+
+/// The `key-lease` line of `/readyz?verbose`: whether this replica writes the keys and, when it
+/// does not, which replica last wrote them (the Secret's `warrant.dev/written-by`, as this
+/// replica last read it: the Lease's holder, or the one before it if the holder has written
+/// nothing yet).
+fn lease_report(leading: bool, described: &str, secret: &SecretStore) -> String {
+    if leading {
+        return format!("leading ({described}): this replica writes the keys");
+    }
+    let writer = secret.written_by().map_or_else(
+        || "the key Secret names no writer yet".to_owned(),
+        |writer| format!("the key Secret was last written by {writer}"),
+    );
+    format!("following ({described}): another replica writes the keys; {writer}")
+}
+
+/// The `key-store` line of `/readyz?verbose`: how the store answers, and how long ago, and,
+/// while it does not, when the keys stop signing (see `KeyManager::signing_deadline`).
+fn store_report(health: &StoreHealth, issuer: &warrant_issuer::Issuer, now: Timestamp) -> String {
+    let summary = health.summary(now);
+    match issuer.published().keys().signing_deadline() {
+        Some(deadline) if now >= deadline => format!(
+            "{summary}; signing nothing since {deadline}, when the store's writer may have retired the key (verifying goes on)"
+        ),
+        Some(deadline) => format!("{summary}; signs until {deadline} at the latest"),
+        None => summary,
     }
 }
 
@@ -603,7 +733,7 @@ impl Sink {
         let unchanged = current
             .managed
             .as_ref()
-            .is_some_and(|m| m.same_keys(&keys) && m.next_change() == keys.next_change());
+            .is_some_and(|m| m.same_snapshot(&keys));
         current.managed = Some(keys);
         if !unchanged {
             self.publish_merged(&current);

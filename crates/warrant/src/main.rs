@@ -16,6 +16,7 @@ mod holder;
 mod hsm;
 mod injection;
 mod jsonlog;
+mod keycopy;
 mod keydir;
 mod keys;
 mod kms;

@@ -62,7 +62,19 @@ pub(crate) async fn run(
     };
     let max_token_seconds = settings.expiration.longest_token_seconds();
     if let KeySource::Managed { rotation, .. } = &key_source {
-        warn_about_policy(&keys::policy(rotation, None, max_token_seconds));
+        let policy = keys::policy(rotation, None, max_token_seconds);
+        policy.validate()?;
+        // Replicas that share a Secret need longer to hear of a new key before it signs:
+        // refused before anything starts.
+        if key_source.uses_cluster() {
+            policy.validate_shared()?;
+        }
+        warn_about_policy(&policy);
+    }
+    if args.signing_endpoint.is_some() && key_source.secret_without_copy() {
+        tracing::warn!(
+            "--service-account-signing-endpoint with --key-secret but no --key-copy-dir: if the Secret is in the cluster whose kube-apiserver uses this signer, that kube-apiserver cannot start while warrant cannot read the Secret, nor warrant read it before kube-apiserver starts; give each control-plane node a --key-copy-dir (docs/external-signer.md)"
+        );
     }
     if args.objects_file.is_some()
         && args.kubeconfig.is_some()

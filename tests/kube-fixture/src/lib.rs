@@ -17,7 +17,8 @@
 //!   patches and server-side apply with field-ownership conflicts, which is what optimistic
 //!   writers and leader election (a coordination.k8s.io Lease, once [`Cluster::register`]ed)
 //!   need. [`Cluster::fail_writes`] and [`Cluster::before_next_write`] make them fail or lose a
-//!   race; [`Cluster::get`] reads back what clients wrote.
+//!   race, [`Cluster::hold_writes`] holds them until the test lets them through in the order it
+//!   chooses; [`Cluster::get`] reads back what clients wrote.
 //!
 //! Tests change the cluster through [`Cluster`] (create, update, delete: each a watch event at a
 //! new revision) and make the server misbehave: [`Cluster::compact`], [`Cluster::drop_watches`],

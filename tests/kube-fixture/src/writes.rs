@@ -14,13 +14,14 @@
 //!   outside `metadata` only.
 //!
 //! Each write is an event at a new revision, so watches see it. Tests can make writes fail
-//! ([`Cluster::fail_writes`]) or lose a race ([`Cluster::before_next_write`]). Writes the test
+//! ([`Cluster::fail_writes`]), lose a race ([`Cluster::before_next_write`]), or wait until the
+//! test lets them through, in the order it chooses ([`Cluster::hold_writes`]). Writes the test
 //! makes directly ([`Cluster::update`] and friends) do not change field ownership.
 
 // A refused write is its HTTP response, built once per request: no need to box it.
 #![allow(clippy::result_large_err)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -53,6 +54,18 @@ pub(crate) struct WriteState {
     /// Runs before the next write of a resource plural is applied.
     before: Option<BeforeWrite>,
     owners: HashMap<ObjectKey, BTreeMap<String, Owner>>,
+    /// Writes of this resource plural are held, while set.
+    hold: Option<String>,
+    /// Writes held and not yet released, in arrival order.
+    held: VecDeque<HeldWrite>,
+}
+
+/// A write the fixture received and holds: its body, and how to let it through (with where to
+/// report the status it is answered with).
+#[derive(Debug)]
+struct HeldWrite {
+    body: Value,
+    release: tokio::sync::oneshot::Sender<tokio::sync::oneshot::Sender<u16>>,
 }
 
 struct BeforeWrite {
@@ -83,6 +96,39 @@ impl Cluster {
             plural: plural.to_owned(),
             hook: Box::new(hook),
         });
+    }
+
+    /// From now on, every write over HTTP of resource `plural` (e.g. `secrets`) waits, received
+    /// but not applied, until [`Cluster::release_write`] lets it through: a test orders writers
+    /// that raced. A held write is applied when released even if its client has gone meanwhile
+    /// (killed, say), as an API server commits a request it received. Writes held stay held
+    /// after [`Cluster::stop_holding_writes`].
+    pub fn hold_writes(&self, plural: &str) {
+        self.lock().writes.hold = Some(plural.to_owned());
+    }
+
+    /// Writes arriving from now on are applied at once again.
+    pub fn stop_holding_writes(&self) {
+        self.lock().writes.hold = None;
+    }
+
+    /// The bodies of the writes held and not yet released, in arrival order.
+    pub fn held_writes(&self) -> Vec<Value> {
+        self.lock()
+            .writes
+            .held
+            .iter()
+            .map(|w| w.body.clone())
+            .collect()
+    }
+
+    /// Applies the oldest held write now, preconditions checked against the objects as they
+    /// are now; returns the HTTP status it is answered with (`None` if none is held).
+    pub async fn release_write(&self) -> Option<u16> {
+        let held = self.lock().writes.held.pop_front()?;
+        let (report, status) = tokio::sync::oneshot::channel();
+        held.release.send(report).ok()?;
+        status.await.ok()
     }
 
     /// An object as stored now (resourceVersion included), or `None`.
@@ -159,6 +205,40 @@ pub(crate) async fn handle(cluster: &Cluster, request: WriteRequest, body: Body)
     if let Some(hook) = hook {
         hook(cluster);
     }
+    let held = {
+        let mut state = cluster.lock();
+        (state.writes.hold.as_deref() == Some(request.info.plural)).then(|| {
+            let (release, released) = tokio::sync::oneshot::channel();
+            state.writes.held.push_back(HeldWrite {
+                body: body.clone(),
+                release,
+            });
+            released
+        })
+    };
+    match held {
+        Some(released) => {
+            // Applied in a task of its own, so that it is applied once released whether or
+            // not the client still waits for the answer.
+            let (answer, answered) = tokio::sync::oneshot::channel();
+            let cluster = cluster.clone();
+            tokio::spawn(async move {
+                let Ok(report) = released.await else { return };
+                let response = perform(&cluster, request, body);
+                let _ = report.send(response.status().as_u16());
+                let _ = answer.send(response);
+            });
+            answered
+                .await
+                .unwrap_or_else(|_| internal("the held write was never released"))
+        }
+        None => perform(cluster, request, body),
+    }
+}
+
+/// Applies a write whose body was read (and any racing writer's hook run): the failure switch,
+/// then the method's semantics.
+fn perform(cluster: &Cluster, request: WriteRequest, body: Value) -> Response {
     if let Some(code) = cluster.lock().writes.fail {
         let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return status(

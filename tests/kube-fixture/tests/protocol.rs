@@ -149,6 +149,52 @@ async fn writes_are_refused_as_kube_refuses_them() {
     assert_eq!(status["details"]["name"], "missing");
 }
 
+/// Held writes wait, received but not applied, until the test releases them in the order it
+/// chooses; preconditions are checked when they are applied, and a write whose client went away
+/// is still applied.
+#[tokio::test]
+async fn held_writes_are_applied_when_released_in_the_order_chosen() {
+    let fixture = Fixture::start().await.unwrap();
+    let client = Client::new(&fixture);
+    let created = serde_json::to_value(secret("ns", "creds", "uid-1")).unwrap();
+    let (code, first) = client.post(SECRETS, &created).await;
+    assert_eq!(code, 201);
+
+    fixture.hold_writes("secrets");
+    let mut a = first.clone();
+    a["metadata"]["labels"] = json!({"writer": "a"});
+    let mut b = first.clone();
+    b["metadata"]["labels"] = json!({"writer": "b"});
+    // A's client gives up (dies) while its write is held; B's waits for its answer.
+    let url = format!("{}{SECRETS}/creds", fixture.url());
+    let gone = tokio::spawn(reqwest::Client::new().put(&url).json(&a).send());
+    fixture.until(|c| c.held_writes().len() == 1).await;
+    gone.abort();
+    let waiting = tokio::spawn({
+        let request = reqwest::Client::new().put(&url).json(&b);
+        async move { request.send().await.unwrap().status().as_u16() }
+    });
+    fixture.until(|c| c.held_writes().len() == 2).await;
+    let held = fixture.held_writes();
+    assert_eq!(held[0]["metadata"]["labels"]["writer"], "a");
+    assert_eq!(held[1]["metadata"]["labels"]["writer"], "b");
+    let (_, unchanged) = client.get(&format!("{SECRETS}/creds")).await;
+    assert_eq!(rv(&unchanged), rv(&first), "nothing applied while held");
+
+    // A's write lands; B's, made against the same version, is then a Conflict.
+    assert_eq!(fixture.release_write().await, Some(200));
+    assert_eq!(fixture.release_write().await, Some(409));
+    assert_eq!(waiting.await.unwrap(), 409);
+    assert_eq!(fixture.release_write().await, None);
+    let (_, stored) = client.get(&format!("{SECRETS}/creds")).await;
+    assert_eq!(stored["metadata"]["labels"]["writer"], "a");
+
+    // Writes go through at once again.
+    fixture.stop_holding_writes();
+    let (code, _) = client.put(&format!("{SECRETS}/creds"), &stored).await;
+    assert_eq!(code, 200);
+}
+
 #[tokio::test]
 async fn server_side_apply_protects_fields_another_manager_owns() {
     let fixture = Fixture::start().await.unwrap();

@@ -223,9 +223,11 @@ async fn an_outage_keeps_the_keys_in_force_and_never_activates_early() {
         seen.try_recv().is_err(),
         "nothing changed while the store was down"
     );
+    // Its reads fail, and nothing is written (nor generated) without a read that succeeded.
     let text = metrics_text(&registry);
     assert!(
-        text.contains(r#"warrant_keys_store_errors_total{operation="save"}"#),
+        text.contains(r#"warrant_keys_store_errors_total{operation="load"}"#)
+            && !text.contains(r#"warrant_keys_store_errors_total{operation="save"}"#),
         "{text}"
     );
     store.set_unavailable(false);
@@ -353,7 +355,7 @@ async fn held_keys_are_generated_in_the_holder_and_destroyed_when_they_sign_no_m
     assert!(!holder.held().contains(&first));
 
     // A write that fails: the key generated for it is destroyed, not left in the HSM.
-    store.set_unavailable(true);
+    store.set_writes_failing(true);
     let before = holder.held();
     tokio::time::sleep(Duration::from_secs(7 * 86_400)).await;
     let destroyed = holder.destroyed(crate::Disposal::Forget);
@@ -482,7 +484,7 @@ async fn a_store_entry_the_holder_does_not_vouch_for_is_refused_and_the_keys_sta
     // The manager re-reads the store, refuses it, and publishes nothing new.
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(seen.try_recv().is_err(), "a key set was published");
-    let said = health.borrow().summary();
+    let said = health.borrow().summary(clock.now());
     assert!(
         said.contains(&format!(
             "key {} is not vouched for by fake holder",

@@ -11,6 +11,7 @@
 )]
 
 mod connections;
+mod control_plane;
 mod kube_vectors;
 mod rotation;
 mod sign;

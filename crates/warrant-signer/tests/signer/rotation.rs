@@ -70,27 +70,21 @@ async fn fetch_keys_follows_the_rotation_and_sign_switches_on_the_second() {
     let sign = |claims_at: i64| SignJwtRequest {
         claims: encode_claims(&pod_claims(claims_at, 3600)),
     };
-    let kid_of = |header: &str| -> String {
-        use base64::Engine as _;
-        let header: serde_json::Value = serde_json::from_slice(
-            &base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(header)
-                .unwrap(),
-        )
-        .unwrap();
-        header["kid"].as_str().unwrap().to_owned()
-    };
     let before = env.client.sign(sign(created)).await.unwrap().into_inner();
-    assert_eq!(kid_of(&before.header), a, "B is published, not signing yet");
+    assert_eq!(
+        header_kid(&before.header),
+        a,
+        "B is published, not signing yet"
+    );
 
     // At the activation second, B signs: the snapshot already held the schedule.
     let activation = NOW + 7 * DAY;
     env.clock.set(at(activation - 1));
     let last = env.client.sign(sign(activation - 1)).await.unwrap();
-    assert_eq!(kid_of(&last.into_inner().header), a);
+    assert_eq!(header_kid(&last.into_inner().header), a);
     env.clock.set(at(activation));
     let switched = env.client.sign(sign(activation)).await.unwrap();
-    assert_eq!(kid_of(&switched.into_inner().header), b);
+    assert_eq!(header_kid(&switched.into_inner().header), b);
 
     // A, retired, stays listed until its last token (a day) and the leeway have passed.
     let removal = activation + DAY + 60;

@@ -138,6 +138,12 @@ pub(crate) fn encode_claims(claims: &Value) -> String {
     URL_SAFE_NO_PAD.encode(claims.to_string())
 }
 
+/// The kid in a signed header (base64url JSON), as kube-apiserver reads it.
+pub(crate) fn header_kid(header: &str) -> String {
+    let header: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap();
+    header["kid"].as_str().unwrap().to_owned()
+}
+
 /// The claims kube-apiserver sends for a pod-bound token of `demo/app` issued at `iat`.
 pub(crate) fn pod_claims(iat: i64, lifetime: i64) -> Value {
     json!({
