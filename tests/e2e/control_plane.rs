@@ -251,6 +251,23 @@ fn secret(cluster: &Fixture) -> Secret {
     cluster.get::<Secret>(NAMESPACE, NAME).unwrap()
 }
 
+/// Seconds from now until key `kid` of the Secret activates.
+fn until_activation(cluster: &Fixture, kid: &str) -> i64 {
+    let index: Value =
+        serde_json::from_slice(&secret(cluster).data.unwrap()["keys.json"].0).unwrap();
+    let key = index["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"] == kid)
+        .unwrap_or_else(|| panic!("{kid} is not in the Secret: {index}"));
+    let at: jiff::Timestamp = key["activateAt"].as_str().unwrap().parse().unwrap();
+    warrant_clock::Clock::System
+        .now()
+        .duration_until(at)
+        .as_secs()
+}
+
 fn secret_kids(cluster: &Fixture) -> Vec<String> {
     key_index_kids(&secret(cluster).data.unwrap()["keys.json"].0)
 }
@@ -1119,7 +1136,15 @@ async fn keys_in_one_shared_token_sign_on_every_node() {
     }
     caller.refetch();
     caller.round().await;
-    age_secret(&cluster, NAMESPACE, NAME, DAY + 60);
+    // Activation is made to have just passed, as it does in real time: moved further into the
+    // past, the holder would find the first key retired for longer than the grace and destroy
+    // it at once, before the other nodes had read the moved schedule.
+    age_secret(
+        &cluster,
+        NAMESPACE,
+        NAME,
+        until_activation(&cluster, &kids[1]) + 1,
+    );
     caller
         .run_until(
             "the successor signs on every node",

@@ -17,12 +17,21 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use warrant_token::SigningKey;
 
 use crate::holder::{Disposal, Disposed, KeyHolder};
-use crate::lifecycle::{KeyState, ManagedKeySet};
+use crate::lifecycle::{FOLLOW_LAG_SECONDS, KeyState, ManagedKeySet};
 use crate::metrics::KeyMetrics;
+
+/// How long after a held key stops signing its private half is destroyed. Every process that
+/// signs with the store's keys switches to the successor at the same scheduled second, but by
+/// its own clock, and a signature asked for just before the switch may reach the holder just
+/// after it: with one HSM token shared by the nodes of a control plane, destroying the key at
+/// the second itself made a node whose clock ran a little behind, or whose request was in
+/// flight, fail to sign. Clocks of one control plane agree within far less than this; the key
+/// stays usable for signing this much longer than its schedule says, and no node uses it.
+pub const RETIRE_DISPOSAL_GRACE_SECONDS: i64 = FOLLOW_LAG_SECONDS;
 
 /// One key to dispose of.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -72,9 +81,14 @@ impl Disposals {
 
     /// What is due at `now` for `keys`, not done yet.
     fn due(&self, keys: &ManagedKeySet, now: Timestamp) -> Vec<Due> {
+        let grace_ago = now
+            .checked_sub(SignedDuration::from_secs(RETIRE_DISPOSAL_GRACE_SECONDS))
+            .unwrap_or(now);
         let retired = keys.keys().iter().filter_map(|key| {
             let remote = key.key().remote_key()?;
-            (keys.state_at(key.kid(), now) == Some(KeyState::Retired)).then(|| Due {
+            let retired_for_the_grace = keys.state_at(key.kid(), now) == Some(KeyState::Retired)
+                && keys.state_at(key.kid(), grace_ago) == Some(KeyState::Retired);
+            retired_for_the_grace.then(|| Due {
                 kid: key.kid().to_owned(),
                 locator: remote.locator(),
                 disposal: Disposal::Retire,
@@ -102,6 +116,28 @@ impl Disposals {
             .filter(|d| !self.done.contains(&(d.kid.clone(), d.disposal)))
             .filter(|d| seen.insert((d.kid.clone(), d.disposal)))
             .collect()
+    }
+
+    /// When a retired key's disposal next falls due after `now` (its retirement plus
+    /// [`RETIRE_DISPOSAL_GRACE_SECONDS`]), for the writer to wake then.
+    pub(crate) fn next_due(&self, keys: &ManagedKeySet, now: Timestamp) -> Option<Timestamp> {
+        let held: HashSet<&str> = keys
+            .keys()
+            .iter()
+            .filter(|key| key.key().remote_key().is_some())
+            .map(|key| key.kid())
+            .collect();
+        keys.schedule(now)
+            .into_iter()
+            .filter(|s| held.contains(s.kid.as_str()))
+            .filter(|s| !self.done.contains(&(s.kid.clone(), Disposal::Retire)))
+            .filter_map(|s| {
+                s.retire_at?
+                    .checked_add(SignedDuration::from_secs(RETIRE_DISPOSAL_GRACE_SECONDS))
+                    .ok()
+            })
+            .filter(|due| *due > now)
+            .min()
     }
 
     /// Disposes of what is due at `now` for `keys` in `holder`, off the async threads; records

@@ -41,6 +41,7 @@ mod test_support;
 
 pub use copy::{CopiedStore, CopyState, LocalCopy, Seed};
 pub use directory::DirStore;
+pub use disposal::RETIRE_DISPOSAL_GRACE_SECONDS;
 pub use holder::{Disposal, Disposed, Held, KeyHolder};
 pub use holder_metrics::HolderOperations;
 pub use leader::{Leadership, LeaseConfig, LeaseError, LeaseHolder, MIN_LEASE_SECONDS};

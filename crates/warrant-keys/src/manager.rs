@@ -531,7 +531,11 @@ impl<S: KeyStore> KeyManager<S> {
                 .gate
                 .as_ref()
                 .and_then(|_| self.keys.next_gate_check(&self.policy, now));
-            [self.keys.next_change(now, &self.policy), gate]
+            let disposal = self
+                .store
+                .holder()
+                .and_then(|_| self.disposals.next_due(&self.keys, now));
+            [self.keys.next_change(now, &self.policy), gate, disposal]
                 .into_iter()
                 .flatten()
                 .min()

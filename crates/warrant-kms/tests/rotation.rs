@@ -209,12 +209,16 @@ fn keys_rotate_in_kms_on_a_paused_clock() {
                 .all(|f| !String::from_utf8_lossy(f).contains("PRIVATE KEY"))
         );
 
-        // At activation the next key signs; the first retires: disabled in KMS, its public
-        // key still published for the tokens it signed.
+        // At activation the next key signs; the first retires: its public key still published
+        // for the tokens it signed, and disabled in KMS once the grace has passed (a replica
+        // whose clock is a little behind may still sign with it until then).
         let (now, keys) = published.recv().await.unwrap();
         assert_eq!(now.as_second(), T0 + 7 * DAY, "woken at the second");
         assert_eq!(sign_and_verify(&keys, now), next.kid());
         assert!(keys.verifying().iter().any(|k| k.kid() == first.kid()));
+        state_becomes(&kms, &first, KmsKeyState::Enabled);
+        let grace = warrant_keys::RETIRE_DISPOSAL_GRACE_SECONDS.unsigned_abs();
+        tokio::time::sleep(Duration::from_secs(grace + 1)).await;
         state_becomes(&kms, &first, KmsKeyState::Disabled);
 
         // Once its last token has expired it leaves the JWKS, and KMS deletes it in 7 days.

@@ -129,12 +129,24 @@ hsm_test!(
             let files = store.files().unwrap();
             assert!(files.values().all(|f| !String::from_utf8_lossy(f).contains("PRIVATE KEY")));
 
-            // At activation the next key signs, and the first retires: its private object is
-            // destroyed, its public key stays published for the tokens it signed.
+            // At activation the next key signs, and the first retires: its public key stays
+            // published for the tokens it signed, and its private object is destroyed once the
+            // grace has passed (until then a process sharing the token whose clock is a little
+            // behind, or whose signature was asked for just before the switch, still signs).
             let (now, keys) = published.recv().await.unwrap();
             assert_eq!(now.as_second(), T0 + 7 * DAY, "woken at the second");
             assert_eq!(sign_and_verify(hsm, &keys, now).await, next.kid());
             assert!(keys.verifying().iter().any(|k| k.kid() == first.kid()), "the retired key stays published");
+            assert!(has_private(&holder, &first), "destroyed at the switch");
+            first.sign_detached_async("e30").await.unwrap();
+            let grace = warrant_keys::RETIRE_DISPOSAL_GRACE_SECONDS;
+            let mut waited = 0;
+            while has_private(&holder, &first) {
+                assert!(waited <= grace + 5, "not destroyed {waited}s after it retired");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                waited += 1;
+            }
+            assert!(waited >= grace - 1, "destroyed {waited}s after it retired, within the grace");
             assert!(!has_private(&holder, &first), "the retired key's private object is destroyed");
             assert!(has_private(&holder, &next));
             let err = first.sign_detached_async("e30").await.unwrap_err();

@@ -339,7 +339,9 @@ async fn held_keys_are_generated_in_the_holder_and_destroyed_when_they_sign_no_m
     seen.recv().await.unwrap();
 
     // The successor is generated in the holder a day before it signs; at its activation the
-    // first key retires, and its private half is destroyed while it stays published.
+    // first key retires, and its private half is destroyed while it stays published: not at
+    // the second of the switch, which other processes sharing the holder reach by their own
+    // clocks (a signature begun just before it must still find the key), but a grace later.
     let (_, signing, published) = loop {
         let seen = seen.recv().await.unwrap();
         if seen.1 != first {
@@ -347,7 +349,16 @@ async fn held_keys_are_generated_in_the_holder_and_destroyed_when_they_sign_no_m
         }
     };
     assert!(published.contains(&first), "{published:?}");
-    // The destruction follows the write of the retirement.
+    tokio::task::yield_now().await;
+    assert!(holder.destroyed(crate::Disposal::Retire).is_empty());
+    assert!(holder.held().contains(&first), "destroyed at the switch");
+    tokio::time::sleep(Duration::from_secs(
+        (crate::disposal::RETIRE_DISPOSAL_GRACE_SECONDS - 1).unsigned_abs(),
+    ))
+    .await;
+    tokio::task::yield_now().await;
+    assert!(holder.held().contains(&first), "destroyed within the grace");
+    tokio::time::sleep(Duration::from_secs(2)).await;
     tokio::task::yield_now().await;
     let destroyed = holder.destroyed(crate::Disposal::Retire);
     assert_eq!(destroyed, std::slice::from_ref(&first));
