@@ -94,8 +94,8 @@ pub use lifetime::{
 pub use pem::{PemKey, parse_pem_keys, signing_key_from_pem, verifying_keys_from_pem};
 pub use remote::{RemoteKey, RemoteSignError, RemoteSignature};
 pub use strict::{
-    ClaimsJsonError, EncodedClaimsError, REGISTERED_CLAIMS, decode_claims_strictly,
-    parse_claims_strictly,
+    ClaimsJsonError, EncodedClaimsError, REGISTERED_CLAIMS, UnverifiedClaimsError,
+    decode_claims_strictly, parse_claims_strictly, unverified_claims,
 };
 pub use userinfo::{
     EXTRA_CREDENTIAL_ID, EXTRA_NODE_NAME, EXTRA_NODE_UID, EXTRA_POD_NAME, EXTRA_POD_UID,

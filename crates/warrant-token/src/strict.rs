@@ -93,6 +93,31 @@ pub enum EncodedClaimsError {
     Types(#[source] serde_json::Error),
 }
 
+/// Why a JWT's claims could not be read (unverified): [`unverified_claims`].
+#[derive(Debug, thiserror::Error)]
+pub enum UnverifiedClaimsError {
+    /// Not three dot-separated parts.
+    #[error("not three dot-separated parts")]
+    NotCompact,
+    /// The payload is not base64url claims that warrant reads the one way, with the types of
+    /// a service-account token's.
+    #[error("its payload is not a service-account token's claims")]
+    Claims(#[source] EncodedClaimsError),
+}
+
+/// A compact JWT's claims, read strictly ([`decode_claims_strictly`]) and not verified: for
+/// choosing how to verify a token, or reading one whose issuer verifies it (the credential
+/// plugin's own token, a token warrant just answered). Nothing read here may be trusted.
+pub fn unverified_claims(token: &str) -> Result<crate::Claims, UnverifiedClaimsError> {
+    let mut parts = token.split('.');
+    let (Some(_), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(UnverifiedClaimsError::NotCompact);
+    };
+    decode_claims_strictly(payload.trim_end_matches('=')).map_err(UnverifiedClaimsError::Claims)
+}
+
 /// Reads a JWT's second segment (unpadded base64url JSON) as [`crate::Claims`], strictly (see
 /// [`parse_claims_strictly`]), without verifying anything: for claims someone asks warrant to
 /// sign, or a token whose issuer will verify it. The one decoder of unverified claims.

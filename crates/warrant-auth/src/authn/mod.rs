@@ -567,10 +567,8 @@ impl Authenticator {
 /// Reading the claims before the signature only chooses the check; a forged claim leads to a
 /// refusal, never to a user.
 fn names_a_certificate(token: &str) -> bool {
-    token
-        .split('.')
-        .nth(1)
-        .and_then(|claims| warrant_token::decode_claims_strictly(claims).ok())
+    warrant_token::unverified_claims(token)
+        .ok()
         .and_then(|claims| claims.cnf)
         .is_some_and(|cnf| cnf.binding().is_ok_and(|bound| bound.x5t_s256.is_some()))
 }

@@ -33,7 +33,7 @@ use std::error::Error;
 
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
-use warrant_token::{BoundObjectReference, Claims};
+use warrant_token::{BoundObjectReference, UnverifiedClaimsError};
 
 use crate::cli::{CredentialArgs, KeyBinding, ObjectName, parse_object_name};
 
@@ -164,18 +164,6 @@ pub(crate) enum CredentialError {
     },
 }
 
-/// Why a JWT's claims could not be read (unverified).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum UnverifiedClaimsError {
-    /// Not three dot-separated parts.
-    #[error("not three dot-separated parts")]
-    NotCompact,
-    /// The payload is not base64url claims that warrant reads the one way, with the types of
-    /// a service-account token's (warrant-token's strict decoder).
-    #[error("its payload is not a service-account token's claims")]
-    Claims(#[source] warrant_token::EncodedClaimsError),
-}
-
 /// The innermost cause of `error`, which says what went wrong (refused, certificate).
 fn innermost(error: &dyn Error) -> String {
     let mut text = error.to_string();
@@ -220,21 +208,9 @@ pub(crate) struct Own {
     pub(crate) binding: Option<BoundObjectReference>,
 }
 
-/// A JWT's claims, read, not verified (the own token is warrant's or kube-apiserver's to
-/// verify; a minted one was just received from warrant), with warrant-token's strict parse.
-pub(crate) fn claims_of(token: &str) -> Result<Claims, UnverifiedClaimsError> {
-    let mut parts = token.split('.');
-    let (Some(_), Some(payload), Some(_), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(UnverifiedClaimsError::NotCompact);
-    };
-    warrant_token::decode_claims_strictly(payload.trim_end_matches('='))
-        .map_err(UnverifiedClaimsError::Claims)
-}
-
 pub(crate) fn own_identity(token: &str) -> Result<Own, CredentialError> {
-    let claims = claims_of(token).map_err(CredentialError::OwnTokenNotJwt)?;
+    let claims =
+        warrant_token::unverified_claims(token).map_err(CredentialError::OwnTokenNotJwt)?;
     let k = &claims.kubernetes;
     if k.namespace.is_empty() || k.serviceaccount.name.is_empty() {
         return Err(CredentialError::OwnTokenNoServiceAccount);
@@ -434,7 +410,13 @@ pub(crate) fn token_request_path(account: &ObjectName) -> String {
 /// The `cnf.jkt` of a token just received from warrant (read, not verified); `None` for a
 /// `cnf` warrant-token does not understand, as for none.
 fn bound_key_of(token: &str) -> Option<String> {
-    claims_of(token).ok()?.cnf?.binding().ok()?.jkt.clone()
+    warrant_token::unverified_claims(token)
+        .ok()?
+        .cnf?
+        .binding()
+        .ok()?
+        .jkt
+        .clone()
 }
 
 /// Refuses `minted` unless it is bound to `key` (`--key-binding dpop`).
@@ -777,7 +759,7 @@ fn print(api_version: &str, token: &str, expires: jiff::Timestamp) -> Result<(),
 
 /// A token's `iat` (it is warrant's own, just received: read, not verified).
 pub(crate) fn issued_at(token: &str) -> Option<jiff::Timestamp> {
-    jiff::Timestamp::from_second(claims_of(token).ok()?.iat?).ok()
+    jiff::Timestamp::from_second(warrant_token::unverified_claims(token).ok()?.iat?).ok()
 }
 
 #[cfg(test)]
