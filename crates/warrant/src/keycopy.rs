@@ -31,6 +31,13 @@ pub(crate) async fn open(
         Err(error @ StoreError::Insecure { .. }) => {
             return Err(format!("--key-copy-dir: {error}").into());
         }
+        // The copy's held keys are vouched for by the holder, as the Secret's are: with the
+        // holder unreachable neither can be used, and saying "waiting for the Secret" would
+        // send the operator to the wrong component.
+        Err(error @ StoreError::HolderUnavailable { .. }) => {
+            tracing::error!(%error, "cannot use the local copy of the key Secret: its keys' holder cannot be reached to vouch for them; the Secret's keys need the holder too");
+            None
+        }
         Err(error) => {
             tracing::error!(%error, "cannot read the local copy of the key Secret: this replica starts only once the Secret answers, and then rewrites the copy");
             None
