@@ -462,6 +462,15 @@ impl Kms {
     /// Asks KMS about the last key warrant asked about (any answer but a credential error
     /// shows that KMS can be reached and the credentials work).
     async fn probe(&self) {
+        if self.reachable().await.is_ok() {
+            self.healed();
+        }
+    }
+
+    /// Whether KMS can be reached with working credentials now: one `DescribeKey` of the last
+    /// key asked about (or of an alias that need not exist: "not found" and "access denied" are
+    /// answers too). The error is why not (unreachable, credentials failing).
+    pub async fn reachable(&self) -> Result<(), KmsError> {
         let key = self
             .inner
             .last_key
@@ -470,16 +479,15 @@ impl Kms {
             .clone()
             .unwrap_or_else(|| format!("alias/{}/probe", self.inner.uri.name()));
         let client = self.inner.client.clone();
-        let answer = self
+        match self
             .call_anyway("probe", None, None, || {
                 client.describe_key().key_id(&key).send()
             })
-            .await;
-        if let Err(err) = answer
-            && !err.breaks_health()
+            .await
         {
-            // KMS answered (no such key, access denied): it is reachable.
-            self.healed();
+            Err(err) if err.breaks_health() => Err(err),
+            // Any answer, found or not, allowed or not: KMS is reachable.
+            _ => Ok(()),
         }
     }
 

@@ -18,7 +18,8 @@ use warrant_kms::{
     RecoveryPolicy, STORE_TAG,
 };
 use warrant_testkit::servers::{Emulator, Proxy};
-use warrant_token::{Algorithm, KeyType, VerifyingKey};
+use warrant_testkit::signatures::verify_signature as verify;
+use warrant_token::{KeyType, VerifyingKey};
 
 fn credentials() -> aws_credential_types::Credentials {
     aws_credential_types::Credentials::new("testing", "testing", None, None, "test")
@@ -36,20 +37,6 @@ async fn open(endpoint: &str, name: &str) -> Kms {
 /// The holder's blocking calls, from a blocking thread as the contract says.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(work).await.unwrap()
-}
-
-fn verify(key: &VerifyingKey, message: &[u8], signature: &[u8]) {
-    use aws_lc_rs::signature as sig;
-    let alg: &dyn sig::VerificationAlgorithm = match key.algorithm() {
-        Algorithm::RS256 => &sig::RSA_PKCS1_2048_8192_SHA256,
-        Algorithm::ES256 => &sig::ECDSA_P256_SHA256_FIXED,
-        Algorithm::ES384 => &sig::ECDSA_P384_SHA384_FIXED,
-        Algorithm::ES512 => &sig::ECDSA_P521_SHA512_FIXED,
-    };
-    sig::ParsedPublicKey::new(alg, key.spki_der())
-        .unwrap()
-        .verify_sig(message, signature)
-        .expect("the signature verifies");
 }
 
 async fn tags(kms: &Kms, arn: &str) -> Vec<(String, String)> {

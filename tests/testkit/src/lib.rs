@@ -10,15 +10,24 @@
 
 mod ca;
 mod dpop;
+#[cfg(feature = "rotation")]
+mod memory_holder;
 mod objects;
+#[cfg(feature = "rotation")]
+pub mod rotation;
 #[cfg(feature = "servers")]
 pub mod servers;
+pub mod signatures;
+#[cfg(feature = "signing-rate")]
+pub mod signing_rate;
 #[cfg(feature = "state")]
 mod state;
 pub mod tools;
 
 pub use ca::{Issued, TestCa};
 pub use dpop::{DpopHolder, sha256_b64url};
+#[cfg(feature = "rotation")]
+pub use memory_holder::MemoryHolder;
 pub use objects::{Crowd, pod, record};
 #[cfg(feature = "state")]
 pub use state::{StateBuilder, key, settings, state};
