@@ -19,12 +19,9 @@
 //! Cost, when a proof is given: one proof verification (one signature, two SHA-256s) and one
 //! replay-cache insert.
 
-use axum::Extension;
-use axum::body::Body;
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use http::StatusCode;
 use http::header::{CONTENT_TYPE, HeaderValue};
-use http::{HeaderMap, StatusCode};
 
 use crate::audit::AuditFacts;
 use crate::body;
@@ -42,18 +39,19 @@ use warrant_token::{
     ProofRequest, VerifiedToken, header_key_id,
 };
 
-/// The handler for one served version (`authentication.k8s.io/v1`, …).
+/// The handler for `caller` on the route of one served version (`authentication.k8s.io/v1`,
+/// …).
 pub(crate) async fn create(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Extension(ServedVersion(version)): Extension<ServedVersion>,
-    headers: HeaderMap,
-    body: Body,
+    state: &AppState,
+    caller: &Caller,
+    version: &'static str,
+    request: axum::extract::Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
     let result = async {
         caller.require()?;
-        let request: TokenReview = body::decode(&headers, body).await?;
-        review(&state, version, request).await
+        let request: TokenReview = body::decode(&parts.headers, body).await?;
+        review(state, version, request).await
     }
     .await;
     match result {
@@ -73,10 +71,6 @@ pub(crate) async fn create(
         Err(e) => e.into_response(),
     }
 }
-
-/// The API version a route serves, attached to its requests.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ServedVersion(pub(crate) &'static str);
 
 /// Reviews the token in `request`; with an audit log, says what for its event. The steps run
 /// in order and the first refusal of the request (not of its token) is the answer.
