@@ -7,7 +7,6 @@
 
 use std::sync::OnceLock;
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH};
@@ -62,16 +61,13 @@ fn document(
 }
 
 /// `GET /.well-known/openid-configuration`.
-pub(crate) async fn openid_configuration(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-) -> Response {
+pub(crate) fn openid_configuration(state: &AppState, headers: &HeaderMap) -> Response {
     let published = state.issuer().published();
     match (published.discovery(), published.discovery_etag()) {
         (Ok(doc), Some(etag)) => document(
             &published,
             state.issuer().clock().now(),
-            &headers,
+            headers,
             doc,
             etag,
             "application/json",
@@ -82,7 +78,7 @@ pub(crate) async fn openid_configuration(
 }
 
 /// `GET /openid/v1/jwks`.
-pub(crate) async fn jwks(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) fn jwks(state: &AppState, headers: &HeaderMap) -> Response {
     let published = state.issuer().published();
     if published.discovery().is_err() {
         return ApiError::no_such_path().into_response();
@@ -90,7 +86,7 @@ pub(crate) async fn jwks(State(state): State<AppState>, headers: HeaderMap) -> R
     document(
         &published,
         state.issuer().clock().now(),
-        &headers,
+        headers,
         published.jwks(),
         published.jwks_etag(),
         "application/jwk-set+json",
@@ -262,7 +258,7 @@ fn group(gv: GroupVersion, standalone: bool) -> Value {
 }
 
 /// `GET /metrics`: Prometheus text format.
-pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+pub(crate) fn metrics(state: &AppState) -> Response {
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, state.registry()).is_err() {
         return ApiError::internal("failed to encode metrics").into_response();

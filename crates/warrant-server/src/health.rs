@@ -28,7 +28,6 @@
 //!   in an HSM is left to readiness's `keys`, which fails, naming the token, while the HSM
 //!   cannot be reached.
 
-use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -224,11 +223,7 @@ fn single(checks: Vec<Check>, name: &str, reasons: bool) -> Response {
 }
 
 /// `GET /readyz` and `/healthz`.
-pub(crate) async fn readyz(
-    State(state): State<AppState>,
-    axum::Extension(caller): axum::Extension<Caller>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Response {
+pub(crate) fn readyz(state: &AppState, caller: &Caller, query: &[(String, String)]) -> Response {
     let mut informational = Vec::new();
     match state.issuer().published().discovery() {
         Ok(_) => informational.push(("discovery".to_owned(), "ok".to_owned())),
@@ -249,44 +244,32 @@ pub(crate) async fn readyz(
     }
     report(
         "readyz",
-        &readiness(&state),
+        &readiness(state),
         &informational,
-        &Asked::from(&query),
-        shows_reasons(&caller),
+        &Asked::from(query),
+        shows_reasons(caller),
     )
 }
 
 /// `GET /readyz/NAME`.
-pub(crate) async fn readyz_check(
-    State(state): State<AppState>,
-    axum::Extension(caller): axum::Extension<Caller>,
-    axum::Extension(params): axum::Extension<Params>,
-) -> Response {
-    single(readiness(&state), &params.name, shows_reasons(&caller))
+pub(crate) fn readyz_check(state: &AppState, caller: &Caller, params: &Params) -> Response {
+    single(readiness(state), &params.name, shows_reasons(caller))
 }
 
 /// `GET /livez`.
-pub(crate) async fn livez(
-    State(state): State<AppState>,
-    axum::Extension(caller): axum::Extension<Caller>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Response {
+pub(crate) fn livez(state: &AppState, caller: &Caller, query: &[(String, String)]) -> Response {
     report(
         "livez",
-        &liveness(&state),
+        &liveness(state),
         &[],
-        &Asked::from(&query),
-        shows_reasons(&caller),
+        &Asked::from(query),
+        shows_reasons(caller),
     )
 }
 
 /// `GET /livez/NAME`.
-pub(crate) async fn livez_check(
-    State(state): State<AppState>,
-    axum::Extension(caller): axum::Extension<Caller>,
-    axum::Extension(params): axum::Extension<Params>,
-) -> Response {
-    single(liveness(&state), &params.name, shows_reasons(&caller))
+pub(crate) fn livez_check(state: &AppState, caller: &Caller, params: &Params) -> Response {
+    single(liveness(state), &params.name, shows_reasons(caller))
 }
 
 #[cfg(test)]

@@ -71,8 +71,7 @@ pub mod tooling;
 
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::handler::Handler;
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 
 pub use admission::{AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings};
@@ -92,7 +91,6 @@ pub use tls::{
 
 use crate::routes::Endpoint;
 use crate::steps::Admitted;
-use crate::tokenreview::ServedVersion;
 
 /// How long a request may take before it is abandoned.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -157,12 +155,11 @@ async fn serve_request(state: AppState, request: Request) -> Response {
 }
 
 /// Answers a request with its route's handler. The route was found by the first step, from
-/// the one route table ([`routes::ROUTES`]); no other code matches paths. What the steps
-/// established becomes the handlers' extractors (`Extension<Caller>`, `Extension<Params>`)
-/// here; authorization left the grant (`Extension<Authorized>`) for the one handler that reads
-/// it.
-async fn dispatch(state: &AppState, mut request: Request, admitted: Admitted) -> Response {
-    let state = state.clone();
+/// the one route table ([`routes::ROUTES`]); no other code matches paths. Handlers are given
+/// what the steps established (the caller, the route's parameters) as arguments, as each step
+/// is; authorization left the grant ([`Authorized`](warrant_auth::Authorized)) in the request's
+/// extensions for the one handler that reads it.
+async fn dispatch(state: &AppState, request: Request, admitted: Admitted) -> Response {
     let Admitted {
         route,
         params,
@@ -181,33 +178,36 @@ async fn dispatch(state: &AppState, mut request: Request, admitted: Admitted) ->
         None => return ApiError::no_such_path().into_response(),
     };
     let head = request.method() == http::Method::HEAD;
-    let extensions = request.extensions_mut();
-    extensions.insert(params);
-    extensions.insert(caller);
+    let caller = &caller;
     let response = match route.endpoint {
-        Endpoint::TokenRequest => tokenrequest::create.call(request, state).await,
+        Endpoint::TokenRequest => tokenrequest::create(state, caller, request).await,
         Endpoint::TokenReview => {
             let served = route.group_version.map_or("", |gv| gv.api_version);
-            request.extensions_mut().insert(ServedVersion(served));
-            tokenreview::create.call(request, state).await
+            tokenreview::create(state, caller, served, request).await
         }
-        Endpoint::Admission => admission::review.call(request, state).await,
-        Endpoint::OpenIdConfiguration => discovery::openid_configuration.call(request, state).await,
-        Endpoint::Jwks => discovery::jwks.call(request, state).await,
+        Endpoint::Admission => admission::review(state, request).await,
+        Endpoint::OpenIdConfiguration => discovery::openid_configuration(state, request.headers()),
+        Endpoint::Jwks => discovery::jwks(state, request.headers()),
         Endpoint::CoreVersions | Endpoint::Groups | Endpoint::Group | Endpoint::Resources => {
             discovery::api(route)
         }
-        Endpoint::OpenApiV2 => openapi::v2.call(request, state).await,
-        Endpoint::OpenApiV3Index => openapi::v3_index.call(request, state).await,
-        Endpoint::OpenApiV3 => openapi::v3_group_version.call(request, state).await,
+        Endpoint::OpenApiV2 => openapi::v2(caller, request.headers()),
+        Endpoint::OpenApiV3Index => openapi::v3_index(caller, request.headers()),
+        Endpoint::OpenApiV3 => openapi::v3_group_version(&params, request.uri(), request.headers()),
         Endpoint::Version => discovery::version().await,
-        Endpoint::Livez => health::livez.call(request, state).await,
-        Endpoint::LivezCheck => health::livez_check.call(request, state).await,
-        Endpoint::Readyz => health::readyz.call(request, state).await,
-        Endpoint::ReadyzCheck => health::readyz_check.call(request, state).await,
+        Endpoint::Livez => match query(&request) {
+            Ok(query) => health::livez(state, caller, &query),
+            Err(rejected) => rejected,
+        },
+        Endpoint::LivezCheck => health::livez_check(state, caller, &params),
+        Endpoint::Readyz => match query(&request) {
+            Ok(query) => health::readyz(state, caller, &query),
+            Err(rejected) => rejected,
+        },
+        Endpoint::ReadyzCheck => health::readyz_check(state, caller, &params),
         // Authorized by the authorization layer (`get` on the path `/metrics`), as in
         // kube-apiserver.
-        Endpoint::Metrics => discovery::metrics(State(state)).await,
+        Endpoint::Metrics => discovery::metrics(state),
     };
     if head {
         // HEAD is GET without the body, headers kept.
@@ -215,4 +215,12 @@ async fn dispatch(state: &AppState, mut request: Request, admitted: Admitted) ->
     } else {
         response
     }
+}
+
+/// The query of a health check's request (`?verbose`, `?exclude=NAME`), or the 400 of one
+/// that does not decode.
+fn query(request: &Request) -> Result<Vec<(String, String)>, Response> {
+    axum::extract::Query::try_from_uri(request.uri())
+        .map(|axum::extract::Query(query)| query)
+        .map_err(IntoResponse::into_response)
 }

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{FromRequestParts, Query, State};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use http::{Method, StatusCode};
 use hyper::body::Incoming;
@@ -120,24 +120,18 @@ async fn answer(state: AppState, request: axum::extract::Request) -> Response {
             .into_response();
     }
     let head = request.method() == Method::HEAD;
-    let (mut parts, _) = request.into_parts();
-    let query = Query::<Vec<(String, String)>>::from_request_parts(&mut parts, &state)
-        .await
+    let query = Query::<Vec<(String, String)>>::try_from_uri(request.uri())
         .map_or_else(|_| Vec::new(), |Query(q)| q);
     // Nobody authenticates here, so every caller is anonymous: failing checks are named,
     // their reasons withheld (the reasons can carry an account id, a role ARN, a path), as on
     // the API port for a caller without credentials.
-    let anonymous = axum::Extension(Caller::Anonymous);
+    let anonymous = &Caller::Anonymous;
     let response = match route.endpoint {
-        Endpoint::Metrics => discovery::metrics(State(state)).await,
-        Endpoint::Livez => health::livez(State(state), anonymous, Query(query)).await,
-        Endpoint::Readyz => health::readyz(State(state), anonymous, Query(query)).await,
-        Endpoint::LivezCheck => {
-            health::livez_check(State(state), anonymous, axum::Extension(params)).await
-        }
-        Endpoint::ReadyzCheck => {
-            health::readyz_check(State(state), anonymous, axum::Extension(params)).await
-        }
+        Endpoint::Metrics => discovery::metrics(&state),
+        Endpoint::Livez => health::livez(&state, anonymous, &query),
+        Endpoint::Readyz => health::readyz(&state, anonymous, &query),
+        Endpoint::LivezCheck => health::livez_check(&state, anonymous, &params),
+        Endpoint::ReadyzCheck => health::readyz_check(&state, anonymous, &params),
         _ => not_found(),
     };
     if head {

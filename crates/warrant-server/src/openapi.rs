@@ -21,7 +21,6 @@
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use axum::Extension;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::header::{
@@ -208,13 +207,13 @@ fn not_acceptable(offered: &[&str]) -> Response {
 }
 
 /// `GET /openapi/v2`.
-pub(crate) async fn v2(Extension(caller): Extension<Caller>, headers: HeaderMap) -> Response {
+pub(crate) fn v2(caller: &Caller, headers: &HeaderMap) -> Response {
     let documents = documents();
-    let view = documents.view(&caller);
+    let view = documents.view(caller);
     let offered = [JSON, PROTOBUF_V2_REQUESTED, PROTOBUF_V2];
-    let mut response = match negotiate(&headers, &offered) {
-        Some(JSON) => answer(&headers, &view.v2_json, JSON),
-        Some(_) => answer(&headers, &view.v2_protobuf, PROTOBUF_V2),
+    let mut response = match negotiate(headers, &offered) {
+        Some(JSON) => answer(headers, &view.v2_json, JSON),
+        Some(_) => answer(headers, &view.v2_protobuf, PROTOBUF_V2),
         None => not_acceptable(&offered),
     };
     response
@@ -224,9 +223,9 @@ pub(crate) async fn v2(Extension(caller): Extension<Caller>, headers: HeaderMap)
 }
 
 /// `GET /openapi/v3`: the index.
-pub(crate) async fn v3_index(Extension(caller): Extension<Caller>, headers: HeaderMap) -> Response {
+pub(crate) fn v3_index(caller: &Caller, headers: &HeaderMap) -> Response {
     let documents = documents();
-    let mut response = answer(&headers, &documents.view(&caller).v3_index, JSON);
+    let mut response = answer(headers, &documents.view(caller).v3_index, JSON);
     response
         .headers_mut()
         .insert(VARY, HeaderValue::from_static("X-Remote-User"));
@@ -234,20 +233,17 @@ pub(crate) async fn v3_index(Extension(caller): Extension<Caller>, headers: Head
 }
 
 /// `GET /openapi/v3/{group-version}`: `api/v1`, `apis/<group>/<version>`.
-pub(crate) async fn v3_group_version(
-    Extension(Params {
-        rest: group_version,
-        ..
-    }): Extension<Params>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
+pub(crate) fn v3_group_version(params: &Params, uri: &Uri, headers: &HeaderMap) -> Response {
+    let group_version = &params.rest;
     let documents = documents();
-    let Some((path, document)) = documents.v3.iter().find(|(path, _)| *path == group_version)
+    let Some((path, document)) = documents
+        .v3
+        .iter()
+        .find(|(path, _)| *path == *group_version)
     else {
         return ApiError::no_such_path().into_response();
     };
-    if negotiate(&headers, &[JSON]).is_none() {
+    if negotiate(headers, &[JSON]).is_none() {
         return not_acceptable(&[JSON]);
     }
     let hash = uri.query().and_then(|q| {
@@ -266,14 +262,14 @@ pub(crate) async fn v3_group_version(
         }
         // A document named by its hash never changes.
         Some(_) => {
-            let mut response = answer(&headers, document, JSON);
+            let mut response = answer(headers, document, JSON);
             response.headers_mut().insert(
                 CACHE_CONTROL,
                 HeaderValue::from_static("public, immutable, max-age=31536000"),
             );
             response
         }
-        None => answer(&headers, document, JSON),
+        None => answer(headers, document, JSON),
     };
     response
         .headers_mut()

@@ -14,7 +14,8 @@
 //!    own tokens. Adds: [`Caller`].
 //! 6. [`authorize`]: kube's attributes of the matched route, decided by warrant-auth's
 //!    authorizers. Adds: the route, its parameters and the grant ([`Admitted`]).
-//! 7. [`crate::dispatch`]: the route's handler.
+//! 7. [`crate::dispatch`]: the route's handler, given the caller and the route's parameters
+//!    as arguments too.
 //!
 //! `next` is generic, so the chain compiles to one future per request: nothing is boxed or
 //! cloned between steps (tower layers, axum's `from_fn`, cloned and boxed the service beneath

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use http::header::{CONTENT_TYPE, HeaderValue};
@@ -30,14 +28,18 @@ use warrant_issuer::{Settings, SignedToken};
 const GROUP: &str = "authentication.k8s.io";
 const KIND: &str = "TokenRequest";
 
-/// The handler.
+/// The handler, for `caller`, as authorized by the grant authorization left in the request's
+/// extensions (`steps::authorize`).
 pub(crate) async fn create(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Extension(authorized): Extension<Authorized>,
+    state: &AppState,
+    caller: &Caller,
     request: axum::extract::Request,
 ) -> Response {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    let Some(authorized) = parts.extensions.remove::<Authorized>() else {
+        return ApiError::internal("a token request reached its handler without a grant")
+            .into_response();
+    };
     // The namespace and name as authorization decoded them from the path: one decoding, so
     // the object authorized is the object served.
     let (namespace, name) = match &authorized.attributes {
@@ -50,9 +52,9 @@ pub(crate) async fn create(
     let result = async {
         let user = caller.require().map_err(ApiError::from)?.clone();
         let peer = parts.extensions.get::<PeerCertificate>();
-        let key = key_binding(&state, &user, peer, &parts)?;
+        let key = key_binding(state, &user, peer, &parts)?;
         let request: TokenRequest = body::decode(&parts.headers, body).await?;
-        let issued = issue(&state, &user, &authorized, &namespace, &name, request, key).await?;
+        let issued = issue(state, &user, &authorized, &namespace, &name, request, key).await?;
         tracing::info!(
             user = %user.name,
             namespace = %namespace,

@@ -19,12 +19,9 @@
 //! Cost, when a proof is given: one proof verification (one signature, two SHA-256s) and one
 //! replay-cache insert.
 
-use axum::Extension;
-use axum::body::Body;
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use http::StatusCode;
 use http::header::{CONTENT_TYPE, HeaderValue};
-use http::{HeaderMap, StatusCode};
 
 use crate::audit::AuditFacts;
 use crate::body;
@@ -38,22 +35,23 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_auth::Caller;
 use warrant_token::{
-    BindingError, CertificateEvidence, Cnf, DpopError, Evidence, MAX_PROOF_BYTES, ProofRequest,
-    VerifiedToken, header_key_id,
+    BindingError, CertificateEvidence, Claims, Cnf, DpopError, Evidence, MAX_PROOF_BYTES,
+    ProofRequest, VerifiedToken, header_key_id,
 };
 
-/// The handler for one served version (`authentication.k8s.io/v1`, …).
+/// The handler for `caller` on the route of one served version (`authentication.k8s.io/v1`,
+/// …).
 pub(crate) async fn create(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Extension(ServedVersion(version)): Extension<ServedVersion>,
-    headers: HeaderMap,
-    body: Body,
+    state: &AppState,
+    caller: &Caller,
+    version: &'static str,
+    request: axum::extract::Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
     let result = async {
         caller.require()?;
-        let request: TokenReview = body::decode(&headers, body).await?;
-        review(&state, version, request).await
+        let request: TokenReview = body::decode(&parts.headers, body).await?;
+        review(state, version, request).await
     }
     .await;
     match result {
@@ -74,16 +72,58 @@ pub(crate) async fn create(
     }
 }
 
-/// The API version a route serves, attached to its requests.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ServedVersion(pub(crate) &'static str);
-
-/// Reviews the token in `request`; with an audit log, says what for its event.
+/// Reviews the token in `request`; with an audit log, says what for its event. The steps run
+/// in order and the first refusal of the request (not of its token) is the answer.
 pub(crate) async fn review(
     state: &AppState,
     served: &'static str,
     mut request: TokenReview,
 ) -> Result<(TokenReview, Option<AuditFacts>), ApiError> {
+    // 1. The body is a cluster-scoped TokenReview of a version this route takes, with a token
+    //    and audiences within bounds.
+    let version = check_request(&request, served)?;
+
+    // 2. The proof of a key: a field of warrant.dev's review only, checked for form.
+    let own_group = served == crate::wire::WARRANT_V1ALPHA1;
+    keep_proof_fields(&mut request.spec, own_group);
+    let proof = KeyProof::of(&request.spec)?;
+
+    // 3. The token: verified, its objects checked, its binding proven by the proof.
+    let now = state.issuer().clock().now();
+    let checked = check_token(state, &request.spec, proof, own_group, now).await?;
+
+    // 4. The verdict, counted, and what the audit event says.
+    let verdict = Verdict::of(
+        checked,
+        &request.spec.token,
+        state.issuer().audit().enabled(),
+        now,
+    );
+    state
+        .metrics()
+        .token_reviewed(verdict.result, verdict.stale);
+    if verdict.stale {
+        tracing::info!(user = %verdict.status.user.username, "stale token: used after its warnafter time");
+    }
+
+    // 5. The answer: the request echoed in the version it was sent in, with the verdict.
+    let review = TokenReview {
+        kind: Some("TokenReview".to_owned()),
+        api_version: Some(version),
+        metadata: ObjectMeta {
+            creation_timestamp: None,
+            ..request.metadata
+        },
+        spec: request.spec,
+        status: verdict.status,
+    };
+    Ok((review, verdict.audit))
+}
+
+/// Step 1: the version the answer is written in (the body's, else the route's), or a 400 for
+/// a body that is not a TokenReview this route takes: another kind or version, a namespace, no
+/// token, or audiences beyond their bounds.
+fn check_request(request: &TokenReview, served: &'static str) -> Result<String, ApiError> {
     if let Some(kind) = request
         .kind
         .as_deref()
@@ -117,118 +157,152 @@ pub(crate) async fn review(
             "token is required for TokenReview in authentication",
         ));
     }
-
     if let Some(why) = warrant_token::audiences_over_limits(&request.spec.audiences) {
         return Err(ApiError::bad_request(format!("spec.audiences: {why}")));
     }
-    let own_group = served == crate::wire::WARRANT_V1ALPHA1;
+    Ok(version)
+}
+
+/// Step 2: the proof fields are warrant.dev's. An empty thumbprint there is none; on kube's
+/// routes they are not fields of its TokenReview, so they are dropped unread and not echoed,
+/// as kube-apiserver drops the unknown fields of a body (and the binding check then refuses
+/// every key-bound token).
+fn keep_proof_fields(spec: &mut TokenReviewSpec, own_group: bool) {
     if own_group {
-        if request.spec.certificate_thumbprint.as_deref() == Some("") {
-            request.spec.certificate_thumbprint = None;
+        if spec.certificate_thumbprint.as_deref() == Some("") {
+            spec.certificate_thumbprint = None;
         }
     } else {
-        // Not fields of kube's TokenReview: dropped unread and not echoed, as kube-apiserver
-        // drops the unknown fields of a body.
-        request.spec.dpop = None;
-        request.spec.certificate_thumbprint = None;
+        spec.dpop = None;
+        spec.certificate_thumbprint = None;
     }
-    let proof = KeyProof::of(&request.spec)?;
-    let now = state.issuer().clock().now();
+}
+
+/// A token reviewed: verified, with the binding its proof proved, or refused (a verdict, not
+/// an error of the request).
+type Checked = Result<(VerifiedToken, Option<KeyBinding>), Refused>;
+
+/// Step 3: the one review of a token (`review_token`: signature, claims, objects), then its
+/// binding against `proof`. Only a proof that could not be remembered now fails the request
+/// (429); every other refusal is the verdict.
+async fn check_token(
+    state: &AppState,
+    spec: &TokenReviewSpec,
+    proof: KeyProof<'_>,
+    own_group: bool,
+    now: jiff::Timestamp,
+) -> Result<Checked, ApiError> {
     let published = state.issuer().published();
-    let outcome = review_token(
+    let verified = match review_token(
         &published,
         state.objects(),
         state.metrics(),
-        &request.spec.token,
-        &request.spec.audiences,
+        &spec.token,
+        &spec.audiences,
         now,
     )
-    .await;
-    let outcome = match outcome {
-        Ok(verified) => {
-            let proof = match own_group {
-                true => proof,
-                // kube's TokenReview carries no proof: the check then refuses every binding.
-                false => KeyProof::None,
+    .await
+    {
+        Ok(verified) => verified,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    match check_binding(state, &spec.token, &verified, proof, now) {
+        Ok(binding) => Ok(Ok((verified, binding))),
+        Err(BindingRefusal::Overloaded(why)) => Err(ApiError::too_many_requests_saying(
+            warrant_auth::OVERLOAD_RETRY_AFTER_SECONDS,
+            why.to_string(),
+        )),
+        Err(BindingRefusal::Reason(reason)) => {
+            let reason = match own_group {
+                true => reason,
+                false => kube_route_reason(&verified, reason),
             };
-            match check_binding(state, &request.spec.token, &verified, proof, now) {
-                Ok(binding) => Ok((verified, binding)),
-                Err(BindingRefusal::Overloaded(why)) => {
-                    return Err(ApiError::too_many_requests_saying(
-                        warrant_auth::OVERLOAD_RETRY_AFTER_SECONDS,
-                        why.to_string(),
-                    ));
+            Ok(Err(Refused {
+                result: ReviewResult::Invalid,
+                reason,
+                claims: Some(verified.claims),
+            }))
+        }
+    }
+}
+
+/// Step 4: what a review decided: the status answered, the metric's labels, and (with an audit
+/// log) the facts of its event.
+struct Verdict {
+    status: TokenReviewStatus,
+    result: ReviewResult,
+    /// An extended token used after its `warnafter`.
+    stale: bool,
+    audit: Option<AuditFacts>,
+}
+
+impl Verdict {
+    /// The verdict on `token`, checked as `checked`; the audit facts only if `auditing`.
+    fn of(checked: Checked, token: &str, auditing: bool, now: jiff::Timestamp) -> Verdict {
+        let mut status = TokenReviewStatus::default();
+        match checked {
+            Ok((verified, binding)) => {
+                let stale = verified.is_stale(now);
+                status.authenticated = true;
+                status.user = verified.user_info();
+                status.audiences = verified.audiences;
+                status.key_binding = binding;
+                Verdict {
+                    status,
+                    result: ReviewResult::Authenticated,
+                    stale,
+                    audit: auditing.then(|| {
+                        audit_facts(
+                            Decision::Authenticated,
+                            String::new(),
+                            Some(&verified.claims),
+                            token,
+                        )
+                    }),
                 }
-                Err(BindingRefusal::Reason(reason)) => {
-                    let reason = match own_group {
-                        true => reason,
-                        false => kube_route_reason(&verified, reason),
-                    };
-                    Err(Refused {
-                        result: ReviewResult::Invalid,
-                        reason,
-                        claims: Some(verified.claims),
-                    })
+            }
+            Err(Refused {
+                result,
+                reason,
+                claims,
+            }) => {
+                // Whose token it was is known only when its signature was good.
+                let audit = auditing.then(|| {
+                    audit_facts(
+                        Decision::Unauthenticated,
+                        reason.clone(),
+                        claims.as_deref(),
+                        token,
+                    )
+                });
+                status.error = reason;
+                Verdict {
+                    status,
+                    result,
+                    stale: false,
+                    audit,
                 }
             }
         }
-        Err(refused) => Err(refused),
-    };
-    let mut status = TokenReviewStatus::default();
-    let auditing = state.issuer().audit().enabled();
-    let (result, stale, audit) = match outcome {
-        Ok((verified, binding)) => {
-            status.authenticated = true;
-            status.user = verified.user_info();
-            status.audiences = verified.audiences.clone();
-            status.key_binding = binding;
-            let audit = auditing.then(|| AuditFacts {
-                decision: Decision::Authenticated,
-                reason: String::new(),
-                service_account: ServiceAccount::from_claims(&verified.claims),
-                token: Some(TokenFacts::from_claims(
-                    &verified.claims,
-                    &header_key_id(&request.spec.token).unwrap_or_default(),
-                )),
-            });
-            (ReviewResult::Authenticated, verified.is_stale(now), audit)
-        }
-        Err(Refused {
-            result,
-            reason,
-            claims,
-        }) => {
-            // Whose token it was is known only when its signature was good.
-            let audit = auditing.then(|| AuditFacts {
-                decision: Decision::Unauthenticated,
-                reason: reason.clone(),
-                service_account: claims.as_deref().and_then(ServiceAccount::from_claims),
-                token: claims.as_deref().map(|claims| {
-                    TokenFacts::from_claims(
-                        claims,
-                        &header_key_id(&request.spec.token).unwrap_or_default(),
-                    )
-                }),
-            });
-            status.error = reason;
-            (result, false, audit)
-        }
-    };
-    state.metrics().token_reviewed(result, stale);
-    if stale {
-        tracing::info!(user = %status.user.username, "stale token: used after its warnafter time");
     }
-    let review = TokenReview {
-        kind: Some("TokenReview".to_owned()),
-        api_version: Some(version),
-        metadata: ObjectMeta {
-            creation_timestamp: None,
-            ..request.metadata
-        },
-        spec: request.spec,
-        status,
-    };
-    Ok((review, audit))
+}
+
+/// The audit event's facts of a review: whose token it was and which, when its claims are
+/// known.
+fn audit_facts(
+    decision: Decision,
+    reason: String,
+    claims: Option<&Claims>,
+    token: &str,
+) -> AuditFacts {
+    AuditFacts {
+        decision,
+        reason,
+        service_account: claims.and_then(ServiceAccount::from_claims),
+        token: claims.map(|claims| {
+            TokenFacts::from_claims(claims, &header_key_id(token).unwrap_or_default())
+        }),
+    }
 }
 
 /// What kube's TokenReview answers for a key-bound token (`cnf`): it carries no proof of the

@@ -33,7 +33,7 @@ use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, Token
 use warrant_audit::{JsonList, LOGGED_ITEM_CHARS, bounded};
 use warrant_issuer::{Issuer, SignError, SignedClaims};
 use warrant_token::{
-    Claims, ClaimsJsonError, EncodedClaimsError, LEEWAY_SECONDS, MAX_TOKEN_BYTES,
+    Claims, ClaimsJsonError, EncodedClaimsError, ExpirationPolicy, LEEWAY_SECONDS, MAX_TOKEN_BYTES,
     decode_claims_strictly,
 };
 
@@ -99,102 +99,24 @@ impl Signer {
         ExternalJwtSignerServer::new(self).max_decoding_message_size(64 * 1024)
     }
 
+    /// Signs `claims` (base64url JSON, as kube-apiserver encoded them) once they pass every
+    /// check, in order; the first refusal is the answer. Also the parsed claims and the key's
+    /// ID, for the log and the audit event.
     async fn sign_claims(
         &self,
         claims: &str,
     ) -> Result<(SignJwtResponse, Claims, String), Refusal> {
-        if claims.len() > MAX_CLAIMS_BYTES {
-            return Err(Refusal(
-                "oversized",
-                format!(
-                    "claims of {} bytes: more than the {MAX_CLAIMS_BYTES} a token of warrant's may carry",
-                    claims.len()
-                ),
-            ));
-        }
-        let parsed = decode_claims_strictly(claims).map_err(|error| match &error {
-            EncodedClaimsError::NotBase64(_) => Refusal("not_base64url", error.to_string()),
-            EncodedClaimsError::Json(ClaimsJsonError::NotJson(_) | ClaimsJsonError::NotObject) => {
-                Refusal(
-                    "not_json_object",
-                    "claims do not decode to a JSON object".into(),
-                )
-            }
-            EncodedClaimsError::Json(ClaimsJsonError::DuplicateKey { .. }) => {
-                Refusal("duplicate_claim", error.to_string())
-            }
-            EncodedClaimsError::Json(ClaimsJsonError::CaseVariant { .. }) => {
-                Refusal("case_variant_claim", error.to_string())
-            }
-            // Typed as TokenReview reads them: claims of another shape would make a token
-            // warrant itself refuses, so they are not signed either. serde quotes the
-            // offending value: bounded, it is the caller's.
-            EncodedClaimsError::Types(_) => Refusal(
-                "malformed_claims",
-                bounded(&error.to_string(), LOGGED_ITEM_CHARS + 48),
-            ),
-        })?;
+        // 1. No longer than a token of warrant's may be.
+        check_size(claims)?;
+        // 2. A JSON object every JWT reader reads alike, of the types TokenReview reads.
+        let parsed = parse_claims(claims)?;
+        // 3. An issuer of warrant's.
         let settings = self.issuer.settings();
-        if parsed.iss.is_empty() {
-            return Err(Refusal(
-                "wrong_issuer",
-                "claims have no iss (string)".into(),
-            ));
-        }
-        if !settings.issuers.contains(&parsed.iss) {
-            return Err(Refusal(
-                "wrong_issuer",
-                format!(
-                    "iss {:?} is not an issuer of this signer ({}); --service-account-issuer must be the same for kube-apiserver and warrant",
-                    parsed.iss,
-                    settings.issuers.join(", ")
-                ),
-            ));
-        }
-        let Some(exp) = parsed.exp else {
-            return Err(Refusal(
-                "no_exp",
-                "claims have no exp (integer seconds): warrant signs no token that never expires"
-                    .into(),
-            ));
-        };
+        check_issuer(&parsed, &settings.issuers)?;
+        // 4. An expiry within the lifetime the keys are published for.
         let at = self.issuer.clock().now();
-        let now = at.as_second();
-        let ordinary = settings.expiration.longest_ordinary_token_seconds();
-        let extended = settings.expiration.longest_token_seconds();
-        let by = |seconds: i64| now.saturating_add(seconds).saturating_add(LEEWAY_SECONDS);
-        match parsed.kubernetes.warnafter {
-            // Extended: warned about within the ordinary maximum, valid up to the extended one.
-            Some(warn_after) if warn_after > by(ordinary) => {
-                return Err(Refusal(
-                    "bad_warnafter",
-                    format!(
-                        "kubernetes.io.warnafter is {} s from now, beyond the {ordinary} s a token may live before it is extended",
-                        warn_after.saturating_sub(now)
-                    ),
-                ));
-            }
-            Some(_) if exp > by(extended) => {
-                return Err(Refusal(
-                    "exp_beyond_max",
-                    format!(
-                        "exp is {} s from now, beyond the {extended} s this signer's keys stay published for (its Metadata maximum)",
-                        exp.saturating_sub(now)
-                    ),
-                ));
-            }
-            Some(_) => {}
-            None if exp > by(ordinary) => {
-                return Err(Refusal(
-                    "exp_beyond_max",
-                    format!(
-                        "exp is {} s from now, beyond the {ordinary} s maximum of a token that is not extended (warrant's --service-account-max-token-expiration); kube-apiserver's --service-account-max-token-expiration must not be longer",
-                        exp.saturating_sub(now)
-                    ),
-                ));
-            }
-            None => {}
-        }
+        check_lifetime(&parsed, &settings.expiration, at.as_second())?;
+        // 5. Signed by the key active now, over the claims exactly as received.
         let SignedClaims { signature, kid } = self
             .issuer
             .sign_detached(&self.issuer.published(), at, claims)
@@ -214,6 +136,108 @@ impl Signer {
             parsed,
             kid,
         ))
+    }
+}
+
+/// Sign's step 1: at most [`MAX_CLAIMS_BYTES`].
+fn check_size(claims: &str) -> Result<(), Refusal> {
+    if claims.len() > MAX_CLAIMS_BYTES {
+        return Err(Refusal(
+            "oversized",
+            format!(
+                "claims of {} bytes: more than the {MAX_CLAIMS_BYTES} a token of warrant's may carry",
+                claims.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Sign's step 2: the claims decoded strictly ([`decode_claims_strictly`]), or why not.
+fn parse_claims(claims: &str) -> Result<Claims, Refusal> {
+    decode_claims_strictly(claims).map_err(|error| match &error {
+        EncodedClaimsError::NotBase64(_) => Refusal("not_base64url", error.to_string()),
+        EncodedClaimsError::Json(ClaimsJsonError::NotJson(_) | ClaimsJsonError::NotObject) => {
+            Refusal(
+                "not_json_object",
+                "claims do not decode to a JSON object".into(),
+            )
+        }
+        EncodedClaimsError::Json(ClaimsJsonError::DuplicateKey { .. }) => {
+            Refusal("duplicate_claim", error.to_string())
+        }
+        EncodedClaimsError::Json(ClaimsJsonError::CaseVariant { .. }) => {
+            Refusal("case_variant_claim", error.to_string())
+        }
+        // Typed as TokenReview reads them: claims of another shape would make a token
+        // warrant itself refuses, so they are not signed either. serde quotes the
+        // offending value: bounded, it is the caller's.
+        EncodedClaimsError::Types(_) => Refusal(
+            "malformed_claims",
+            bounded(&error.to_string(), LOGGED_ITEM_CHARS + 48),
+        ),
+    })
+}
+
+/// Sign's step 3: an `iss` among `issuers`, warrant's.
+fn check_issuer(parsed: &Claims, issuers: &[String]) -> Result<(), Refusal> {
+    if parsed.iss.is_empty() {
+        return Err(Refusal(
+            "wrong_issuer",
+            "claims have no iss (string)".into(),
+        ));
+    }
+    if !issuers.contains(&parsed.iss) {
+        return Err(Refusal(
+            "wrong_issuer",
+            format!(
+                "iss {:?} is not an issuer of this signer ({}); --service-account-issuer must be the same for kube-apiserver and warrant",
+                parsed.iss,
+                issuers.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Sign's step 4: an `exp`, no later than `expiration`'s maximum (plus the leeway) from `now`
+/// (seconds); an extended token (with `kubernetes.io.warnafter`, itself within the ordinary
+/// maximum) may run to the extended maximum.
+fn check_lifetime(parsed: &Claims, expiration: &ExpirationPolicy, now: i64) -> Result<(), Refusal> {
+    let Some(exp) = parsed.exp else {
+        return Err(Refusal(
+            "no_exp",
+            "claims have no exp (integer seconds): warrant signs no token that never expires"
+                .into(),
+        ));
+    };
+    let ordinary = expiration.longest_ordinary_token_seconds();
+    let extended = expiration.longest_token_seconds();
+    let by = |seconds: i64| now.saturating_add(seconds).saturating_add(LEEWAY_SECONDS);
+    match parsed.kubernetes.warnafter {
+        // Extended: warned about within the ordinary maximum, valid up to the extended one.
+        Some(warn_after) if warn_after > by(ordinary) => Err(Refusal(
+            "bad_warnafter",
+            format!(
+                "kubernetes.io.warnafter is {} s from now, beyond the {ordinary} s a token may live before it is extended",
+                warn_after.saturating_sub(now)
+            ),
+        )),
+        Some(_) if exp > by(extended) => Err(Refusal(
+            "exp_beyond_max",
+            format!(
+                "exp is {} s from now, beyond the {extended} s this signer's keys stay published for (its Metadata maximum)",
+                exp.saturating_sub(now)
+            ),
+        )),
+        None if exp > by(ordinary) => Err(Refusal(
+            "exp_beyond_max",
+            format!(
+                "exp is {} s from now, beyond the {ordinary} s maximum of a token that is not extended (warrant's --service-account-max-token-expiration); kube-apiserver's --service-account-max-token-expiration must not be longer",
+                exp.saturating_sub(now)
+            ),
+        )),
+        Some(_) | None => Ok(()),
     }
 }
 

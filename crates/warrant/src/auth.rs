@@ -14,7 +14,8 @@ use warrant_auth::{
     RequestHeaders, TokenFile, follow_extension_authentication,
 };
 use warrant_objects::kube::cluster_client;
-use warrant_watch::FileWatch;
+
+use crate::running::Running;
 
 /// `warrant serve`'s authentication and authorization flags (docs/configuration.md).
 #[derive(Debug, Args)]
@@ -152,17 +153,13 @@ impl AuthArgs {
     }
 }
 
-/// What the authentication and authorization setup keeps running.
-pub(crate) struct Running {
-    _policy_watch: Option<FileWatch>,
-    _follower: Option<tokio_util::task::AbortOnDropHandle<()>>,
-}
-
 /// The authenticators and authorizers the flags ask for.
 pub(crate) struct Setup {
     pub(crate) authenticator: Authenticator,
     pub(crate) authorizer: Authorizer,
     pub(crate) trust: ClientTrust,
+    /// What keeps them current: the policy file's watch, and the follower of the cluster's
+    /// front-proxy configuration.
     pub(crate) running: Running,
 }
 
@@ -291,9 +288,6 @@ pub(crate) async fn setup(
         authenticator,
         authorizer,
         trust,
-        running: Running {
-            _policy_watch: policy_watch,
-            _follower: follower,
-        },
+        running: Running::hold((policy_watch, follower)),
     })
 }

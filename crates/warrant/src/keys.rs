@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use jiff::Timestamp;
 use warrant_clock::Clock;
 use warrant_keys::{
-    ChangeFeed, CopiedStore, DirStore, KeyHolder, KeyManager, KeyManagerTask, KeyMetrics, KeySet,
-    KeyStore, Leadership, LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, SecretStore,
-    StaticKeyFiles, StaticKeys, StaticWatch, StoreError, StoreHealth, StoreVersion, Stored, Writer,
+    ChangeFeed, CopiedStore, DirStore, KeyHolder, KeyManager, KeyMetrics, KeySet, KeyStore,
+    Leadership, LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, SecretStore, StaticKeyFiles,
+    StaticKeys, StoreError, StoreHealth, StoreVersion, Stored, Writer,
 };
 use warrant_objects::kube::cluster_client;
 use warrant_server::AppState;
@@ -20,6 +20,7 @@ use warrant_token::{Algorithm, KeyType, VerifyingKey};
 
 use crate::cli::{KeyAlgorithm, KeySourceArgs, ObjectName, RotationArgs, StoreArgs};
 use crate::holder::Holder;
+use crate::running::Running;
 
 /// The longest token lifetime with managed keys when `--service-account-max-token-expiration`
 /// is not set: a day. It bounds how long a retired key stays published (a day and a minute
@@ -380,24 +381,6 @@ struct Elected {
     secret: SecretStore,
 }
 
-/// Keeps the keys current; [`stop`](Self::stop) (or dropping it) stops that.
-pub(crate) struct Running {
-    manager: Option<KeyManagerTask>,
-    _static: Option<StaticWatch>,
-    leadership: Option<Leadership>,
-}
-
-impl Running {
-    /// Stops rotating, then releases the key Lease (if held), so another replica takes over at
-    /// once rather than when the Lease expires.
-    pub(crate) async fn stop(mut self) {
-        drop(self.manager.take());
-        if let Some(leadership) = self.leadership.take() {
-            leadership.release().await;
-        }
-    }
-}
-
 /// Loads the keys: fails (so warrant does not start) if the files do not load, or the key
 /// directory or Secret cannot be read or created, or (with `holder`, the token or KMS holding
 /// the private keys) a key that signs now or will cannot sign there. With a Secret, a replica that does not hold
@@ -605,11 +588,7 @@ impl Opened {
                     }
                 };
                 let watch = files.watch(keys, self.metrics, clock, publish)?;
-                Ok(Running {
-                    manager: None,
-                    _static: Some(watch),
-                    leadership: None,
-                })
+                Ok(Running::hold(watch))
             }
             Pending::Managed {
                 manager,
@@ -654,11 +633,16 @@ impl Opened {
                     None => *manager,
                 };
                 let task = manager.spawn(clock, move |keys: KeySet| sink.set_managed(keys))?;
-                Ok(Running {
-                    manager: Some(task),
-                    _static: watch,
-                    leadership,
-                })
+                Ok(Running::spawn(|stop| async move {
+                    stop.cancelled().await;
+                    // Stops rotating, then releases the key Lease (if held), so another
+                    // replica takes over at once rather than when the Lease expires.
+                    drop(task);
+                    if let Some(leadership) = leadership {
+                        leadership.release().await;
+                    }
+                    drop(watch);
+                }))
             }
         }
     }

@@ -25,6 +25,7 @@ mod local;
 mod logging;
 mod objects;
 mod refresh;
+mod running;
 mod serve;
 mod signer;
 mod verify;

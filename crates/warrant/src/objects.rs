@@ -10,40 +10,26 @@ use prometheus_client::registry::Registry;
 use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_objects::kube::{KubeOptions, KubeSource, cluster_client};
-use warrant_objects::{FileSource, FileSourceWatch, ObjectSource};
+use warrant_objects::{FileSource, ObjectSource};
 
 use crate::cli::ServeArgs;
+use crate::running::Running;
 
-/// Keeps a source's background work alive; dropping it stops watching.
-pub(crate) enum Running {
-    /// The file watcher and the SIGHUP handler.
-    File {
-        _watch: FileSourceWatch,
-        _hangup: Option<AbortOnDropHandle<()>>,
-    },
-    /// The cluster cache, whose watches live as long as the server's handle on it.
-    Cluster,
-}
-
-/// Opens the configured source, registers its metrics and starts keeping it current.
+/// Opens the configured source, registers its metrics and starts keeping it current: a file
+/// is watched (and re-read on SIGHUP) while the returned task runs; the cluster cache's
+/// watches live as long as the source, and need no task.
 pub(crate) async fn open(
     args: &ServeArgs,
     registry: &mut Registry,
     clock: Clock,
     now: Timestamp,
-) -> Result<(Arc<dyn ObjectSource>, Running), Box<dyn Error>> {
+) -> Result<(Arc<dyn ObjectSource>, Option<Running>), Box<dyn Error>> {
     if let Some(path) = &args.objects_file {
         let source = FileSource::load(path, now).await?;
         source.register_metrics(registry);
         let watch = source.watch(clock.clone())?;
         let hangup = reload_on_hangup(source.clone(), clock);
-        return Ok((
-            Arc::new(source),
-            Running::File {
-                _watch: watch,
-                _hangup: hangup,
-            },
-        ));
+        return Ok((Arc::new(source), Some(Running::hold((watch, hangup)))));
     }
     let client = cluster_client(args.kubeconfig.as_deref())
         .await
@@ -70,7 +56,7 @@ pub(crate) async fn open(
             "service accounts, pods, secrets and nodes"
         }
     );
-    Ok((source, Running::Cluster))
+    Ok((source, None))
 }
 
 /// SIGHUP re-reads the file at once, for editors and tools whose writes the watcher misses.

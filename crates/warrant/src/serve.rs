@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use warrant_audit::Auditor;
+use warrant_auth::ClientTrust;
 use warrant_clock::Clock;
 use warrant_issuer::{Issuer, Settings, validate_issuers, validate_max_expiration};
 use warrant_keys::{KeyMetrics, RotationPolicy};
@@ -20,73 +21,31 @@ use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 use crate::cli::ServeArgs;
 use crate::holder::Holder;
 use crate::keys::{self, KeySource};
+use crate::running::Running;
 use crate::{auth, objects, signer};
 
-/// Runs the server, on `inherited` if the service manager passed a socket (see listen.rs).
+/// Runs the server, on `inherited` if the service manager passed a socket (see listen.rs):
+/// each step fails the start before anything serves, so a configuration error is never a
+/// server that half works.
 pub(crate) async fn run(
     args: ServeArgs,
     inherited: Option<std::net::TcpListener>,
 ) -> Result<(), Box<dyn Error>> {
+    // 1. The flags, checked as kube-apiserver checks them: the issuer settings, the publish
+    //    targets (a target that cannot serve the issuer's documents is a configuration error),
+    //    the key source and its rotation policy.
     let key_source = KeySource::from_args(&args.keys)?;
     let settings = settings(&args, key_source.is_managed())?;
     let clock = Clock::System;
     let mut registry = Registry::default();
     let key_metrics = KeyMetrics::new();
     key_metrics.register(&mut registry);
-    // The targets first: a target that cannot serve the issuer's documents is a configuration
-    // error, refused before anything starts.
-    let publish_metrics = warrant_publish::PublishMetrics::new();
-    let endpoint = args.publish_endpoint.endpoint();
-    let targets = args
-        .publish_discovery
-        .iter()
-        .map(|url| warrant_publish::Target::open(url, &endpoint, &[]))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(publish_flag)?;
-    let publisher = if targets.is_empty() {
-        if endpoint.is_set() {
-            return Err("--publish-endpoint is set but no --publish-discovery target".into());
-        }
-        None
-    } else {
-        publish_metrics.register(&mut registry);
-        let issuer = settings
-            .issuers
-            .first()
-            .map(String::as_str)
-            .unwrap_or_default();
-        Some(
-            warrant_publish::Publisher::new(targets, issuer, &settings.jwks_uri, publish_metrics)
-                .map_err(publish_flag)?,
-        )
-    };
+    let publisher = publisher(&args, &settings, &mut registry)?;
     let max_token_seconds = settings.expiration.longest_token_seconds();
-    if let KeySource::Managed { rotation, .. } = &key_source {
-        let policy = keys::policy(rotation, None, max_token_seconds);
-        policy.validate()?;
-        // Replicas that share a Secret need longer to hear of a new key before it signs:
-        // refused before anything starts.
-        if key_source.uses_cluster() {
-            policy.validate_shared()?;
-        }
-        warn_about_policy(&policy);
-    }
-    if args.signing_endpoint.is_some() && key_source.secret_without_copy() {
-        tracing::warn!(
-            "--service-account-signing-endpoint with --key-secret but no --key-copy-dir: if the Secret is in the cluster whose kube-apiserver uses this signer, that kube-apiserver cannot start while warrant cannot read the Secret, nor warrant read it before kube-apiserver starts; give each control-plane node a --key-copy-dir (docs/external-signer.md)"
-        );
-    }
-    if args.objects_file.is_some()
-        && args.kubeconfig.is_some()
-        && !key_source.uses_cluster()
-        && !args.auth.uses_cluster_kubeconfig()
-    {
-        tracing::warn!(
-            "--kubeconfig is not used: objects come from --objects-file, and neither --key-secret nor delegation is set"
-        );
-    }
-    // The key holder first: its errors are configuration errors, and its keys are opened
-    // through it.
+    check_key_source(&args, &key_source, max_token_seconds)?;
+
+    // 2. The keys, through their holder (whose errors are configuration errors, and which opens
+    //    them), then what serving reads: HTTPS, the callers, the objects, the audit log.
     let holder = Holder::open(&args.keys.pkcs11, &args.keys.kms, Some(&mut registry)).await?;
     let _holder_recovery = holder.as_ref().map(Holder::keep_healthy);
     let keys = keys::open(
@@ -118,6 +77,7 @@ pub(crate) async fn run(
         None => (Auditor::disabled(), None),
     };
 
+    // 3. The issuer core, and the API's state over it.
     let issuer = Issuer::new(settings, keys.initial.clone(), clock.clone(), auditor);
     let state = AppState::new(StateParts {
         issuer: issuer.clone(),
@@ -131,107 +91,178 @@ pub(crate) async fn run(
         registry,
     });
     let _injection = crate::injection::setup(&args.injection, &state)?;
-    // Publishing before the key manager starts: its first round (awaited) tells the gate what
-    // the targets list, so a key due to sign is held if they do not list it.
+
+    // 4. Key changes: publishing before the key manager starts, so a key due to sign is held
+    //    until the targets list it.
     let (publishing, _publisher) = match publisher {
-        Some(mut publisher) => {
-            let writer = keys.writer();
-            let published = issuer.published();
-            if let Err(error) = publisher
-                .round(&published, clock.now(), writer.may_write())
-                .await
-            {
-                tracing::error!(%error, "the first publish round failed; retrying (see /readyz/publish)");
-            }
-            // A failing target holds the next key back: not ready, so the operator's alerts
-            // on readiness see it (`/readyz/publish` names the target and why).
-            let health = publisher.health();
-            state.add_check("publish", move || health.borrow().failure());
-            let gate = publisher.gate();
-            let (feed, feed_rx) = tokio::sync::watch::channel(published);
-            let task = publisher.spawn(feed_rx, writer, clock.clone());
-            (Some(keys::Publishing { feed, gate }), Some(task))
+        Some(publisher) => {
+            let (publishing, task) =
+                start_publishing(publisher, &keys, &issuer, &state, &clock).await;
+            (Some(publishing), Some(task))
         }
         None => (None, None),
     };
     let keys = keys.start(state.clone(), clock, publishing)?;
-    // Before the HTTPS listener and whatever the cluster's state: kube-apiserver needs the
-    // signer to start at all.
-    let signer = signer::start(&args, &issuer, signer_metrics)?;
-    let published = issuer.published();
-    if let Err(why) = published.discovery() {
-        tracing::warn!(
-            reason = %why,
-            "OIDC discovery and JWKS endpoints are disabled (kube-apiserver does the same): relying parties cannot fetch the keys"
-        );
-    }
 
+    // 5. The signer, before the HTTPS listener and whatever the cluster's state:
+    //    kube-apiserver needs it to start at all.
+    let signer = signer::start(&args, &issuer, signer_metrics)?;
+    warn_without_discovery(&issuer);
+
+    // 6. Serve until a signal: the API (or the signer alone), with the metrics and health
+    //    listener beside it until the API has stopped.
     let _auth = auth.running;
     let shutdown = shutdown(state.clone(), args.shutdown_delay);
-    // The metrics and health listener, beside the API until the API has stopped: its /readyz
-    // fails through the shutdown delay, as the API port's does.
-    let observe = match args.metrics_bind_address {
-        Some(address) => {
-            let listener = TcpListener::bind(address)
-                .await
-                .map_err(|e| format!("--metrics-bind-address: cannot listen on {address}: {e}"))?;
-            tracing::info!(address = %listener.local_addr()?, "serving metrics and health over HTTP");
-            let stop = tokio_util::sync::CancellationToken::new();
-            let task = tokio::spawn(warrant_server::serve_observe(
-                listener,
-                state.clone(),
-                stop.clone(),
-            ));
-            Some((stop, task))
-        }
-        None => None,
-    };
+    let observe = observe(&args, &state).await?;
     match https {
-        Some(mut https) => {
-            let tls = server_config(&https.certificate, &auth.trust, &https.tls)?;
-            let socket_activated = https.inherited.is_some();
-            let listener = https.listen(&args).await?;
-            tracing::info!(
-                address = %listener.local_addr()?,
-                socket_activated,
-                issuer = %issuer.settings().issuer(),
-                signing_kid = %published.keys().signing_at(issuer.clock().now()).kid(),
-                alg = %published.keys().signing_at(issuer.clock().now()).algorithm(),
-                "serving"
-            );
-            serve(
-                listener,
-                tls,
-                router(state),
-                https.serving,
-                https.connections,
-                shutdown,
-            )
-            .await;
+        Some(https) => {
+            https
+                .serve(&args, &auth.trust, &issuer, state, shutdown)
+                .await?
         }
         None => {
             tracing::info!(
                 issuer = %issuer.settings().issuer(),
-                signing_kid = %published.keys().signing_at(issuer.clock().now()).kid(),
+                signing_kid = %issuer.published().keys().signing_at(issuer.clock().now()).kid(),
                 "serving the signing socket only (--secure-port 0: no HTTPS API; metrics and health only with --metrics-bind-address)"
             );
             shutdown.await;
         }
     }
-    if let Some((stop, task)) = observe {
-        stop.cancel();
-        let _ = task.await;
+
+    // 7. Stop, in order: the listeners, the key manager, and last the audit log, once every
+    //    request that could make an event has been answered.
+    if let Some(observe) = observe {
+        observe.stop().await;
     }
     if let Some(signer) = signer {
-        signer.stop().await;
+        signer.stop_within(signer::SHUTDOWN_GRACE).await;
     }
     keys.stop().await;
-    // Last: every request that could make an event has been answered.
     if let Some(writer) = audit_writer {
         writer.finish().await;
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The publisher of `--publish-discovery`, if any target is given, its metrics registered.
+fn publisher(
+    args: &ServeArgs,
+    settings: &Settings,
+    registry: &mut Registry,
+) -> Result<Option<warrant_publish::Publisher>, Box<dyn Error>> {
+    let publish_metrics = warrant_publish::PublishMetrics::new();
+    let endpoint = args.publish_endpoint.endpoint();
+    let targets = args
+        .publish_discovery
+        .iter()
+        .map(|url| warrant_publish::Target::open(url, &endpoint, &[]))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(publish_flag)?;
+    if targets.is_empty() {
+        if endpoint.is_set() {
+            return Err("--publish-endpoint is set but no --publish-discovery target".into());
+        }
+        return Ok(None);
+    }
+    publish_metrics.register(registry);
+    let issuer = settings
+        .issuers
+        .first()
+        .map(String::as_str)
+        .unwrap_or_default();
+    Ok(Some(
+        warrant_publish::Publisher::new(targets, issuer, &settings.jwks_uri, publish_metrics)
+            .map_err(publish_flag)?,
+    ))
+}
+
+/// Refuses a rotation policy that cannot work (for replicas sharing a Secret, one that gives
+/// them too little time to hear of a new key), and warns about settings an operator probably
+/// did not mean.
+fn check_key_source(
+    args: &ServeArgs,
+    key_source: &KeySource,
+    max_token_seconds: i64,
+) -> Result<(), Box<dyn Error>> {
+    if let KeySource::Managed { rotation, .. } = key_source {
+        let policy = keys::policy(rotation, None, max_token_seconds);
+        policy.validate()?;
+        // Replicas that share a Secret need longer to hear of a new key before it signs.
+        if key_source.uses_cluster() {
+            policy.validate_shared()?;
+        }
+        warn_about_policy(&policy);
+    }
+    if args.signing_endpoint.is_some() && key_source.secret_without_copy() {
+        tracing::warn!(
+            "--service-account-signing-endpoint with --key-secret but no --key-copy-dir: if the Secret is in the cluster whose kube-apiserver uses this signer, that kube-apiserver cannot start while warrant cannot read the Secret, nor warrant read it before kube-apiserver starts; give each control-plane node a --key-copy-dir (docs/external-signer.md)"
+        );
+    }
+    if args.objects_file.is_some()
+        && args.kubeconfig.is_some()
+        && !key_source.uses_cluster()
+        && !args.auth.uses_cluster_kubeconfig()
+    {
+        tracing::warn!(
+            "--kubeconfig is not used: objects come from --objects-file, and neither --key-secret nor delegation is set"
+        );
+    }
+    Ok(())
+}
+
+/// Runs the publisher's first round (awaited: it tells the gate what the targets list, so a
+/// key due to sign is held if they do not list it), then keeps publishing as the keys change.
+/// A failing target holds the next key back and fails readiness (`/readyz/publish` names it
+/// and why), so the operator's alerts on readiness see it.
+async fn start_publishing(
+    mut publisher: warrant_publish::Publisher,
+    keys: &keys::Opened,
+    issuer: &Issuer,
+    state: &AppState,
+    clock: &Clock,
+) -> (keys::Publishing, warrant_publish::PublisherTask) {
+    let writer = keys.writer();
+    let published = issuer.published();
+    if let Err(error) = publisher
+        .round(&published, clock.now(), writer.may_write())
+        .await
+    {
+        tracing::error!(%error, "the first publish round failed; retrying (see /readyz/publish)");
+    }
+    let health = publisher.health();
+    state.add_check("publish", move || health.borrow().failure());
+    let gate = publisher.gate();
+    let (feed, feed_rx) = tokio::sync::watch::channel(published);
+    let task = publisher.spawn(feed_rx, writer, clock.clone());
+    (keys::Publishing { feed, gate }, task)
+}
+
+/// Without discovery (an issuer kube-apiserver would not publish under), says that relying
+/// parties cannot fetch the keys.
+fn warn_without_discovery(issuer: &Issuer) {
+    if let Err(why) = issuer.published().discovery() {
+        tracing::warn!(
+            reason = %why,
+            "OIDC discovery and JWKS endpoints are disabled (kube-apiserver does the same): relying parties cannot fetch the keys"
+        );
+    }
+}
+
+/// The metrics and health listener of `--metrics-bind-address`, serving until stopped.
+async fn observe(args: &ServeArgs, state: &AppState) -> Result<Option<Running>, Box<dyn Error>> {
+    let Some(address) = args.metrics_bind_address else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|e| format!("--metrics-bind-address: cannot listen on {address}: {e}"))?;
+    tracing::info!(address = %listener.local_addr()?, "serving metrics and health over HTTP");
+    let state = state.clone();
+    Ok(Some(Running::spawn(|stop| {
+        warrant_server::serve_observe(listener, state, stop)
+    })))
 }
 
 /// The HTTPS side: its certificate (watched for rotation), connection bounds and where it
@@ -279,6 +310,40 @@ impl Https {
             connections,
             inherited,
         }))
+    }
+
+    /// Serves the API until `shutdown`, then finishes the requests in flight.
+    async fn serve(
+        mut self,
+        args: &ServeArgs,
+        trust: &ClientTrust,
+        issuer: &Issuer,
+        state: AppState,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), Box<dyn Error>> {
+        let tls = server_config(&self.certificate, trust, &self.tls)?;
+        let socket_activated = self.inherited.is_some();
+        let listener = self.listen(args).await?;
+        let published = issuer.published();
+        let signing = published.keys().signing_at(issuer.clock().now());
+        tracing::info!(
+            address = %listener.local_addr()?,
+            socket_activated,
+            issuer = %issuer.settings().issuer(),
+            signing_kid = %signing.kid(),
+            alg = %signing.algorithm(),
+            "serving"
+        );
+        serve(
+            listener,
+            tls,
+            router(state),
+            self.serving,
+            self.connections,
+            shutdown,
+        )
+        .await;
+        Ok(())
     }
 
     /// The listener: the socket a service manager passed, or a new one on the flags' address.

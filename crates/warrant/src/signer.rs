@@ -6,11 +6,11 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 
 use prometheus_client::registry::Registry;
-use tokio::sync::watch;
 use warrant_issuer::Issuer;
 use warrant_signer::{PeerPolicy, ServeOptions, Signer, SignerMetrics, SocketOptions};
 
 use crate::cli::{ProbeSignerArgs, ServeArgs};
+use crate::running::Running;
 
 /// The signer's metrics, registered before the state takes the registry; `None` without the
 /// flag.
@@ -22,37 +22,15 @@ pub(crate) fn metrics(args: &ServeArgs, registry: &mut Registry) -> Option<Signe
     })
 }
 
-/// The running signer: stop it with [`Running::stop`]; dropping it stops the task at once.
-/// The `watch` channel is kept beside the owned handle because a stop is graceful: calls in
-/// flight get [`SHUTDOWN_GRACE`] to finish, which aborting alone would not give them.
-pub(crate) struct Running {
-    stop: watch::Sender<bool>,
-    task: tokio_util::task::AbortOnDropHandle<()>,
-}
-
-/// How long calls in flight may take to finish at shutdown. kube-apiserver holds its
-/// connection open for good, so graceful shutdown alone would wait forever; a Sign takes
-/// milliseconds.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
-impl Running {
-    /// Stops serving: calls in flight get [`SHUTDOWN_GRACE`] to finish, then every connection
-    /// is closed and the socket file removed.
-    pub(crate) async fn stop(mut self) {
-        let _ = self.stop.send(true);
-        if tokio::time::timeout(SHUTDOWN_GRACE, &mut self.task)
-            .await
-            .is_err()
-        {
-            // Aborting drops the server and, with it, the socket guard.
-            self.task.abort();
-            let _ = self.task.await;
-        }
-    }
-}
+/// How long calls in flight may take to finish at shutdown: stop the signer with
+/// [`Running::stop_within`] this. kube-apiserver holds its connection open for good, so
+/// graceful shutdown alone would wait forever; a Sign takes milliseconds. Past it, every
+/// connection is closed (the aborted task drops the server) and the socket file removed.
+pub(crate) const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Binds the socket and serves the signer on it, if the flag is given. Fails (and so does the
-/// start) if the socket cannot be set up: kube-apiserver would not start without it.
+/// start) if the socket cannot be set up: kube-apiserver would not start without it. Dropping
+/// the returned task stops it at once, and removes the socket file.
 pub(crate) fn start(
     args: &ServeArgs,
     issuer: &Issuer,
@@ -84,7 +62,6 @@ pub(crate) fn start(
         max_connections: usize::from(args.signing_endpoint_max_connections),
         peers,
     };
-    let (stop, mut stopped) = watch::channel(false);
     let signer = Signer::new(issuer.clone(), metrics);
     tracing::info!(
         path = %path.display(),
@@ -93,18 +70,11 @@ pub(crate) fn start(
         allowed_gids = ?options.peers.gids,
         "serving kube-apiserver's external signer (ExternalJWTSigner v1)"
     );
-    let task = tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        };
-        warrant_signer::serve(listener, signer, options, shutdown).await;
+    Ok(Some(Running::spawn(|stop| async move {
+        warrant_signer::serve(listener, signer, options, stop.cancelled_owned()).await;
         // The socket file goes with the guard, now that nothing serves on it.
         drop(socket);
-    });
-    Ok(Some(Running {
-        stop,
-        task: tokio_util::task::AbortOnDropHandle::new(task),
-    }))
+    })))
 }
 
 /// `warrant probe-signer`: Metadata, then FetchKeys, as kube-apiserver calls them when it

@@ -392,7 +392,8 @@ impl Authenticator {
 
     /// The caller of a request, or why it is refused: 401, or 429 when delegated
     /// authentication has too many lookups in flight to take another. `own` reviews warrant's
-    /// own tokens, if [`Authenticator::own_tokens`] is set.
+    /// own tokens, if [`Authenticator::own_tokens`] is set. The steps are the module's, in its
+    /// order.
     pub async fn authenticate(
         &self,
         own: &dyn OwnTokens,
@@ -401,17 +402,60 @@ impl Authenticator {
         peer: &PeerCertificate,
         now: Timestamp,
     ) -> Result<Caller, Refusal> {
-        let mut failures: Vec<(&'static str, Failure)> = Vec::new();
-        let trust = self.trust.load();
-
-        // 0: one of warrant's own tokens bound to a key, with the proof of that key: under the
-        // DPoP scheme (RFC 9449 §7.1), or as a bearer token bound to the certificate this
-        // connection presented (RFC 8705 §3). The caller asked to act as the token's service
-        // account, so this comes before the certificate (which would name the caller itself).
         let authorization = headers.get(AUTHORIZATION);
+
+        // 0: one of warrant's own tokens bound to a key, with the proof of that key. The
+        // caller asked to act as the token's service account, so this comes before the
+        // certificate (which would name the caller itself).
+        if let Some(answer) = self
+            .key_bound(own, authorization, target, headers, peer, now)
+            .await
+        {
+            return answer;
+        }
+
+        // What failed so far: a 401 only if nothing after it succeeds, as kube's union does.
+        let mut failures: Vec<(&'static str, Failure)> = Vec::new();
+
+        // 1 and 2: the client certificate, as a front proxy, then as a user.
+        if let Some(presented) = peer.presented()
+            && let Some(caller) = self.client_certificate(headers, presented, now, &mut failures)
+        {
+            return Ok(caller);
+        }
+
+        // 3: a bearer token.
+        if let Some(value) = authorization {
+            let Some(token) = bearer(value) else {
+                return Err(self.refuse("bearer", &Failure::NotBearer));
+            };
+            if let Some(answer) = self
+                .bearer_token(own, token, peer, now, &mut failures)
+                .await
+            {
+                return answer;
+            }
+        }
+
+        // 4: anonymous when nothing was presented; else why what was presented failed.
+        self.anonymous_or_refused(&failures)
+    }
+
+    /// Step 0: a key-bound token of warrant's with the proof of its key, under the DPoP scheme
+    /// (RFC 9449 §7.1), or as a bearer token bound to the certificate this connection presented
+    /// (RFC 8705 §3). `None` when the request presents neither: the chain goes on.
+    async fn key_bound(
+        &self,
+        own: &dyn OwnTokens,
+        authorization: Option<&http::HeaderValue>,
+        target: &RequestTarget<'_>,
+        headers: &HeaderMap,
+        peer: &PeerCertificate,
+        now: Timestamp,
+    ) -> Option<Result<Caller, Refusal>> {
         if let Some(token) = authorization.and_then(|value| credential(value, "dpop")) {
             if !self.own_tokens {
-                return Err(self.refuse("dpop", &Failure::DpopNotOwnToken));
+                return Some(Err(self.refuse("dpop", &Failure::DpopNotOwnToken)));
             }
             let presented = owntoken::Presented::Dpop {
                 proofs: &self.proofs,
@@ -419,11 +463,13 @@ impl Authenticator {
                 target,
                 peer,
             };
-            return match owntoken::authenticate(own, token, presented, now).await {
-                Outcome::User(user) => Ok(self.success("dpop", user)),
-                Outcome::Failed(why) => Err(self.refuse_failure("dpop", &why)),
-                Outcome::NotMine => Err(self.refuse("dpop", &Failure::DpopNotOwnToken)),
-            };
+            return Some(
+                match owntoken::authenticate(own, token, presented, now).await {
+                    Outcome::User(user) => Ok(self.success("dpop", user)),
+                    Outcome::Failed(why) => Err(self.refuse_failure("dpop", &why)),
+                    Outcome::NotMine => Err(self.refuse("dpop", &Failure::DpopNotOwnToken)),
+                },
+            );
         }
         if self.own_tokens
             && peer.presented().is_some()
@@ -432,70 +478,96 @@ impl Authenticator {
                 .filter(|token| names_a_certificate(token))
         {
             let presented = owntoken::Presented::Bearer { peer };
-            return match owntoken::authenticate(own, token, presented, now).await {
-                Outcome::User(user) => Ok(self.success("certificate_bound", user)),
-                Outcome::Failed(why) => Err(self.refuse_failure("certificate_bound", &why)),
-                Outcome::NotMine => {
-                    Err(self.refuse("certificate_bound", &Failure::InvalidBearerToken))
-                }
-            };
-        }
-
-        // 1 and 2: the client certificate, as a front proxy, then as a user.
-        if let Some(presented) = peer.presented() {
-            if let Some(front_proxy) = &trust.front_proxy {
-                match front_proxy.authenticate(headers, presented, now) {
-                    Outcome::User(user) => return Ok(self.success("front_proxy", user)),
-                    Outcome::Failed(why) => failures.push(("front_proxy", why)),
-                    Outcome::NotMine => {}
-                }
-            }
-            if let Some(ca) = &trust.client_ca {
-                match x509::authenticate(ca, presented, now) {
-                    Outcome::User(user) => return Ok(self.success("client_certificate", user)),
-                    Outcome::Failed(why) => failures.push(("client_certificate", why)),
-                    Outcome::NotMine => {}
-                }
-            }
-        }
-
-        // 3: a bearer token.
-        if let Some(value) = authorization {
-            let Some(token) = bearer(value) else {
-                return Err(self.refuse("bearer", &Failure::NotBearer));
-            };
-            if let Some(user) = self.token_file.as_ref().and_then(|f| f.user(token)) {
-                return Ok(self.success("token_file", user));
-            }
-            if self.own_tokens {
-                let presented = owntoken::Presented::Bearer { peer };
+            return Some(
                 match owntoken::authenticate(own, token, presented, now).await {
-                    Outcome::User(user) => return Ok(self.success("own_token", user)),
-                    Outcome::Failed(why) => return Err(self.refuse_failure("own_token", &why)),
-                    Outcome::NotMine => {}
-                }
-            }
-            if let Some(delegated) = &self.delegated {
-                match delegated.authenticate(token, now).await {
-                    Outcome::User(user) => return Ok(self.success("delegated", user)),
-                    Outcome::Failed(why) if why.is_overload() => {
-                        self.count("delegated", "overloaded");
-                        tracing::warn!(
-                            reason = %why,
-                            "authentication deferred: asking the caller to retry"
-                        );
-                        return Err(Refusal::overloaded());
+                    Outcome::User(user) => Ok(self.success("certificate_bound", user)),
+                    Outcome::Failed(why) => Err(self.refuse_failure("certificate_bound", &why)),
+                    Outcome::NotMine => {
+                        Err(self.refuse("certificate_bound", &Failure::InvalidBearerToken))
                     }
-                    Outcome::Failed(why) => failures.push(("delegated", why)),
-                    Outcome::NotMine => {}
-                }
-            }
-            if failures.is_empty() {
-                failures.push(("bearer", Failure::InvalidBearerToken));
+                },
+            );
+        }
+        None
+    }
+
+    /// Steps 1 and 2: the certificate `presented`, from a front proxy (whose headers name the
+    /// user), then a user's own. Failures are added to `failures`.
+    fn client_certificate(
+        &self,
+        headers: &HeaderMap,
+        presented: &peer::Presented,
+        now: Timestamp,
+        failures: &mut Vec<(&'static str, Failure)>,
+    ) -> Option<Caller> {
+        let trust = self.trust.load();
+        if let Some(front_proxy) = &trust.front_proxy {
+            match front_proxy.authenticate(headers, presented, now) {
+                Outcome::User(user) => return Some(self.success("front_proxy", user)),
+                Outcome::Failed(why) => failures.push(("front_proxy", why)),
+                Outcome::NotMine => {}
             }
         }
+        if let Some(ca) = &trust.client_ca {
+            match x509::authenticate(ca, presented, now) {
+                Outcome::User(user) => return Some(self.success("client_certificate", user)),
+                Outcome::Failed(why) => failures.push(("client_certificate", why)),
+                Outcome::NotMine => {}
+            }
+        }
+        None
+    }
 
-        match failures.as_slice() {
+    /// Step 3: `token`, tried against the token file, warrant's own tokens, then kube-apiserver.
+    /// `None` when none of them answered for it (its failures added to `failures`; at least
+    /// one, for a token that no authenticator knows is a failure too).
+    async fn bearer_token(
+        &self,
+        own: &dyn OwnTokens,
+        token: &str,
+        peer: &PeerCertificate,
+        now: Timestamp,
+        failures: &mut Vec<(&'static str, Failure)>,
+    ) -> Option<Result<Caller, Refusal>> {
+        if let Some(user) = self.token_file.as_ref().and_then(|f| f.user(token)) {
+            return Some(Ok(self.success("token_file", user)));
+        }
+        if self.own_tokens {
+            let presented = owntoken::Presented::Bearer { peer };
+            match owntoken::authenticate(own, token, presented, now).await {
+                Outcome::User(user) => return Some(Ok(self.success("own_token", user))),
+                Outcome::Failed(why) => return Some(Err(self.refuse_failure("own_token", &why))),
+                Outcome::NotMine => {}
+            }
+        }
+        if let Some(delegated) = &self.delegated {
+            match delegated.authenticate(token, now).await {
+                Outcome::User(user) => return Some(Ok(self.success("delegated", user))),
+                Outcome::Failed(why) if why.is_overload() => {
+                    self.count("delegated", "overloaded");
+                    tracing::warn!(
+                        reason = %why,
+                        "authentication deferred: asking the caller to retry"
+                    );
+                    return Some(Err(Refusal::overloaded()));
+                }
+                Outcome::Failed(why) => failures.push(("delegated", why)),
+                Outcome::NotMine => {}
+            }
+        }
+        if failures.is_empty() {
+            failures.push(("bearer", Failure::InvalidBearerToken));
+        }
+        None
+    }
+
+    /// Step 4: anonymous if no authenticator failed (nothing was presented), else the refusal
+    /// of the one failure, or of all of them as kube's union words them.
+    fn anonymous_or_refused(
+        &self,
+        failures: &[(&'static str, Failure)],
+    ) -> Result<Caller, Refusal> {
+        match failures {
             [] => {
                 self.count("anonymous", "success");
                 Ok(Caller::Anonymous)

@@ -30,7 +30,7 @@ mod policy;
 mod review;
 
 use axum::body::Body;
-use axum::extract::State;
+
 use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use http::header::{CONTENT_TYPE, HeaderValue};
@@ -110,12 +110,9 @@ impl AdmissionMetrics {
 }
 
 /// The handler.
-pub(crate) async fn review(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let answered = answer(&state, &headers, body).await;
+pub(crate) async fn review(state: &AppState, request: axum::extract::Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let answered = answer(state, &parts.headers, body).await;
     let outcome = match &answered {
         Ok((_, outcome)) => *outcome,
         Err(_) => Outcome::Error,
