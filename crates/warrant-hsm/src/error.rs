@@ -101,7 +101,7 @@ pub enum HsmError {
         /// `private key` or `public key`.
         what: &'static str,
     },
-    /// The token does not vouch for a key a key store says it holds (see `ownership.rs`).
+    /// The token does not vouch for a key a key store says it holds (see `token/ownership.rs`).
     #[error("{uri}: the token holds no key {kid} made for warrant: {reason}")]
     NotHeld {
         /// The key's URI, as the store names it.

@@ -12,7 +12,7 @@
 //! naming another token (a different label or serial) is refused rather than looked up here.
 //!
 //! **What the store's entries are checked against**: the token's own objects, see
-//! `ownership.rs` (a public key object only a session with the PIN can create vouches for a
+//! `token/ownership.rs` (a public key object only a session with the PIN can create vouches for a
 //! key; only an object proven to be the recorded key is destroyed).
 
 use std::sync::Arc;

@@ -8,11 +8,11 @@
 //!   non-extractable, sensitive keys in the token; [`Token::key`] finds one by `CKA_ID` and
 //!   refuses keys that could leave it; [`Token::vouch`] says whether the token holds a key a
 //!   key store lists for warrant, and [`Token::dispose`] destroys one, only if it is the
-//!   recorded key (the objects that prove it, and why: `ownership.rs`).
+//!   recorded key (the objects that prove it, and why: `token/ownership.rs`).
 //! - [`HsmKey`] signs inside the token (blocking: the device layer) and carries its public key
 //!   as a [`warrant_token::VerifyingKey`], so the kid and the JWK are exactly those of a PEM key.
 //! - [`Pkcs11Key`] is the key layer: warrant-token's [`warrant_token::RemoteKey`] for a key in
-//!   a token, signing on the token's [`SigningThreads`], never on the runtime's workers; the
+//!   a token, signing on the token's [`BlockingSemaphore`], never on the runtime's workers; the
 //!   issuer core signs with it through [`warrant_token::SigningKey::remote`].
 //! - [`Pkcs11Holder`] is warrant-keys' [`warrant_keys::KeyHolder`] for a token: a managed key
 //!   set's keys are generated, vouched for, found and destroyed there, and the key store
@@ -52,10 +52,9 @@ pub mod fault;
 mod holder;
 mod metrics;
 mod module;
-mod ownership;
 mod pin;
 mod remote;
-mod threads;
+mod semaphore;
 mod token;
 mod uri;
 
@@ -64,7 +63,7 @@ pub use holder::{KEY_ID_LEN, Pkcs11Holder};
 pub use metrics::HsmMetrics;
 pub use pin::{PinError, PinSource};
 pub use remote::{Pkcs11Key, remote_sign_error};
-pub use threads::SigningThreads;
+pub use semaphore::BlockingSemaphore;
 pub use token::{Health, HsmKey, KeyAttributes, KeyEntry, RecoveryPolicy, Token, TokenConfig};
 pub use uri::{ObjectType, Pkcs11Uri, UriError};
 

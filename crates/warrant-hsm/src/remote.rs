@@ -1,7 +1,7 @@
 //! A key in a token as warrant-token's [`RemoteKey`]: what the issuer core signs with.
 //!
 //! Two layers, each one idea: the device layer is blocking ([`HsmKey::sign`] is a PKCS#11
-//! call, run on [`crate::SigningThreads`]); the key layer is async ([`RemoteKey`], which the
+//! call, run on the token's [`crate::BlockingSemaphore`]); the key layer is async ([`RemoteKey`], which the
 //! issuer core awaits for both front ends). [`Pkcs11Key`] joins them. A cloud KMS's key would be
 //! one more [`RemoteKey`] (its SDK is already async, so it needs no threads) and a
 //! `warrant_keys::KeyHolder` beside it; nothing above those two traits changes.
@@ -98,7 +98,7 @@ impl Pkcs11Key {
         Ok(key)
     }
 
-    /// Signs `signing_input` on the token's signing threads.
+    /// Signs `signing_input` on a blocking thread, once the token's semaphore gives a place.
     pub async fn sign(&self, signing_input: Vec<u8>) -> Result<Vec<u8>, HsmError> {
         let this = self.clone();
         self.inner

@@ -1,7 +1,8 @@
 //! Blocking device calls from async code, without blocking the runtime.
 //!
-//! A PKCS#11 call blocks (a network HSM takes milliseconds). [`SigningThreads`] runs such calls
-//! on tokio's blocking threads, at most `limit` at once (for a token, one per session), so a
+//! A PKCS#11 call blocks (a network HSM takes milliseconds). [`BlockingSemaphore`] is a semaphore
+//! whose permits are places for such calls: it runs each on tokio's blocking threads once it
+//! holds a permit, at most `limit` at once (for a token, one per session), so a
 //! slow HSM never stalls the runtime's workers and a burst waits for a free session in an
 //! async queue instead of piling up threads. It is the device layer's half of signing; the key
 //! layer's half is [`crate::Pkcs11Key`], warrant-token's `RemoteKey` for a key in a token.
@@ -12,16 +13,17 @@ use tokio::sync::Semaphore;
 
 use crate::error::HsmError;
 
-/// A bounded set of blocking threads for device calls. Cheap to clone; clones share the bound.
+/// A semaphore for blocking device calls: at most `limit` run at once, each on one of tokio's
+/// blocking threads. Cheap to clone; clones share the permits.
 #[derive(Debug, Clone)]
-pub struct SigningThreads {
+pub struct BlockingSemaphore {
     permits: Arc<Semaphore>,
 }
 
-impl SigningThreads {
+impl BlockingSemaphore {
     /// At most `limit` (at least 1) calls in progress at once.
     pub fn new(limit: usize) -> Self {
-        SigningThreads {
+        BlockingSemaphore {
             permits: Arc::new(Semaphore::new(limit.max(1))),
         }
     }
@@ -93,7 +95,7 @@ mod tests {
             entered: entered_tx,
             release: Mutex::new(release_rx),
         });
-        let threads = SigningThreads::new(2);
+        let threads = BlockingSemaphore::new(2);
         let calls: Vec<_> = (0..5u8)
             .map(|i| {
                 let threads = threads.clone();

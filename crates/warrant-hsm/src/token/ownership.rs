@@ -32,11 +32,10 @@ use cryptoki::object::{Attribute, AttributeType, ObjectClass, ObjectHandle};
 use warrant_keys::{Disposal, Disposed};
 use warrant_token::{Algorithm, VerifyingKey};
 
+use super::create::public_template;
+use super::signing::mechanism;
+use super::{PUBLIC_KEY_ATTRIBUTES, Pooled, PublicObject, Token, find, public_objects};
 use crate::error::HsmError;
-use crate::token::{
-    PUBLIC_KEY_ATTRIBUTES, Pooled, PublicObject, Token, find, mechanism, public_objects,
-    public_template,
-};
 use crate::uri::Pkcs11Uri;
 
 /// What warrant signs to prove that a private key object is the recorded key. Not a JWS: no
