@@ -505,6 +505,24 @@ impl Warrant {
     }
 }
 
+/// The standard objects with the testkit's UIDs in the cluster fixture `cluster`:
+/// ServiceAccount `demo/app`, Node `node-1` and Pod `demo/app-0` of `app` on `node-1`, with a
+/// projected token for `audience` if given.
+pub(crate) fn create_standard_objects(
+    cluster: &warrant_kube_fixture::Cluster,
+    audience: Option<&str>,
+) {
+    use warrant_kube_fixture::objects::{node, pod, service_account};
+    use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
+    cluster
+        .create(&service_account("demo", "app", SA_UID))
+        .unwrap();
+    cluster.create(&node("node-1", NODE_UID)).unwrap();
+    cluster
+        .create(&pod("demo", "app-0", POD_UID, "app", "node-1", audience))
+        .unwrap();
+}
+
 /// Runs `warrant serve` with placeholder files and `args` (in the environment `env`), for a
 /// configuration it refuses before it reads any file; returns its output.
 pub(crate) fn serve_refusing(args: &[&str], env: &[(&str, &str)]) -> Output {

@@ -19,7 +19,7 @@ pub mod tools;
 
 pub use ca::{Issued, TestCa};
 pub use dpop::{DpopHolder, sha256_b64url};
-pub use objects::{Crowd, pod, record};
+pub use objects::{Crowd, MANIFEST, pod, record};
 #[cfg(feature = "state")]
 pub use state::{StateBuilder, key, settings, state};
 
