@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{Value, json};
 use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
-use warrant_kube_fixture::objects::{config_map, node, pod, service_account};
+use warrant_kube_fixture::objects::{config_map, service_account};
 use warrant_kube_fixture::{Cluster, Fixture, ResourceType};
 
 use crate::pki;
@@ -245,20 +245,7 @@ async fn beside_a_cluster_authentication_and_authorization_are_delegated() {
     let fixture = Fixture::start_with(cluster, |_| authority.routes())
         .await
         .unwrap();
-    fixture
-        .create(&service_account("demo", "app", "sa-1"))
-        .unwrap();
-    fixture.create(&node("node-1", "node-uid-1")).unwrap();
-    fixture
-        .create(&pod(
-            "demo",
-            "app-0",
-            "pod-1",
-            "app",
-            "node-1",
-            Some("vault"),
-        ))
-        .unwrap();
+    create_standard_objects(&fixture, Some("vault"));
     let proxy_pem = std::fs::read_to_string(&proxy_ca).unwrap();
     fixture
         .create(&config_map(

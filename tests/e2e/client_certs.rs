@@ -56,42 +56,24 @@ async fn client_certificates_authenticate() {
 // The real binary checks certificates against the real clock, so they are dated by it.
 #[allow(clippy::disallowed_methods)]
 async fn client_certificates_outside_their_validity_are_refused() {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa};
     let pki = tempfile::tempdir().unwrap();
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "dated-ca");
-    std::fs::write(
-        pki.path().join("ca.crt"),
-        ca.self_signed(&ca_key).unwrap().pem(),
-    )
-    .unwrap();
-    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let ca = warrant_testkit::TestCa::new("dated-ca");
+    std::fs::write(pki.path().join("ca.crt"), ca.pem()).unwrap();
     let now = jiff::Timestamp::now().as_second();
     let date = |offset_days: i64| {
         let t = jiff::Timestamp::from_second(now + offset_days * 86_400)
             .unwrap()
             .to_zoned(jiff::tz::TimeZone::UTC);
-        rcgen::date_time_ymd(i32::from(t.year()), t.month() as u8, t.day() as u8)
+        (i32::from(t.year()), t.month() as u8, t.day() as u8)
     };
     for (name, from, to) in [
         ("expired", -30, -2),
         ("not-yet-valid", 2, 30),
         ("current", -2, 30),
     ] {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, "admin");
-        params
-            .distinguished_name
-            .push(DnType::OrganizationName, "system:masters");
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        params.not_before = date(from);
-        params.not_after = date(to);
-        let cert = params.signed_by(&key, &issuer).unwrap();
+        let cert = ca.issue_client_valid("admin", &["system:masters"], date(from), date(to));
         std::fs::write(pki.path().join(format!("{name}.crt")), cert.pem()).unwrap();
-        std::fs::write(pki.path().join(format!("{name}.key")), key.serialize_pem()).unwrap();
+        std::fs::write(pki.path().join(format!("{name}.key")), cert.key_pem()).unwrap();
     }
     let ca = pki.path().join("ca.crt");
     let w = Warrant::start(OBJECTS, &["--client-ca-file", ca.to_str().unwrap()]).await;

@@ -5,7 +5,8 @@
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use serde_json::json;
 use warrant_kube_fixture::Fixture;
-use warrant_kube_fixture::objects::{node, pod, secret, service_account};
+use warrant_kube_fixture::objects::{pod, secret, service_account};
+use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
 
 use crate::support::*;
 
@@ -13,20 +14,7 @@ use crate::support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_follow_the_clusters_objects() {
     let cluster = Fixture::start().await.unwrap();
-    cluster
-        .create(&service_account("demo", "app", "sa-1"))
-        .unwrap();
-    cluster.create(&node("node-1", "node-uid-1")).unwrap();
-    cluster
-        .create(&pod(
-            "demo",
-            "app-0",
-            "pod-1",
-            "app",
-            "node-1",
-            Some("vault"),
-        ))
-        .unwrap();
+    create_standard_objects(&cluster, Some("vault"));
     let w = Warrant::start_cluster(&cluster, &[]).await;
 
     let token = w.token(&[
@@ -40,9 +28,9 @@ async fn tokens_follow_the_clusters_objects() {
     let k = claims(&token).kubernetes;
     assert_eq!(
         (k.pod.unwrap().uid.as_str(), k.node.unwrap().uid.as_str()),
-        ("pod-1", "node-uid-1")
+        (POD_UID, NODE_UID)
     );
-    assert_eq!(k.serviceaccount.uid, "sa-1");
+    assert_eq!(k.serviceaccount.uid, SA_UID);
     assert_eq!(w.review(&token, &["vault"])["authenticated"], true);
 
     // A pod created a moment ago (its watch event held back) is found by a live GET.
@@ -74,7 +62,7 @@ async fn tokens_follow_the_clusters_objects() {
         .unwrap();
     w.eventually("the re-created pod to be seen", || {
         w.review(&token, &["vault"])["error"]
-            == "pod UID (pod-2) does not match service account pod ref claim (pod-1)"
+            == format!("pod UID (pod-2) does not match service account pod ref claim ({POD_UID})")
     })
     .await;
 
@@ -98,10 +86,10 @@ async fn tokens_follow_the_clusters_objects() {
 async fn an_unreachable_cluster_is_an_error_never_a_verdict() {
     let mut cluster = Fixture::start().await.unwrap();
     cluster
-        .create(&service_account("demo", "app", "sa-1"))
+        .create(&service_account("demo", "app", SA_UID))
         .unwrap();
     cluster
-        .create(&pod("demo", "app-0", "pod-1", "app", "", None))
+        .create(&pod("demo", "app-0", POD_UID, "app", "", None))
         .unwrap();
     let w = Warrant::start_cluster(&cluster, &[]).await;
     let token = w.token(&["--bound-object-kind", "Pod", "--bound-object-name", "app-0"]);
@@ -129,7 +117,7 @@ async fn an_unreachable_cluster_is_an_error_never_a_verdict() {
 async fn a_cache_staleness_bound_is_checked_at_startup() {
     let cluster = Fixture::start().await.unwrap();
     cluster
-        .create(&service_account("demo", "app", "sa-1"))
+        .create(&service_account("demo", "app", SA_UID))
         .unwrap();
     let w = Warrant::start_cluster(&cluster, &["--max-cache-staleness", "5m"]).await;
     let token = w.token(&[]);
@@ -165,13 +153,7 @@ async fn a_cache_staleness_bound_is_checked_at_startup() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_secret_binding_secrets_are_never_requested() {
     let cluster = Fixture::start().await.unwrap();
-    cluster
-        .create(&service_account("demo", "app", "sa-1"))
-        .unwrap();
-    cluster.create(&node("node-1", "node-uid-1")).unwrap();
-    cluster
-        .create(&pod("demo", "app-0", "pod-1", "app", "node-1", None))
-        .unwrap();
+    create_standard_objects(&cluster, None);
     cluster
         .create(&secret("demo", "creds", "secret-1"))
         .unwrap();
@@ -203,7 +185,7 @@ async fn without_secret_binding_secrets_are_never_requested() {
     let claims = warrant_token::Claims::new(warrant_token::NewToken {
         issuer: &w.issuer(),
         namespace: "demo",
-        service_account: warrant_token::ObjectRef::new("app", "sa-1"),
+        service_account: warrant_token::ObjectRef::new("app", SA_UID),
         audiences: vec!["vault".into()],
         binding: warrant_token::Binding::Secret(warrant_token::ObjectRef::new("creds", "secret-1")),
         issued_at: now,

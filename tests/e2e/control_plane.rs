@@ -34,7 +34,8 @@ use warrant_signer::proto::{FetchKeysRequest, SignJwtRequest};
 
 use crate::secret_keys::{age_secret, aged_index};
 use crate::support::*;
-use crate::tokens::{OBJECTS, SA_UID};
+use crate::tokens::OBJECTS;
+use warrant_testkit::SA_UID;
 
 const NAMESPACE: &str = "kube-system";
 const NAME: &str = "warrant-keys";

@@ -8,7 +8,8 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use crate::support::*;
-use crate::tokens::{OBJECTS, POD_UID};
+use crate::tokens::OBJECTS;
+use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
 
 /// The member cluster's server URL, as its ClusterProfile gives it: the plugin's default
 /// audience.
@@ -457,20 +458,13 @@ async fn an_own_token_from_the_hubs_kube_apiserver_works_through_delegation() {
     use std::collections::BTreeMap;
 
     use warrant_kube_fixture::authority::{AccessAnswer, Authority, TokenAnswer};
-    use warrant_kube_fixture::objects::{node, pod, service_account};
     use warrant_kube_fixture::{Cluster, Fixture};
 
     let authority = Authority::new();
     let fixture = Fixture::start_with(Cluster::new(), |_| authority.routes())
         .await
         .unwrap();
-    fixture
-        .create(&service_account("demo", "app", "sa-1"))
-        .unwrap();
-    fixture.create(&node("node-1", "node-uid-1")).unwrap();
-    fixture
-        .create(&pod("demo", "app-0", "pod-1", "app", "node-1", None))
-        .unwrap();
+    create_standard_objects(&fixture, None);
     // No front proxy here: skip reading its configuration from the cluster.
     let w = Warrant::start_cluster(
         &fixture,
@@ -490,11 +484,11 @@ async fn an_own_token_from_the_hubs_kube_apiserver_works_through_delegation() {
         .sign(&warrant_token::Claims::new(warrant_token::NewToken {
             issuer: "https://kubernetes.default.svc.cluster.local",
             namespace: "demo",
-            service_account: warrant_token::ObjectRef::new("app", "sa-1"),
+            service_account: warrant_token::ObjectRef::new("app", SA_UID),
             audiences: vec![w.issuer()],
             binding: warrant_token::Binding::Pod {
-                pod: warrant_token::ObjectRef::new("app-0", "pod-1"),
-                node: Some(warrant_token::ObjectRef::new("node-1", "node-uid-1")),
+                pod: warrant_token::ObjectRef::new("app-0", POD_UID),
+                node: Some(warrant_token::ObjectRef::new("node-1", NODE_UID)),
             },
             issued_at: now,
             expires_at: now + 3600,
@@ -504,7 +498,7 @@ async fn an_own_token_from_the_hubs_kube_apiserver_works_through_delegation() {
         .unwrap();
     let extra: BTreeMap<String, Vec<String>> = [
         ("authentication.kubernetes.io/pod-name", "app-0"),
-        ("authentication.kubernetes.io/pod-uid", "pod-1"),
+        ("authentication.kubernetes.io/pod-uid", POD_UID),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), vec![v.to_owned()]))
@@ -513,7 +507,7 @@ async fn an_own_token_from_the_hubs_kube_apiserver_works_through_delegation() {
         &hub_token,
         TokenAnswer::User {
             username: "system:serviceaccount:demo:app".into(),
-            uid: "sa-1".into(),
+            uid: SA_UID.into(),
             groups: vec![
                 "system:serviceaccounts".into(),
                 "system:serviceaccounts:demo".into(),
@@ -558,7 +552,7 @@ async fn an_own_token_from_the_hubs_kube_apiserver_works_through_delegation() {
     assert_eq!(c.iss, w.issuer(), "minted by warrant");
     assert_eq!(c.aud, [MEMBER]);
     assert_eq!(c.sub, "system:serviceaccount:demo:app");
-    assert_eq!(c.kubernetes.pod.unwrap().uid, "pod-1");
+    assert_eq!(c.kubernetes.pod.unwrap().uid, POD_UID);
 }
 
 /// A loopback listener standing in for an attacker's server: nothing may ever connect to it.

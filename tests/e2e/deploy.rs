@@ -1306,15 +1306,8 @@ fn the_dockerfile_keeps_its_invariants() {
 #[tokio::test]
 async fn alerts_and_dashboard_query_only_exported_metrics() {
     use warrant_kube_fixture::Fixture;
-    use warrant_kube_fixture::objects::{node, pod, service_account};
     let fixture = Fixture::start().await.unwrap();
-    fixture
-        .create(&service_account("demo", "app", "sa-1"))
-        .unwrap();
-    fixture.create(&node("node-1", "node-uid-1")).unwrap();
-    fixture
-        .create(&pod("demo", "app-0", "pod-1", "app", "node-1", None))
-        .unwrap();
+    create_standard_objects(&fixture, None);
     let run = tempfile::tempdir().unwrap();
     let socket = run.path().join("signer.sock");
     let audit = run.path().join("audit.log");

@@ -4,20 +4,29 @@
 use crate::support::*;
 use crate::tokens::OBJECTS;
 
-/// A port free now, for a listener warrant opens itself.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Starts warrant with a metrics listener on a loopback port of the system's choice (port 0,
+/// so that no other process can take it between a choice and warrant's bind) and `extra`
+/// flags; returns the server and the `ADDRESS:PORT` it says it listens on.
+async fn start_with_metrics_listener(extra: &[&str]) -> (Warrant, String) {
+    let mut flags = vec!["--metrics-bind-address", "127.0.0.1:0"];
+    flags.extend_from_slice(extra);
+    let mut w = Warrant::start(OBJECTS, &flags).await;
+    let line = w.log_line("serving metrics and health over HTTP").await;
+    let address = line
+        .split_once("address=")
+        .and_then(|(_, after)| after.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    assert!(
+        address.starts_with("127.0.0.1:") && !address.ends_with(":0"),
+        "{line}"
+    );
+    (w, address)
 }
 
 #[tokio::test]
 async fn the_metrics_listener_serves_metrics_and_health_only() {
-    let port = free_port();
-    let address = format!("127.0.0.1:{port}");
-    let w = Warrant::start(OBJECTS, &["--metrics-bind-address", &address]).await;
+    let (w, address) = start_with_metrics_listener(&[]).await;
     let plain = reqwest::Client::new();
     let get = |path: &str| {
         let request = plain.get(format!("http://{address}{path}"));
@@ -75,18 +84,7 @@ async fn the_metrics_listener_serves_metrics_and_health_only() {
 /// the HTTPS port; liveness holds.
 #[tokio::test]
 async fn the_metrics_listener_reports_a_shutdown() {
-    let port = free_port();
-    let address = format!("127.0.0.1:{port}");
-    let w = Warrant::start(
-        OBJECTS,
-        &[
-            "--metrics-bind-address",
-            &address,
-            "--shutdown-delay-duration",
-            "30s",
-        ],
-    )
-    .await;
+    let (w, address) = start_with_metrics_listener(&["--shutdown-delay-duration", "30s"]).await;
     let plain = reqwest::Client::new();
     let status = |path: &'static str| {
         let request = plain.get(format!("http://{address}{path}"));

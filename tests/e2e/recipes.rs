@@ -12,7 +12,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::support::*;
-use crate::tokens::{OBJECTS, SA_UID};
+use crate::tokens::OBJECTS;
+use warrant_testkit::SA_UID;
 
 /// What a relying party sees: the documents it fetches and one token.
 struct Seen {

@@ -3,7 +3,8 @@
 use serde_json::json;
 
 use crate::support::*;
-use crate::tokens::{NODE_UID, OBJECTS, POD_UID, SA_UID};
+use crate::tokens::OBJECTS;
+use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
 
 #[tokio::test]
 async fn review_then_revoke_by_removing_the_pod() {
@@ -42,7 +43,7 @@ async fn review_then_revoke_by_removing_the_pod() {
 
     // Remove the pod from the file: the next review fails.
     let without_pod = OBJECTS.replace(
-        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: app-0, namespace: demo, uid: 5a7c4f6e-0000-4000-8000-00000000000b}\n  spec: {serviceAccountName: app, nodeName: node-1}\n",
+        &format!("- apiVersion: v1\n  kind: Pod\n  metadata: {{name: app-0, namespace: demo, uid: {POD_UID}}}\n  spec: {{serviceAccountName: app, nodeName: node-1}}\n"),
         "",
     );
     assert_ne!(without_pod, OBJECTS);

@@ -10,6 +10,7 @@ use warrant_signer::proto::{FetchKeysRequest, MetadataRequest, SignJwtRequest};
 
 use crate::support::*;
 use crate::tokens::OBJECTS;
+use warrant_testkit::SA_UID;
 
 #[tokio::test]
 async fn the_binary_signs_for_kube_apiserver_on_its_socket() {
@@ -186,7 +187,7 @@ async fn the_socket_answers_before_the_cluster_does() {
 
     let cluster = Fixture::start().await.unwrap();
     cluster
-        .create(&service_account("demo", "app", "sa-1"))
+        .create(&service_account("demo", "app", SA_UID))
         .unwrap();
     cluster.stall(true);
     let run = tempfile::tempdir().unwrap();
@@ -209,7 +210,7 @@ async fn the_socket_answers_before_the_cluster_does() {
     let claims = serde_json::json!({
         "aud": ["https://kubernetes.default.svc"], "exp": now + 3600, "iat": now,
         "iss": w.issuer(), "jti": "7d1c1f3e-0000-4000-8000-000000000001",
-        "kubernetes.io": {"namespace": "demo", "serviceaccount": {"name": "app", "uid": "sa-1"}},
+        "kubernetes.io": {"namespace": "demo", "serviceaccount": {"name": "app", "uid": SA_UID}},
         "nbf": now, "sub": "system:serviceaccount:demo:app",
     });
     let signed = signer
@@ -547,7 +548,7 @@ async fn the_binary_holds_ordinary_tokens_to_its_maximum_and_says_what_kube_need
         let mut claims = serde_json::json!({
             "aud": ["https://kubernetes.default.svc"], "exp": now + lifetime, "iat": now,
             "iss": w.issuer(), "jti": "7d1c1f3e-0000-4000-8000-000000000002",
-            "kubernetes.io": {"namespace": "demo", "serviceaccount": {"name": "app", "uid": "sa-1"}},
+            "kubernetes.io": {"namespace": "demo", "serviceaccount": {"name": "app", "uid": SA_UID}},
             "nbf": now, "sub": "system:serviceaccount:demo:app",
         });
         if let Some(warn_after) = warn_after {

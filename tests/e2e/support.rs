@@ -1,10 +1,12 @@
 //! A running `warrant serve` in a temporary directory, and the clients that talk to it.
 
 use std::ffi::{OsStr, OsString};
-use std::io::Read as _;
+use std::io::BufRead as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -26,6 +28,8 @@ pub(crate) struct Warrant {
     pub(crate) dir: tempfile::TempDir,
     pub(crate) port: u16,
     child: Child,
+    /// What the running `serve` writes to stderr.
+    stderr: ServeLog,
     pub(crate) http: reqwest::Client,
     /// The flags `serve` ran with, other than the key flags.
     flags: Vec<OsString>,
@@ -201,7 +205,7 @@ impl Warrant {
             )
         }));
         let key_flags = keys(dir.path());
-        let child = spawn_serve(&listener, &flags, &key_flags, env);
+        let (child, stderr) = spawn_serve(&listener, &flags, &key_flags, env);
         let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.path().join("ca.crt")).unwrap())
             .unwrap();
         let http = reqwest::Client::builder()
@@ -212,6 +216,7 @@ impl Warrant {
             dir,
             port,
             child,
+            stderr,
             http,
             flags,
             listener,
@@ -228,7 +233,7 @@ impl Warrant {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let key_flags = keys(self.dir.path());
-        self.child = spawn_serve(&self.listener, &self.flags, &key_flags, &self.env);
+        (self.child, self.stderr) = spawn_serve(&self.listener, &self.flags, &key_flags, &self.env);
         self.wait_ready().await;
     }
 
@@ -290,11 +295,30 @@ impl Warrant {
                 .status();
             let _ = self.child.wait();
         }
-        let mut text = String::new();
-        if let Some(stderr) = self.child.stderr.as_mut() {
-            let _ = stderr.read_to_string(&mut text);
+        self.stderr.to_end()
+    }
+
+    /// The first line of the running server's log that contains `text`, once it is written
+    /// (the server keeps running); fails with the log so far if the server exits first.
+    pub(crate) async fn log_line(&mut self, text: &str) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(line) = self.stderr.so_far().lines().find(|l| l.contains(text)) {
+                return line.to_owned();
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "warrant exited with {status} before it logged {text:?}:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "warrant did not log {text:?}:\n{}",
+                self.stderr.so_far()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        text
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -481,6 +505,24 @@ impl Warrant {
     }
 }
 
+/// The standard objects with the testkit's UIDs in the cluster fixture `cluster`:
+/// ServiceAccount `demo/app`, Node `node-1` and Pod `demo/app-0` of `app` on `node-1`, with a
+/// projected token for `audience` if given.
+pub(crate) fn create_standard_objects(
+    cluster: &warrant_kube_fixture::Cluster,
+    audience: Option<&str>,
+) {
+    use warrant_kube_fixture::objects::{node, pod, service_account};
+    use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
+    cluster
+        .create(&service_account("demo", "app", SA_UID))
+        .unwrap();
+    cluster.create(&node("node-1", NODE_UID)).unwrap();
+    cluster
+        .create(&pod("demo", "app-0", POD_UID, "app", "node-1", audience))
+        .unwrap();
+}
+
 /// Runs `warrant serve` with placeholder files and `args` (in the environment `env`), for a
 /// configuration it refuses before it reads any file; returns its output.
 pub(crate) fn serve_refusing(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -504,13 +546,55 @@ pub(crate) fn serve_refusing(args: &[&str], env: &[(&str, &str)]) -> Output {
         .unwrap()
 }
 
+/// What a `serve` process writes to stderr, read by a thread as it comes: the test can look at
+/// it while the server runs, and the server never waits on a full pipe.
+struct ServeLog {
+    text: Arc<Mutex<String>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl ServeLog {
+    fn follow(stderr: ChildStderr) -> ServeLog {
+        let text = Arc::new(Mutex::new(String::new()));
+        let written = Arc::clone(&text);
+        let reader = std::thread::spawn(move || {
+            let mut stderr = std::io::BufReader::new(stderr);
+            let mut line = Vec::new();
+            while stderr.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                written
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&line));
+                line.clear();
+            }
+        });
+        ServeLog {
+            text,
+            reader: Some(reader),
+        }
+    }
+
+    /// What it has written so far.
+    fn so_far(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// All it wrote, once the process has exited (its stderr closed).
+    fn to_end(&mut self) -> String {
+        if let Some(reader) = self.reader.take() {
+            reader.join().unwrap();
+        }
+        self.so_far()
+    }
+}
+
 /// Starts `warrant serve` on `listener`, passed as systemd does (descriptor 3, `LISTEN_FDS=1`).
 fn spawn_serve(
     listener: &TcpListener,
     flags: &[OsString],
     key_flags: &[OsString],
     env: &[(OsString, OsString)],
-) -> Child {
+) -> (Child, ServeLog) {
     use command_fds::{CommandFdExt, FdMapping};
     use std::os::fd::AsFd;
     let mut command = Command::new(BIN);
@@ -529,7 +613,9 @@ fn spawn_serve(
             child_fd: 3,
         }])
         .unwrap();
-    command.spawn().unwrap()
+    let mut child = command.spawn().unwrap();
+    let stderr = ServeLog::follow(child.stderr.take().unwrap());
+    (child, stderr)
 }
 
 impl Drop for Warrant {

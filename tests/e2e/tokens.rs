@@ -2,34 +2,10 @@
 
 use crate::support::*;
 
-pub(crate) const OBJECTS: &str = r#"
-apiVersion: v1
-kind: List
-items:
-- apiVersion: v1
-  kind: ServiceAccount
-  metadata: {name: app, namespace: demo, uid: 5a7c4f6e-0000-4000-8000-00000000000a}
-- apiVersion: v1
-  kind: Pod
-  metadata: {name: app-0, namespace: demo, uid: 5a7c4f6e-0000-4000-8000-00000000000b}
-  spec: {serviceAccountName: app, nodeName: node-1}
-- apiVersion: v1
-  kind: Pod
-  metadata: {name: web-0, namespace: demo, uid: 5a7c4f6e-0000-4000-8000-00000000000e}
-  spec: {serviceAccountName: web}
-- apiVersion: v1
-  kind: Node
-  metadata: {name: node-1, uid: 5a7c4f6e-0000-4000-8000-00000000000c}
-- apiVersion: v1
-  kind: Secret
-  metadata: {name: app-token, namespace: demo, uid: 5a7c4f6e-0000-4000-8000-00000000000d}
-  data: {token: c2VjcmV0}
-"#;
+use warrant_testkit::{NODE_UID, POD_UID, SA_UID, SECRET_UID};
 
-pub(crate) const SA_UID: &str = "5a7c4f6e-0000-4000-8000-00000000000a";
-pub(crate) const POD_UID: &str = "5a7c4f6e-0000-4000-8000-00000000000b";
-pub(crate) const NODE_UID: &str = "5a7c4f6e-0000-4000-8000-00000000000c";
-pub(crate) const SECRET_UID: &str = "5a7c4f6e-0000-4000-8000-00000000000d";
+/// The standard objects (the testkit's), which most tests serve.
+pub(crate) const OBJECTS: &str = warrant_testkit::MANIFEST;
 
 #[tokio::test]
 async fn kubectl_creates_every_kind_of_token() {

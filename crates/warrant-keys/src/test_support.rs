@@ -2,18 +2,29 @@
 //! run (P-256 keys, a week's rotation, a day's publish-ahead and token lifetime).
 
 use jiff::Timestamp;
+use warrant_clock::Clock;
 use warrant_token::KeyType;
 
-use crate::lifecycle::RotationPolicy;
+use crate::lifecycle::{ManagedKeySet, RotationPolicy};
 
-/// The tests' "now" at the start: 2027-01-15.
-pub(crate) const T0: i64 = 1_800_000_000;
+/// The tests' "now" at the start: the testkit's (2027-01-15).
+pub(crate) const T0: i64 = warrant_testkit::NOW;
 pub(crate) const HOUR: i64 = 3600;
 pub(crate) const DAY: i64 = 24 * HOUR;
 
 /// The instant `second` seconds after the epoch.
 pub(crate) fn at(second: i64) -> Timestamp {
     Timestamp::from_second(second).unwrap()
+}
+
+/// Wall time that follows Tokio's (paused) clock from `T0`.
+pub(crate) fn clock() -> Clock {
+    Clock::follows_tokio(at(T0))
+}
+
+/// The kids of `set`, in its order.
+pub(crate) fn kids(set: &ManagedKeySet) -> Vec<String> {
+    set.keys().iter().map(|k| k.kid().to_owned()).collect()
 }
 
 /// P-256 keys rotated weekly, published a day ahead, for tokens of at most a day.

@@ -28,7 +28,7 @@ pub use ca::{Issued, TestCa};
 pub use dpop::{DpopHolder, sha256_b64url};
 #[cfg(feature = "rotation")]
 pub use memory_holder::MemoryHolder;
-pub use objects::{Crowd, pod, record};
+pub use objects::{Crowd, MANIFEST, pod, record};
 #[cfg(feature = "state")]
 pub use state::{StateBuilder, key, settings, state};
 

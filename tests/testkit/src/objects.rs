@@ -1,7 +1,37 @@
-//! Objects as the stores hold them: single records, and a crowd of pods for benchmarks.
+//! The standard objects: as a manifest (what `warrant serve --objects-file` reads), as the
+//! stores hold them (single records), and a crowd of pods for benchmarks.
 
 use warrant_objects::{Kind, MemorySource, PodInfo, Record};
 use warrant_token::{Binding, NewToken, ObjectRef, new_jti};
+
+/// The standard objects as a manifest (a `List`, as `--objects-file` and `kubectl` read it):
+/// ServiceAccount `demo/app` ([`SA_UID`](crate::SA_UID)); its Pod `demo/app-0`
+/// ([`POD_UID`](crate::POD_UID)) on Node `node-1` ([`NODE_UID`](crate::NODE_UID)); Pod
+/// `demo/web-0` of a ServiceAccount `web` that does not exist, not scheduled; Secret
+/// `demo/app-token` ([`SECRET_UID`](crate::SECRET_UID)).
+pub const MANIFEST: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ServiceAccount
+  metadata: {name: app, namespace: demo, uid: 11111111-1111-1111-1111-111111111111}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: app-0, namespace: demo, uid: 22222222-2222-2222-2222-222222222222}
+  spec: {serviceAccountName: app, nodeName: node-1}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-0, namespace: demo, uid: 55555555-5555-5555-5555-555555555555}
+  spec: {serviceAccountName: web}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: node-1, uid: 33333333-3333-3333-3333-333333333333}
+- apiVersion: v1
+  kind: Secret
+  metadata: {name: app-token, namespace: demo, uid: 44444444-4444-4444-4444-444444444444}
+  data: {token: c2VjcmV0}
+"#;
 
 /// A record of an object other than a pod (a ServiceAccount, Node or Secret) with `uid`.
 pub fn record(uid: &str) -> Record {
@@ -99,6 +129,27 @@ impl Crowd {
             expires_at,
             warn_after: None,
             jti: new_jti(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MANIFEST;
+    use crate::{NODE_UID, POD_UID, SA_UID, SECRET_UID};
+
+    #[test]
+    fn the_manifest_names_the_standard_uids() {
+        for (object, uid) in [
+            ("name: app, namespace: demo", SA_UID),
+            ("name: app-0, namespace: demo", POD_UID),
+            ("name: node-1", NODE_UID),
+            ("name: app-token, namespace: demo", SECRET_UID),
+        ] {
+            assert!(
+                MANIFEST.contains(&format!("{{{object}, uid: {uid}}}")),
+                "{object}: {uid}"
+            );
         }
     }
 }

@@ -16,10 +16,6 @@ use crate::store::MemoryStore;
 use crate::test_support::*;
 use crate::{INDEX_FILE, KeySet, key_file_name};
 
-fn kids(set: &ManagedKeySet) -> Vec<String> {
-    set.keys().iter().map(|k| k.kid().to_owned()).collect()
-}
-
 /// The index's `generation`: how many times the copy was written.
 fn generation(dir: &Path) -> u64 {
     let index: serde_json::Value =
@@ -212,11 +208,6 @@ async fn a_copy_others_may_write_to_is_refused_and_a_failed_refresh_is_reported(
             .keys
             .same_records(&rotated)
     );
-}
-
-/// Wall time that follows Tokio's (paused) clock from `T0`.
-fn clock() -> Clock {
-    Clock::follows_tokio(at(T0))
 }
 
 /// Runs `manager`, sending each key set it publishes with the time.

@@ -15,10 +15,6 @@ fn rotate(set: &ManagedKeySet, now: i64) -> ManagedKeySet {
         .expect("a change")
 }
 
-fn kids(set: &ManagedKeySet) -> Vec<String> {
-    set.keys().iter().map(|k| k.kid().to_owned()).collect()
-}
-
 /// The names in the directory.
 fn listing(dir: &Path) -> BTreeSet<String> {
     fs::read_dir(dir)

@@ -3,12 +3,11 @@
 
 use std::collections::BTreeSet;
 
+use warrant_testkit::{ISSUER, SA_UID};
 use warrant_token::{Binding, Claims, NewToken, ObjectRef, TokenError, Verifier};
 
 use super::*;
 use crate::test_support::*;
-
-const ISSUER: &str = "https://issuer.test";
 
 fn generate(key_type: KeyType) -> Result<SigningKey, KeyError> {
     SigningKey::generate(key_type)
@@ -28,7 +27,7 @@ fn token(key: &SigningKey, issued_at: i64, lifetime: i64) -> String {
     key.sign(&Claims::new(NewToken {
         issuer: ISSUER,
         namespace: "demo",
-        service_account: ObjectRef::new("app", "uid-1"),
+        service_account: ObjectRef::new("app", SA_UID),
         audiences: vec!["vault".into()],
         binding: Binding::None,
         issued_at,
@@ -491,10 +490,6 @@ fn policies_that_cannot_keep_their_promises_are_refused() {
     );
     // Default policy with day-long tokens: next, active and one retired key.
     assert_eq!(policy().most_published_keys(), 3);
-}
-
-fn kids(set: &ManagedKeySet) -> Vec<String> {
-    set.keys().iter().map(|k| k.kid().to_owned()).collect()
 }
 
 #[test]

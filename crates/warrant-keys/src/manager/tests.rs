@@ -9,11 +9,6 @@ use super::*;
 use crate::store::MemoryStore;
 use crate::test_support::*;
 
-/// Wall time that follows Tokio's (paused) clock from `T0`.
-fn clock() -> Clock {
-    Clock::follows_tokio(at(T0))
-}
-
 /// What a published key set says, in short: (now, signing kid now, published kids).
 type Seen = (i64, String, Vec<String>);
 

@@ -187,10 +187,6 @@ impl Replica {
     }
 }
 
-fn kids(set: &ManagedKeySet) -> Vec<String> {
-    set.keys().iter().map(|k| k.kid().to_owned()).collect()
-}
-
 #[tokio::test]
 async fn a_key_set_round_trips_through_the_secret_with_optimistic_writes() {
     let fixture = fixture().await;

@@ -215,11 +215,7 @@ async fn reviews_say_whose_token_and_why_not() {
             Some(review),
         )
         .await;
-    assert_eq!(
-        reply.json["status"]["authenticated"], true,
-        "{}",
-        reply.text
-    );
+    reply.assert_authenticated();
     assert_eq!(reply.headers["audit-id"], "from-kube-apiserver-1");
     api.objects.remove(Kind::Pod, "demo", "app-0");
     let gone = api

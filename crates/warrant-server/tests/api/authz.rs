@@ -199,7 +199,7 @@ async fn service_accounts_review_and_read_metrics_with_their_own_tokens() {
         )
         .await;
     assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
-    assert_eq!(r.json["status"]["authenticated"], true);
+    r.assert_authenticated();
     let r = api
         .send_with_peer(
             Method::GET,

@@ -151,7 +151,7 @@ async fn max_age_and_signing_follow_the_key_schedule() {
     assert_eq!(kid_of(&issued), next.kid());
     // And it verifies.
     let r = api.review("authentication.k8s.io/v1", &issued, &[]).await;
-    assert_eq!(r.json["status"]["authenticated"], true, "{}", r.text);
+    r.assert_authenticated();
 
     api.set_now(NOW + 940);
     assert_eq!(

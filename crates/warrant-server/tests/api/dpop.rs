@@ -355,11 +355,7 @@ async fn a_key_bound_token_does_not_pass_a_review_without_a_proof() {
     let reply = api
         .review("authentication.k8s.io/v1", unbound, &[ISSUER])
         .await;
-    assert_eq!(
-        reply.json["status"]["authenticated"], true,
-        "{}",
-        reply.text
-    );
+    reply.assert_authenticated();
 }
 
 /// A workload presenting its key-bound token under the DPoP scheme asks for another token for

@@ -180,6 +180,25 @@ pub(crate) struct Reply {
     pub(crate) bytes: Vec<u8>,
 }
 
+impl Reply {
+    /// Asserts that this TokenReview reply authenticated its token (`status.authenticated` is
+    /// true), failing with what it said instead (its code, `status.error` and body); returns
+    /// the review's `status`.
+    #[track_caller]
+    pub(crate) fn assert_authenticated(&self) -> &Value {
+        let status = &self.json["status"];
+        assert!(
+            status["authenticated"] == true,
+            "the TokenReview did not authenticate the token: {} with status.authenticated {} and status.error {}\n{}",
+            self.code,
+            status["authenticated"],
+            status["error"],
+            self.text
+        );
+        status
+    }
+}
+
 impl Api {
     pub(crate) async fn send(&self, request: Request<Body>) -> Reply {
         let response = self.router.clone().oneshot(request).await.unwrap();

@@ -381,7 +381,7 @@ async fn audiences_are_bounded_and_no_unreviewable_token_is_issued() {
     let r = api
         .review("authentication.k8s.io/v1", &token, &requested)
         .await;
-    assert_eq!(r.json["status"]["authenticated"], true, "{}", r.text);
+    r.assert_authenticated();
     // A review naming too many audiences is a bad request.
     let requested: Vec<String> = (0..700).map(|i| format!("aud-{i}")).collect();
     let requested: Vec<&str> = requested.iter().map(String::as_str).collect();

@@ -75,7 +75,7 @@ async fn replies_in_the_requests_version() {
         let r = api.review(version, &token, &[]).await;
         assert_eq!(r.code, StatusCode::CREATED, "{version}: {}", r.text);
         assert_eq!(r.json["apiVersion"], version);
-        assert_eq!(r.json["status"]["authenticated"], true, "{version}");
+        r.assert_authenticated();
         assert_eq!(r.json["status"]["audiences"], json!([ISSUER]));
     }
     // A v1beta1 body sent to the v1 path (kube's webhook posts to whatever URL it is given).
@@ -110,12 +110,9 @@ async fn deleting_or_replacing_the_pod_revokes() {
     record.deletion_timestamp = Some(Timestamp::from_second(NOW).unwrap());
     api.objects.put(Kind::Pod, "demo", "app-0", record);
     api.set_now(NOW + 60);
-    assert_eq!(
-        api.review("authentication.k8s.io/v1", &token, &[])
-            .await
-            .json["status"]["authenticated"],
-        true
-    );
+    api.review("authentication.k8s.io/v1", &token, &[])
+        .await
+        .assert_authenticated();
     api.set_now(NOW + 61);
     assert_eq!(
         api.review("authentication.k8s.io/v1", &token, &[])
@@ -143,12 +140,9 @@ async fn time_and_audience_failures() {
         format!(r#"token audiences ["vault"] is invalid for the target audiences ["{ISSUER}"]"#)
     );
     api.set_now(NOW + 3600 + 60);
-    assert_eq!(
-        api.review("authentication.k8s.io/v1", &token, &["vault"])
-            .await
-            .json["status"]["authenticated"],
-        true
-    );
+    api.review("authentication.k8s.io/v1", &token, &["vault"])
+        .await
+        .assert_authenticated();
     api.set_now(NOW + 3600 + 61);
     assert_eq!(
         api.review("authentication.k8s.io/v1", &token, &["vault"])
@@ -246,12 +240,9 @@ async fn cached_signatures_never_skip_the_object_checks_or_outlive_the_keys() {
         .text
     };
     for _ in 0..3 {
-        assert_eq!(
-            api.review("authentication.k8s.io/v1", &token, &[])
-                .await
-                .json["status"]["authenticated"],
-            true
-        );
+        api.review("authentication.k8s.io/v1", &token, &[])
+            .await
+            .assert_authenticated();
     }
     // The first review notes the token, the second caches its signature, the third hits.
     let text = metrics().await;
@@ -305,7 +296,7 @@ async fn forged_tokens_are_refused_through_the_endpoint_every_time() {
     let genuine = pod_token(&api, &[]).await;
     // The genuine token first: its signature is now in the cache.
     let r = api.review("authentication.k8s.io/v1", &genuine, &[]).await;
-    assert_eq!(r.json["status"]["authenticated"], true, "{}", r.text);
+    r.assert_authenticated();
 
     let payload = genuine.split('.').nth(1).unwrap();
     let kid = key().kid();
@@ -371,7 +362,7 @@ async fn forged_tokens_are_refused_through_the_endpoint_every_time() {
     }
     // And the genuine token still passes.
     let r = api.review("authentication.k8s.io/v1", &genuine, &[]).await;
-    assert_eq!(r.json["status"]["authenticated"], true, "{}", r.text);
+    r.assert_authenticated();
 }
 
 /// Times from a validly signed token are whatever its signer wrote: an `exp` or `nbf` at the
@@ -416,13 +407,10 @@ async fn secret_bound_tokens_are_refused_with_secret_binding_off() {
         .await;
     assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
     let token = r.json["status"]["token"].as_str().unwrap().to_owned();
-    assert_eq!(
-        issuer
-            .review("authentication.k8s.io/v1", &token, &["vault"])
-            .await
-            .json["status"]["authenticated"],
-        true
-    );
+    issuer
+        .review("authentication.k8s.io/v1", &token, &["vault"])
+        .await
+        .assert_authenticated();
 
     let api = api_without_secret_binding();
     let refused = json!({"user": {}, "error": "token is bound to a Secret object but secret binding is disabled on this server"});
@@ -445,12 +433,9 @@ async fn secret_bound_tokens_are_refused_with_secret_binding_off() {
     assert_eq!(r.code, StatusCode::UNAUTHORIZED, "{}", r.text);
     // Other tokens still pass on that server.
     let pod = pod_token(&api, &["vault"]).await;
-    assert_eq!(
-        api.review("authentication.k8s.io/v1", &pod, &["vault"])
-            .await
-            .json["status"]["authenticated"],
-        true
-    );
+    api.review("authentication.k8s.io/v1", &pod, &["vault"])
+        .await
+        .assert_authenticated();
     let metrics = api
         .get_with("/metrics", &[("authorization", &format!("Bearer {ADMIN}"))])
         .await;

@@ -69,8 +69,7 @@ async fn kube_apiserver_reviews_tokens_in_both_versions() {
             format!("authentication.k8s.io/{version}")
         );
         assert_eq!(r.json["kind"], "TokenReview");
-        let status = &r.json["status"];
-        assert_eq!(status["authenticated"], true);
+        let status = r.assert_authenticated();
         assert_eq!(status["audiences"], json!(["https://warrant.test"]));
         assert_eq!(status["user"]["username"], "system:serviceaccount:demo:app");
         assert_eq!(

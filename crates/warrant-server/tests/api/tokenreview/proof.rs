@@ -139,8 +139,7 @@ async fn a_dpop_bound_token_passes_with_its_proof() {
     let reply = review(&api, WARRANT, &token, dpop(&proof)).await;
     assert_eq!(reply.code, StatusCode::CREATED, "{}", reply.text);
     assert_eq!(reply.json["apiVersion"], WARRANT);
-    let status = &reply.json["status"];
-    assert_eq!(status["authenticated"], true, "{}", reply.text);
+    let status = reply.assert_authenticated();
     assert_eq!(status["user"]["username"], "system:serviceaccount:demo:app");
     assert_eq!(status["audiences"], json!(["vault"]));
     assert_eq!(
@@ -158,11 +157,7 @@ async fn a_dpop_bound_token_passes_with_its_proof() {
         json!({"dpop": {"proof": with_query, "method": RP_METHOD, "uri": format!("{RP_URI}?version=2")}}),
     )
     .await;
-    assert_eq!(
-        reply.json["status"]["authenticated"], true,
-        "{}",
-        reply.text
-    );
+    reply.assert_authenticated();
 }
 
 /// A proof is good once: reviewed again it is refused, and the replay cache is the one warrant's
@@ -174,11 +169,7 @@ async fn a_replayed_proof_is_refused_across_reviews_and_the_api() {
     let token = dpop_bound_token(&api, &holder).await;
     let proof = for_rp(&holder, &token, "once");
     let first = review(&api, WARRANT, &token, dpop(&proof)).await;
-    assert_eq!(
-        first.json["status"]["authenticated"], true,
-        "{}",
-        first.text
-    );
+    first.assert_authenticated();
     api.advance(30);
     let again = review(&api, WARRANT, &token, dpop(&proof)).await;
     assert_refused(
@@ -213,11 +204,7 @@ async fn a_replayed_proof_is_refused_across_reviews_and_the_api() {
     let spec = json!({"dpop": {"proof": fresh, "method": "POST",
                                "uri": format!("https://{HOST}{TOKEN_PATH}")}});
     let reviewed = review(&api, WARRANT, &token, spec).await;
-    assert_eq!(
-        reviewed.json["status"]["authenticated"], true,
-        "{}",
-        reviewed.text
-    );
+    reviewed.assert_authenticated();
     let refused = token_request(&api, Some(&fresh)).await;
     assert_eq!(refused.code, StatusCode::BAD_REQUEST, "{}", refused.text);
     assert!(
@@ -298,11 +285,7 @@ async fn a_dpop_bound_token_without_a_valid_proof_is_refused_saying_why() {
     // A refused proof is not used up: the holder's good proof still passes.
     let good = for_rp(&holder, &token, "m");
     let reply = review(&api, WARRANT, &token, dpop(&good)).await;
-    assert_eq!(
-        reply.json["status"]["authenticated"], true,
-        "{}",
-        reply.text
-    );
+    reply.assert_authenticated();
 }
 
 /// A certificate-bound token passes with its certificate's thumbprint, and only with it.
@@ -312,11 +295,7 @@ async fn a_certificate_bound_token_passes_with_its_thumbprint() {
     let x5t = sha256(CLIENT_CERT_DER);
     let token = certificate_bound_token(&api, &x5t).await;
     let reply = review(&api, WARRANT, &token, thumbprint(&x5t)).await;
-    assert_eq!(
-        reply.json["status"]["authenticated"], true,
-        "{}",
-        reply.text
-    );
+    reply.assert_authenticated();
     assert_eq!(
         reply.json["status"]["keyBinding"],
         json!({"method": "ClientCertificate", "thumbprint": x5t})
@@ -371,11 +350,7 @@ async fn a_proof_for_an_unbound_token_is_refused() {
         assert_refused(&reply, why, &[&token], case);
     }
     let reply = review(&api, WARRANT, &token, json!({})).await;
-    assert_eq!(
-        reply.json["status"]["authenticated"], true,
-        "{}",
-        reply.text
-    );
+    reply.assert_authenticated();
     assert_eq!(reply.json["status"].get("keyBinding"), None);
 }
 
@@ -496,11 +471,7 @@ async fn malformed_proof_fields_are_a_400_naming_the_field() {
     // The control: a well-formed thumbprint alone passes the checks, and the review.
     let bound = certificate_bound_token(&api, &x5t).await;
     let reply = review(&api, WARRANT, &bound, thumbprint(&x5t)).await;
-    assert_eq!(
-        reply.json["status"]["authenticated"], true,
-        "{}",
-        reply.text
-    );
+    reply.assert_authenticated();
 }
 
 /// kube's TokenReview has no proof fields: its routes drop them unread (kube-apiserver drops a
@@ -527,11 +498,7 @@ async fn kube_routes_neither_use_nor_echo_the_proof_fields() {
                           "certificateThumbprint": "not one"});
         let reply = review(&api, version, &unbound, both).await;
         assert_eq!(reply.code, StatusCode::CREATED, "{version}: {}", reply.text);
-        assert_eq!(
-            reply.json["status"]["authenticated"], true,
-            "{version}: {}",
-            reply.text
-        );
+        reply.assert_authenticated();
         assert_eq!(reply.json["status"].get("keyBinding"), None);
         assert_eq!(
             reply.json["spec"],
@@ -541,11 +508,7 @@ async fn kube_routes_neither_use_nor_echo_the_proof_fields() {
     }
     // The proof shown to kube's routes was not checked, so not used up.
     let reply = review(&api, WARRANT, &token, dpop(&proof)).await;
-    assert_eq!(
-        reply.json["status"]["authenticated"], true,
-        "{}",
-        reply.text
-    );
+    reply.assert_authenticated();
 }
 
 /// The review metric counts a proven key-bound token as authenticated and a refused proof as
@@ -558,11 +521,7 @@ async fn metrics_and_audit_record_the_outcome() {
     let token = dpop_bound_token(&api, &holder).await;
     let good = for_rp(&holder, &token, "good");
     let passed = review(&api, WARRANT, &token, dpop(&good)).await;
-    assert_eq!(
-        passed.json["status"]["authenticated"], true,
-        "{}",
-        passed.text
-    );
+    passed.assert_authenticated();
     let replayed = review(&api, WARRANT, &token, dpop(&good)).await;
     assert_ne!(replayed.json["status"]["authenticated"], true);
 
