@@ -116,7 +116,7 @@ pub(crate) fn place(
     issuer: &str,
     jwks_uri: &str,
 ) -> Result<Placement, PlacementError> {
-    let is_file = matches!(kind, Kind::File { .. });
+    let is_file = kind.is_directory();
     let issuer_url = Url::parse(issuer).map_err(|source| PlacementError::IssuerNotUrl {
         issuer: issuer.to_owned(),
         source,
@@ -142,15 +142,17 @@ pub(crate) fn place(
             })?
     };
     check_host(kind, prefix, &issuer_url, base)?;
-    if (
+    let same_origin = (
         jwks_url.scheme(),
         jwks_url.host_str(),
         jwks_url.port_or_known_default(),
-    ) != (
+    ) == (
         issuer_url.scheme(),
         issuer_url.host_str(),
         issuer_url.port_or_known_default(),
-    ) {
+    );
+    // An export's JWKS may be for another host: it is written at its URL's path all the same.
+    if !same_origin && !matches!(kind, Kind::Export { .. }) {
         return Err(PlacementError::JwksElsewhere {
             jwks_uri: jwks_uri.to_owned(),
         });

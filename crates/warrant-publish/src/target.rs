@@ -16,9 +16,10 @@
 //! issuer's scheme, host and port, under the base; its object key is its path after the base.
 //! Where the issuer's host is a cloud's own storage host (`BUCKET.s3….amazonaws.com`,
 //! `storage.googleapis.com/BUCKET`, `ACCOUNT.blob.core.windows.net/CONTAINER`), the bucket it
-//! names must be the target's. A `file://` directory is the web root of the issuer's host, as
-//! for `warrant discovery export`: the document goes to `DIR/<issuer path>/.well-known/…`, and
-//! nothing is written through a symbolic link inside it (see `webroot`).
+//! names must be the target's. A `file://` directory is the web root of the issuer's host: the
+//! document goes to `DIR/<issuer path>/.well-known/…`, and nothing is written through a symbolic
+//! link inside it (see `webroot`). `warrant discovery export --dir` is such a directory with one
+//! rule lifted ([`Kind::Export`]): its JWKS may be for another host than the issuer's.
 
 use std::fmt;
 use std::sync::Arc;
@@ -67,6 +68,33 @@ pub enum Kind {
         /// The directory.
         dir: std::path::PathBuf,
     },
+    /// A directory staged for hosting elsewhere (`warrant discovery export --dir`): laid out
+    /// and written as a `File` target, each document at its URL's path, except that the JWKS
+    /// may be for another host than the issuer's. No activation gate reads an export back, and
+    /// the operator copies each file to the host its URL names.
+    Export {
+        /// The directory.
+        dir: std::path::PathBuf,
+    },
+}
+
+impl Kind {
+    /// True for a directory (`File` and `Export`).
+    pub fn is_directory(&self) -> bool {
+        matches!(self, Kind::File { .. } | Kind::Export { .. })
+    }
+}
+
+/// A directory target's directory that cannot be made, as a store that refuses its
+/// configuration.
+fn directory_error(url: String, source: std::io::Error) -> TargetError {
+    TargetError::Store {
+        url,
+        source: object_store::Error::Generic {
+            store: "directory",
+            source: Box::new(source),
+        },
+    }
 }
 
 /// A publish target: where to write, and the store that writes there.
@@ -277,20 +305,7 @@ impl Target {
                     .map_err(|()| TargetError::NotAbsolute {
                         url: url.to_owned(),
                     })?;
-                std::fs::create_dir_all(&dir).map_err(|source| TargetError::Store {
-                    url: url.to_owned(),
-                    source: object_store::Error::Generic {
-                        store: "directory",
-                        source: Box::new(source),
-                    },
-                })?;
-                // The directory is the web root: the issuer's path decides the prefix.
-                return Ok(Target {
-                    url: url.to_owned(),
-                    store: Store::Directory(WebRoot::new(dir.clone())),
-                    kind: Kind::File { dir },
-                    prefix: String::new(),
-                });
+                return Target::directory(url.to_owned(), dir, false);
             }
             _ => {
                 return Err(TargetError::Scheme {
@@ -310,6 +325,41 @@ impl Target {
         })
     }
 
+    /// `warrant discovery export --dir DIR`: a directory target written as `file:///DIR` is,
+    /// staged for hosting elsewhere ([`Kind::Export`]). Named by its `file://` URL; created if
+    /// missing.
+    pub fn export_dir(dir: &std::path::Path) -> Result<Target, TargetError> {
+        let absolute = std::path::absolute(dir)
+            .map_err(|e| directory_error(format!("file://{}", dir.display()), e))?;
+        let url = Url::from_file_path(&absolute)
+            .map_or_else(|()| format!("file://{}", absolute.display()), String::from);
+        Target::directory(url, dir.to_owned(), true)
+    }
+
+    /// A directory target at `dir`, created if missing: the web root of the issuer's host, or
+    /// an export (`staged`).
+    fn directory(
+        url: String,
+        dir: std::path::PathBuf,
+        staged: bool,
+    ) -> Result<Target, TargetError> {
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return Err(directory_error(url, e));
+        }
+        let root = WebRoot::new(dir.clone());
+        Ok(Target {
+            url,
+            store: Store::Directory(root),
+            kind: if staged {
+                Kind::Export { dir }
+            } else {
+                Kind::File { dir }
+            },
+            // The directory is the web root: the issuer's path decides the prefix.
+            prefix: String::new(),
+        })
+    }
+
     /// The target as given (no credentials: see [`TargetError::Extras`]).
     pub fn url(&self) -> &str {
         &self.url
@@ -323,7 +373,7 @@ impl Target {
     /// True for a directory, whose files carry no headers of their own (the web server
     /// serving them sets the content type and caching).
     pub fn is_file(&self) -> bool {
-        matches!(self.kind, Kind::File { .. })
+        self.kind.is_directory()
     }
 
     /// A bucket target's store (`None` for a directory).
@@ -588,6 +638,48 @@ mod tests {
                 "tenant/openid/v1/jwks".into()
             )
         );
+    }
+
+    /// An export is laid out as a `file://` target, and only the rule that the JWKS be on the
+    /// issuer's host is lifted.
+    #[test]
+    fn an_export_is_a_directory_target_whose_jwks_may_be_on_another_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = target(&format!("file://{}", dir.path().display()));
+        let export = Target::export_dir(dir.path()).unwrap();
+        assert!(export.is_file());
+        assert_eq!(export.url(), format!("file://{}", dir.path().display()));
+        let issuer = "https://issuer.example/tenant";
+        for jwks in [
+            "https://issuer.example/tenant/openid/v1/jwks",
+            "https://issuer.example/keys.json",
+        ] {
+            assert_eq!(
+                keys(&file, issuer, jwks),
+                keys(&export, issuer, jwks),
+                "{jwks}"
+            );
+        }
+        let cdn = "https://keys.example.net/tenant/jwks";
+        assert!(
+            keys(&file, issuer, cdn)
+                .unwrap_err()
+                .contains("not on the issuer's host")
+        );
+        assert_eq!(
+            keys(&export, issuer, cdn).unwrap(),
+            (
+                "tenant/.well-known/openid-configuration".into(),
+                "tenant/jwks".into()
+            )
+        );
+        for refused in [
+            "https://keys.example.net/",
+            "https://keys.example.net/jwks?v=1",
+            "https://keys.example.net/tenant/.well-known/openid-configuration",
+        ] {
+            assert!(keys(&export, issuer, refused).is_err(), "{refused}");
+        }
     }
 
     #[test]
