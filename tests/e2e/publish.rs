@@ -133,6 +133,126 @@ async fn a_symbolic_link_inside_the_web_root_is_not_followed() {
     }
 }
 
+/// `discovery export` is a publish round to a directory, as a `file://` target: for an issuer
+/// and `jwks_uri` such a target accepts, the two write the same files. A `jwks_uri` on another
+/// host than the issuer (a CDN, `--external-hostname`) is refused by a `file://` target, the
+/// issuer host's web root that the activation gate reads back; an export is copied by the
+/// operator, so it writes the JWKS at its URL's path all the same and says which URL must serve
+/// each file.
+#[test]
+fn export_writes_what_a_directory_target_does_and_a_jwks_for_another_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = signing_key(tmp.path());
+    let issuer = "https://issuer.example/tenant-a";
+    let run = |how: &[&OsStr], jwks_uri: Option<&str>| {
+        let mut command = std::process::Command::new(BIN);
+        command
+            .args(["discovery"])
+            .args(how)
+            .args(["--service-account-issuer", issuer])
+            .arg("--service-account-signing-key-file")
+            .arg(&key);
+        if let Some(jwks_uri) = jwks_uri {
+            command.args(["--service-account-jwks-uri", jwks_uri]);
+        }
+        command.output().unwrap()
+    };
+    let exported = tmp.path().join("exported");
+    let published = tmp.path().join("published");
+    let out = run(
+        &["export".as_ref(), "--dir".as_ref(), exported.as_os_str()],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let target = format!("file://{}", published.display());
+    let out = run(&["publish".as_ref(), target.as_ref()], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let files = files_below(&exported);
+    assert_eq!(
+        files,
+        [
+            "tenant-a/.well-known/openid-configuration",
+            "tenant-a/openid/v1/jwks"
+        ]
+    );
+    assert_eq!(files_below(&published), files);
+    for file in &files {
+        assert_eq!(
+            std::fs::read(exported.join(file)).unwrap(),
+            std::fs::read(published.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+
+    let jwks_uri = "https://keys.example.net/tenant-a/jwks";
+    let refused = tmp.path().join("refused");
+    let target = format!("file://{}", refused.display());
+    let out = run(&["publish".as_ref(), target.as_ref()], Some(jwks_uri));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not on the issuer's host"),
+        "{}",
+        stderr(&out)
+    );
+
+    let cdn = tmp.path().join("cdn");
+    let out = run(
+        &["export".as_ref(), "--dir".as_ref(), cdn.as_os_str()],
+        Some(jwks_uri),
+    );
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert_eq!(
+        files_below(&cdn),
+        ["tenant-a/.well-known/openid-configuration", "tenant-a/jwks"]
+    );
+    let discovery: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(cdn.join("tenant-a/.well-known/openid-configuration")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(discovery["jwks_uri"], jwks_uri);
+    assert_eq!(
+        std::fs::read(cdn.join("tenant-a/jwks")).unwrap(),
+        std::fs::read(published.join("tenant-a/openid/v1/jwks")).unwrap(),
+        "the JWKS for the other host lists the same keys"
+    );
+    for (file, url) in [
+        (
+            "tenant-a/.well-known/openid-configuration",
+            "https://issuer.example/tenant-a/.well-known/openid-configuration",
+        ),
+        ("tenant-a/jwks", jwks_uri),
+    ] {
+        let line = log
+            .lines()
+            .find(|l| l.contains(&format!("{}/{file}", cdn.display())))
+            .unwrap_or_else(|| panic!("no log line names {file}: {log}"));
+        assert!(
+            line.contains(url),
+            "{file} is to be served at {url}: {line}"
+        );
+    }
+}
+
+/// The files below `root`, by their paths relative to it, sorted.
+fn files_below(root: &std::path::Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let relative = path.strip_prefix(root).unwrap();
+                files.push(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 /// `--publish-endpoint http://` to a host that is not loopback would send the bucket's
 /// credentials in clear: refused before anything is sent, saying what to do instead; so is a CA
 /// file that holds no certificate, and a CA file without an endpoint.

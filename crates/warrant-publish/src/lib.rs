@@ -8,7 +8,8 @@
 //!
 //! - [`Target`]: a `--publish-discovery` URL, its store (the `object_store` crate, with each
 //!   cloud's credential chain from the environment) and the placement rule that ties the issuer
-//!   URL and `jwks_uri` to the target's object keys, checked at startup.
+//!   URL and `jwks_uri` to the target's object keys, checked at startup ([`Placement`], or a
+//!   [`PlacementError`] saying what does not agree).
 //! - [`Publisher`]: rounds that write what differs (only then) and read it back, on every key
 //!   change and on a timer (restoring what someone overwrote); its task is owned by a
 //!   [`PublisherTask`]. Only the replica that writes the key store writes; others check.
@@ -20,15 +21,17 @@
 
 mod endpoint;
 mod metrics;
+mod placement;
 mod publisher;
 mod target;
 mod webroot;
 
 pub use endpoint::{Endpoint, EndpointError};
 pub use metrics::PublishMetrics;
+pub use placement::{Placement, PlacementError};
 pub use publisher::{
     CONTENT_TYPE, Documents, PublishError, PublishHealth, Publisher, PublisherTask, RECHECK, RETRY,
     TargetStatus,
 };
-pub use target::{DISCOVERY_SUFFIX, Kind, ObjectError, Placement, Target, TargetError};
+pub use target::{DISCOVERY_SUFFIX, Kind, ObjectError, Target, TargetError};
 pub use webroot::{WebRoot, WebRootError};

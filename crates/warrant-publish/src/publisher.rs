@@ -37,7 +37,8 @@ use warrant_keys::{ActivationGate, ListedKeys, Writer};
 use warrant_token::DocumentError;
 
 use crate::metrics::PublishMetrics;
-use crate::target::{ObjectError, Placement, Target, TargetError};
+use crate::placement::Placement;
+use crate::target::{ObjectError, Target, TargetError};
 
 /// The content type of both documents, as warrant serves them.
 pub const CONTENT_TYPE: &str = "application/json";

@@ -16,18 +16,19 @@
 //! issuer's scheme, host and port, under the base; its object key is its path after the base.
 //! Where the issuer's host is a cloud's own storage host (`BUCKET.s3….amazonaws.com`,
 //! `storage.googleapis.com/BUCKET`, `ACCOUNT.blob.core.windows.net/CONTAINER`), the bucket it
-//! names must be the target's. A `file://` directory is the web root of the issuer's host, as
-//! for `warrant discovery export`: the document goes to `DIR/<issuer path>/.well-known/…`, and
-//! nothing is written through a symbolic link inside it (see `webroot`).
+//! names must be the target's. A `file://` directory is the web root of the issuer's host: the
+//! document goes to `DIR/<issuer path>/.well-known/…`, and nothing is written through a symbolic
+//! link inside it (see `webroot`). `warrant discovery export --dir` is such a directory with one
+//! rule lifted ([`Kind::Export`]): its JWKS may be for another host than the issuer's.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use object_store::aws::AmazonS3Builder;
-use object_store::azure::MicrosoftAzureBuilder;
-use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::path::Path;
 use object_store::{
     Attributes, ClientOptions, ObjectStore, ObjectStoreExt as _, PutOptions, PutPayload,
@@ -36,6 +37,7 @@ use object_store::{
 use url::Url;
 
 use crate::endpoint::{Endpoint, EndpointError};
+use crate::placement::{Placement, PlacementError, place};
 use crate::webroot::{WebRoot, WebRootError};
 
 /// Where relying parties fetch the discovery document, below the issuer.
@@ -66,6 +68,33 @@ pub enum Kind {
         /// The directory.
         dir: std::path::PathBuf,
     },
+    /// A directory staged for hosting elsewhere (`warrant discovery export --dir`): laid out
+    /// and written as a `File` target, each document at its URL's path, except that the JWKS
+    /// may be for another host than the issuer's. No activation gate reads an export back, and
+    /// the operator copies each file to the host its URL names.
+    Export {
+        /// The directory.
+        dir: std::path::PathBuf,
+    },
+}
+
+impl Kind {
+    /// True for a directory (`File` and `Export`).
+    pub fn is_directory(&self) -> bool {
+        matches!(self, Kind::File { .. } | Kind::Export { .. })
+    }
+}
+
+/// A directory target's directory that cannot be made, as a store that refuses its
+/// configuration.
+fn directory_error(url: String, source: std::io::Error) -> TargetError {
+    TargetError::Store {
+        url,
+        source: object_store::Error::Generic {
+            store: "directory",
+            source: Box::new(source),
+        },
+    }
 }
 
 /// A publish target: where to write, and the store that writes there.
@@ -108,15 +137,6 @@ impl fmt::Debug for Target {
             .field("kind", &self.kind)
             .finish()
     }
-}
-
-/// The object keys of the two documents in one target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placement {
-    /// `<prefix>/.well-known/openid-configuration`.
-    pub discovery: Path,
-    /// The JWKS, where `jwks_uri` points.
-    pub jwks: Path,
 }
 
 /// A target that cannot be used. The message starts with the target's URL; the caller names
@@ -174,13 +194,20 @@ pub enum TargetError {
         #[source]
         source: object_store::Error,
     },
+    /// A `file://` URL that is not an absolute local path.
+    #[error("{url}: a file:// target must be an absolute local path (file:///DIR)")]
+    NotAbsolute {
+        /// The URL.
+        url: String,
+    },
     /// The issuer or `jwks_uri` cannot be where this target serves the documents.
     #[error("{url}: {why}")]
     Placement {
         /// The URL.
         url: String,
         /// What does not agree, and what would.
-        why: String,
+        #[source]
+        why: PlacementError,
     },
 }
 
@@ -224,10 +251,6 @@ impl Target {
         {
             return Err(TargetError::Extras { scheme });
         }
-        let store_error = |source| TargetError::Store {
-            url: url.to_owned(),
-            source,
-        };
         let bucket = parsed.host_str().unwrap_or_default().to_owned();
         let prefix = parsed.path().trim_matches('/').to_owned();
         if scheme != "s3" && endpoint.is_set() {
@@ -241,75 +264,48 @@ impl Target {
             });
         }
         let bucket_url = format!("{scheme}://{bucket}");
-        let (kind, store): (Kind, Arc<dyn ObjectStore>) = match scheme.as_str() {
+        let (kind, store) = match scheme.as_str() {
             "s3" => {
-                let mut builder = AmazonS3Builder::from_env()
-                    .with_url(bucket_url)
-                    .with_retry(retry());
                 let checked = endpoint.check()?;
-                if let Some(checked) = &checked {
-                    builder = builder
-                        .with_endpoint(&checked.url)
-                        .with_virtual_hosted_style_request(false)
-                        .with_client_options(checked.client_options(client(checked.http)));
-                } else {
-                    builder = builder.with_client_options(client(false));
-                }
-                for (key, value) in options {
-                    let key = key.parse().map_err(store_error)?;
-                    builder = builder.with_config(key, value);
-                }
-                let store = builder.build().map_err(store_error)?;
-                (
-                    Kind::S3 {
-                        bucket,
-                        endpoint: checked.map(|c| c.url),
-                    },
-                    Arc::new(store),
-                )
+                let mut s3 = AmazonS3Builder::from_env();
+                let client = match &checked {
+                    Some(checked) => {
+                        s3 = s3
+                            .with_endpoint(&checked.url)
+                            .with_virtual_hosted_style_request(false);
+                        checked.client_options(client(checked.http))
+                    }
+                    None => client(false),
+                };
+                let store = bucket_store(s3, bucket_url, client, options);
+                let endpoint = checked.map(|c| c.url);
+                (Kind::S3 { bucket, endpoint }, store)
             }
-            "gs" => {
-                let mut builder = GoogleCloudStorageBuilder::from_env()
-                    .with_url(bucket_url)
-                    .with_retry(retry())
-                    .with_client_options(client(false));
-                for (key, value) in options {
-                    let key = key.parse().map_err(store_error)?;
-                    builder = builder.with_config(key, value);
-                }
-                let store = builder.build().map_err(store_error)?;
-                (Kind::Gcs { bucket }, Arc::new(store))
-            }
-            "az" => {
-                let mut builder = MicrosoftAzureBuilder::from_env()
-                    .with_url(bucket_url)
-                    .with_retry(retry())
-                    .with_client_options(client(false));
-                for (key, value) in options {
-                    let key = key.parse().map_err(store_error)?;
-                    builder = builder.with_config(key, value);
-                }
-                let store = builder.build().map_err(store_error)?;
-                (Kind::Azure { container: bucket }, Arc::new(store))
-            }
+            "gs" => (
+                Kind::Gcs { bucket },
+                bucket_store(
+                    GoogleCloudStorageBuilder::from_env(),
+                    bucket_url,
+                    client(false),
+                    options,
+                ),
+            ),
+            "az" => (
+                Kind::Azure { container: bucket },
+                bucket_store(
+                    MicrosoftAzureBuilder::from_env(),
+                    bucket_url,
+                    client(false),
+                    options,
+                ),
+            ),
             "file" => {
-                let dir = parsed.to_file_path().map_err(|()| TargetError::Placement {
-                    url: url.to_owned(),
-                    why: "a file:// target must be an absolute local path (file:///DIR)".into(),
-                })?;
-                std::fs::create_dir_all(&dir).map_err(|source| {
-                    store_error(object_store::Error::Generic {
-                        store: "directory",
-                        source: Box::new(source),
-                    })
-                })?;
-                // The directory is the web root: the issuer's path decides the prefix.
-                return Ok(Target {
-                    url: url.to_owned(),
-                    store: Store::Directory(WebRoot::new(dir.clone())),
-                    kind: Kind::File { dir },
-                    prefix: String::new(),
-                });
+                let dir = parsed
+                    .to_file_path()
+                    .map_err(|()| TargetError::NotAbsolute {
+                        url: url.to_owned(),
+                    })?;
+                return Target::directory(url.to_owned(), dir, false);
             }
             _ => {
                 return Err(TargetError::Scheme {
@@ -322,7 +318,45 @@ impl Target {
             url: url.to_owned(),
             kind,
             prefix,
-            store: Store::Bucket(store),
+            store: Store::Bucket(store.map_err(|source| TargetError::Store {
+                url: url.to_owned(),
+                source,
+            })?),
+        })
+    }
+
+    /// `warrant discovery export --dir DIR`: a directory target written as `file:///DIR` is,
+    /// staged for hosting elsewhere ([`Kind::Export`]). Named by its `file://` URL; created if
+    /// missing.
+    pub fn export_dir(dir: &std::path::Path) -> Result<Target, TargetError> {
+        let absolute = std::path::absolute(dir)
+            .map_err(|e| directory_error(format!("file://{}", dir.display()), e))?;
+        let url = Url::from_file_path(&absolute)
+            .map_or_else(|()| format!("file://{}", absolute.display()), String::from);
+        Target::directory(url, dir.to_owned(), true)
+    }
+
+    /// A directory target at `dir`, created if missing: the web root of the issuer's host, or
+    /// an export (`staged`).
+    fn directory(
+        url: String,
+        dir: std::path::PathBuf,
+        staged: bool,
+    ) -> Result<Target, TargetError> {
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return Err(directory_error(url, e));
+        }
+        let root = WebRoot::new(dir.clone());
+        Ok(Target {
+            url,
+            store: Store::Directory(root),
+            kind: if staged {
+                Kind::Export { dir }
+            } else {
+                Kind::File { dir }
+            },
+            // The directory is the web root: the issuer's path decides the prefix.
+            prefix: String::new(),
         })
     }
 
@@ -339,7 +373,7 @@ impl Target {
     /// True for a directory, whose files carry no headers of their own (the web server
     /// serving them sets the content type and caching).
     pub fn is_file(&self) -> bool {
-        matches!(self.kind, Kind::File { .. })
+        self.kind.is_directory()
     }
 
     /// A bucket target's store (`None` for a directory).
@@ -408,136 +442,69 @@ impl Target {
     /// Where the two documents go for `issuer` and `jwks_uri`, or why this target cannot serve
     /// them there (see the module's placement rule).
     pub fn placement(&self, issuer: &str, jwks_uri: &str) -> Result<Placement, TargetError> {
-        let refuse = |why: String| TargetError::Placement {
+        place(&self.kind, &self.prefix, issuer, jwks_uri).map_err(|why| TargetError::Placement {
             url: self.url.clone(),
             why,
-        };
-        let issuer_url = Url::parse(issuer)
-            .map_err(|e| refuse(format!("the issuer {issuer} is not a URL: {e}")))?;
-        let jwks_url = Url::parse(jwks_uri)
-            .map_err(|e| refuse(format!("the jwks_uri {jwks_uri} is not a URL: {e}")))?;
-        if issuer_url.scheme() != "https" {
-            return Err(refuse(format!(
-                "the issuer {issuer} is not https: relying parties fetch discovery over https only"
-            )));
-        }
-        let issuer_path = issuer_url.path().trim_end_matches('/');
-        let base = if self.prefix.is_empty() {
-            if self.is_file() { "" } else { issuer_path }
-        } else {
-            match issuer_path.strip_suffix(&format!("/{}", self.prefix)) {
-                Some(base) => base,
-                None => {
-                    return Err(refuse(format!(
-                        "the issuer {issuer} must end with the target's prefix /{}: relying parties fetch <issuer>/{DISCOVERY_SUFFIX}, and this target writes it at {}/{DISCOVERY_SUFFIX}",
-                        self.prefix, self.prefix
-                    )));
-                }
-            }
-        };
-        self.check_host(&issuer_url, base).map_err(refuse)?;
-        if (
-            jwks_url.scheme(),
-            jwks_url.host_str(),
-            jwks_url.port_or_known_default(),
-        ) != (
-            issuer_url.scheme(),
-            issuer_url.host_str(),
-            issuer_url.port_or_known_default(),
-        ) {
-            return Err(refuse(format!(
-                "the jwks_uri {jwks_uri} is not on the issuer's host: a target serves both documents from one place (leave --service-account-jwks-uri and --external-hostname out to put it under the issuer)"
-            )));
-        }
-        if jwks_url.query().is_some() || jwks_url.fragment().is_some() {
-            return Err(refuse(format!(
-                "the jwks_uri {jwks_uri} has a query or fragment, which no object key can match"
-            )));
-        }
-        let jwks_key = jwks_url
-            .path()
-            .strip_prefix(base)
-            .filter(|rest| rest.starts_with('/'))
-            .map(|rest| rest.trim_matches('/'))
-            .filter(|rest| !rest.is_empty())
-            .ok_or_else(|| {
-                refuse(format!(
-                    "the jwks_uri {jwks_uri} is not under the bucket's base path {base:?}"
-                ))
-            })?;
-        let discovery_key = if self.is_file() {
-            format!("{}/{DISCOVERY_SUFFIX}", issuer_path.trim_start_matches('/'))
-        } else if self.prefix.is_empty() {
-            DISCOVERY_SUFFIX.to_owned()
-        } else {
-            format!("{}/{DISCOVERY_SUFFIX}", self.prefix)
-        };
-        let discovery_key = discovery_key.trim_start_matches('/').to_owned();
-        if discovery_key == jwks_key {
-            return Err(refuse(format!(
-                "the jwks_uri {jwks_uri} is the discovery document's own URL"
-            )));
-        }
-        let path = |key: &str| {
-            Path::parse(key).map_err(|e| refuse(format!("{key} is not an object key: {e}")))
-        };
-        Ok(Placement {
-            discovery: path(&discovery_key)?,
-            jwks: path(jwks_key)?,
         })
     }
+}
 
-    /// Where the issuer's host is the cloud's own storage host, that it names this bucket at
-    /// `base`. Other hosts (a CDN, a custom domain, an S3-compatible server) cannot be checked.
-    fn check_host(&self, issuer: &Url, base: &str) -> Result<(), String> {
-        let host = issuer.host_str().unwrap_or_default();
-        let expect = |bucket: &str, ok: bool, form: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(format!(
-                    "the issuer {issuer} is on {host}, which does not serve bucket {bucket} at this path; it would be {form}"
-                ))
+/// The calls warrant makes on every cloud's store builder: object_store's three builders have
+/// these methods but share no trait, and [`bucket_store`] is the one path through them.
+trait BucketBuilder: Sized {
+    /// The builder's configuration keys (`aws_access_key_id`, …).
+    type Key: std::str::FromStr<Err = object_store::Error>;
+    fn with_url(self, url: String) -> Self;
+    fn with_retry(self, retry: RetryConfig) -> Self;
+    fn with_client_options(self, options: ClientOptions) -> Self;
+    fn with_config(self, key: Self::Key, value: &str) -> Self;
+    fn build_store(self) -> object_store::Result<Arc<dyn ObjectStore>>;
+}
+
+macro_rules! bucket_builder {
+    ($builder:ty, $key:ty) => {
+        impl BucketBuilder for $builder {
+            type Key = $key;
+            fn with_url(self, url: String) -> Self {
+                <$builder>::with_url(self, url)
             }
-        };
-        match &self.kind {
-            Kind::S3 {
-                bucket,
-                endpoint: None,
-            } if host.ends_with(".amazonaws.com") => {
-                let virtual_hosted = host.starts_with(&format!("{bucket}.s3."))
-                    || host.starts_with(&format!("{bucket}.s3-"));
-                let path_style = host.starts_with("s3.") || host.starts_with("s3-");
-                let form = format!("https://{bucket}.s3.REGION.amazonaws.com/{}", self.prefix);
-                if virtual_hosted {
-                    expect(bucket, base.is_empty(), &form)
-                } else {
-                    expect(bucket, path_style && base == format!("/{bucket}"), &form)
-                }
+            fn with_retry(self, retry: RetryConfig) -> Self {
+                <$builder>::with_retry(self, retry)
             }
-            Kind::Gcs { bucket } if host.ends_with("googleapis.com") => {
-                let form = format!("https://storage.googleapis.com/{bucket}/{}", self.prefix);
-                if host == format!("{bucket}.storage.googleapis.com") {
-                    expect(bucket, base.is_empty(), &form)
-                } else {
-                    expect(
-                        bucket,
-                        host == "storage.googleapis.com" && base == format!("/{bucket}"),
-                        &form,
-                    )
-                }
+            fn with_client_options(self, options: ClientOptions) -> Self {
+                <$builder>::with_client_options(self, options)
             }
-            Kind::Azure { container } if host.ends_with(".blob.core.windows.net") => expect(
-                container,
-                base == format!("/{container}"),
-                &format!(
-                    "https://ACCOUNT.blob.core.windows.net/{container}/{}",
-                    self.prefix
-                ),
-            ),
-            _ => Ok(()),
+            fn with_config(self, key: $key, value: &str) -> Self {
+                <$builder>::with_config(self, key, value)
+            }
+            fn build_store(self) -> object_store::Result<Arc<dyn ObjectStore>> {
+                Ok(Arc::new(self.build()?))
+            }
         }
+    };
+}
+
+bucket_builder!(AmazonS3Builder, AmazonS3ConfigKey);
+bucket_builder!(GoogleCloudStorageBuilder, GoogleConfigKey);
+bucket_builder!(MicrosoftAzureBuilder, AzureConfigKey);
+
+/// A bucket's store from `builder` (the cloud's credential chain from the environment, and what
+/// the scheme adds): the target's bucket, warrant's retries, `client`, then the caller's extra
+/// `options` by their config key.
+fn bucket_store<B: BucketBuilder>(
+    builder: B,
+    bucket_url: String,
+    client: ClientOptions,
+    options: &[(String, String)],
+) -> object_store::Result<Arc<dyn ObjectStore>> {
+    let mut builder = builder
+        .with_url(bucket_url)
+        .with_retry(retry())
+        .with_client_options(client);
+    for (key, value) in options {
+        builder = builder.with_config(key.parse()?, value);
     }
+    builder.build_store()
 }
 
 #[cfg(test)]
@@ -600,6 +567,16 @@ mod tests {
             elsewhere.contains("not on the issuer's host"),
             "{elsewhere}"
         );
+        assert!(matches!(
+            s3.placement(
+                "https://minio.example/oidc/cluster-a",
+                "https://other.example/oidc/cluster-a/openid/v1/jwks"
+            ),
+            Err(TargetError::Placement {
+                why: PlacementError::JwksElsewhere { .. },
+                ..
+            })
+        ));
         let outside = keys(
             &s3,
             "https://minio.example/oidc/cluster-a",
@@ -661,6 +638,48 @@ mod tests {
                 "tenant/openid/v1/jwks".into()
             )
         );
+    }
+
+    /// An export is laid out as a `file://` target, and only the rule that the JWKS be on the
+    /// issuer's host is lifted.
+    #[test]
+    fn an_export_is_a_directory_target_whose_jwks_may_be_on_another_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = target(&format!("file://{}", dir.path().display()));
+        let export = Target::export_dir(dir.path()).unwrap();
+        assert!(export.is_file());
+        assert_eq!(export.url(), format!("file://{}", dir.path().display()));
+        let issuer = "https://issuer.example/tenant";
+        for jwks in [
+            "https://issuer.example/tenant/openid/v1/jwks",
+            "https://issuer.example/keys.json",
+        ] {
+            assert_eq!(
+                keys(&file, issuer, jwks),
+                keys(&export, issuer, jwks),
+                "{jwks}"
+            );
+        }
+        let cdn = "https://keys.example.net/tenant/jwks";
+        assert!(
+            keys(&file, issuer, cdn)
+                .unwrap_err()
+                .contains("not on the issuer's host")
+        );
+        assert_eq!(
+            keys(&export, issuer, cdn).unwrap(),
+            (
+                "tenant/.well-known/openid-configuration".into(),
+                "tenant/jwks".into()
+            )
+        );
+        for refused in [
+            "https://keys.example.net/",
+            "https://keys.example.net/jwks?v=1",
+            "https://keys.example.net/tenant/.well-known/openid-configuration",
+        ] {
+            assert!(keys(&export, issuer, refused).is_err(), "{refused}");
+        }
     }
 
     #[test]

@@ -675,7 +675,9 @@ pub(crate) enum ListFormat {
 /// `warrant discovery export`.
 #[derive(Debug, Args)]
 pub(crate) struct DiscoveryExportArgs {
-    /// Directory to write `.well-known/openid-configuration` and `openid/v1/jwks` into.
+    /// Directory to write the two documents into, each at its URL's path below it
+    /// (`.well-known/openid-configuration` and `openid/v1/jwks` for an issuer without a path),
+    /// as `discovery publish file:///DIR` lays them out.
     #[arg(long, value_name = "DIR")]
     pub(crate) dir: PathBuf,
     /// Issuer of the tokens (the first is published). Repeatable, as for `serve`.

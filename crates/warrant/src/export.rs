@@ -1,26 +1,33 @@
-//! `warrant discovery export`: the two documents relying parties fetch, written as static
-//! files, so an operator can host them in a bucket or on any web server when warrant itself is
-//! not reachable from outside (a private cluster). They are the bytes `serve` would answer with
-//! now; with managed keys they must be exported again by the time the key set next changes
-//! (logged), or simply every hour.
+//! `warrant discovery export` and `warrant discovery publish`: the two documents relying
+//! parties fetch, written where they are hosted when warrant itself is not reachable from
+//! outside (a private cluster). Both are one publish round of warrant-publish's `Publisher`
+//! (the same rendering, layout, writer and read-back as `serve --publish-discovery`): `publish`
+//! to its targets, `export` to `--dir` as a directory target staged for hosting elsewhere
+//! (warrant-publish's `Target::export_dir`). They write the bytes `serve` would answer with now;
+//! with managed keys they must run again by the time the key set next changes (logged), or
+//! simply every hour.
 
 use std::error::Error;
 use std::path::Path;
 
 use jiff::Timestamp;
 use warrant_clock::Clock;
-use warrant_issuer::{url_path, validate_issuers};
+use warrant_issuer::{Published, validate_issuers};
 use warrant_keys::{DirStore, KeySet, KeyStore as _, SecretStore, StaticKeys};
-use warrant_token::{render_discovery, render_jwks};
+use warrant_publish::{Publisher, Target};
 
-use crate::cli::{DiscoveryExportArgs, DiscoveryPublishArgs};
+use crate::cli::{DiscoveryExportArgs, DiscoveryPublishArgs, KeySourceArgs};
 use crate::keys::{
     KeySource, ManagedStore, Store, client, current_algorithm, policy, recorded_max_token_seconds,
 };
 use crate::serve::jwks_uri;
-use warrant_server::{DISCOVERY_PATH, JWKS_PATH};
+use warrant_server::DISCOVERY_PATH;
 
-/// Writes the documents.
+/// `warrant discovery export`: a round to `--dir`, each document at its URL's path below it
+/// (the discovery document below the issuer's path, the JWKS at `jwks_uri`'s), as a `file://`
+/// target lays them out. Unlike a `file://` target, `jwks_uri` may be on another host than the
+/// issuer (`--external-hostname`, a CDN): its file is then for that host to serve, and the log
+/// says which URL each file must be served at.
 pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>> {
     validate_issuers(&args.issuers)?;
     let jwks_uri = jwks_uri(
@@ -30,87 +37,67 @@ pub(crate) async fn run(args: &DiscoveryExportArgs) -> Result<(), Box<dyn Error>
         args.secure_port,
     )?;
     let now = Clock::System.now();
-    // Publishing needs only public keys, but a store of held keys is read with its holder.
-    let holder = crate::holder::Holder::open(&args.keys.pkcs11, &args.keys.kms, None).await?;
-    let keys = key_set(
-        &KeySource::from_args(&args.keys)?,
+    let (published, next_change) = published(
+        &args.issuers,
+        &jwks_uri,
+        &args.keys,
         args.kubeconfig.as_deref(),
-        holder.as_ref().map(crate::holder::Holder::key_holder),
         now,
     )
     .await?;
+    let targets = vec![Target::export_dir(&args.dir)?];
+    let publisher = round(targets, &args.issuers, &jwks_uri, &published, now).await?;
     let issuer = warrant_issuer::first_issuer(&args.issuers);
-    let discovery = render_discovery(issuer, &jwks_uri, keys.verifying())
-        .map_err(|e| format!("cannot publish discovery for this issuer: {e}"))?;
-    let jwks = render_jwks(keys.verifying());
-    // Under the export directory, the paths relying parties fetch: the discovery document
-    // below the issuer's path (`tenant-a/.well-known/…` for `https://host/tenant-a`), the JWKS
-    // where the document's jwks_uri points.
-    let discovery_path = format!("{}{DISCOVERY_PATH}", url_path(issuer));
-    let jwks_path = match url_path(&jwks_uri) {
-        path if path.is_empty() => JWKS_PATH.to_owned(),
-        path => path,
-    };
-    write(
-        &args.dir,
-        discovery_path.trim_start_matches('/'),
-        &discovery,
-    )?;
-    write(&args.dir, jwks_path.trim_start_matches('/'), &jwks)?;
-    match keys.next_change() {
+    let dir = args.dir.display();
+    for (_, placement) in publisher.targets() {
+        tracing::info!(
+            file = %format!("{dir}/{}", placement.discovery),
+            serve_at = %format!("{}{DISCOVERY_PATH}", issuer.trim_end_matches('/')),
+            "exported the discovery document: serve the file at serve_at"
+        );
+        tracing::info!(
+            file = %format!("{dir}/{}", placement.jwks),
+            serve_at = %jwks_uri,
+            "exported the JWKS: serve the file at serve_at (the discovery document's jwks_uri, on whichever host it names)"
+        );
+    }
+    match next_change {
         Some(next) => tracing::info!(
-            dir = %args.dir.display(),
-            keys = keys.verifying().len(),
+            dir = %dir,
+            keys = published.keys().verifying().len(),
             next_change = %next,
             "exported the discovery documents; the keys change next at next_change: export again by then"
         ),
         None => tracing::info!(
-            dir = %args.dir.display(),
-            keys = keys.verifying().len(),
+            dir = %dir,
+            keys = published.keys().verifying().len(),
             "exported the discovery documents; export again whenever the key files change"
         ),
     }
     Ok(())
 }
 
-/// `warrant discovery publish`: the documents `serve` would answer with now, written to each
-/// target through warrant-publish (the same rendering, headers and placement rule as
-/// `serve --publish-discovery`), read back, and checked. Fails if any target fails.
+/// `warrant discovery publish`: a round to each target, read back and checked. Fails if any
+/// target fails.
 pub(crate) async fn publish(args: &DiscoveryPublishArgs) -> Result<(), Box<dyn Error>> {
     validate_issuers(&args.issuers)?;
     let jwks_uri = jwks_uri(&args.issuers, args.jwks_uri.as_deref(), None, 443)?;
     let now = Clock::System.now();
-    let holder = crate::holder::Holder::open(&args.keys.pkcs11, &args.keys.kms, None).await?;
-    let keys = key_set(
-        &KeySource::from_args(&args.keys)?,
+    let (published, next_change) = published(
+        &args.issuers,
+        &jwks_uri,
+        &args.keys,
         args.kubeconfig.as_deref(),
-        holder.as_ref().map(crate::holder::Holder::key_holder),
         now,
     )
     .await?;
-    let settings = warrant_issuer::Settings {
-        issuers: args.issuers.clone(),
-        api_audiences: args.issuers.clone(),
-        jwks_uri: jwks_uri.clone(),
-        expiration: warrant_token::ExpirationPolicy::default(),
-        signature_cache_entries: 0,
-    };
-    let next_change = keys.next_change();
-    let published = warrant_issuer::Published::new(&settings, keys);
-    let issuer = warrant_issuer::first_issuer(&args.issuers);
     let endpoint = args.endpoint.endpoint();
     let targets = args
         .targets
         .iter()
-        .map(|url| warrant_publish::Target::open(url, &endpoint, &[]))
+        .map(|url| Target::open(url, &endpoint, &[]))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut publisher = warrant_publish::Publisher::new(
-        targets,
-        issuer,
-        &jwks_uri,
-        warrant_publish::PublishMetrics::new(),
-    )?;
-    publisher.round(&published, now, true).await?;
+    let publisher = round(targets, &args.issuers, &jwks_uri, &published, now).await?;
     for (target, placement) in publisher.targets() {
         tracing::info!(
             target = %target.url(),
@@ -121,6 +108,58 @@ pub(crate) async fn publish(args: &DiscoveryPublishArgs) -> Result<(), Box<dyn E
         );
     }
     Ok(())
+}
+
+/// What `serve` would publish at `now` for `issuers`, `jwks_uri` and the keys of `keys`, and
+/// when the key set next changes.
+async fn published(
+    issuers: &[String],
+    jwks_uri: &str,
+    keys: &KeySourceArgs,
+    kubeconfig: Option<&Path>,
+    now: Timestamp,
+) -> Result<(Published, Option<Timestamp>), Box<dyn Error>> {
+    // Publishing needs only public keys, but a store of held keys is read with its holder.
+    let holder = crate::holder::Holder::open(&keys.pkcs11, &keys.kms, None).await?;
+    let keys = key_set(
+        &KeySource::from_args(keys)?,
+        kubeconfig,
+        holder.as_ref().map(crate::holder::Holder::key_holder),
+        now,
+    )
+    .await?;
+    let settings = warrant_issuer::Settings {
+        issuers: issuers.to_vec(),
+        api_audiences: issuers.to_vec(),
+        jwks_uri: jwks_uri.to_owned(),
+        expiration: warrant_token::ExpirationPolicy::default(),
+        signature_cache_entries: 0,
+    };
+    let next_change = keys.next_change();
+    Ok((Published::new(&settings, keys), next_change))
+}
+
+/// One writing round of `published` (for `issuers` and `jwks_uri`) to `targets`, after checking that it renders and that each
+/// target can hold it (the placement rule): nothing is written unless every target can. Returns
+/// the publisher that ran it (its targets and placements).
+async fn round(
+    targets: Vec<Target>,
+    issuers: &[String],
+    jwks_uri: &str,
+    published: &Published,
+    now: Timestamp,
+) -> Result<Publisher, Box<dyn Error>> {
+    published
+        .discovery()
+        .map_err(|e| warrant_publish::PublishError::Documents(e.clone()))?;
+    let mut publisher = Publisher::new(
+        targets,
+        warrant_issuer::first_issuer(issuers),
+        jwks_uri,
+        warrant_publish::PublishMetrics::new(),
+    )?;
+    publisher.round(published, now, true).await?;
+    Ok(publisher)
 }
 
 /// The keys `serve` would publish now. Managed keys are only read: exporting never rotates.
@@ -168,13 +207,4 @@ async fn key_set(
                 .with_extra_verifying(&extra.verifying))
         }
     }
-}
-
-/// Writes `dir/path` through a temporary file renamed over it, so a web server or a bucket
-/// sync never serves half a document.
-fn write(dir: &Path, path: &str, bytes: &[u8]) -> Result<(), Box<dyn Error>> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    // As a file:// target writes: below the directory, no symbolic link is followed.
-    warrant_publish::WebRoot::new(dir.to_owned()).write(path, bytes)?;
-    Ok(())
 }
