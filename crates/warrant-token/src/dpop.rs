@@ -354,24 +354,9 @@ struct ProofClaims {
     jti: Option<String>,
     htm: Option<String>,
     htu: Option<String>,
-    #[serde(default, deserialize_with = "seconds")]
+    #[serde(default, deserialize_with = "crate::claims::numeric_date")]
     iat: Option<i64>,
     ath: Option<String>,
-}
-
-fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
-        return Ok(None);
-    };
-    if let Some(i) = n.as_i64() {
-        return Ok(Some(i));
-    }
-    match n.as_f64() {
-        // Saturating: a date out of range is then stale or in the future.
-        #[allow(clippy::cast_possible_truncation)]
-        Some(f) if f.is_finite() => Ok(Some(f.trunc() as i64)),
-        _ => Err(serde::de::Error::custom("numeric date out of range")),
-    }
 }
 
 /// The public key a JWK describes, refusing one that carries private or symmetric material.
@@ -731,6 +716,9 @@ mod tests {
         assert!(verify_proof(&stale, &request(), now(), 120).is_ok());
         let proof = client.with_claims(|c| c["iat"] = json!("now"));
         assert_eq!(check(&proof), Err(DpopError::Claims));
+        // A NumericDate of any JSON number, in whole seconds (the claims' reader).
+        let fractional = client.with_claims(|c| c["iat"] = json!(1_800_000_060.9));
+        assert_eq!(check(&fractional).unwrap().iat, NOW + 60);
     }
 
     /// One window: stepping the clock across its end to the nanosecond, a proof passes exactly
