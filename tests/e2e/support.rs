@@ -295,7 +295,7 @@ impl Warrant {
                 .status();
             let _ = self.child.wait();
         }
-        self.stderr.to_end()
+        self.stderr.read_to_end()
     }
 
     /// The first line of the running server's log that contains `text`, once it is written
@@ -580,7 +580,7 @@ impl ServeLog {
     }
 
     /// All it wrote, once the process has exited (its stderr closed).
-    fn to_end(&mut self) -> String {
+    fn read_to_end(&mut self) -> String {
         if let Some(reader) = self.reader.take() {
             reader.join().unwrap();
         }

@@ -207,7 +207,7 @@ pub enum TargetError {
         url: String,
         /// What does not agree, and what would.
         #[source]
-        why: PlacementError,
+        why: Box<PlacementError>,
     },
 }
 
@@ -444,7 +444,7 @@ impl Target {
     pub fn placement(&self, issuer: &str, jwks_uri: &str) -> Result<Placement, TargetError> {
         place(&self.kind, &self.prefix, issuer, jwks_uri).map_err(|why| TargetError::Placement {
             url: self.url.clone(),
-            why,
+            why: Box::new(why),
         })
     }
 }
@@ -572,10 +572,7 @@ mod tests {
                 "https://minio.example/oidc/cluster-a",
                 "https://other.example/oidc/cluster-a/openid/v1/jwks"
             ),
-            Err(TargetError::Placement {
-                why: PlacementError::JwksElsewhere { .. },
-                ..
-            })
+            Err(TargetError::Placement { why, .. }) if matches!(*why, PlacementError::JwksElsewhere { .. })
         ));
         let outside = keys(
             &s3,

@@ -197,12 +197,12 @@ async fn dispatch(state: &AppState, request: Request, admitted: Admitted) -> Res
         Endpoint::Version => discovery::version().await,
         Endpoint::Livez => match query(&request) {
             Ok(query) => health::livez(state, caller, &query),
-            Err(rejected) => rejected,
+            Err(rejected) => rejected.into_response(),
         },
         Endpoint::LivezCheck => health::livez_check(state, caller, &params),
         Endpoint::Readyz => match query(&request) {
             Ok(query) => health::readyz(state, caller, &query),
-            Err(rejected) => rejected,
+            Err(rejected) => rejected.into_response(),
         },
         Endpoint::ReadyzCheck => health::readyz_check(state, caller, &params),
         // Authorized by the authorization layer (`get` on the path `/metrics`), as in
@@ -219,8 +219,8 @@ async fn dispatch(state: &AppState, request: Request, admitted: Admitted) -> Res
 
 /// The query of a health check's request (`?verbose`, `?exclude=NAME`), or the 400 of one
 /// that does not decode.
-fn query(request: &Request) -> Result<Vec<(String, String)>, Response> {
-    axum::extract::Query::try_from_uri(request.uri())
-        .map(|axum::extract::Query(query)| query)
-        .map_err(IntoResponse::into_response)
+fn query(
+    request: &Request,
+) -> Result<Vec<(String, String)>, axum::extract::rejection::QueryRejection> {
+    axum::extract::Query::try_from_uri(request.uri()).map(|axum::extract::Query(query)| query)
 }

@@ -145,7 +145,11 @@ fn sign_and_verify(under_test: &impl HolderUnderTest, keys: &KeySet, now: Timest
     let header: serde_json::Value =
         serde_json::from_slice(&B64.decode(&detached.header).expect("base64url"))
             .expect("a JSON header");
-    let kid = header["kid"].as_str().expect("a kid").to_owned();
+    let kid = header
+        .get("kid")
+        .and_then(serde_json::Value::as_str)
+        .expect("a kid")
+        .to_owned();
     let published = keys
         .verifying()
         .iter()
@@ -181,7 +185,13 @@ async fn scenario(under_test: &impl HolderUnderTest) {
     )
     .await
     .expect("the manager opens");
-    let first = manager.keys().keys()[0].key().clone();
+    let first = manager
+        .keys()
+        .keys()
+        .first()
+        .expect("a first key")
+        .key()
+        .clone();
     assert_eq!(
         state(under_test, &first),
         InHolder::Signs,
