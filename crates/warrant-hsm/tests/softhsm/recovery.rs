@@ -6,7 +6,8 @@ use std::time::Duration;
 use warrant_hsm::{HsmError, HsmMetrics, Pkcs11Key, RecoveryPolicy};
 use warrant_token::KeyType;
 
-use crate::support::{PIN, verify_aws_lc};
+use crate::support::PIN;
+use warrant_testkit::signatures::verify_signature;
 
 const POLICY: RecoveryPolicy = RecoveryPolicy {
     initial_backoff: Duration::from_secs(1),
@@ -101,7 +102,7 @@ hsm_test!(
             healthy_within_an_hour(&token).await;
             assert_eq!(warrant_token::RemoteKey::unavailable(&signer), None);
             let signature = signer.sign(b"after".to_vec()).await.unwrap();
-            verify_aws_lc(key.verifying_key(), b"after", &signature);
+            verify_signature(key.verifying_key(), b"after", &signature);
             assert!(metric(&metrics, r#"warrant_hsm_operations_total{holder="pkcs11",op="reopen",result="ok"} 1"#));
             assert_eq!(metrics.sessions_in_use(), 0);
             assert!(!recovery.is_finished());
@@ -129,7 +130,7 @@ hsm_test!(
             std::fs::rename(&aside, &token_dir).unwrap();
             healthy_within_an_hour(&token).await;
             let signature = key.sign(b"back").unwrap();
-            verify_aws_lc(key.verifying_key(), b"back", &signature);
+            verify_signature(key.verifying_key(), b"back", &signature);
             recovery.abort();
         });
     }

@@ -8,7 +8,8 @@ use warrant_hsm::{HsmError, HsmMetrics, Pkcs11Key};
 use warrant_keys::{Disposal, Disposed};
 use warrant_token::KeyType;
 
-use crate::support::{PIN, module, verify_aws_lc, verify_everywhere};
+use crate::support::{PIN, module, verify_everywhere};
+use warrant_testkit::signatures::verify_signature;
 
 hsm_test!(
     fn two_handles_on_one_token_sign_with_the_same_key(hsm) {
@@ -38,7 +39,7 @@ hsm_test!(
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let signature = std::fs::read(hsm.dir().join("signature")).unwrap();
-        verify_aws_lc(key_b.verifying_key(), b"from another process", &signature);
+        verify_signature(key_b.verifying_key(), b"from another process", &signature);
 
         // One replica retires it: the other's next signature fails, naming the key.
         assert_eq!(a.dispose(&[0x42], key_a.kid(), Disposal::Retire).unwrap(), Disposed::Destroyed);
@@ -72,7 +73,7 @@ hsm_test!(
             let public = Arc::new(key.verifying_key().clone());
             for task in tasks {
                 let (message, signature) = task.await.unwrap();
-                verify_aws_lc(&public, message.as_bytes(), &signature.unwrap());
+                verify_signature(&public, message.as_bytes(), &signature.unwrap());
             }
             assert!(metrics.sessions_open() <= 3, "{} sessions", metrics.sessions_open());
             assert_eq!(metrics.sessions_in_use(), 0);

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use warrant_hsm::{HsmError, HsmKey, HsmMetrics, Pkcs11Uri, Token, TokenConfig};
+use warrant_testkit::signatures::{verify_signature, verify_with_openssl};
 use warrant_testkit::tools;
 use warrant_token::{Algorithm, VerifyingKey};
 
@@ -188,91 +189,8 @@ impl SoftHsm {
 /// Checks `signature` over `message` with aws-lc, the `openssl` command and (as a JWS)
 /// jsonwebtoken, each from the public key alone.
 pub(crate) fn verify_everywhere(dir: &Path, key: &VerifyingKey, message: &[u8], signature: &[u8]) {
-    verify_aws_lc(key, message, signature);
-    verify_openssl(dir, key, message, signature);
-}
-
-pub(crate) fn verify_aws_lc(key: &VerifyingKey, message: &[u8], signature: &[u8]) {
-    use aws_lc_rs::signature as sig;
-    let alg: &dyn sig::VerificationAlgorithm = match key.algorithm() {
-        Algorithm::RS256 => &sig::RSA_PKCS1_2048_8192_SHA256,
-        Algorithm::ES256 => &sig::ECDSA_P256_SHA256_FIXED,
-        Algorithm::ES384 => &sig::ECDSA_P384_SHA384_FIXED,
-        Algorithm::ES512 => &sig::ECDSA_P521_SHA512_FIXED,
-    };
-    sig::ParsedPublicKey::new(alg, key.spki_der())
-        .unwrap()
-        .verify_sig(message, signature)
-        .expect("aws-lc verifies the signature");
-}
-
-/// `openssl dgst -verify` wants ECDSA signatures as DER `SEQUENCE { r, s }`.
-pub(crate) fn verify_openssl(dir: &Path, key: &VerifyingKey, message: &[u8], signature: &[u8]) {
-    let (digest, der) = match key.algorithm() {
-        Algorithm::RS256 => ("-sha256", signature.to_vec()),
-        Algorithm::ES256 => ("-sha256", ecdsa_der(signature)),
-        Algorithm::ES384 => ("-sha384", ecdsa_der(signature)),
-        Algorithm::ES512 => ("-sha512", ecdsa_der(signature)),
-    };
-    let n = rand_suffix();
-    let (pem, sig, msg) = (
-        dir.join(format!("pub-{n}.pem")),
-        dir.join(format!("sig-{n}.bin")),
-        dir.join(format!("msg-{n}.bin")),
-    );
-    std::fs::write(&pem, key.to_pem()).unwrap();
-    std::fs::write(&sig, der).unwrap();
-    std::fs::write(&msg, message).unwrap();
-    let out = Command::new("openssl")
-        .args(["dgst", digest, "-verify"])
-        .arg(&pem)
-        .arg("-signature")
-        .arg(&sig)
-        .arg(&msg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Verified OK"),
-        "openssl: {} {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
-}
-
-fn ecdsa_der(raw: &[u8]) -> Vec<u8> {
-    let (r, s) = raw.split_at(raw.len() / 2);
-    let int = |v: &[u8]| {
-        let v: Vec<u8> = v.iter().copied().skip_while(|&b| b == 0).collect();
-        let mut body = if v.first().is_some_and(|&b| b & 0x80 != 0) {
-            vec![0]
-        } else {
-            vec![]
-        };
-        body.extend(v);
-        let mut out = vec![0x02];
-        out.extend(der_len(body.len()));
-        out.extend(body);
-        out
-    };
-    let body = [int(r), int(s)].concat();
-    let mut out = vec![0x30];
-    out.extend(der_len(body.len()));
-    out.extend(body);
-    out
-}
-
-fn der_len(len: usize) -> Vec<u8> {
-    if len < 0x80 {
-        vec![len as u8]
-    } else {
-        vec![0x81, len as u8]
-    }
+    verify_signature(key, message, signature);
+    verify_with_openssl(dir, key, message, signature);
 }
 
 /// Signs a compact JWS with `key` in the token and verifies it with jsonwebtoken against the
