@@ -28,7 +28,7 @@
 
 use tokio::time::Instant;
 
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 use warrant_audit::{Decision, Event, EventKind, Requester, ServiceAccount, TokenFacts};
 use warrant_audit::{JsonList, LOGGED_ITEM_CHARS, bounded};
 use warrant_issuer::{Issuer, SignError, SignedClaims};
@@ -70,17 +70,45 @@ impl std::fmt::Debug for Signer {
     }
 }
 
-/// A refused Sign: the metric label and the message.
-struct Refusal(&'static str, String);
+/// A refused Sign. Its kind decides the gRPC code: `UNAVAILABLE` tells kube-apiserver that a later
+/// attempt may succeed.
+enum Refusal {
+    /// The claims are not warrant's to sign: `INVALID_ARGUMENT`, with the metric label and the
+    /// message saying why.
+    Claims(&'static str, String),
+    /// The key in force did not sign: `UNAVAILABLE` when a later attempt may succeed (its
+    /// holder cannot be reached, or the keys are past their signing deadline), else `INTERNAL`.
+    Sign(SignError),
+}
 
-/// The refusal of a Sign whose key's holder (an HSM) cannot be reached now: `UNAVAILABLE`, so
-/// kube-apiserver may retry.
-const KEY_UNAVAILABLE: &str = "key_unavailable";
-/// The refusal of a Sign past the keys' signing deadline (the shared key store has not
-/// answered for too long): `UNAVAILABLE`, so kube-apiserver may retry.
-const KEY_WITHHELD: &str = "key_withheld";
-/// The refusal of a Sign whose key failed to sign: `INTERNAL`.
-const SIGN_FAILED: &str = "sign_failed";
+impl Refusal {
+    /// The gRPC code kube-apiserver gets.
+    fn code(&self) -> Code {
+        match self {
+            Refusal::Claims(..) => Code::InvalidArgument,
+            Refusal::Sign(error) if error.is_unavailable() => Code::Unavailable,
+            Refusal::Sign(_) => Code::Internal,
+        }
+    }
+
+    /// The `result` label of `warrant_signer_requests_total`.
+    fn label(&self) -> &'static str {
+        match self {
+            Refusal::Claims(label, _) => label,
+            Refusal::Sign(SignError::Unavailable { .. }) => "key_unavailable",
+            Refusal::Sign(SignError::Withheld { .. }) => "key_withheld",
+            Refusal::Sign(SignError::Key { .. }) => "sign_failed",
+        }
+    }
+
+    /// What the caller is told, and the audit event and the log say.
+    fn message(&self) -> String {
+        match self {
+            Refusal::Claims(_, message) => message.clone(),
+            Refusal::Sign(error) => format!("signing failed: {error}"),
+        }
+    }
+}
 
 impl Signer {
     /// A signer answering for `issuer`, counting in `metrics`.
@@ -121,13 +149,7 @@ impl Signer {
             .issuer
             .sign_detached(&self.issuer.published(), at, claims)
             .await
-            .map_err(|e| match e {
-                SignError::Unavailable { .. } => {
-                    Refusal(KEY_UNAVAILABLE, format!("signing failed: {e}"))
-                }
-                SignError::Withheld { .. } => Refusal(KEY_WITHHELD, format!("signing failed: {e}")),
-                SignError::Key { .. } => Refusal(SIGN_FAILED, format!("signing failed: {e}")),
-            })?;
+            .map_err(Refusal::Sign)?;
         Ok((
             SignJwtResponse {
                 header: signature.header,
@@ -142,7 +164,7 @@ impl Signer {
 /// Sign's step 1: at most [`MAX_CLAIMS_BYTES`].
 fn check_size(claims: &str) -> Result<(), Refusal> {
     if claims.len() > MAX_CLAIMS_BYTES {
-        return Err(Refusal(
+        return Err(Refusal::Claims(
             "oversized",
             format!(
                 "claims of {} bytes: more than the {MAX_CLAIMS_BYTES} a token of warrant's may carry",
@@ -156,23 +178,23 @@ fn check_size(claims: &str) -> Result<(), Refusal> {
 /// Sign's step 2: the claims decoded strictly ([`decode_claims_strictly`]), or why not.
 fn parse_claims(claims: &str) -> Result<Claims, Refusal> {
     decode_claims_strictly(claims).map_err(|error| match &error {
-        EncodedClaimsError::NotBase64(_) => Refusal("not_base64url", error.to_string()),
+        EncodedClaimsError::NotBase64(_) => Refusal::Claims("not_base64url", error.to_string()),
         EncodedClaimsError::Json(ClaimsJsonError::NotJson(_) | ClaimsJsonError::NotObject) => {
-            Refusal(
+            Refusal::Claims(
                 "not_json_object",
                 "claims do not decode to a JSON object".into(),
             )
         }
         EncodedClaimsError::Json(ClaimsJsonError::DuplicateKey { .. }) => {
-            Refusal("duplicate_claim", error.to_string())
+            Refusal::Claims("duplicate_claim", error.to_string())
         }
         EncodedClaimsError::Json(ClaimsJsonError::CaseVariant { .. }) => {
-            Refusal("case_variant_claim", error.to_string())
+            Refusal::Claims("case_variant_claim", error.to_string())
         }
         // Typed as TokenReview reads them: claims of another shape would make a token
         // warrant itself refuses, so they are not signed either. serde quotes the
         // offending value: bounded, it is the caller's.
-        EncodedClaimsError::Types(_) => Refusal(
+        EncodedClaimsError::Types(_) => Refusal::Claims(
             "malformed_claims",
             bounded(&error.to_string(), LOGGED_ITEM_CHARS + 48),
         ),
@@ -182,13 +204,13 @@ fn parse_claims(claims: &str) -> Result<Claims, Refusal> {
 /// Sign's step 3: an `iss` among `issuers`, warrant's.
 fn check_issuer(parsed: &Claims, issuers: &[String]) -> Result<(), Refusal> {
     if parsed.iss.is_empty() {
-        return Err(Refusal(
+        return Err(Refusal::Claims(
             "wrong_issuer",
             "claims have no iss (string)".into(),
         ));
     }
     if !issuers.contains(&parsed.iss) {
-        return Err(Refusal(
+        return Err(Refusal::Claims(
             "wrong_issuer",
             format!(
                 "iss {:?} is not an issuer of this signer ({}); --service-account-issuer must be the same for kube-apiserver and warrant",
@@ -205,7 +227,7 @@ fn check_issuer(parsed: &Claims, issuers: &[String]) -> Result<(), Refusal> {
 /// maximum) may run to the extended maximum.
 fn check_lifetime(parsed: &Claims, expiration: &ExpirationPolicy, now: i64) -> Result<(), Refusal> {
     let Some(exp) = parsed.exp else {
-        return Err(Refusal(
+        return Err(Refusal::Claims(
             "no_exp",
             "claims have no exp (integer seconds): warrant signs no token that never expires"
                 .into(),
@@ -216,21 +238,21 @@ fn check_lifetime(parsed: &Claims, expiration: &ExpirationPolicy, now: i64) -> R
     let by = |seconds: i64| now.saturating_add(seconds).saturating_add(LEEWAY_SECONDS);
     match parsed.kubernetes.warnafter {
         // Extended: warned about within the ordinary maximum, valid up to the extended one.
-        Some(warn_after) if warn_after > by(ordinary) => Err(Refusal(
+        Some(warn_after) if warn_after > by(ordinary) => Err(Refusal::Claims(
             "bad_warnafter",
             format!(
                 "kubernetes.io.warnafter is {} s from now, beyond the {ordinary} s a token may live before it is extended",
                 warn_after.saturating_sub(now)
             ),
         )),
-        Some(_) if exp > by(extended) => Err(Refusal(
+        Some(_) if exp > by(extended) => Err(Refusal::Claims(
             "exp_beyond_max",
             format!(
                 "exp is {} s from now, beyond the {extended} s this signer's keys stay published for (its Metadata maximum)",
                 exp.saturating_sub(now)
             ),
         )),
-        None if exp > by(ordinary) => Err(Refusal(
+        None if exp > by(ordinary) => Err(Refusal::Claims(
             "exp_beyond_max",
             format!(
                 "exp is {} s from now, beyond the {ordinary} s maximum of a token that is not extended (warrant's --service-account-max-token-expiration); kube-apiserver's --service-account-max-token-expiration must not be longer",
@@ -273,14 +295,11 @@ impl ExternalJwtSigner for Signer {
                 );
                 Ok(Response::new(response))
             }
-            Err(Refusal(reason, message)) => {
+            Err(refusal) => {
+                let (reason, message) = (refusal.label(), refusal.message());
                 self.metrics.answered("Sign", reason, elapsed);
                 tracing::warn!(reason, %message, "refused to sign for kube-apiserver");
-                Err(match reason {
-                    KEY_UNAVAILABLE | KEY_WITHHELD => Status::unavailable(message),
-                    SIGN_FAILED => Status::internal(message),
-                    _ => Status::invalid_argument(message),
-                })
+                Err(Status::new(refusal.code(), message))
             }
         }
     }
@@ -377,7 +396,7 @@ fn sign_event(
             event.service_account = ServiceAccount::from_claims(claims);
             event.token = Some(TokenFacts::from_claims(claims, kid));
         }
-        Err(Refusal(_, message)) => event.reason = message.clone(),
+        Err(refusal) => event.reason = refusal.message(),
     }
     event
 }

@@ -10,6 +10,7 @@
     clippy::indexing_slicing
 )]
 
+mod codes;
 mod connections;
 mod control_plane;
 mod kube_vectors;
