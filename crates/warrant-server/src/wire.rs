@@ -40,7 +40,9 @@ pub struct ObjectMeta {
     pub other: BTreeMap<String, Value>,
 }
 
-/// `authentication.k8s.io/v1` TokenRequest.
+/// `authentication.k8s.io/v1` TokenRequest: what warrant reads and answers, and what its own
+/// clients (the credential plugin, the token agent) send ([`TokenRequest::new`]) and read back
+/// ([`TokenRequest::answer_status`]).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenRequest {
@@ -56,9 +58,34 @@ pub struct TokenRequest {
     /// What is asked for.
     #[serde(default)]
     pub spec: TokenRequestSpec,
-    /// The token, on the way out.
-    #[serde(default, skip_deserializing)]
+    /// The token, on the way out. A request's is not read (kubectl sends one with a `null`
+    /// `expirationTimestamp`); a client reads an answer's with [`TokenRequest::answer_status`].
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub status: Option<TokenRequestStatus>,
+}
+
+impl TokenRequest {
+    /// The TokenRequest a client sends for `spec`: kind and `apiVersion` set, no metadata.
+    pub fn new(spec: TokenRequestSpec) -> Self {
+        TokenRequest {
+            kind: Some("TokenRequest".to_owned()),
+            api_version: Some(AUTHENTICATION_V1.to_owned()),
+            spec,
+            ..TokenRequest::default()
+        }
+    }
+
+    /// The status of a TokenRequest answer (JSON), as a client reads it: the token and its
+    /// expiry, empty where the answer has none.
+    pub fn answer_status(answer: &[u8]) -> serde_json::Result<TokenRequestStatus> {
+        /// An answer as a client reads it: its status only.
+        #[derive(Deserialize)]
+        struct Answer {
+            #[serde(default)]
+            status: TokenRequestStatus,
+        }
+        serde_json::from_slice::<Answer>(answer).map(|answer| answer.status)
+    }
 }
 
 /// What a TokenRequest asks for.
@@ -80,12 +107,14 @@ pub struct TokenRequestSpec {
 pub use warrant_token::BoundObjectReference;
 
 /// The issued token.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenRequestStatus {
     /// The JWT.
+    #[serde(default)]
     pub token: String,
     /// Now plus `spec.expirationSeconds` (not the extended `exp` of an extended token).
+    #[serde(default)]
     pub expiration_timestamp: String,
 }
 
@@ -245,4 +274,57 @@ pub struct StatusCause {
     /// Which field.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub field: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What warrant's own clients (the credential plugin, the token agent) send: kubectl's
+    /// TokenRequest without its empty parts, which the server reads back as sent.
+    #[test]
+    fn a_clients_token_request_is_what_the_server_reads() {
+        let request = TokenRequest::new(TokenRequestSpec {
+            audiences: Some(vec!["vault".into()]),
+            expiration_seconds: Some(600),
+            bound_object_ref: Some(BoundObjectReference {
+                kind: "Pod".into(),
+                api_version: "v1".into(),
+                name: "app-0".into(),
+                uid: "5b".into(),
+            }),
+        });
+        let sent = serde_json::to_string(&request).unwrap();
+        assert_eq!(
+            sent,
+            r#"{"kind":"TokenRequest","apiVersion":"authentication.k8s.io/v1","metadata":{},"spec":{"audiences":["vault"],"expirationSeconds":600,"boundObjectRef":{"kind":"Pod","apiVersion":"v1","name":"app-0","uid":"5b"}}}"#
+        );
+        let read: TokenRequest = serde_json::from_str(&sent).unwrap();
+        assert_eq!(serde_json::to_string(&read).unwrap(), sent);
+    }
+
+    /// A request's status is not read, whatever it holds; an answer's is, by its client.
+    #[test]
+    fn a_status_is_read_from_answers_only() {
+        for status in [
+            r#"{"token":"","expirationTimestamp":null}"#,
+            r#"{"token":5}"#,
+            r#""issued""#,
+        ] {
+            let request: TokenRequest =
+                serde_json::from_str(&format!(r#"{{"spec":{{}},"status":{status}}}"#)).unwrap();
+            assert!(request.status.is_none(), "{status}");
+        }
+        let answer = br#"{"kind":"TokenRequest","apiVersion":"authentication.k8s.io/v1","metadata":{"name":"app","namespace":"demo","creationTimestamp":null},"spec":{"audiences":["vault"],"expirationSeconds":3600,"boundObjectRef":null},"status":{"token":"eyJ.x.y","expirationTimestamp":"2026-11-28T02:00:00Z"}}"#;
+        let status = TokenRequest::answer_status(answer).unwrap();
+        assert_eq!(status.token, "eyJ.x.y");
+        assert_eq!(status.expiration_timestamp, "2026-11-28T02:00:00Z");
+        let empty = TokenRequest::answer_status(br#"{"kind":"TokenRequest"}"#).unwrap();
+        assert_eq!(
+            (empty.token.as_str(), empty.expiration_timestamp.as_str()),
+            ("", "")
+        );
+        assert!(TokenRequest::answer_status(br#"{"status":{"token":5}}"#).is_err());
+        assert!(TokenRequest::answer_status(b"not json").is_err());
+    }
 }

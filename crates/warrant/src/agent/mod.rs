@@ -40,11 +40,10 @@ use clap::Args;
 use jiff::Timestamp;
 use rustix::fs::{Mode, OFlags};
 use warrant_clock::Clock;
+use warrant_server::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
 use warrant_token::BoundObjectReference;
 
-use crate::credential::{
-    self, Caller, CredentialError, TokenRequest, TokenRequestSpec, TokenRequestStatus,
-};
+use crate::credential::{self, Caller, CredentialError};
 use crate::refresh;
 
 #[cfg(test)]
@@ -294,15 +293,11 @@ impl Minter {
             )),
         })?;
         let account = own.service_account.clone();
-        let body = TokenRequest {
-            api_version: "authentication.k8s.io/v1",
-            kind: "TokenRequest",
-            spec: TokenRequestSpec {
-                audiences: vec![audience.to_owned()],
-                expiration_seconds: Some(expiration_seconds),
-                bound_object_ref: Some(self.pod.clone()),
-            },
-        };
+        let body = TokenRequest::new(TokenRequestSpec {
+            audiences: Some(vec![audience.to_owned()]),
+            expiration_seconds: Some(expiration_seconds),
+            bound_object_ref: Some(self.pod.clone()),
+        });
         let caller = Caller::Token {
             token,
             own,
@@ -325,7 +320,7 @@ impl Minter {
         let TokenRequestStatus {
             token,
             expiration_timestamp,
-        } = answer.status;
+        } = answer;
         let expires: Option<Timestamp> = expiration_timestamp.parse().ok();
         let (false, Some(expires)) = (token.is_empty(), expires) else {
             return Err(retry(format!(

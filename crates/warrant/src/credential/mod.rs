@@ -33,6 +33,7 @@ use std::error::Error;
 
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
+use warrant_server::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
 use warrant_token::{BoundObjectReference, UnverifiedClaimsError};
 
 use crate::cli::{CredentialArgs, KeyBinding, ObjectName, parse_object_name};
@@ -233,41 +234,6 @@ pub(crate) fn own_identity(token: &str) -> Result<Own, CredentialError> {
     })
 }
 
-/// The TokenRequest the plugin sends (`authentication.k8s.io/v1`), the fields it sets.
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct TokenRequest {
-    pub(crate) api_version: &'static str,
-    pub(crate) kind: &'static str,
-    pub(crate) spec: TokenRequestSpec,
-}
-
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct TokenRequestSpec {
-    pub(crate) audiences: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) expiration_seconds: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) bound_object_ref: Option<BoundObjectReference>,
-}
-
-/// What the plugin reads of warrant's answer: the token and its expiry.
-#[derive(Debug, Default, serde::Deserialize)]
-pub(crate) struct TokenRequestAnswer {
-    #[serde(default)]
-    pub(crate) status: TokenRequestStatus,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct TokenRequestStatus {
-    #[serde(default)]
-    pub(crate) token: String,
-    #[serde(default)]
-    pub(crate) expiration_timestamp: String,
-}
-
 /// What the plugin reads of a refusal (a Kubernetes Status).
 #[derive(Debug, serde::Deserialize)]
 struct Refusal {
@@ -307,14 +273,14 @@ impl Caller {
         }
     }
 
-    /// Sends the TokenRequest for `account`, with the DPoP proof `proof` if any; warrant's
-    /// answer, or why there is none.
+    /// Sends the TokenRequest for `account`, with the DPoP proof `proof` if any; the status of
+    /// warrant's answer (the token and its expiry), or why there is none.
     pub(crate) async fn request(
         &self,
         account: &ObjectName,
         body: &TokenRequest,
         proof: Option<&str>,
-    ) -> Result<TokenRequestAnswer, CredentialError> {
+    ) -> Result<TokenRequestStatus, CredentialError> {
         let warrant = self.warrant();
         let path = token_request_path(account);
         let mut request = http::Request::post(&path)
@@ -379,7 +345,7 @@ impl Caller {
             })?
             .to_bytes();
         if status.is_success() {
-            return serde_json::from_slice(&answer).map_err(|source| {
+            return TokenRequest::answer_status(&answer).map_err(|source| {
                 CredentialError::NotTokenRequest {
                     warrant: warrant.to_owned(),
                     source,
@@ -611,7 +577,7 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     }
     // 6. A new one from warrant, kept for the next run.
     let spec = TokenRequestSpec {
-        audiences: vec![audience],
+        audiences: Some(vec![audience]),
         expiration_seconds: args.expiration,
         bound_object_ref: binding,
     };
@@ -705,11 +671,7 @@ async fn mint(
     now: jiff::Timestamp,
 ) -> Result<(String, jiff::Timestamp), Box<dyn Error>> {
     let warrant = caller.warrant();
-    let body = TokenRequest {
-        api_version: "authentication.k8s.io/v1",
-        kind: "TokenRequest",
-        spec,
-    };
+    let body = TokenRequest::new(spec);
     let proof = proof_key
         .map(|key| {
             let htu = format!("{warrant}{}", token_request_path(service_account));
@@ -730,7 +692,7 @@ async fn mint(
     let TokenRequestStatus {
         token: minted,
         expiration_timestamp: expires,
-    } = answer.status;
+    } = answer;
     if minted.is_empty() || expires.is_empty() {
         return Err(format!("warrant at {warrant} answered without a token").into());
     }
