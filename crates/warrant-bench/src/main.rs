@@ -27,6 +27,7 @@ mod soak;
 mod wrk;
 
 use std::collections::HashMap;
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -117,15 +118,10 @@ struct Args {
     /// `--key-dir` and `--key-pkcs11-uri` (`make bench-signer-hsm`).
     #[arg(long, value_name = "MODULE", requires = "signer")]
     pkcs11_module: Option<PathBuf>,
-    /// Serve as the minimal reference server (reference.rs) on 127.0.0.1:PORT with the serving
-    /// certificate and key, answering `GET /version` with the bytes of BODY; the bench runs
-    /// itself with this, as a child process.
-    #[arg(
-        long,
-        num_args = 4,
-        value_names = ["PORT", "CERT", "KEY", "BODY"],
-        hide = true
-    )]
+    /// Serve as the minimal reference server (reference.rs) on the listening socket passed in
+    /// `LISTEN_FDS`, with the serving certificate and key, answering `GET /version` with the
+    /// bytes of BODY; the bench runs itself with this, as a child process.
+    #[arg(long, num_args = 3, value_names = ["CERT", "KEY", "BODY"], hide = true)]
     reference_server: Option<Vec<String>>,
 }
 
@@ -144,15 +140,10 @@ fn main() {
 type Error = Box<dyn std::error::Error>;
 
 fn reference_server(args: &[String]) -> Result<(), Error> {
-    let [port, cert, key, body] = args else {
-        return Err("--reference-server takes PORT CERT KEY BODY".into());
+    let [cert, key, body] = args else {
+        return Err("--reference-server takes CERT KEY BODY".into());
     };
-    reference::serve(
-        port.parse()?,
-        Path::new(cert),
-        Path::new(key),
-        Path::new(body),
-    )
+    reference::serve(Path::new(cert), Path::new(key), Path::new(body))
 }
 
 /// A protocol and its load generator.
@@ -332,7 +323,10 @@ fn run(args: &Args) -> Result<(), Error> {
         h2load::check_installed()?;
     }
     let dir = tempfile_dir()?;
-    let port = free_port()?;
+    // The server's socket, bound here and passed to each server the run starts (as systemd
+    // passes one): the port, which the issuer URL holds, stays the bench's for the whole run.
+    let listener = loopback_listener()?;
+    let port = listener.local_addr()?.port();
     let setup = Command::new(&args.warrant)
         .args(["local-setup", "--dir"])
         .arg(&dir)
@@ -362,7 +356,7 @@ fn run(args: &Args) -> Result<(), Error> {
             &args.warrant,
             &dir,
             &issuer,
-            port,
+            &listener,
             args.seconds,
             &keys,
             args.pkcs11_module.as_deref(),
@@ -371,7 +365,7 @@ fn run(args: &Args) -> Result<(), Error> {
         return result;
     }
     if let Some(seconds) = args.soak {
-        let result = soak(args, &dir, &issuer, port, &admin, &cluster, seconds);
+        let result = soak(args, &dir, &issuer, &listener, &admin, &cluster, seconds);
         let _ = std::fs::remove_dir_all(&dir);
         return result;
     }
@@ -379,6 +373,7 @@ fn run(args: &Args) -> Result<(), Error> {
         args,
         &Bench {
             dir: &dir,
+            listener: &listener,
             port,
             issuer: &issuer,
             admin: &admin,
@@ -395,6 +390,8 @@ fn run(args: &Args) -> Result<(), Error> {
 /// What every load measurement shares.
 struct Bench<'a> {
     dir: &'a Path,
+    /// The socket warrant serves on, and its port.
+    listener: &'a TcpListener,
     port: u16,
     issuer: &'a str,
     admin: &'a str,
@@ -466,7 +463,7 @@ fn load(
             dir,
             &key_file,
             bench.issuer,
-            bench.port,
+            bench.listener,
             &args.log_level,
             &args.serve_args,
         )?;
@@ -562,7 +559,7 @@ fn load(
                 dir,
                 &key_file,
                 bench.issuer,
-                bench.port,
+                bench.listener,
                 &args.log_level,
                 &extra,
             )?;
@@ -706,9 +703,9 @@ fn measure_reference(
     let version = warrant.preflight(Scenario::Floor)?;
     let body_file = bench.dir.join("version.json");
     std::fs::write(&body_file, &version)?;
-    let port = free_port()?;
-    let mut server = Server::reference(bench.dir, port, &body_file)?;
-    let target = bench.target(port);
+    let listener = loopback_listener()?;
+    let mut server = Server::reference(bench.dir, &listener, &body_file)?;
+    let target = bench.target(listener.local_addr()?.port());
     if target.preflight(Scenario::Floor)? != version {
         return Err("the reference server's /version differs from warrant's".into());
     }
@@ -758,7 +755,7 @@ fn soak(
     args: &Args,
     dir: &Path,
     issuer: &str,
-    port: u16,
+    listener: &TcpListener,
     admin: &str,
     cluster: &Cluster,
     seconds: u64,
@@ -783,7 +780,7 @@ fn soak(
         dir,
         &key_file,
         issuer,
-        port,
+        listener,
         &args.log_level,
         &extra,
     )?;
@@ -796,7 +793,7 @@ fn soak(
     let result = soak::run(
         &server,
         &target,
-        std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        listener.local_addr()?,
         seconds,
         Duration::from_secs(args.soak_settle),
         soak::Abusers {
@@ -829,10 +826,9 @@ fn tempfile_dir() -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
-fn free_port() -> Result<u16, Error> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+/// A listening socket on a loopback port of the system's choice, for a server to be passed.
+fn loopback_listener() -> Result<TcpListener, Error> {
+    Ok(TcpListener::bind("127.0.0.1:0")?)
 }
 
 /// Where the load goes.
@@ -931,7 +927,7 @@ impl Server {
         dir: &Path,
         key: &Path,
         issuer: &str,
-        port: u16,
+        listener: &TcpListener,
         log_level: &str,
         extra: &[String],
     ) -> Result<Server, Error> {
@@ -939,7 +935,7 @@ impl Server {
             "--service-account-signing-key-file".into(),
             key.as_os_str().to_owned(),
         ];
-        Server::start_with_keys(warrant, dir, &keys, &[], issuer, port, log_level, extra)
+        Server::start_with_keys(warrant, dir, &keys, &[], issuer, listener, log_level, extra)
     }
 
     /// As [`start`](Self::start), with the key flags `keys` and `env` in the server's
@@ -951,7 +947,7 @@ impl Server {
         keys: &[std::ffi::OsString],
         env: &[(String, PathBuf)],
         issuer: &str,
-        port: u16,
+        listener: &TcpListener,
         log_level: &str,
         extra: &[String],
     ) -> Result<Server, Error> {
@@ -969,33 +965,41 @@ impl Server {
             .arg(dir.join("tokens.csv"))
             .arg("--objects-file")
             .arg(dir.join("objects.yaml"))
-            .args([
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                &port.to_string(),
-                "--log-level",
-                log_level,
-            ])
+            .args(["--log-level", log_level])
             .args(extra);
-        Server::spawn(command, dir, "warrant", port)
+        Server::spawn(command, dir, "warrant", listener)
     }
 
     /// The reference server (reference.rs): this binary again, with the same serving
     /// certificate and key as warrant's.
-    fn reference(dir: &Path, port: u16, body: &Path) -> Result<Server, Error> {
+    fn reference(dir: &Path, listener: &TcpListener, body: &Path) -> Result<Server, Error> {
         let mut command = Command::new(std::env::current_exe()?);
         command
             .arg("--reference-server")
-            .arg(port.to_string())
             .arg(dir.join("serving.crt"))
             .arg(dir.join("serving.key"))
             .arg(body);
-        Server::spawn(command, dir, "reference", port)
+        Server::spawn(command, dir, "reference", listener)
     }
 
-    /// Starts `command` and waits until it listens on `port`.
-    fn spawn(mut command: Command, dir: &Path, name: &str, port: u16) -> Result<Server, Error> {
+    /// Starts `command` on `listener`, passed as systemd passes a socket (descriptor 3,
+    /// `LISTEN_FDS=1`), and waits until it answers there.
+    fn spawn(
+        mut command: Command,
+        dir: &Path,
+        name: &str,
+        listener: &TcpListener,
+    ) -> Result<Server, Error> {
+        use command_fds::{CommandFdExt as _, FdMapping};
+        use std::os::fd::AsFd as _;
+        let port = listener.local_addr()?.port();
+        command
+            .env("LISTEN_FDS", "1")
+            .env_remove("LISTEN_PID")
+            .fd_mappings(vec![FdMapping {
+                parent_fd: listener.as_fd().try_clone_to_owned()?,
+                child_fd: 3,
+            }])?;
         // The log goes to a file, as a container runtime takes it: written by warrant as it
         // would be in production, and out of the table's way. Not beside the key and other
         // files warrant watches: each write there would wake its file watcher.
@@ -1005,8 +1009,11 @@ impl Server {
         let log = std::fs::File::create(&log_path)?;
         let child = command.stdout(Stdio::null()).stderr(log).spawn()?;
         let mut server = Server { child };
-        for _ in 0..600 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        // At most 60 tries of half a second each and a pause: about half a minute.
+        for _ in 0..60 {
+            // A connection alone proves nothing: the socket is the bench's, and listens before
+            // the server accepts.
+            if answers(dir, port) {
                 return Ok(server);
             }
             if let Some(status) = server.child.try_wait()? {
@@ -1016,7 +1023,7 @@ impl Server {
             std::thread::sleep(Duration::from_millis(50));
         }
         server.stop();
-        Err(format!("{name} did not start listening within 30 s").into())
+        Err(format!("{name} did not answer within 30 s").into())
     }
 
     /// Runs `load` and returns what it measured with the server's CPU seconds over it.
@@ -1062,6 +1069,30 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Whether the server on `port` answers an HTTPS request (any status) within half a second.
+fn answers(dir: &Path, port: u16) -> bool {
+    let Ok(client) = https_client(&dir.join("ca.crt")) else {
+        return false;
+    };
+    let Ok(request) =
+        http::Request::get(format!("https://127.0.0.1:{port}/livez")).body(Full::new(Bytes::new()))
+    else {
+        return false;
+    };
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return false;
+    };
+    runtime.block_on(async {
+        matches!(
+            tokio::time::timeout(Duration::from_millis(500), client.request(request)).await,
+            Ok(Ok(_))
+        )
+    })
 }
 
 /// CPU seconds (user + system) process `pid` (or `self`) has used so far.

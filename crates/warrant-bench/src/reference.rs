@@ -1,4 +1,4 @@
-//! `warrant-bench --reference-server PORT CERT KEY BODY`: the transport floor without warrant.
+//! `warrant-bench --reference-server CERT KEY BODY`: the transport floor without warrant.
 //!
 //! A minimal HTTPS server with warrant's transport and nothing else: tokio's multi-threaded
 //! runtime, tokio-rustls over rustls with the aws-lc-rs provider (TLS 1.3 and 1.2, as warrant
@@ -11,9 +11,9 @@
 //!
 //! The bench runs it as a child process of its own (this same binary, re-executed), so its
 //! CPU time is read from /proc exactly as warrant's is, and measures the floor scenario against
-//! it: what warrant spends on a request beyond it is what warrant's own stack costs.
+//! it: what warrant spends on a request beyond it is what warrant's own stack costs. It serves on
+//! the listening socket the bench passes it, as warrant is passed its own (`LISTEN_FDS`).
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -45,17 +45,25 @@ fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, Erro
 }
 
 /// Serves until killed. Blocks.
-pub(crate) fn serve(port: u16, cert: &Path, key: &Path, body: &Path) -> Result<(), Error> {
+pub(crate) fn serve(cert: &Path, key: &Path, body: &Path) -> Result<(), Error> {
+    let listener = listenfd::ListenFd::from_env()
+        .take_tcp_listener(0)?
+        .ok_or("no listening socket passed in LISTEN_FDS")?;
+    listener.set_nonblocking(true)?;
     let tls = tls_config(cert, key)?;
     let body = Bytes::from(std::fs::read(body)?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(accept_loop(port, tls, body))
+    runtime.block_on(accept_loop(listener, tls, body))
 }
 
-async fn accept_loop(port: u16, tls: Arc<rustls::ServerConfig>, body: Bytes) -> Result<(), Error> {
-    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await?;
+async fn accept_loop(
+    listener: std::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    body: Bytes,
+) -> Result<(), Error> {
+    let listener = TcpListener::from_std(listener)?;
     let acceptor = TlsAcceptor::from(tls);
     loop {
         let Ok((tcp, _)) = listener.accept().await else {

@@ -12,6 +12,7 @@
 #![allow(clippy::disallowed_types)]
 
 use std::ffi::OsString;
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -226,7 +227,7 @@ pub(crate) fn run(
     warrant: &Path,
     dir: &Path,
     issuer: &str,
-    port: u16,
+    listener: &TcpListener,
     seconds: u64,
     algorithms: &[(String, SigningKey)],
     pkcs11_module: Option<&Path>,
@@ -257,11 +258,13 @@ pub(crate) fn run(
             socket.display().to_string(),
         ];
         let mut server = match pkcs11_module {
-            None => Server::start(warrant, dir, &key_file, issuer, port, "info", &extra)?,
+            None => Server::start(warrant, dir, &key_file, issuer, listener, "info", &extra)?,
             Some(module) => {
                 let hsm = dir.join(format!("{alg}-softhsm"));
                 let (keys, env) = softhsm_keys(warrant, module, &hsm, &key_file)?;
-                Server::start_with_keys(warrant, dir, &keys, &env, issuer, port, "info", &extra)?
+                Server::start_with_keys(
+                    warrant, dir, &keys, &env, issuer, listener, "info", &extra,
+                )?
             }
         };
         let path_of = |path: &str| match pkcs11_module {
