@@ -434,3 +434,144 @@ async fn two_replicas_share_one_key_directory_and_the_kms_keys() {
         assert_eq!(review["authenticated"], true, "{review}");
     }
 }
+
+/// `warrant keys CMD` on the key directory `keys` with KMS at `endpoint`, then `extra`.
+fn keys_cmd(keys: &Path, endpoint: &str, cmd: &str, extra: &[&str]) -> std::process::Output {
+    let mut args: Vec<OsString> = vec!["keys".into(), cmd.into()];
+    args.extend(
+        flags(keys, endpoint, "ES256")
+            .into_iter()
+            .filter(|a| a != "--key-algorithm" && a != "ES256"),
+    );
+    args.extend(extra.iter().map(OsString::from));
+    std::process::Command::new(BIN)
+        .args(&args)
+        .envs(env())
+        .output()
+        .unwrap()
+}
+
+/// The state KMS (moto) records for key `arn`.
+fn kms_state(moto: &Emulator, arn: &str) -> String {
+    boto3(
+        moto,
+        &format!("print(kms.describe_key(KeyId='{arn}')['KeyMetadata']['KeyState'])"),
+    )
+    .trim()
+    .to_owned()
+}
+
+/// Revocation stops trust: with KMS out of reach, `keys revoke` still takes the key out of the
+/// store (so out of every JWKS, and every server refuses its tokens); the server that writes
+/// the store disables it in KMS and schedules its deletion once KMS answers, counted as a
+/// pending disposal until then.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_is_revoked_while_kms_is_unreachable_and_disposed_of_once_it_answers() {
+    let moto = Emulator::moto().await;
+    let mut proxy = Proxy::start(moto.port()).await;
+    let endpoint = proxy.endpoint();
+    let mut w = Warrant::start_with_env(
+        OBJECTS,
+        |dir| flags(&dir.join("keys"), &endpoint, "ES256"),
+        &[],
+        &env(),
+    )
+    .await;
+    let keys = w.path("keys");
+    let issued = token(&w);
+    let leaked = verify_offline(&w, &jwks(&w).await, &issued);
+    let arn = recorded_arns(&keys).remove(0);
+
+    // With no successor published, revoking the signing key needs a new key, made in KMS:
+    // without KMS, the command says so and changes nothing.
+    proxy.down();
+    let refused = keys_cmd(&keys, &endpoint, "revoke", &[&leaked]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains(&format!("key {leaked} signs now and no successor is published, so revoking it needs a new key made in KMS, which cannot be reached")),
+        "{}",
+        stderr(&refused)
+    );
+    proxy.up().await;
+
+    // A next key is published (so revoking the signing key needs no new key).
+    let rotated = keys_cmd(&keys, &endpoint, "rotate", &[]);
+    assert!(rotated.status.success(), "{}", stderr(&rotated));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while jwks(&w).await.keys.len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never saw the rotation"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // KMS goes out of reach; the key leaks. Revoke records it without KMS, and says who
+    // disables it.
+    proxy.down();
+    let revoked = keys_cmd(&keys, &endpoint, "revoke", &[&leaked]);
+    let said = stderr(&revoked);
+    assert!(revoked.status.success(), "{said}");
+    assert!(said.contains("KMS cannot be reached"), "{said}");
+    assert!(
+        said.contains("the warrant server that writes this store disables it in KMS and schedules its deletion once KMS answers"),
+        "{said}"
+    );
+
+    // The running server takes the key out of the JWKS and refuses its tokens at once.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while jwks(&w).await.find(&leaked).is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the revoked key is still published"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let review = w.review(&issued, &["vault"]);
+    assert!(
+        review["error"]
+            .as_str()
+            .unwrap()
+            .contains("has been revoked"),
+        "{review}"
+    );
+    // Its disposal waits for KMS, counted; KMS still has the key enabled.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while w.metric("warrant_keys_holder_disposals_pending").await != 1.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no pending disposal: {}",
+            w.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(kms_state(&moto, &arn), "Enabled");
+    let listed = keys_cmd(&keys, &endpoint, "list", &[]);
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.contains(&format!("REVOKED {leaked}")), "{listed}");
+
+    // KMS answers again: the server disables the key and schedules its deletion by itself.
+    proxy.up().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while kms_state(&moto, &arn) != "PendingDeletion" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the revoked key was never scheduled for deletion:\n{}",
+            w.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while w.metric("warrant_keys_holder_disposals_pending").await != 0.0 {
+        assert!(tokio::time::Instant::now() < deadline, "{}", w.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        w.metric(r#"warrant_keys_holder_disposals_total{result="destroyed"}"#)
+            .await,
+        1.0
+    );
+    let published = jwks(&w).await;
+    let signing = verify_offline(&w, &published, &token(&w));
+    assert_ne!(signing, leaked);
+}

@@ -12,7 +12,7 @@
 //!   the same calls with an in-memory key of the same type (the cost against in-memory keys).
 //!
 //! `cargo bench -p warrant-hsm --bench pkcs11` (`WARRANT_HSM_MODULE` overrides the module;
-//! `WARRANT_HSM_BENCH_SECONDS` the time per case, default 5).
+//! `WARRANT_BENCH_SECONDS` the time per case, default 5).
 //!
 //! A module reads `SOFTHSM2_CONF` when it is initialized, and setting the environment of a
 //! running process is `unsafe`: the benchmark re-runs itself with a temporary configuration.
@@ -26,25 +26,15 @@
     clippy::indexing_slicing
 )]
 
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use warrant_audit::Auditor;
-use warrant_clock::Clock;
 use warrant_hsm::{HsmKey, HsmMetrics, Pkcs11Key, Pkcs11Uri, Token, TokenConfig};
-use warrant_issuer::{Issuer, Settings};
-use warrant_keys::KeySet;
-use warrant_token::{Binding, Claims, ExpirationPolicy, KeyType, NewToken, ObjectRef, SigningKey};
-
-/// One signing operation, started afresh for each call.
-type Op = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+use warrant_testkit::signing_rate::{
+    Op, against_raw, issuer, ms, run, seconds, sign_detached, sign_token, token_signing_input,
+};
+use warrant_token::{KeyType, SigningKey};
 
 fn module() -> PathBuf {
     std::env::var_os("WARRANT_HSM_MODULE").map_or_else(
@@ -100,10 +90,7 @@ fn main() {
     )
     .parse()
     .unwrap();
-    let seconds: u64 = std::env::var("WARRANT_HSM_BENCH_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+    let seconds = seconds();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -166,32 +153,21 @@ fn main() {
                     false,
                 ),
             ] {
-                let (before, result, after) = if compare {
-                    let before = runtime
-                        .block_on(run(raw(&key), concurrency, seconds))
-                        .rate();
+                let cells = if compare {
+                    runtime.block_on(against_raw(op, raw(&key), concurrency, seconds))
+                } else {
                     let result = runtime.block_on(run(op, concurrency, seconds));
-                    let after = runtime
-                        .block_on(run(raw(&key), concurrency, seconds))
-                        .rate();
-                    (before, result, after)
-                } else {
-                    (0.0, runtime.block_on(run(op, concurrency, seconds)), 0.0)
-                };
-                let (raw_rate, ratio) = if compare {
-                    let raw_rate = (before + after) / 2.0;
-                    (
-                        format!("{before:.0} / {after:.0}"),
-                        format!("{:.0} %", 100.0 * result.rate() / raw_rate),
-                    )
-                } else {
-                    ("-".to_owned(), "-".to_owned())
+                    [
+                        format!("{:.0}", result.rate()),
+                        ms(result.pct(0.50)),
+                        ms(result.pct(0.99)),
+                        "-".to_owned(),
+                        "-".to_owned(),
+                    ]
                 };
                 println!(
-                    "| {name} | {concurrency} | {path} | {:.0} | {} | {} | {raw_rate} | {ratio} |",
-                    result.rate(),
-                    ms(result.pct(0.50)),
-                    ms(result.pct(0.99)),
+                    "| {name} | {concurrency} | {path} | {} |",
+                    cells.join(" | ")
                 );
             }
         }
@@ -211,50 +187,10 @@ fn key_on(uri: &Pkcs11Uri, sessions: usize, key_type: KeyType, id: u8, label: &s
     }
 }
 
-/// An issuer signing with `key`, as `warrant serve` builds it (no audit log).
-fn issuer(key: SigningKey) -> Issuer {
-    let settings = Settings {
-        issuers: vec!["https://warrant.bench".into()],
-        api_audiences: vec!["https://warrant.bench".into()],
-        jwks_uri: "https://warrant.bench/openid/v1/jwks".into(),
-        expiration: ExpirationPolicy::default(),
-        signature_cache_entries: 0,
-    };
-    Issuer::new(
-        settings,
-        KeySet::new(key, Vec::new()),
-        Clock::System,
-        Auditor::disabled(),
-    )
-}
-
-/// A pod-bound token's claims, as TokenRequest builds them.
-fn claims() -> Claims {
-    let now = Clock::System.now().as_second();
-    Claims::new(NewToken {
-        issuer: "https://warrant.bench",
-        namespace: "demo",
-        service_account: ObjectRef::new("app", "0f0e7c52-6c39-4f2b-9a57-3f1e2d4c5b6a"),
-        audiences: vec!["vault".to_owned()],
-        binding: Binding::Pod {
-            pod: ObjectRef::new("app-7d4b9c-x2x9z", "9b1c2d3e-4f5a-4b6c-8d7e-1f2a3b4c5d6e"),
-            node: Some(ObjectRef::new(
-                "node-1",
-                "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9",
-            )),
-        },
-        issued_at: now,
-        expires_at: now + 3600,
-        warn_after: None,
-        jti: warrant_token::new_jti(),
-    })
-}
-
 /// `C_Sign` alone, over a signing input as long as a token's.
 fn raw(key: &HsmKey) -> Op {
     let signer = Pkcs11Key::new(key.clone());
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims()).unwrap());
-    let input = format!("eyJhbGciOiJFUzI1NiIsImtpZCI6ImJlbmNoIn0.{payload}").into_bytes();
+    let input = token_signing_input();
     Arc::new(move || {
         let signer = signer.clone();
         let input = input.clone();
@@ -262,92 +198,4 @@ fn raw(key: &HsmKey) -> Op {
             signer.sign(input).await.unwrap();
         })
     })
-}
-
-/// TokenRequest's signature: the claims serialized, signed and assembled into a compact JWS.
-fn sign_token(issuer: &Issuer) -> Op {
-    let issuer = issuer.clone();
-    let claims = Arc::new(claims());
-    Arc::new(move || {
-        let issuer = issuer.clone();
-        let claims = claims.clone();
-        Box::pin(async move {
-            let published = issuer.published();
-            let now = issuer.clock().now();
-            issuer.sign_token(&published, now, &claims).await.unwrap();
-        })
-    })
-}
-
-/// Sign's signature: a header and a detached signature over the claims kube-apiserver sent.
-fn sign_detached(issuer: &Issuer) -> Op {
-    let issuer = issuer.clone();
-    let encoded: Arc<str> = URL_SAFE_NO_PAD
-        .encode(serde_json::to_vec(&claims()).unwrap())
-        .into();
-    Arc::new(move || {
-        let issuer = issuer.clone();
-        let encoded = encoded.clone();
-        Box::pin(async move {
-            let published = issuer.published();
-            let now = issuer.clock().now();
-            issuer
-                .sign_detached(&published, now, &encoded)
-                .await
-                .unwrap();
-        })
-    })
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-struct Measured {
-    latencies: Vec<Duration>,
-    elapsed: Duration,
-}
-
-impl Measured {
-    fn rate(&self) -> f64 {
-        self.latencies.len() as f64 / self.elapsed.as_secs_f64()
-    }
-
-    fn pct(&self, p: f64) -> Duration {
-        let i = ((self.latencies.len() as f64 * p) as usize).min(self.latencies.len() - 1);
-        self.latencies[i]
-    }
-}
-
-/// Runs `op` from `concurrency` tasks for `seconds`.
-async fn run(op: Op, concurrency: usize, seconds: u64) -> Measured {
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let op = op.clone();
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let mut latencies = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    let t = Instant::now();
-                    op().await;
-                    latencies.push(t.elapsed());
-                    // An in-memory key signs without ever waiting: give the other tasks (and
-                    // the timer that ends the run) their turn, as a server's I/O would.
-                    tokio::task::yield_now().await;
-                }
-                latencies
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await.unwrap());
-    }
-    let elapsed = started.elapsed();
-    latencies.sort();
-    Measured { latencies, elapsed }
 }

@@ -82,3 +82,22 @@ pub(crate) fn signing_keys(keys: &ManagedKeySet, now: Timestamp) -> Vec<(KeyStat
         })
         .collect()
 }
+
+/// The first key of `keys` that signs at `now` or is scheduled to ([`signing_keys`]) that
+/// `check` (a holder's blocking check) refuses, with its state and why; `None` if every one
+/// can sign. The checks run on a blocking thread.
+pub(crate) async fn first_unusable<C: Send + 'static>(
+    keys: &ManagedKeySet,
+    now: Timestamp,
+    check: impl Fn(&SigningKey) -> Result<(), C> + Send + 'static,
+) -> Result<Option<(String, KeyState, C)>, tokio::task::JoinError> {
+    let signing = signing_keys(keys, now);
+    tokio::task::spawn_blocking(move || {
+        signing.into_iter().find_map(|(state, key)| {
+            check(&key)
+                .err()
+                .map(|cause| (key.kid().to_owned(), state, cause))
+        })
+    })
+    .await
+}

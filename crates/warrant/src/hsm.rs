@@ -88,23 +88,19 @@ impl Pkcs11 {
         keys: &ManagedKeySet,
         now: Timestamp,
     ) -> Result<(), Pkcs11SetupError> {
-        let signing = crate::holder::signing_keys(keys, now);
         let holder = self.holder.clone();
-        tokio::task::spawn_blocking(move || {
-            for (state, key) in signing {
-                holder
-                    .check(&key)
-                    .map_err(|cause| Pkcs11SetupError::KeyUnusable {
-                        kid: key.kid().to_owned(),
-                        state,
-                        replaceable: !cause.is_unavailable(),
-                        cause: Box::new(cause),
-                    })?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(Pkcs11SetupError::Thread)?
+        let unusable = crate::holder::first_unusable(keys, now, move |key| holder.check(key))
+            .await
+            .map_err(Pkcs11SetupError::Thread)?;
+        match unusable {
+            None => Ok(()),
+            Some((kid, state, cause)) => Err(Pkcs11SetupError::KeyUnusable {
+                kid,
+                state,
+                replaceable: !cause.is_unavailable(),
+                cause: Box::new(cause),
+            }),
+        }
     }
 
     /// Starts reopening the token's sessions whenever they are lost (and probing it while

@@ -66,23 +66,19 @@ impl AwsKms {
         keys: &ManagedKeySet,
         now: Timestamp,
     ) -> Result<(), KmsSetupError> {
-        let signing = crate::holder::signing_keys(keys, now);
         let holder = self.holder.clone();
-        tokio::task::spawn_blocking(move || {
-            for (state, key) in signing {
-                holder
-                    .check(&key)
-                    .map_err(|cause| KmsSetupError::KeyUnusable {
-                        kid: key.kid().to_owned(),
-                        state,
-                        replaceable: !cause.is_unavailable(),
-                        cause: Box::new(cause),
-                    })?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(KmsSetupError::Thread)?
+        let unusable = crate::holder::first_unusable(keys, now, move |key| holder.check(key))
+            .await
+            .map_err(KmsSetupError::Thread)?;
+        match unusable {
+            None => Ok(()),
+            Some((kid, state, cause)) => Err(KmsSetupError::KeyUnusable {
+                kid,
+                state,
+                replaceable: !cause.is_unavailable(),
+                cause: Box::new(cause),
+            }),
+        }
     }
 
     /// Starts keeping KMS's health current (probing it while unavailable, checking the keys
