@@ -15,7 +15,8 @@
 //! `WARRANT_BENCH_SECONDS` the time per case, default 5).
 //!
 //! A module reads `SOFTHSM2_CONF` when it is initialized, and setting the environment of a
-//! running process is `unsafe`: the benchmark re-runs itself with a temporary configuration.
+//! running process is `unsafe`: the benchmark re-runs itself with a temporary SoftHSM2's
+//! configuration (warrant-testkit's `softhsm`).
 
 #![allow(
     clippy::print_stdout,
@@ -27,69 +28,32 @@
 )]
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 
 use warrant_hsm::{HsmKey, HsmMetrics, Pkcs11Key, Pkcs11Uri, Token, TokenConfig};
 use warrant_testkit::signing_rate::{
     Op, against_raw, issuer, ms, run, seconds, sign_detached, sign_token, token_signing_input,
 };
+use warrant_testkit::softhsm::{PIN, SoftHsm2};
 use warrant_token::{KeyType, SigningKey};
-
-fn module() -> PathBuf {
-    std::env::var_os("WARRANT_HSM_MODULE").map_or_else(
-        || PathBuf::from(warrant_hsm::SOFTHSM2_MODULE),
-        PathBuf::from,
-    )
-}
 
 fn main() {
     let Some(dir) = std::env::var_os("WARRANT_HSM_BENCH_DIR").map(PathBuf::from) else {
         let temp = tempfile::tempdir().unwrap();
-        let tokens = temp.path().join("tokens");
-        std::fs::create_dir(&tokens).unwrap();
-        let conf = temp.path().join("softhsm2.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
-                tokens.display()
-            ),
-        )
-        .unwrap();
-        let status = Command::new(std::env::current_exe().unwrap())
-            .env("SOFTHSM2_CONF", &conf)
-            .env("WARRANT_HSM_BENCH_DIR", temp.path())
+        let softhsm = SoftHsm2::create(temp.path());
+        let status = softhsm
+            .command(std::env::current_exe().unwrap())
+            .env("WARRANT_HSM_BENCH_DIR", softhsm.dir())
             .status()
             .unwrap();
         std::process::exit(status.code().unwrap_or(1));
     };
-    let status = Command::new("softhsm2-util")
-        .args([
-            "--init-token",
-            "--free",
-            "--label",
-            "bench",
-            "--pin",
-            "1234",
-            "--so-pin",
-            "5678",
-        ])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("softhsm2-util (apt-get install softhsm2)");
-    assert!(status.success());
-    let pin = dir.join("pin");
-    std::fs::write(&pin, "1234").unwrap();
-    // Readable by this user only: warrant refuses a PIN file every user can read.
-    std::fs::set_permissions(&pin, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let uri: Pkcs11Uri = format!(
-        "pkcs11:token=bench?module-path={}&pin-source=file:{}",
-        module().display(),
-        pin.display()
-    )
-    .parse()
-    .unwrap();
+    let softhsm = SoftHsm2::at(&dir);
+    softhsm.init_token("bench");
+    let uri: Pkcs11Uri = softhsm
+        .uri("bench", &softhsm.pin_file("pin", PIN))
+        .parse()
+        .unwrap();
     let seconds = seconds();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

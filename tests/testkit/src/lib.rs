@@ -20,6 +20,8 @@ pub mod servers;
 pub mod signatures;
 #[cfg(feature = "signing-rate")]
 pub mod signing_rate;
+#[cfg(feature = "softhsm")]
+pub mod softhsm;
 #[cfg(feature = "state")]
 mod state;
 pub mod tools;
