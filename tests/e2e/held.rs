@@ -274,6 +274,14 @@ pub(crate) fn openssl_verifies(dir: &Path, der: &Path, token: &str) {
 /// Sign on `socket` for the claims of `token`: the assembled token.
 pub(crate) async fn sign_on_socket(socket: &Path, token: &str) -> String {
     let mut signer = warrant_signer::client::connect(socket).await.unwrap();
+    sign_with(&mut signer, token).await
+}
+
+/// Sign through the connection `signer` for the claims of `token`: the assembled token.
+pub(crate) async fn sign_with(
+    signer: &mut warrant_signer::client::SignerClient,
+    token: &str,
+) -> String {
     let claims = token.split('.').nth(1).unwrap().to_owned();
     let signed = signer
         .sign(SignJwtRequest {

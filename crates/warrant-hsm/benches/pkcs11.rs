@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use warrant_hsm::{HsmKey, HsmMetrics, Pkcs11Key, Pkcs11Uri, Token, TokenConfig};
 use warrant_testkit::signing_rate::{
-    Op, against_raw, issuer, ms, run, seconds, sign_detached, sign_token, token_signing_input,
+    Op, against_raw, issuer, run, seconds, sign_detached, sign_token, token_signing_input,
 };
 use warrant_testkit::softhsm::{PIN, SoftHsm2};
 use warrant_token::{KeyType, SigningKey};
@@ -71,10 +71,8 @@ fn main() {
             let key = key_on(&uri, sessions, key_type, id, name);
             let result = runtime.block_on(run(raw(&key), concurrency, seconds));
             println!(
-                "| {name} | {concurrency} | {sessions} | {:.0} | {} | {} |",
-                result.rate(),
-                ms(result.pct(0.50)),
-                ms(result.pct(0.99))
+                "| {name} | {concurrency} | {sessions} | {} |",
+                result.cells().join(" | ")
             );
         }
     }
@@ -120,14 +118,8 @@ fn main() {
                 let cells = if compare {
                     runtime.block_on(against_raw(op, raw(&key), concurrency, seconds))
                 } else {
-                    let result = runtime.block_on(run(op, concurrency, seconds));
-                    [
-                        format!("{:.0}", result.rate()),
-                        ms(result.pct(0.50)),
-                        ms(result.pct(0.99)),
-                        "-".to_owned(),
-                        "-".to_owned(),
-                    ]
+                    let [rate, p50, p99] = runtime.block_on(run(op, concurrency, seconds)).cells();
+                    [rate, p50, p99, "-".to_owned(), "-".to_owned()]
                 };
                 println!(
                     "| {name} | {concurrency} | {path} | {} |",

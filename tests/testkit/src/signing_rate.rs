@@ -118,7 +118,7 @@ pub fn sign_detached(issuer: &Issuer) -> Op {
 }
 
 /// A duration in milliseconds, two decimals.
-pub fn ms(d: Duration) -> String {
+fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
@@ -144,6 +144,15 @@ impl Measured {
     pub fn pct(&self, p: f64) -> Duration {
         let i = ((self.latencies.len() as f64 * p) as usize).min(self.latencies.len() - 1);
         self.latencies[i]
+    }
+
+    /// The table cells a run reports: signatures a second, p50 and p99.
+    pub fn cells(&self) -> [String; 3] {
+        [
+            format!("{:.0}", self.rate()),
+            ms(self.pct(0.50)),
+            ms(self.pct(0.99)),
+        ]
     }
 }
 
@@ -188,10 +197,11 @@ pub async fn against_raw(op: Op, raw: Op, concurrency: usize, seconds: u64) -> [
     let measured = run(op, concurrency, seconds).await;
     let after = run(raw, concurrency, seconds).await.rate();
     let raw_rate = f64::midpoint(before, after);
+    let [rate, p50, p99] = measured.cells();
     [
-        format!("{:.0}", measured.rate()),
-        ms(measured.pct(0.50)),
-        ms(measured.pct(0.99)),
+        rate,
+        p50,
+        p99,
         format!("{before:.0} / {after:.0}"),
         format!("{:.0} %", 100.0 * measured.rate() / raw_rate),
     ]
