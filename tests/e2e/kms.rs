@@ -210,6 +210,24 @@ async fn a_key_disabled_behind_warrants_back_is_named_and_revoke_replaces_it() {
         message.contains(&kid) && message.contains(&arn),
         "{message}"
     );
+    // `keys rotate` refuses to plan around it (the startup check of the keys that sign, which
+    // `serve` runs too), naming the key and what to do.
+    let rotated = keys_command(&w.path("keys"), &in_kms(&endpoint), &env(), "rotate", &[]);
+    let said = stderr(&rotated);
+    assert!(!rotated.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "--key-kms-uri: the active key {kid} cannot sign: "
+        )) && said.contains(&arn),
+        "{said}"
+    );
+    // Disabled is KMS's answer for now (the key may be enabled again), so the advice is KMS's.
+    assert!(
+        said.contains("Disabled: it signs nothing until it is enabled again")
+            && said.contains("to replace it at once, `warrant keys revoke KID`"),
+        "{said}"
+    );
+    assert_eq!(said.matches("cannot sign").count(), 1, "{said}");
 
     // Revoked: a new key, made in KMS, signs at once; the old one is scheduled for deletion.
     let out = keys_command(
