@@ -1102,7 +1102,8 @@ async fn a_node_whose_copy_is_two_rotations_old_converges_and_says_so() {
 /// token with the objects its copy locates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_in_one_shared_token_sign_on_every_node() {
-    use crate::hsm::{SoftHsm, no_private_key_under};
+    use crate::held::no_private_key_under;
+    use crate::hsm::SoftHsm;
     let mut cluster = cluster().await;
     let hsm = SoftHsm::new();
     let env = hsm.env();

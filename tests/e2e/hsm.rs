@@ -5,78 +5,49 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use jsonwebtoken::{DecodingKey, Validation, decode, jwk::JwkSet};
 use serde_json::Value;
-use warrant_signer::proto::{FetchKeysRequest, SignJwtRequest};
-use warrant_testkit::tools;
+use warrant_signer::proto::FetchKeysRequest;
+use warrant_testkit::softhsm::{PIN, SoftHsm2};
 
+use crate::held::*;
 use crate::support::*;
 use crate::tokens::OBJECTS;
 
-const MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
-const PIN: &str = "1234";
-
-/// One test's SoftHSM2: its token directory, configuration and PIN file.
+/// One test's SoftHSM2 (warrant-testkit's), with one token labelled `warrant` and its PIN
+/// files: `pin` (right) and `wrong-pin`.
 pub(crate) struct SoftHsm {
+    softhsm: SoftHsm2,
+    /// Where it lives; removed when the test ends.
     dir: tempfile::TempDir,
+    /// The token's files.
+    token: PathBuf,
 }
 
 impl SoftHsm {
     /// A SoftHSM2 with one token labelled `warrant`.
     pub(crate) fn new() -> SoftHsm {
-        tools::require_file(Path::new(MODULE), "SoftHSM2's PKCS#11 module", "softhsm2");
-        tools::command("softhsm2-util", "SoftHSM2 (softhsm2-util)");
-        tools::command("pkcs11-tool", "OpenSC's pkcs11-tool");
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("tokens")).unwrap();
-        std::fs::write(
-            dir.path().join("softhsm2.conf"),
-            format!(
-                "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n",
-                dir.path().join("tokens").display()
-            ),
-        )
-        .unwrap();
-        // Readable by this user only: warrant refuses a PIN file every user can read.
-        for (file, pin) in [("pin", PIN), ("wrong-pin", "9999")] {
-            let path = dir.path().join(file);
-            std::fs::write(&path, format!("{pin}\n")).unwrap();
-            std::fs::set_permissions(&path, PermissionsExt::from_mode(0o600)).unwrap();
+        let softhsm = SoftHsm2::create(dir.path());
+        softhsm.pin_file("pin", PIN);
+        softhsm.pin_file("wrong-pin", "9999");
+        let token = softhsm.init_token("warrant");
+        SoftHsm {
+            softhsm,
+            dir,
+            token,
         }
-        let hsm = SoftHsm { dir };
-        let out = hsm
-            .command("softhsm2-util")
-            .args([
-                "--init-token",
-                "--free",
-                "--label",
-                "warrant",
-                "--pin",
-                PIN,
-                "--so-pin",
-                "5678",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "softhsm2-util: {}", stderr(&out));
-        hsm
     }
 
     pub(crate) fn env(&self) -> Vec<(OsString, OsString)> {
-        vec![(
-            "SOFTHSM2_CONF".into(),
-            self.dir.path().join("softhsm2.conf").into(),
-        )]
-    }
-
-    fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut command = Command::new(program);
-        command.envs(self.env());
-        command
+        self.softhsm
+            .env()
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect()
     }
 
     /// `--key-pkcs11-uri` with the module and the PIN file.
@@ -85,26 +56,17 @@ impl SoftHsm {
     }
 
     fn uri_with_pin(&self, file: &str) -> String {
-        format!(
-            "pkcs11:token=warrant?module-path={MODULE}&pin-source=file:{}",
-            self.dir.path().join(file).display()
-        )
+        self.softhsm.uri("warrant", &self.dir.path().join(file))
     }
 
     /// The directory holding the token's files.
     fn token_dir(&self) -> PathBuf {
-        let tokens = self.dir.path().join("tokens");
-        std::fs::read_dir(&tokens)
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path()
+        self.token.clone()
     }
 
     /// A warrant command (not `serve`) with this HSM in its environment.
     fn warrant(&self, args: &[&OsStr]) -> Output {
-        self.command(BIN).args(args).output().unwrap()
+        self.softhsm.command(BIN).args(args).output().unwrap()
     }
 
     pub(crate) fn warrant_ok(&self, args: &[&OsStr]) -> String {
@@ -121,16 +83,8 @@ impl SoftHsm {
     /// `pkcs11-tool` on the token, logged in; its stdout.
     fn pkcs11_tool(&self, args: &[&str]) -> String {
         let out = self
-            .command("pkcs11-tool")
-            .args([
-                "--module",
-                MODULE,
-                "--token-label",
-                "warrant",
-                "--login",
-                "--pin",
-                PIN,
-            ])
+            .softhsm
+            .pkcs11_tool("warrant", true)
             .args(args)
             .output()
             .unwrap();
@@ -148,78 +102,26 @@ impl SoftHsm {
     }
 }
 
+/// The key directory `keys` in `dir`, its private keys in the token of `uri`, new keys ES256.
 pub(crate) fn flags(dir: &Path, uri: &str) -> Vec<OsString> {
     flags_with(&dir.join("keys"), uri, "ES256")
 }
 
 /// A key directory `keys` with its private keys in the token of `uri`, new keys of `algorithm`.
 fn flags_with(keys: &Path, uri: &str, algorithm: &str) -> Vec<OsString> {
-    vec![
-        "--key-dir".into(),
-        keys.into(),
-        "--key-pkcs11-uri".into(),
-        uri.into(),
-        "--key-algorithm".into(),
-        algorithm.into(),
-    ]
+    held_flags(keys, &in_token(uri), algorithm)
 }
 
-pub(crate) fn verify_offline(w: &Warrant, jwks: &JwkSet, token: &str) -> String {
-    let header = jsonwebtoken::decode_header(token).unwrap();
-    let kid = header.kid.clone().unwrap();
-    let jwk = jwks.find(&kid).expect("the token's kid is published");
-    let mut validation = Validation::new(header.alg);
-    validation.set_audience(&["vault"]);
-    validation.set_issuer(&[w.issuer()]);
-    decode::<Value>(token, &DecodingKey::from_jwk(jwk).unwrap(), &validation).unwrap();
-    kid
-}
-
-pub(crate) async fn jwks(w: &Warrant) -> JwkSet {
-    w.http
-        .get(w.url("/openid/v1/jwks"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-pub(crate) fn token(w: &Warrant) -> String {
-    w.token(&["--audience", "vault"])
-}
-
-/// Every file under `dir`, read as bytes: none may hold a private key.
-pub(crate) fn no_private_key_under(dir: &Path) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let bytes = std::fs::read(&path).unwrap();
-        let text = String::from_utf8_lossy(&bytes);
-        assert!(
-            !text.contains("PRIVATE KEY"),
-            "{} holds a private key",
-            path.display()
-        );
-    }
+/// `--key-pkcs11-uri URI`.
+fn in_token(uri: &str) -> [OsString; 2] {
+    ["--key-pkcs11-uri".into(), uri.into()]
 }
 
 #[tokio::test]
 async fn keys_in_a_token_sign_through_both_front_ends_and_never_leave_it() {
     let hsm = SoftHsm::new();
-    let run = tempfile::tempdir().unwrap();
-    let socket = run.path().join("signer.sock");
     let uri = hsm.uri();
-    let mut w = Warrant::start_with_env(
-        OBJECTS,
-        |dir| flags(dir, &uri),
-        &[
-            "--service-account-signing-endpoint",
-            socket.to_str().unwrap(),
-        ],
-        &hsm.env(),
-    )
-    .await;
+    let (mut w, _run, socket) = start_with_signer(|dir| flags(dir, &uri), &hsm.env()).await;
 
     // TokenRequest through kubectl: signed in the token, verified with the JWKS alone.
     let published = jwks(&w).await;
@@ -229,26 +131,18 @@ async fn keys_in_a_token_sign_through_both_front_ends_and_never_leave_it() {
 
     // Sign on the socket, as kube-apiserver asks: the same key, and FetchKeys is the JWKS.
     let fetched = fetched_kids(&socket).await;
-    let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
     let jwks_kids: Vec<String> = published
         .keys
         .iter()
         .map(|k| k.common.key_id.clone().unwrap())
         .collect();
     assert_eq!(fetched, jwks_kids);
-    let claims = issued.split('.').nth(1).unwrap().to_owned();
-    let signed = signer
-        .sign(SignJwtRequest {
-            claims: claims.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let assembled = format!("{}.{claims}.{}", signed.header, signed.signature);
+    let assembled = sign_on_socket(&socket, &issued).await;
     assert_eq!(verify_offline(&w, &published, &assembled), kid);
-    let header: Value =
-        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(&signed.header).unwrap()).unwrap();
-    assert_eq!(header["alg"], "ES256");
+    assert_eq!(
+        jsonwebtoken::decode_header(&assembled).unwrap().alg,
+        jsonwebtoken::Algorithm::ES256
+    );
 
     // The private key is an object in the token, labelled by its kid, that cannot leave it;
     // the key directory holds public keys and locators only.
@@ -298,120 +192,37 @@ async fn keys_in_a_token_sign_through_both_front_ends_and_never_leave_it() {
     assert_eq!(verify_offline(&w, &jwks(&w).await, &again), kid);
 }
 
-/// `TokenRequest` for `demo/app` straight over HTTPS as the local setup's admin: the answer's
-/// status and body, whatever they are (kubectl would reduce a failure to a sentence).
-pub(crate) async fn token_request(w: &Warrant) -> (reqwest::StatusCode, Value) {
-    let answer = w
-        .http
-        .post(w.url("/api/v1/namespaces/demo/serviceaccounts/app/token"))
-        .bearer_auth(w.admin_token())
-        .json(&serde_json::json!({
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"audiences": ["vault"]},
-        }))
-        .send()
-        .await
-        .unwrap();
-    (answer.status(), answer.json().await.unwrap())
-}
-
 #[tokio::test]
 async fn a_token_that_disappears_while_serving_is_503_and_unready_until_it_returns() {
     let hsm = SoftHsm::new();
     let uri = hsm.uri();
-    let run = tempfile::tempdir().unwrap();
-    let socket = run.path().join("signer.sock");
-    let w = Warrant::start_with_env(
-        OBJECTS,
-        |dir| flags(dir, &uri),
-        &[
-            "--service-account-signing-endpoint",
-            socket.to_str().unwrap(),
-        ],
-        &hsm.env(),
-    )
-    .await;
+    let (w, _run, socket) = start_with_signer(|dir| flags(dir, &uri), &hsm.env()).await;
     let (status, issued) = token_request(&w).await;
     assert_eq!(status, 201, "{issued}");
     let issued = issued["status"]["token"].as_str().unwrap().to_owned();
     let kid = verify_offline(&w, &jwks(&w).await, &issued);
     let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
-    let claims = issued.split('.').nth(1).unwrap().to_owned();
 
     let token_dir = hsm.token_dir();
     let aside = hsm.dir.path().join("aside");
     std::fs::rename(&token_dir, &aside).unwrap();
-    // TokenRequest: 503 with a Kubernetes Status saying the key cannot sign now (it may later).
-    let (status, refused) = token_request(&w).await;
-    assert_eq!(status, 503, "{refused}");
-    assert_eq!(refused["kind"], "Status", "{refused}");
-    assert_eq!(refused["status"], "Failure", "{refused}");
-    assert_eq!(refused["code"], 503, "{refused}");
-    assert_eq!(refused["reason"], "ServiceUnavailable", "{refused}");
-    let message = refused["message"].as_str().unwrap();
-    assert!(
-        message.starts_with(&format!(
-            "failed to generate token: the signing key {kid} is unavailable: "
-        )),
-        "{message}"
-    );
+    // TokenRequest: 503 with a Kubernetes Status saying the key cannot sign now (it may later),
+    // naming the token and never its PIN; Sign: UNAVAILABLE.
+    let message = assert_unavailable(&w, &socket, &kid, &issued).await;
     assert!(message.contains("pkcs11:token=warrant"), "{message}");
     assert!(!message.contains(PIN), "{message}");
-    // Sign on the socket: UNAVAILABLE, which kube-apiserver retries.
-    let unavailable = signer
-        .sign(SignJwtRequest {
-            claims: claims.clone(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(
-        unavailable.code(),
-        warrant_signer::Code::Unavailable,
-        "{unavailable:?}"
-    );
-    assert!(
-        unavailable.message().contains(&kid) && unavailable.message().contains("unavailable"),
-        "{unavailable:?}"
-    );
-    let ready = w
-        .http
-        .get(w.url("/readyz/keys"))
-        .bearer_auth(w.admin_token())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ready.status(), 503);
-    let body = ready.text().await.unwrap();
+    let body = until_ready(&w, false).await;
     assert!(body.contains("pkcs11:token=warrant"), "{body}");
     // Verification never touches the HSM: the JWKS is still served.
     assert!(!jwks(&w).await.keys.is_empty());
 
     // Back, and warrant recovers by itself, without a restart.
     std::fs::rename(&aside, &token_dir).unwrap();
-    let url = w.url("/readyz/keys");
-    let http = w.http.clone();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        if http.get(&url).send().await.unwrap().status() == 200 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the token never came back"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    until_ready(&w, true).await;
     let published = jwks(&w).await;
     verify_offline(&w, &published, &token(&w));
-    let signed = signer
-        .sign(SignJwtRequest {
-            claims: claims.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let assembled = format!("{}.{claims}.{}", signed.header, signed.signature);
+    // The connection made before the outage signs again.
+    let assembled = sign_with(&mut signer, &issued).await;
     assert_eq!(verify_offline(&w, &published, &assembled), kid);
 }
 
@@ -543,6 +354,7 @@ async fn pem_stores_and_held_stores_are_not_mixed_and_import_and_revoke_work() {
 /// token at `uri`: for configurations refused while the keys load (before those files are read).
 fn serve_refused(hsm: &SoftHsm, keys: &Path, uri: &str) -> String {
     let out = hsm
+        .softhsm
         .command(BIN)
         .args([
             "serve",
@@ -608,17 +420,9 @@ async fn a_missing_or_unsuitable_key_object_is_one_clear_startup_error() {
     // The active key's private object deleted behind warrant's back (an operator's mistake,
     // a token restored from an old backup): serve refuses to start, once, naming the object.
     let deleted = hsm
-        .command("pkcs11-tool")
-        .args(["--module", MODULE, "--token-label", "warrant", "--login"])
-        .args([
-            "--pin",
-            PIN,
-            "--delete-object",
-            "--type",
-            "privkey",
-            "--id",
-            &hex,
-        ])
+        .softhsm
+        .pkcs11_tool("warrant", true)
+        .args(["--delete-object", "--type", "privkey", "--id", &hex])
         .output()
         .unwrap();
     assert!(
@@ -640,9 +444,9 @@ async fn a_missing_or_unsuitable_key_object_is_one_clear_startup_error() {
 
     // Another kind of key under the recorded id: refused for what it is.
     let replaced = hsm
-        .command("pkcs11-tool")
-        .args(["--module", MODULE, "--token-label", "warrant", "--login"])
-        .args(["--pin", PIN, "--keypairgen", "--key-type", "rsa:2048"])
+        .softhsm
+        .pkcs11_tool("warrant", true)
+        .args(["--keypairgen", "--key-type", "rsa:2048"])
         .args(["--id", &hex, "--label", "stranger", "--sensitive"])
         .output()
         .unwrap();
@@ -661,93 +465,12 @@ async fn a_missing_or_unsuitable_key_object_is_one_clear_startup_error() {
     assert_eq!(said.matches("cannot sign").count(), 1, "{said}");
 }
 
-/// The RSA key `kid` of `jwks` as DER SubjectPublicKeyInfo, built by `openssl asn1parse` from
-/// the JWK's `n` and `e` alone: what a relying party with nothing but the JWKS has.
-pub(crate) fn openssl_rsa_key(dir: &Path, jwks: &JwkSet, kid: &str) -> PathBuf {
-    let jwk = jwks.find(kid).expect("the kid is published");
-    let jsonwebtoken::jwk::AlgorithmParameters::RSA(rsa) = &jwk.algorithm else {
-        panic!("{kid} is not an RSA key: {jwk:?}")
-    };
-    let hex = |b64: &str| -> String {
-        URL_SAFE_NO_PAD
-            .decode(b64)
-            .unwrap()
-            .iter()
-            .map(|b| format!("{b:02X}"))
-            .collect()
-    };
-    let conf = dir.join(format!("{kid}.asn1"));
-    std::fs::write(
-        &conf,
-        format!(
-            "asn1=SEQUENCE:spki\n[spki]\nalgorithm=SEQUENCE:alg\nkey=BITWRAP,SEQUENCE:rsa\n[alg]\nalgorithm=OID:rsaEncryption\nparameter=NULL\n[rsa]\nn=INTEGER:0x{}\ne=INTEGER:0x{}\n",
-            hex(&rsa.n),
-            hex(&rsa.e)
-        ),
-    )
-    .unwrap();
-    let der = dir.join(format!("{kid}.der"));
-    let out = Command::new("openssl")
-        .args(["asn1parse", "-noout", "-genconf"])
-        .arg(&conf)
-        .arg("-out")
-        .arg(&der)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "openssl asn1parse: {}", stderr(&out));
-    der
-}
-
-/// `openssl dgst -sha256 -verify` of an RS256 compact JWS against the DER public key `der`.
-pub(crate) fn openssl_verifies(dir: &Path, der: &Path, token: &str) {
-    let (input, signature) = token.rsplit_once('.').unwrap();
-    let n = warrant_token::new_jti();
-    let (message, sig) = (dir.join(format!("{n}.msg")), dir.join(format!("{n}.sig")));
-    std::fs::write(&message, input).unwrap();
-    std::fs::write(&sig, URL_SAFE_NO_PAD.decode(signature).unwrap()).unwrap();
-    let out = Command::new("openssl")
-        .args(["dgst", "-sha256", "-keyform", "DER", "-verify"])
-        .arg(der)
-        .arg("-signature")
-        .arg(&sig)
-        .arg(&message)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Verified OK"),
-        "openssl dgst: {} {}",
-        String::from_utf8_lossy(&out.stdout),
-        stderr(&out)
-    );
-}
-
-/// Sign on `socket` for the claims of `token`: the assembled token.
-pub(crate) async fn sign_on_socket(socket: &Path, token: &str) -> String {
-    let mut signer = warrant_signer::client::connect(socket).await.unwrap();
-    let claims = token.split('.').nth(1).unwrap().to_owned();
-    let signed = signer
-        .sign(SignJwtRequest {
-            claims: claims.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    format!("{}.{claims}.{}", signed.header, signed.signature)
-}
-
 #[tokio::test]
 async fn rs256_keys_in_a_token_sign_through_both_front_ends_and_verify_with_openssl() {
     let hsm = SoftHsm::new();
     let uri = hsm.uri();
-    let run = tempfile::tempdir().unwrap();
-    let socket = run.path().join("signer.sock");
-    let w = Warrant::start_with_env(
-        OBJECTS,
+    let (w, run, socket) = start_with_signer(
         |dir| flags_with(&dir.join("keys"), &uri, "RS256"),
-        &[
-            "--service-account-signing-endpoint",
-            socket.to_str().unwrap(),
-        ],
         &hsm.env(),
     )
     .await;
@@ -1046,18 +769,8 @@ async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_i
     let keys = w.path("keys");
     let issued = token(&w);
     let leaked = verify_offline(&w, &jwks(&w).await, &issued);
-    let keys_cmd = |cmd: &str, extra: &[&str]| -> Output {
-        let mut args: Vec<OsString> = vec![
-            "keys".into(),
-            cmd.into(),
-            "--key-dir".into(),
-            keys.clone().into(),
-        ];
-        args.extend(["--key-pkcs11-uri".into(), uri.as_str().into()]);
-        args.extend(extra.iter().map(OsString::from));
-        let refs: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
-        hsm.warrant(&refs)
-    };
+    let keys_cmd =
+        |cmd: &str, extra: &[&str]| keys_command(&keys, &in_token(&uri), &hsm.env(), cmd, extra);
     let token_dir = hsm.token_dir();
     let aside = hsm.dir.path().join("aside");
 
@@ -1076,14 +789,10 @@ async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_i
     // A next key is published (so revoking the signing key needs no new key).
     let rotated = keys_cmd("rotate", &[]);
     assert!(rotated.status.success(), "{}", stderr(&rotated));
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-    while jwks(&w).await.keys.len() < 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the server never saw the rotation"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    until_published(&w, "the server never saw the rotation", |jwks| {
+        jwks.keys.len() == 2
+    })
+    .await;
 
     // The token goes away; the key leaks. Revoke records it without the token.
     std::fs::rename(&token_dir, &aside).unwrap();
@@ -1099,22 +808,11 @@ async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_i
     assert!(index.contains(&format!("\"kid\": \"{leaked}\"")), "{index}");
 
     // The running server takes the key out of the JWKS and refuses its tokens at once.
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-    while jwks(&w).await.find(&leaked).is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the revoked key is still published"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let review = w.review(&issued, &["vault"]);
-    assert!(
-        review["error"]
-            .as_str()
-            .unwrap()
-            .contains("has been revoked"),
-        "{review}"
-    );
+    until_published(&w, "the revoked key is still published", |jwks| {
+        jwks.find(&leaked).is_none()
+    })
+    .await;
+    assert_revoked(&w, &issued);
 
     // The token is back: the server destroys the key's objects by itself, with no restart.
     std::fs::rename(&aside, &token_dir).unwrap();

@@ -11,14 +11,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use warrant_signer::proto::SignJwtRequest;
 use warrant_testkit::servers::{Emulator, Proxy};
 use warrant_testkit::tools;
 
-use crate::hsm::{
-    jwks, no_private_key_under, openssl_rsa_key, openssl_verifies, sign_on_socket, token,
-    token_request, verify_offline,
-};
+use crate::held::*;
 use crate::support::*;
 use crate::tokens::OBJECTS;
 
@@ -38,15 +34,16 @@ fn env() -> Vec<(OsString, OsString)> {
 
 /// A key directory `keys` with its private keys in KMS at `endpoint`, new keys of `algorithm`.
 fn flags(keys: &Path, endpoint: &str, algorithm: &str) -> Vec<OsString> {
-    vec![
-        "--key-dir".into(),
-        keys.into(),
+    held_flags(keys, &in_kms(endpoint), algorithm)
+}
+
+/// `--key-kms-uri` (the tests' store) and `--kms-endpoint ENDPOINT`.
+fn in_kms(endpoint: &str) -> [OsString; 4] {
+    [
         "--key-kms-uri".into(),
         "aws-kms://us-east-1/warrant-e2e".into(),
         "--kms-endpoint".into(),
         endpoint.into(),
-        "--key-algorithm".into(),
-        algorithm.into(),
     ]
 }
 
@@ -93,45 +90,12 @@ fn pyjwt_verifies(w: &Warrant, jwks: &Value, token: &str) {
     );
 }
 
-async fn until_ready(w: &Warrant, ready: bool) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let answer = w
-            .http
-            .get(w.url("/readyz/keys"))
-            .bearer_auth(w.admin_token())
-            .send()
-            .await
-            .unwrap();
-        let ok = answer.status() == 200;
-        let body = answer.text().await.unwrap();
-        if ok == ready {
-            return body;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "/readyz/keys: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn keys_in_kms_sign_through_both_front_ends_and_verify_with_openssl_and_pyjwt() {
     let moto = Emulator::moto().await;
     let endpoint = moto_endpoint(&moto);
-    let run = tempfile::tempdir().unwrap();
-    let socket = run.path().join("signer.sock");
-    let mut w = Warrant::start_with_env(
-        OBJECTS,
-        |dir| flags(&dir.join("keys"), &endpoint, "RS256"),
-        &[
-            "--service-account-signing-endpoint",
-            socket.to_str().unwrap(),
-        ],
-        &env(),
-    )
-    .await;
+    let (mut w, run, socket) =
+        start_with_signer(|dir| flags(&dir.join("keys"), &endpoint, "RS256"), &env()).await;
     let published = jwks(&w).await;
     assert_eq!(published.keys.len(), 1);
     let published_json: Value = serde_json::to_value(&published).unwrap();
@@ -192,54 +156,20 @@ async fn kms_unreachable_is_503_unavailable_and_unready_until_it_answers_again()
     let moto = Emulator::moto().await;
     let mut proxy = Proxy::start(moto.port()).await;
     let endpoint = proxy.endpoint();
-    let run = tempfile::tempdir().unwrap();
-    let socket = run.path().join("signer.sock");
-    let w = Warrant::start_with_env(
-        OBJECTS,
-        |dir| flags(&dir.join("keys"), &endpoint, "ES256"),
-        &[
-            "--service-account-signing-endpoint",
-            socket.to_str().unwrap(),
-        ],
-        &env(),
-    )
-    .await;
+    let (w, _run, socket) =
+        start_with_signer(|dir| flags(&dir.join("keys"), &endpoint, "ES256"), &env()).await;
     let (status, issued) = token_request(&w).await;
     assert_eq!(status, 201, "{issued}");
     let issued = issued["status"]["token"].as_str().unwrap().to_owned();
     let kid = verify_offline(&w, &jwks(&w).await, &issued);
     let arn = recorded_arns(&w.path("keys")).remove(0);
-    let claims = issued.split('.').nth(1).unwrap().to_owned();
 
     proxy.down();
-    // TokenRequest: 503 with a Kubernetes Status naming the key.
-    let (status, refused) = token_request(&w).await;
-    assert_eq!(status, 503, "{refused}");
-    assert_eq!(refused["kind"], "Status", "{refused}");
-    assert_eq!(refused["code"], 503, "{refused}");
-    assert_eq!(refused["reason"], "ServiceUnavailable", "{refused}");
-    let message = refused["message"].as_str().unwrap();
-    assert!(
-        message.starts_with(&format!(
-            "failed to generate token: the signing key {kid} is unavailable: "
-        )),
-        "{message}"
-    );
+    // TokenRequest: 503 with a Kubernetes Status naming the key and KMS, never a credential;
+    // Sign on the socket: UNAVAILABLE.
+    let message = assert_unavailable(&w, &socket, &kid, &issued).await;
     assert!(message.contains("AWS KMS"), "{message}");
     assert!(!message.contains("testing"), "{message}");
-    // Sign on the socket: UNAVAILABLE, which kube-apiserver retries.
-    let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
-    let unavailable = signer
-        .sign(SignJwtRequest {
-            claims: claims.clone(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(
-        unavailable.code(),
-        warrant_signer::Code::Unavailable,
-        "{unavailable:?}"
-    );
     // Readiness names the key and its ARN; the JWKS is still served.
     let body = until_ready(&w, false).await;
     assert!(body.contains(&kid) && body.contains(&arn), "{body}");
@@ -280,20 +210,33 @@ async fn a_key_disabled_behind_warrants_back_is_named_and_revoke_replaces_it() {
         message.contains(&kid) && message.contains(&arn),
         "{message}"
     );
+    // `keys rotate` refuses to plan around it (the startup check of the keys that sign, which
+    // `serve` runs too), naming the key and what to do.
+    let rotated = keys_command(&w.path("keys"), &in_kms(&endpoint), &env(), "rotate", &[]);
+    let said = stderr(&rotated);
+    assert!(!rotated.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "--key-kms-uri: the active key {kid} cannot sign: "
+        )) && said.contains(&arn),
+        "{said}"
+    );
+    // Disabled is KMS's answer for now (the key may be enabled again), so the advice is KMS's.
+    assert!(
+        said.contains("Disabled: it signs nothing until it is enabled again")
+            && said.contains("to replace it at once, `warrant keys revoke KID`"),
+        "{said}"
+    );
+    assert_eq!(said.matches("cannot sign").count(), 1, "{said}");
 
     // Revoked: a new key, made in KMS, signs at once; the old one is scheduled for deletion.
-    let keys = w.path("keys");
-    let mut args: Vec<OsString> = vec!["keys".into(), "revoke".into(), kid.clone().into()];
-    args.extend(
-        flags(&keys, &endpoint, "ES256")
-            .into_iter()
-            .filter(|a| a != "--key-algorithm" && a != "ES256"),
+    let out = keys_command(
+        &w.path("keys"),
+        &in_kms(&endpoint),
+        &env(),
+        "revoke",
+        &[&kid],
     );
-    let out = std::process::Command::new(BIN)
-        .args(&args)
-        .envs(env())
-        .output()
-        .unwrap();
     assert!(out.status.success(), "keys revoke: {}", stderr(&out));
     until_ready(&w, true).await;
     let again = token(&w);
@@ -433,4 +376,121 @@ async fn two_replicas_share_one_key_directory_and_the_kms_keys() {
         let review = reviewer.review(issued, &["vault"]);
         assert_eq!(review["authenticated"], true, "{review}");
     }
+}
+
+/// `warrant keys CMD` on the key directory `keys` with KMS at `endpoint`, then `extra`.
+fn keys_cmd(keys: &Path, endpoint: &str, cmd: &str, extra: &[&str]) -> std::process::Output {
+    keys_command(keys, &in_kms(endpoint), &env(), cmd, extra)
+}
+
+/// The state KMS (moto) records for key `arn`.
+fn kms_state(moto: &Emulator, arn: &str) -> String {
+    boto3(
+        moto,
+        &format!("print(kms.describe_key(KeyId='{arn}')['KeyMetadata']['KeyState'])"),
+    )
+    .trim()
+    .to_owned()
+}
+
+/// Revocation stops trust: with KMS out of reach, `keys revoke` still takes the key out of the
+/// store (so out of every JWKS, and every server refuses its tokens); the server that writes
+/// the store disables it in KMS and schedules its deletion once KMS answers, counted as a
+/// pending disposal until then.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_is_revoked_while_kms_is_unreachable_and_disposed_of_once_it_answers() {
+    let moto = Emulator::moto().await;
+    let mut proxy = Proxy::start(moto.port()).await;
+    let endpoint = proxy.endpoint();
+    let mut w = Warrant::start_with_env(
+        OBJECTS,
+        |dir| flags(&dir.join("keys"), &endpoint, "ES256"),
+        &[],
+        &env(),
+    )
+    .await;
+    let keys = w.path("keys");
+    let issued = token(&w);
+    let leaked = verify_offline(&w, &jwks(&w).await, &issued);
+    let arn = recorded_arns(&keys).remove(0);
+
+    // With no successor published, revoking the signing key needs a new key, made in KMS:
+    // without KMS, the command says so and changes nothing.
+    proxy.down();
+    let refused = keys_cmd(&keys, &endpoint, "revoke", &[&leaked]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains(&format!("key {leaked} signs now and no successor is published, so revoking it needs a new key made in KMS, which cannot be reached")),
+        "{}",
+        stderr(&refused)
+    );
+    proxy.up().await;
+
+    // A next key is published (so revoking the signing key needs no new key).
+    let rotated = keys_cmd(&keys, &endpoint, "rotate", &[]);
+    assert!(rotated.status.success(), "{}", stderr(&rotated));
+    until_published(&w, "the server never saw the rotation", |jwks| {
+        jwks.keys.len() == 2
+    })
+    .await;
+
+    // KMS goes out of reach; the key leaks. Revoke records it without KMS, and says who
+    // disables it.
+    proxy.down();
+    let revoked = keys_cmd(&keys, &endpoint, "revoke", &[&leaked]);
+    let said = stderr(&revoked);
+    assert!(revoked.status.success(), "{said}");
+    assert!(said.contains("KMS cannot be reached"), "{said}");
+    assert!(
+        said.contains("the warrant server that writes this store disables it in KMS and schedules its deletion once KMS answers"),
+        "{said}"
+    );
+
+    // The running server takes the key out of the JWKS and refuses its tokens at once.
+    until_published(&w, "the revoked key is still published", |jwks| {
+        jwks.find(&leaked).is_none()
+    })
+    .await;
+    assert_revoked(&w, &issued);
+    // Its disposal waits for KMS, counted; KMS still has the key enabled.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while w.metric("warrant_keys_holder_disposals_pending").await != 1.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no pending disposal: {}",
+            w.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(kms_state(&moto, &arn), "Enabled");
+
+    // KMS answers again: the server disables the key and schedules its deletion by itself.
+    proxy.up().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while kms_state(&moto, &arn) != "PendingDeletion" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the revoked key was never scheduled for deletion:\n{}",
+            w.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while w.metric("warrant_keys_holder_disposals_pending").await != 0.0 {
+        assert!(tokio::time::Instant::now() < deadline, "{}", w.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        w.metric(r#"warrant_keys_holder_disposals_total{result="destroyed"}"#)
+            .await,
+        1.0
+    );
+    let published = jwks(&w).await;
+    let signing = verify_offline(&w, &published, &token(&w));
+    assert_ne!(signing, leaked);
+    // The store remembers the revocation (`keys list` reads it through KMS, so only now).
+    let listed = keys_cmd(&keys, &endpoint, "list", &[]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.contains(&format!("REVOKED {leaked}")), "{listed}");
 }

@@ -24,6 +24,7 @@ mod docs;
 mod errors;
 mod getting_started;
 mod hardening;
+mod held;
 mod hsm;
 mod injection;
 mod keybinding;

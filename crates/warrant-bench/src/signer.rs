@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use warrant_signer::proto::{MetadataRequest, SignJwtRequest};
+use warrant_testkit::softhsm::{PIN, SoftHsm2};
 use warrant_token::{Binding, Claims, NewToken, ObjectRef, SigningKey};
 
 use crate::{Error, Server, mib, process_cpu_seconds};
@@ -171,32 +172,14 @@ fn softhsm_keys(
     key_file: &Path,
 ) -> Result<(Vec<OsString>, Env), Error> {
     let _ = std::fs::remove_dir_all(dir);
-    let tokens = dir.join("tokens");
-    std::fs::create_dir_all(&tokens)?;
-    let conf = dir.join("softhsm2.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
-            tokens.display()
-        ),
-    )?;
-    let env = vec![("SOFTHSM2_CONF".to_owned(), conf)];
-    let init = Command::new("softhsm2-util")
-        .args(["--init-token", "--free", "--label", "bench"])
-        .args(["--pin", "1234", "--so-pin", "5678"])
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .output()?;
-    if !init.status.success() {
-        return Err(format!("softhsm2-util: {}", String::from_utf8_lossy(&init.stderr)).into());
-    }
-    let pin = dir.join("pin");
-    std::fs::write(&pin, "1234\n")?;
-    let uri = format!(
-        "pkcs11:token=bench?module-path={}&pin-source=file:{}",
-        module.display(),
-        pin.display()
-    );
+    let softhsm = SoftHsm2::create_for(dir, module);
+    softhsm.init_token("bench");
+    let uri = softhsm.uri("bench", &softhsm.pin_file("pin", PIN));
+    let env: Env = softhsm
+        .env()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
     let key_dir = dir.join("keys");
     let keys: Vec<OsString> = vec![
         "--key-dir".into(),

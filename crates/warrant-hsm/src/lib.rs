@@ -66,6 +66,3 @@ pub use remote::{Pkcs11Key, remote_sign_error};
 pub use semaphore::BlockingSemaphore;
 pub use token::{Health, HsmKey, KeyAttributes, KeyEntry, RecoveryPolicy, Token, TokenConfig};
 pub use uri::{ObjectType, Pkcs11Uri, UriError};
-
-/// Where Debian's and Ubuntu's `softhsm2` package installs the SoftHSM2 module.
-pub const SOFTHSM2_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";

@@ -48,17 +48,51 @@ impl Holder {
     }
 
     /// Checks that every key of `keys` that signs at `now`, or is scheduled to, can sign in
-    /// the holder (a startup error otherwise, naming the key).
+    /// the holder: a token's private object present, usable and the key the store recorded;
+    /// a KMS key enabled, of the recorded spec and holding the recorded public key. The first
+    /// key that cannot is the error (a startup error), naming it. The checks block, so they run
+    /// on a blocking thread.
     pub(crate) async fn check_signing_keys(
         &self,
         keys: &ManagedKeySet,
         now: Timestamp,
     ) -> Result<(), Box<dyn Error>> {
-        match self {
-            Holder::Pkcs11(pkcs11) => pkcs11.check_signing_keys(keys, now).await?,
-            Holder::Kms(kms) => kms.check_signing_keys(keys, now).await?,
+        let signing = signing_keys(keys, now);
+        let holder = self.clone();
+        let unusable = tokio::task::spawn_blocking(move || {
+            signing
+                .into_iter()
+                .find_map(|(state, key)| holder.check(&key, state).err())
+        })
+        .await
+        .map_err(|e| format!("the thread checking the keys in their holder failed: {e}"))?;
+        match unusable {
+            None => Ok(()),
+            Some(unusable) => Err(unusable.into()),
         }
-        Ok(())
+    }
+
+    /// Whether `key` (in `state`) can sign in the holder; blocks.
+    fn check(&self, key: &SigningKey, state: KeyState) -> Result<(), KeyUnusable> {
+        let unusable = |cause: Box<dyn Error + Send + Sync>,
+                        unavailable: bool,
+                        holder: &'static HolderText| KeyUnusable {
+            holder,
+            kid: key.kid().to_owned(),
+            state,
+            cause,
+            replaceable: !unavailable,
+        };
+        match self {
+            Holder::Pkcs11(pkcs11) => pkcs11.holder().check(key).map_err(|cause| {
+                let unavailable = cause.is_unavailable();
+                unusable(Box::new(cause), unavailable, &PKCS11)
+            }),
+            Holder::Kms(kms) => kms.holder().check(key).map_err(|cause| {
+                let unavailable = cause.is_unavailable();
+                unusable(Box::new(cause), unavailable, &KMS)
+            }),
+        }
     }
 
     /// Starts the holder's recovery task; it stops when the handle is dropped.
@@ -81,4 +115,61 @@ pub(crate) fn signing_keys(keys: &ManagedKeySet, now: Timestamp) -> Vec<(KeyStat
             KeyState::Retired | KeyState::Removed => None,
         })
         .collect()
+}
+
+/// What [`KeyUnusable`] says of a holder.
+#[derive(Debug)]
+struct HolderText {
+    /// The flag that names it.
+    flag: &'static str,
+    /// What an operator can do in the holder to make the key sign again.
+    restore: &'static str,
+    /// Where the docs say more.
+    docs: &'static str,
+}
+
+const PKCS11: HolderText = HolderText {
+    flag: "--key-pkcs11-uri",
+    restore: "Restore the object from the token's backup",
+    docs: "docs/keys.md, \"Keys in an HSM\"",
+};
+
+const KMS: HolderText = HolderText {
+    flag: "--key-kms-uri",
+    restore: "Enable the key again in KMS (cancelling its deletion if scheduled)",
+    docs: "docs/kms.md",
+};
+
+/// A key that signs now or is scheduled to (active or next) cannot sign in its holder: a
+/// token's private object missing, extractable, not sensitive, of another type or size than
+/// recorded, or another key; a KMS key disabled, pending deletion, deleted, of another spec,
+/// or another key; or the holder cannot be reached.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: the {state} key {kid} cannot sign: {cause}{}", .holder.flag, self.advice())]
+pub(crate) struct KeyUnusable {
+    holder: &'static HolderText,
+    /// The key's kid.
+    kid: String,
+    /// `active` or `next`.
+    state: KeyState,
+    /// What the holder says (it names the key's URI or ARN).
+    #[source]
+    cause: Box<dyn Error + Send + Sync>,
+    /// False when the holder is only unavailable (nothing to replace).
+    replaceable: bool,
+}
+
+impl KeyUnusable {
+    /// What an operator can do about the key (nothing to add when the holder is only
+    /// unavailable: that passes).
+    fn advice(&self) -> String {
+        if self.replaceable {
+            format!(
+                ". {}, or replace the key at once with `warrant keys revoke {}` ({})",
+                self.holder.restore, self.kid, self.holder.docs
+            )
+        } else {
+            String::new()
+        }
+    }
 }

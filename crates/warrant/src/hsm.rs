@@ -5,13 +5,12 @@
 
 use std::sync::Arc;
 
-use jiff::Timestamp;
 use prometheus_client::registry::Registry;
 use tokio_util::task::AbortOnDropHandle;
 use warrant_hsm::{
     HsmError, HsmMetrics, Pkcs11Holder, Pkcs11Uri, RecoveryPolicy, Token, TokenConfig, UriError,
 };
-use warrant_keys::{KeyHolder, KeyState, ManagedKeySet};
+use warrant_keys::KeyHolder;
 
 use crate::cli::Pkcs11Args;
 
@@ -28,33 +27,6 @@ pub(crate) enum Pkcs11SetupError {
     /// The blocking thread that called the token failed.
     #[error("--key-pkcs11-uri: the thread calling the token failed: {0}")]
     Thread(#[source] tokio::task::JoinError),
-    /// A key that signs now or is scheduled to (active or next) cannot sign in the token: its
-    /// private object is missing, extractable, not sensitive, of another type or size than
-    /// recorded, or another key.
-    #[error("--key-pkcs11-uri: the {state} key {kid} cannot sign: {cause}{}", advice(.kid, *.replaceable))]
-    KeyUnusable {
-        /// The key's kid.
-        kid: String,
-        /// `active` or `next`.
-        state: KeyState,
-        /// What the token says (it names the object's URI).
-        #[source]
-        cause: Box<HsmError>,
-        /// False when the token is only unavailable (nothing to replace).
-        replaceable: bool,
-    },
-}
-
-/// What an operator can do about a key whose object cannot sign (nothing to add when the token
-/// is only unavailable: that passes).
-fn advice(kid: &str, replaceable: bool) -> String {
-    if replaceable {
-        format!(
-            ". Restore the object from the token's backup, or replace the key at once with `warrant keys revoke {kid}` (docs/keys.md, \"Keys in an HSM\")"
-        )
-    } else {
-        String::new()
-    }
 }
 
 /// The token, as the holder of the managed keys.
@@ -77,34 +49,6 @@ impl Pkcs11 {
     /// The token.
     pub(crate) fn token(&self) -> &Token {
         self.holder.token()
-    }
-
-    /// Checks in the token every key of `keys` that signs at `now` or is scheduled to (the
-    /// active key and its published successors): each must have its private object, usable
-    /// and the key the store recorded. Retired keys are not checked (their objects are
-    /// destroyed on purpose). The first key that fails is the error, naming its URI.
-    pub(crate) async fn check_signing_keys(
-        &self,
-        keys: &ManagedKeySet,
-        now: Timestamp,
-    ) -> Result<(), Pkcs11SetupError> {
-        let signing = crate::holder::signing_keys(keys, now);
-        let holder = self.holder.clone();
-        tokio::task::spawn_blocking(move || {
-            for (state, key) in signing {
-                holder
-                    .check(&key)
-                    .map_err(|cause| Pkcs11SetupError::KeyUnusable {
-                        kid: key.kid().to_owned(),
-                        state,
-                        replaceable: !cause.is_unavailable(),
-                        cause: Box::new(cause),
-                    })?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(Pkcs11SetupError::Thread)?
     }
 
     /// Starts reopening the token's sessions whenever they are lost (and probing it while

@@ -60,28 +60,61 @@ async fn open_store(
     Ok((store, holder))
 }
 
-/// Whether `revoke` reached the token of `--key-pkcs11-uri`.
+/// Whether `revoke` reached the holder of `--key-pkcs11-uri` or `--key-kms-uri`.
 enum Reached {
     /// It did.
     Yes,
-    /// No token was named.
+    /// No holder was named.
     NoToken,
-    /// It could not (why): the revocation is recorded without it.
-    Unreachable(String),
+    /// It could not: the revocation is recorded without it.
+    Unreachable {
+        /// The holder, for messages: `the token`, `KMS`.
+        what: &'static str,
+        /// Why it could not be reached.
+        cause: String,
+        /// Who disposes of the revoked key instead, and when.
+        retries: &'static str,
+    },
 }
 
-/// The store for `revoke`: with the token, as for every command; or, when the flags name a
-/// token that cannot be reached now, with [`Unreachable`] in its place, so that a leaked key is
-/// taken out of the store (and so out of every JWKS) without the HSM. Any other failure to open
-/// the token (a wrong PIN, a bad URI) is the command's error.
+/// The store for `revoke`: with the holder, as for every command; or, when the flags name a
+/// token or KMS that cannot be reached now, with [`Unreachable`] in its place, so that a leaked
+/// key is taken out of the store (and so out of every JWKS) without it. Any other failure to
+/// open the holder (a wrong PIN, a bad URI) is the command's error.
 async fn open_store_to_revoke(args: &StoreArgs) -> Result<(Store, Reached), Box<dyn Error>> {
     const WRITER: &str = "warrant keys revoke";
+    let unreachable = |holder: &'static str, what: &'static str, retries, cause: String| {
+        tracing::warn!(%cause, "{what} cannot be reached: recording the revocation without it");
+        let stand_in: Arc<dyn KeyHolder> = Arc::new(Unreachable {
+            holder,
+            cause: cause.clone(),
+        });
+        let reached = Reached::Unreachable {
+            what,
+            cause,
+            retries,
+        };
+        (stand_in, reached)
+    };
     if args.kms.key_kms_uri.is_some() {
-        // KMS is asked only when the store is read: a revocation with KMS needs it reachable
-        // (docs/kms.md says why there is no stand-in as for a token).
-        let holder = Holder::open(&args.pkcs11, &args.kms, None).await?;
-        let holder = holder.as_ref().map(Holder::key_holder);
-        return Ok((Store::from_args(args, WRITER, holder).await?, Reached::Yes));
+        // KMS is first asked when the store is read: ask it now whether it answers.
+        let Some(Holder::Kms(kms)) = Holder::open(&args.pkcs11, &args.kms, None).await? else {
+            return Err("--key-kms-uri names no KMS".into());
+        };
+        return Ok(match kms.holder().kms().reachable().await {
+            Ok(()) => {
+                let holder = Some(Arc::new(kms.holder().clone()) as Arc<dyn KeyHolder>);
+                (Store::from_args(args, WRITER, holder).await?, Reached::Yes)
+            }
+            Err(error) => {
+                let (stand_in, reached) =
+                    unreachable("AWS KMS", "KMS", KMS_WRITER_RETRIES, error.to_string());
+                (
+                    Store::from_args(args, WRITER, Some(stand_in)).await?,
+                    reached,
+                )
+            }
+        });
     }
     match hsm::open(&args.pkcs11, None).await {
         Ok(pkcs11) => {
@@ -94,27 +127,30 @@ async fn open_store_to_revoke(args: &StoreArgs) -> Result<(Store, Reached), Box<
             Ok((Store::from_args(args, WRITER, holder).await?, reached))
         }
         Err(hsm::Pkcs11SetupError::Open(error)) if error.is_unavailable() => {
-            let cause = error.to_string();
-            tracing::warn!(%cause, "the token cannot be reached: recording the revocation without it");
-            let holder: Arc<dyn KeyHolder> = Arc::new(Unreachable {
-                cause: cause.clone(),
-            });
+            let (stand_in, reached) = unreachable(
+                "the PKCS#11 token",
+                "the token",
+                WRITER_RETRIES,
+                error.to_string(),
+            );
             Ok((
-                Store::from_args(args, WRITER, Some(holder)).await?,
-                Reached::Unreachable(cause),
+                Store::from_args(args, WRITER, Some(stand_in)).await?,
+                reached,
             ))
         }
         Err(error) => Err(error.into()),
     }
 }
 
-/// Stands in for a token that cannot be reached, for `revoke` only: it reads a store of held
-/// keys as it is, so that a key can be taken out of it. It vouches for every entry without
+/// Stands in for a holder (a token, KMS) that cannot be reached, for `revoke` only: it reads a
+/// store of held keys as it is, so that a key can be taken out of it. It vouches for every entry without
 /// asking, which is sound only because of what `revoke` does with what it reads: it writes the
 /// same entries back minus the revoked key (and its files), adds a revocation, and never signs
 /// or publishes; every server vouches for each entry with the token when it reads the result,
 /// as it does for any write. Its keys cannot sign, and it makes and destroys nothing.
 struct Unreachable {
+    /// The holder it stands in for: `the PKCS#11 token`, `AWS KMS`.
+    holder: &'static str,
     cause: String,
 }
 
@@ -123,8 +159,8 @@ impl Unreachable {
         KeyError::Remote(RemoteSignError {
             unavailable: true,
             source: Arc::new(std::io::Error::other(format!(
-                "the PKCS#11 token cannot be reached: {}",
-                self.cause
+                "{} cannot be reached: {}",
+                self.holder, self.cause
             ))),
         })
     }
@@ -132,7 +168,7 @@ impl Unreachable {
 
 impl KeyHolder for Unreachable {
     fn describe(&self) -> String {
-        "the PKCS#11 token (unreachable)".into()
+        format!("{} (unreachable)", self.holder)
     }
 
     fn generate(&self, _: KeyType) -> Result<SigningKey, KeyError> {
@@ -141,6 +177,7 @@ impl KeyHolder for Unreachable {
 
     fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
         let key = UnreachableKey {
+            holder: self.holder,
             locator: locator.to_owned(),
             cause: self.cause.clone(),
         };
@@ -158,25 +195,26 @@ impl KeyHolder for Unreachable {
 
 /// A key [`Unreachable`] read: it keeps its locator, so the store is written back unchanged.
 struct UnreachableKey {
+    holder: &'static str,
     locator: String,
     cause: String,
 }
 
 impl RemoteKey for UnreachableKey {
     fn sign(&self, _: Vec<u8>) -> RemoteSignature<'_> {
-        let cause = self.cause.clone();
+        let (holder, cause) = (self.holder, self.cause.clone());
         Box::pin(async move {
             Err(RemoteSignError {
                 unavailable: true,
                 source: Arc::new(std::io::Error::other(format!(
-                    "the PKCS#11 token cannot be reached: {cause}"
+                    "{holder} cannot be reached: {cause}"
                 ))),
             })
         })
     }
 
     fn describe(&self) -> String {
-        format!("the PKCS#11 token (unreachable), {}", self.locator)
+        format!("{} (unreachable), {}", self.holder, self.locator)
     }
 
     fn locator(&self) -> String {
@@ -231,6 +269,9 @@ const UNRECORDED: &str =
 
 /// What happens to a key a store records when the command cannot destroy it.
 const WRITER_RETRIES: &str = "the warrant server that writes this store destroys it once it reaches the token, retrying until it is gone (or the next `warrant serve` on this store does)";
+
+/// What happens to a revoked key in KMS when the command cannot reach KMS.
+const KMS_WRITER_RETRIES: &str = "the warrant server that writes this store disables it in KMS and schedules its deletion once KMS answers, retrying until it is done (or the next `warrant serve` on this store does); until then KMS would still sign with it for anyone allowed to call Sign on it (docs/kms.md)";
 
 /// Disposes of `key` in `holder` (see [`dispose_at`]); nothing for a key not held there.
 fn dispose(holder: &dyn KeyHolder, key: &SigningKey, disposal: Disposal, after_failure: &str) {
@@ -480,8 +521,8 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
         let revoked = keys
             .revoke(&args.kid, policy, now, |t| generator.generate(t))
             .map_err(|e| match (&e, &reached) {
-                (RevokeError::Key(_), Reached::Unreachable(_)) => format!(
-                    "key {} signs now and no successor is published, so revoking it needs a new key made in the token, which cannot be reached ({e}); run the command where the token can be reached (revoking any other key needs no token)",
+                (RevokeError::Key(_), Reached::Unreachable { what, .. }) => format!(
+                    "key {} signs now and no successor is published, so revoking it needs a new key made in {what}, which cannot be reached ({e}); run the command where {what} can be reached (revoking any other key needs no {what})",
                     args.kid
                 )
                 .into(),
@@ -506,10 +547,16 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
         record.and_then(|r| r.held_in.as_deref()),
     ) {
         match &reached {
-            Reached::Unreachable(cause) => tracing::warn!(
-                kid = %args.kid, %cause,
-                "the token cannot be reached: the revocation is recorded, and every server refuses the key as soon as it sees it; {WRITER_RETRIES}"
-            ),
+            Reached::Unreachable {
+                what,
+                cause,
+                retries,
+            } => {
+                tracing::warn!(
+                    kid = %args.kid, %cause,
+                    "{what} cannot be reached: the revocation is recorded, and every server refuses the key as soon as it sees it; {retries}"
+                );
+            }
             Reached::Yes | Reached::NoToken => dispose_at(
                 holder.as_ref(),
                 &args.kid,

@@ -2,10 +2,8 @@
 //! startup (no call to KMS: credentials come from AWS's chain when a key is first asked about);
 //! `serve` then keeps KMS's health current with its recovery task and publishes its metrics.
 
-use jiff::Timestamp;
 use prometheus_client::registry::Registry;
 use tokio_util::task::AbortOnDropHandle;
-use warrant_keys::{KeyState, ManagedKeySet};
 use warrant_kms::{Kms, KmsConfig, KmsError, KmsHolder, KmsMetrics, KmsUri, RecoveryPolicy};
 
 use crate::cli::KmsArgs;
@@ -17,33 +15,6 @@ pub(crate) enum KmsSetupError {
     /// The URI, the endpoint or the HTTPS client.
     #[error("--key-kms-uri: {0}")]
     Open(#[source] KmsError),
-    /// The blocking thread that called KMS failed.
-    #[error("--key-kms-uri: the thread calling KMS failed: {0}")]
-    Thread(#[source] tokio::task::JoinError),
-    /// A key that signs now or is scheduled to (active or next) cannot sign in KMS: disabled,
-    /// pending deletion, deleted, of another spec, or another key.
-    #[error("--key-kms-uri: the {state} key {kid} cannot sign: {cause}{}", advice(.kid, *.replaceable))]
-    KeyUnusable {
-        /// The key's kid.
-        kid: String,
-        /// `active` or `next`.
-        state: KeyState,
-        /// What KMS says (it names the key's ARN).
-        #[source]
-        cause: Box<KmsError>,
-        /// False when KMS is only unreachable (nothing to replace).
-        replaceable: bool,
-    },
-}
-
-fn advice(kid: &str, replaceable: bool) -> String {
-    if replaceable {
-        format!(
-            ". Enable the key again in KMS (cancelling its deletion if scheduled), or replace it at once with `warrant keys revoke {kid}` (docs/kms.md)"
-        )
-    } else {
-        String::new()
-    }
 }
 
 /// KMS, as the holder of the managed keys.
@@ -56,33 +27,6 @@ impl AwsKms {
     /// The holder.
     pub(crate) fn holder(&self) -> &KmsHolder {
         &self.holder
-    }
-
-    /// Checks in KMS every key of `keys` that signs at `now` or is scheduled to: each must be
-    /// enabled, of the recorded spec, and hold the recorded public key. Retired keys are
-    /// disabled on purpose and not checked.
-    pub(crate) async fn check_signing_keys(
-        &self,
-        keys: &ManagedKeySet,
-        now: Timestamp,
-    ) -> Result<(), KmsSetupError> {
-        let signing = crate::holder::signing_keys(keys, now);
-        let holder = self.holder.clone();
-        tokio::task::spawn_blocking(move || {
-            for (state, key) in signing {
-                holder
-                    .check(&key)
-                    .map_err(|cause| KmsSetupError::KeyUnusable {
-                        kid: key.kid().to_owned(),
-                        state,
-                        replaceable: !cause.is_unavailable(),
-                        cause: Box::new(cause),
-                    })?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(KmsSetupError::Thread)?
     }
 
     /// Starts keeping KMS's health current (probing it while unavailable, checking the keys

@@ -18,6 +18,10 @@ pub mod rotation;
 #[cfg(feature = "servers")]
 pub mod servers;
 pub mod signatures;
+#[cfg(feature = "signing-rate")]
+pub mod signing_rate;
+#[cfg(feature = "softhsm")]
+pub mod softhsm;
 #[cfg(feature = "state")]
 mod state;
 pub mod tools;

@@ -1,14 +1,13 @@
 //! Several handles on one token (replicas sharing an HSM) sign with the same key; concurrent
 //! signing stays within the session bound.
 
-use std::process::Command;
 use std::sync::Arc;
 
 use warrant_hsm::{HsmError, HsmMetrics, Pkcs11Key};
 use warrant_keys::{Disposal, Disposed};
 use warrant_token::KeyType;
 
-use crate::support::{PIN, module, verify_everywhere};
+use crate::support::verify_everywhere;
 use warrant_testkit::signatures::verify_signature;
 
 hsm_test!(
@@ -27,17 +26,9 @@ hsm_test!(
         // A replica in another process (OpenSC's pkcs11-tool) signs with it too.
         let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, b"from another process");
         std::fs::write(hsm.dir().join("digest"), digest.as_ref()).unwrap();
-        let out = Command::new("pkcs11-tool")
-            .arg("--module")
-            .arg(module())
-            .args(["--token-label", "shared", "--login", "--pin", PIN, "--sign", "--mechanism", "ECDSA", "--id", "42"])
-            .arg("--input-file")
-            .arg(hsm.dir().join("digest"))
-            .arg("--output-file")
-            .arg(hsm.dir().join("signature"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let digest_file = hsm.dir().join("digest");
+        let signature_file = hsm.dir().join("signature");
+        hsm.pkcs11_tool("shared", &["--sign", "--mechanism", "ECDSA", "--id", "42", "--input-file", digest_file.to_str().unwrap(), "--output-file", signature_file.to_str().unwrap()]);
         let signature = std::fs::read(hsm.dir().join("signature")).unwrap();
         verify_signature(key_b.verifying_key(), b"from another process", &signature);
 

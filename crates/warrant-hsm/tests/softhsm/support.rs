@@ -2,15 +2,14 @@
 //! `softhsm2-util`, and independent verifiers (aws-lc, the `openssl` command, jsonwebtoken).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use warrant_hsm::{HsmError, HsmKey, HsmMetrics, Pkcs11Uri, Token, TokenConfig};
 use warrant_testkit::signatures::{verify_signature, verify_with_openssl};
+use warrant_testkit::softhsm::SoftHsm2;
 use warrant_testkit::tools;
 use warrant_token::{Algorithm, VerifyingKey};
 
-pub(crate) const PIN: &str = "1234";
-pub(crate) const SO_PIN: &str = "5678";
+pub(crate) use warrant_testkit::softhsm::{PIN, module};
 
 /// Defines a test that runs in its own process with its own SoftHSM2 configuration.
 macro_rules! hsm_test {
@@ -26,49 +25,30 @@ macro_rules! hsm_test {
 
 /// The test's SoftHSM2.
 pub(crate) struct SoftHsm {
-    dir: PathBuf,
+    softhsm: SoftHsm2,
 }
 
-pub(crate) fn module() -> PathBuf {
-    std::env::var_os("WARRANT_HSM_MODULE").map_or_else(
-        || PathBuf::from(warrant_hsm::SOFTHSM2_MODULE),
-        PathBuf::from,
-    )
-}
-
-/// In the parent: makes the directory and configuration and runs `test_path` alone in a child
-/// process of this binary. In that child: runs `body`.
+/// In the parent: makes the test's SoftHSM2 and runs `test_path` alone in a child process of
+/// this binary, with the SoftHSM2's configuration in its environment. In that child: runs
+/// `body`.
 pub(crate) fn isolated(test_path: &str, body: impl FnOnce(&SoftHsm)) {
     if let Some(dir) = std::env::var_os("WARRANT_HSM_TEST_DIR") {
         body(&SoftHsm {
-            dir: PathBuf::from(dir),
+            softhsm: SoftHsm2::at(Path::new(&dir)),
         });
         return;
     }
-    tools::require_file(&module(), "SoftHSM2's PKCS#11 module", "softhsm2");
-    tools::command("softhsm2-util", "SoftHSM2 (softhsm2-util)");
-    tools::command("pkcs11-tool", "OpenSC's pkcs11-tool");
     tools::command("openssl", "the openssl command");
     let temp = tempfile::tempdir().unwrap();
-    let tokens = temp.path().join("tokens");
-    std::fs::create_dir(&tokens).unwrap();
-    let conf = temp.path().join("softhsm2.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n",
-            tokens.display()
-        ),
-    )
-    .unwrap();
+    let softhsm = SoftHsm2::create(temp.path());
     // The test's name without this binary's crate name, for libtest's --exact filter.
     let name = test_path
         .split_once("::")
         .map_or(test_path, |(_, rest)| rest);
-    let output = Command::new(std::env::current_exe().unwrap())
+    let output = softhsm
+        .command(std::env::current_exe().unwrap())
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env("SOFTHSM2_CONF", &conf)
-        .env("WARRANT_HSM_TEST_DIR", temp.path())
+        .env("WARRANT_HSM_TEST_DIR", softhsm.dir())
         .env("WARRANT_HSM_TEST_PIN", PIN)
         .output()
         .unwrap();
@@ -83,52 +63,20 @@ pub(crate) fn isolated(test_path: &str, body: impl FnOnce(&SoftHsm)) {
 impl SoftHsm {
     /// Initializes a token labelled `label` with the user PIN [`PIN`]; returns its directory.
     pub(crate) fn init_token(&self, label: &str) -> PathBuf {
-        let before = self.token_dirs();
-        let status = Command::new("softhsm2-util")
-            .args([
-                "--init-token",
-                "--free",
-                "--label",
-                label,
-                "--pin",
-                PIN,
-                "--so-pin",
-                SO_PIN,
-            ])
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "softhsm2-util --init-token failed");
-        let after = self.token_dirs();
-        after.into_iter().find(|d| !before.contains(d)).unwrap()
-    }
-
-    fn token_dirs(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(self.dir.join("tokens"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect()
+        self.softhsm.init_token(label)
     }
 
     /// A file holding `pin`.
     pub(crate) fn pin_file(&self, pin: &str) -> PathBuf {
-        let path = self.dir.join(format!("pin-{pin}"));
-        std::fs::write(&path, format!("{pin}\n")).unwrap();
-        // Readable by this user only: warrant refuses a PIN file every user can read.
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .unwrap();
-        path
+        self.softhsm.pin_file(&format!("pin-{pin}"), pin)
     }
 
     /// The URI of token `label` with the module and a PIN file holding `pin`.
     pub(crate) fn uri_with_pin(&self, label: &str, pin: &str) -> Pkcs11Uri {
-        format!(
-            "pkcs11:token={label}?module-path={}&pin-source=file:{}",
-            module().display(),
-            self.pin_file(pin).display()
-        )
-        .parse()
-        .unwrap()
+        self.softhsm
+            .uri(label, &self.pin_file(pin))
+            .parse()
+            .unwrap()
     }
 
     pub(crate) fn uri(&self, label: &str) -> Pkcs11Uri {
@@ -152,7 +100,7 @@ impl SoftHsm {
     }
 
     pub(crate) fn dir(&self) -> &Path {
-        &self.dir
+        self.softhsm.dir()
     }
 
     /// Runs `pkcs11-tool` on token `label`, logged in; returns stdout.
@@ -174,15 +122,11 @@ impl SoftHsm {
         login: bool,
         args: &[&str],
     ) -> std::process::Output {
-        let mut command = Command::new("pkcs11-tool");
-        command
-            .arg("--module")
-            .arg(module())
-            .args(["--token-label", label]);
-        if login {
-            command.args(["--login", "--pin", PIN]);
-        }
-        command.args(args).output().unwrap()
+        self.softhsm
+            .pkcs11_tool(label, login)
+            .args(args)
+            .output()
+            .unwrap()
     }
 }
 
