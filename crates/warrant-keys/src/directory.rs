@@ -181,13 +181,26 @@ impl DirStore {
     /// [`save`](KeyStore::save): for a directory with one writer that copies another store (a
     /// node's local copy of a shared store, [`crate::LocalCopy`]).
     pub async fn replace(&self, keys: &ManagedKeySet) -> Result<StoreVersion, StoreError> {
-        let store = self.clone();
         let keys = keys.clone();
-        tokio::task::spawn_blocking(move || store.save_blocking(&keys, Precondition::Any))
+        self.blocking("write", move |store| {
+            store.save_blocking(&keys, Precondition::Any)
+        })
+        .await
+    }
+
+    /// Runs `work` (a `doing`: a read or a write) where blocking file I/O belongs, off the
+    /// runtime's threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        doing: &str,
+        work: impl FnOnce(DirStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || work(store))
             .await
             .map_err(|e| StoreError::Unavailable {
                 store: self.describe(),
-                reason: format!("the write was interrupted: {e}"),
+                reason: format!("the {doing} was interrupted: {e}"),
             })?
     }
 
@@ -279,13 +292,7 @@ impl KeyStore for DirStore {
     }
 
     async fn load(&self) -> Result<Option<Stored>, StoreError> {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || store.load_blocking())
-            .await
-            .map_err(|e| StoreError::Unavailable {
-                store: self.describe(),
-                reason: format!("the read was interrupted: {e}"),
-            })?
+        self.blocking("read", |store| store.load_blocking()).await
     }
 
     async fn save(
@@ -293,17 +300,12 @@ impl KeyStore for DirStore {
         keys: &ManagedKeySet,
         expected: Option<&StoreVersion>,
     ) -> Result<StoreVersion, StoreError> {
-        let store = self.clone();
         let keys = keys.clone();
         let expected = expected.cloned();
-        tokio::task::spawn_blocking(move || {
+        self.blocking("write", move |store| {
             store.save_blocking(&keys, Precondition::Holds(expected.as_ref()))
         })
         .await
-        .map_err(|e| StoreError::Unavailable {
-            store: self.describe(),
-            reason: format!("the write was interrupted: {e}"),
-        })?
     }
 
     fn watch(&self) -> Result<ChangeFeed, StoreError> {
