@@ -21,7 +21,8 @@
 //! - [`create_private_dir`] creates a missing directory (and its missing parents) mode 0700.
 //!
 //! Errors are [`std::io::Error`]s that do not name the path: each caller's error names it the
-//! way its operator knows it (`--audit-log-path …`, `key directory …`).
+//! way its operator knows it (`--audit-log-path …`, `key directory …`). A link is said to be one
+//! ([`LinkRefused`]), and a failure on [`replace`]'s temporary file names it ([`TemporaryFile`]).
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write as _};
@@ -129,24 +130,48 @@ pub fn is_temporary(name: &str) -> bool {
     name.starts_with('.') && name.ends_with(".tmp")
 }
 
+/// A step of [`replace`] on its temporary file failed: the caller names the file, this names
+/// the temporary one (something may be in its way).
+#[derive(Debug, thiserror::Error)]
+#[error("its temporary file {name}: {source}")]
+pub struct TemporaryFile {
+    /// The temporary file's name, in the same directory.
+    pub name: String,
+    /// Why.
+    #[source]
+    pub source: io::Error,
+}
+
 /// Replaces `name` in the open directory `dir` with `bytes`, with permissions `mode` (set
 /// explicitly, whatever the umask), and flushes the directory. On failure the old file is
 /// untouched and the temporary one removed.
 pub fn replace(dir: impl AsFd, name: &str, bytes: &[u8], mode: Mode) -> io::Result<()> {
     let dir = dir.as_fd();
     let temporary = temporary_name(name);
-    let _ = rustix::fs::unlinkat(dir, temporary.as_str(), AtFlags::empty());
+    let on_temporary = |source: io::Error| {
+        let kind = source.kind();
+        let name = temporary.clone();
+        io::Error::new(kind, TemporaryFile { name, source })
+    };
+    match rustix::fs::unlinkat(dir, temporary.as_str(), AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => {}
+        Err(e) => return Err(on_temporary(e.into())),
+    }
     let written = (|| {
         let fd = rustix::fs::openat(
             dir,
             temporary.as_str(),
             inside(OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL),
             Mode::RUSR | Mode::WUSR,
-        )?;
+        )
+        .map_err(|e| on_temporary(e.into()))?;
         let mut file = File::from(fd);
-        file.write_all(bytes)?;
-        rustix::fs::fchmod(&file, mode)?;
-        file.sync_all()?;
+        (|| {
+            file.write_all(bytes)?;
+            rustix::fs::fchmod(&file, mode)?;
+            file.sync_all()
+        })()
+        .map_err(on_temporary)?;
         rustix::fs::renameat(dir, temporary.as_str(), dir, name)?;
         rustix::fs::fsync(dir)?;
         Ok(())
@@ -299,7 +324,13 @@ mod tests {
         let fd = open_dir(dir.path()).unwrap();
         replace(&fd, "keys.json", b"old", Mode::from_raw_mode(0o600)).unwrap();
         std::fs::create_dir(dir.path().join(temporary_name("keys.json"))).unwrap();
-        replace(&fd, "keys.json", b"new", Mode::from_raw_mode(0o600)).unwrap_err();
+        let error = replace(&fd, "keys.json", b"new", Mode::from_raw_mode(0o600)).unwrap_err();
         assert_eq!(std::fs::read(dir.path().join("keys.json")).unwrap(), b"old");
+        // The error says what is in the way.
+        let temporary = temporary_name("keys.json");
+        assert_eq!(
+            error.to_string(),
+            format!("its temporary file {temporary}: Is a directory (os error 21)")
+        );
     }
 }

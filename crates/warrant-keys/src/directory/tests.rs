@@ -103,6 +103,8 @@ async fn a_crash_before_the_index_is_committed_leaves_the_previous_set() {
     let second = rotate(&first, T0 + 6 * DAY);
     let err = store.save(&second, Some(&v1)).await.unwrap_err();
     assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    let in_the_way = private_file::temporary_name(INDEX_FILE);
+    assert!(err.to_string().contains(&in_the_way), "{err}");
     let orphan = crate::key_file_name(second.keys()[1].kid());
     assert!(
         temp.path().join(&orphan).exists(),
