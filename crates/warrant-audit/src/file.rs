@@ -8,15 +8,16 @@
 //! the file, so the file holds whole lines only and a line that failed is never written later.
 //!
 //! Who controls the path: the operator (`--audit-log-path`). Its directory, if missing, is
-//! created owner-only; the file is opened without following a symlink (`O_NOFOLLOW`), so a
-//! link planted at the path is an error at startup, not a write somewhere else.
+//! created owner-only; the file (owner-only: an audit log says who holds which identity) is
+//! opened without following a symlink ([`warrant_watch::private_file`]), so a link planted at
+//! the path is an error at startup, not a write somewhere else.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
+use warrant_watch::private_file;
 
 /// When the file is rotated and which rotated files are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,26 +57,14 @@ pub(crate) struct RotatingFile {
     fragment: bool,
 }
 
-fn open(path: &Path) -> io::Result<File> {
-    // O_NOFOLLOW: a symlink at the path is refused, not followed.
-    let nofollow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
-    // Owner-only: an audit log says who holds which identity.
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(nofollow)
-        .open(path)
-}
-
 impl RotatingFile {
     /// Opens (or creates) `path` for appending, creating its directory (owner-only) if missing.
     pub(crate) fn open(path: &Path, rotation: Rotation) -> io::Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             // Only directories created here get the mode; an existing one is left as it is.
-            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            private_file::create_private_dir(dir)?;
         }
-        let file = open(path)?;
+        let file = private_file::open_append(path)?;
         let size = file.metadata()?.len();
         Ok(RotatingFile {
             path: path.to_owned(),
@@ -199,7 +188,7 @@ impl RotatingFile {
             }
             std::fs::rename(&self.path, &backup)?;
         }
-        self.file = open(&self.path)?;
+        self.file = private_file::open_append(&self.path)?;
         self.size = 0;
         self.fragment = false;
         if let Err(e) = self.prune(now) {
@@ -443,10 +432,7 @@ mod tests {
         let link = dir.path().join("link.log");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let err = RotatingFile::open(&link, rotation).unwrap_err();
-        assert_eq!(
-            err.raw_os_error(),
-            Some(rustix::io::Errno::LOOP.raw_os_error())
-        );
+        assert!(private_file::is_link_refused(&err), "{err}");
         assert_eq!(std::fs::read(&target).unwrap(), b"");
     }
 

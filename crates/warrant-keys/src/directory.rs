@@ -9,11 +9,10 @@
 //! A write never leaves a half-written set behind, whenever the process dies:
 //!
 //! 1. each new key file is written to a temporary file, flushed to disk (fsync) and renamed
-//!    over its final name; key files are named after their key, so this never changes a key the
-//!    current index uses;
-//! 2. the index is written the same way, then the directory is fsynced: the rename of the index
-//!    is the commit. Before it, readers see the old set (new key files are simply unused); after
-//!    it, the new one;
+//!    over its final name, and the directory flushed ([`private_file::replace`]); key files are
+//!    named after their key, so this never changes a key the current index uses;
+//! 2. the index is written the same way: the rename of the index is the commit. Before it,
+//!    readers see the old set (new key files are simply unused); after it, the new one;
 //! 3. key files the index no longer names, and temporary files left by a crash, are deleted.
 //!
 //! Concurrency: an exclusive lock on `.lock` is held for the length of a write, a shared one for
@@ -23,13 +22,16 @@
 //! the one that loses reloads and recomputes. The lock is `flock(2)`, which is reliable on local
 //! filesystems; do not share a directory over NFS between machines: use a Kubernetes Secret.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Write as _};
+use std::fs::{self, File};
+use std::io::ErrorKind;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustix::fs::Mode;
 use serde::Deserialize;
 use tokio::sync::mpsc;
+use warrant_watch::private_file;
 
 use crate::lifecycle::ManagedKeySet;
 
@@ -38,7 +40,9 @@ use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
 use crate::stored::{INDEX_FILE, decode, encode};
 
 const LOCK_FILE: &str = ".lock";
-const TEMP_PREFIX: &str = ".tmp-";
+/// How temporary files were named before [`private_file::replace`] wrote them: one a crash of
+/// an older version left is removed like the current ones.
+const OLD_TEMP_PREFIX: &str = ".tmp-";
 
 /// A key set kept in a directory. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -80,10 +84,7 @@ impl DirStore {
 
     fn lock(&self, exclusive: bool) -> Result<File, StoreError> {
         let path = self.dir.join(LOCK_FILE);
-        let file = private_file(OpenOptions::new().read(true).write(true).create(true))
-            .custom_flags_nofollow()
-            .open(&path)
-            .map_err(self.io_error(&path))?;
+        let file = private_file::open_read_write(&path).map_err(self.io_error(&path))?;
         let locked = if exclusive {
             file.lock()
         } else {
@@ -142,9 +143,10 @@ impl DirStore {
         keys: &ManagedKeySet,
         expected: Precondition<'_>,
     ) -> Result<StoreVersion, StoreError> {
-        create_private_dir(&self.dir).map_err(self.io_error(&self.dir))?;
+        private_file::create_private_dir(&self.dir).map_err(self.io_error(&self.dir))?;
         self.check_private()?;
         let _lock = self.lock(true)?;
+        let dir = private_file::open_dir(&self.dir).map_err(self.io_error(&self.dir))?;
         let current = self.current_generation()?;
         if let Precondition::Holds(expected) = expected
             && current.map(|g| StoreVersion(g.to_string())).as_ref() != expected
@@ -161,14 +163,17 @@ impl DirStore {
         })?;
         // Keys first, each durable, then the index: its rename is the commit.
         for (name, bytes) in encoded.files() {
-            if name == INDEX_FILE {
-                self.sync_dir()?;
-            }
-            self.write_atomically(name, bytes)?;
+            let path = self.dir.join(name);
+            private_file::replace(
+                &dir,
+                name,
+                bytes,
+                Mode::from_raw_mode(private_file::OWNER_ONLY),
+            )
+            .map_err(self.io_error(&path))?;
         }
-        self.sync_dir()?;
         let keep: Vec<&str> = encoded.key_files().collect();
-        self.clean_up(&keep);
+        self.clean_up(&dir, &keep);
         Ok(StoreVersion(generation.to_string()))
     }
 
@@ -176,13 +181,26 @@ impl DirStore {
     /// [`save`](KeyStore::save): for a directory with one writer that copies another store (a
     /// node's local copy of a shared store, [`crate::LocalCopy`]).
     pub async fn replace(&self, keys: &ManagedKeySet) -> Result<StoreVersion, StoreError> {
-        let store = self.clone();
         let keys = keys.clone();
-        tokio::task::spawn_blocking(move || store.save_blocking(&keys, Precondition::Any))
+        self.blocking("write", move |store| {
+            store.save_blocking(&keys, Precondition::Any)
+        })
+        .await
+    }
+
+    /// Runs `work` (a `doing`: a read or a write) where blocking file I/O belongs, off the
+    /// runtime's threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        doing: &str,
+        work: impl FnOnce(DirStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || work(store))
             .await
             .map_err(|e| StoreError::Unavailable {
                 store: self.describe(),
-                reason: format!("the write was interrupted: {e}"),
+                reason: format!("the {doing} was interrupted: {e}"),
             })?
     }
 
@@ -233,40 +251,9 @@ impl DirStore {
         Ok(())
     }
 
-    /// Writes `name` through a temporary file that is flushed to disk before it is renamed. The
-    /// temporary file is created anew (O_CREAT|O_EXCL, which also refuses a symlink planted at
-    /// its name) after any stale one is removed (removing a symlink removes the link, never
-    /// what it points to).
-    fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        let temp = self.dir.join(format!("{TEMP_PREFIX}{name}"));
-        match fs::remove_file(&temp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(self.io_error(&temp)(e)),
-        }
-        let mut file = private_file(OpenOptions::new().write(true).create_new(true))
-            .open(&temp)
-            .map_err(self.io_error(&temp))?;
-        file.write_all(bytes).map_err(self.io_error(&temp))?;
-        file.sync_all().map_err(self.io_error(&temp))?;
-        drop(file);
-        let path = self.dir.join(name);
-        fs::rename(&temp, &path).map_err(self.io_error(&path))
-    }
-
-    fn sync_dir(&self) -> Result<(), StoreError> {
-        #[cfg(unix)]
-        {
-            File::open(&self.dir)
-                .and_then(|d| d.sync_all())
-                .map_err(self.io_error(&self.dir))?;
-        }
-        Ok(())
-    }
-
     /// Deletes key files the index does not name and temporary files left by a crash. Failures
     /// are logged: they leave an unused file, never a wrong key set.
-    fn clean_up(&self, keep: &[&str]) {
+    fn clean_up(&self, dir: &OwnedFd, keep: &[&str]) {
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(error) => {
@@ -279,7 +266,8 @@ impl DirStore {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             let unused_key = name.ends_with(".pem") && !keep.contains(&name);
-            if unused_key || name.starts_with(TEMP_PREFIX) {
+            let temporary = private_file::is_temporary(name) || name.starts_with(OLD_TEMP_PREFIX);
+            if unused_key || temporary {
                 match fs::remove_file(entry.path()) {
                     Ok(()) => removed = true,
                     Err(error) => {
@@ -288,7 +276,7 @@ impl DirStore {
                 }
             }
         }
-        if removed && let Err(error) = self.sync_dir() {
+        if removed && let Err(error) = rustix::fs::fsync(dir) {
             tracing::warn!(%error, "cannot flush the key directory after removing unused files");
         }
     }
@@ -304,13 +292,7 @@ impl KeyStore for DirStore {
     }
 
     async fn load(&self) -> Result<Option<Stored>, StoreError> {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || store.load_blocking())
-            .await
-            .map_err(|e| StoreError::Unavailable {
-                store: self.describe(),
-                reason: format!("the read was interrupted: {e}"),
-            })?
+        self.blocking("read", |store| store.load_blocking()).await
     }
 
     async fn save(
@@ -318,17 +300,12 @@ impl KeyStore for DirStore {
         keys: &ManagedKeySet,
         expected: Option<&StoreVersion>,
     ) -> Result<StoreVersion, StoreError> {
-        let store = self.clone();
         let keys = keys.clone();
         let expected = expected.cloned();
-        tokio::task::spawn_blocking(move || {
+        self.blocking("write", move |store| {
             store.save_blocking(&keys, Precondition::Holds(expected.as_ref()))
         })
         .await
-        .map_err(|e| StoreError::Unavailable {
-            store: self.describe(),
-            reason: format!("the write was interrupted: {e}"),
-        })?
     }
 
     fn watch(&self) -> Result<ChangeFeed, StoreError> {
@@ -355,53 +332,6 @@ enum Precondition<'a> {
     Holds(Option<&'a StoreVersion>),
     /// Anything: the write replaces it.
     Any,
-}
-
-/// `O_NOFOLLOW` on unix: a symlink at the path is an error, not followed.
-trait NoFollow {
-    fn custom_flags_nofollow(&mut self) -> &mut Self;
-}
-
-impl NoFollow for OpenOptions {
-    fn custom_flags_nofollow(&mut self) -> &mut Self {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            let flag = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
-            self.custom_flags(flag)
-        }
-        #[cfg(not(unix))]
-        {
-            self
-        }
-    }
-}
-
-/// Opens files readable by their owner only: they hold private keys.
-fn private_file(options: &mut OpenOptions) -> &mut OpenOptions {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600)
-    }
-    #[cfg(not(unix))]
-    {
-        options
-    }
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
 }
 
 #[cfg(test)]

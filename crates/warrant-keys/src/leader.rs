@@ -17,7 +17,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseParams};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::metrics::KeyMetrics;
@@ -164,7 +165,8 @@ async fn lease_manager(
 #[derive(Debug)]
 pub struct Leadership {
     leading: watch::Receiver<bool>,
-    stop: oneshot::Sender<()>,
+    /// Tells the task to stop (the stop idiom of every task warrant runs).
+    stop: CancellationToken,
     task: AbortOnDropHandle<()>,
 }
 
@@ -231,16 +233,16 @@ impl Leadership {
         joined: impl Future<Output = Option<LeaseManager>> + Send + 'static,
     ) -> Self {
         let (sender, leading) = watch::channel(false);
-        let (stop, stopped) = oneshot::channel();
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
         let lease = format!("{}/{}", config.namespace, config.name);
         let identity = config.identity.clone();
         metrics.leader(false);
         let task = runtime.spawn(async move {
-            let mut stopped = std::pin::pin!(stopped);
             // Stopped before it could join: there is no Lease to release.
             let manager = tokio::select! {
                 manager = joined => manager,
-                _ = &mut stopped => None,
+                () = stopped.cancelled() => None,
             };
             let Some(manager) = manager else { return };
             let (mut inner, handle) = manager.watch().await;
@@ -262,7 +264,7 @@ impl Leadership {
                             break;
                         }
                     }
-                    _ = &mut stopped => {
+                    () = stopped.cancelled() => {
                         // Closing the channel makes kube-lease-manager release the Lease.
                         drop(inner);
                         sender.send_replace(false);
@@ -300,7 +302,7 @@ impl Leadership {
     /// Waits a few seconds at most.
     pub async fn release(self) {
         let Leadership { stop, task, .. } = self;
-        let _ = stop.send(());
+        stop.cancel();
         // Once asked to stop, the task finishes releasing the Lease even if this wait is
         // abandoned: from here it is not aborted.
         let _ = task.detach().await;

@@ -7,6 +7,11 @@
 //! the old file would see none of it. Bursts of events are debounced, so a save that arrives as
 //! several events (truncate, write, close, rename), or a certificate and key written one after
 //! the other, are read once, complete.
+//!
+//! [`private_file`] is the other half of warrant's dealings with files: writing its own (the
+//! audit log, key files, caches) without following a symbolic link, owner-only, replaced whole.
+
+pub mod private_file;
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;

@@ -23,6 +23,7 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose,
 };
 use warrant_token::{KeyType, SigningKey};
+use warrant_watch::private_file;
 
 use crate::cli::LocalSetupArgs;
 
@@ -75,19 +76,18 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LocalSetupError + '_ 
     }
 }
 
-/// Writes `contents` to `path` unless it exists; secrets are readable by the owner only.
+/// Writes `contents` to `path` unless it exists; secrets are readable by the owner only. A
+/// symbolic link at `path` is refused, never written through.
 fn write_new(path: &Path, contents: &[u8], secret: bool) -> Result<bool, LocalSetupError> {
     if path.exists() {
         return Ok(false);
     }
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(if secret { 0o600 } else { 0o644 });
-    }
-    let mut file = options.open(path).map_err(io_error(path))?;
+    let mode = if secret {
+        private_file::OWNER_ONLY
+    } else {
+        0o644
+    };
+    let mut file = private_file::create_new(path, mode).map_err(io_error(path))?;
     file.write_all(contents).map_err(io_error(path))?;
     file.sync_all().map_err(io_error(path))?;
     Ok(true)
@@ -99,14 +99,7 @@ pub(crate) fn setup(args: &LocalSetupArgs, now: Timestamp) -> Result<LocalFiles,
         dir: args.dir.clone(),
     };
     // Owner only: it holds the CA's and the signing key's private keys and the admin token.
-    let mut dir = fs::DirBuilder::new();
-    dir.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        dir.mode(0o700);
-    }
-    dir.create(&args.dir).map_err(io_error(&args.dir))?;
+    private_file::create_private_dir(&args.dir).map_err(io_error(&args.dir))?;
 
     let (ca_cert, ca_key) = (files.path("ca.crt"), files.path("ca.key"));
     let (serving_cert, serving_key) = (files.path("serving.crt"), files.path("serving.key"));
@@ -356,5 +349,22 @@ mod tests {
         let ca = STANDARD.encode(kept("ca.crt"));
         assert!(kubeconfig.contains(&ca), "the kubeconfig trusts the new CA");
         assert_eq!((kept("sa.key"), kept("tokens.csv")), (sa, tokens));
+    }
+
+    /// A symbolic link planted at a key's path is refused with an error that names the path,
+    /// and nothing is written where it points.
+    #[test]
+    fn a_link_at_a_keys_path_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let target = elsewhere.path().join("stolen.key");
+        let link = dir.path().join("ca.key");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let error = setup(&args(dir.path()), t0).unwrap_err().to_string();
+        assert!(error.starts_with(&link.display().to_string()), "{error}");
+        assert!(error.contains("is a symbolic link"), "{error}");
+        assert!(error.contains("remove the link"), "{error}");
+        assert!(!target.exists(), "a key was written through the link");
     }
 }

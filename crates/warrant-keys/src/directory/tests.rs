@@ -98,22 +98,31 @@ async fn a_crash_before_the_index_is_committed_leaves_the_previous_set() {
 
     // The index's temporary file cannot be created (a directory is in the way), so the write
     // stops exactly where a crash between the key files and the index would stop it.
-    fs::create_dir(temp.path().join(".tmp-keys.json")).unwrap();
+    let index_temporary = temp.path().join(private_file::temporary_name(INDEX_FILE));
+    fs::create_dir(&index_temporary).unwrap();
     let second = rotate(&first, T0 + 6 * DAY);
     let err = store.save(&second, Some(&v1)).await.unwrap_err();
     assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    let in_the_way = private_file::temporary_name(INDEX_FILE);
+    assert!(err.to_string().contains(&in_the_way), "{err}");
     let orphan = crate::key_file_name(second.keys()[1].kid());
     assert!(
         temp.path().join(&orphan).exists(),
         "the new key was written"
     );
 
-    // A crash while writing a key file leaves a partial temporary file too.
-    fs::write(
-        temp.path().join(".tmp-partial.pem"),
-        "-----BEGIN PRIVATE KEY-----\nMIIE",
-    )
-    .unwrap();
+    // A crash while writing a key file leaves a partial temporary file too (named as this
+    // version names them, or as older versions did).
+    for partial in [
+        private_file::temporary_name("partial.pem"),
+        ".tmp-partial.pem".into(),
+    ] {
+        fs::write(
+            temp.path().join(partial),
+            "-----BEGIN PRIVATE KEY-----\nMIIE",
+        )
+        .unwrap();
+    }
 
     // Readers (and a restarted process) see the previous set, whole.
     let stored = DirStore::new(temp.path()).load().await.unwrap().unwrap();
@@ -121,7 +130,7 @@ async fn a_crash_before_the_index_is_committed_leaves_the_previous_set() {
     assert_eq!(kids(&stored.keys), kids(&first));
 
     // The restarted process rotates again (a new successor) and commits; the debris goes.
-    fs::remove_dir(temp.path().join(".tmp-keys.json")).unwrap();
+    fs::remove_dir(&index_temporary).unwrap();
     let retried = rotate(&stored.keys, T0 + 6 * DAY);
     assert_ne!(kids(&retried), kids(&second));
     let v2 = store.save(&retried, Some(&v1)).await.unwrap();
@@ -141,7 +150,7 @@ async fn a_half_written_index_is_never_read() {
     let v1 = store.save(&first, None).await.unwrap();
     let index = fs::read(temp.path().join(INDEX_FILE)).unwrap();
     fs::write(
-        temp.path().join(".tmp-keys.json"),
+        temp.path().join(private_file::temporary_name(INDEX_FILE)),
         index.get(..index.len() / 2).unwrap(),
     )
     .unwrap();
@@ -256,7 +265,7 @@ async fn a_symlink_at_a_temporary_path_is_not_followed() {
     fs::write(&victim, "untouched").unwrap();
     let next = rotate(&first, T0 + 6 * DAY);
     for name in expected_listing(&next) {
-        let _ = std::os::unix::fs::symlink(&victim, dir.join(format!("{TEMP_PREFIX}{name}")));
+        let _ = std::os::unix::fs::symlink(&victim, dir.join(private_file::temporary_name(&name)));
     }
     store
         .save(&next, Some(&StoreVersion("1".into())))
@@ -265,4 +274,32 @@ async fn a_symlink_at_a_temporary_path_is_not_followed() {
     assert_eq!(fs::read_to_string(&victim).unwrap(), "untouched");
     let loaded = store.load().await.unwrap().unwrap();
     assert_eq!(kids(&loaded.keys), kids(&next));
+}
+
+/// A symlink planted at the lock file is refused, for reading and for writing, with an error
+/// that names it and says why; what it points at is never created.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_symlink_at_the_lock_is_refused() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("keys");
+    let store = DirStore::new(&dir);
+    let first = rotate(&ManagedKeySet::default(), T0);
+    store.save(&first, None).await.unwrap();
+    let lock = dir.join(LOCK_FILE);
+    fs::remove_file(&lock).unwrap();
+    let victim = temp.path().join("victim");
+    std::os::unix::fs::symlink(&victim, &lock).unwrap();
+    let error = store.load().await.unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, StoreError::Io { .. }), "{message}");
+    assert!(message.contains(&lock.display().to_string()), "{message}");
+    assert!(message.contains("is a symbolic link"), "{message}");
+    assert!(message.contains("remove the link"), "{message}");
+    let next = rotate(&first, T0 + 6 * DAY);
+    assert!(matches!(
+        store.save(&next, Some(&StoreVersion("1".into()))).await,
+        Err(StoreError::Io { .. })
+    ));
+    assert!(!victim.exists(), "a file was created through the link");
 }
