@@ -2,7 +2,6 @@
 //! library crates; this crate only assembles them.
 
 mod agent;
-mod atomic;
 mod audit;
 mod auth;
 mod cli;

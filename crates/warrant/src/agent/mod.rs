@@ -576,7 +576,7 @@ impl Slot {
     }
 
     fn write(&self, minted: &Minted, mode: Mode) -> Result<(), AgentError> {
-        crate::atomic::replace(&self.dir, &self.name, minted.token.as_bytes(), mode)
+        warrant_watch::private_file::replace(&self.dir, &self.name, minted.token.as_bytes(), mode)
             .map_err(|e| format!("cannot write {}: {e}", self.spec.file.display()).into())
     }
 }

@@ -4,7 +4,7 @@
 //! - One file per (warrant URL, service account, audience, binding, lifetime asked), named by
 //!   the SHA-256 of those, in a per-user directory (`$WARRANT_CACHE_DIR`, else
 //!   `$XDG_CACHE_HOME/warrant/credentials`, else `~/.cache/warrant/credentials`), created `0700`;
-//!   entries are written `0600` by `crate::atomic::replace`, so a reader never sees half.
+//!   entries are written `0600` by `warrant_watch::private_file::replace`, so a reader never sees half.
 //! - An entry is used until 80 % of its token's lifetime has passed (the kubelet's rule for
 //!   projected tokens), then replaced.
 //! - Concurrent runs for the same entry take an exclusive lock on its `.lock` file: the first
@@ -32,7 +32,7 @@ use jiff::Timestamp;
 use rustix::fs::{FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
-use crate::atomic::inside;
+use warrant_watch::private_file::inside;
 
 /// The longest a run waits for another run's lock on the same entry.
 pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
@@ -287,7 +287,12 @@ impl Slot {
         let Ok(text) = serde_json::to_vec(&entry) else {
             return;
         };
-        let _ = crate::atomic::replace(&self.dir, &self.name, &text, Mode::RUSR | Mode::WUSR);
+        let _ = warrant_watch::private_file::replace(
+            &self.dir,
+            &self.name,
+            &text,
+            Mode::RUSR | Mode::WUSR,
+        );
     }
 }
 

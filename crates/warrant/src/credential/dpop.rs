@@ -30,7 +30,7 @@ use serde_json::json;
 use warrant_token::{Algorithm, KeyType, SigningKey, signing_key_from_pem};
 
 use super::cache;
-use crate::atomic::inside;
+use warrant_watch::private_file::inside;
 
 /// The largest key file read (a P-256 PKCS#8 PEM is about 250 bytes).
 const MAX_KEY_FILE: u64 = 16 * 1024;
