@@ -25,7 +25,8 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower::ServiceExt as _;
@@ -175,7 +176,8 @@ pub async fn serve(
 ) {
     let metrics = signer.metrics().clone();
     let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
-    let (stop, stopping) = watch::channel(false);
+    // Cancelled once the listener is closed: every connection then finishes what it started.
+    let stop = CancellationToken::new();
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -227,13 +229,13 @@ pub async fn serve(
             continue;
         };
         let signer = signer.clone();
-        let mut stopping = stopping.clone();
+        let stopping = stop.clone();
         let idle_timeout = options.idle_timeout;
         connections.spawn(async move {
             let _slot = slot;
             let metrics = signer.metrics().clone();
             let _open = metrics.connection_opened();
-            let reason = connection(stream, peer, signer, idle_timeout, &mut stopping).await;
+            let reason = connection(stream, peer, signer, idle_timeout, &stopping).await;
             if let Some(reason) = reason {
                 metrics.connection_closed(reason);
                 tracing::debug!(
@@ -245,7 +247,7 @@ pub async fn serve(
         });
     }
     drop(listener);
-    let _ = stop.send(true);
+    stop.cancel();
     while connections.join_next().await.is_some() {}
 }
 
@@ -255,7 +257,7 @@ async fn connection(
     peer: Peer,
     signer: Signer,
     idle_timeout: Duration,
-    stopping: &mut watch::Receiver<bool>,
+    stopping: &CancellationToken,
 ) -> Option<&'static str> {
     let activity = Arc::new(Activity {
         in_flight: AtomicUsize::new(0),
@@ -286,7 +288,7 @@ async fn connection(
             return None;
         }
         () = activity.idled(idle_timeout) => Some("idle"),
-        _ = stopping.wait_for(|stop| *stop) => None,
+        () = stopping.cancelled() => None,
     };
     if activity.started.load(Ordering::Acquire) {
         conn.as_mut().graceful_shutdown();
