@@ -28,17 +28,8 @@ use tokio::sync::watch;
 use crate::directory::DirStore;
 use crate::holder::KeyHolder;
 use crate::lifecycle::ManagedKeySet;
+use crate::manager::Seed;
 use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
-
-/// Keys from a local copy, to start from: the set, and when the copy was written (the last
-/// moment the node knew them to be the store's).
-#[derive(Debug, Clone)]
-pub struct Seed {
-    /// The keys.
-    pub keys: ManagedKeySet,
-    /// When the copy was written.
-    pub written_at: Timestamp,
-}
 
 /// How the copy stands, for `/readyz?verbose`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

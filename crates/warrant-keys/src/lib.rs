@@ -39,7 +39,7 @@ mod stored;
 #[cfg(test)]
 mod test_support;
 
-pub use copy::{CopiedStore, CopyState, LocalCopy, Seed};
+pub use copy::{CopiedStore, CopyState, LocalCopy};
 pub use directory::DirStore;
 pub use disposal::RETIRE_DISPOSAL_GRACE_SECONDS;
 pub use holder::{Disposal, Disposed, Held, KeyHolder};
@@ -52,7 +52,9 @@ pub use lifecycle::{
     RotationPolicy, Successor,
 };
 pub use listed::ListedKeys;
-pub use manager::{ActivationGate, KeyManager, KeyManagerTask, ManagerError, StoreHealth, Writer};
+pub use manager::{
+    ActivationGate, KeyManager, KeyManagerTask, ManagerError, Seed, StoreHealth, Writer,
+};
 pub use metrics::KeyMetrics;
 pub use secret::{MANAGED_BY, MANAGED_BY_LABEL, SecretStore, WRITTEN_BY_ANNOTATION};
 pub use static_files::{

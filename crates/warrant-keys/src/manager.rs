@@ -22,7 +22,6 @@ use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
 use warrant_token::{KeyError, SigningKey};
 
-use crate::copy::Seed;
 use crate::disposal::Disposals;
 use crate::holder::KeyHolder;
 use crate::lifecycle::{
@@ -31,6 +30,16 @@ use crate::lifecycle::{
 use crate::metrics::KeyMetrics;
 use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion};
 use crate::{KeySet, ListedKeys};
+
+/// Keys from a local copy, to start from: the set, and when the copy was written (the last
+/// moment the node knew them to be the store's).
+#[derive(Debug, Clone)]
+pub struct Seed {
+    /// The keys.
+    pub keys: ManagedKeySet,
+    /// When the copy was written.
+    pub written_at: Timestamp,
+}
 
 /// How often the store is re-read even if no change was signalled.
 const RESYNC: Duration = Duration::from_secs(300);

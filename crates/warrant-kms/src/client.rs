@@ -23,6 +23,7 @@
 //! key disabled or deleted behind warrant's back shows in readiness before a request needs it.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -38,7 +39,6 @@ use warrant_clock::Clock;
 
 use crate::error::{Attempt, KmsError, classify};
 use crate::http::{KmsHttp, endpoint_allowed};
-use crate::key::Shared;
 use crate::metrics::KmsMetrics;
 use crate::uri::KmsUri;
 
@@ -169,6 +169,13 @@ pub struct Kms {
     inner: Arc<Inner>,
 }
 
+/// A key that signed through this client, whose state the recovery task checks while KMS is
+/// healthy (a key disabled or deleted behind warrant's back is then refused by name).
+pub(crate) trait Signer: Send + Sync {
+    /// Asks KMS for the key's state and remembers whether it can sign.
+    fn check_state(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
 struct Inner {
     uri: KmsUri,
     name: String,
@@ -178,7 +185,7 @@ struct Inner {
     health: watch::Sender<Health>,
     metrics: KmsMetrics,
     /// The keys that signed, checked by the recovery task while KMS is healthy.
-    signers: Mutex<Vec<Weak<Shared>>>,
+    signers: Mutex<Vec<Weak<dyn Signer>>>,
     /// The last key any call was about: what a probe asks about.
     last_key: Mutex<Option<String>>,
 }
@@ -272,14 +279,14 @@ impl Kms {
     }
 
     /// Remembers `key` among the keys that sign, which the recovery task checks.
-    pub(crate) fn watch_signer(&self, key: &Arc<Shared>) {
+    pub(crate) fn watch_signer(&self, key: Weak<dyn Signer>) {
         let mut signers = self
             .inner
             .signers
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         signers.retain(|s| s.strong_count() > 0);
-        signers.push(Arc::downgrade(key));
+        signers.push(key);
     }
 
     /// Calls KMS (`op` on `key`, whose kid is `kid`): fails at once while KMS is unavailable,
@@ -493,7 +500,7 @@ impl Kms {
 
     /// Checks each key that signed, updating what it knows of the key's state.
     async fn check_signers(&self) {
-        let signers: Vec<Arc<Shared>> = {
+        let signers: Vec<Arc<dyn Signer>> = {
             let mut signers = self
                 .inner
                 .signers

@@ -23,7 +23,7 @@ use aws_sdk_kms::types::{KeyState, MessageType, SigningAlgorithmSpec};
 use warrant_token::der::{INTEGER, SEQUENCE, expect};
 use warrant_token::{Algorithm, RemoteKey, RemoteSignError, RemoteSignature, VerifyingKey};
 
-use crate::client::{Health, Kms};
+use crate::client::{Health, Kms, Signer};
 use crate::error::{DISABLED_ADVICE, KmsError};
 
 /// The largest message KMS's `Sign` takes as `RAW`; longer inputs are sent as their digest.
@@ -214,7 +214,8 @@ impl KmsKey {
             .watched
             .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            shared.kms.watch_signer(&self.shared);
+            let signer: std::sync::Weak<dyn Signer> = Arc::downgrade(&self.shared);
+            shared.kms.watch_signer(signer);
         }
         let signature = signature.ok_or_else(|| self.bad_answer("no signature".into()))?;
         jws_signature(&shared.public, signature.as_ref()).map_err(|what| self.bad_answer(what))
@@ -226,6 +227,12 @@ impl KmsKey {
             op: "sign",
             what: format!("key {}: {what}", self.shared.arn),
         }
+    }
+}
+
+impl Signer for Shared {
+    fn check_state(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(self.state())
     }
 }
 
@@ -246,7 +253,7 @@ impl Shared {
     }
 
     /// Asks KMS for the key's state and remembers whether it can sign.
-    pub(crate) async fn check_state(&self) {
+    async fn state(&self) {
         let client = self.kms.client().clone();
         let described = self
             .kms

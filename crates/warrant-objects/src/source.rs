@@ -71,8 +71,30 @@ pub enum LiveError {
 /// A failed request of the kube client, shared by every lookup that joined its GET. `kube::Error`
 /// has no equality, so two are equal only when they are the same failure (clones of one).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{}", crate::kube::cause(.0))]
+#[error("{}", cause(.0))]
 pub struct ClientError(#[source] pub Arc<::kube::Error>);
+
+/// Why a request failed, in words an operator can act on. A `Status` from the API server is
+/// given as its code, reason and message; anything else as its chain of causes.
+fn cause(error: &::kube::Error) -> String {
+    if let ::kube::Error::Api(status) = error {
+        return format!(
+            "the API server answered {} {}: {}",
+            status.code, status.reason, status.message
+        );
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(next) = source {
+        let next_text = next.to_string();
+        if !text.contains(&next_text) {
+            text.push_str(": ");
+            text.push_str(&next_text);
+        }
+        source = next.source();
+    }
+    text
+}
 
 impl PartialEq for ClientError {
     fn eq(&self, other: &Self) -> bool {

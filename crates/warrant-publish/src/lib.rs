@@ -28,10 +28,10 @@ mod webroot;
 
 pub use endpoint::{Endpoint, EndpointError};
 pub use metrics::PublishMetrics;
-pub use placement::{Placement, PlacementError};
+pub use placement::{DISCOVERY_SUFFIX, Kind, Placement, PlacementError};
 pub use publisher::{
     CONTENT_TYPE, Documents, PublishError, PublishHealth, Publisher, PublisherTask, RECHECK, RETRY,
     TargetStatus,
 };
-pub use target::{DISCOVERY_SUFFIX, Kind, ObjectError, Target, TargetError};
+pub use target::{ObjectError, Target, TargetError};
 pub use webroot::{WebRoot, WebRootError};

@@ -7,7 +7,43 @@
 use object_store::path::Path;
 use url::Url;
 
-use crate::target::{DISCOVERY_SUFFIX, Kind};
+/// Where relying parties fetch the discovery document, below the issuer.
+pub const DISCOVERY_SUFFIX: &str = ".well-known/openid-configuration";
+
+/// What kind of storage a target is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// An S3 bucket (or an S3-compatible server's, with an endpoint).
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// `--publish-endpoint`: an S3-compatible server, addressed path-style.
+        endpoint: Option<String>,
+    },
+    /// A Google Cloud Storage bucket.
+    Gcs {
+        /// The bucket.
+        bucket: String,
+    },
+    /// An Azure Blob Storage container (the account comes from the environment).
+    Azure {
+        /// The container.
+        container: String,
+    },
+    /// A directory served as the web root of the issuer's host.
+    File {
+        /// The directory.
+        dir: std::path::PathBuf,
+    },
+    /// A directory staged for hosting elsewhere (`warrant discovery export --dir`): laid out
+    /// and written as a `File` target, each document at its URL's path, except that the JWKS
+    /// may be for another host than the issuer's. No activation gate reads an export back, and
+    /// the operator copies each file to the host its URL names.
+    Export {
+        /// The directory.
+        dir: std::path::PathBuf,
+    },
+}
 
 /// The object keys of the two documents in one target.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,8 @@ use arc_swap::ArcSwapOption;
 use prometheus_client::registry::Registry;
 use warrant_objects::Objects;
 
-use crate::admission::{AdmissionMetrics, InjectionSettings};
+use crate::admission::metrics::AdmissionMetrics;
+use crate::admission::plan::InjectionSettings;
 
 use crate::metrics::Metrics;
 use warrant_auth::{Authenticator, Authorizer};

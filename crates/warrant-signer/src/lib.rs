@@ -20,6 +20,7 @@
 
 pub mod connections;
 pub mod metrics;
+pub mod peer;
 pub mod service;
 pub mod socket;
 
@@ -37,8 +38,9 @@ pub mod proto {
     tonic::include_proto!("v1");
 }
 
-pub use connections::{PeerPolicy, ServeOptions, serve};
+pub use connections::{ServeOptions, serve};
 pub use metrics::SignerMetrics;
+pub use peer::{Peer, PeerPolicy};
 pub use service::{ORDINARY_MAX_METADATA, Signer};
 pub use socket::{BoundSocket, SocketError, SocketOptions, bind};
 /// gRPC status codes and statuses, for callers of the client.

@@ -37,7 +37,7 @@ use warrant_token::{
     decode_claims_strictly,
 };
 
-use crate::connections::Peer;
+use crate::peer::Peer;
 
 use crate::metrics::SignerMetrics;
 use crate::proto::external_jwt_signer_server::{ExternalJwtSigner, ExternalJwtSignerServer};

@@ -509,7 +509,7 @@ impl Authenticator {
             }
         }
         if let Some(ca) = &trust.client_ca {
-            match x509::authenticate(ca, presented, now) {
+            match peer::authenticate(ca, presented, now) {
                 Outcome::User(user) => return Some(self.success("client_certificate", user)),
                 Outcome::Failed(why) => failures.push(("client_certificate", why)),
                 Outcome::NotMine => {}

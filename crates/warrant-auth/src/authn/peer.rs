@@ -18,6 +18,7 @@ use jiff::Timestamp;
 use rustls_pki_types::CertificateDer;
 
 use super::x509::{CaBundle, ClientCertificateError, subject};
+use super::{Failure, Outcome, User, Via};
 
 /// The certificate chain a client presented on this connection (end entity first). The TLS
 /// handshake has checked that it chains to one of the configured client CAs and that the
@@ -121,6 +122,23 @@ impl Presented {
             }
             Some(window)
         })
+    }
+}
+
+/// The user a client certificate from `ca` names, if it chains to it.
+pub(crate) fn authenticate(ca: &CaBundle, peer: &Presented, now: Timestamp) -> Outcome {
+    if let Err(why) = peer.verify(ca, now) {
+        // Chained to another CA the handshake trusts (the front proxy's): not a user.
+        return Outcome::Failed(Failure::Certificate(why));
+    }
+    match peer.subject() {
+        Some((name, groups)) if !name.is_empty() => Outcome::User(Arc::new(User::new(
+            name.clone(),
+            String::new(),
+            groups.clone(),
+            Via::ClientCertificate,
+        ))),
+        _ => Outcome::Failed(Failure::NoCommonName),
     }
 }
 

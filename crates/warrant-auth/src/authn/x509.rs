@@ -26,9 +26,6 @@ use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
-use super::peer::Presented;
-use super::{Failure, Outcome, User, Via};
-
 /// Why a CA bundle is unusable; `origin` names the file or ConfigMap key.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CaError {
@@ -207,23 +204,6 @@ impl CaBundle {
             .verify_client_cert(end_entity, intermediates, now)
             .map(|_| ())
             .map_err(ClientCertificateError::Rejected)
-    }
-}
-
-/// The user a client certificate from `ca` names, if it chains to it.
-pub(crate) fn authenticate(ca: &CaBundle, peer: &Presented, now: Timestamp) -> Outcome {
-    if let Err(why) = peer.verify(ca, now) {
-        // Chained to another CA the handshake trusts (the front proxy's): not a user.
-        return Outcome::Failed(Failure::Certificate(why));
-    }
-    match peer.subject() {
-        Some((name, groups)) if !name.is_empty() => Outcome::User(Arc::new(User::new(
-            name.clone(),
-            String::new(),
-            groups.clone(),
-            Via::ClientCertificate,
-        ))),
-        _ => Outcome::Failed(Failure::NoCommonName),
     }
 }
 

@@ -201,25 +201,3 @@ fn failed((kind, namespace, name): Key, cause: LiveError) -> LookupError {
         cause,
     }
 }
-
-/// Why a request failed, in words an operator can act on. A `Status` from the API server is
-/// given as its code, reason and message; anything else as its chain of causes.
-pub(crate) fn cause(error: &::kube::Error) -> String {
-    if let ::kube::Error::Api(status) = error {
-        return format!(
-            "the API server answered {} {}: {}",
-            status.code, status.reason, status.message
-        );
-    }
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(next) = source {
-        let next_text = next.to_string();
-        if !text.contains(&next_text) {
-            text.push_str(": ");
-            text.push_str(&next_text);
-        }
-        source = next.source();
-    }
-    text
-}

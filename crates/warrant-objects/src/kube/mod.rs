@@ -53,7 +53,6 @@ use tokio_util::task::TaskTracker;
 pub use self::kinds::CacheClock;
 use self::kinds::Kinds;
 use self::live::LiveGets;
-pub(crate) use self::live::cause;
 use self::metrics::{Metrics, ScrapeCollector};
 use self::watch::Watch;
 use crate::record::{Kind, Record};

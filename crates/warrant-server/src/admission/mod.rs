@@ -24,8 +24,9 @@
 //! ServiceAccount named (identifiers, not credentials). Cost to warrant: one lookup in memory,
 //! on a miss one GET within the live-GET limits (docs/security.md).
 
+pub(crate) mod metrics;
 mod patch;
-mod plan;
+pub(crate) mod plan;
 mod policy;
 mod review;
 
@@ -34,13 +35,10 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use http::header::{CONTENT_TYPE, HeaderValue};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
 use serde_json::Value;
 use warrant_objects::Kind;
 
+pub(crate) use self::metrics::AdmissionMetrics;
 use self::plan::Refusal;
 pub use self::plan::{AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings};
 pub(crate) use self::review::AdmissionReview;
@@ -78,37 +76,6 @@ impl Outcome {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    result: &'static str,
-}
-
-/// The webhook's metric.
-#[derive(Debug, Default)]
-pub(crate) struct AdmissionMetrics {
-    reviews: Family<OutcomeLabels, Counter>,
-}
-
-impl AdmissionMetrics {
-    pub(crate) fn register(registry: &mut Registry) -> Self {
-        let metrics = AdmissionMetrics::default();
-        registry.register(
-            "warrant_admission_reviews",
-            "Pod admission reviews answered by token injection, by result (mutated, unchanged, refused, error)",
-            metrics.reviews.clone(),
-        );
-        metrics
-    }
-
-    fn count(&self, outcome: Outcome) {
-        self.reviews
-            .get_or_create(&OutcomeLabels {
-                result: outcome.label(),
-            })
-            .inc();
-    }
-}
-
 /// The handler.
 pub(crate) async fn review(state: &AppState, request: axum::extract::Request) -> Response {
     let (parts, body) = request.into_parts();
@@ -117,7 +84,7 @@ pub(crate) async fn review(state: &AppState, request: axum::extract::Request) ->
         Ok((_, outcome)) => *outcome,
         Err(_) => Outcome::Error,
     };
-    state.admission_metrics().count(outcome);
+    state.admission_metrics().count(outcome.label());
     match answered {
         Ok((answer, _)) => {
             // Strings, booleans and a list of strings: it always serializes.
