@@ -214,7 +214,8 @@ impl KmsKey {
             .watched
             .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            let signer: std::sync::Weak<dyn Signer> = Arc::downgrade(&self.shared);
+            let signer: std::sync::Weak<dyn Signer> =
+                Arc::downgrade(&self.shared) as std::sync::Weak<Shared>;
             shared.kms.watch_signer(signer);
         }
         let signature = signature.ok_or_else(|| self.bad_answer("no signature".into()))?;

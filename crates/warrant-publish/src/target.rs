@@ -37,7 +37,7 @@ use object_store::{
 use url::Url;
 
 use crate::endpoint::{Endpoint, EndpointError};
-use crate::placement::{DISCOVERY_SUFFIX, Kind, Placement, PlacementError, place};
+use crate::placement::{Kind, Placement, PlacementError, place};
 use crate::webroot::{WebRoot, WebRootError};
 
 impl Kind {

@@ -38,7 +38,6 @@ use http::header::{CONTENT_TYPE, HeaderValue};
 use serde_json::Value;
 use warrant_objects::Kind;
 
-pub(crate) use self::metrics::AdmissionMetrics;
 use self::plan::Refusal;
 pub use self::plan::{AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings};
 pub(crate) use self::review::AdmissionReview;
