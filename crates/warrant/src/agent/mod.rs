@@ -12,10 +12,10 @@
 //! RBAC grant per service account, which RBAC cannot limit to an audience (docs/injection.md
 //! says more).
 //!
-//! - Files are replaced atomically ([`crate::atomic`]): a reader polling a file sees the old
-//!   token or the new one, whole, never an empty or partial file; mode 0644 by default, as the
-//!   kubelet writes projected tokens (the volume is the pod's own, and its containers may run
-//!   as any user).
+//! - Files are replaced atomically ([`warrant_watch::private_file::replace`]): a reader
+//!   polling a file sees the old token or the new one, whole, never an empty or partial file;
+//!   mode 0644 by default, as the kubelet writes projected tokens (the volume is the pod's own,
+//!   and its containers may run as any user).
 //! - A token is refreshed between 75 % and 80 % of its lifetime ([`crate::refresh`]); a failed
 //!   attempt is retried with a backoff doubling from 1 s to a minute.
 //! - While warrant cannot be reached (or answers 401, 404, 409, 429, 5xx: a kube token being
