@@ -214,8 +214,7 @@ impl KmsKey {
             .watched
             .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            let signer: std::sync::Weak<dyn Signer> =
-                Arc::downgrade(&self.shared) as std::sync::Weak<Shared>;
+            let signer: std::sync::Weak<Shared> = Arc::downgrade(&self.shared);
             shared.kms.watch_signer(signer);
         }
         let signature = signature.ok_or_else(|| self.bad_answer("no signature".into()))?;

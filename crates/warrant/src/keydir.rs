@@ -143,11 +143,12 @@ async fn open_store_to_revoke(args: &StoreArgs) -> Result<(Store, Reached), Box<
 }
 
 /// Stands in for a holder (a token, KMS) that cannot be reached, for `revoke` only: it reads a
-/// store of held keys as it is, so that a key can be taken out of it. It vouches for every entry without
-/// asking, which is sound only because of what `revoke` does with what it reads: it writes the
-/// same entries back minus the revoked key (and its files), adds a revocation, and never signs
-/// or publishes; every server vouches for each entry with the token when it reads the result,
-/// as it does for any write. Its keys cannot sign, and it makes and destroys nothing.
+/// store of held keys as it is, so that a key can be taken out of it. It vouches for every
+/// entry without asking, which is sound only because of what `revoke` does with what it reads:
+/// it writes the same entries back minus the revoked key (and its files), adds a revocation,
+/// and never signs or publishes; every server vouches for each entry with its holder when it
+/// reads the result, as it does for any write. Its keys cannot sign, and it makes and destroys
+/// nothing.
 struct Unreachable {
     /// The holder it stands in for: `the PKCS#11 token`, `AWS KMS`.
     holder: &'static str,
