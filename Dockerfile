@@ -5,7 +5,7 @@
 #   docker build -t ghcr.io/warrant-dev/warrant:$(scripts/version) \
 #     --build-arg WARRANT_VERSION=$(scripts/version) \
 #     --build-arg WARRANT_GIT_COMMIT=$(git rev-parse HEAD) \
-#     --build-arg WARRANT_GIT_TREE_STATE=$(test -z "$(git status --porcelain)" && echo clean || echo dirty) \
+#     --build-arg WARRANT_GIT_TREE_STATE=$(test -z "$(git status --porcelain --untracked-files=no)" && echo clean || echo dirty) \
 #     --build-arg WARRANT_BUILD_DATE=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ) .
 #
 # WARRANT_VERSION is required and must be Cargo.toml's version (scripts/version prints it): the

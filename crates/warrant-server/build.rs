@@ -3,60 +3,18 @@
 //! `WARRANT_GIT_COMMIT` and `WARRANT_BUILD_DATE` override them where there is no `.git` (an
 //! image built from a copy of the tree: `docker build --build-arg`).
 //!
-//! The tree state is kube's `gitTreeState`: `dirty` when `git status` shows any change,
-//! `clean` when it shows none, empty when there is no git (or `WARRANT_GIT_TREE_STATE` says).
-//! A clean tree watches every tracked top-level path, so the first edit after it reruns this
-//! script and the build says `dirty`; a dirty tree watches only HEAD and the refs, so editing
-//! on costs no rebuild, and a commit makes it look again. The one way to be wrong is the safe
-//! one: a tree put back by hand to its commit still says `dirty` until the next commit.
+//! The tree state is kube's `gitTreeState` for tracked files: `dirty` when one differs from the
+//! commit, `clean` when none does, empty when there is no git (or `WARRANT_GIT_TREE_STATE`
+//! says). build/git_state.rs reads it and names exactly the paths that can change the answer,
+//! so that a second build of an unchanged checkout compiles nothing (.ci/run checks it).
 //!
 //! The version itself is Cargo.toml's, the one source. A build given `WARRANT_VERSION` (the
 //! image's build argument, which its OCI label carries) fails unless it is that version.
 
-use std::process::Command;
-
+#[path = "build/git_state.rs"]
+mod git_state;
 #[path = "build/release_version.rs"]
 mod release_version;
-
-fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .args(args)
-        .env("TZ", "UTC")
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .filter(|s| !s.is_empty())
-}
-
-/// `clean` or `dirty`, as kube's build says, or empty without git; watches what can change it.
-fn tree_state() -> String {
-    if let Ok(state) = std::env::var("WARRANT_GIT_TREE_STATE") {
-        return state;
-    }
-    // `--no-optional-locks`: status must not rewrite the index, or the next build would see
-    // a watched file newer than this run.
-    let Some(changes) = Command::new("git")
-        .args(["--no-optional-locks", "status", "--porcelain"])
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-    else {
-        return String::new();
-    };
-    if !changes.stdout.is_empty() {
-        return "dirty".to_owned();
-    }
-    if let Some(top) = git(&["rev-parse", "--show-toplevel"])
-        && let Some(paths) = git(&["ls-tree", "--name-only", "HEAD"])
-    {
-        for path in paths.lines() {
-            println!("cargo:rerun-if-changed={top}/{path}");
-        }
-    }
-    "clean".to_owned()
-}
 
 fn main() {
     println!("cargo:rerun-if-env-changed=WARRANT_VERSION");
@@ -75,27 +33,15 @@ fn main() {
     println!("cargo:rerun-if-env-changed=WARRANT_GIT_COMMIT");
     println!("cargo:rerun-if-env-changed=WARRANT_BUILD_DATE");
     println!("cargo:rerun-if-env-changed=WARRANT_GIT_TREE_STATE");
-    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
-        // A new commit or checkout moves HEAD or a ref. Only paths that exist are watched:
-        // cargo counts a watched path that is missing as changed, so naming `packed-refs`
-        // (absent in a fresh clone until `git gc` packs the refs) rebuilt this crate and
-        // everything above it on every build. A commit always writes a loose ref under
-        // refs/heads, even where the others are packed, so the directory is enough. In a
-        // linked worktree (`git worktree add`) HEAD is the worktree's own, and the refs are
-        // the repository's, in the common directory.
-        let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
-            .unwrap_or_else(|| dir.clone());
-        for (base, path) in [
-            (&dir, "HEAD"),
-            (&common, "refs/heads"),
-            (&common, "packed-refs"),
-        ] {
-            let path = std::path::Path::new(base).join(path);
-            if path.exists() {
-                println!("cargo:rerun-if-changed={}", path.display());
-            }
-        }
+    // git itself reads these: they choose the repository the answers below come from.
+    println!("cargo:rerun-if-env-changed=GIT_DIR");
+    println!("cargo:rerun-if-env-changed=GIT_WORK_TREE");
+    let here = std::path::Path::new(".");
+    let state = git_state::read(here);
+    for path in state.iter().flat_map(|state| &state.watched) {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
+    let git = |args: &[&str]| git_state::git(here, args);
     let commit = std::env::var("WARRANT_GIT_COMMIT")
         .ok()
         .or_else(|| git(&["rev-parse", "HEAD"]))
@@ -114,7 +60,11 @@ fn main() {
         .unwrap_or_default();
     println!("cargo:rustc-env=WARRANT_GIT_COMMIT={commit}");
     println!("cargo:rustc-env=WARRANT_BUILD_DATE={date}");
-    println!("cargo:rustc-env=WARRANT_GIT_TREE_STATE={}", tree_state());
+    let tree_state = std::env::var("WARRANT_GIT_TREE_STATE")
+        .ok()
+        .or_else(|| state.map(|state| state.tree_state.to_owned()))
+        .unwrap_or_default();
+    println!("cargo:rustc-env=WARRANT_GIT_TREE_STATE={tree_state}");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let arch = match std::env::var("CARGO_CFG_TARGET_ARCH")
         .unwrap_or_default()

@@ -44,10 +44,14 @@ pub mod build {
     pub const VERSION_LINE: &str = env!("WARRANT_VERSION_LINE");
 }
 
-// The check build.rs makes of `WARRANT_VERSION`, unit-tested here.
+// The check build.rs makes of `WARRANT_VERSION`, and what it reads and watches of git,
+// unit-tested here.
 #[cfg(test)]
 #[path = "../build/release_version.rs"]
 mod release_version;
+#[cfg(test)]
+#[path = "../build/git_state.rs"]
+mod git_state;
 
 /// Entry points for the fuzz targets (`fuzz/`) and their corpus replay; not an API.
 #[doc(hidden)]
