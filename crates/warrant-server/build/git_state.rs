@@ -154,7 +154,11 @@ mod tests {
         // cargo reruns the script whenever a watched path is missing: with one, every build
         // of a clean checkout recompiled this crate and the binary.
         for path in &state.watched {
-            assert!(path.exists(), "{} is watched but does not exist", path.display());
+            assert!(
+                path.exists(),
+                "{} is watched but does not exist",
+                path.display()
+            );
         }
         let top = std::fs::canonicalize(repo.path()).unwrap();
         let watched: Vec<_> = state
@@ -205,10 +209,20 @@ mod tests {
         let packed = repo.path().join(".git/packed-refs");
         let before = read(repo.path()).unwrap();
         assert!(!packed.exists());
-        assert!(!before.watched.iter().any(|path| path.ends_with("packed-refs")));
+        assert!(
+            !before
+                .watched
+                .iter()
+                .any(|path| path.ends_with("packed-refs"))
+        );
         run(repo.path(), &["pack-refs", "--all"]);
         let after = read(repo.path()).unwrap();
-        assert!(after.watched.iter().any(|path| path.ends_with("packed-refs")));
+        assert!(
+            after
+                .watched
+                .iter()
+                .any(|path| path.ends_with("packed-refs"))
+        );
         assert!(after.watched.iter().all(|path| path.exists()));
     }
 

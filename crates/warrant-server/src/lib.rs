@@ -47,11 +47,11 @@ pub mod build {
 // The check build.rs makes of `WARRANT_VERSION`, and what it reads and watches of git,
 // unit-tested here.
 #[cfg(test)]
-#[path = "../build/release_version.rs"]
-mod release_version;
-#[cfg(test)]
 #[path = "../build/git_state.rs"]
 mod git_state;
+#[cfg(test)]
+#[path = "../build/release_version.rs"]
+mod release_version;
 
 /// Entry points for the fuzz targets (`fuzz/`) and their corpus replay; not an API.
 #[doc(hidden)]
