@@ -64,6 +64,7 @@ COPY --from=build /warrant /warrant
 # warrant's licence, and the licences of the crates built into it (generated: make notices).
 COPY LICENSE THIRD-PARTY-NOTICES /usr/share/doc/warrant/
 USER 65532:65532
-EXPOSE 8443
+# The HTTPS API, and the metrics and health listener (deploy/'s --metrics-bind-address).
+EXPOSE 8443 9090
 ENTRYPOINT ["/warrant"]
 CMD ["--help"]

@@ -22,6 +22,7 @@ const COMPONENTS: &[&str] = &[
     "external-signer",
     "no-secret-binding",
     "injection",
+    "control-plane-monitoring",
 ];
 
 /// `kubectl kustomize DIR`, parsed.
@@ -42,6 +43,11 @@ fn rendered() -> Vec<Value> {
 /// An overlay of deploy/ with `components`, in a scratch directory beside a link to deploy/,
 /// as docs/install.md lays one out; rendered.
 fn render_with(components: &[&str]) -> Vec<Value> {
+    try_render_with(components).unwrap_or_else(|e| panic!("{components:?}: {e}"))
+}
+
+/// The same, or kustomize's error.
+fn try_render_with(components: &[&str]) -> Result<Vec<Value>, String> {
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(DEPLOY, dir.path().join("deploy")).unwrap();
     std::fs::create_dir(dir.path().join("overlay")).unwrap();
@@ -56,7 +62,16 @@ fn render_with(components: &[&str]) -> Vec<Value> {
         ),
     )
     .unwrap();
-    render(&dir.path().join("overlay"))
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir.path().join("overlay"))
+        .output()
+        .expect("kubectl must be installed for the end-to-end tests");
+    if out.status.success() {
+        Ok(serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap())
+    } else {
+        Err(stderr(&out))
+    }
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -78,6 +93,43 @@ fn args(container: &Value) -> Vec<String> {
         .unwrap()
         .iter()
         .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The Deployment's container's flags as the kubelet passes them: `$(NAME)` replaced by the
+/// container's variable NAME, a value or the pod's namespace from the downward API.
+fn pod_flags(deployment: &Value) -> Vec<String> {
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let vars: Vec<(String, String)> = container["env"]
+        .as_array()
+        .map(|env| {
+            env.iter()
+                .filter_map(|e| {
+                    let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                        Some("metadata.namespace") => deployment["metadata"]["namespace"].as_str(),
+                        Some(_) => None,
+                        None => e["value"].as_str(),
+                    }?;
+                    Some((
+                        format!("$({})", e["name"].as_str().unwrap()),
+                        value.to_owned(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    args(container)
+        .into_iter()
+        .map(|flag| {
+            let flag = vars
+                .iter()
+                .fold(flag, |flag, (name, value)| flag.replace(name, value));
+            assert!(
+                !flag.contains("$("),
+                "{flag}: a variable the container lacks"
+            );
+            flag
+        })
         .collect()
 }
 
@@ -178,36 +230,167 @@ fn assert_serve_knows(args: &Value) {
     }
 }
 
-/// The control-plane example: a static pod whose flags warrant knows, serving the socket the
-/// kube-apiserver patch mounts and names.
+/// kube-apiserver's static pod as kubeadm 1.34 writes it (flags sorted by name, the key files
+/// in the middle), trimmed to what the patches touch and what they must keep.
+const KUBEADM_KUBE_APISERVER: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-apiserver
+  namespace: kube-system
+  labels: {component: kube-apiserver, tier: control-plane}
+spec:
+  hostNetwork: true
+  containers:
+    - name: kube-apiserver
+      image: registry.k8s.io/kube-apiserver:v1.34.0
+      command:
+        - kube-apiserver
+        - --advertise-address=192.168.1.10
+        - --allow-privileged=true
+        - --authorization-mode=Node,RBAC
+        - --client-ca-file=/etc/kubernetes/pki/ca.crt
+        - --enable-admission-plugins=NodeRestriction
+        - --etcd-servers=https://127.0.0.1:2379
+        - --secure-port=6443
+        - --service-account-issuer=https://kubernetes.default.svc.cluster.local
+        - --service-account-key-file=/etc/kubernetes/pki/sa.pub
+        - --service-account-signing-key-file=/etc/kubernetes/pki/sa.key
+        - --service-cluster-ip-range=10.96.0.0/12
+        - --tls-cert-file=/etc/kubernetes/pki/apiserver.crt
+        - --tls-private-key-file=/etc/kubernetes/pki/apiserver.key
+      volumeMounts:
+        - {name: k8s-certs, mountPath: /etc/kubernetes/pki, readOnly: true}
+  volumes:
+    - name: k8s-certs
+      hostPath: {path: /etc/kubernetes/pki, type: DirectoryOrCreate}
+"#;
+
+/// The control-plane example: a static pod whose flags warrant knows, serving the socket that
+/// kube-apiserver names and mounts once kubeadm applied deploy/control-plane/kubeadm (as
+/// `kubeadm upgrade --patches` does, the files in name order, each of its type, here with
+/// kubectl's implementation of the same patch types): the two key-file flags, which exclude the
+/// signing endpoint, gone; the endpoint and warrant's maximum lifetime added; kubeadm's other
+/// flags and mounts kept.
 #[test]
 fn the_control_plane_signer_example_fits_kube_apiserver() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/control-plane");
-    let read = |name: &str| -> Value {
-        serde_saphyr::from_str(&std::fs::read_to_string(format!("{dir}/{name}")).unwrap()).unwrap()
-    };
     // Rendered as the docs render it, with the release's image.
     let pod = render(Path::new(dir)).remove(0);
     assert_eq!(pod["kind"], "Pod");
     assert_eq!(pod["metadata"]["namespace"], "kube-system");
     let container = &pod["spec"]["containers"][0];
     assert_serve_knows(&container["args"]);
-    let args: Vec<&str> = container["args"]
+    let warrant_flags = args(container);
+    let flag = |flags: &[String], name: &str| {
+        flags
+            .iter()
+            .find_map(|a| a.strip_prefix(&format!("{name}=")).map(str::to_owned))
+    };
+    let socket = flag(&warrant_flags, "--service-account-signing-endpoint").unwrap();
+    let run_dir = std::path::Path::new(&socket).parent().unwrap();
+
+    // kubeadm's manifest, patched as kubeadm patches it.
+    let scratch = tempfile::tempdir().unwrap();
+    let mut manifest = scratch.path().join("kube-apiserver.yaml");
+    std::fs::write(&manifest, KUBEADM_KUBE_APISERVER).unwrap();
+    let mut patches: Vec<_> = std::fs::read_dir(format!("{dir}/kubeadm"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    patches.sort();
+    let names: Vec<String> = patches
+        .iter()
+        .map(|p| p.file_name().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "kube-apiserver0+strategic.yaml",
+            "kube-apiserver1+json.yaml"
+        ]
+    );
+    for (i, patch) in patches.iter().enumerate() {
+        // kubeadm's naming: target[suffix][+patchtype].extension.
+        let name = patch.file_name().unwrap().to_str().unwrap();
+        let kind = name
+            .strip_suffix(".yaml")
+            .and_then(|n| n.split_once('+'))
+            .unwrap()
+            .1;
+        let out = Command::new("kubectl")
+            .args(["patch", "--local", "-o", "yaml", "--type", kind, "-f"])
+            .arg(&manifest)
+            .arg("--patch-file")
+            .arg(patch)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        manifest = scratch.path().join(format!("kube-apiserver-{i}.yaml"));
+        std::fs::write(&manifest, &out.stdout).unwrap();
+    }
+    let patched: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let kube = &patched["spec"]["containers"][0];
+    let command: Vec<String> = kube["command"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| a.as_str().unwrap())
+        .map(|a| a.as_str().unwrap().to_owned())
         .collect();
-    let socket = args
+    for gone in [
+        "--service-account-key-file",
+        "--service-account-signing-key-file",
+    ] {
+        assert_eq!(flag(&command, gone), None, "{command:?}");
+    }
+    assert_eq!(
+        flag(&command, "--service-account-signing-endpoint").as_deref(),
+        Some(socket.as_str())
+    );
+    // Neither refuses the other's tokens: kube-apiserver's maximum is warrant's.
+    assert_eq!(
+        flag(&command, "--service-account-max-token-expiration"),
+        flag(&warrant_flags, "--service-account-max-token-expiration")
+    );
+    // The issuer stays kubeadm's, which is warrant's.
+    assert_eq!(
+        flag(&command, "--service-account-issuer"),
+        flag(&warrant_flags, "--service-account-issuer")
+    );
+    // Nothing else of kubeadm's is lost.
+    let original: Value = serde_saphyr::from_str(KUBEADM_KUBE_APISERVER).unwrap();
+    let kept: Vec<&Value> = original["spec"]["containers"][0]["command"]
+        .as_array()
+        .unwrap()
         .iter()
-        .find_map(|a| a.strip_prefix("--service-account-signing-endpoint="))
-        .unwrap();
-    let run_dir = std::path::Path::new(socket).parent().unwrap();
-    let patch = read("kube-apiserver-patch.yaml");
-    let mounts = &patch["spec"]["containers"][0]["volumeMounts"];
-    assert_eq!(mounts[0]["mountPath"], run_dir.to_str().unwrap());
-    let patch_text = std::fs::read_to_string(format!("{dir}/kube-apiserver-patch.yaml")).unwrap();
-    assert!(patch_text.contains(&format!("--service-account-signing-endpoint={socket}")));
+        .filter(|a| {
+            !a.as_str()
+                .unwrap()
+                .starts_with("--service-account-key-file")
+        })
+        .filter(|a| {
+            !a.as_str()
+                .unwrap()
+                .starts_with("--service-account-signing-key-file")
+        })
+        .collect();
+    assert_eq!(command.len(), kept.len() + 2, "{command:?}");
+    for arg in kept {
+        assert!(command.contains(&arg.as_str().unwrap().to_owned()), "{arg}");
+    }
+    assert!(
+        kube["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "k8s-certs")
+    );
+    let mounted = kube["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == run_dir.to_str().unwrap())
+        .expect("kube-apiserver mounts the socket's directory");
     // Neither pod has the kubelet create the socket's directory: one it created would be
     // root's, and warrant (not root) could not bind there.
     let host_dir = |volumes: &Value, path: &std::path::Path| {
@@ -216,11 +399,50 @@ fn the_control_plane_signer_example_fits_kube_apiserver() {
             .unwrap()
             .iter()
             .find(|v| v["hostPath"]["path"] == path.to_str().unwrap())
-            .map(|v| v["hostPath"]["type"].clone())
+            .map(|v| (v["name"].clone(), v["hostPath"]["type"].clone()))
             .unwrap_or_else(|| panic!("no hostPath volume for {}", path.display()))
     };
-    assert_eq!(host_dir(&patch["spec"]["volumes"], run_dir), "Directory");
-    assert_eq!(host_dir(&pod["spec"]["volumes"], run_dir), "Directory");
+    let (name, kind) = host_dir(&patched["spec"]["volumes"], run_dir);
+    assert_eq!(name, mounted["name"]);
+    assert_eq!(kind, "Directory");
+    assert_eq!(host_dir(&pod["spec"]["volumes"], run_dir).1, "Directory");
+
+    // external-signer.md's upgrade copies these patches, passes them to each kubeadm command
+    // that writes the control plane, and ends with the signer's probe.
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/external-signer.md"
+    ))
+    .unwrap();
+    let section = &doc[doc.find("## Upgrading kubeadm").unwrap()..];
+    let section = &section[..section.find("\n## ").unwrap()];
+    let blocks = sh_blocks(section);
+    let commands = blocks.join("\n");
+    for name in &names {
+        assert!(
+            commands.contains(&format!("deploy/control-plane/kubeadm/{name}")),
+            "{name} is not copied"
+        );
+    }
+    for command in [
+        "kubeadm upgrade apply",
+        "kubeadm upgrade node",
+        "kubeadm join",
+    ] {
+        let line = commands
+            .lines()
+            .find(|l| l.starts_with(command))
+            .unwrap_or_else(|| panic!("no {command}"));
+        assert!(
+            line.contains("--patches /etc/kubernetes/warrant-patches"),
+            "{line}"
+        );
+    }
+    let last = blocks.last().unwrap().trim_end().lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!("warrant probe-signer --signing-endpoint {socket}")),
+        "{last}"
+    );
 }
 
 /// Socket activation: `serve` takes the listening socket it is passed (systemd's LISTEN_FDS) and
@@ -446,7 +668,7 @@ fn deploy_renders_with_every_component() {
         let deployment = find(&objects, "Deployment", "warrant");
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         assert_serve_knows(&container["args"]);
-        let flags = args(container);
+        let flags = pod_flags(deployment);
         check_critical_quota(&objects, &what);
         check_metrics_listener(&objects, &flags, &what);
         for component in &components {
@@ -657,12 +879,19 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
                     .any(|v| v["secret"]["secretName"] == secret),
                 "{what}: warrant does not mount the certificate's Secret {secret}"
             );
-            for name in ["warrant.warrant.svc", "warrant.warrant.svc.cluster.local"] {
+            // The Service's names, in whichever namespace it is.
+            let service = find(objects, "Service", "warrant");
+            let host = format!(
+                "warrant.{}.svc",
+                service["metadata"]["namespace"].as_str().unwrap()
+            );
+            assert_eq!(certificate["spec"]["commonName"], host.as_str(), "{what}");
+            for name in [host.clone(), format!("{host}.cluster.local")] {
                 assert!(
                     certificate["spec"]["dnsNames"]
                         .as_array()
                         .unwrap()
-                        .contains(&Value::from(name)),
+                        .contains(&Value::from(name.as_str())),
                     "{what}: {name}"
                 );
             }
@@ -716,7 +945,24 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
                 "{what}: the Service has no port {} to the metrics listener",
                 endpoint["port"]
             );
-            find(objects, "PrometheusRule", "warrant");
+            // The scrape alerts watch the ServiceMonitor's targets: its job, in its namespace.
+            let rule = find(objects, "PrometheusRule", "warrant");
+            let target = format!(
+                "up{{job=\"warrant\", namespace=\"{}\"}}",
+                monitor["metadata"]["namespace"].as_str().unwrap()
+            );
+            for alert in ["WarrantTargetDown", "WarrantTargetMissing"] {
+                let expr = rule["spec"]["groups"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|g| g["rules"].as_array().unwrap())
+                    .find(|r| r["alert"] == alert)
+                    .unwrap_or_else(|| panic!("{what}: no {alert}"))["expr"]
+                    .as_str()
+                    .unwrap();
+                assert!(expr.contains(&target), "{what}: {alert}: {expr}");
+            }
             let dashboard = find(objects, "ConfigMap", "warrant-dashboard");
             assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
             let json: Value =
@@ -725,8 +971,9 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             assert_eq!(json["uid"], "warrant");
         }
         "key-secret" => {
+            let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
             assert!(
-                flags.contains(&"--key-secret=warrant/warrant-keys".to_owned()),
+                flags.contains(&format!("--key-secret={namespace}/warrant-keys")),
                 "{what}: {flags:?}"
             );
             assert!(
@@ -737,7 +984,7 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             );
             let role = find(objects, "Role", "warrant-keys");
             assert_eq!(role["rules"][0]["resourceNames"][0], "warrant-keys");
-            assert_eq!(role["metadata"]["namespace"], "warrant");
+            assert_eq!(role["metadata"]["namespace"], namespace, "{what}");
             // By name: other components add variables of their own.
             let pod_name = pod["containers"][0]["env"]
                 .as_array()
@@ -818,7 +1065,82 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             }
         }
         "injection" => check_injection(objects, flags, what),
+        "control-plane-monitoring" => check_signer_monitoring(objects, what),
         other => panic!("no check for component {other}"),
+    }
+}
+
+/// The external signer's static pods scraped: the PodMonitor selects the static pod's labels in
+/// its namespace, on the container port its metrics listener binds on the node's address (from
+/// the downward API, as the kubelet expands it), with no credentials; the job is the pod's
+/// `component`, which the component's scrape alerts name.
+fn check_signer_monitoring(objects: &[Value], what: &str) {
+    let static_pod = render(&Path::new(DEPLOY).join("control-plane")).remove(0);
+    let monitor = find(objects, "PodMonitor", "warrant-signer");
+    let spec = &monitor["spec"];
+    assert_eq!(
+        spec["namespaceSelector"]["matchNames"],
+        json!([static_pod["metadata"]["namespace"]]),
+        "{what}"
+    );
+    for (key, value) in spec["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(
+            &static_pod["metadata"]["labels"][key], value,
+            "{what}: {key}"
+        );
+    }
+    let endpoint = &spec["podMetricsEndpoints"][0];
+    for field in [
+        "bearerTokenSecret",
+        "authorization",
+        "basicAuth",
+        "tlsConfig",
+    ] {
+        assert!(endpoint.get(field).is_none(), "{what}: {field}: {endpoint}");
+    }
+    assert_eq!(endpoint["scheme"], "http", "{what}");
+    assert_eq!(endpoint["path"], "/metrics", "{what}");
+    let container = &static_pod["spec"]["containers"][0];
+    let port = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == endpoint["port"])
+        .unwrap_or_else(|| panic!("{what}: the signer has no port {}", endpoint["port"]));
+    assert_eq!(static_pod["spec"]["hostNetwork"], true);
+    let node_ip = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP")
+        .expect("the node's address from the downward API");
+    assert!(
+        args(container).contains(&format!(
+            "--metrics-bind-address=$({}):{}",
+            node_ip["name"].as_str().unwrap(),
+            port["containerPort"]
+        )),
+        "{what}: the signer's metrics listener is not on the node's address and its port"
+    );
+    let job = static_pod["metadata"]["labels"][spec["jobLabel"].as_str().unwrap()]
+        .as_str()
+        .unwrap();
+    let rule = find(objects, "PrometheusRule", "warrant-signer");
+    let exprs: Vec<&str> = rule["spec"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .map(|r| r["expr"].as_str().unwrap())
+        .collect();
+    for expr in [
+        format!(r#"up{{job="{job}"}} == 0"#),
+        format!(r#"absent(up{{job="{job}"}})"#),
+    ] {
+        assert!(
+            exprs.contains(&expr.as_str()),
+            "{what}: no {expr}: {exprs:?}"
+        );
     }
 }
 
@@ -880,8 +1202,13 @@ fn check_injection(objects: &[Value], flags: &[String], what: &str) {
         .find(|e| e["name"] == "WARRANT_INJECTION_AGENT_IMAGE")
         .unwrap_or_else(|| panic!("{what}: no agent image"));
     assert_eq!(image["value"], container["image"], "{what}");
+    // The agents reach the Service the webhook names, in its namespace.
     assert!(
-        flags.contains(&"--injection-warrant-url=https://warrant.warrant.svc".to_owned()),
+        flags.contains(&format!(
+            "--injection-warrant-url=https://{}.{}.svc",
+            service["name"].as_str().unwrap(),
+            service["namespace"].as_str().unwrap()
+        )),
         "{what}: {flags:?}"
     );
     // The CA file is the serving Secret's ca.crt, and the policy file its ConfigMap's.
@@ -944,9 +1271,7 @@ fn the_injection_webhooks_ca_comes_by_hand_or_from_cert_manager() {
             .is_none()
     );
     let injected = render_with(&["cert-manager", "injection/cert-manager"]);
-    let flags = args(
-        &find(&injected, "Deployment", "warrant")["spec"]["template"]["spec"]["containers"][0],
-    );
+    let flags = pod_flags(find(&injected, "Deployment", "warrant"));
     check_injection(&injected, &flags, "injection/cert-manager");
     let certificate = find(&injected, "Certificate", "warrant-serving");
     let webhook = find(
@@ -963,6 +1288,163 @@ fn the_injection_webhooks_ca_comes_by_hand_or_from_cert_manager() {
         )
     );
     assert_eq!(certificate["spec"]["secretName"], "warrant-serving");
+    // Without the cert-manager component, nothing would fill the caBundle: refused.
+    for components in [
+        &["injection/cert-manager"][..],
+        &["injection/cert-manager", "cert-manager"],
+    ] {
+        let refused = try_render_with(components).unwrap_err();
+        assert!(
+            refused.contains("Certificate.[noVer].[noGrp]/warrant-serving"),
+            "{components:?}: {refused}"
+        );
+    }
+}
+
+/// An overlay in another namespace, laid out as docs/install.md says (deploy/another-namespace
+/// copied in and its namespace changed, after every component but external-signer): each value
+/// that names warrant's namespace names the new one (the checks of every component, run on this
+/// render, compare with the objects' namespace), nothing says `warrant` where the namespace goes,
+/// and the control plane's objects stay in kube-system. Listed before external-signer's
+/// objects, the component refuses to render.
+#[test]
+fn another_namespace_is_derived_everywhere() {
+    let overlay = |components: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(DEPLOY, dir.path().join("deploy")).unwrap();
+        let overlay = dir.path().join("overlay");
+        std::fs::create_dir_all(overlay.join("another-namespace")).unwrap();
+        let text =
+            std::fs::read_to_string(format!("{DEPLOY}/another-namespace/kustomization.yaml"))
+                .unwrap();
+        let marked = "namespace: identity # the namespace";
+        assert!(text.contains(marked), "{text}");
+        std::fs::write(
+            overlay.join("another-namespace/kustomization.yaml"),
+            text.replace(marked, "namespace: idp"),
+        )
+        .unwrap();
+        let list: String = components
+            .iter()
+            .map(|c| match *c {
+                "another-namespace" => "  - another-namespace\n".to_owned(),
+                c => format!("  - ../deploy/components/{c}\n"),
+            })
+            .collect();
+        std::fs::write(
+            overlay.join("kustomization.yaml"),
+            format!("resources:\n  - ../deploy\ncomponents:\n{list}"),
+        )
+        .unwrap();
+        let out = Command::new("kubectl")
+            .arg("kustomize")
+            .arg(&overlay)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            Ok(
+                serde_saphyr::from_multiple::<Value>(&String::from_utf8(out.stdout).unwrap())
+                    .unwrap(),
+            )
+        } else {
+            Err(stderr(&out))
+        }
+    };
+    let components = [
+        "cert-manager",
+        "monitoring",
+        "control-plane-monitoring",
+        "key-secret",
+        "audit",
+        "no-secret-binding",
+        "injection/cert-manager",
+        "another-namespace",
+        "external-signer",
+    ];
+    let objects = overlay(&components).unwrap();
+    let what = "deploy/ in namespace idp";
+    let deployment = find(&objects, "Deployment", "warrant");
+    assert_eq!(deployment["metadata"]["namespace"], "idp");
+    let flags = pod_flags(deployment);
+    check_references(&objects, what);
+    check_critical_quota(&objects, what);
+    check_metrics_listener(&objects, &flags, what);
+    for component in components {
+        match component {
+            "another-namespace" => {}
+            "injection/cert-manager" => check_injection(&objects, &flags, what),
+            c => check_component(c, &objects, &flags, what),
+        }
+    }
+    assert!(flags.contains(&"--service-account-issuer=https://warrant.idp.svc".to_owned()));
+    assert!(flags.contains(&"--key-secret=idp/warrant-keys".to_owned()));
+    assert!(flags.contains(&"--injection-warrant-url=https://warrant.idp.svc".to_owned()));
+    find(&objects, "Namespace", "idp");
+    // Every namespaced object in idp but the control plane's; the Services, subjects and
+    // certificates other objects name, there too.
+    for object in &objects {
+        let namespace = &object["metadata"]["namespace"];
+        if object["metadata"]["labels"]["app.kubernetes.io/component"] == "external-signer" {
+            assert!(
+                namespace.is_null() || namespace == "kube-system",
+                "{what}: {object}"
+            );
+        } else {
+            assert!(
+                namespace.is_null() || namespace == "idp",
+                "{what}: {object}"
+            );
+        }
+        for subject in object["subjects"].as_array().into_iter().flatten() {
+            if subject["kind"] == "ServiceAccount" {
+                assert_eq!(subject["namespace"], "idp", "{what}: {object}");
+            }
+        }
+    }
+    assert_eq!(
+        find(&objects, "APIService", "v1alpha1.warrant.dev")["spec"]["service"]["namespace"],
+        "idp"
+    );
+    for kind in ["APIService", "MutatingWebhookConfiguration"] {
+        let object = objects.iter().find(|o| o["kind"] == kind).unwrap();
+        assert_eq!(
+            object["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "idp/warrant-serving",
+            "{kind}"
+        );
+    }
+    for webhook in find(
+        &objects,
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    )["webhooks"]
+        .as_array()
+        .unwrap()
+    {
+        assert_eq!(
+            webhook["namespaceSelector"]["matchExpressions"][0]["values"],
+            json!(["kube-system", "idp"])
+        );
+    }
+    // Nothing left that names `warrant` as the namespace.
+    let text = serde_json::to_string(&objects).unwrap();
+    for stale in [
+        "warrant.warrant.svc",
+        "warrant/warrant-",
+        r#"namespace=\"warrant\""#,
+        r#""namespace":"warrant""#,
+    ] {
+        assert!(!text.contains(stale), "{what}: {stale} is left");
+    }
+
+    // external-signer listed before: its kube-system objects would move; refused.
+    let mut early = components.to_vec();
+    early.rotate_right(1);
+    let refused = overlay(&early).unwrap_err();
+    assert!(
+        refused.contains("list-external-signer-after-another-namespace"),
+        "{refused}"
+    );
 }
 
 /// Every component directory is one the test above renders (a new one cannot go unchecked).
@@ -1032,6 +1514,10 @@ fn install_doc_commands_run_and_its_overlay_renders() {
                     "warrant ",
                     "KUBECONFIG=",
                     "ctr ",
+                    "gcloud ",
+                    "aws ",
+                    "ssh-keygen ",
+                    "sha256sum ",
                 ]
                 .iter()
                 .any(|p| l.starts_with(p))
@@ -1081,6 +1567,35 @@ fn install_doc_commands_run_and_its_overlay_renders() {
     let deployment = find(&objects, "Deployment", "warrant");
     let flags = args(&deployment["spec"]["template"]["spec"]["containers"][0]);
     assert!(flags.contains(&"--service-account-issuer=https://warrant.example.com".to_owned()));
+    // The self-service policy, replaced by the doc's own component: the one policy ConfigMap is
+    // the doc's file, which parses, and the one the pods mount.
+    let policies: Vec<&Value> = objects
+        .iter()
+        .filter(|o| {
+            o["kind"] == "ConfigMap"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("warrant-policy")
+        })
+        .collect();
+    assert_eq!(policies.len(), 1, "{policies:?}");
+    let text = policies[0]["data"]["policy.yaml"].as_str().unwrap();
+    warrant_auth::Policy::parse(text, "policy.yaml").unwrap();
+    assert!(
+        text.contains("https://iam.googleapis.com/projects/123456789012/"),
+        "the doc's policy did not replace the component's: {text}"
+    );
+    let mounted = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "policy")
+        .unwrap();
+    assert_eq!(
+        mounted["configMap"]["name"],
+        policies[0]["metadata"]["name"]
+    );
     let service = find(&objects, "Service", "warrant");
     let ip = service["spec"]["clusterIP"].as_str().unwrap();
     // The certificate names the Service and that IP, and chains to the CA.
@@ -1295,6 +1810,41 @@ fn the_dockerfile_keeps_its_invariants() {
         last.contains("distroless") && last.contains("nonroot"),
         "{last}"
     );
+    // It exposes the ports the Deployment's container listens on: the API and the metrics.
+    let exposed: BTreeSet<u64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("EXPOSE "))
+        .flat_map(|l| l.split_whitespace().map(|p| p.parse().unwrap()))
+        .collect();
+    let objects = rendered();
+    let deployment = find(&objects, "Deployment", "warrant");
+    let ports: BTreeSet<u64> = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["containerPort"].as_u64().unwrap())
+        .collect();
+    assert_eq!(exposed, ports);
+}
+
+/// The components to copy into an overlay say how many values to change, and mark that many.
+#[test]
+fn copied_components_count_their_marked_values() {
+    for (dir, says, want) in [
+        ("publish-discovery", "change the three marked values", 3),
+        ("another-namespace", "change the marked value", 1),
+    ] {
+        let text = std::fs::read_to_string(format!("{DEPLOY}/{dir}/kustomization.yaml")).unwrap();
+        let marked = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#') && l.contains(" # "))
+            .count();
+        assert!(
+            text.contains(says),
+            "{dir}: the header does not say {says:?}"
+        );
+        assert_eq!(marked, want, "{dir}: {marked} marked values");
+    }
 }
 
 /// Every metric the PrometheusRule and the dashboard query is one a running warrant exports:
@@ -1401,15 +1951,23 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
     .await;
     exported.extend(exported_metrics(&text));
 
-    let rules: Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(format!(
-            "{DEPLOY}/components/monitoring/prometheusrule.yaml"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    // The alerts of the monitoring component and of the control plane's.
+    let rule_files: Vec<Value> = ["monitoring", "control-plane-monitoring"]
+        .iter()
+        .map(|c| {
+            serde_saphyr::from_str(
+                &std::fs::read_to_string(format!("{DEPLOY}/components/{c}/prometheusrule.yaml"))
+                    .unwrap(),
+            )
+            .unwrap()
+        })
+        .collect();
+    let groups: Vec<&Value> = rule_files
+        .iter()
+        .flat_map(|r| r["spec"]["groups"].as_array().unwrap())
+        .collect();
     let mut queries: Vec<(String, String)> = Vec::new();
-    for group in rules["spec"]["groups"].as_array().unwrap() {
+    for group in &groups {
         for rule in group["rules"].as_array().unwrap() {
             queries.push((
                 format!("alert {}", rule["alert"]),
@@ -1444,13 +2002,27 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         service["metadata"]["name"].as_str().unwrap(),
         service["metadata"]["namespace"].as_str().unwrap()
     );
+    // The control plane's signers: job is the static pod's label the PodMonitor names.
+    let monitor = find(
+        &render_with(&["control-plane-monitoring"]),
+        "PodMonitor",
+        "warrant-signer",
+    )
+    .clone();
+    let static_pod = render(&Path::new(DEPLOY).join("control-plane")).remove(0);
+    let signer_scrape = format!(
+        r#"up{{job="{}"}}"#,
+        static_pod["metadata"]["labels"][monitor["spec"]["jobLabel"].as_str().unwrap()]
+            .as_str()
+            .unwrap()
+    );
     let mut referenced = BTreeSet::new();
     for (what, query) in &queries {
         let names = metric_names(query);
         if names.is_empty() {
             assert!(
-                query.contains(&scrape),
-                "{what} queries neither a warrant metric nor {scrape}: {query}"
+                query.contains(&scrape) || query.contains(&signer_scrape),
+                "{what} queries neither a warrant metric nor {scrape} nor {signer_scrape}: {query}"
             );
         }
         for name in names {
@@ -1468,6 +2040,7 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         "warrant_hsm_operations_total",
         "warrant_hsm_sessions_in_use",
         "warrant_dpop_proofs_total",
+        r#"warrant_signer_request_duration_seconds_bucket{job="warrant-signer"}"#,
     ] {
         assert!(
             queries
@@ -1487,7 +2060,7 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/alerts.md"))
             .unwrap();
     let mut alerts = Vec::new();
-    for group in rules["spec"]["groups"].as_array().unwrap() {
+    for group in &groups {
         for rule in group["rules"].as_array().unwrap() {
             let alert = rule["alert"].as_str().unwrap();
             alerts.push(alert);
@@ -1513,6 +2086,8 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         "WarrantKeyActivationHeld",
         "WarrantHsmOperationsFailing",
         "WarrantTargetDown",
+        "WarrantSignerTargetDown",
+        "WarrantSignerTargetMissing",
     ] {
         assert!(alerts.contains(&alert), "no alert {alert}");
     }
@@ -1713,14 +2288,32 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
     let pod: Value = serde_saphyr::from_str(&manifest).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    // The metrics listener on the node's address (the loopback is this test's node), at a
+    // port of the test's instead of the pod's.
+    let metrics_port = pod["spec"]["containers"][0]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "metrics")
+        .expect("the signer names its metrics port")["containerPort"]
+        .to_string();
+    let metrics = {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        free.local_addr().unwrap()
+    };
     let flags: Vec<String> = args(&pod["spec"]["containers"][0])
         .into_iter()
         .map(|f| {
             f.replace("/etc/warrant", &format!("{root}/etc/warrant"))
                 .replace("/var/lib/warrant", &format!("{root}/var/lib/warrant"))
                 .replace("/var/run/warrant", &format!("{root}/run/warrant"))
+                .replace(&format!("$(NODE_IP):{metrics_port}"), &metrics.to_string())
         })
         .collect();
+    assert!(
+        flags.contains(&format!("--metrics-bind-address={metrics}")),
+        "{flags:?}"
+    );
     let spawn = || {
         let mut command = if as_root {
             let user = pod["spec"]["securityContext"]["runAsUser"].to_string();
@@ -1768,6 +2361,17 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
     // The socket answers Metadata and FetchKeys, as kube-apiserver asks at its start.
     let socket = format!("{root}/run/warrant/signer.sock");
     probe_signer(&socket);
+    // Prometheus scrapes the node's address with no credentials, and sees those calls.
+    let scraped = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(scraped.status(), 200);
+    let scraped = scraped.text().await.unwrap();
+    assert!(
+        scraped.contains(r#"warrant_signer_requests_total{result="ok",rpc="Metadata"}"#)
+            || scraped.contains(r#"warrant_signer_requests_total{rpc="Metadata",result="ok"}"#),
+        "{scraped}"
+    );
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(&socket).unwrap();
     assert_eq!(meta.mode() & 0o777, 0o600);

@@ -657,9 +657,9 @@ fn the_control_plane_example_gives_kube_apiserver_warrants_maximum() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("- ")?.strip_prefix(flag))
         .expect("warrant-signer.yaml sets --service-account-max-token-expiration");
-    let patch = read("kube-apiserver-patch.yaml");
+    let patch = read("kubeadm/kube-apiserver1+json.yaml");
     assert!(
         patch.contains(&format!("{flag}{value}")),
-        "kube-apiserver-patch.yaml must give kube-apiserver {flag}{value}"
+        "kubeadm/kube-apiserver1+json.yaml must give kube-apiserver {flag}{value}"
     );
 }
