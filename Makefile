@@ -38,11 +38,12 @@ fmt:
 build:
 	$(CARGO) build --workspace --locked
 
-## make release: what people fetch, in dist/: for each target rustup has installed (or
-## RELEASE_TARGETS), warrant-VERSION-PLATFORM.tar.gz (the stripped binary, LICENSE and
-## THIRD-PARTY-NOTICES), its debug info (.debug) and a CycloneDX SBOM (.cdx.json, the crates
-## built for that target: scripts/sbom), and SHA256SUMS over them. VERSION is scripts/version's,
-## Cargo.toml's. Needs no test tool. See scripts/release.
+## make release: what people fetch, in dist/: for amd64 and arm64 (both targets must be
+## installed; RELEASE_TARGETS for fewer, on purpose), warrant-VERSION-PLATFORM.tar.gz (the
+## stripped binary, LICENSE and THIRD-PARTY-NOTICES), its debug info (.debug) and a CycloneDX
+## SBOM (.cdx.json, the crates built for that target: scripts/sbom), and SHA256SUMS over them,
+## signed with RELEASE_SIGNING_KEY (SHA256SUMS.sig). VERSION is scripts/version's, Cargo.toml's.
+## Needs no test tool. See scripts/release.
 release:
 	scripts/release
 

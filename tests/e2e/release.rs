@@ -202,12 +202,46 @@ fn string_array(text: &str, key: &str) -> BTreeSet<String> {
 
 /// `scripts/release ARGS` with its output in `out`, at a fixed commit time.
 fn release(out: &Path, args: &[&str]) -> Output {
+    release_with(out, args, &[])
+}
+
+/// The same, with more variables in its environment.
+fn release_with(out: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Output {
     Command::new(format!("{ROOT}/scripts/release"))
         .args(args)
         .env("RELEASE_DIR", out)
         .env("SOURCE_DATE_EPOCH", "1700000000")
+        .env_remove("RELEASE_SIGNING_KEY")
+        .env_remove("GLIBC_FLOOR")
+        .env_remove("RELEASE_TARGETS")
+        .envs(env.iter().copied())
         .output()
         .unwrap()
+}
+
+/// A throw-away release key in `dir` (OpenSSH ed25519): its private key's path, and the
+/// allowed_signers file users verify with.
+fn signing_key(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let key = dir.join("release-key");
+    let made = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "releases@warrant.dev",
+            "-f",
+        ])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    let allowed = dir.join("allowed_signers");
+    std::fs::write(&allowed, format!("releases@warrant.dev {public}")).unwrap();
+    (key, allowed)
 }
 
 fn sections(file: &Path) -> String {
@@ -228,7 +262,16 @@ fn the_release_packs_a_stripped_binary_with_its_licences_sbom_and_sums() {
     let (host, platform) = host();
     let packed = release(&out, &["package", host, BIN]);
     assert!(packed.status.success(), "{}", stderr(&packed));
-    let sums = release(&out, &["sums"]);
+    // Not without its signature.
+    let unsigned = release(&out, &["sums"]);
+    assert!(!unsigned.status.success());
+    assert!(
+        stderr(&unsigned).contains("RELEASE_SIGNING_KEY is not set"),
+        "{}",
+        stderr(&unsigned)
+    );
+    let (key, allowed) = signing_key(scratch.path());
+    let sums = release_with(&out, &["sums"], &[("RELEASE_SIGNING_KEY", key.as_os_str())]);
     assert!(sums.status.success(), "{}", stderr(&sums));
     let name = format!("warrant-{version}-{platform}");
     let mut files: Vec<String> = std::fs::read_dir(&out)
@@ -240,6 +283,7 @@ fn the_release_packs_a_stripped_binary_with_its_licences_sbom_and_sums() {
         files,
         [
             "SHA256SUMS".to_owned(),
+            "SHA256SUMS.sig".to_owned(),
             format!("{name}.cdx.json"),
             format!("{name}.debug"),
             format!("{name}.tar.gz"),
@@ -311,6 +355,41 @@ fn the_release_packs_a_stripped_binary_with_its_licences_sbom_and_sums() {
         String::from_utf8(check.stdout).unwrap().lines().count(),
         3,
         "SHA256SUMS covers the archive, the debug info and the SBOM"
+    );
+    // The signature verifies with the release key, as docs/install.md has users check it, and
+    // not once SHA256SUMS changes.
+    let verify = |sums: &[u8]| {
+        use std::io::Write as _;
+        let mut child = Command::new("ssh-keygen")
+            .args([
+                "-Y",
+                "verify",
+                "-I",
+                "releases@warrant.dev",
+                "-n",
+                "file",
+                "-f",
+            ])
+            .arg(&allowed)
+            .arg("-s")
+            .arg(out.join("SHA256SUMS.sig"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(sums).unwrap();
+        child.wait().unwrap().success()
+    };
+    let signed = std::fs::read(out.join("SHA256SUMS")).unwrap();
+    assert!(verify(&signed), "SHA256SUMS.sig does not verify");
+    let mut forged = signed.clone();
+    forged[0] ^= 1;
+    assert!(!verify(&forged), "a changed SHA256SUMS verifies");
+    let doc = read("docs/install.md");
+    assert!(
+        doc.contains("ssh-keygen -Y verify -f allowed_signers -I releases@warrant.dev -n file -s SHA256SUMS.sig < SHA256SUMS"),
+        "docs/install.md does not say how to verify the checksums"
     );
 
     // The SBOM: the crates built into this binary, nothing else.
@@ -451,6 +530,67 @@ fn the_sbom_of_each_release_target_lists_its_crates() {
         assert!(out.status.success(), "{}", stderr(&out));
         assert_lists_the_binary(&serde_json::from_slice(&out.stdout).unwrap(), target);
     }
+}
+
+/// A binary that needs a newer glibc than the floor docs/install.md promises is not packed: here
+/// this test's own binary, against a floor set below what it needs. The script's floor is the
+/// documented one.
+#[test]
+fn the_release_refuses_a_binary_above_the_glibc_floor() {
+    let script = read("scripts/release");
+    let floor = script
+        .lines()
+        .find_map(|l| l.strip_prefix("GLIBC_FLOOR=${GLIBC_FLOOR:-"))
+        .and_then(|l| l.strip_suffix('}'))
+        .expect("scripts/release sets GLIBC_FLOOR");
+    assert!(
+        read("docs/install.md").contains(&format!("The binary needs glibc {floor} or later")),
+        "docs/install.md does not promise glibc {floor}"
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("dist");
+    let packed = release_with(
+        &out,
+        &["package", host().0, BIN],
+        &[("GLIBC_FLOOR", std::ffi::OsStr::new("2.2"))],
+    );
+    assert!(!packed.status.success());
+    let said = stderr(&packed);
+    assert!(said.contains("above the floor 2.2"), "{said}");
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
+}
+
+/// A release builds both architectures by default, and refuses a target rustup does not have
+/// before building anything (a machine with one target does not release one architecture).
+#[test]
+fn the_release_needs_every_architecture_installed() {
+    let script = read("scripts/release");
+    let required = script
+        .lines()
+        .find_map(|l| l.strip_prefix("REQUIRED_TARGETS=\""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("scripts/release names its targets");
+    assert_eq!(
+        required.split(' ').collect::<BTreeSet<_>>(),
+        BTreeSet::from(["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"])
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("dist");
+    let refused = release_with(
+        &out,
+        &[],
+        &[(
+            "RELEASE_TARGETS",
+            std::ffi::OsStr::new("x86_64-unknown-linux-gnu sparc64-unknown-linux-gnu"),
+        )],
+    );
+    assert!(!refused.status.success());
+    let said = stderr(&refused);
+    assert!(
+        said.contains("sparc64-unknown-linux-gnu is not installed"),
+        "{said}"
+    );
+    assert!(!out.exists());
 }
 
 /// A binary that is not the version the release is named for is not packed.
