@@ -1582,8 +1582,16 @@ fn install_doc_commands_run_and_its_overlay_renders() {
     assert_eq!(policies.len(), 1, "{policies:?}");
     let text = policies[0]["data"]["policy.yaml"].as_str().unwrap();
     warrant_auth::Policy::parse(text, "policy.yaml").unwrap();
+    let policy: Value = serde_saphyr::from_str(text).unwrap();
     assert!(
-        text.contains("https://iam.googleapis.com/projects/123456789012/"),
+        policy["selfService"]["audiences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a
+                .as_str()
+                .unwrap()
+                .starts_with("https://iam.googleapis.com/projects/")),
         "the doc's policy did not replace the component's: {text}"
     );
     let mounted = deployment["spec"]["template"]["spec"]["volumes"]
