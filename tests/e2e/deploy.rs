@@ -1380,13 +1380,18 @@ fn another_namespace_is_derived_everywhere() {
     assert!(flags.contains(&"--key-secret=idp/warrant-keys".to_owned()));
     assert!(flags.contains(&"--injection-warrant-url=https://warrant.idp.svc".to_owned()));
     find(&objects, "Namespace", "idp");
-    // Every namespaced object in idp but the control plane's; the Services, subjects and
-    // certificates other objects name, there too.
+    // Every namespaced object in idp but the control plane's, which stay where the
+    // external-signer component puts them; the Services, subjects and certificates other
+    // objects name, in idp too.
+    let signer_objects = render_with(&["external-signer"]);
     for object in &objects {
         let namespace = &object["metadata"]["namespace"];
         if object["metadata"]["labels"]["app.kubernetes.io/component"] == "external-signer" {
-            assert!(
-                namespace.is_null() || namespace == "kube-system",
+            let kind = object["kind"].as_str().unwrap();
+            let name = object["metadata"]["name"].as_str().unwrap();
+            assert_eq!(
+                namespace,
+                &find(&signer_objects, kind, name)["metadata"]["namespace"],
                 "{what}: {object}"
             );
         } else {
