@@ -230,7 +230,20 @@ async fn an_injected_pods_agent_keeps_tokens_a_relying_party_verifies() {
     );
 
     // The kubelet's part: the pod's own kube token (kube-apiserver's, bound to the pod; warrant
-    // asks kube-apiserver about it), projected where the agent reads it.
+    // asks kube-apiserver about it), projected where the agent reads it, for the audience the
+    // pod's volume names: warrant's, never kube-apiserver's API audiences.
+    let projected: Vec<&Value> = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["name"] == "warrant-kube-token")
+        .flat_map(|v| v["projected"]["sources"].as_array().unwrap())
+        .collect();
+    assert_eq!(projected.len(), 1);
+    let agent_audience = projected[0]["serviceAccountToken"]["audience"]
+        .as_str()
+        .expect("the agent's pod token names an audience");
+    assert_eq!(agent_audience, "warrant.dev/token-agent");
     let root = tempfile::tempdir().unwrap();
     let kube_key = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
     let now = warrant_clock::Clock::System.now().as_second();
@@ -239,7 +252,7 @@ async fn an_injected_pods_agent_keeps_tokens_a_relying_party_verifies() {
             issuer: "https://kubernetes.default.svc.cluster.local",
             namespace: "apps",
             service_account: warrant_token::ObjectRef::new("s3-reader", SA_UID),
-            audiences: vec!["https://kubernetes.default.svc.cluster.local".into()],
+            audiences: vec![agent_audience.into()],
             binding: warrant_token::Binding::Pod {
                 pod: warrant_token::ObjectRef::new("app", POD_UID),
                 node: Some(warrant_token::ObjectRef::new("node-1", "node-uid-1")),
@@ -322,6 +335,17 @@ async fn an_injected_pods_agent_keeps_tokens_a_relying_party_verifies() {
             "no token within 30 s"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // warrant asked kube-apiserver about the agent's pod token for that audience alone.
+    let asked: Vec<_> = authority
+        .token_reviews()
+        .into_iter()
+        .filter(|review| review.spec.token == kube_token)
+        .collect();
+    assert!(!asked.is_empty());
+    for review in asked {
+        assert_eq!(review.spec.audiences, Some(vec![agent_audience.to_owned()]));
     }
 
     // The app container reads the files its variables name; a relying party verifies each

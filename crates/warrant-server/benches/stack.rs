@@ -442,6 +442,7 @@ fn bench_admission(c: &mut Criterion, runtime: &tokio::runtime::Runtime) {
             agent_image: "ghcr.io/warrant-dev/warrant:v0.1.0".into(),
             warrant_url: "https://warrant.warrant.svc".into(),
             ca_pem: Some(TestCa::new("warrant CA").pem().to_owned()),
+            agent_audience: warrant_server::TOKEN_AGENT_DEFAULT_AUDIENCE.into(),
             azure_authority_host: warrant_server::AZURE_DEFAULT_AUTHORITY_HOST.into(),
             azure_tenant_id: None,
             aws_region: None,

@@ -80,7 +80,9 @@ use std::time::Duration;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 
-pub use admission::{AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings};
+pub use admission::{
+    AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings, TOKEN_AGENT_DEFAULT_AUDIENCE,
+};
 pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;
 pub use connections::{

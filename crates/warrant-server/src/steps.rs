@@ -90,24 +90,26 @@ where
 }
 
 /// This server's review of its own tokens, for the own-token authenticator: the same review as
-/// TokenReview's, for the API audiences.
+/// TokenReview's, for the API audiences (or the token agent's, for a token that names it).
 struct OwnTokensOf<'a>(&'a AppState);
 
 impl OwnTokens for OwnTokensOf<'_> {
     fn review<'a>(
         &'a self,
         token: &'a str,
+        audience: Option<&'a str>,
         now: Timestamp,
     ) -> Pin<Box<dyn Future<Output = OwnTokenReview> + Send + 'a>> {
         Box::pin(async move {
             let state = self.0;
             let published = state.issuer().published();
+            let audiences: Vec<String> = audience.map(str::to_owned).into_iter().collect();
             let reviewed = review_token(
                 &published,
                 state.objects(),
                 state.metrics(),
                 token,
-                &[],
+                &audiences,
                 now,
             )
             .await;

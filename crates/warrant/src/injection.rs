@@ -7,7 +7,9 @@ use std::error::Error;
 use std::path::PathBuf;
 
 use clap::Args;
-use warrant_server::{AZURE_DEFAULT_AUTHORITY_HOST, AppState, InjectionSettings};
+use warrant_server::{
+    AZURE_DEFAULT_AUTHORITY_HOST, AppState, InjectionSettings, TOKEN_AGENT_DEFAULT_AUDIENCE,
+};
 use warrant_watch::FileWatch;
 
 /// The flags.
@@ -66,6 +68,31 @@ pub(crate) struct InjectionArgs {
         requires = "agent_image"
     )]
     pub(crate) aws_region: Option<String>,
+    /// The audience of the pod token the agent proves itself with: projected for the agent
+    /// with this audience, and reviewed for it (by warrant, or by kube-apiserver with
+    /// `spec.audiences`), so the token is warrant's and never one kube-apiserver accepts. Give
+    /// each warrant of a cluster its own. Not one of kube-apiserver's `--api-audiences`.
+    #[arg(
+        long = "token-agent-audience",
+        value_name = "AUDIENCE",
+        default_value = TOKEN_AGENT_DEFAULT_AUDIENCE,
+        value_parser = agent_audience
+    )]
+    pub(crate) agent_audience: String,
+}
+
+/// An audience a projected token can carry: not empty, no control characters.
+fn agent_audience(value: &str) -> Result<String, String> {
+    if value.is_empty()
+        || value.len() > warrant_token::MAX_AUDIENCE_BYTES
+        || value.chars().any(char::is_control)
+    {
+        return Err(format!(
+            "an audience is 1 to {} bytes without control characters",
+            warrant_token::MAX_AUDIENCE_BYTES
+        ));
+    }
+    Ok(value.to_owned())
 }
 
 /// Turns token injection on in `state` if the flags ask for it; the returned watch (if any)
@@ -87,6 +114,7 @@ pub(crate) fn setup(
         agent_image: agent_image.clone(),
         warrant_url,
         ca_pem: None,
+        agent_audience: args.agent_audience.clone(),
         azure_authority_host: args.azure_authority_host.clone(),
         azure_tenant_id: args.azure_tenant_id.clone(),
         aws_region: args.aws_region.clone(),

@@ -77,7 +77,11 @@ pub(crate) async fn run(
         None => (Auditor::disabled(), None),
     };
 
-    // 3. The issuer core, and the API's state over it.
+    // 3. The issuer core, and the API's state over it. The token agent's pod token is
+    //    reviewed for warrant's audience alone (docs/injection.md), whether or not this warrant
+    //    injects agents itself.
+    let mut authenticator = auth.authenticator;
+    authenticator.agent_audience = Some(args.injection.agent_audience.clone());
     let issuer = Issuer::new(settings, keys.initial.clone(), clock.clone(), auditor);
     let state = AppState::new(StateParts {
         issuer: issuer.clone(),
@@ -86,7 +90,7 @@ pub(crate) async fn run(
         } else {
             Objects::new(source)
         },
-        authenticator: auth.authenticator,
+        authenticator,
         authorizer: auth.authorizer,
         registry,
     });
@@ -445,6 +449,16 @@ fn settings(args: &ServeArgs, managed_keys: bool) -> Result<Settings, Box<dyn Er
     // audience check when it has none): refuse it rather than guess.
     if api_audiences.is_empty() {
         return Err("--api-audiences names no audience: leave the flag out to use the issuers, or name at least one (an empty list would let tokens for any audience authenticate to warrant)".into());
+    }
+    // The agent's pod token must be one kube-apiserver refuses: an issuer is kube-apiserver's
+    // default API audience where warrant is the cluster's signer (the issuers are then shared).
+    let agent_audience = &args.injection.agent_audience;
+    if args.issuers.contains(agent_audience) || api_audiences.contains(agent_audience) {
+        return Err(format!(
+            "--token-agent-audience {agent_audience:?} is an issuer or an API audience: the token agent's pod token would then be one kube-apiserver accepts; give warrant an audience of its own (the default, {:?})",
+            warrant_server::TOKEN_AGENT_DEFAULT_AUDIENCE
+        )
+        .into());
     }
     let max_seconds = match args.max_token_expiration {
         None | Some(0) if managed_keys => Some(keys::MANAGED_DEFAULT_MAX_TOKEN_SECONDS),

@@ -85,6 +85,8 @@ struct Answers {
     access: AccessRule,
     /// The next this many requests (of either kind) fail with the status code.
     failures: Option<(usize, u16)>,
+    /// Answer as a TokenReview server that ignores `spec.audiences` (no `status.audiences`).
+    audience_unaware: bool,
     token_reviews: Vec<TokenReview>,
     access_reviews: Vec<SubjectAccessReview>,
 }
@@ -121,6 +123,7 @@ impl Authority {
                 tokens: HashMap::new(),
                 access: Arc::new(|_| AccessAnswer::NoOpinion),
                 failures: None,
+                audience_unaware: false,
                 token_reviews: Vec::new(),
                 access_reviews: Vec::new(),
             })),
@@ -156,6 +159,12 @@ impl Authority {
     /// overloaded or failing kube-apiserver does.
     pub fn fail_next(&self, count: usize, code: u16) {
         self.lock().failures = (count > 0).then_some((count, code));
+    }
+
+    /// Answers from now on as a TokenReview server that does not check audiences: it
+    /// authenticates as before and leaves `status.audiences` out, whatever was asked.
+    pub fn ignore_audiences(&self) {
+        self.lock().audience_unaware = true;
     }
 
     /// Every TokenReview received, oldest first.
@@ -200,12 +209,15 @@ async fn token_review(
     if let Some(failure) = authority.failure() {
         return failure;
     }
-    let answer = authority
-        .lock()
-        .tokens
-        .get(&review.spec.token)
-        .cloned()
-        .unwrap_or(TokenAnswer::Rejected(String::new()));
+    let (answer, audience_unaware) = {
+        let state = authority.lock();
+        let answer = state
+            .tokens
+            .get(&review.spec.token)
+            .cloned()
+            .unwrap_or(TokenAnswer::Rejected(String::new()));
+        (answer, state.audience_unaware)
+    };
     review.status = Some(match answer {
         TokenAnswer::User {
             username,
@@ -224,7 +236,11 @@ async fn token_review(
                     groups: Some(groups),
                     extra: (!extra.is_empty()).then_some(extra),
                 }),
-                audiences: review.spec.audiences.clone().filter(|a| !a.is_empty()),
+                audiences: review
+                    .spec
+                    .audiences
+                    .clone()
+                    .filter(|a| !a.is_empty() && !audience_unaware),
                 error: None,
             }
         }

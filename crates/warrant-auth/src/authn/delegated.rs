@@ -4,6 +4,13 @@
 //! token against its own API audiences: a token for the cluster's API, of any kind the cluster
 //! accepts (service-account tokens, OIDC, its webhook, …).
 //!
+//! One exception, the token agent's pod token: it names warrant's token agent audience
+//! (`--token-agent-audience`), not kube-apiserver's, so that neither warrant nor anything warrant
+//! receives holds a credential for kube-apiserver itself. Such a token is asked about for that
+//! audience alone (`spec.audiences`), and authenticates only if kube-apiserver's answer lists it
+//! in `status.audiences` (the TokenReview API's word that the server checked the audience: one
+//! that ignores the question answers without it).
+//!
 //! What this trusts: kube-apiserver's word on who a token belongs to, and the connection to it
 //! (the kubeconfig's CA and credentials). Whoever kube-apiserver authenticates, warrant
 //! authenticates, with the same user, groups and extras.
@@ -32,14 +39,16 @@ use crate::delegation::{
 /// kube-apiserver's word on a token.
 #[derive(Debug, Clone)]
 enum Answer {
-    User(Arc<User>),
+    /// Authenticated, with the audiences kube-apiserver says the token is good for among
+    /// those asked (`status.audiences`).
+    User(Arc<User>, Vec<String>),
     /// Not authenticated, with kube-apiserver's error (or kube's `invalid bearer token`).
     Rejected(String),
 }
 
 impl delegation::Answer for Answer {
     fn allows(&self) -> bool {
-        matches!(self, Answer::User(_))
+        matches!(self, Answer::User(..))
     }
 }
 
@@ -74,7 +83,15 @@ impl DelegatedAuthentication {
         );
     }
 
-    pub(crate) async fn authenticate(&self, token: &str, now: Timestamp) -> Outcome {
+    /// Asks kube-apiserver about `token`: for `audience` (the token agent's, which the token
+    /// names), or for kube-apiserver's own API audiences when `None`. The question follows from
+    /// the token alone, so the cache, keyed by the token, keeps one answer per question.
+    pub(crate) async fn authenticate(
+        &self,
+        token: &str,
+        audience: Option<&str>,
+        now: Timestamp,
+    ) -> Outcome {
         if token.len() > MAX_DELEGATED_TOKEN_BYTES {
             return Outcome::Failed(Failure::TokenTooLong { bytes: token.len() });
         }
@@ -83,7 +100,7 @@ impl DelegatedAuthentication {
             review: TokenReview {
                 spec: TokenReviewSpec {
                     token: token.to_owned(),
-                    audiences: None,
+                    audiences: audience.map(|a| vec![a.to_owned()]),
                 },
                 ..TokenReview::default()
             },
@@ -93,7 +110,15 @@ impl DelegatedAuthentication {
             .answer(digest(token), now, question, interpret)
             .await
         {
-            Ok(Answer::User(user)) => Outcome::User(user),
+            Ok(Answer::User(user, audiences)) => match audience {
+                Some(asked) if !audiences.iter().any(|a| a == asked) => {
+                    Outcome::Failed(Failure::Rejected(format!(
+                        "kube-apiserver authenticated the token without confirming the audience {} asked for",
+                        warrant_token::go_quote(asked)
+                    )))
+                }
+                _ => Outcome::User(user),
+            },
             Ok(Answer::Rejected(why)) => Outcome::Failed(Failure::Rejected(why)),
             Err(e) => {
                 if !e.is_overload() {
@@ -116,6 +141,7 @@ fn interpret(review: TokenReview) -> Result<Answer, DelegationError> {
             error
         }));
     }
+    let audiences = status.audiences.unwrap_or_default();
     let info = status.user.unwrap_or_default();
     let mut user = User::new(
         info.username.unwrap_or_default(),
@@ -124,7 +150,7 @@ fn interpret(review: TokenReview) -> Result<Answer, DelegationError> {
         Via::Delegated,
     );
     user.extra = info.extra.unwrap_or_default();
-    Ok(Answer::User(Arc::new(user)))
+    Ok(Answer::User(Arc::new(user), audiences))
 }
 
 #[cfg(test)]
@@ -167,7 +193,7 @@ mod tests {
             }),
             ..TokenReviewStatus::default()
         }));
-        let Ok(Answer::User(user)) = user else {
+        let Ok(Answer::User(user, _)) = user else {
             panic!("{user:?}")
         };
         assert_eq!(user.name, "jane");
@@ -185,7 +211,9 @@ mod tests {
                 .unwrap();
         let delegated = DelegatedAuthentication::new(client, DelegationOptions::default());
         let token = "x".repeat(MAX_DELEGATED_TOKEN_BYTES + 1);
-        let outcome = delegated.authenticate(&token, Timestamp::UNIX_EPOCH).await;
+        let outcome = delegated
+            .authenticate(&token, None, Timestamp::UNIX_EPOCH)
+            .await;
         assert!(
             matches!(outcome, Outcome::Failed(Failure::TokenTooLong { bytes }) if bytes == token.len()),
             "{outcome:?}"

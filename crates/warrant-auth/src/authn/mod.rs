@@ -11,7 +11,8 @@
 //! 2. [`x509`]: a client certificate from `--client-ca-file`;
 //! 3. a bearer token, tried against [`tokenfile`] (`--token-auth-file`), then [`owntoken`]
 //!    (warrant's own tokens for its API audiences), then [`delegated`] (kube-apiserver's
-//!    TokenReview). A token bound to a DPoP key sent as a bearer token, or without a valid
+//!    TokenReview); a token that names the token agent's audience is reviewed, by both, for
+//!    that audience alone. A token bound to a DPoP key sent as a bearer token, or without a valid
 //!    proof, is a `401` with `WWW-Authenticate: DPoP error="invalid_dpop_proof"`; one bound to
 //!    a certificate the connection did not present is a plain `401`;
 //! 4. otherwise anonymous.
@@ -360,6 +361,11 @@ pub struct Authenticator {
     pub own_tokens: bool,
     /// Ask kube-apiserver about other bearer tokens (`--authentication-kubeconfig`).
     pub delegated: Option<DelegatedAuthentication>,
+    /// The audience of the pod tokens token agents present (`--token-agent-audience`): a
+    /// token that names it is reviewed for it alone, by warrant (its own tokens) or by
+    /// kube-apiserver (delegated, `spec.audiences`), so the agent's pod token is one
+    /// kube-apiserver itself never accepts. `None`: every token for the API audiences.
+    pub agent_audience: Option<String>,
     /// DPoP proofs (RFC 9449) and the one cache of the proofs seen, shared by every endpoint
     /// that takes a proof (a TokenRequest for a key-bound token, a key-bound token presented).
     pub proofs: ProofChecker,
@@ -463,8 +469,9 @@ impl Authenticator {
                 target,
                 peer,
             };
+            let audience = self.agent_audience_of(token);
             return Some(
-                match owntoken::authenticate(own, token, presented, now).await {
+                match owntoken::authenticate(own, token, audience, presented, now).await {
                     Outcome::User(user) => Ok(self.success("dpop", user)),
                     Outcome::Failed(why) => Err(self.refuse_failure("dpop", &why)),
                     Outcome::NotMine => Err(self.refuse("dpop", &Failure::DpopNotOwnToken)),
@@ -478,8 +485,9 @@ impl Authenticator {
                 .filter(|token| names_a_certificate(token))
         {
             let presented = owntoken::Presented::Bearer { peer };
+            let audience = self.agent_audience_of(token);
             return Some(
-                match owntoken::authenticate(own, token, presented, now).await {
+                match owntoken::authenticate(own, token, audience, presented, now).await {
                     Outcome::User(user) => Ok(self.success("certificate_bound", user)),
                     Outcome::Failed(why) => Err(self.refuse_failure("certificate_bound", &why)),
                     Outcome::NotMine => {
@@ -532,16 +540,17 @@ impl Authenticator {
         if let Some(user) = self.token_file.as_ref().and_then(|f| f.user(token)) {
             return Some(Ok(self.success("token_file", user)));
         }
+        let audience = self.agent_audience_of(token);
         if self.own_tokens {
             let presented = owntoken::Presented::Bearer { peer };
-            match owntoken::authenticate(own, token, presented, now).await {
+            match owntoken::authenticate(own, token, audience, presented, now).await {
                 Outcome::User(user) => return Some(Ok(self.success("own_token", user))),
                 Outcome::Failed(why) => return Some(Err(self.refuse_failure("own_token", &why))),
                 Outcome::NotMine => {}
             }
         }
         if let Some(delegated) = &self.delegated {
-            match delegated.authenticate(token, now).await {
+            match delegated.authenticate(token, audience, now).await {
                 Outcome::User(user) => return Some(Ok(self.success("delegated", user))),
                 Outcome::Failed(why) if why.is_overload() => {
                     self.count("delegated", "overloaded");
@@ -559,6 +568,18 @@ impl Authenticator {
             failures.push(("bearer", Failure::InvalidBearerToken));
         }
         None
+    }
+
+    /// The audience to review `token` for: the token agent's, when the token (read unverified)
+    /// names it; else `None`, the API audiences (kube-apiserver's own, when asked). Reading the
+    /// claims before the signature only chooses the question: the review that follows checks
+    /// the audience it asked for, and a forged claim leads to a refusal, never to a user.
+    fn agent_audience_of(&self, token: &str) -> Option<&str> {
+        let audience = self.agent_audience.as_deref()?;
+        warrant_token::unverified_claims(token)
+            .ok()
+            .is_some_and(|claims| claims.aud.iter().any(|a| a == audience))
+            .then_some(audience)
     }
 
     /// Step 4: anonymous if no authenticator failed (nothing was presented), else the refusal

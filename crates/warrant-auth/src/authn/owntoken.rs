@@ -3,6 +3,10 @@
 //! endpoint would review it (signature, issuer, audience, time, then the service account and
 //! the bound object must still exist with the same UIDs).
 //!
+//! The token agent's audience (`--token-agent-audience`) is accepted too, for a token that
+//! names it: where warrant is the cluster's signer, the pod token a token agent presents is
+//! one of warrant's own, projected for that audience so that kube-apiserver never accepts it.
+//!
 //! What this trusts: warrant's own verification keys and object source, nothing else. A token
 //! issued for another audience (`vault`, a cloud) never authenticates here, so a relying party
 //! that receives one cannot replay it against warrant. A token that is recognisably warrant's
@@ -47,13 +51,16 @@ pub enum OwnTokenReview {
     },
 }
 
-/// Reviews bearer tokens as warrant's own for its API audiences: the server's TokenReview,
-/// the one review of a token (signature, issuer, audience, time, then the objects).
+/// Reviews bearer tokens as warrant's own for its API audiences (or the token agent's): the
+/// server's TokenReview, the one review of a token (signature, issuer, audience, time, then
+/// the objects).
 pub trait OwnTokens: Send + Sync {
-    /// Reviews `token` at `now`.
+    /// Reviews `token` at `now`, for `audience` (the token agent's, when the token names it),
+    /// or for the API audiences when `None`.
     fn review<'a>(
         &'a self,
         token: &'a str,
+        audience: Option<&'a str>,
         now: Timestamp,
     ) -> Pin<Box<dyn Future<Output = OwnTokenReview> + Send + 'a>>;
 }
@@ -82,10 +89,11 @@ pub(crate) enum Presented<'a> {
 pub(crate) async fn authenticate(
     own: &dyn OwnTokens,
     token: &str,
+    audience: Option<&str>,
     presented: Presented<'_>,
     now: Timestamp,
 ) -> Outcome {
-    let (info, binding, cnf) = match own.review(token, now).await {
+    let (info, binding, cnf) = match own.review(token, audience, now).await {
         OwnTokenReview::NotMine => return Outcome::NotMine,
         OwnTokenReview::Invalid(why) => return Outcome::Failed(Failure::OwnToken(why)),
         OwnTokenReview::Valid { user, binding, cnf } => (user, binding, cnf),

@@ -39,7 +39,9 @@ use serde_json::Value;
 use warrant_objects::Kind;
 
 use self::plan::Refusal;
-pub use self::plan::{AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings};
+pub use self::plan::{
+    AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings, TOKEN_AGENT_DEFAULT_AUDIENCE,
+};
 pub(crate) use self::review::AdmissionReview;
 use self::review::{
     ADMISSION_V1, ADMISSION_V1BETA1, AdmissionRequest, AdmissionResponse, AdmissionReviewAnswer,

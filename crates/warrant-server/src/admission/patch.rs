@@ -11,7 +11,16 @@
 //!   with warrant's);
 //! - a volume or container with one of warrant's names that warrant did not add, or a mount
 //!   of something else at warrant's paths, refuses the pod, naming it: warrant cannot inject
-//!   without them, and guessing would hand a pod someone else's files.
+//!   without them, and guessing would hand a pod someone else's files;
+//! - "warrant added it" is decided by content, never by name: the agent's container must run
+//!   warrant's image with warrant's arguments, environment, mounts and security context (the
+//!   fields that decide what runs and what it reads and writes; those kube-apiserver defaults
+//!   or that only size it are not compared), each volume must be the source warrant writes
+//!   (the tokens' `emptyDir` in memory, the pod token projected for the token agent's
+//!   audience), and a container's mount of warrant's volumes must be warrant's, read-only at
+//!   warrant's path. A look-alike is refused, saying what differs: taking it as warrant's would
+//!   let a disk-backed volume hold the tokens, another program hold the pod's token, or a
+//!   container write the files the agent keeps.
 
 use serde_json::{Map, Value, json};
 
@@ -31,7 +40,8 @@ pub(crate) const KUBE_TOKEN_VOLUME: &str = "warrant-kube-token";
 /// Google's credential configuration, from the pod's annotation.
 pub(crate) const GOOGLE_VOLUME: &str = "warrant-google-credentials";
 /// The lifetime of the pod's kube token the agent authenticates with: the kubelet refreshes
-/// it at 80 %, and 3600 (not 3607) keeps kube-apiserver from extending it to a year.
+/// it at 80 %, and 3600 (not 3607) keeps kube-apiserver from extending it to a year (which it
+/// does only for its API audiences anyway).
 const KUBE_TOKEN_SECONDS: i64 = 3600;
 /// The warrant binary in warrant's image (the probes' command).
 const BINARY: &str = "/warrant";
@@ -62,17 +72,33 @@ pub(crate) fn mutate(
     let volumes = list("volumes");
 
     if containers.iter().any(|c| name_of(c) == AGENT) {
-        return Err(reserved("a container", AGENT));
+        return Err(reserved(
+            "a container",
+            AGENT,
+            "warrant adds it as an init container",
+        ));
     }
+    let agent = agent(plan, settings);
     let agent_present = match init_containers.iter().find(|c| name_of(c) == AGENT) {
-        Some(agent) if is_agent(agent) => true,
-        Some(_) => return Err(reserved("an init container", AGENT)),
+        Some(existing) => match agent_difference(existing, &agent) {
+            None => true,
+            Some(field) => {
+                return Err(reserved(
+                    "an init container",
+                    AGENT,
+                    &format!("its {field} is not what warrant writes"),
+                ));
+            }
+        },
         None => false,
     };
     let google = plan.google_credentials.as_deref();
     let mut wanted: Vec<(&str, Value)> = vec![
         (TOKENS_VOLUME, tokens_volume()),
-        (KUBE_TOKEN_VOLUME, kube_token_volume()),
+        (
+            KUBE_TOKEN_VOLUME,
+            kube_token_volume(&settings.agent_audience),
+        ),
     ];
     if google.is_some() {
         wanted.push((GOOGLE_VOLUME, google_volume()));
@@ -80,8 +106,14 @@ pub(crate) fn mutate(
     let mut missing_volumes = Vec::new();
     for (name, volume) in wanted {
         match volumes.iter().find(|v| name_of(v) == name) {
-            Some(existing) if same_source(existing, &volume) => {}
-            Some(_) => return Err(reserved("a volume", name)),
+            Some(existing) if same_volume(existing, &volume) => {}
+            Some(_) => {
+                return Err(reserved(
+                    "a volume",
+                    name,
+                    "its source is not the one warrant writes",
+                ));
+            }
             None => missing_volumes.push(volume),
         }
     }
@@ -119,7 +151,6 @@ pub(crate) fn mutate(
 
     append(&mut mutation.ops, spec, "/spec", "volumes", missing_volumes);
     if !agent_present {
-        let agent = agent(plan, settings);
         if spec.get("initContainers").is_some_and(Value::is_array) {
             mutation
                 .ops
@@ -154,7 +185,13 @@ fn consumer(
     }
     let mut new_mounts = Vec::new();
     for (volume, path) in wanted {
-        if mounts.iter().any(|m| name_of(m) == volume) {
+        if let Some(mount) = mounts.iter().find(|m| name_of(m) == volume) {
+            if !is_consumer_mount(mount, path) {
+                return Err(Refusal::bad(format!(
+                    "container {} mounts warrant's volume {volume} itself, not read-only at {path} as warrant mounts it: remove that mount, or opt the pod out with the label warrant.dev/inject=false",
+                    warrant_token::go_quote(name),
+                )));
+            }
             continue;
         }
         if let Some(other) = mounts
@@ -237,24 +274,102 @@ fn name_of(object: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// An init container warrant added: its name, restarting always, running the agent.
-fn is_agent(container: &Value) -> bool {
-    container.get("restartPolicy").and_then(Value::as_str) == Some("Always")
-        && container.pointer("/args/0").and_then(Value::as_str) == Some(AGENT_COMMAND)
-}
+/// The fields of the agent's container compared with warrant's, as JSON pointers: what runs
+/// (image, command, arguments, working directory, hooks, probes' commands), with what
+/// (environment, mounts, devices, security context) and how it restarts. Not compared: what
+/// kube-apiserver defaults (`imagePullPolicy`, `terminationMessagePath`, probe timings) and
+/// what only sizes or schedules it (`resources`, which a LimitRange or an autoscaler may set).
+const AGENT_FIELDS: [&str; 15] = [
+    "/image",
+    "/command",
+    "/args",
+    "/workingDir",
+    "/env",
+    "/envFrom",
+    "/volumeMounts",
+    "/volumeDevices",
+    "/lifecycle",
+    "/restartPolicy",
+    "/securityContext",
+    "/startupProbe/exec",
+    "/readinessProbe/exec",
+    "/livenessProbe",
+    "/stdin",
+];
 
-/// Whether an existing volume is the kind warrant would add under that name (kube-apiserver
-/// may have defaulted its fields since, so the source's kind is compared, not every field).
-fn same_source(existing: &Value, wanted: &Value) -> bool {
-    ["emptyDir", "projected", "downwardAPI"]
+/// The first field (of [`AGENT_FIELDS`]) in which an init container under the agent's name
+/// differs from the agent warrant writes, `want`; `None` when it is warrant's.
+fn agent_difference(existing: &Value, want: &Value) -> Option<&'static str> {
+    AGENT_FIELDS
         .into_iter()
-        .find(|kind| wanted.get(kind).is_some())
-        .is_some_and(|kind| existing.get(kind).is_some_and(Value::is_object))
+        .find(|field| present(existing.pointer(field)) != present(want.pointer(field)))
+        .map(|field| field.trim_start_matches('/'))
 }
 
-fn reserved(what: &str, name: &str) -> Refusal {
+/// A field's value, with absent, `null`, `false` and empty taken as one (kube-apiserver
+/// treats them alike).
+fn present(value: Option<&Value>) -> Option<&Value> {
+    value.filter(|v| match v {
+        Value::Null | Value::Bool(false) => false,
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(map) => !map.is_empty(),
+        _ => true,
+    })
+}
+
+/// Whether an existing volume is the one warrant writes under its name: nothing but the name
+/// and warrant's source, and that source as warrant writes it. Fields kube-apiserver defaults
+/// (a projected or downward API volume's `defaultMode`, a field reference's `apiVersion`) are
+/// left out of the comparison; the rest (an `emptyDir`'s medium and size, the projected
+/// token's audience, lifetime and path, the downward API's item) must be warrant's.
+fn same_volume(existing: &Value, wanted: &Value) -> bool {
+    let Some((kind, want)) = ["emptyDir", "projected", "downwardAPI"]
+        .into_iter()
+        .find_map(|kind| wanted.get(kind).map(|want| (kind, want)))
+    else {
+        return false;
+    };
+    let Value::Object(fields) = existing else {
+        return false;
+    };
+    if fields.keys().any(|key| key != "name" && key != kind) {
+        return false;
+    }
+    let Some(have) = existing.get(kind) else {
+        return false;
+    };
+    match kind {
+        "emptyDir" => have == want,
+        "projected" => have.get("sources") == want.get("sources"),
+        _ => {
+            let items = |source: &Value| {
+                let mut items = source.get("items").cloned().unwrap_or(Value::Null);
+                for item in items.as_array_mut().into_iter().flatten() {
+                    if let Some(Value::Object(field)) = item.get_mut("fieldRef")
+                        && field.get("apiVersion").and_then(Value::as_str) == Some("v1")
+                    {
+                        field.remove("apiVersion");
+                    }
+                }
+                items
+            };
+            items(have) == items(want)
+        }
+    }
+}
+
+/// Whether a container's existing mount of one of warrant's volumes is the one warrant adds:
+/// read-only, at warrant's path, the whole volume.
+fn is_consumer_mount(mount: &Value, path: &str) -> bool {
+    mount.get("mountPath").and_then(Value::as_str) == Some(path)
+        && mount.get("readOnly").and_then(Value::as_bool) == Some(true)
+        && present(mount.get("subPath")).is_none()
+        && present(mount.get("subPathExpr")).is_none()
+}
+
+fn reserved(what: &str, name: &str, why: &str) -> Refusal {
     Refusal::bad(format!(
-        "the pod has {what} named {} that warrant did not add; warrant injects its token agent under that name: rename yours, or opt the pod out with the label warrant.dev/inject=false",
+        "the pod has {what} named {} that warrant did not add ({why}); warrant injects its token agent under that name: rename yours, or opt the pod out with the label warrant.dev/inject=false",
         warrant_token::go_quote(name)
     ))
 }
@@ -268,10 +383,18 @@ fn tokens_volume() -> Value {
     json!({"name": TOKENS_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
 }
 
-fn kube_token_volume() -> Value {
+/// The pod's own token for the agent, projected for the token agent's audience (warrant's,
+/// `--token-agent-audience`), never for kube-apiserver's: the agent needs it only to prove to
+/// warrant that it is the pod, and a token kube-apiserver would accept would hand warrant, and
+/// whatever it receives, a credential for the cluster's API as every injected service account.
+fn kube_token_volume(audience: &str) -> Value {
     json!({
         "name": KUBE_TOKEN_VOLUME,
-        "projected": {"sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": KUBE_TOKEN_SECONDS}}]},
+        "projected": {"sources": [{"serviceAccountToken": {
+            "audience": audience,
+            "path": "token",
+            "expirationSeconds": KUBE_TOKEN_SECONDS,
+        }}]},
     })
 }
 
@@ -384,5 +507,203 @@ mod tests {
                 .all(|e| e["name"] != "WARRANT_CA_DATA")
         );
         assert!(mutation.warnings.is_empty());
+    }
+
+    fn aws_plan() -> Plan {
+        let annotations = vec![(
+            plan::AWS_ROLE_ARN.to_owned(),
+            "arn:aws:iam::111122223333:role/r".to_owned(),
+        )];
+        plan::plan(&annotations, &settings()).unwrap().unwrap()
+    }
+
+    /// The pod as kube-apiserver would hold it once `pod`'s mutation is applied (the adds
+    /// warrant makes: appended or made lists, the agent first).
+    fn mutated(pod: &Value) -> Value {
+        let mutation = mutate(pod, &aws_plan(), &settings()).unwrap();
+        let mut pod = pod.clone();
+        for op in &mutation.ops {
+            let path = op["path"].as_str().unwrap();
+            let (parent, last) = path.rsplit_once('/').unwrap();
+            let target = pod.pointer_mut(parent).unwrap();
+            match (target, last) {
+                (Value::Array(items), "-") => items.push(op["value"].clone()),
+                (Value::Array(items), index) => {
+                    items.insert(index.parse().unwrap(), op["value"].clone());
+                }
+                (Value::Object(map), key) => {
+                    map.insert(key.to_owned(), op["value"].clone());
+                }
+                (other, _) => panic!("{path} into {other}"),
+            }
+        }
+        pod
+    }
+
+    fn pod() -> Value {
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
+    }
+
+    /// Every token the patch projects names the token agent's audience: the agent holds no
+    /// token for kube-apiserver's API, a pod that opted out of its API token
+    /// (`automountServiceAccountToken: false`) included.
+    #[test]
+    fn the_agents_pod_token_is_for_warrants_audience_only() {
+        for automount in [None, Some(false)] {
+            let mut pod = pod();
+            if let Some(automount) = automount {
+                pod["spec"]["automountServiceAccountToken"] = json!(automount);
+            }
+            let pod = mutated(&pod);
+            let projected: Vec<&Value> = pod["spec"]["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|v| v.pointer("/projected/sources"))
+                .flat_map(|sources| sources.as_array().unwrap())
+                .filter_map(|source| source.get("serviceAccountToken"))
+                .collect();
+            assert_eq!(projected.len(), 1, "{pod}");
+            assert_eq!(
+                projected[0]["audience"],
+                json!(plan::TOKEN_AGENT_DEFAULT_AUDIENCE),
+                "{automount:?}"
+            );
+        }
+    }
+
+    /// What warrant added passes as warrant's (a second call patches nothing), even with the
+    /// fields kube-apiserver defaults; a look-alike under warrant's names does not: another
+    /// image, a command, another variable, a disk-backed or otherwise different volume, a
+    /// container mounting the tokens writable. Each is refused naming it, not skipped.
+    #[test]
+    fn already_injected_is_decided_by_content_not_names() {
+        let injected = mutated(&pod());
+        let mut defaulted = injected.clone();
+        let agent = &mut defaulted["spec"]["initContainers"][0];
+        agent["imagePullPolicy"] = json!("IfNotPresent");
+        agent["terminationMessagePath"] = json!("/dev/termination-log");
+        agent["readinessProbe"]["timeoutSeconds"] = json!(1);
+        for volume in defaulted["spec"]["volumes"].as_array_mut().unwrap() {
+            if volume.get("projected").is_some() {
+                volume["projected"]["defaultMode"] = json!(420);
+            }
+        }
+        for pod in [&injected, &defaulted] {
+            let again = mutate(pod, &aws_plan(), &settings()).unwrap();
+            assert_eq!(again, Mutation::default(), "{pod}");
+        }
+
+        let agent = "/spec/initContainers/0";
+        let volume = |name: &str| {
+            let index = injected["spec"]["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .position(|v| v["name"] == name)
+                .unwrap();
+            format!("/spec/volumes/{index}")
+        };
+        let tokens = volume(TOKENS_VOLUME);
+        let kube = volume(KUBE_TOKEN_VOLUME);
+        let app_mount = "/spec/containers/0/volumeMounts/0";
+        for (at, field, value, says) in [
+            (
+                agent,
+                "image",
+                json!("registry.example/not-warrant:1"),
+                "its image is not what warrant writes",
+            ),
+            (
+                agent,
+                "command",
+                json!([
+                    "/bin/sh",
+                    "-c",
+                    "cat /var/run/secrets/warrant.dev/kube/token"
+                ]),
+                "its command is not",
+            ),
+            (agent, "args", json!(["credential"]), "its args is not"),
+            (
+                agent,
+                "env",
+                json!([{"name": "WARRANT_URL", "value": "https://elsewhere.example"}]),
+                "its env is not",
+            ),
+            (
+                agent,
+                "lifecycle",
+                json!({"postStart": {"exec": {"command": ["/warrant", "x"]}}}),
+                "its lifecycle is not",
+            ),
+            (
+                agent,
+                "restartPolicy",
+                json!(null),
+                "its restartPolicy is not",
+            ),
+            (
+                tokens.as_str(),
+                "emptyDir",
+                json!({}),
+                "a volume named \"warrant-tokens\" that warrant did not add (its source is not the one warrant writes)",
+            ),
+            (
+                tokens.as_str(),
+                "emptyDir",
+                json!({"medium": "Memory", "sizeLimit": "1Gi"}),
+                "\"warrant-tokens\" that warrant did not add",
+            ),
+            (
+                tokens.as_str(),
+                "hostPath",
+                json!({"path": "/var/tokens"}),
+                "\"warrant-tokens\" that warrant did not add",
+            ),
+            (
+                kube.as_str(),
+                "projected",
+                json!({"sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}),
+                "\"warrant-kube-token\" that warrant did not add",
+            ),
+            (
+                app_mount,
+                "readOnly",
+                json!(false),
+                "container \"c\" mounts warrant's volume warrant-tokens itself, not read-only at /var/run/secrets/warrant.dev/tokens",
+            ),
+            (
+                app_mount,
+                "mountPath",
+                json!("/writable"),
+                "mounts warrant's volume warrant-tokens itself",
+            ),
+        ] {
+            let mut pod = injected.clone();
+            pod.pointer_mut(at).unwrap()[field] = value;
+            let refusal = mutate(&pod, &aws_plan(), &settings()).unwrap_err();
+            assert_eq!(refusal.code, 400, "{at}/{field}");
+            assert!(
+                refusal.message.contains(says),
+                "{at}/{field}: {}",
+                refusal.message
+            );
+        }
+
+        // A pod-supplied look-alike in a new pod: the name taken with another image.
+        let mut planted = pod();
+        planted["spec"]["initContainers"] = json!([{
+            "name": AGENT,
+            "image": "registry.example/lookalike:1",
+            "args": [AGENT_COMMAND],
+            "restartPolicy": "Always",
+        }]);
+        let refusal = mutate(&planted, &aws_plan(), &settings()).unwrap_err();
+        assert!(
+            refusal.message.contains("an init container named \"warrant-token-agent\" that warrant did not add (its image is not what warrant writes)"),
+            "{}",
+            refusal.message
+        );
     }
 }

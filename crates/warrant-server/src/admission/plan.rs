@@ -80,6 +80,11 @@ pub(crate) const AZURE_DEFAULT_AUDIENCE: &str = "api://AzureADTokenExchange";
 /// Entra ID's public cloud authority (Azure Workload Identity's default `AZURE_AUTHORITY_HOST`).
 pub const AZURE_DEFAULT_AUTHORITY_HOST: &str = "https://login.microsoftonline.com/";
 
+/// The audience of the pod token the agent proves itself to warrant with (the default of
+/// `--token-agent-audience`): warrant's, and none kube-apiserver accepts, so the token is
+/// useless against the cluster's API.
+pub const TOKEN_AGENT_DEFAULT_AUDIENCE: &str = "warrant.dev/token-agent";
+
 /// Where the agent writes the tokens; each consumer container mounts it read-only.
 pub(crate) const TOKENS_DIR: &str = "/var/run/secrets/warrant.dev/tokens";
 /// Where the agent reads the pod's own kube token.
@@ -99,6 +104,9 @@ pub struct InjectionSettings {
     /// The CA bundle (PEM) the agent trusts warrant's serving certificate with, if not the
     /// system's roots.
     pub ca_pem: Option<String>,
+    /// The audience of the pod token projected for the agent (`--token-agent-audience`), which
+    /// warrant's authentication reviews that token for.
+    pub agent_audience: String,
     /// `AZURE_AUTHORITY_HOST`.
     pub azure_authority_host: String,
     /// `AZURE_TENANT_ID` where a ServiceAccount names none.
@@ -613,6 +621,7 @@ pub(crate) mod tests {
             agent_image: "warrant".into(),
             warrant_url: "https://warrant.warrant.svc".into(),
             ca_pem: None,
+            agent_audience: TOKEN_AGENT_DEFAULT_AUDIENCE.into(),
             azure_authority_host: AZURE_DEFAULT_AUTHORITY_HOST.into(),
             azure_tenant_id: None,
             aws_region: None,

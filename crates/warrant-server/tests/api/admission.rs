@@ -37,6 +37,7 @@ fn settings() -> InjectionSettings {
         agent_image: "ghcr.io/warrant-dev/warrant:v0.1.0".into(),
         warrant_url: "https://warrant.warrant.svc".into(),
         ca_pem: Some(CA.into()),
+        agent_audience: warrant_server::TOKEN_AGENT_DEFAULT_AUDIENCE.into(),
         azure_authority_host: AZURE_DEFAULT_AUTHORITY_HOST.into(),
         azure_tenant_id: None,
         aws_region: None,

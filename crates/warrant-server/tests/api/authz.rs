@@ -263,6 +263,35 @@ async fn own_tokens_authenticate_only_for_the_api_audiences_and_while_valid() {
     assert_eq!(review(token).await, StatusCode::UNAUTHORIZED);
 }
 
+/// Where warrant is the cluster's signer, the token agent's pod token is one of warrant's own,
+/// for the token agent's audience: it authenticates as its service account where that audience
+/// is warrant's (`--token-agent-audience`), and is refused as any other audience is where it
+/// is not.
+#[tokio::test]
+async fn own_tokens_for_the_token_agents_audience_authenticate() {
+    let audience = warrant_server::TOKEN_AGENT_DEFAULT_AUDIENCE;
+    let policy = Policy::parse(POLICY, "policy.yaml").unwrap();
+    let api = api_auth(|authn, authz| {
+        authn.agent_audience = Some(audience.into());
+        authz.policy = Some(PolicyFile::from_policy(policy, Path::new("policy.yaml")));
+    });
+    let without = with_policy(POLICY);
+    for (api, code) in [
+        (&api, StatusCode::CREATED),
+        (&without, StatusCode::UNAUTHORIZED),
+    ] {
+        let token = own_token(api, json!({"audiences": [audience]})).await;
+        let r = api
+            .post_as(
+                &token,
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                json!({"spec": {"token": "x"}}),
+            )
+            .await;
+        assert_eq!(r.code, code, "{}", r.text);
+    }
+}
+
 #[tokio::test]
 async fn self_service() {
     let api = with_policy(POLICY);

@@ -209,6 +209,73 @@ async fn pod_bound_kube_tokens_are_self_service_for_their_pod() {
     );
 }
 
+/// The token agent's pod token names warrant's audience (`--token-agent-audience`), never
+/// kube-apiserver's: warrant asks kube-apiserver about it for that audience (`spec.audiences`),
+/// and takes the answer only if kube-apiserver confirms the audience (`status.audiences`), as
+/// the TokenReview API asks of a client that sets the field. Other tokens are asked about for
+/// kube-apiserver's own audiences, as before.
+#[tokio::test]
+async fn the_agents_pod_token_is_reviewed_for_warrants_audience() {
+    let authority = Authority::new();
+    let fixture = Fixture::start_with(Cluster::new(), |_| authority.routes())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(kube::Config::new(fixture.url().parse().unwrap())).unwrap();
+    let api = api_auth(|authenticator, _| {
+        authenticator.delegated = Some(DelegatedAuthentication::new(client, options()));
+        authenticator.agent_audience = Some(warrant_server::TOKEN_AGENT_DEFAULT_AUDIENCE.into());
+    });
+    let kube_token = |audience: &str, jti: &str| {
+        let key = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+        key.sign(&warrant_token::Claims::new(warrant_token::NewToken {
+            issuer: "https://kubernetes.default.svc.cluster.local",
+            namespace: "demo",
+            service_account: warrant_token::ObjectRef::new("app", SA_UID),
+            audiences: vec![audience.into()],
+            binding: warrant_token::Binding::Pod {
+                pod: warrant_token::ObjectRef::new("app-0", POD_UID),
+                node: None,
+            },
+            issued_at: NOW,
+            expires_at: NOW + 3600,
+            warn_after: None,
+            jti: jti.into(),
+        }))
+        .unwrap()
+    };
+    let agent = kube_token(warrant_server::TOKEN_AGENT_DEFAULT_AUDIENCE, "agent");
+    let api_token = kube_token("https://kubernetes.default.svc.cluster.local", "api");
+    for token in [&agent, &api_token] {
+        authority.token(
+            token,
+            TokenAnswer::user("system:masters-user", &["system:masters"]),
+        );
+    }
+    let r = api.token_as(&agent, "app", json!({})).await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let r = api.token_as(&api_token, "app", json!({})).await;
+    assert_eq!(r.code, StatusCode::CREATED, "{}", r.text);
+    let sent = authority.token_reviews();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(
+        sent[0].spec.audiences,
+        Some(vec![
+            warrant_server::TOKEN_AGENT_DEFAULT_AUDIENCE.to_owned()
+        ])
+    );
+    assert_eq!(sent[1].spec.audiences, None);
+
+    // A kube-apiserver that answers without checking the audience is not believed.
+    authority.ignore_audiences();
+    let unconfirmed = kube_token(warrant_server::TOKEN_AGENT_DEFAULT_AUDIENCE, "unconfirmed");
+    authority.token(
+        &unconfirmed,
+        TokenAnswer::user("system:masters-user", &["system:masters"]),
+    );
+    let r = api.token_as(&unconfirmed, "app", json!({})).await;
+    assert_eq!(r.code, StatusCode::UNAUTHORIZED, "{}", r.text);
+}
+
 #[tokio::test]
 async fn warrants_own_invalid_tokens_are_not_sent_to_kube_apiserver() {
     let d = delegating(true, false).await;

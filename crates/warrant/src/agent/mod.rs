@@ -25,8 +25,10 @@
 //!   token directory it cannot open), and warrant refusing the request itself (400, 403, 422:
 //!   an audience the policy does not allow, a lifetime it refuses). The kubelet restarts it
 //!   with its own backoff, and the pod shows why.
-//! - An existing file that holds a valid token for its audience is kept at start (a restarted
-//!   agent does not mint anew).
+//! - An existing file that holds a token warrant issued, for its audience and this pod, not
+//!   expired, is kept at start (a restarted agent does not mint anew); anything else found
+//!   there is discarded and a fresh token asked for at once ([`adopt`]: the volume is shared,
+//!   so the file may hold what another container wrote).
 //!
 //! Time is warrant's clock (`warrant_clock`); waits are tokio's, so tests run it on a paused
 //! clock. DPoP binding of the agent's tokens is not offered: the SDKs that read the files send
@@ -46,6 +48,7 @@ use warrant_token::BoundObjectReference;
 use crate::credential::{self, Caller, CredentialError};
 use crate::refresh;
 
+mod adopt;
 #[cfg(test)]
 mod tests;
 
@@ -268,6 +271,11 @@ impl Minter {
         }
     }
 
+    /// warrant's issuer and keys, fetched from warrant.
+    async fn published(&self) -> Result<adopt::Published, AgentError> {
+        adopt::Published::fetch(&self.client, &self.warrant).await
+    }
+
     /// One TokenRequest for `audience`, bound to the pod.
     async fn mint(
         &self,
@@ -435,25 +443,10 @@ impl Agent {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), AgentError> {
         let mut slots = Vec::with_capacity(self.tokens.len());
-        let now = self.clock.now();
         for spec in &self.tokens {
-            slots.push(Slot::open(spec, now)?);
+            slots.push(Slot::open(spec)?);
         }
-        for slot in &mut slots {
-            if let Some(held) = slot.held {
-                slot.next = self.instant_at(refresh::refresh_at(
-                    held.issued_at,
-                    held.expires,
-                    refresh::jitter(),
-                ));
-                tracing::info!(
-                    file = %slot.spec.file.display(),
-                    audience = %slot.spec.audience,
-                    expires = %held.expires,
-                    "keeping the valid token already in the file"
-                );
-            }
-        }
+        self.adopt(&mut slots).await;
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             let now = tokio::time::Instant::now();
@@ -469,6 +462,69 @@ impl Agent {
                     tracing::info!("stopping: the token files stay as they are");
                     return Ok(());
                 }
+            }
+        }
+    }
+
+    /// Keeps the tokens already in the files that verify as warrant's for this pod (their
+    /// refresh set as if the agent had written them); empties the files that hold anything else,
+    /// so that nothing reads it; leaves a file it cannot check (warrant's keys unreachable) as
+    /// it is. Every slot not kept is asked for at once.
+    async fn adopt(&self, slots: &mut [Slot]) {
+        let now = self.clock.now();
+        let mut published: Option<Result<adopt::Published, String>> = None;
+        for slot in slots.iter_mut() {
+            let Some(token) = slot.found() else {
+                continue;
+            };
+            if published.is_none() {
+                published = Some(
+                    self.minter
+                        .published()
+                        .await
+                        .map_err(|e| crate::causes(e.as_ref())),
+                );
+            }
+            let Some(published) = &published else {
+                continue;
+            };
+            let file = slot.spec.file.display().to_string();
+            let audience = slot.spec.audience.as_str();
+            match published {
+                Ok(published) => {
+                    match published.adoptable(&token, audience, &self.minter.pod, now) {
+                        Ok(held) => {
+                            slot.held = Some(held);
+                            slot.next = self.instant_at(refresh::refresh_at(
+                                held.issued_at,
+                                held.expires,
+                                refresh::jitter(),
+                            ));
+                            tracing::info!(
+                                file = %file,
+                                audience,
+                                expires = %held.expires,
+                                "keeping the valid token already in the file"
+                            );
+                        }
+                        Err(why) => {
+                            let removed = slot.remove();
+                            tracing::warn!(
+                                file = %file,
+                                audience,
+                                reason = %why,
+                                removed = %removed.map_or_else(|e| format!("no: {e}"), |()| "yes".to_owned()),
+                                "discarding what the file holds: not a token this agent may keep; asking warrant for a new one"
+                            );
+                        }
+                    }
+                }
+                Err(why) => tracing::warn!(
+                    file = %file,
+                    audience,
+                    error = %why,
+                    "cannot check the token already in the file against warrant's keys: not keeping it, asking warrant for a new one"
+                ),
             }
         }
     }
@@ -538,6 +594,10 @@ impl Agent {
     }
 }
 
+/// The most of a file read to see whether it holds a token to keep: far more than any token
+/// warrant issues (whose claims are bounded by kube's limits on names and audiences).
+const MAX_FOUND_BYTES: u64 = 64 * 1024;
+
 /// One token's file and schedule.
 struct Slot {
     spec: TokenSpec,
@@ -550,8 +610,8 @@ struct Slot {
 }
 
 impl Slot {
-    /// Opens the file's directory, and adopts a valid token already in the file.
-    fn open(spec: &TokenSpec, now: Timestamp) -> Result<Slot, AgentError> {
+    /// Opens the file's directory; nothing is kept yet ([`Agent::adopt`] decides).
+    fn open(spec: &TokenSpec) -> Result<Slot, AgentError> {
         let parent = spec.file.parent().unwrap_or(Path::new("/"));
         let dir = rustix::fs::open(
             parent,
@@ -569,10 +629,31 @@ impl Slot {
             spec: spec.clone(),
             dir,
             name,
-            held: current(spec, now).ok(),
+            held: None,
             failures: 0,
             next: tokio::time::Instant::now(),
         })
+    }
+
+    /// What the file holds, if anything (at most [`MAX_FOUND_BYTES`]; more is no token of
+    /// warrant's, and is read as such).
+    fn found(&self) -> Option<String> {
+        use std::io::Read as _;
+        let file = std::fs::File::open(&self.spec.file).ok()?;
+        let mut text = String::new();
+        match file.take(MAX_FOUND_BYTES).read_to_string(&mut text) {
+            Ok(_) => Some(text.trim().to_owned()),
+            // Not text: nothing warrant wrote, and still something to discard.
+            Err(_) => Some(String::new()),
+        }
+    }
+
+    /// Empties the slot: removes the file.
+    fn remove(&self) -> Result<(), std::io::Error> {
+        match rustix::fs::unlinkat(&self.dir, self.name.as_str(), rustix::fs::AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn write(&self, minted: &Minted, mode: Mode) -> Result<(), AgentError> {

@@ -32,7 +32,7 @@ struct Warrant {
     api: warrant_server::Api,
     objects: Arc<MemorySource>,
     up: Arc<AtomicBool>,
-    /// Requests the agent sent, answered or not.
+    /// TokenRequests the agent sent, answered or not (not its GETs of warrant's keys).
     calls: Arc<AtomicUsize>,
     clock: Clock,
     dir: tempfile::TempDir,
@@ -110,7 +110,9 @@ impl Warrant {
         let service = tower::service_fn(move |request: http::Request<::kube::client::Body>| {
             let api = api.clone();
             let up = up.load(Ordering::SeqCst);
-            calls.fetch_add(1, Ordering::SeqCst);
+            if request.method() == http::Method::POST {
+                calls.fetch_add(1, Ordering::SeqCst);
+            }
             async move {
                 if !up {
                     return Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
@@ -442,4 +444,94 @@ fn token_specs_and_modes_parse_as_documented() {
     }
     assert_eq!(parse_mode("0640"), Ok(0o640));
     assert!(parse_mode("0999").is_err() && parse_mode("1777").is_err());
+}
+
+/// A token planted in the file before the agent starts (the volume is shared: anything that
+/// can write it could) is kept only if warrant issued it for this pod and audience. An
+/// unsigned token, one signed by another key, garbage, or warrant's own token not bound to the
+/// pod, each valid "until 2099", is discarded at once (the file emptied) and a fresh token
+/// written in its place.
+#[tokio::test(start_paused = true)]
+async fn a_planted_token_is_discarded_and_a_fresh_one_asked_for() {
+    use base64::Engine as _;
+    let w = Warrant::start().await;
+    let b64 = |v: &Value| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap())
+    };
+    let claims = |now: i64| {
+        json!({
+            "aud": ["sts.amazonaws.com"], "iss": ISSUER, "sub": "system:serviceaccount:demo:app",
+            "iat": now, "nbf": now, "exp": 4_070_908_800_i64, "jti": "planted",
+            "kubernetes.io": {"namespace": "demo", "serviceaccount": {"name": "app", "uid": SA_UID},
+                              "pod": {"name": "app-0", "uid": POD_UID}},
+        })
+    };
+    let unsigned = format!(
+        "{}.{}.",
+        b64(&json!({"alg": "none", "typ": "JWT"})),
+        b64(&claims(w.now()))
+    );
+    let other_key = warrant_token::SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    let forged = other_key
+        .sign(&warrant_token::Claims::new(warrant_token::NewToken {
+            issuer: ISSUER,
+            namespace: "demo",
+            service_account: warrant_token::ObjectRef::new("app", SA_UID),
+            audiences: vec!["sts.amazonaws.com".into()],
+            binding: warrant_token::Binding::Pod {
+                pod: warrant_token::ObjectRef::new("app-0", POD_UID),
+                node: None,
+            },
+            issued_at: w.now(),
+            expires_at: 4_070_908_800,
+            warn_after: None,
+            jti: "forged".into(),
+        }))
+        .unwrap();
+    let unbound = w
+        .admin_post(
+            "/api/v1/namespaces/demo/serviceaccounts/app/token",
+            json!({"spec": {"audiences": ["sts.amazonaws.com"], "expirationSeconds": 86_400}}),
+        )
+        .await["status"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for planted in [unsigned, forged, unbound, "not a token".to_owned()] {
+        let path = w.file("aws-token");
+        std::fs::write(&path, &planted).unwrap();
+        let calls = w.calls.load(Ordering::SeqCst);
+        let running = w.spawn(w.agent(&[("aws-token", "sts.amazonaws.com")], 3600));
+        let (token, claims) = until_new_token(&path, Some(&planted)).await;
+        assert!(
+            w.calls.load(Ordering::SeqCst) > calls,
+            "asked for a new one"
+        );
+        assert!(w.accepts(&token, "sts.amazonaws.com").await);
+        assert_eq!(claims.kubernetes.pod.unwrap().uid, POD_UID);
+        assert_eq!(claims.exp.unwrap() - claims.iat.unwrap(), 3600);
+        running.stop().await;
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// While warrant's keys cannot be fetched, a token found in the file cannot be checked: it is
+/// not kept (the agent asks warrant at once, and keeps asking), and the file is left as it is,
+/// since it may be warrant's own.
+#[tokio::test(start_paused = true)]
+async fn a_token_that_cannot_be_checked_is_not_kept_but_left_in_place() {
+    let w = Warrant::start().await;
+    let running = w.spawn(w.agent(&[("aws-token", "sts.amazonaws.com")], 3600));
+    let (token, _) = until_new_token(&w.file("aws-token"), None).await;
+    running.stop().await;
+    w.up.store(false, Ordering::SeqCst);
+    let calls = w.calls.load(Ordering::SeqCst);
+    let running = w.spawn(w.agent(&[("aws-token", "sts.amazonaws.com")], 3600));
+    advance(30).await;
+    assert!(w.calls.load(Ordering::SeqCst) > calls, "not asked at once");
+    assert_eq!(std::fs::read_to_string(w.file("aws-token")).unwrap(), token);
+    w.up.store(true, Ordering::SeqCst);
+    let (fresh, _) = until_new_token(&w.file("aws-token"), Some(&token)).await;
+    assert!(w.accepts(&fresh, "sts.amazonaws.com").await);
+    running.stop().await;
 }
