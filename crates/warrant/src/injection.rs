@@ -7,6 +7,7 @@ use std::error::Error;
 use std::path::PathBuf;
 
 use clap::Args;
+use clap::builder::TypedValueParser as _;
 use warrant_server::{AZURE_DEFAULT_AUTHORITY_HOST, AdmissionLimits, AppState, InjectionSettings};
 use warrant_watch::FileWatch;
 
