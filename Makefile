@@ -153,7 +153,7 @@ soak: wrk-installed
 ## A crash stops the run and is written to fuzz/artifacts/<target>/: commit it to the seeds
 ## with its fix (docs/security.md, "Fuzzing").
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= token signed_payload dpop_proof signed_proof cnf request_body request_path manifest duration
+FUZZ_TARGETS ?= token signed_payload dpop_proof signed_proof cnf request_body admission_review request_path manifest duration
 
 fuzz:
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked

@@ -1884,9 +1884,32 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
             socket.to_str().unwrap(),
             "--audit-log-path",
             audit.to_str().unwrap(),
+            "--injection-agent-image",
+            "warrant",
+            "--injection-warrant-url",
+            "https://127.0.0.1:{port}",
         ],
     )
     .await;
+    // Token injection's families: a pod reviewed, and one past the bound on containers.
+    for containers in [1, 200] {
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "namespace": "demo", "operation": "CREATE",
+                "object": {"spec": {"serviceAccountName": "app", "containers": vec![serde_json::json!({"name": "c"}); containers]}},
+            },
+        });
+        cluster
+            .http
+            .post(cluster.url("/mutate/pods"))
+            .json(&review)
+            .send()
+            .await
+            .unwrap();
+    }
     let token = cluster.token(&["--bound-object-kind", "Pod", "--bound-object-name", "app-0"]);
     for _ in 0..2 {
         assert_eq!(cluster.review(&token, &[])["authenticated"], true);
@@ -1919,6 +1942,7 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
             "warrant_signer_requests_total{",
             "warrant_audit_events_total{",
             "warrant_dpop_proofs_total{",
+            "warrant_admission_limited_total{",
         ],
     )
     .await;

@@ -407,3 +407,249 @@ async fn an_injected_pods_agent_keeps_tokens_a_relying_party_verifies() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A policy file in `dir` letting each pod's agent ask for the annotated audiences.
+fn policy(dir: &Path) -> String {
+    let file = dir.join("policy.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nselfService:\n  audiences: [sts.amazonaws.com, 'api://AzureADTokenExchange']\n",
+    )
+    .unwrap();
+    file.display().to_string()
+}
+
+/// The annotated pod's captured review, for the pod `name` of the ServiceAccount `account`.
+fn review_for(account: &str, name: &str) -> Value {
+    let mut review = vector("pod-annotated-sa");
+    review["request"]["uid"] = json!(format!("uid-{name}"));
+    review["request"]["object"]["metadata"]["name"] = json!(name);
+    review["request"]["object"]["spec"]["serviceAccountName"] = json!(account);
+    review
+}
+
+/// Issue 43: each anonymous review naming an unknown ServiceAccount cost an authenticated GET
+/// to kube-apiserver; under a flood of them, a legitimate pod's review and a TokenRequest for
+/// a pod created a moment earlier were refused with 503. Now an anonymous review is answered
+/// from warrant's cache alone: the flood costs kube-apiserver nothing, the legitimate pod in
+/// the middle of it is mutated, and the TokenRequest's own lookup still gets through.
+#[tokio::test]
+async fn an_anonymous_flood_of_unknown_service_accounts_costs_no_lookup() {
+    let authority = Authority::new();
+    let fixture = cluster(&authority).await;
+    let dir = tempfile::tempdir().unwrap();
+    let w = Warrant::start_cluster(
+        &fixture,
+        &[
+            "--authorization-policy-file",
+            &policy(dir.path()),
+            "--injection-agent-image",
+            "ghcr.io/warrant-dev/warrant:v0.1.0",
+            "--injection-warrant-url",
+            "https://127.0.0.1:{port}",
+            // The flood is about lookups: 50 at a time stay within the reviews in flight.
+            "--injection-max-reviews-in-flight",
+            "64",
+        ],
+    )
+    .await;
+    let cluster = fixture.cluster();
+
+    // 400 reviews, 50 at a time, the legitimate one in the middle.
+    let mut answers: Vec<(usize, u16, Value)> = Vec::new();
+    for wave in 0..8 {
+        let mut running = tokio::task::JoinSet::new();
+        for i in wave * 50..(wave + 1) * 50 {
+            let review = if i == 200 {
+                review_for("s3-reader", "legitimate")
+            } else {
+                review_for(&format!("unknown-{i}"), &format!("flood-{i}"))
+            };
+            let (http, url) = (w.http.clone(), w.url("/mutate/pods"));
+            running.spawn(async move {
+                let reply = http.post(url).json(&review).send().await.unwrap();
+                let code = reply.status().as_u16();
+                (i, code, reply.json::<Value>().await.unwrap_or(Value::Null))
+            });
+        }
+        answers.extend(running.join_all().await);
+    }
+    for (i, code, answer) in &answers {
+        assert_eq!(*code, 200, "review {i}: {answer}");
+        let response = &answer["response"];
+        assert_eq!(response["allowed"], true, "review {i}: {answer}");
+        if *i == 200 {
+            assert!(
+                response["patch"].is_string(),
+                "the legitimate pod: {answer}"
+            );
+        } else {
+            assert!(response["patch"].is_null(), "review {i}: {answer}");
+        }
+    }
+    let looked_up: Vec<String> = cluster
+        .request_log()
+        .into_iter()
+        .filter(|line| line.contains("/serviceaccounts/unknown-"))
+        .collect();
+    assert!(
+        looked_up.is_empty(),
+        "{} GETs for the flood's ServiceAccounts: {:?}",
+        looked_up.len(),
+        &looked_up[..looked_up.len().min(3)]
+    );
+}
+
+/// A client with `identity`, trusting the setup's CA.
+fn client_with(w: &Warrant, identity: Option<reqwest::Identity>) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(w.path("ca.crt")).unwrap()).unwrap();
+    let mut builder = reqwest::Client::builder().tls_certs_only([ca]);
+    if let Some(identity) = identity {
+        builder = builder.identity(identity);
+    }
+    builder.build().unwrap()
+}
+
+/// Issue 43: the webhook answered anyone who reached the port. With
+/// `--injection-allowed-names`, it answers kube-apiserver's client certificate (the identity
+/// an AdmissionConfiguration's kubeconfig gives it) and refuses everyone else over real TLS:
+/// no certificate 401, another user's 403; kube-apiserver's reviews look a ServiceAccount
+/// that is not in the cache up live, and past a bound get a `Status` naming it.
+#[tokio::test]
+async fn client_certificate_mode_answers_kube_apiserver_only() {
+    let authority = Authority::new();
+    let fixture = cluster(&authority).await;
+    let pki = tempfile::tempdir().unwrap();
+    let ca = warrant_testkit::TestCa::new("cluster client CA");
+    std::fs::write(pki.path().join("client-ca.crt"), ca.pem()).unwrap();
+    let identity = |cn: &str| {
+        let issued = ca.issue_client(cn, &[]);
+        reqwest::Identity::from_pem(format!("{}{}", issued.pem(), issued.key_pem()).as_bytes())
+            .unwrap()
+    };
+    let w = Warrant::start_cluster(
+        &fixture,
+        &[
+            "--authorization-policy-file",
+            &policy(pki.path()),
+            "--client-ca-file",
+            pki.path().join("client-ca.crt").to_str().unwrap(),
+            "--injection-agent-image",
+            "ghcr.io/warrant-dev/warrant:v0.1.0",
+            "--injection-warrant-url",
+            "https://127.0.0.1:{port}",
+            "--injection-allowed-names",
+            "kube-apiserver-admission",
+            "--injection-max-containers",
+            "8",
+        ],
+    )
+    .await;
+    let post = |client: reqwest::Client, review: Value| {
+        let url = w.url("/mutate/pods");
+        async move {
+            let reply = client.post(url).json(&review).send().await.unwrap();
+            let code = reply.status().as_u16();
+            (code, reply.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let review = vector("pod-annotated-sa");
+
+    let (code, status) = post(client_with(&w, None), review.clone()).await;
+    assert_eq!(code, 401, "{status}");
+    assert_eq!(status["kind"], "Status");
+    let (code, status) = post(client_with(&w, Some(identity("mallory"))), review.clone()).await;
+    assert_eq!(code, 403, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("--injection-allowed-names"),
+        "{status}"
+    );
+
+    let apiserver = client_with(&w, Some(identity("kube-apiserver-admission")));
+    let (code, answer) = post(apiserver.clone(), review.clone()).await;
+    assert_eq!(code, 200, "{answer}");
+    assert!(answer["response"]["patch"].is_string(), "{answer}");
+
+    // A ServiceAccount created a moment ago (not yet in warrant's cache) is looked up live for
+    // kube-apiserver; an unknown one is remembered as absent, not asked again at once.
+    fixture.cluster().pause_watches(true);
+    let mut fresh = service_account("apps", "fresh", "a1b2c3d4-0000-4000-8000-000000000009");
+    fresh.metadata.annotations = Some(
+        [warrant_testkit::INJECTED_ANNOTATIONS[0]]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    fixture.create(&fresh).unwrap();
+    let (code, answer) = post(apiserver.clone(), review_for("fresh", "p1")).await;
+    assert_eq!(code, 200, "{answer}");
+    assert!(answer["response"]["patch"].is_string(), "{answer}");
+    for _ in 0..3 {
+        let (code, answer) = post(apiserver.clone(), review_for("nobody", "p2")).await;
+        assert_eq!(code, 200, "{answer}");
+        assert!(answer["response"]["patch"].is_null(), "{answer}");
+    }
+    assert_eq!(
+        fixture
+            .cluster()
+            .requests("/api/v1/namespaces/apps/serviceaccounts/nobody"),
+        1
+    );
+    fixture.cluster().pause_watches(false);
+
+    // Past a bound: a `Status` naming it.
+    let mut big = review.clone();
+    big["request"]["object"]["spec"]["containers"] = json!(
+        (0..9)
+            .map(|i| json!({"name": format!("c{i}")}))
+            .collect::<Vec<_>>()
+    );
+    let (code, status) = post(apiserver, big).await;
+    assert_eq!(code, 413, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than the 8"),
+        "{status}"
+    );
+}
+
+/// Issue 43: a 3 MiB `apiVersion` was quoted whole in the answer and in the log (20 requests:
+/// +63 MB of log). Now neither the answer nor the log carries more than 256 characters of it.
+#[tokio::test]
+async fn a_huge_api_version_is_cut_in_the_answer_and_the_log() {
+    let authority = Authority::new();
+    let fixture = cluster(&authority).await;
+    let mut w = Warrant::start_cluster(
+        &fixture,
+        &[
+            "--injection-agent-image",
+            "ghcr.io/warrant-dev/warrant:v0.1.0",
+            "--injection-warrant-url",
+            "https://127.0.0.1:{port}",
+            "--injection-max-review-bytes",
+            "4000000",
+        ],
+    )
+    .await;
+    let mut review = vector("pod-annotated-sa");
+    review["apiVersion"] = json!("v".repeat(3 * 1024 * 1024));
+    let reply = w
+        .http
+        .post(w.url("/mutate/pods"))
+        .json(&review)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 400);
+    let text = reply.text().await.unwrap();
+    assert!(text.len() < 1024, "{} bytes", text.len());
+    assert!(text.contains(&"v".repeat(256)), "{text}");
+    let line = w.log_line("admission review not answered").await;
+    assert!(line.len() < 2048, "{} bytes: {}", line.len(), &line[..300]);
+    assert!(!w.log().contains(&"v".repeat(257)));
+}

@@ -195,6 +195,24 @@ impl Objects {
         }
     }
 
+    /// The object if it is in memory, without asking the authority: `None` is a miss, not
+    /// "absent". For a caller that may not cost a live lookup (an anonymous admission review).
+    pub fn cached(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Record>> {
+        if !self.binds(kind) {
+            return None;
+        }
+        self.source.cached(kind, namespace, name)
+    }
+
+    /// The authority's answer after a miss of [`Objects::cached`] (a live GET beside a
+    /// cluster), for a caller that budgets its own lookups; [`Objects::get`] is both steps.
+    pub fn live<'a>(&'a self, kind: Kind, namespace: &'a str, name: &'a str) -> LiveLookup<'a> {
+        if !self.binds(kind) {
+            return Box::pin(std::future::ready(Err(LookupError::SecretBindingDisabled)));
+        }
+        self.source.live(kind, namespace, name)
+    }
+
     /// See [`ObjectSource::ready`].
     pub fn ready(&self) -> bool {
         self.source.ready()

@@ -446,6 +446,8 @@ fn bench_admission(c: &mut Criterion, runtime: &tokio::runtime::Runtime) {
             azure_authority_host: warrant_server::AZURE_DEFAULT_AUTHORITY_HOST.into(),
             azure_tenant_id: None,
             aws_region: None,
+            allowed_names: Vec::new(),
+            limits: Default::default(),
         });
     let mut review: serde_json::Value = serde_json::from_str(include_str!(
         "../../../tests/vectors/admission/admissionreview-pod-annotated-sa.json"

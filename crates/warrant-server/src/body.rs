@@ -29,6 +29,20 @@ pub(crate) async fn decode<T: DeserializeOwned + FromProtobuf>(
     decode_bytes(format, &bytes)
 }
 
+/// Decodes a body a route read itself (within its own limit), as JSON only: for a route whose
+/// callers send JSON (kube-apiserver's AdmissionReviews), so what it costs is what JSON costs.
+pub(crate) fn decode_json<T: DeserializeOwned + FromProtobuf>(
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> Result<T, ApiError> {
+    match format(headers)? {
+        Format::Json => decode_bytes(Format::Json, bytes),
+        Format::Yaml | Format::Protobuf => Err(ApiError::unsupported_media_type_saying(
+            "this route reads JSON only (application/json)",
+        )),
+    }
+}
+
 /// Decodes a whole body in `format`.
 fn decode_bytes<T: DeserializeOwned + FromProtobuf>(
     format: Format,

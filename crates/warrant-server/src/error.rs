@@ -188,6 +188,12 @@ impl ApiError {
         )
     }
 
+    /// 413 for a request past one of a route's own bounds, saying which (the bound, never the
+    /// client's input).
+    pub fn too_large_saying(why: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge", why)
+    }
+
     /// 415 for a body in a format warrant does not read.
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(
@@ -196,6 +202,15 @@ impl ApiError {
             format!(
                 "the body of the request was in an unknown format ({content_type}) - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
             ),
+        )
+    }
+
+    /// 415 saying which format the route reads.
+    pub(crate) fn unsupported_media_type_saying(why: &'static str) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            why,
         )
     }
 

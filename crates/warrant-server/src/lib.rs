@@ -64,6 +64,13 @@ pub mod fuzzing {
         crate::body::check_decoder::<crate::admission::AdmissionReview>(bytes);
     }
 
+    /// Runs token injection's webhook on `bytes` as a `/mutate/pods` body, short of its
+    /// lookups, asserting what must hold for any input (no panic, short messages whatever the
+    /// body quotes, a patch within its bound).
+    pub fn admission_review(bytes: &[u8]) {
+        crate::admission::check_review(bytes);
+    }
+
     /// Matches `bytes` (as a path, if UTF-8) against the route table, asserting that it
     /// matches as the plain reading of the templates does and that nothing after it panics.
     pub fn request_path(bytes: &[u8]) {
@@ -81,7 +88,8 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 
 pub use admission::{
-    AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings, TOKEN_AGENT_DEFAULT_AUDIENCE,
+    AZURE_DEFAULT_AUTHORITY_HOST, AdmissionLimits, InjectionSettings, LOOKUPS_IN_FLIGHT,
+    MAX_REVIEW_VALUES, REMEMBER_ABSENT, TOKEN_AGENT_DEFAULT_AUDIENCE,
 };
 pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;
@@ -197,7 +205,7 @@ async fn dispatch(state: &AppState, request: Request, admitted: Admitted) -> Res
             let served = route.group_version.map_or("", |gv| gv.api_version);
             Box::pin(tokenreview::create(state, caller, served, request)).await
         }
-        Endpoint::Admission => Box::pin(admission::review(state, request)).await,
+        Endpoint::Admission => Box::pin(admission::review(state, caller, request)).await,
         Endpoint::OpenIdConfiguration => discovery::openid_configuration(state, request.headers()),
         Endpoint::Jwks => discovery::jwks(state, request.headers()),
         Endpoint::CoreVersions | Endpoint::Groups | Endpoint::Group | Endpoint::Resources => {

@@ -7,7 +7,7 @@ use arc_swap::ArcSwapOption;
 use prometheus_client::registry::Registry;
 use warrant_objects::Objects;
 
-use crate::admission::metrics::AdmissionMetrics;
+use crate::admission::Webhook;
 use crate::admission::plan::InjectionSettings;
 
 use crate::metrics::Metrics;
@@ -34,7 +34,8 @@ struct Inner {
     /// Token injection's settings; `None` until [`AppState::set_injection`] (the webhook
     /// route then answers that it is not configured).
     injection: ArcSwapOption<InjectionSettings>,
-    admission_metrics: AdmissionMetrics,
+    /// Token injection's webhook: its metrics, reviews in flight and lookups.
+    admission: Webhook,
 }
 
 /// A line of `/readyz?verbose` that a component computes when asked (see
@@ -70,7 +71,7 @@ impl AppState {
             mut registry,
         } = parts;
         let metrics = Metrics::register(&mut registry);
-        let admission_metrics = AdmissionMetrics::register(&mut registry);
+        let admission = Webhook::register(&mut registry);
         authenticator.register_metrics(&mut registry);
         authorizer.register_metrics(&mut registry);
         AppState {
@@ -85,7 +86,7 @@ impl AppState {
                 checks: Mutex::new(Vec::new()),
                 shutting_down: AtomicBool::new(false),
                 injection: ArcSwapOption::empty(),
-                admission_metrics,
+                admission,
             }),
         }
     }
@@ -117,8 +118,8 @@ impl AppState {
         self.inner.injection.load_full()
     }
 
-    pub(crate) fn admission_metrics(&self) -> &AdmissionMetrics {
-        &self.inner.admission_metrics
+    pub(crate) fn admission(&self) -> &Webhook {
+        &self.inner.admission
     }
 
     /// The objects tokens bind to.

@@ -47,6 +47,26 @@ pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
     format!("[{}]", quoted.join(" "))
 }
 
+/// The most characters of a caller-supplied value a message or log line quotes.
+pub(crate) const QUOTED_VALUE_CHARS: usize = 256;
+
+/// `s` cut to [`QUOTED_VALUE_CHARS`] characters, with `…` after a cut: borrowed when short.
+pub(crate) fn cut(s: &str) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(QUOTED_VALUE_CHARS) {
+        None => std::borrow::Cow::Borrowed(s),
+        Some((end, _)) => std::borrow::Cow::Owned(format!("{}…", s.get(..end).unwrap_or(s))),
+    }
+}
+
+/// `s` Go-quoted after cutting it to [`QUOTED_VALUE_CHARS`] characters, `…` after the closing
+/// quote when it was cut: a value a caller chose, as an error quotes it.
+pub(crate) fn quote_cut(s: &str) -> String {
+    match s.char_indices().nth(QUOTED_VALUE_CHARS) {
+        None => quote(s),
+        Some((end, _)) => format!("{}…", quote(s.get(..end).unwrap_or(s))),
+    }
+}
+
 fn is_print(c: char) -> bool {
     if c == ' ' {
         return true;
@@ -58,6 +78,20 @@ fn is_print(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// A value is quoted whole up to the bound, and cut past it (by characters, not bytes),
+    /// the cut said after the quote; a multi-megabyte value costs a short message.
+    #[test]
+    fn long_values_are_cut() {
+        assert_eq!(super::quote_cut("a\"b"), "\"a\\\"b\"");
+        let exact = "é".repeat(super::QUOTED_VALUE_CHARS);
+        assert_eq!(super::quote_cut(&exact), format!("\"{exact}\""));
+        assert_eq!(super::cut(&exact), exact);
+        let long = "é".repeat(3 * 1024 * 1024);
+        let quoted = super::quote_cut(&long);
+        assert_eq!(quoted, format!("\"{exact}\"…"));
+        assert_eq!(super::cut(&long), format!("{exact}…"));
+    }
+
     use super::*;
 
     #[test]

@@ -111,6 +111,23 @@ pub fn go_quote(s: &str) -> String {
     goquote::quote(s)
 }
 
+/// The most characters of a value a caller chose (a name, an `apiVersion`, an annotation) that
+/// an error or a log line quotes: past it the value is cut, so a caller cannot make warrant's
+/// answers or logs as large as its requests.
+pub const QUOTED_VALUE_CHARS: usize = goquote::QUOTED_VALUE_CHARS;
+
+/// A caller's value Go-quoted as an error quotes it, cut to [`QUOTED_VALUE_CHARS`] characters
+/// (`…` after the quote says it was cut).
+pub fn quote_value(s: &str) -> String {
+    goquote::quote_cut(s)
+}
+
+/// A caller's value for a log field or a message that does not quote it: cut to
+/// [`QUOTED_VALUE_CHARS`] characters, `…` after a cut.
+pub fn cut_value(s: &str) -> std::borrow::Cow<'_, str> {
+    goquote::cut(s)
+}
+
 /// Go's `%q` of a `[]string` (`["a" "b"]`), for the audience lists in kube's messages.
 pub fn go_quote_list<S: AsRef<str>>(items: &[S]) -> String {
     goquote::quote_list(items)

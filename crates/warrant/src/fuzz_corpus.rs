@@ -62,6 +62,14 @@ fn request_body_corpus() {
 }
 
 #[test]
+fn admission_review_corpus() {
+    replay(
+        "admission_review",
+        warrant_server::fuzzing::admission_review,
+    );
+}
+
+#[test]
 fn request_path_corpus() {
     replay("request_path", warrant_server::fuzzing::request_path);
 }
@@ -107,6 +115,13 @@ proptest! {
     #[test]
     fn any_request_body(data in proptest::collection::vec(any::<u8>(), 0..400)) {
         warrant_server::fuzzing::request_body(&data);
+    }
+
+    #[test]
+    fn any_admission_review(
+        text in r#"(\{|\}|\[|\]|,|:|"apiVersion"|"admission.k8s.io/v1"|"kind"|"AdmissionReview"|"request"|"uid"|"Pod"|"v1"|"version"|"operation"|"CREATE"|"object"|"spec"|"containers"|"initContainers"|"name"|"env"|"volumeMounts"|"volumes"|"mountPath"|"warrant-tokens"|"[a-z0-9-]{0,8}"|null|true|[0-9]{1,3}| ){0,60}"#
+    ) {
+        warrant_server::fuzzing::admission_review(text.as_bytes());
     }
 
     #[test]

@@ -7,8 +7,10 @@ use std::error::Error;
 use std::path::PathBuf;
 
 use clap::Args;
+use clap::builder::TypedValueParser as _;
 use warrant_server::{
-    AZURE_DEFAULT_AUTHORITY_HOST, AppState, InjectionSettings, TOKEN_AGENT_DEFAULT_AUDIENCE,
+    AZURE_DEFAULT_AUTHORITY_HOST, AdmissionLimits, AppState, InjectionSettings,
+    TOKEN_AGENT_DEFAULT_AUDIENCE,
 };
 use warrant_watch::FileWatch;
 
@@ -79,6 +81,55 @@ pub(crate) struct InjectionArgs {
         value_parser = agent_audience
     )]
     pub(crate) agent_audience: String,
+    /// Answer only these client certificates' names (CN, from --client-ca-file): the identity
+    /// kube-apiserver's AdmissionConfiguration kubeconfig gives it for this webhook. Every
+    /// other caller is refused (401, 403). Without it, anyone who reaches the port is
+    /// answered, from warrant's cache only: never a lookup at kube-apiserver
+    /// (docs/injection.md, "Who may call").
+    #[arg(
+        long = "injection-allowed-names",
+        value_name = "NAMES",
+        value_delimiter = ',',
+        requires = "agent_image"
+    )]
+    pub(crate) allowed_names: Vec<String>,
+    /// The largest AdmissionReview read, in bytes (past it: 413).
+    #[arg(
+        long = "injection-max-review-bytes",
+        value_name = "BYTES",
+        default_value_t = AdmissionLimits::default().max_review_bytes,
+        value_parser = clap::value_parser!(u32).range(1024..).map(|n| n as usize),
+        requires = "agent_image"
+    )]
+    pub(crate) max_review_bytes: usize,
+    /// The most containers, and the most init containers, of a pod the webhook reads (each
+    /// list alone; past it: 413).
+    #[arg(
+        long = "injection-max-containers",
+        value_name = "N",
+        default_value_t = AdmissionLimits::default().max_containers,
+        value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize),
+        requires = "agent_image"
+    )]
+    pub(crate) max_containers: usize,
+    /// The largest patch answered, in bytes (past it: 413).
+    #[arg(
+        long = "injection-max-patch-bytes",
+        value_name = "BYTES",
+        default_value_t = AdmissionLimits::default().max_patch_bytes,
+        value_parser = clap::value_parser!(u32).range(1024..).map(|n| n as usize),
+        requires = "agent_image"
+    )]
+    pub(crate) max_patch_bytes: usize,
+    /// The most reviews this replica answers at once (one more: 429 at once).
+    #[arg(
+        long = "injection-max-reviews-in-flight",
+        value_name = "N",
+        default_value_t = AdmissionLimits::default().max_in_flight,
+        value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize),
+        requires = "agent_image"
+    )]
+    pub(crate) max_in_flight: usize,
 }
 
 /// An audience a projected token can carry: not empty, no control characters.
@@ -118,6 +169,13 @@ pub(crate) fn setup(
         azure_authority_host: args.azure_authority_host.clone(),
         azure_tenant_id: args.azure_tenant_id.clone(),
         aws_region: args.aws_region.clone(),
+        allowed_names: args.allowed_names.clone(),
+        limits: AdmissionLimits {
+            max_review_bytes: args.max_review_bytes,
+            max_containers: args.max_containers,
+            max_patch_bytes: args.max_patch_bytes,
+            max_in_flight: args.max_in_flight,
+        },
     };
     let Some(ca_file) = args.ca_file.clone() else {
         state.set_injection(settings);

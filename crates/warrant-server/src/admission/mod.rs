@@ -5,7 +5,8 @@
 //! (docs/injection.md walks a pod through it).
 //!
 //! The ServiceAccount is read through the objects warrant already keeps (the cluster's watch
-//! cache, a live GET on a miss; the manifest file standalone), never with a request of its own.
+//! cache; the manifest file standalone), and after a miss, for kube-apiserver's reviews only,
+//! with a live GET on a budget of its own ([`lookup`]).
 //!
 //! What comes back, decided per input (docs/injection.md, "Bad input"):
 //! - admitted unchanged: a kind other than Pod, an operation other than CREATE, a
@@ -18,26 +19,35 @@
 //! - an error (a `Status`, so kube-apiserver applies the webhook's `failurePolicy`): a review
 //!   that does not parse, a ServiceAccount that cannot be looked up, injection not configured.
 //!
-//! Who may call: anyone who reaches the port, as kube-apiserver calls webhooks without
-//! credentials unless an AdmissionConfiguration gives it some. The answer tells a caller
-//! nothing a pod's author does not see in the mutated pod: the warrant annotations of the
-//! ServiceAccount named (identifiers, not credentials). Cost to warrant: one lookup in memory,
-//! on a miss one GET within the live-GET limits (docs/security.md).
+//! Who may call, and what it costs (docs/injection.md, "Who may call"): kube-apiserver calls
+//! webhooks without credentials unless an AdmissionConfiguration gives it some. With
+//! `--injection-allowed-names`, only a client certificate (from `--client-ca-file`) with one of
+//! those names is answered: every other caller gets a 401 or 403 before its body is read.
+//! Without it, anyone who reaches the port is answered, from memory only ([`lookup`]): such a
+//! review never costs a GET to kube-apiserver. Every review is bounded ([`limits`]), and what
+//! an answer or a log line quotes of the review is cut ([`warrant_token::quote_value`]); a
+//! failed lookup is said in generic words, its cause only in warrant's log.
 
+pub(crate) mod limits;
+mod lookup;
 pub(crate) mod metrics;
 mod patch;
 pub(crate) mod plan;
 mod policy;
 mod review;
 
-use axum::body::Body;
-
 use axum::response::{IntoResponse, Response};
-use http::HeaderMap;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use serde_json::Value;
-use warrant_objects::Kind;
+use warrant_audit::loglimit::SharedThrottle;
+use warrant_auth::{Caller, Via};
+use warrant_token::{cut_value, quote_value};
 
+use self::limits::InFlight;
+pub use self::limits::{AdmissionLimits, MAX_REVIEW_VALUES};
+use self::lookup::{AccountLookups, Found};
+pub use self::lookup::{LOOKUPS_IN_FLIGHT, REMEMBER_ABSENT};
+use self::metrics::AdmissionMetrics;
 use self::plan::Refusal;
 pub use self::plan::{
     AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings, TOKEN_AGENT_DEFAULT_AUDIENCE,
@@ -77,15 +87,71 @@ impl Outcome {
     }
 }
 
+/// What the webhook keeps between reviews: its metrics, the reviews in flight, the lookups.
+#[derive(Debug)]
+pub(crate) struct Webhook {
+    pub(crate) metrics: AdmissionMetrics,
+    in_flight: InFlight,
+    accounts: AccountLookups,
+    /// Reviews not answered are logged at most once a second, with a count of those left
+    /// out: anyone may send them.
+    unanswered_logged: SharedThrottle,
+}
+
+impl Webhook {
+    /// The webhook's state, its metrics registered in `registry`.
+    pub(crate) fn register(registry: &mut prometheus_client::registry::Registry) -> Self {
+        let accounts = AccountLookups::new();
+        Webhook {
+            metrics: AdmissionMetrics::register(registry, accounts.in_flight_gauge()),
+            in_flight: InFlight::default(),
+            accounts,
+            unanswered_logged: SharedThrottle::default(),
+        }
+    }
+}
+
+/// How far a caller is trusted (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// kube-apiserver, by its certificate: a miss is looked up live.
+    KubeApiserver,
+    /// Anyone: answered from memory only.
+    CacheOnly,
+}
+
+/// A review not answered: the error, and the bound it passed, if that was why.
+struct Unanswered {
+    error: ApiError,
+    limit: Option<&'static str>,
+}
+
+impl From<ApiError> for Unanswered {
+    fn from(error: ApiError) -> Self {
+        Unanswered { error, limit: None }
+    }
+}
+
+fn limited(limit: &'static str) -> impl FnOnce(ApiError) -> Unanswered {
+    move |error| Unanswered {
+        error,
+        limit: Some(limit),
+    }
+}
+
 /// The handler.
-pub(crate) async fn review(state: &AppState, request: axum::extract::Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let answered = answer(state, &parts.headers, body).await;
+pub(crate) async fn review(
+    state: &AppState,
+    caller: &Caller,
+    request: axum::extract::Request,
+) -> Response {
+    let webhook = state.admission();
+    let answered = answer(state, caller, request).await;
     let outcome = match &answered {
         Ok((_, outcome)) => *outcome,
         Err(_) => Outcome::Error,
     };
-    state.admission_metrics().count(outcome.label());
+    webhook.metrics.count(outcome.label());
     match answered {
         Ok((answer, _)) => {
             // Strings, booleans and a list of strings: it always serializes.
@@ -96,45 +162,73 @@ pub(crate) async fn review(state: &AppState, request: axum::extract::Request) ->
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             response
         }
-        Err(error) => {
-            tracing::warn!(error = %error.message(), "admission review not answered: kube-apiserver applies the webhook's failurePolicy");
+        Err(Unanswered { error, limit }) => {
+            if let Some(limit) = limit {
+                webhook.metrics.limited(limit);
+            }
+            if let Some(left_out) = webhook.unanswered_logged.allow(tokio::time::Instant::now()) {
+                // The message quotes nothing of the review past a cut; it is cut again here,
+                // as every line of the log is bounded whatever a message becomes.
+                tracing::warn!(
+                    error = %cut_value(error.message()),
+                    code = error.code().as_u16(),
+                    not_logged = left_out,
+                    "admission review not answered: kube-apiserver applies the webhook's failurePolicy"
+                );
+            }
             error.into_response()
         }
     }
 }
 
+/// Whether `caller` may be answered, and how far it is trusted.
+fn access(settings: &InjectionSettings, caller: &Caller) -> Result<Access, ApiError> {
+    if settings.allowed_names.is_empty() {
+        return Ok(Access::CacheOnly);
+    }
+    match caller {
+        Caller::Anonymous => Err(ApiError::unauthorized()),
+        Caller::User(user)
+            if user.via == Via::ClientCertificate
+                && settings.allowed_names.contains(&user.name) =>
+        {
+            Ok(Access::KubeApiserver)
+        }
+        Caller::User(user) => Err(ApiError::forbidden(
+            "",
+            "",
+            "",
+            &format!(
+                "user {} may not call the token injection webhook: it answers kube-apiserver's client certificate only (--injection-allowed-names)",
+                quote_value(&user.name)
+            ),
+        )),
+    }
+}
+
 async fn answer(
     state: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<(AdmissionReviewAnswer, Outcome), ApiError> {
-    let review: AdmissionReview = body::decode(headers, body).await?;
-    let api_version = match review.api_version.as_deref() {
-        Some(v @ (ADMISSION_V1 | ADMISSION_V1BETA1)) => v.to_owned(),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "expected an AdmissionReview of {ADMISSION_V1}, got apiVersion {}",
-                warrant_token::go_quote(other)
-            )));
-        }
-        None => {
-            return Err(ApiError::bad_request(format!(
-                "the AdmissionReview has no apiVersion (expected {ADMISSION_V1})"
-            )));
-        }
+    caller: &Caller,
+    request: axum::extract::Request,
+) -> Result<(AdmissionReviewAnswer, Outcome), Unanswered> {
+    let Some(settings) = state.injection() else {
+        return Err(ApiError::unavailable(
+            "token injection is not configured on this server (warrant serve --injection-agent-image and --injection-warrant-url)",
+        )
+        .into());
     };
-    if review.kind.as_deref() != Some("AdmissionReview") {
-        return Err(ApiError::bad_request(
-            "expected kind AdmissionReview, as kube-apiserver sends to a mutating webhook",
-        ));
-    }
-    let request = review
-        .request
-        .ok_or_else(|| ApiError::bad_request("the AdmissionReview has no request"))?;
-    if request.uid.is_empty() {
-        return Err(ApiError::bad_request("request.uid is required"));
-    }
-    let (response, outcome) = admit(state, request).await?;
+    let access = access(&settings, caller).map_err(limited("caller"))?;
+    let limits = settings.limits;
+    let Some(_slot) = state.admission().in_flight.enter(limits.max_in_flight) else {
+        return Err(limited("in_flight")(limits::too_many(limits.max_in_flight)));
+    };
+    let (parts, incoming) = request.into_parts();
+    let bytes = axum::body::to_bytes(incoming, limits.max_review_bytes)
+        .await
+        .map_err(|_| limited("review_bytes")(limits::body_too_large(limits.max_review_bytes)))?;
+    let (api_version, request) = parse(&parts.headers, &bytes)?;
+    drop(bytes);
+    let (response, outcome) = admit(state, &settings, access, request).await?;
     Ok((
         AdmissionReviewAnswer {
             api_version,
@@ -145,11 +239,62 @@ async fn answer(
     ))
 }
 
+/// A review's bytes read as kube-apiserver sends them: JSON within [`MAX_REVIEW_VALUES`], an
+/// AdmissionReview of a version warrant answers, with a request that has a uid. The version
+/// and the request.
+fn parse(
+    headers: &http::HeaderMap,
+    bytes: &[u8],
+) -> Result<(String, AdmissionRequest), Unanswered> {
+    limits::check_values(bytes, MAX_REVIEW_VALUES).map_err(limited("review_values"))?;
+    let review: AdmissionReview = body::decode_json(headers, bytes)?;
+    let api_version = match review.api_version.as_deref() {
+        Some(v @ (ADMISSION_V1 | ADMISSION_V1BETA1)) => v.to_owned(),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "expected an AdmissionReview of {ADMISSION_V1}, got apiVersion {}",
+                quote_value(other)
+            ))
+            .into());
+        }
+        None => {
+            return Err(ApiError::bad_request(format!(
+                "the AdmissionReview has no apiVersion (expected {ADMISSION_V1})"
+            ))
+            .into());
+        }
+    };
+    if review.kind.as_deref() != Some("AdmissionReview") {
+        return Err(ApiError::bad_request(
+            "expected kind AdmissionReview, as kube-apiserver sends to a mutating webhook",
+        )
+        .into());
+    }
+    let request = review
+        .request
+        .ok_or_else(|| ApiError::bad_request("the AdmissionReview has no request"))?;
+    if request.uid.is_empty() {
+        return Err(ApiError::bad_request("request.uid is required").into());
+    }
+    if request.uid.len() > MAX_UID_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "request.uid is longer than {MAX_UID_BYTES} bytes (kube-apiserver sends a UUID)"
+        ))
+        .into());
+    }
+    Ok((api_version, request))
+}
+
+/// The longest `request.uid` echoed back: kube-apiserver sends a UUID (36 bytes).
+const MAX_UID_BYTES: usize = 128;
+
 /// The answer to one request.
 async fn admit(
     state: &AppState,
+    settings: &InjectionSettings,
+    access: Access,
     request: AdmissionRequest,
-) -> Result<(AdmissionResponse, Outcome), ApiError> {
+) -> Result<(AdmissionResponse, Outcome), Unanswered> {
     let AdmissionRequest {
         uid,
         kind,
@@ -169,7 +314,7 @@ async fn admit(
             uid,
             vec![format!(
                 "warrant's token injection mutates pods only, and was sent a {}: admitted unchanged (check the webhook's rules)",
-                kind.describe()
+                cut_value(&kind.describe())
             )],
         );
     }
@@ -177,10 +322,12 @@ async fn admit(
         return unchanged(uid, vec![]);
     }
     let Some(pod) = object.filter(Value::is_object) else {
-        return Err(ApiError::bad_request(
-            "request.object is missing or is not a pod",
-        ));
+        return Err(ApiError::bad_request("request.object is missing or is not a pod").into());
     };
+    for field in ["containers", "initContainers"] {
+        limits::check_containers(&pod, field, settings.limits.max_containers)
+            .map_err(limited("containers"))?;
+    }
     if pod
         .pointer("/metadata/labels")
         .and_then(|labels| labels.get(OPT_OUT_LABEL))
@@ -189,11 +336,6 @@ async fn admit(
     {
         return unchanged(uid, vec![]);
     }
-    let Some(settings) = state.injection() else {
-        return Err(ApiError::unavailable(
-            "token injection is not configured on this server (warrant serve --injection-agent-image and --injection-warrant-url)",
-        ));
-    };
     let namespace = namespace
         .filter(|n| !n.is_empty())
         .or_else(|| first_text(&pod, &["/metadata/namespace"]).map(str::to_owned))
@@ -203,18 +345,55 @@ async fn admit(
     let service_account = first_text(&pod, &["/spec/serviceAccountName", "/spec/serviceAccount"])
         .unwrap_or("default")
         .to_owned();
-    let account = state
-        .objects()
-        .get(Kind::ServiceAccount, &namespace, &service_account)
-        .await
-        .map_err(|why| ApiError::unavailable(why.to_string()))?;
-    let Some(account) = account else {
-        return unchanged(
-            uid,
-            vec![format!(
-                "warrant: service account {namespace}/{service_account} not found: no token injected"
-            )],
-        );
+    let webhook = state.admission();
+    let found = webhook
+        .accounts
+        .find(
+            state.objects(),
+            &namespace,
+            &service_account,
+            access == Access::KubeApiserver,
+            state.issuer().clock().now(),
+            &webhook.metrics,
+        )
+        .await;
+    let account = match found {
+        Ok(Found::Account(account)) => account,
+        Ok(Found::Absent) => {
+            return unchanged(
+                uid,
+                vec![format!(
+                    "warrant: service account {}/{} not found: no token injected",
+                    cut_value(&namespace),
+                    cut_value(&service_account)
+                )],
+            );
+        }
+        Ok(Found::NotInCache) => {
+            return unchanged(
+                uid,
+                vec![format!(
+                    "warrant: service account {}/{} is not in warrant's cache, and a review from a caller other than kube-apiserver's certificate is answered from the cache only (--injection-allowed-names): no token injected",
+                    cut_value(&namespace),
+                    cut_value(&service_account)
+                )],
+            );
+        }
+        Err(lookup::Failure::Overloaded) => {
+            return Err(limited("lookups")(ApiError::too_many_requests_saying(
+                1,
+                format!(
+                    "warrant's webhook has {LOOKUPS_IN_FLIGHT} ServiceAccount lookups in flight already: try again shortly"
+                ),
+            )));
+        }
+        Err(lookup::Failure::Failed(why)) => {
+            tracing::warn!(error = %cut_value(&why.to_string()), "admission: the ServiceAccount lookup failed");
+            return Err(ApiError::unavailable(
+                "warrant could not look up the pod's ServiceAccount (its log says why): try again shortly",
+            )
+            .into());
+        }
     };
     let refused = |refusal: Refusal| {
         Ok((
@@ -222,7 +401,7 @@ async fn admit(
             Outcome::Refused,
         ))
     };
-    let plan = match plan::plan(&account.annotations, &settings) {
+    let plan = match plan::plan(&account.annotations, settings) {
         Ok(Some(plan)) => plan,
         Ok(None) => return unchanged(uid, vec![]),
         Err(refusal) => return refused(refusal),
@@ -237,18 +416,22 @@ async fn admit(
         return unchanged(
             uid,
             vec![format!(
-                "warrant's token agent runs on Linux only: this Windows pod of {namespace}/{service_account} gets no tokens from it"
+                "warrant's token agent runs on Linux only: this Windows pod of {}/{} gets no tokens from it",
+                cut_value(&namespace),
+                cut_value(&service_account)
             )],
         );
     }
-    let pod_name = first_text(&pod, &["/metadata/name", "/metadata/generateName"]).unwrap_or("pod");
+    // Cut as every value of the review quoted in a message is: no valid name is that long.
+    let pod_name =
+        cut_value(first_text(&pod, &["/metadata/name", "/metadata/generateName"]).unwrap_or("pod"));
     if let Err(refusal) = policy::check(
         state,
         &policy::Account {
             namespace: &namespace,
             name: &service_account,
             uid: &account.uid,
-            pod: pod_name,
+            pod: &pod_name,
         },
         &plan,
     )
@@ -256,12 +439,16 @@ async fn admit(
     {
         return refused(refusal);
     }
-    match patch::mutate(&pod, &plan, &settings) {
+    match patch::mutate(&pod, &plan, settings) {
         Ok(mutation) if mutation.ops.is_empty() => unchanged(uid, mutation.warnings),
-        Ok(mutation) => Ok((
-            AdmissionResponse::patched(uid, &mutation.ops, mutation.warnings),
-            Outcome::Mutated,
-        )),
+        Ok(mutation) => {
+            let response = AdmissionResponse::patched(uid, &mutation.ops, mutation.warnings);
+            // base64 of the patch: four bytes for every three.
+            let patch_bytes = response.patch.as_ref().map_or(0, |p| p.len() / 4 * 3);
+            limits::check_patch(patch_bytes, settings.limits.max_patch_bytes)
+                .map_err(limited("patch_bytes"))?;
+            Ok((response, Outcome::Mutated))
+        }
         Err(refusal) => refused(refusal),
     }
 }
@@ -274,4 +461,84 @@ fn first_text<'a>(object: &'a Value, fields: &[&str]) -> Option<&'a str> {
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
     })
+}
+
+/// The longest message a review's answer may carry for any input: a sentence of warrant's,
+/// with a few values of the review quoted, each cut to 256 characters.
+const MAX_ANSWER_MESSAGE: usize = 2048;
+
+/// What the webhook does with a body, short of the lookups: the bounds, the parse, the plan of
+/// a ServiceAccount annotated for every cloud, the patch. Asserts what must hold for any input:
+/// no panic, messages and warnings short whatever the body quotes, a patch within its bound.
+/// The fuzz target `admission_review` and its corpus replay in the `warrant` crate run it.
+pub(crate) fn check_review(bytes: &[u8]) {
+    let settings = InjectionSettings {
+        agent_image: "warrant".into(),
+        warrant_url: "https://warrant.warrant.svc".into(),
+        azure_authority_host: AZURE_DEFAULT_AUTHORITY_HOST.into(),
+        ..InjectionSettings::default()
+    };
+    let limits = settings.limits;
+    let short = |message: &str| {
+        assert!(
+            message.chars().count() <= MAX_ANSWER_MESSAGE,
+            "a {} character message",
+            message.chars().count()
+        );
+    };
+    if bytes.len() > limits.max_review_bytes {
+        return;
+    }
+    let request = match parse(&http::HeaderMap::new(), bytes) {
+        Ok((_, request)) => request,
+        Err(Unanswered { error, .. }) => return short(error.message()),
+    };
+    short(&cut_value(&request.kind.describe()));
+    let Some(pod) = request.object.filter(Value::is_object) else {
+        return;
+    };
+    for field in ["containers", "initContainers"] {
+        if let Err(error) = limits::check_containers(&pod, field, limits.max_containers) {
+            return short(error.message());
+        }
+    }
+    let annotations: Vec<(String, String)> = [
+        (plan::AUDIENCE, "vault"),
+        (plan::AWS_ROLE_ARN, "arn:aws:iam::111122223333:role/r"),
+        (
+            plan::AZURE_CLIENT_ID,
+            "00000000-1111-2222-3333-444444444444",
+        ),
+        (
+            plan::AZURE_TENANT_ID,
+            "55555555-6666-7777-8888-999999999999",
+        ),
+        (
+            plan::GCP_PROVIDER,
+            "projects/1/locations/global/workloadIdentityPools/pool/providers/prov",
+        ),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    let planned = plan::plan(&annotations, &settings);
+    assert!(matches!(planned, Ok(Some(_))), "{planned:?}");
+    let Ok(Some(plan)) = planned else {
+        return;
+    };
+    match patch::mutate(&pod, &plan, &settings) {
+        Ok(mutation) => {
+            for warning in &mutation.warnings {
+                short(warning);
+            }
+            let response = AdmissionResponse::patched(request.uid, &mutation.ops, vec![]);
+            let patch_bytes = response.patch.as_ref().map_or(0, |p| p.len() / 4 * 3);
+            // Within the bounds on containers, the patch is within its own.
+            assert!(
+                limits::check_patch(patch_bytes, limits.max_patch_bytes).is_ok(),
+                "a {patch_bytes} byte patch"
+            );
+        }
+        Err(refusal) => short(&refusal.message),
+    }
 }

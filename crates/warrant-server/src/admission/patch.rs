@@ -200,8 +200,8 @@ fn consumer(
         {
             return Err(Refusal::bad(format!(
                 "container {} mounts the volume {} at {path}, where warrant mounts its {volume}: mount it elsewhere, or opt the pod out with the label warrant.dev/inject=false",
-                warrant_token::go_quote(name),
-                warrant_token::go_quote(name_of(other)),
+                warrant_token::quote_value(name),
+                warrant_token::quote_value(name_of(other)),
             )));
         }
         new_mounts.push(json!({"name": volume, "mountPath": path, "readOnly": true}));
@@ -225,7 +225,7 @@ fn consumer(
                 if group.identity && !mutated_before {
                     mutation.warnings.push(format!(
                         "container {} sets {var} itself: warrant adds none of its {} variables to it, and it keeps its own",
-                        warrant_token::go_quote(name),
+                        warrant_token::quote_value(name),
                         group.cloud
                     ));
                 }
@@ -370,7 +370,7 @@ fn is_consumer_mount(mount: &Value, path: &str) -> bool {
 fn reserved(what: &str, name: &str, why: &str) -> Refusal {
     Refusal::bad(format!(
         "the pod has {what} named {} that warrant did not add ({why}); warrant injects its token agent under that name: rename yours, or opt the pod out with the label warrant.dev/inject=false",
-        warrant_token::go_quote(name)
+        warrant_token::quote_value(name)
     ))
 }
 

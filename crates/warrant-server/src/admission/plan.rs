@@ -113,6 +113,11 @@ pub struct InjectionSettings {
     pub azure_tenant_id: Option<String>,
     /// `AWS_REGION` and `AWS_DEFAULT_REGION`, if set.
     pub aws_region: Option<String>,
+    /// The names of kube-apiserver's client certificates (from `--client-ca-file`) the webhook
+    /// answers; empty: anyone, from the cache only (see the admission module).
+    pub allowed_names: Vec<String>,
+    /// What one review may cost, and how many are answered at once.
+    pub limits: super::limits::AdmissionLimits,
 }
 
 /// Why a pod is refused: the message names the annotation (or the conflict).
@@ -279,7 +284,7 @@ pub(crate) fn plan(
             if !is_uuid(client_id) {
                 return Err(Refusal::bad(format!(
                     "the ServiceAccount's annotation {AZURE_CLIENT_ID} is {}, not a UUID (an Entra application's or managed identity's client ID)",
-                    quote(client_id)
+                    warrant_token::quote_value(client_id)
                 )));
             }
             let tenant = match (get(AZURE_TENANT_ID), &settings.azure_tenant_id) {
@@ -294,7 +299,7 @@ pub(crate) fn plan(
             if !is_tenant(&tenant) {
                 return Err(Refusal::bad(format!(
                     "the ServiceAccount's annotation {AZURE_TENANT_ID} is {}, not a tenant ID (a UUID) or a tenant's domain name",
-                    quote(&tenant)
+                    warrant_token::quote_value(&tenant)
                 )));
             }
             let token = cloud_token(
@@ -350,7 +355,7 @@ pub(crate) fn plan(
                     } else {
                         Err(Refusal::bad(format!(
                             "the ServiceAccount's annotation {GCP_SERVICE_ACCOUNT} is {}, not a service account's email address",
-                            quote(email)
+                            warrant_token::quote_value(email)
                         )))
                     }
                 })
@@ -426,21 +431,6 @@ fn stray<'a>(
     }
 }
 
-/// An annotation value, quoted as Go quotes it, cut to a length a message can carry.
-fn quote(value: &str) -> String {
-    const MAX: usize = 256;
-    let mut end = value.len().min(MAX);
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    let quoted = warrant_token::go_quote(&value[..end]);
-    if end < value.len() {
-        format!("{quoted}…")
-    } else {
-        quoted
-    }
-}
-
 /// An audience: what a TokenRequest takes (at most 1,024 bytes), without the agent's list
 /// separator (`,`) or control characters.
 fn audience_value(key: &str, value: &str) -> Result<String, Refusal> {
@@ -451,7 +441,7 @@ fn audience_value(key: &str, value: &str) -> Result<String, Refusal> {
     {
         return Err(Refusal::bad(format!(
             "the ServiceAccount's annotation {key} is {}: an audience is 1 to {} bytes, without commas or control characters",
-            quote(value),
+            warrant_token::quote_value(value),
             warrant_token::MAX_AUDIENCE_BYTES
         )));
     }
@@ -467,7 +457,7 @@ fn expiration(key: &str, value: Option<&str>) -> Result<i64, Refusal> {
     let seconds: i64 = value.trim().parse().map_err(|_| {
         Refusal::bad(format!(
             "the ServiceAccount's annotation {key} is {}, not a number of seconds",
-            quote(value)
+            warrant_token::quote_value(value)
         ))
     })?;
     validate_expiration_seconds(seconds).map_err(|why| {
@@ -485,7 +475,7 @@ fn go_bool(key: &str, value: &str) -> Result<bool, Refusal> {
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
         _ => Err(Refusal::bad(format!(
             "the ServiceAccount's annotation {key} is {}, not true or false",
-            quote(value)
+            warrant_token::quote_value(value)
         ))),
     }
 }
@@ -515,7 +505,7 @@ fn check_role_arn(arn: &str) -> Result<(), Refusal> {
     valid.ok_or_else(|| {
         Refusal::bad(format!(
             "the ServiceAccount's annotation {AWS_ROLE_ARN} is {}, not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)",
-            quote(arn)
+            warrant_token::quote_value(arn)
         ))
     })
 }
@@ -582,7 +572,7 @@ fn provider_name(value: &str) -> Result<&str, Refusal> {
     } else {
         Err(Refusal::bad(format!(
             "the ServiceAccount's annotation {GCP_PROVIDER} is {}, not a workload identity pool provider (projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>)",
-            quote(value)
+            warrant_token::quote_value(value)
         )))
     }
 }
@@ -625,6 +615,8 @@ pub(crate) mod tests {
             azure_authority_host: AZURE_DEFAULT_AUTHORITY_HOST.into(),
             azure_tenant_id: None,
             aws_region: None,
+            allowed_names: Vec::new(),
+            limits: Default::default(),
         }
     }
 

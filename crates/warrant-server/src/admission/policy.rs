@@ -76,7 +76,7 @@ pub(crate) async fn check(
             )));
         }
         Verdict::Error(why) => {
-            tracing::info!(error = %why, namespace = account.namespace, serviceaccount = account.name, "could not ask whether the token agent would be allowed; admitting, the agent asks when it runs");
+            tracing::info!(error = %warrant_token::cut_value(&why.to_string()), namespace = account.namespace, serviceaccount = account.name, "could not ask whether the token agent would be allowed; admitting, the agent asks when it runs");
             return Ok(());
         }
     };
@@ -110,7 +110,7 @@ pub(crate) async fn check(
             return Err(Refusal::forbidden(format!(
                 "{}: warrant would refuse the token agent the token for {}: {}",
                 token.from,
-                warrant_token::go_quote(&token.audience),
+                warrant_token::quote_value(&token.audience),
                 ApiError::from(refusal).message()
             )));
         }

@@ -41,6 +41,8 @@ fn settings() -> InjectionSettings {
         azure_authority_host: AZURE_DEFAULT_AUTHORITY_HOST.into(),
         azure_tenant_id: None,
         aws_region: None,
+        allowed_names: Vec::new(),
+        limits: Default::default(),
     }
 }
 
@@ -518,6 +520,218 @@ async fn a_server_without_injection_says_so() {
             .as_str()
             .unwrap()
             .contains("--injection-agent-image"),
+        "{}",
+        reply.text
+    );
+}
+
+/// `injecting()` with `limits` in place of the defaults.
+fn injecting_limited(limits: warrant_server::AdmissionLimits) -> Api {
+    let api = injecting();
+    api.state.set_injection(InjectionSettings {
+        limits,
+        ..settings()
+    });
+    api
+}
+
+/// The annotated pod's review with `count` containers, or init containers.
+fn with_containers(field: &str, count: usize) -> Value {
+    let mut review = vector("pod-annotated-sa");
+    let containers: Vec<Value> = (0..count)
+        .map(|i| json!({"name": format!("c{i}")}))
+        .collect();
+    review["request"]["object"]["spec"][field] = json!(containers);
+    review
+}
+
+/// Issue 43: a 3 MB review of 150,000 containers for an annotated ServiceAccount made warrant
+/// build a 184 MB patch. Now it is refused before it is parsed, with a short `Status` naming
+/// the bound; a pod past the bound on containers or init containers is refused too, naming it,
+/// and one at the bound is mutated.
+#[tokio::test]
+async fn an_oversized_review_is_refused_with_a_short_answer() {
+    let api = injecting();
+    // Under the byte bound: containers of one short name.
+    let mut huge = vector("pod-annotated-sa");
+    huge["request"]["object"]["spec"]["containers"] = json!(vec![json!({"name": "c"}); 150_000]);
+    let huge = huge.to_string();
+    assert!(huge.len() < 3 * 1024 * 1024, "{}", huge.len());
+    let reply = post(&api, huge).await;
+    assert_eq!(reply.code, StatusCode::PAYLOAD_TOO_LARGE, "{}", reply.text);
+    assert!(reply.bytes.len() < 1024, "{} bytes", reply.bytes.len());
+    assert_eq!(reply.json["reason"], "RequestEntityTooLarge");
+    assert!(reply.text.contains("JSON values"), "{}", reply.text);
+
+    let limits = warrant_server::AdmissionLimits {
+        max_containers: 3,
+        ..Default::default()
+    };
+    let api = injecting_limited(limits);
+    for (field, says) in [
+        ("containers", "the pod has 4 containers, more than the 3"),
+        (
+            "initContainers",
+            "the pod has 4 init containers, more than the 3",
+        ),
+    ] {
+        let reply = post(&api, with_containers(field, 4).to_string()).await;
+        assert_eq!(reply.code, StatusCode::PAYLOAD_TOO_LARGE, "{}", reply.text);
+        let message = reply.json["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+        assert!(message.contains("--injection-max-containers"), "{message}");
+    }
+    let answer = review(&api, &with_containers("containers", 3)).await;
+    assert!(answer.patch.is_some(), "{}", answer.response);
+
+    // A review of more JSON values than the bound, however few bytes, is not parsed either.
+    let many: Vec<Value> = (0..warrant_server::MAX_REVIEW_VALUES)
+        .map(|_| json!(0))
+        .collect();
+    let mut review = vector("pod-annotated-sa");
+    review["request"]["object"]["metadata"]["labels"] = json!({"many": many});
+    let reply = post(&api, review.to_string()).await;
+    assert_eq!(reply.code, StatusCode::PAYLOAD_TOO_LARGE, "{}", reply.text);
+    assert!(reply.text.contains("JSON values"), "{}", reply.text);
+
+    let text = metrics(&api);
+    for limit in ["containers", "review_values"] {
+        assert!(
+            text.contains(&format!(
+                "warrant_admission_limited_total{{limit=\"{limit}\"}}"
+            )),
+            "{text}"
+        );
+    }
+}
+
+/// The body and the patch have bounds of their own, each said in the refusal.
+#[tokio::test]
+async fn the_body_and_the_patch_are_bounded() {
+    let limits = warrant_server::AdmissionLimits {
+        max_review_bytes: 4096,
+        max_patch_bytes: 1024,
+        ..Default::default()
+    };
+    let api = injecting_limited(limits);
+    let mut big = vector("pod-annotated-sa");
+    big["request"]["object"]["metadata"]["annotations"] = json!({"note": "x".repeat(5000)});
+    let reply = post(&api, big.to_string()).await;
+    assert_eq!(reply.code, StatusCode::PAYLOAD_TOO_LARGE, "{}", reply.text);
+    assert!(
+        reply.text.contains("larger than 4096 bytes") && !reply.text.contains("xxxx"),
+        "{}",
+        reply.text
+    );
+    let reply = post(&api, vector("pod-annotated-sa").to_string()).await;
+    assert_eq!(reply.code, StatusCode::PAYLOAD_TOO_LARGE, "{}", reply.text);
+    assert!(
+        reply.text.contains("--injection-max-patch-bytes"),
+        "{}",
+        reply.text
+    );
+}
+
+/// Issue 43: a 3 MiB `apiVersion` was quoted whole in the answer (and the log). Now what a
+/// message quotes of a review is cut to 256 characters; past the body's bound the review is
+/// not read at all.
+#[tokio::test]
+async fn a_huge_value_is_quoted_cut() {
+    let mut review = vector("pod-annotated-sa");
+    review["apiVersion"] = json!("v".repeat(3 * 1024 * 1024));
+    let reply = post(&injecting(), review.to_string()).await;
+    assert_eq!(reply.code, StatusCode::PAYLOAD_TOO_LARGE, "{}", reply.text);
+    assert!(reply.bytes.len() < 1024, "{} bytes", reply.bytes.len());
+
+    let api = injecting_limited(warrant_server::AdmissionLimits {
+        max_review_bytes: 4 * 1024 * 1024,
+        ..Default::default()
+    });
+    let reply = post(&api, review.to_string()).await;
+    assert_eq!(
+        reply.code,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        reply.text.chars().take(200).collect::<String>()
+    );
+    assert!(reply.bytes.len() < 1024, "{} bytes", reply.bytes.len());
+    let message = reply.json["message"].as_str().unwrap();
+    let quoted = format!("\"{}\"…", "v".repeat(256));
+    assert!(message.ends_with(&quoted), "{message}");
+
+    // A kind is cut as well.
+    let mut review = vector("pod-annotated-sa");
+    review["request"]["kind"]["kind"] = json!("K".repeat(100_000));
+    let answer = self::review(&api, &review).await;
+    assert!(
+        answer.response.to_string().len() < 1024,
+        "{}",
+        answer.response
+    );
+}
+
+/// The reviews answered at once are bounded: one more is refused at once with a 429, and a
+/// place freed is taken again.
+#[tokio::test]
+async fn reviews_in_flight_are_bounded() {
+    let api = injecting_limited(warrant_server::AdmissionLimits {
+        max_in_flight: 1,
+        ..Default::default()
+    });
+    // A review whose body is still arriving holds its place.
+    let (mut sender, receiver) =
+        futures::channel::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(1);
+    let slow = Request::builder()
+        .method(Method::POST)
+        .uri(warrant_server::ADMISSION_PATH)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from_stream(receiver))
+        .unwrap();
+    let body = vector("pod-annotated-sa").to_string();
+    let others = async {
+        let mut refused = None;
+        for _ in 0..1000 {
+            let reply = post(&api, body.clone()).await;
+            if reply.code == StatusCode::TOO_MANY_REQUESTS {
+                refused = Some(reply);
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        futures::SinkExt::send(&mut sender, Ok(body.clone().into()))
+            .await
+            .unwrap();
+        sender.close_channel();
+        refused.expect("the second review was answered while the first held the place")
+    };
+    let (first, refused) = tokio::join!(api.send(slow), others);
+    assert!(
+        refused.text.contains("--injection-max-reviews-in-flight"),
+        "{}",
+        refused.text
+    );
+    assert_eq!(refused.headers["retry-after"], "1");
+    assert_eq!(first.code, StatusCode::OK, "{}", first.text);
+    assert_eq!(post(&api, body).await.code, StatusCode::OK);
+}
+
+/// With `--injection-allowed-names`, a caller without one of those certificates is refused
+/// before its review is read: anonymous 401, another user 403.
+#[tokio::test]
+async fn allowed_names_refuse_everyone_else() {
+    let api = injecting();
+    api.state.set_injection(InjectionSettings {
+        allowed_names: vec!["kube-apiserver-admission".into()],
+        ..settings()
+    });
+    let reply = post(&api, vector("pod-annotated-sa").to_string()).await;
+    assert_eq!(reply.code, StatusCode::UNAUTHORIZED, "{}", reply.text);
+    let reply = api
+        .post(warrant_server::ADMISSION_PATH, vector("pod-annotated-sa"))
+        .await;
+    assert_eq!(reply.code, StatusCode::FORBIDDEN, "{}", reply.text);
+    assert!(
+        reply.text.contains("--injection-allowed-names"),
         "{}",
         reply.text
     );
