@@ -1862,7 +1862,8 @@ fn copied_components_count_their_marked_values() {
 
 /// Every metric the PrometheusRule and the dashboard query is one a running warrant exports:
 /// warrant is started in the modes that export each family (beside a cluster with delegation,
-/// the external signer and the audit trail; then standalone with managed keys), and /metrics
+/// the external signer and the audit trail; then standalone with managed keys in an HSM and in
+/// KMS), and /metrics
 /// scraped. A labelled family shows in /metrics only once it has a sample, so the test first
 /// makes one of each: a token issued and reviewed twice, the signer probed, the serving
 /// certificate reloaded, the key store failing once.
@@ -1986,6 +1987,19 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         ],
     )
     .await;
+    exported.extend(exported_metrics(&text));
+
+    // Standalone with managed keys in AWS KMS (moto's server): the KMS holder's own gauge.
+    let moto = warrant_testkit::servers::Emulator::moto().await;
+    let endpoint = format!("http://127.0.0.1:{}", moto.port());
+    let in_kms = Warrant::start_with_env(
+        &demo_objects(),
+        |dir| crate::kms::flags(&dir.join("keys"), &endpoint, "ES256"),
+        &[],
+        &crate::kms::env(),
+    )
+    .await;
+    let text = metrics_holding(&in_kms, &["warrant_kms_revoked_keys_enabled"]).await;
     exported.extend(exported_metrics(&text));
 
     // The alerts of the monitoring component and of the control plane's.

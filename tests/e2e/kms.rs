@@ -19,7 +19,7 @@ use crate::support::*;
 use crate::tokens::OBJECTS;
 
 /// AWS's chain as the server reads it: the environment's keys, nothing else.
-fn env() -> Vec<(OsString, OsString)> {
+pub(crate) fn env() -> Vec<(OsString, OsString)> {
     [
         ("AWS_ACCESS_KEY_ID", "testing"),
         ("AWS_SECRET_ACCESS_KEY", "testing"),
@@ -33,7 +33,7 @@ fn env() -> Vec<(OsString, OsString)> {
 }
 
 /// A key directory `keys` with its private keys in KMS at `endpoint`, new keys of `algorithm`.
-fn flags(keys: &Path, endpoint: &str, algorithm: &str) -> Vec<OsString> {
+pub(crate) fn flags(keys: &Path, endpoint: &str, algorithm: &str) -> Vec<OsString> {
     held_flags(keys, &in_kms(endpoint), algorithm)
 }
 
@@ -316,6 +316,94 @@ async fn one_holder_at_a_time_and_no_credentials_in_the_uri() {
         stderr(&plain).contains("only sent to a loopback address"),
         "{}",
         stderr(&plain)
+    );
+}
+
+/// The loopback rule holds for KMS's endpoint wherever the AWS SDK reads it: the environment's
+/// `AWS_ENDPOINT_URL_KMS` and `AWS_ENDPOINT_URL`, the config file's profile `endpoint_url` and
+/// its `services` section. Each refusal names the endpoint and where it came from.
+#[tokio::test]
+async fn an_endpoint_from_the_environment_or_the_config_file_obeys_the_loopback_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile");
+    std::fs::write(&profile, "[default]\nendpoint_url = http://10.1.2.3:4566\n").unwrap();
+    let services = dir.path().join("services");
+    std::fs::write(
+        &services,
+        "[default]\nservices = local\n\n[services local]\nkms =\n  endpoint_url = http://10.4.5.6:4566\n",
+    )
+    .unwrap();
+    let (profile, services) = (profile.to_str().unwrap(), services.to_str().unwrap());
+    for (name, value, url, from) in [
+        (
+            "AWS_ENDPOINT_URL_KMS",
+            "http://10.0.0.1:4566",
+            "http://10.0.0.1:4566",
+            "from AWS_ENDPOINT_URL_KMS",
+        ),
+        (
+            "AWS_ENDPOINT_URL",
+            "http://kms.internal",
+            "http://kms.internal",
+            "from AWS_ENDPOINT_URL)",
+        ),
+        (
+            "AWS_CONFIG_FILE",
+            profile,
+            "http://10.1.2.3:4566",
+            "from the AWS config file",
+        ),
+        (
+            "AWS_CONFIG_FILE",
+            services,
+            "http://10.4.5.6:4566",
+            "from the AWS config file",
+        ),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(["keys", "list", "--key-dir"])
+            .arg(dir.path())
+            .args(["--key-kms-uri", "aws-kms://us-east-1/warrant"])
+            .envs(env())
+            .env(name, value)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{name}={value}");
+        let said = stderr(&out);
+        assert!(
+            said.contains(url)
+                && said.contains(from)
+                && said.contains("only sent to a loopback address"),
+            "{name}={value}: {said}"
+        );
+    }
+}
+
+/// A loopback endpoint from the environment is used (the service's own variable before the
+/// global one), and the log says which endpoint and where it came from.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_loopback_endpoint_from_the_environment_is_used_and_logged() {
+    let moto = Emulator::moto().await;
+    let endpoint = moto_endpoint(&moto);
+    let mut environment = env();
+    environment.push(("AWS_ENDPOINT_URL_KMS".into(), endpoint.clone().into()));
+    environment.push(("AWS_ENDPOINT_URL".into(), "http://10.9.9.9:4566".into()));
+    let holder: [OsString; 2] = [
+        "--key-kms-uri".into(),
+        "aws-kms://us-east-1/warrant-e2e".into(),
+    ];
+    let (mut w, _run, _socket) = start_with_signer(
+        |dir| held_flags(&dir.join("keys"), &holder, "ES256"),
+        &environment,
+    )
+    .await;
+    let published = jwks(&w).await;
+    verify_offline(&w, &published, &token(&w));
+    assert_eq!(recorded_arns(&w.path("keys")).len(), 1);
+    let line = w.log_line("managed keys held in AWS KMS").await;
+    assert!(
+        line.contains(&endpoint) && line.contains("AWS_ENDPOINT_URL_KMS"),
+        "{line}"
     );
 }
 

@@ -65,9 +65,10 @@ pub enum UriError {
     /// The text does not start with `pkcs11:`.
     #[error("a PKCS#11 URI starts with \"pkcs11:\"")]
     Scheme,
-    /// An attribute without `=`.
-    #[error("PKCS#11 URI attribute {0:?} has no value (name=value)")]
-    NoValue(String),
+    /// An attribute without `=`: its name when it is one RFC 7512 or warrant knows, else
+    /// `None` (its text may be a PIN, and is not repeated).
+    #[error("{}", no_value(.0.as_deref()))]
+    NoValue(Option<String>),
     /// A `%` not followed by two hex digits.
     #[error(
         "PKCS#11 URI attribute {0:?}: bad percent-encoding (a % must be followed by two hex digits)"
@@ -82,11 +83,13 @@ pub enum UriError {
     /// An empty value where one is needed.
     #[error("PKCS#11 URI attribute {0:?} is empty")]
     Empty(String),
-    /// An attribute warrant does not understand.
+    /// An attribute warrant does not understand: its name when it is one of RFC 7512's or a
+    /// vendor's (`x-…`), else `None` (the text may be a PIN, and is not repeated).
     #[error(
-        "PKCS#11 URI attribute {0:?} is not supported by warrant (it understands token, manufacturer, model, serial, slot-id, object, id, type, module-path and pin-source)"
+        "PKCS#11 URI attribute {} is not supported by warrant (it understands token, manufacturer, model, serial, slot-id, object, id, type, module-path and pin-source)",
+        unknown(.0.as_deref())
     )]
-    Unknown(String),
+    Unknown(Option<String>),
     /// `pin-value`: refused.
     #[error(
         "PKCS#11 URI attribute \"pin-value\" is refused: a PIN in a URI ends up on command lines, where other users read it in /proc/PID/cmdline and ps, and in shell history and logs; put the PIN in a file readable only by warrant and use pin-source=file:/path, or pass it in an environment variable"
@@ -118,6 +121,54 @@ pub enum UriError {
         "the PKCS#11 URI must name the token (token=LABEL, or serial=…): warrant does not pick the first token it finds"
     )]
     NoToken,
+}
+
+/// The attribute names RFC 7512 defines, which an error may quote.
+const RFC7512_ATTRIBUTES: [&str; 17] = [
+    "token",
+    "manufacturer",
+    "model",
+    "serial",
+    "slot-id",
+    "slot-description",
+    "slot-manufacturer",
+    "library-manufacturer",
+    "library-description",
+    "library-version",
+    "object",
+    "id",
+    "type",
+    "module-path",
+    "module-name",
+    "pin-source",
+    "pin-value",
+];
+
+/// `name` if an error may quote it: one of RFC 7512's attributes, or a vendor's (`x-` and
+/// letters, digits and `-`). Anything else may be a PIN typed in the wrong place.
+fn quotable(name: &str) -> Option<String> {
+    let vendor = name.strip_prefix("x-").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest.len() <= 32
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    });
+    (vendor || RFC7512_ATTRIBUTES.contains(&name)).then(|| name.to_owned())
+}
+
+fn no_value(name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("PKCS#11 URI attribute {name:?} has no value (name=value)"),
+        None => "a PKCS#11 URI attribute has no value (name=value); it is not repeated here, since it may hold a PIN".into(),
+    }
+}
+
+fn unknown(name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("{name:?}"),
+        None => "(not repeated here: it is not an RFC 7512 name, and may hold a PIN)".into(),
+    }
 }
 
 impl Pkcs11Uri {
@@ -165,7 +216,7 @@ impl Pkcs11Uri {
                     set(&mut uri.object_type, name, t)?;
                 }
                 "pin-value" => return Err(UriError::PinValue),
-                other => return Err(UriError::Unknown(other.to_owned())),
+                other => return Err(UriError::Unknown(quotable(other))),
             }
         }
         for attr in query
@@ -196,7 +247,7 @@ impl Pkcs11Uri {
                     }
                     set(&mut uri.pin_source, name, path)?;
                 }
-                other => return Err(UriError::Unknown(other.to_owned())),
+                other => return Err(UriError::Unknown(quotable(other))),
             }
         }
         if uri.token.is_none() && uri.serial.is_none() {
@@ -396,9 +447,15 @@ impl fmt::Display for Encoded<'_> {
     }
 }
 
+/// `name=value`. An attribute that starts as `pin-value` is refused as such whatever follows
+/// (`pin-value:1234`, `pin-value%3D1234`): nothing after it is ever quoted.
 fn split_attr(attr: &str) -> Result<(&str, &str), UriError> {
-    attr.split_once('=')
-        .ok_or_else(|| UriError::NoValue(attr.chars().take(32).collect()))
+    match attr.split_once('=') {
+        Some(("pin-value", _)) => Err(UriError::PinValue),
+        _ if attr.starts_with("pin-value") => Err(UriError::PinValue),
+        Some(pair) => Ok(pair),
+        None => Err(UriError::NoValue(quotable(attr))),
+    }
 }
 
 fn set<T>(slot: &mut Option<T>, name: &str, value: T) -> Result<(), UriError> {
@@ -536,7 +593,7 @@ mod tests {
             ("", UriError::Scheme),
             ("pkcs11:", UriError::NoToken),
             ("pkcs11:object=k;id=%01", UriError::NoToken),
-            ("pkcs11:token", UriError::NoValue("token".into())),
+            ("pkcs11:token", UriError::NoValue(Some("token".into()))),
             ("pkcs11:token=%2", UriError::Percent("token".into())),
             ("pkcs11:token=%zz", UriError::Percent("token".into())),
             ("pkcs11:token=t;id=%0g", UriError::Percent("id".into())),
@@ -549,11 +606,11 @@ mod tests {
             ("pkcs11:token=t;id=", UriError::Empty("id".into())),
             (
                 "pkcs11:token=t;library-version=1",
-                UriError::Unknown("library-version".into()),
+                UriError::Unknown(Some("library-version".into())),
             ),
             (
                 "pkcs11:token=t?x-vendor=1",
-                UriError::Unknown("x-vendor".into()),
+                UriError::Unknown(Some("x-vendor".into())),
             ),
             ("pkcs11:token=t;pin-value=1234", UriError::PinValue),
             ("pkcs11:token=t?pin-value=1234", UriError::PinValue),
@@ -588,8 +645,22 @@ mod tests {
             assert_eq!(err, UriError::PinValue);
             assert!(!err.to_string().contains("s3cret"));
         }
-        // An attribute without `=` is quoted, but only its first 32 characters.
+        // A PIN typed with the wrong separator, or where a name goes: the attribute is named
+        // when it is one RFC 7512 defines, and nothing else of it is repeated.
+        for (text, want) in [
+            ("pkcs11:token=t;pin-value:s3cret", UriError::PinValue),
+            ("pkcs11:token=t?pin-value%3Ds3cret", UriError::PinValue),
+            ("pkcs11:token=t;pin-values3cret=1", UriError::PinValue),
+            ("pkcs11:token=t;s3cret", UriError::NoValue(None)),
+            ("pkcs11:token=t;s3cret=1", UriError::Unknown(None)),
+            ("pkcs11:token=t?x-s3cret:1=1", UriError::Unknown(None)),
+        ] {
+            let err = Pkcs11Uri::parse(text).unwrap_err();
+            assert_eq!(err, want, "{text}");
+            let said = err.to_string();
+            assert!(!said.contains("s3cret"), "{text}: {said}");
+        }
         let err = Pkcs11Uri::parse(&format!("pkcs11:token=t;{}", "x".repeat(100))).unwrap_err();
-        assert!(err.to_string().len() < 120, "{err}");
+        assert!(!err.to_string().contains("xxx"), "{err}");
     }
 }

@@ -344,6 +344,10 @@ impl Kms {
         if let Some(reason) = tags_mismatch(&tags, self.uri().name(), kid) {
             return Ok(Disposed::NotTheKey(format!("{arn}: {reason}")));
         }
+        if disposal == Disposal::Forget {
+            // Watched until KMS deletes it, in case it is (or becomes) enabled (`revoked.rs`).
+            self.revoked_keys().insert(arn, kid);
+        }
         let client = self.client().clone();
         match meta.key_state() {
             Some(KeyState::PendingDeletion | KeyState::PendingReplicaDeletion) => {

@@ -37,9 +37,11 @@ use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 use warrant_clock::Clock;
 
+use crate::endpoint::{Endpoint, EndpointSource, quoted};
 use crate::error::{Attempt, KmsError, classify};
-use crate::http::{KmsHttp, endpoint_allowed};
+use crate::http::KmsHttp;
 use crate::metrics::KmsMetrics;
+use crate::revoked::RevokedKeys;
 use crate::uri::KmsUri;
 
 /// How to reach KMS.
@@ -73,7 +75,8 @@ impl KmsConfig {
     }
 
     /// A KMS-compatible server instead of AWS's endpoint (`--kms-endpoint`): `https://`, or
-    /// `http://` to a loopback address.
+    /// `http://` to a loopback address. It wins over any endpoint the AWS SDK reads from the
+    /// environment or the config file, which obey the same rule (`endpoint.rs`).
     pub fn endpoint(mut self, url: impl Into<String>) -> Self {
         self.endpoint = Some(url.into());
         self
@@ -179,6 +182,7 @@ pub(crate) trait Signer: Send + Sync {
 struct Inner {
     uri: KmsUri,
     name: String,
+    endpoint: Endpoint,
     client: aws_sdk_kms::Client,
     deadline: Duration,
     permits: Semaphore,
@@ -188,6 +192,8 @@ struct Inner {
     signers: Mutex<Vec<Weak<dyn Signer>>>,
     /// The last key any call was about: what a probe asks about.
     last_key: Mutex<Option<String>>,
+    /// Keys disposed of as revoked or removed, watched until KMS deletes them (`revoked.rs`).
+    revoked: Mutex<RevokedKeys>,
 }
 
 impl std::fmt::Debug for Kms {
@@ -201,20 +207,9 @@ impl Kms {
     /// is (credentials are fetched then too).
     pub async fn open(config: KmsConfig, metrics: KmsMetrics) -> Result<Kms, KmsError> {
         let http = KmsHttp::new().map_err(KmsError::Tls)?;
-        let mut name = format!("AWS KMS in {}", config.uri.region());
-        if let Some(endpoint) = &config.endpoint {
-            let parsed: http::Uri = endpoint.parse().map_err(|e| KmsError::Endpoint {
-                endpoint: endpoint.clone(),
-                reason: format!("not a URL: {e}"),
-            })?;
-            endpoint_allowed(&parsed).map_err(|reason| KmsError::Endpoint {
-                endpoint: endpoint.clone(),
-                reason: reason.to_owned(),
-            })?;
-            name = format!("AWS KMS at {endpoint} ({})", config.uri.region());
-        }
+        let region = config.uri.region().to_owned();
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
-            .region(Region::new(config.uri.region().to_owned()))
+            .region(Region::new(region.clone()))
             .http_client(http.clone())
             .time_source(ClockTime(config.clock.clone()))
             .retry_config(RetryConfig::disabled())
@@ -224,13 +219,19 @@ impl Kms {
             loader = loader.credentials_provider(credentials);
         }
         let shared = loader.load().await;
+        let endpoint = Endpoint::resolve(config.endpoint.as_deref(), &shared, &region).await?;
+        let name = match endpoint.configured() {
+            Some(url) => format!("AWS KMS at {} ({region})", quoted(url)),
+            None => format!("AWS KMS in {region}"),
+        };
         let mut kms = aws_sdk_kms::config::Builder::from(&shared);
-        if let Some(endpoint) = &config.endpoint {
-            kms = kms.endpoint_url(endpoint);
-        }
+        // Exactly the endpoint checked, and requests in clear only to loopback whatever happens.
+        kms.set_endpoint_url(endpoint.configured().map(str::to_owned));
+        kms = kms.http_client(http.for_kms());
         Ok(Kms {
             inner: Arc::new(Inner {
                 name,
+                endpoint,
                 uri: config.uri,
                 client: aws_sdk_kms::Client::from_conf(kms.build()),
                 deadline: config.deadline,
@@ -239,6 +240,7 @@ impl Kms {
                 metrics,
                 signers: Mutex::default(),
                 last_key: Mutex::default(),
+                revoked: Mutex::default(),
             }),
         })
     }
@@ -248,9 +250,20 @@ impl Kms {
         &self.inner.uri
     }
 
-    /// How messages name KMS: `AWS KMS in us-east-1`.
+    /// How messages name KMS: `AWS KMS in us-east-1`, or `AWS KMS at URL (us-east-1)` at a
+    /// configured endpoint.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The endpoint KMS's requests go to, as the SDK resolves it (`endpoint.rs`).
+    pub fn endpoint(&self) -> &str {
+        &self.inner.endpoint.url
+    }
+
+    /// Where [`endpoint`](Self::endpoint) came from.
+    pub fn endpoint_source(&self) -> EndpointSource {
+        self.inner.endpoint.source
     }
 
     /// The SDK's client, for what warrant does not wrap (tests, benchmarks).
@@ -276,6 +289,14 @@ impl Kms {
     /// How many more calls could start now.
     pub fn available(&self) -> usize {
         self.inner.permits.available_permits()
+    }
+
+    /// The keys disposed of as revoked or removed, which the recovery task checks.
+    pub(crate) fn revoked_keys(&self) -> std::sync::MutexGuard<'_, RevokedKeys> {
+        self.inner
+            .revoked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Remembers `key` among the keys that sign, which the recovery task checks.
@@ -304,21 +325,40 @@ impl Kms {
         Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
-        if let Health::Unavailable { kms, cause } = self.health() {
-            self.inner.metrics.observe(op, "unavailable", 0.0);
-            return Err(KmsError::Unavailable { kms, cause });
-        }
-        self.call_anyway(op, key, kid, call).await
+        self.call_checked(op, key, kid, call, Ok).await
     }
 
-    /// [`call`](Self::call), even while KMS is unavailable (the probes).
-    async fn call_anyway<T, E, F, Fut>(
+    /// [`call`](Self::call), whose answer is then judged by `check` before the call is counted:
+    /// an answer `check` refuses is counted as its error, not as `ok`.
+    pub(crate) async fn call_checked<T, U, E, F, Fut>(
         &self,
         op: &'static str,
         key: Option<&str>,
         kid: Option<&str>,
         call: F,
-    ) -> Result<T, KmsError>
+        check: impl FnOnce(T) -> Result<U, KmsError>,
+    ) -> Result<U, KmsError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        if let Health::Unavailable { kms, cause } = self.health() {
+            self.inner.metrics.observe(op, "unavailable", 0.0);
+            return Err(KmsError::Unavailable { kms, cause });
+        }
+        self.call_anyway(op, key, kid, call, check).await
+    }
+
+    /// [`call_checked`](Self::call_checked), even while KMS is unavailable (the probes).
+    async fn call_anyway<T, U, E, F, Fut>(
+        &self,
+        op: &'static str,
+        key: Option<&str>,
+        kid: Option<&str>,
+        call: F,
+        check: impl FnOnce(T) -> Result<U, KmsError>,
+    ) -> Result<U, KmsError>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
@@ -333,7 +373,14 @@ impl Kms {
         }
         let started = Instant::now();
         let deadline = started + self.inner.deadline;
-        let result = self.attempts(op, key, kid, deadline, call).await;
+        let answered = self.attempts(op, key, kid, deadline, call).await;
+        // Any answer, even one `check` refuses, shows that KMS can be reached.
+        match &answered {
+            Ok(_) => self.healed(),
+            Err(err) if err.breaks_health() => self.broken(err),
+            Err(_) => {}
+        }
+        let result = answered.and_then(check);
         let outcome = match &result {
             Ok(_) => "ok",
             Err(err) => err.kind(),
@@ -341,11 +388,6 @@ impl Kms {
         self.inner
             .metrics
             .observe(op, outcome, started.elapsed().as_secs_f64());
-        match &result {
-            Ok(_) => self.healed(),
-            Err(err) if err.breaks_health() => self.broken(err),
-            Err(_) => {}
-        }
         result
     }
 
@@ -447,7 +489,9 @@ impl Kms {
     /// Keeps KMS's health current until dropped: while KMS is unavailable, asks it again with
     /// backoff until it answers; while it is healthy, asks about each key that signs every
     /// `probe_interval`, so that a key disabled or deleted behind warrant's back shows in
-    /// readiness, and one enabled again signs again.
+    /// readiness, and one enabled again signs again; and about each key it disposed of as
+    /// revoked or removed, so that one enabled again in KMS is counted and logged
+    /// (`revoked.rs`).
     pub async fn run_recovery(&self, policy: RecoveryPolicy) {
         let mut changes = self.subscribe_health();
         let mut backoff = policy.initial_backoff;
@@ -455,7 +499,10 @@ impl Kms {
             if self.health().is_healthy() {
                 backoff = policy.initial_backoff;
                 tokio::select! {
-                    () = tokio::time::sleep(policy.probe_interval) => self.check_signers().await,
+                    () = tokio::time::sleep(policy.probe_interval) => {
+                        self.check_signers().await;
+                        self.check_revoked().await;
+                    }
                     changed = changes.changed() => if changed.is_err() { return },
                 }
                 continue;
@@ -487,9 +534,13 @@ impl Kms {
             .unwrap_or_else(|| format!("alias/{}/probe", self.inner.uri.name()));
         let client = self.inner.client.clone();
         match self
-            .call_anyway("probe", None, None, || {
-                client.describe_key().key_id(&key).send()
-            })
+            .call_anyway(
+                "probe",
+                None,
+                None,
+                || client.describe_key().key_id(&key).send(),
+                Ok,
+            )
             .await
         {
             Err(err) if err.breaks_health() => Err(err),

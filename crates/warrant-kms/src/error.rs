@@ -8,6 +8,7 @@ use std::time::Duration;
 use aws_sdk_kms::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
+use crate::endpoint::EndpointSource;
 use crate::uri::KmsUriError;
 
 /// An error from the KMS key holder.
@@ -16,11 +17,13 @@ pub enum KmsError {
     /// `--key-kms-uri` does not parse.
     #[error(transparent)]
     Uri(#[from] KmsUriError),
-    /// `--kms-endpoint` is refused.
-    #[error("--kms-endpoint {endpoint}: {reason}")]
+    /// KMS's endpoint (`--kms-endpoint`, or one the AWS SDK reads elsewhere) is refused.
+    #[error("the KMS endpoint {endpoint} (from {from}): {reason}")]
     Endpoint {
-        /// The endpoint as given.
+        /// The endpoint, as messages quote it (no password, at most 256 characters).
         endpoint: String,
+        /// Where it came from.
+        from: EndpointSource,
         /// Why.
         reason: String,
     },
@@ -140,6 +143,20 @@ pub enum KmsError {
         /// What was wrong with it.
         what: String,
     },
+    /// KMS's signature does not verify with the key's recorded public key: it is not used.
+    #[error(
+        "{kms}: the signature {op} answered for key {key} (key {kid}) does not verify with the recorded public key, and is not used: KMS's answer was altered on the way, or the key in KMS is not the recorded one"
+    )]
+    BadSignature {
+        /// KMS, as messages name it.
+        kms: String,
+        /// The KMS operation (`sign`).
+        op: &'static str,
+        /// The key's ARN.
+        key: String,
+        /// The key's kid.
+        kid: String,
+    },
     /// Any other error KMS answered.
     #[error("{kms}: {op} on {key} failed ({code}): {message}")]
     Service {
@@ -210,6 +227,7 @@ impl KmsError {
             KmsError::NotHeld { .. } => "not_held",
             KmsError::Locator { .. } => "locator",
             KmsError::Answer { .. } => "bad_answer",
+            KmsError::BadSignature { .. } => "bad_signature",
             KmsError::Service { .. } => "kms_error",
             KmsError::KeyType(_) | KmsError::Import(_) => "bad_key",
             KmsError::Thread => "thread",

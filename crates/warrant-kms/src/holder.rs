@@ -141,8 +141,12 @@ async fn generate(kms: &Kms, key_type: KeyType) -> Result<KmsKey, KmsError> {
     }
 }
 
-/// The second half of a generation: the new key's public key, checked to be of `key_type`,
-/// and its kid tag.
+/// What a new key signs to prove it holds the public key `GetPublicKey` answered. Not a JWS:
+/// no relying party can take the signature for a token.
+const CHALLENGE: &[u8] = b"warrant: does the new KMS key hold the public key KMS answered?";
+
+/// The second half of a generation: the new key's public key, checked to be of `key_type`
+/// and proven by a challenge it signs, and its kid tag.
 async fn finish(kms: &Kms, arn: &str, key_type: KeyType) -> Result<VerifyingKey, KmsError> {
     let public = kms.public_key(arn, None).await?;
     let expected = key_spec(key_type);
@@ -156,6 +160,18 @@ async fn finish(kms: &Kms, arn: &str, key_type: KeyType) -> Result<VerifyingKey,
             ),
         });
     }
+    // The public key is what the store records and relying parties verify with: the key
+    // must prove it holds it before anything is recorded.
+    KmsKey::new(kms.clone(), arn, public.clone())
+        .sign(CHALLENGE.to_vec())
+        .await
+        .map_err(|err| match err {
+            KmsError::BadSignature { .. } => KmsError::Unsuitable {
+                key: arn.to_owned(),
+                problem: "a challenge it signed does not verify with the public key GetPublicKey answered (an answer was altered on the way, or KMS's answers do not agree)".into(),
+            },
+            err => err,
+        })?;
     let kid = tag(KID_TAG, public.kid())?;
     let client = kms.client().clone();
     kms.call("tag_resource", Some(arn), Some(public.kid()), || {

@@ -5,8 +5,11 @@
 //! exchange every TLS connection of the binary offers first, the server's included
 //! (docs/decisions.md, "AWS KMS: the AWS SDK, with warrant's own HTTPS client").
 //!
-//! Plain `http://` is sent only to a loopback endpoint (`--kms-endpoint` for a test server):
-//! a request's session token travels in a header, and signed requests can be replayed.
+//! The KMS client's own copy ([`KmsHttp::for_kms`]) sends plain `http://` only to a loopback
+//! address, whatever endpoint the SDK resolved (`endpoint.rs`): a request's session token
+//! travels in a header, and signed requests can be replayed. The credential providers' copy
+//! is not bound by it: the instance metadata service and the container credentials endpoint
+//! are plain HTTP on link-local addresses, by AWS's design.
 
 use std::error::Error;
 use std::sync::Arc;
@@ -25,6 +28,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector as TcpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use crate::endpoint::{endpoint_allowed, quoted};
+
 type Https = hyper_rustls::HttpsConnector<TcpConnector>;
 
 /// How long a connection to KMS may take to open (TCP and TLS).
@@ -34,6 +39,8 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub(crate) struct KmsHttp {
     client: Client<Https, SdkBody>,
+    /// Plain `http://` only to a loopback address (the KMS client's copy).
+    loopback_rule: bool,
 }
 
 impl std::fmt::Debug for KmsHttp {
@@ -63,7 +70,16 @@ impl KmsHttp {
             .wrap_connector(tcp);
         Ok(KmsHttp {
             client: Client::builder(TokioExecutor::new()).build(https),
+            loopback_rule: false,
         })
+    }
+
+    /// The same pool, for KMS's requests: plain `http://` only to a loopback address.
+    pub(crate) fn for_kms(&self) -> KmsHttp {
+        KmsHttp {
+            client: self.client.clone(),
+            loopback_rule: true,
+        }
     }
 }
 
@@ -83,6 +99,15 @@ impl HttpConnector for KmsHttp {
             Ok(request) => request,
             Err(err) => return HttpConnectorFuture::ready(Err(ConnectorError::user(err.into()))),
         };
+        if self.loopback_rule
+            && let Err(reason) = endpoint_allowed(request.uri())
+        {
+            let refused = format!(
+                "not sent to {}: {reason}",
+                quoted(&request.uri().to_string())
+            );
+            return HttpConnectorFuture::ready(Err(ConnectorError::user(refused.into())));
+        }
         let sent = self.client.request(request);
         HttpConnectorFuture::new(async move {
             match sent.await {
@@ -118,48 +143,29 @@ pub(crate) fn source<'a, E: Error + 'static>(err: &'a (dyn Error + 'static)) -> 
     None
 }
 
-/// True when `endpoint` may be sent requests: `https://`, or `http://` to a loopback address.
-pub(crate) fn endpoint_allowed(endpoint: &http::Uri) -> Result<(), &'static str> {
-    match endpoint.scheme_str() {
-        Some("https") => Ok(()),
-        Some("http") => {
-            let host = endpoint.host().unwrap_or_default();
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let loopback = host == "localhost"
-                || host
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback());
-            if loopback {
-                Ok(())
-            } else {
-                Err(
-                    "plain http:// is only sent to a loopback address (requests carry the session token in a header): use https://",
-                )
-            }
-        }
-        _ => Err("not an http:// or https:// URL"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn plain_http_only_to_loopback() {
-        for ok in [
-            "https://kms.us-east-1.amazonaws.com",
-            "http://127.0.0.1:4566",
-            "http://[::1]:4566",
-            "http://localhost:4566",
-        ] {
-            assert!(endpoint_allowed(&ok.parse().unwrap()).is_ok(), "{ok}");
-        }
-        for refused in ["http://kms.internal:80", "http://10.0.0.1", "ftp://x"] {
-            assert!(
-                endpoint_allowed(&refused.parse().unwrap()).is_err(),
-                "{refused}"
-            );
-        }
+    /// The KMS client's connector sends nothing in clear off the host, whatever URL the SDK
+    /// hands it: the request fails before a connection is tried.
+    #[tokio::test]
+    async fn the_kms_connector_refuses_plain_http_off_the_host() {
+        let http = KmsHttp::new().unwrap().for_kms();
+        let request = |uri: &str| {
+            HttpRequest::try_from(
+                http::Request::builder()
+                    .uri(uri)
+                    .body(SdkBody::empty())
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        let err = HttpConnector::call(&http, request("http://192.0.2.1:4566/"))
+            .await
+            .unwrap_err();
+        assert!(err.is_user(), "{err:?}");
+        let said = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
+        assert!(said.contains("only sent to a loopback address"), "{said}");
     }
 }

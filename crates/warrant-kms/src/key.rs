@@ -4,8 +4,10 @@
 //! itself (`MessageType RAW`, KMS hashes it) when it is at most KMS's limit of 4096 bytes, and
 //! as its SHA-256/384/512 digest (`MessageType DIGEST`, hashed here with aws-lc) beyond it, as
 //! KMS documents; either way the signature is the same. KMS returns ECDSA signatures in DER;
-//! the JWS takes the fixed-width `r || s` (RFC 7518), converted here. The SDK is async: no
-//! thread is held while KMS answers.
+//! the JWS takes the fixed-width `r || s` (RFC 7518), converted here. Every signature is then
+//! verified with the recorded public key before it is used: one altered on the way (a proxy,
+//! a compromised endpoint) or made by another key fails the signature (`bad_signature`),
+//! never reaches a token. The SDK is async: no thread is held while KMS answers.
 //!
 //! **State.** KMS says when a key cannot sign (`DisabledException`, `KMSInvalidStateException`
 //! for a key pending deletion, `NotFoundException` for one deleted): the key remembers it, fails
@@ -186,23 +188,29 @@ impl KmsKey {
             return Err(refused);
         }
         let algorithm = shared.public.algorithm();
-        let message = Message::for_input(algorithm, signing_input);
+        let message = Message::for_input(algorithm, signing_input.clone());
         let blob = Blob::new(message.bytes);
         let client = shared.kms.client().clone();
         let signed = shared
             .kms
-            .call("sign", Some(&shared.arn), Some(shared.public.kid()), || {
-                client
-                    .sign()
-                    .key_id(&shared.arn)
-                    .message(blob.clone())
-                    .message_type(message.kind.clone())
-                    .signing_algorithm(signing_algorithm(algorithm))
-                    .send()
-            })
+            .call_checked(
+                "sign",
+                Some(&shared.arn),
+                Some(shared.public.kid()),
+                || {
+                    client
+                        .sign()
+                        .key_id(&shared.arn)
+                        .message(blob.clone())
+                        .message_type(message.kind.clone())
+                        .signing_algorithm(signing_algorithm(algorithm))
+                        .send()
+                },
+                |answer| self.checked(answer.signature, &signing_input),
+            )
             .await;
         let signature = match signed {
-            Ok(answer) => answer.signature,
+            Ok(signature) => signature,
             Err(err) => {
                 if matches!(err, KmsError::KeyState { .. } | KmsError::NotFound { .. }) {
                     shared.refuse(err.clone());
@@ -217,8 +225,28 @@ impl KmsKey {
             let signer: std::sync::Weak<Shared> = Arc::downgrade(&self.shared);
             shared.kms.watch_signer(signer);
         }
+        Ok(signature)
+    }
+
+    /// The JWS signature for what KMS answered to `Sign` of `signing_input`, once it verifies
+    /// with the recorded public key: a signature altered on the way (or made by another key)
+    /// is refused, never used.
+    fn checked(&self, signature: Option<Blob>, signing_input: &[u8]) -> Result<Vec<u8>, KmsError> {
+        let shared = &self.shared;
         let signature = signature.ok_or_else(|| self.bad_answer("no signature".into()))?;
-        jws_signature(&shared.public, signature.as_ref()).map_err(|what| self.bad_answer(what))
+        let jws = jws_signature(&shared.public, signature.as_ref())
+            .map_err(|what| self.bad_answer(what))?;
+        if shared.public.verify(signing_input, &jws) {
+            return Ok(jws);
+        }
+        let err = KmsError::BadSignature {
+            kms: shared.kms.name().to_owned(),
+            op: "sign",
+            key: shared.arn.clone(),
+            kid: shared.public.kid().to_owned(),
+        };
+        tracing::error!(kid = %shared.public.kid(), arn = %shared.arn, error = %err, "KMS's signature refused");
+        Err(err)
     }
 
     fn bad_answer(&self, what: String) -> KmsError {

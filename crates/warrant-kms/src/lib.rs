@@ -3,7 +3,9 @@
 //!
 //! - [`KmsUri`]: `aws-kms://REGION/NAME` names the region and warrant's key set there; no
 //!   credentials (AWS's chain provides them).
-//! - [`Kms::open`] builds the AWS SDK's KMS client with warrant's HTTPS client and clock;
+//! - [`Kms::open`] builds the AWS SDK's KMS client with warrant's HTTPS client and clock, at
+//!   the endpoint the SDK would use, from whichever source (`--kms-endpoint`, the environment,
+//!   the config file), checked against one rule: plain HTTP only to loopback;
 //!   every call has a deadline, a bound on calls in progress, and one retry policy
 //!   (throttling retried with backoff); KMS's [`Health`] fails fast and recovers through
 //!   [`Kms::run_recovery`].
@@ -34,15 +36,18 @@
 
 mod binding;
 mod client;
+mod endpoint;
 mod error;
 mod holder;
 mod http;
 mod key;
 mod metrics;
+mod revoked;
 mod uri;
 
 pub use binding::{KID_TAG, PENDING_WINDOW_DAYS, STORE_TAG};
 pub use client::{Health, Kms, KmsConfig, RecoveryPolicy};
+pub use endpoint::EndpointSource;
 pub use error::KmsError;
 pub use holder::KmsHolder;
 pub use key::{KmsKey, Message, RAW_MESSAGE_LIMIT, remote_sign_error, signing_algorithm};

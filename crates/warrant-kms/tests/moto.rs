@@ -253,6 +253,58 @@ async fn revoking_an_enabled_key_disables_it_at_once() {
     assert_eq!(state(&kms, &arn).await, KeyState::PendingDeletion);
 }
 
+/// A revoked key enabled again in KMS behind warrant's back (its deletion cancelled) is
+/// counted by the recovery task's checks, which an alert reads; disabled again, it is not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_key_enabled_again_in_kms_is_counted() {
+    let moto = Emulator::moto().await;
+    let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
+    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let h = holder.clone();
+    let key = blocking(move || h.generate(KeyType::P256)).await.unwrap();
+    let (h, arn, kid) = (holder.clone(), arn_of(&key), key.kid().to_owned());
+    let a = arn.clone();
+    let disposed = blocking(move || h.dispose(&a, &kid, Disposal::Forget))
+        .await
+        .unwrap();
+    assert_eq!(disposed, Disposed::Destroyed);
+    let recovery = tokio::spawn({
+        let kms = kms.clone();
+        async move {
+            kms.run_recovery(RecoveryPolicy {
+                probe_interval: Duration::from_millis(50),
+                ..RecoveryPolicy::default()
+            })
+            .await;
+        }
+    });
+    assert_eq!(kms.metrics().revoked_keys_enabled_now(), 0);
+
+    let client = kms.client();
+    client
+        .cancel_key_deletion()
+        .key_id(key_id(&arn))
+        .send()
+        .await
+        .unwrap();
+    client
+        .enable_key()
+        .key_id(key_id(&arn))
+        .send()
+        .await
+        .unwrap();
+    until(|| (kms.metrics().revoked_keys_enabled_now() == 1).then_some(())).await;
+
+    client
+        .disable_key()
+        .key_id(key_id(&arn))
+        .send()
+        .await
+        .unwrap();
+    until(|| (kms.metrics().revoked_keys_enabled_now() == 0).then_some(())).await;
+    recovery.abort();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_disabled_behind_warrants_back_is_named_and_signs_again_once_enabled() {
     let moto = Emulator::moto().await;

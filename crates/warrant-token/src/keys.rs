@@ -316,8 +316,10 @@ impl VerifyingKey {
         pem_encode("PUBLIC KEY", &self.inner.spki)
     }
 
-    /// True when `signature` over `message` verifies with this key.
-    pub(crate) fn verify(&self, message: &[u8], signature: &[u8]) -> bool {
+    /// True when `signature` over `message` verifies with this key. The signature is in JWS form
+    /// (PKCS#1 v1.5 for RS256, fixed-width `r || s` for ECDSA): what a key holder's answer is
+    /// checked with before it is used.
+    pub fn verify(&self, message: &[u8], signature: &[u8]) -> bool {
         self.inner.key.verify_sig(message, signature).is_ok()
     }
 }

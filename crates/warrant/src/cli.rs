@@ -514,7 +514,8 @@ pub(crate) struct KmsArgs {
     )]
     pub(crate) key_kms_uri: Option<String>,
     /// A KMS-compatible endpoint instead of AWS's regional one (a VPC endpoint, a test server):
-    /// https://, or http:// to a loopback address.
+    /// https://, or http:// to a loopback address. It wins over AWS_ENDPOINT_URL_KMS,
+    /// AWS_ENDPOINT_URL and the AWS config file's endpoint_url, which obey the same rule.
     #[arg(
         long = "kms-endpoint",
         value_name = "URL",

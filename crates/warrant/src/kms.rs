@@ -60,7 +60,11 @@ pub(crate) async fn open(
     let kms = Kms::open(config, metrics)
         .await
         .map_err(KmsSetupError::Open)?;
-    tracing::info!(kms = %kms.name(), keys = %kms.uri(), concurrency = args.kms_concurrency, "managed keys held in AWS KMS");
+    tracing::info!(
+        kms = %kms.name(), keys = %kms.uri(), endpoint = %kms.endpoint(),
+        endpoint_from = %kms.endpoint_source(), concurrency = args.kms_concurrency,
+        "managed keys held in AWS KMS"
+    );
     let holder = KmsHolder::new(kms).map_err(KmsSetupError::Open)?;
     Ok(Some(AwsKms { holder }))
 }

@@ -20,17 +20,20 @@
 //!
 //! **Destroying.** Only an object proven to be the recorded key is destroyed: the private key
 //! object must be `CKA_PRIVATE`, labelled by the kid and sign a challenge that verifies with a
-//! public key object of that kid under the same id. Anything else at the locator (another
-//! application's key, named by a forged store entry) is left alone and reported.
+//! public key object of that kid under the same id. A public key object goes (when the key is
+//! revoked or removed) only if it is a proof, or if the key is proven warrant's by a proof or
+//! its private key and the object holds the key labelled by its kid (a key made before proofs
+//! were private). Anything else at the locator is left alone and reported: another application's
+//! key, or its public key object alone, whose public key anyone can read and name, with its kid,
+//! in a forged store entry.
 //!
 //! **The limit.** A token (a partition) is one trust domain: its PIN's user can make objects that
 //! pass these checks. Give each warrant deployment its own token or partition, and never share the
 //! PIN with another application.
 
-use aws_lc_rs::signature;
 use cryptoki::object::{Attribute, AttributeType, ObjectClass, ObjectHandle};
 use warrant_keys::{Disposal, Disposed};
-use warrant_token::{Algorithm, VerifyingKey};
+use warrant_token::VerifyingKey;
 
 use super::create::public_template;
 use super::signing::mechanism;
@@ -108,8 +111,14 @@ impl Token {
                     }
                 }
                 Disposal::Forget => {
-                    for object in objects.iter().filter(|o| o.key == public) {
-                        destroy(s, &key_uri, object.handle)?;
+                    let ours = warrants_public_objects(&objects, &public, !proven.is_empty());
+                    if ours.is_empty() && proven.is_empty() {
+                        return Ok(Disposed::NotTheKey(format!(
+                            "{key_uri}: no object with this CKA_ID is provably warrant's key {kid} (its public key objects are not private, or not labelled by the kid, and no private key object proves it)"
+                        )));
+                    }
+                    for handle in ours {
+                        destroy(s, &key_uri, handle)?;
                         destroyed = true;
                     }
                 }
@@ -173,7 +182,31 @@ impl Token {
 /// True when `object` is the proof that warrant holds `public`: made by a logged-in session,
 /// labelled by the kid, holding the key.
 fn is_proof(object: &PublicObject, public: &VerifyingKey) -> bool {
-    object.private && object.label.as_deref() == Some(public.kid()) && &object.key == public
+    object.private && labelled_key(object, public)
+}
+
+/// The public key objects among `objects` (all of one `CKA_ID`) that are provably warrant's key
+/// `public`, to destroy with it: its proofs ([`is_proof`]: private, labelled by the kid, holding
+/// the key), and, when the key is proven to be warrant's (a proof exists, or `private_proven`:
+/// its private key object signed the challenge), the public objects a key made before proofs
+/// were private has, labelled by the kid and holding the key. Any other object (another
+/// application's public key, whatever id, label or key a store entry names) is never among them.
+fn warrants_public_objects(
+    objects: &[PublicObject],
+    public: &VerifyingKey,
+    private_proven: bool,
+) -> Vec<ObjectHandle> {
+    let proven = private_proven || objects.iter().any(|o| is_proof(o, public));
+    objects
+        .iter()
+        .filter(|o| is_proof(o, public) || (proven && labelled_key(o, public)))
+        .map(|o| o.handle)
+        .collect()
+}
+
+/// True when `object` holds `public` under the label warrant gives it (its kid).
+fn labelled_key(object: &PublicObject, public: &VerifyingKey) -> bool {
+    object.label.as_deref() == Some(public.kid()) && &object.key == public
 }
 
 /// The private key objects of `id`, each proven to be `public`'s key: `CKA_PRIVATE` (the only
@@ -213,7 +246,7 @@ fn proven_private_keys(
         let proves = s
             .session
             .sign(&mechanism, handle, data)
-            .is_ok_and(|sig| verifies(public, CHALLENGE, &sig));
+            .is_ok_and(|sig| public.verify(CHALLENGE, &sig));
         if !proves {
             return Ok(Err(
                 "the private key object with this CKA_ID is not the recorded key: a signature it makes does not verify with the recorded public key".into(),
@@ -249,17 +282,4 @@ fn destroy(s: &Pooled, key_uri: &Pkcs11Uri, handle: ObjectHandle) -> Result<(), 
     s.session
         .destroy_object(handle)
         .map_err(|e| HsmError::pkcs11(key_uri, "C_DestroyObject", e))
-}
-
-/// True when `signature` over `message` verifies with `public` (JWS formats: PKCS#1 v1.5 for
-/// RS256, fixed-width `r || s` for ECDSA, as the token returns them).
-fn verifies(public: &VerifyingKey, message: &[u8], signature: &[u8]) -> bool {
-    let algorithm: &dyn signature::VerificationAlgorithm = match public.algorithm() {
-        Algorithm::RS256 => &signature::RSA_PKCS1_2048_8192_SHA256,
-        Algorithm::ES256 => &signature::ECDSA_P256_SHA256_FIXED,
-        Algorithm::ES384 => &signature::ECDSA_P384_SHA384_FIXED,
-        Algorithm::ES512 => &signature::ECDSA_P521_SHA512_FIXED,
-    };
-    signature::ParsedPublicKey::new(algorithm, public.spki_der())
-        .is_ok_and(|key| key.verify_sig(message, signature).is_ok())
 }

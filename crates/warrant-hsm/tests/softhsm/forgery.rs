@@ -1,6 +1,6 @@
 //! What whoever can write the key store, or reach the token without its PIN, can no longer do:
 //! make the token vouch for a key warrant does not hold, make warrant destroy an object that is
-//! not its key, stop warrant with a public object of their own, or find a key of warrant's that
+//! not its key (another application's key pair, or its public key object alone), stop warrant with a public object of their own, or find a key of warrant's that
 //! decrypts or unwraps.
 
 use warrant_hsm::{HsmError, Pkcs11Holder, Token};
@@ -130,6 +130,41 @@ hsm_test!(
         // Ours, named rightly: destroyed.
         let our_locator = ours.remote_key().unwrap().locator();
         assert_eq!(holder.dispose(&our_locator, ours.kid(), Disposal::Forget).unwrap(), Disposed::Destroyed);
+    }
+);
+
+hsm_test!(
+    fn another_applications_public_key_object_survives_a_forged_entry(hsm) {
+        hsm.init_token("pubonly");
+        let holder = Pkcs11Holder::new(hsm.open("pubonly").unwrap());
+        // Another application's public key objects, with no private key beside them: one made
+        // without the PIN, one made with it (private). Their public key is public: anyone can
+        // compute its kid and write a store entry naming their id and that kid.
+        let theirs = SigningKey::generate(KeyType::P256).unwrap();
+        let der = public_der(hsm, theirs.verifying_key());
+        let out = hsm.pkcs11_tool_output("pubonly", false, &["--write-object", &der, "--type", "pubkey", "--id", "42", "--label", "app-a"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        hsm.pkcs11_tool("pubonly", &["--write-object", &der, "--type", "pubkey", "--id", "43", "--label", "app-b", "--private"]);
+
+        for id in [0x42u8, 0x43] {
+            let locator = holder.token().uri().key_locator(&[id]).to_string();
+            let retired = holder.dispose(&locator, theirs.kid(), Disposal::Retire).unwrap();
+            assert_ne!(retired, Disposed::Destroyed, "{id:x}");
+            let forgotten = holder.dispose(&locator, theirs.kid(), Disposal::Forget).unwrap();
+            let Disposed::NotTheKey(why) = forgotten else {
+                panic!("{id:x}: {forgotten:?}")
+            };
+            assert!(why.contains("provably warrant's"), "{why}");
+        }
+        let listing = hsm.pkcs11_tool("pubonly", &["--list-objects"]);
+        assert!(listing.contains("app-a") && listing.contains("app-b"), "{listing}");
+
+        // warrant's own key, revoked: all of it goes, its proof object included.
+        let ours = holder.generate(KeyType::P256).unwrap();
+        let locator = ours.remote_key().unwrap().locator();
+        assert_eq!(holder.dispose(&locator, ours.kid(), Disposal::Forget).unwrap(), Disposed::Destroyed);
+        let listing = hsm.pkcs11_tool("pubonly", &["--list-objects"]);
+        assert!(!listing.contains(ours.kid()), "{listing}");
     }
 );
 
