@@ -267,7 +267,7 @@ impl MemoryStore {
                 contents.generation = files
                     .get(crate::stored::INDEX_FILE)
                     .and_then(|index| serde_json::from_slice::<serde_json::Value>(index).ok())
-                    .and_then(|index| index["generation"].as_u64())
+                    .and_then(|index| index.get("generation")?.as_u64())
                     .unwrap_or(0);
                 contents.files = Some(files);
                 contents.version += 1;
