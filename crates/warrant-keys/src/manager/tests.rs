@@ -640,7 +640,7 @@ async fn the_signing_key_revoked_with_its_holder_away_signs_nothing_until_the_ho
         .expect("the successor is published");
     assert_ne!(signing, "-");
     assert_ne!(signing, leaked);
-    assert_eq!(published, [signing.clone()]);
+    assert_eq!(published, std::slice::from_ref(&signing));
     let stored = store.load().await.unwrap().unwrap();
     assert_eq!(kids(&stored.keys), [signing]);
     assert_eq!(stored.keys.revocations()[0].kid, leaked);

@@ -165,7 +165,7 @@ async fn a_store_put_back_to_before_a_revocation_never_brings_the_key_back() {
     let mut a = Replica::open(&store, &copy_a, Writer::Always, &clock).await;
     let mut b = Replica::open(&store, &copy_b, Writer::Never, &clock).await;
     let leaked = listed(&a.next().await)[0].clone();
-    assert_eq!(listed(&b.next().await), [leaked.clone()]);
+    assert_eq!(listed(&b.next().await), std::slice::from_ref(&leaked));
     let before_revocation = store.files().unwrap();
 
     revoke(&store, &leaked, &clock).await;
@@ -174,7 +174,7 @@ async fn a_store_put_back_to_before_a_revocation_never_brings_the_key_back() {
         let keys = replica.drain();
         let last = keys.last().expect("the revocation is published");
         assert!(!listed(last).contains(&leaked));
-        assert_eq!(last.revoked(), [leaked.clone()]);
+        assert_eq!(last.revoked(), std::slice::from_ref(&leaked));
     }
     let revoked_generation = store.load().await.unwrap().unwrap().generation;
 
@@ -254,7 +254,7 @@ async fn a_store_refilled_from_an_older_copy_never_brings_the_key_back() {
     never_listed(&a.drain(), &leaked, "the replica that saw the revocation");
     let last = b.drain().pop().expect("B takes the repaired store");
     assert!(!listed(&last).contains(&leaked));
-    assert_eq!(last.revoked(), [leaked.clone()]);
+    assert_eq!(last.revoked(), std::slice::from_ref(&leaked));
     let seed = copy_b.read().await.unwrap().unwrap();
     assert!(seed.keys.revocations().iter().any(|r| r.kid == leaked));
 }
