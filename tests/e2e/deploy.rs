@@ -659,7 +659,14 @@ fn deploy_renders_with_every_component() {
     );
     let mut combinations: Vec<Vec<&str>> = vec![vec![]];
     combinations.extend(COMPONENTS.iter().map(|c| vec![*c]));
-    combinations.push(COMPONENTS.to_vec());
+    // external-signer includes no-secret-binding (listing both fails the build).
+    combinations.push(
+        COMPONENTS
+            .iter()
+            .copied()
+            .filter(|c| *c != "no-secret-binding")
+            .collect(),
+    );
     for components in combinations {
         let objects = render_with(&components);
         let what = format!("deploy/ with {components:?}");
@@ -1018,8 +1025,8 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
                 BTreeSet::from([
                     "extension-apiserver-authentication-reader",
                     "system:auth-delegator",
-                    "warrant-object-reader",
                     "warrant-signer:keys",
+                    "warrant-signer:object-reader",
                 ]),
                 "{what}"
             );
@@ -1028,6 +1035,65 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
                 .find_map(|f| f.strip_prefix("--key-secret="))
                 .expect("the static pod keeps its keys in a Secret");
             let (namespace, name) = secret.split_once('/').unwrap();
+            // Whoever reads the Secret signs any token of the cluster: a namespace of its own,
+            // not kube-system (read by bootstrap-signer's and token-cleaner's Roles) nor
+            // warrant's, and no Role there but the signer's.
+            assert_eq!(namespace, "warrant-signer", "{what}");
+            let own = find(objects, "Namespace", namespace);
+            assert_eq!(
+                own["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+                "{what}"
+            );
+            let in_namespace: BTreeSet<String> = objects
+                .iter()
+                .filter(|o| o["metadata"]["namespace"] == namespace)
+                .map(|o| {
+                    let name = o["metadata"]["name"].as_str().unwrap();
+                    format!("{} {name}", o["kind"].as_str().unwrap())
+                })
+                .collect();
+            assert_eq!(
+                in_namespace,
+                BTreeSet::from([
+                    "Lease warrant-keys-leader".to_owned(),
+                    "Role warrant-signer:keys".to_owned(),
+                    "RoleBinding warrant-signer:keys".to_owned(),
+                ]),
+                "{what}"
+            );
+            // warrant's own Deployment can never read it: no role it holds cluster-wide reads
+            // Secrets (RBAC cannot grant all namespaces' but one; the list above has no binding
+            // of its in the namespace), and it refuses Secret-bound tokens.
+            assert!(
+                flags.contains(&"--disable-secret-binding".to_owned()),
+                "{what}: {flags:?}"
+            );
+            for binding in objects.iter().filter(|o| {
+                o["kind"] == "ClusterRoleBinding"
+                    && o["subjects"]
+                        .as_array()
+                        .is_some_and(|s| s.iter().any(|s| s["kind"] == "ServiceAccount"))
+            }) {
+                let kind = binding["roleRef"]["kind"].as_str().unwrap();
+                let role_name = binding["roleRef"]["name"].as_str().unwrap();
+                let Some(role) = objects
+                    .iter()
+                    .find(|o| o["kind"] == kind && o["metadata"]["name"] == role_name)
+                else {
+                    // A role of Kubernetes' own (system:auth-delegator, the front proxy's).
+                    continue;
+                };
+                for rule in role["rules"].as_array().unwrap() {
+                    assert!(
+                        !rule["resources"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|r| r == "secrets" || r == "*"),
+                        "{what}: warrant's Deployment may read Secrets through {kind} {role_name}: {rule}"
+                    );
+                }
+            }
             let role = find(objects, "Role", "warrant-signer:keys");
             assert_eq!(role["metadata"]["namespace"], namespace);
             // The Secret and the Lease by name, nothing else; and no create, which cannot be.
@@ -2302,7 +2368,7 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
     let blocks = sh_blocks(&doc);
     let once = blocks
         .iter()
-        .find(|b| b.contains("warrant keys generate --key-secret kube-system/warrant-keys"))
+        .find(|b| b.contains("warrant keys generate --key-secret warrant-signer/warrant-keys"))
         .expect("install.md creates the control plane's key Secret");
     let block = blocks
         .iter()
@@ -2431,7 +2497,7 @@ async fn the_signer_node_setup_runs_and_the_static_pod_serves() {
     }
     // The node's copy holds the Secret's key set: kubeadm's key, imported.
     let secret: k8s_openapi::api::core::v1::Secret =
-        cluster.get("kube-system", "warrant-keys").unwrap();
+        cluster.get("warrant-signer", "warrant-keys").unwrap();
     let index = secret.data.unwrap()["keys.json"].0.clone();
     let copy = format!("{root}/var/lib/warrant/keys/keys.json");
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -2506,7 +2572,7 @@ fn the_control_plane_hsm_example_mounts_what_its_uri_names() {
     assert_serve_knows(&container["args"]);
     let flags = args(container);
     assert!(
-        flags.contains(&"--key-secret=kube-system/warrant-keys".to_owned())
+        flags.contains(&"--key-secret=warrant-signer/warrant-keys".to_owned())
             && flags.contains(&"--key-copy-dir=/var/lib/warrant/keys".to_owned()),
         "{flags:?}"
     );

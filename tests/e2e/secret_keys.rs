@@ -2,7 +2,8 @@
 //! one Secret on the loopback Kubernetes fixture (objects from a manifest file, so the cluster
 //! holds only the keys and the Lease). Only the replica holding the Lease writes; both serve the
 //! same keys; when the leader goes, the other takes over; and a replica cut off from the API
-//! server goes on serving its keys and says so.
+//! server goes on serving its keys and says so. A revoked key stays revoked when the Secret is
+//! put back to its contents from before the revocation.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -351,4 +352,105 @@ async fn both_replicas_refuse_a_revoked_keys_tokens() {
             .any(|l| l.contains("KEY REVOKED") && l.contains(&kid)),
         "{log}"
     );
+}
+
+/// `warrant keys revoke KID --key-secret`, as the operator runs it beside the replicas.
+fn revoke(cluster: &Fixture, w: &Warrant, kid: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let out = w.warrant(&[
+        "keys".as_ref(),
+        "revoke".as_ref(),
+        kid.as_ref(),
+        "--key-secret".as_ref(),
+        SECRET.as_ref(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// The key Secret put back to its contents from before a revocation (what an etcd restore or a
+/// re-applied backup does): the revoked key is listed, and signs, in the Secret again. Neither
+/// replica takes it back: the Lease holder writes the revocation back over the restored
+/// contents, the key never returns to either JWKS, and a token it signed never authenticates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_secret_restored_to_before_a_revocation_does_not_bring_the_key_back() {
+    let cluster = cluster().await;
+    generate(&cluster);
+    let a = Warrant::start_with(OBJECTS, secret_keys(&cluster), &[]).await;
+    let b = Warrant::start_with(OBJECTS, secret_keys(&cluster), &[]).await;
+    let leaked = [
+        a.token(&["--audience", "vault"]),
+        b.token(&["--audience", "vault"]),
+    ];
+    let kid = jsonwebtoken::decode_header(&leaked[0])
+        .unwrap()
+        .kid
+        .unwrap();
+    let backup = secret(&cluster);
+
+    revoke(&cluster, &a, &kid);
+    for w in [&a, &b] {
+        until_jwks(w, "the revoked key out of the JWKS", |k| !k.contains(&kid)).await;
+    }
+    let revoked = secret(&cluster);
+
+    // The backup goes back over the Secret, as it was before the revocation.
+    let mut restored = revoked.clone();
+    restored.data = backup.data.clone();
+    cluster.update(&restored).unwrap();
+
+    // The Lease holder repairs the Secret forward: the revocation is back, and the generation
+    // is after both the restored one and the revocation's.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while jwks_of_secret(&cluster).contains(&kid) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the restored Secret was never repaired: it lists {kid} again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let index = |s: &Secret| -> Value {
+        serde_json::from_slice(&s.data.as_ref().unwrap()["keys.json"].0).unwrap()
+    };
+    let repaired = index(&secret(&cluster));
+    assert!(
+        repaired["revoked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["kid"] == kid.as_str()),
+        "{repaired}"
+    );
+    assert!(
+        repaired["generation"].as_u64() > index(&revoked)["generation"].as_u64(),
+        "{repaired}"
+    );
+    let leader = lease_holder(&cluster).unwrap();
+    assert_eq!(written_by(&cluster), leader);
+
+    // Neither replica took the key back: not in the JWKS, and its tokens are refused by name.
+    let refused =
+        format!("invalid signature: the key that signed this token ({kid}) has been revoked");
+    for (w, token) in [(&a, &leaked[0]), (&b, &leaked[1])] {
+        assert!(!jwks(w).await.contains(&kid));
+        assert_eq!(w.review(token, &["vault"])["error"], refused.as_str());
+        let fresh = w.token(&["--audience", "vault"]);
+        assert_ne!(
+            jsonwebtoken::decode_header(&fresh).unwrap().kid.unwrap(),
+            kid
+        );
+    }
+    // The replica that writes saw the rollback, and says so: an error, a metric, an alert.
+    let writer = if a.metric("warrant_keys_leader").await == 1.0 {
+        &a
+    } else {
+        &b
+    };
+    let rollbacks = writer
+        .metric(r#"warrant_keys_store_rollbacks_total{reason="revoked_key_listed"}"#)
+        .await;
+    assert!(rollbacks >= 1.0, "{rollbacks}");
 }

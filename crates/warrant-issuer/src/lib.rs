@@ -20,7 +20,7 @@ use arc_swap::ArcSwap;
 use jiff::Timestamp;
 use warrant_audit::Auditor;
 use warrant_clock::Clock;
-use warrant_keys::KeySet;
+use warrant_keys::{KeySet, SigningStopped};
 use warrant_token::{Claims, DetachedSignature, KeyError, SigningKey};
 
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
@@ -100,6 +100,11 @@ pub enum SignError {
         /// The deadline that passed.
         deadline: Timestamp,
     },
+    /// No key signs: the signing key was revoked while no key could be made to take over (its
+    /// holder out of reach). A later attempt may succeed, once the key store's writer makes one
+    /// (TokenRequest answers 503, Sign `UNAVAILABLE`).
+    #[error(transparent)]
+    Stopped(SigningStopped),
 }
 
 impl SignError {
@@ -108,7 +113,7 @@ impl SignError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            SignError::Unavailable { .. } | SignError::Withheld { .. }
+            SignError::Unavailable { .. } | SignError::Withheld { .. } | SignError::Stopped(_)
         )
     }
 
@@ -232,10 +237,10 @@ impl Issuer {
     }
 }
 
-/// The key that signs at `now`, unless the keys are past their signing deadline.
+/// The key that signs at `now`, unless none does or the keys are past their signing deadline.
 fn signing_key(published: &Published, now: Timestamp) -> Result<&SigningKey, SignError> {
     let keys = published.keys();
-    let key = keys.signing_at(now);
+    let key = keys.signing_at(now).map_err(SignError::Stopped)?;
     match keys.signing_deadline() {
         Some(deadline) if now >= deadline => Err(SignError::Withheld {
             kid: key.kid().to_owned(),
@@ -381,7 +386,12 @@ mod tests {
         issuer.set_keys(KeySet::new(second.clone(), vec![]));
         assert_eq!(issuer.keys_changed_at().as_second(), 200);
         assert_eq!(
-            issuer.published().keys().signing_at(clock.now()).kid(),
+            issuer
+                .published()
+                .keys()
+                .signing_at(clock.now())
+                .unwrap()
+                .kid(),
             second.kid()
         );
     }
@@ -525,6 +535,7 @@ mod remote_tests {
             published
                 .keys()
                 .signing_at(now)
+                .unwrap()
                 .remote_key()
                 .unwrap()
                 .unavailable()

@@ -15,6 +15,10 @@
 //! - **Refreshed** whenever the store is read or written with keys other than the copy's
 //!   ([`CopiedStore`]): a rotation, a removal, a revocation, a copy found behind at startup.
 //!   Never from anything but the store. The index's modification time says when.
+//! - **Never behind what it held**: the copy keeps the generation of the store's key set it
+//!   copies, and every revocation. A read of the store with a lower generation, or that undoes
+//!   a revocation (a restored backup: see `rollback.rs`), is not copied: the copy goes on
+//!   holding the newer set, so a node restarted after the store was put back still knows.
 //! - **Used** only at startup, and only when the store cannot be reached or holds nothing (see
 //!   [`crate::KeyManager::open_from_copy`]); the replica never writes the store from it before
 //!   the store has answered.
@@ -29,7 +33,8 @@ use crate::directory::DirStore;
 use crate::holder::KeyHolder;
 use crate::lifecycle::ManagedKeySet;
 use crate::manager::Seed;
-use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
+use crate::rollback;
+use crate::store::{ChangeFeed, KeyStore, Saved, StoreError, StoreVersion, Stored};
 
 /// How the copy stands, for `/readyz?verbose`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,9 +69,9 @@ impl CopyState {
 /// A node's local copy of a shared key store, kept in a directory.
 pub struct LocalCopy {
     dir: DirStore,
-    /// What the copy holds, as last read or written, so that it is written only when the
-    /// store's keys differ.
-    holds: Mutex<Option<ManagedKeySet>>,
+    /// What the copy holds, as last read or written, with the store's generation it holds, so
+    /// that it is written only when the store's keys differ, and never goes back.
+    holds: Mutex<Option<(ManagedKeySet, u64)>>,
     state: watch::Sender<CopyState>,
 }
 
@@ -111,20 +116,33 @@ impl LocalCopy {
             store: self.describe(),
             reason: "the index went away while it was read".into(),
         })?;
-        *self.lock() = Some(stored.keys.clone());
+        *self.lock() = Some((stored.keys.clone(), stored.generation));
         self.state.send_modify(|s| s.written_at = Some(written_at));
         Ok(Some(Seed {
             keys: stored.keys,
             written_at,
+            generation: stored.generation,
         }))
     }
 
-    /// Makes the copy hold `keys`, which the store just answered with: written (atomically)
-    /// only if they differ from what it holds. A failure is logged and reported, never
-    /// returned: the keys in force do not depend on the copy.
-    pub async fn refresh(&self, keys: &ManagedKeySet, store: &str) {
+    /// Makes the copy hold `keys`, which the store just answered with as `generation`: written
+    /// (atomically) only if they differ from what it holds, and never if they are older (see
+    /// `rollback.rs`). A failure is logged and reported, never returned: the keys in force do
+    /// not depend on the copy.
+    pub async fn refresh(&self, keys: &ManagedKeySet, generation: u64, store: &str) {
         let held = self.lock().clone();
-        if held.as_ref().is_some_and(|h| h.same_records(keys)) {
+        if let Some((held, seen)) = &held
+            && let Err(rollback) = rollback::check(held, *seen, keys, generation)
+        {
+            tracing::warn!(copy = %self.describe(), %store, %rollback, "the key store's keys are older than the local copy's: the copy keeps its own");
+            self.state
+                .send_if_modified(|s| std::mem::replace(&mut s.in_step, false));
+            return;
+        }
+        if held
+            .as_ref()
+            .is_some_and(|(h, seen)| *seen == generation && h.same_records(keys))
+        {
             self.state.send_if_modified(|s| {
                 let changed = !s.in_step || s.last_error.is_some();
                 s.in_step = true;
@@ -133,7 +151,8 @@ impl LocalCopy {
             });
             return;
         }
-        if let Err(error) = self.dir.replace(keys).await {
+        let held = held.map(|(keys, _)| keys);
+        if let Err(error) = self.dir.replace(keys, generation).await {
             let mut first = false;
             self.state.send_modify(|s| {
                 first = s.last_error.is_none();
@@ -168,7 +187,7 @@ impl LocalCopy {
                 tracing::info!(%copy, %store, keys = ?new, "local copy of the key store written")
             }
         }
-        *self.lock() = Some(keys.clone());
+        *self.lock() = Some((keys.clone(), generation));
         self.state.send_modify(|s| {
             s.written_at = written_at.or(s.written_at);
             s.in_step = true;
@@ -176,7 +195,7 @@ impl LocalCopy {
         });
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<ManagedKeySet>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(ManagedKeySet, u64)>> {
         self.holds.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -223,19 +242,24 @@ impl<S: KeyStore> KeyStore for CopiedStore<S> {
     async fn load(&self) -> Result<Option<Stored>, StoreError> {
         let loaded = self.store.load().await?;
         if let Some(stored) = &loaded {
-            self.copy.refresh(&stored.keys, &self.describe()).await;
+            self.copy
+                .refresh(&stored.keys, stored.generation, &self.describe())
+                .await;
         }
         Ok(loaded)
     }
 
-    async fn save(
+    async fn save_after(
         &self,
         keys: &ManagedKeySet,
         expected: Option<&StoreVersion>,
-    ) -> Result<StoreVersion, StoreError> {
-        let version = self.store.save(keys, expected).await?;
-        self.copy.refresh(keys, &self.describe()).await;
-        Ok(version)
+        after: u64,
+    ) -> Result<Saved, StoreError> {
+        let saved = self.store.save_after(keys, expected, after).await?;
+        self.copy
+            .refresh(keys, saved.generation, &self.describe())
+            .await;
+        Ok(saved)
     }
 
     fn watch(&self) -> Result<ChangeFeed, StoreError> {

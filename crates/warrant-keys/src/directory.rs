@@ -36,7 +36,7 @@ use warrant_watch::private_file;
 use crate::lifecycle::ManagedKeySet;
 
 use crate::holder::{Held, KeyHolder};
-use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
+use crate::store::{ChangeFeed, KeyStore, Saved, StoreError, StoreVersion, Stored};
 use crate::stored::{INDEX_FILE, decode, encode};
 
 const LOCK_FILE: &str = ".lock";
@@ -118,6 +118,7 @@ impl DirStore {
         Ok(Some(Stored {
             keys,
             version: StoreVersion(generation.to_string()),
+            generation,
         }))
     }
 
@@ -142,7 +143,8 @@ impl DirStore {
         &self,
         keys: &ManagedKeySet,
         expected: Precondition<'_>,
-    ) -> Result<StoreVersion, StoreError> {
+        numbered: Numbered,
+    ) -> Result<Saved, StoreError> {
         private_file::create_private_dir(&self.dir).map_err(self.io_error(&self.dir))?;
         self.check_private()?;
         let _lock = self.lock(true)?;
@@ -155,7 +157,10 @@ impl DirStore {
                 store: self.describe(),
             });
         }
-        let generation = current.unwrap_or(0) + 1;
+        let generation = match numbered {
+            Numbered::After(after) => current.unwrap_or(0).max(after) + 1,
+            Numbered::As(generation) => generation,
+        };
         let encoded = encode(keys, generation).map_err(|(kid, source)| StoreError::Key {
             store: self.describe(),
             kid,
@@ -174,16 +179,24 @@ impl DirStore {
         }
         let keep: Vec<&str> = encoded.key_files().collect();
         self.clean_up(&dir, &keep);
-        Ok(StoreVersion(generation.to_string()))
+        Ok(Saved {
+            version: StoreVersion(generation.to_string()),
+            generation,
+        })
     }
 
     /// Writes `keys` over whatever the directory holds, as one commit like
-    /// [`save`](KeyStore::save): for a directory with one writer that copies another store (a
-    /// node's local copy of a shared store, [`crate::LocalCopy`]).
-    pub async fn replace(&self, keys: &ManagedKeySet) -> Result<StoreVersion, StoreError> {
+    /// [`save`](KeyStore::save), as generation `generation`: for a directory with one writer
+    /// that copies another store (a node's local copy of a shared store, [`crate::LocalCopy`]),
+    /// which keeps the generation of what it copies.
+    pub async fn replace(
+        &self,
+        keys: &ManagedKeySet,
+        generation: u64,
+    ) -> Result<Saved, StoreError> {
         let keys = keys.clone();
         self.blocking("write", move |store| {
-            store.save_blocking(&keys, Precondition::Any)
+            store.save_blocking(&keys, Precondition::Any, Numbered::As(generation))
         })
         .await
     }
@@ -295,15 +308,20 @@ impl KeyStore for DirStore {
         self.blocking("read", |store| store.load_blocking()).await
     }
 
-    async fn save(
+    async fn save_after(
         &self,
         keys: &ManagedKeySet,
         expected: Option<&StoreVersion>,
-    ) -> Result<StoreVersion, StoreError> {
+        after: u64,
+    ) -> Result<Saved, StoreError> {
         let keys = keys.clone();
         let expected = expected.cloned();
         self.blocking("write", move |store| {
-            store.save_blocking(&keys, Precondition::Holds(expected.as_ref()))
+            store.save_blocking(
+                &keys,
+                Precondition::Holds(expected.as_ref()),
+                Numbered::After(after),
+            )
         })
         .await
     }
@@ -332,6 +350,15 @@ enum Precondition<'a> {
     Holds(Option<&'a StoreVersion>),
     /// Anything: the write replaces it.
     Any,
+}
+
+/// How a write numbers its generation.
+#[derive(Clone, Copy)]
+enum Numbered {
+    /// After the directory's, and after this one.
+    After(u64),
+    /// As this one (a copy of another store's key set).
+    As(u64),
 }
 
 #[cfg(test)]

@@ -20,6 +20,10 @@
 //! - A [`LocalCopy`] is a node's copy of a shared store ([`CopiedStore`] keeps it current), to
 //!   start from while the store cannot be reached: a control plane's cold start. It is decoded
 //!   through the same holder as the store, so a copy is trusted no more than the store is.
+//! - Revocations stay revoked: a store read that is older than what a process has seen (a lower
+//!   generation, a revoked key listed again) is refused, and the writer repairs the store
+//!   forward (`rollback.rs`). Revoking the signing key when no key can be made to take over
+//!   records the revocation and stops signing ([`SigningStopped`]) until one can.
 
 mod copy;
 mod directory;
@@ -31,6 +35,7 @@ mod lifecycle;
 mod listed;
 mod manager;
 mod metrics;
+mod rollback;
 mod secret;
 mod static_files;
 mod store;
@@ -61,7 +66,7 @@ pub use static_files::{
     StaticChange, StaticKeyError, StaticKeyFiles, StaticKeys, StaticReload, StaticWatch,
     load_static,
 };
-pub use store::{ChangeFeed, KeyStore, MemoryStore, StoreError, StoreVersion, Stored};
+pub use store::{ChangeFeed, KeyStore, MemoryStore, Saved, StoreError, StoreVersion, Stored};
 pub use stored::{EncodedKeySet, INDEX_FILE, decode, encode, key_file_name};
 
 use jiff::Timestamp;
@@ -76,7 +81,8 @@ use warrant_token::{SigningKey, VerifyingKey};
 /// replaced a little late.
 #[derive(Debug, Clone)]
 pub struct KeySet {
-    signing: SigningKey,
+    /// The key that signs until the first successor, or since when nothing signs.
+    signing: Result<SigningKey, SigningStopped>,
     /// Keys that take over signing at the given times, in ascending order of time.
     successors: Vec<(Timestamp, SigningKey)>,
     verifying: Vec<VerifyingKey>,
@@ -85,6 +91,18 @@ pub struct KeySet {
     revoked: Vec<String>,
     /// When these keys stop signing (see [`signing_deadline`](Self::signing_deadline)).
     signing_deadline: Option<Timestamp>,
+}
+
+/// Why a key set signs nothing: its signing key was revoked while no key could be made to take
+/// over (its holder out of reach; see [`ManagedKeySet::stopped`]). Nothing signs until the
+/// store's writer makes one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "no key signs: the signing key was revoked at {since} and no key could be made to take over yet (its key holder cannot be reached); tokens are signed again once the key store's writer makes one"
+)]
+pub struct SigningStopped {
+    /// When the signing key was revoked.
+    pub since: Timestamp,
 }
 
 impl KeySet {
@@ -122,8 +140,31 @@ impl KeySet {
             }
         }
         KeySet {
-            signing,
+            signing: Ok(signing),
             successors,
+            verifying: keys,
+            next_change,
+            revoked: Vec::new(),
+            signing_deadline: None,
+        }
+    }
+
+    /// A key set that signs nothing since `since` (see [`SigningStopped`]) and verifies with
+    /// `verifying`.
+    pub fn stopped(
+        verifying: Vec<VerifyingKey>,
+        since: Timestamp,
+        next_change: Option<Timestamp>,
+    ) -> Self {
+        let mut keys: Vec<VerifyingKey> = Vec::with_capacity(verifying.len());
+        for key in verifying {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        KeySet {
+            signing: Err(SigningStopped { since }),
+            successors: Vec::new(),
             verifying: keys,
             next_change,
             revoked: Vec::new(),
@@ -181,13 +222,12 @@ impl KeySet {
             .collect()
     }
 
-    /// The key that signs a token issued at `now`.
-    pub fn signing_at(&self, now: Timestamp) -> &SigningKey {
-        self.successors
-            .iter()
-            .rev()
-            .find(|(at, _)| *at <= now)
-            .map_or(&self.signing, |(_, key)| key)
+    /// The key that signs a token issued at `now`, or why none does.
+    pub fn signing_at(&self, now: Timestamp) -> Result<&SigningKey, SigningStopped> {
+        match self.successors.iter().rev().find(|(at, _)| *at <= now) {
+            Some((_, key)) => Ok(key),
+            None => self.signing.as_ref().map_err(|stopped| *stopped),
+        }
     }
 
     /// Every verification key, in publication order.
@@ -212,9 +252,15 @@ impl KeySet {
     /// True if `other` holds the same keys on the same schedule (so publishing it would change
     /// nothing a client can see, except perhaps the documents' max-age).
     pub fn same_keys(&self, other: &KeySet) -> bool {
+        let signing = |set: &KeySet| -> Result<VerifyingKey, SigningStopped> {
+            set.signing
+                .as_ref()
+                .map(|key| key.verifying_key().clone())
+                .map_err(|stopped| *stopped)
+        };
         self.verifying == other.verifying
             && self.revoked == other.revoked
-            && self.signing.verifying_key() == other.signing.verifying_key()
+            && signing(self) == signing(other)
             && self.successors.len() == other.successors.len()
             && self
                 .successors
@@ -256,13 +302,14 @@ mod tests {
         let b = SigningKey::generate(KeyType::P256).unwrap();
         let at = |s| Timestamp::from_second(s).unwrap();
         let set = KeySet::scheduled(a.clone(), vec![(at(100), b.clone())], vec![], Some(at(100)));
-        assert_eq!(set.signing_at(at(0)).kid(), a.kid());
+        assert_eq!(set.signing_at(at(0)).unwrap().kid(), a.kid());
         assert_eq!(
             set.signing_at(at(100) - jiff::SignedDuration::from_nanos(1))
+                .unwrap()
                 .kid(),
             a.kid()
         );
-        assert_eq!(set.signing_at(at(100)).kid(), b.kid());
+        assert_eq!(set.signing_at(at(100)).unwrap().kid(), b.kid());
         // Both are published, the current signer first.
         let kids: Vec<&str> = set.verifying().iter().map(|k| k.kid()).collect();
         assert_eq!(kids, [a.kid(), b.kid()]);

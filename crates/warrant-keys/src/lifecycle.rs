@@ -332,9 +332,6 @@ pub enum RevokeError {
         /// When.
         at: Timestamp,
     },
-    /// A replacement key could not be generated.
-    #[error(transparent)]
-    Key(#[from] KeyError),
 }
 
 /// What a revocation did.
@@ -363,6 +360,12 @@ pub enum Replacement {
     New {
         /// Its kid.
         kid: String,
+    },
+    /// None yet: no key could be made (the key holder cannot be reached). Nothing signs until
+    /// the store's writer makes one (see [`ManagedKeySet::stopped`]).
+    Pending {
+        /// Why no key could be made.
+        cause: String,
     },
 }
 
@@ -404,6 +407,11 @@ pub struct ManagedKeySet {
     keys: Vec<ManagedKey>,
     /// Revoked keys, in revocation order (kept for good: see [`Revocation`]).
     revoked: Vec<Revocation>,
+    /// When signing stopped: the signing key was revoked and no key could be made to take over
+    /// (its holder out of reach). No key activated before then signs from then on; the first
+    /// key made after signs at once (see [`ManagedKeySet::revoke`]). Kept while a key activated
+    /// before it remains, whose retirement it is.
+    stopped: Option<Timestamp>,
 }
 
 fn whole_second(t: Timestamp) -> Timestamp {
@@ -436,6 +444,7 @@ impl ManagedKeySet {
         Ok(ManagedKeySet {
             keys,
             revoked: Vec::new(),
+            stopped: None,
         })
     }
 
@@ -452,9 +461,48 @@ impl ManagedKeySet {
         Ok(self)
     }
 
+    /// The same set, also remembering `revocations` (another reading of the store's): a key
+    /// revoked there leaves the set, and every revocation of either is kept. What a writer
+    /// puts back in a store that lost revocations, so that none is ever lost on the way.
+    pub fn remembering(&self, revocations: &[Revocation]) -> ManagedKeySet {
+        let mut set = self.clone();
+        for revocation in revocations {
+            if !set.revoked.iter().any(|r| r.kid == revocation.kid) {
+                set.keys.retain(|k| k.kid() != revocation.kid);
+                set.revoked.push(revocation.clone());
+            }
+        }
+        set
+    }
+
     /// The revoked keys still remembered.
     pub fn revocations(&self) -> &[Revocation] {
         &self.revoked
+    }
+
+    /// The same set, with signing stopped at `at` (see [`stopped`](Self::stopped)), as a store
+    /// recorded it.
+    pub fn with_stop(mut self, at: Option<Timestamp>) -> Self {
+        self.stopped = at.map(whole_second);
+        self
+    }
+
+    /// When signing stopped because the signing key was revoked and no key could be made to
+    /// take over (its holder out of reach), while that lasts or a key that signed before
+    /// remains: no key activated before it signs from then on.
+    pub fn stopped(&self) -> Option<Timestamp> {
+        self.stopped
+    }
+
+    /// When no key signs at `now` because signing stopped ([`stopped`](Self::stopped)) and no
+    /// key has been made since: `None` if a key signs (or none ever did).
+    pub fn stopped_at(&self, now: Timestamp) -> Option<Timestamp> {
+        let stop = self.stopped.filter(|s| *s <= now)?;
+        let latest = self.keys.iter().rposition(|k| k.activate_at <= now);
+        match latest.and_then(|i| self.keys.get(i)) {
+            Some(key) if key.activate_at >= stop => None,
+            _ => Some(stop),
+        }
     }
 
     /// True if `other` records the same keys (by kid) on the same schedule, with the same
@@ -469,6 +517,7 @@ impl ManagedKeySet {
             )
         };
         self.revoked == other.revoked
+            && self.stopped == other.stopped
             && self.keys.len() == other.keys.len()
             && self
                 .keys
@@ -484,6 +533,7 @@ impl ManagedKeySet {
         ManagedKeySet {
             keys: vec![ManagedKey::new(key, now, now, max_token_seconds)],
             revoked: Vec::new(),
+            stopped: None,
         }
     }
 
@@ -497,9 +547,13 @@ impl ManagedKeySet {
         self.keys.is_empty()
     }
 
-    /// When the key at `index` retires: its successor's activation.
+    /// When the key at `index` retires: its successor's activation, or when signing stopped
+    /// after it activated, if that is earlier.
     fn retire_at(&self, index: usize) -> Option<Timestamp> {
-        self.keys.get(index + 1).map(ManagedKey::activate_at)
+        let key = self.keys.get(index)?;
+        let next = self.keys.get(index + 1).map(ManagedKey::activate_at);
+        let stop = self.stopped.filter(|s| *s > key.activate_at);
+        [next, stop].into_iter().flatten().min()
     }
 
     /// When the key at `index` is removed: after its last token's expiry and the leeway.
@@ -535,6 +589,9 @@ impl ManagedKeySet {
     }
 
     fn active_index(&self, now: Timestamp) -> Option<usize> {
+        if self.stopped_at(now).is_some() {
+            return None;
+        }
         self.keys.iter().rposition(|k| k.activate_at <= now)
     }
 
@@ -564,6 +621,15 @@ impl ManagedKeySet {
     /// When the last key's successor is due under `policy`: created `publish-ahead` before it
     /// activates, one rotation period after the last key did. `None` for an empty set.
     pub fn successor(&self, policy: &RotationPolicy, now: Timestamp) -> Option<Successor> {
+        if let Some(stop) = self.stopped
+            && self.keys.iter().all(|k| k.activate_at < stop)
+        {
+            // Nothing signs since the stop: a key is due since then, and signs once made.
+            return Some(Successor {
+                create_at: stop,
+                activate_at: whole_second(now.max(stop)),
+            });
+        }
         let last = self.keys.last()?;
         let due = plus(last.activate_at, policy.rotation_period_seconds);
         let create_at = plus(due, -policy.publish_ahead_seconds);
@@ -601,7 +667,22 @@ impl ManagedKeySet {
     /// verify and are published, active first, then next, then retired from newest to
     /// oldest. `None` until a key has activated.
     pub fn key_set_at(&self, now: Timestamp, policy: &RotationPolicy) -> Option<KeySet> {
-        let active = self.active_index(now)?;
+        let revoked: Vec<String> = self.revoked.iter().map(|r| r.kid.clone()).collect();
+        let Some(active) = self.active_index(now) else {
+            // Signing stopped (a revoked signing key, no successor made yet): the keys that
+            // verify are published, and nothing signs.
+            let since = self.stopped_at(now)?;
+            let retired = (0..self.keys.len())
+                .rev()
+                .filter(|&i| self.state_of(i, now) == KeyState::Retired)
+                .filter_map(|i| self.keys.get(i))
+                .map(|k| k.key.verifying_key().clone())
+                .collect();
+            return Some(
+                KeySet::stopped(retired, since, self.next_change(now, policy))
+                    .with_revoked(revoked),
+            );
+        };
         let signing = self.keys.get(active)?.key.clone();
         let later = self.keys.get(active + 1..).unwrap_or_default();
         let successors: Vec<(Timestamp, SigningKey)> = later
@@ -617,7 +698,6 @@ impl ManagedKeySet {
             .chain(retired.map(|k| &k.key))
             .map(|k| k.verifying_key().clone())
             .collect();
-        let revoked = self.revoked.iter().map(|r| r.kid.clone()).collect();
         Some(
             KeySet::scheduled(
                 signing,
@@ -653,7 +733,10 @@ impl ManagedKeySet {
                 keys.push(key.clone());
             }
         }
-        if keys.is_empty() {
+        if keys.is_empty() || self.stopped_at(now).is_some() {
+            // A new set, or nothing signs since the signing key was revoked: a key that signs
+            // at once (nothing can have a stale copy of the key set without it that matters:
+            // no token has been signed since).
             keys.push(ManagedKey::new(
                 generate(policy.key_type)?,
                 now,
@@ -675,9 +758,18 @@ impl ManagedKeySet {
                 changed = true;
             }
         }
-        // Revocations are never dropped (see `Revocation`).
+        // Revocations are never dropped (see `Revocation`). The stop is, once no key that
+        // signed before it remains (it was their retirement).
         let revoked = self.revoked.clone();
-        let mut set = ManagedKeySet { keys, revoked };
+        let stopped = self
+            .stopped
+            .filter(|stop| keys.iter().any(|k| k.activate_at < *stop));
+        changed |= stopped != self.stopped;
+        let mut set = ManagedKeySet {
+            keys,
+            revoked,
+            stopped,
+        };
         if let Some(successor) = set.successor(policy, now)
             && successor.create_at <= now
         {
@@ -789,9 +881,12 @@ impl ManagedKeySet {
     /// [`Revocation`]). If it was signing, a key signs in its place from `now`, without
     /// waiting for publish-ahead: the next key, if one is published, brought forward (relying
     /// parties that fetched the JWKS since its publication have it already); else a new key.
-    /// The set is first brought up to date with [`rotate`](Self::rotate) if `generate` can make
-    /// the keys that needs; else the rotation is left to the store's writer, and only a revoked
-    /// signing key with no published successor needs `generate` to succeed.
+    /// If `generate` cannot make that new key (its holder out of reach), the revocation is
+    /// recorded all the same, and signing stops ([`stopped`](Self::stopped)): no key signs
+    /// until the store's writer can make one, which then signs at once. A revocation is about
+    /// the relying parties, never the holder: it is never refused for want of a new key. The
+    /// set is first brought up to date with [`rotate`](Self::rotate) if `generate` can make the
+    /// keys that needs; else the rotation is left to the store's writer.
     ///
     /// Keys retired before the revoked one keep verifying until `now` plus their token
     /// lifetime at the latest: their retirement moves to the replacement's activation.
@@ -842,17 +937,20 @@ impl ManagedKeySet {
                         published_at: next.published_at,
                     }
                 }
-                None => {
-                    let new = ManagedKey::new(
-                        generate(policy.key_type)?,
-                        now,
-                        now,
-                        policy.max_token_seconds,
-                    );
-                    let kid = new.kid().to_owned();
-                    set.keys.push(new);
-                    Replacement::New { kid }
-                }
+                None => match generate(policy.key_type) {
+                    Ok(key) => {
+                        let new = ManagedKey::new(key, now, now, policy.max_token_seconds);
+                        let kid = new.kid().to_owned();
+                        set.keys.push(new);
+                        Replacement::New { kid }
+                    }
+                    Err(cause) => {
+                        set.stopped = Some(now);
+                        Replacement::Pending {
+                            cause: cause.to_string(),
+                        }
+                    }
+                },
             })
         } else {
             None

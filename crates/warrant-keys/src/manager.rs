@@ -28,7 +28,8 @@ use crate::lifecycle::{
     KeySchedule, KeyState, ManagedKeySet, PolicyError, Revocation, RotationPolicy,
 };
 use crate::metrics::KeyMetrics;
-use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion};
+use crate::rollback::{self, Rollback};
+use crate::store::{ChangeFeed, KeyStore, Saved, StoreError, StoreVersion, Stored};
 use crate::{KeySet, ListedKeys};
 
 /// Keys from a local copy, to start from: the set, and when the copy was written (the last
@@ -39,6 +40,8 @@ pub struct Seed {
     pub keys: ManagedKeySet,
     /// When the copy was written.
     pub written_at: Timestamp,
+    /// The generation of the store's key set the copy holds: the highest the node had seen.
+    pub generation: u64,
 }
 
 /// How often the store is re-read even if no change was signalled.
@@ -206,6 +209,12 @@ pub struct KeyManager<S: KeyStore> {
     /// True until the store has answered, for a manager that started from a local copy because
     /// the store could not be reached: it writes nothing before then.
     unread: bool,
+    /// The highest generation of the key set read or written (see `rollback.rs`): a read
+    /// numbered lower is refused.
+    highest: u64,
+    /// True when the store's last read was refused as older than `keys` (see `rollback.rs`):
+    /// the writer writes `keys` over it.
+    repair: bool,
 }
 
 impl<S: KeyStore> KeyManager<S> {
@@ -225,11 +234,11 @@ impl<S: KeyStore> KeyManager<S> {
             .load()
             .await
             .inspect_err(|_| metrics.store_error("load"))?;
-        let (keys, version) = match stored {
-            Some(stored) => (stored.keys, Some(stored.version)),
-            None => (ManagedKeySet::default(), None),
+        let known = match stored {
+            Some(stored) => Known::read(stored),
+            None => Known::nothing(ManagedKeySet::default(), 0),
         };
-        Self::start(store, policy, writer, metrics, now, keys, version, None).await
+        Self::start(store, policy, writer, metrics, now, known, None).await
     }
 
     /// As [`open`](Self::open), for a replica that keeps a local copy of a shared store
@@ -238,7 +247,10 @@ impl<S: KeyStore> KeyManager<S> {
     /// them (their schedule goes on by time alone), writes nothing, and re-reads the store until
     /// it answers; then the store's keys replace them. When the store holds nothing, it starts
     /// from the copy's keys too, which the writer puts back (as it does for keys deleted while
-    /// it runs) rather than creating a key no replica has published. Any other failure to read
+    /// it runs) rather than creating a key no replica has published. When the store holds an
+    /// older key set than the copy (a lower generation, or a revocation undone: see
+    /// `rollback.rs`), the read is refused: the copy's keys are served, with every revocation
+    /// of either, and the writer writes them back over the store's. Any other failure to read
     /// the store is an error, as for [`open`](Self::open).
     pub async fn open_from_copy(
         store: S,
@@ -249,40 +261,47 @@ impl<S: KeyStore> KeyManager<S> {
         seed: Seed,
     ) -> Result<Self, ManagerError> {
         policy.validate()?;
-        let (keys, version, from_copy) = match store.load().await {
-            Ok(Some(stored)) => (stored.keys, Some(stored.version), None),
+        let (known, from_copy) = match store.load().await {
+            Ok(Some(stored)) => {
+                match rollback::check(&seed.keys, seed.generation, &stored.keys, stored.generation)
+                {
+                    Ok(()) => (Known::read(stored), None),
+                    Err(rollback) => {
+                        refused(&store.describe(), &rollback, &metrics);
+                        (Known::refused(seed.keys, seed.generation, stored), None)
+                    }
+                }
+            }
             Ok(None) => {
                 tracing::warn!(store = %store.describe(), copy_written_at = %seed.written_at, "the key store holds no keys: serving the local copy's, which the replica that writes the store puts back");
-                (seed.keys, None, None)
+                (Known::nothing(seed.keys, seed.generation), None)
             }
             Err(error @ StoreError::Unavailable { .. }) => {
                 metrics.store_error("load");
                 tracing::warn!(%error, copy_written_at = %seed.written_at, "the key store cannot be reached: serving the keys of the local copy until it answers (this replica writes nothing meanwhile)");
                 let failed = (now, error.to_string());
-                (seed.keys, None, Some((seed.written_at, failed)))
+                (
+                    Known::nothing(seed.keys, seed.generation),
+                    Some((seed.written_at, failed)),
+                )
             }
             Err(error) => {
                 metrics.store_error("load");
                 return Err(error.into());
             }
         };
-        Self::start(
-            store, policy, writer, metrics, now, keys, version, from_copy,
-        )
-        .await
+        Self::start(store, policy, writer, metrics, now, known, from_copy).await
     }
 
-    /// A manager serving `keys` (read from the store at `version`), or, with `from_copy`,
-    /// keys from a local copy written at the given time, because the store failed as given.
-    #[allow(clippy::too_many_arguments)]
+    /// A manager serving `known`, or, with `from_copy`, keys from a local copy written at the
+    /// given time, because the store failed as given.
     async fn start(
         store: S,
         policy: RotationPolicy,
         writer: Writer,
         metrics: KeyMetrics,
         now: Timestamp,
-        keys: ManagedKeySet,
-        version: Option<StoreVersion>,
+        known: Known,
         from_copy: Option<(Timestamp, (Timestamp, String))>,
     ) -> Result<Self, ManagerError> {
         let health = match &from_copy {
@@ -303,19 +322,23 @@ impl<S: KeyStore> KeyManager<S> {
             policy,
             writer,
             metrics,
-            keys,
-            version,
+            keys: known.keys,
+            version: known.version,
             seen: HashMap::new(),
             health,
             disposals: Disposals::default(),
             gate: None,
             seeded_at: from_copy.as_ref().map(|(written_at, _)| *written_at),
             unread: from_copy.is_some(),
+            highest: known.highest,
+            repair: known.repair,
         };
         if manager.writer.may_write() && !manager.unread {
             manager.sync(now).await?;
         }
-        if manager.keys.active_at(now).is_none() {
+        // A set whose signing key was revoked with no successor made yet starts: it verifies
+        // (and publishes) its keys, signs nothing, and its writer makes the successor.
+        if manager.keys.active_at(now).is_none() && manager.keys.stopped_at(now).is_none() {
             return Err(ManagerError::NoActiveKey {
                 store: manager.store.describe(),
             });
@@ -573,8 +596,20 @@ impl<S: KeyStore> KeyManager<S> {
     async fn reload(&mut self) -> Result<(), StoreError> {
         match self.store.load().await {
             Ok(Some(stored)) => {
-                self.keys = stored.keys;
-                self.version = Some(stored.version);
+                let checked =
+                    rollback::check(&self.keys, self.highest, &stored.keys, stored.generation);
+                let known = match checked {
+                    Ok(()) => Known::read(stored),
+                    Err(rollback) => {
+                        // Reported each time it is read: it lasts until the writer repairs it.
+                        refused(&self.store.describe(), &rollback, &self.metrics);
+                        Known::refused(self.keys.clone(), self.highest, stored)
+                    }
+                };
+                self.keys = known.keys;
+                self.version = known.version;
+                self.highest = known.highest;
+                self.repair = known.repair;
                 Ok(())
             }
             Ok(None) => {
@@ -612,13 +647,16 @@ impl<S: KeyStore> KeyManager<S> {
         let holder = self.store.holder();
         for _ in 0..CONFLICT_ATTEMPTS {
             let rotated = rotate(self.keys.clone(), self.policy, now, holder.clone()).await?;
-            let write_back = self.version.is_none() && !self.keys.is_empty();
+            let write_back = (self.version.is_none() || self.repair) && !self.keys.is_empty();
             let next = match rotated {
                 Some(next) => next,
                 None if write_back => self.keys.clone(),
                 None => return Ok(false),
             };
-            let saved = self.store.save(&next, self.version.as_ref()).await;
+            let saved = self
+                .store
+                .save_after(&next, self.version.as_ref(), self.highest)
+                .await;
             if saved.is_err() {
                 // Keys generated for a write that did not happen are referenced by no store:
                 // destroyed, or they would be left in the HSM for ever.
@@ -626,11 +664,13 @@ impl<S: KeyStore> KeyManager<S> {
                     .left_the_set(&generated_in(&self.keys, &next), "unused");
             }
             match saved {
-                Ok(version) => {
+                Ok(saved) => {
                     self.disposals
                         .left_the_set(&generated_in(&next, &self.keys), "removed");
-                    self.keys = next;
-                    self.version = Some(version);
+                    if self.repair {
+                        tracing::warn!(store = %self.store.describe(), generation = saved.generation, "key store repaired: the key set it had lost, every revocation with it, is written back");
+                    }
+                    self.wrote(next, saved);
                     return Ok(true);
                 }
                 Err(StoreError::Conflict { .. }) => {
@@ -664,8 +704,12 @@ impl<S: KeyStore> KeyManager<S> {
             let Some((next, holds)) = held else {
                 return Ok(false);
             };
-            match self.store.save(&next, self.version.as_ref()).await {
-                Ok(version) => {
+            match self
+                .store
+                .save_after(&next, self.version.as_ref(), self.highest)
+                .await
+            {
+                Ok(saved) => {
                     for hold in &holds {
                         self.metrics.activation_held();
                         tracing::error!(
@@ -673,8 +717,7 @@ impl<S: KeyStore> KeyManager<S> {
                             "key not listed by every publish target yet: it does not sign before they list it; the key in force signs on until activate_at (see /readyz?verbose, publish)"
                         );
                     }
-                    self.keys = next;
-                    self.version = Some(version);
+                    self.wrote(next, saved);
                     return Ok(true);
                 }
                 Err(StoreError::Conflict { .. }) => self.reload().await?,
@@ -687,6 +730,14 @@ impl<S: KeyStore> KeyManager<S> {
         Err(ManagerError::Contended {
             store: self.store.describe(),
         })
+    }
+
+    /// Takes `keys`, just written as `saved`, as the keys in force.
+    fn wrote(&mut self, keys: ManagedKeySet, saved: Saved) {
+        self.keys = keys;
+        self.version = Some(saved.version);
+        self.highest = saved.generation;
+        self.repair = false;
     }
 
     /// Logs every key's transitions since the last look and records metrics.
@@ -710,6 +761,59 @@ impl<S: KeyStore> std::fmt::Debug for KeyManager<S> {
             .field("version", &self.version)
             .finish()
     }
+}
+
+/// What a manager starts from, or takes after a read of the store.
+struct Known {
+    keys: ManagedKeySet,
+    /// The version to write against; `None` if the store holds nothing.
+    version: Option<StoreVersion>,
+    /// The highest generation seen.
+    highest: u64,
+    /// True if the store holds an older key set than `keys`, to be written over.
+    repair: bool,
+}
+
+impl Known {
+    /// What the store holds, read as `stored`.
+    fn read(stored: Stored) -> Known {
+        Known {
+            keys: stored.keys,
+            version: Some(stored.version),
+            highest: stored.generation,
+            repair: false,
+        }
+    }
+
+    /// `keys`, seen as generation `highest`, while the store holds nothing.
+    fn nothing(keys: ManagedKeySet, highest: u64) -> Known {
+        Known {
+            keys,
+            version: None,
+            highest,
+            repair: false,
+        }
+    }
+
+    /// `keys`, seen as generation `highest`, kept over `stored`, an older key set the store
+    /// was put back to: with every revocation `stored` has too, to be written over it.
+    fn refused(keys: ManagedKeySet, highest: u64, stored: Stored) -> Known {
+        Known {
+            keys: keys.remembering(stored.keys.revocations()),
+            version: Some(stored.version),
+            highest: highest.max(stored.generation),
+            repair: true,
+        }
+    }
+}
+
+/// Reports a read of `store` refused as older than what was seen before: an error, counted.
+fn refused(store: &str, rollback: &Rollback, metrics: &KeyMetrics) {
+    metrics.store_rollback(rollback.reason());
+    tracing::error!(
+        %store, reason = rollback.reason(),
+        "KEY STORE ROLLED BACK: its key set is refused because {rollback}; the keys and revocations this replica holds stay in force, and the replica that writes the store writes them back over it"
+    );
 }
 
 /// The keys of `next` that `before` does not have: those a rotation generated (or, the other

@@ -21,6 +21,11 @@ struct OperationLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -37,6 +42,7 @@ pub struct KeyMetrics {
     next_change: Gauge,
     held: Family<StateLabels, Gauge>,
     store_errors: Family<OperationLabels, Counter>,
+    store_rollbacks: Family<ReasonLabels, Counter>,
     store_stale_since: Gauge,
     leader: Gauge,
     activations_held: Counter,
@@ -52,6 +58,14 @@ impl KeyMetrics {
 
     /// Registers the metrics into the server's registry. Call it once per registry.
     pub fn register(&self, registry: &mut Registry) {
+        // Events that alerts watch are exported at 0 from the start, so that the first one is
+        // an increase.
+        for reason in crate::rollback::Rollback::REASONS {
+            drop(self.store_rollbacks.get_or_create(&ReasonLabels { reason }));
+        }
+        drop(self.disposals.get_or_create(&ResultLabels {
+            result: "not_the_key",
+        }));
         registry.register(
             "warrant_keys_activations_held",
             "Times the activation gate held a key back because a publish target did not list it yet (--publish-discovery)",
@@ -81,6 +95,11 @@ impl KeyMetrics {
             "warrant_keys_store_errors",
             "Failed key store operations, by operation (load, save, watch)",
             self.store_errors.clone(),
+        );
+        registry.register(
+            "warrant_keys_store_rollbacks",
+            "Reads of the key store refused because it held an older key set than one seen before, by reason: revoked_key_listed, revocation_dropped, generation_back (the writer writes the newer set back)",
+            self.store_rollbacks.clone(),
         );
         registry.register(
             "warrant_keys_store_stale_since_timestamp_seconds",
@@ -174,6 +193,13 @@ impl KeyMetrics {
     pub(crate) fn disposals_pending(&self, pending: usize) {
         self.disposals_pending
             .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a read of the store refused as a rollback, by reason (see `rollback.rs`).
+    pub(crate) fn store_rollback(&self, reason: &'static str) {
+        self.store_rollbacks
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
     }
 
     /// Counts a failed store operation: `load`, `save` or `watch`.

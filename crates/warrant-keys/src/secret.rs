@@ -50,7 +50,7 @@ use crate::holder::{Held, KeyHolder};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::lifecycle::ManagedKeySet;
-use crate::store::{ChangeFeed, KeyStore, StoreError, StoreVersion, Stored};
+use crate::store::{ChangeFeed, KeyStore, Saved, StoreError, StoreVersion, Stored};
 use crate::stored::{INDEX_FILE, decode, encode};
 
 /// The label that marks the Secret as warrant's: `app.kubernetes.io/managed-by: warrant`.
@@ -328,34 +328,40 @@ impl KeyStore for SecretStore {
                     reason: "the task reading the key set was interrupted".into(),
                 })??;
                 let version = self.read(secret, generation)?;
-                Ok(Some(Stored { keys, version }))
+                Ok(Some(Stored {
+                    keys,
+                    version,
+                    generation,
+                }))
             }
         }
     }
 
-    async fn save(
+    async fn save_after(
         &self,
         keys: &ManagedKeySet,
         expected: Option<&StoreVersion>,
-    ) -> Result<StoreVersion, StoreError> {
-        let (base, resource_version, generation) = match expected {
+        after: u64,
+    ) -> Result<Saved, StoreError> {
+        let (base, resource_version, read) = match expected {
             Some(version) => {
                 // Replace exactly the version read; keep what the read saw of the metadata.
                 let last = self.last_read().filter(|l| l.version == version.0);
-                let generation = last.as_ref().map_or(0, |l| l.generation) + 1;
-                (last, Some(version.0.clone()), generation)
+                let read = last.as_ref().map_or(0, |l| l.generation);
+                (last, Some(version.0.clone()), read)
             }
             None => match self.get().await? {
-                None => (None, None, 1),
+                None => (None, None, 0),
                 Some(existing) => match self.contents(&existing)? {
                     Contents::KeySet => return Err(self.conflict()),
                     Contents::Nothing => {
                         let version = self.read(existing, 0)?;
-                        (self.last_read(), Some(version.0), 1)
+                        (self.last_read(), Some(version.0), 0)
                     }
                 },
             },
         };
+        let generation = read.max(after) + 1;
         let secret = self.build(keys, generation, base.as_ref(), resource_version.clone())?;
         let written = match resource_version {
             Some(_) => {
@@ -366,7 +372,11 @@ impl KeyStore for SecretStore {
             None => self.api().create(&Self::post_params(), &secret).await,
         }
         .map_err(|e| self.api_error(e))?;
-        self.read(written, generation)
+        let version = self.read(written, generation)?;
+        Ok(Saved {
+            version,
+            generation,
+        })
     }
 
     fn watch(&self) -> Result<ChangeFeed, StoreError> {

@@ -317,7 +317,7 @@ mod tests {
 
         let set = load_static(&sign_path, std::slice::from_ref(&pub_path)).unwrap();
         let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
-        assert_eq!(set.signing_at(now).kid(), signing.kid());
+        assert_eq!(set.signing_at(now).unwrap().kid(), signing.kid());
         let kids: Vec<&str> = set.verifying().iter().map(|k| k.kid()).collect();
         assert_eq!(kids, [signing.kid(), old.kid()]);
         assert_eq!(set.next_change(), None);

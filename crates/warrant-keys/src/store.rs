@@ -40,6 +40,19 @@ pub struct Stored {
     pub keys: ManagedKeySet,
     /// The version read.
     pub version: StoreVersion,
+    /// The key set's generation, as its index says: every write numbers it after the last, so
+    /// a read whose generation is lower than one seen before is an older key set put back (a
+    /// restored backup, an etcd restore), which the key manager refuses.
+    pub generation: u64,
+}
+
+/// What a write left in the store: its version, and the generation the key set was written as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    /// The version written.
+    pub version: StoreVersion,
+    /// The generation written.
+    pub generation: u64,
 }
 
 /// Keeps a managed key set. Every replica reads it; writes are optimistic: [`save`](Self::save)
@@ -57,12 +70,26 @@ pub trait KeyStore: Send + Sync + 'static {
     /// Writes `keys` if the store still holds `expected` (`None`: if it holds no key set), and
     /// returns the new version. Fails with [`StoreError::Conflict`] if another writer got
     /// there first; nothing is written then. A write is all or nothing: a reader sees the old
-    /// set or the new one, even if the writer crashes half-way.
+    /// set or the new one, even if the writer crashes half-way. The key set is numbered after
+    /// the one read (see [`save_after`](Self::save_after)).
     fn save(
         &self,
         keys: &ManagedKeySet,
         expected: Option<&StoreVersion>,
-    ) -> impl Future<Output = Result<StoreVersion, StoreError>> + Send;
+    ) -> impl Future<Output = Result<StoreVersion, StoreError>> + Send {
+        async move { Ok(self.save_after(keys, expected, 0).await?.version) }
+    }
+
+    /// As [`save`](Self::save), numbering the key set after both the generation read and
+    /// `generation`: the highest its writer has seen, so that a store emptied or put back to
+    /// an older key set is refilled or repaired forward, never with a generation that readers
+    /// would take for a rollback.
+    fn save_after(
+        &self,
+        keys: &ManagedKeySet,
+        expected: Option<&StoreVersion>,
+        generation: u64,
+    ) -> impl Future<Output = Result<Saved, StoreError>> + Send;
 
     /// A feed that fires when the stored set may have changed (another writer, or an operator's
     /// `warrant keys rotate`). It may fire spuriously, including for this store's own writes.
@@ -158,7 +185,11 @@ struct MemoryInner {
 #[derive(Default)]
 struct MemoryContents {
     files: Option<BTreeMap<String, Vec<u8>>>,
+    /// Counts every change of the contents: the store's version.
     version: u64,
+    /// The generation of the key set in `files` (0 without one): a write is numbered after it,
+    /// as a Secret's writer numbers its write after the generation it read.
+    generation: u64,
     unavailable: bool,
     writes_failing: bool,
 }
@@ -219,6 +250,26 @@ impl MemoryStore {
         let version = match self.inner.contents.lock() {
             Ok(mut contents) => {
                 contents.files = None;
+                contents.generation = 0;
+                contents.version += 1;
+                contents.version
+            }
+            Err(_) => return,
+        };
+        self.inner.changes.send_replace(version);
+    }
+
+    /// Puts `files` (as [`files`](Self::files) returned them earlier) back in the store, as a
+    /// backup restored over a Secret would: a new version holding an older key set.
+    pub fn restore(&self, files: BTreeMap<String, Vec<u8>>) {
+        let version = match self.inner.contents.lock() {
+            Ok(mut contents) => {
+                contents.generation = files
+                    .get(crate::stored::INDEX_FILE)
+                    .and_then(|index| serde_json::from_slice::<serde_json::Value>(index).ok())
+                    .and_then(|index| index.get("generation")?.as_u64())
+                    .unwrap_or(0);
+                contents.files = Some(files);
                 contents.version += 1;
                 contents.version
             }
@@ -268,21 +319,23 @@ impl KeyStore for MemoryStore {
                 store: store.clone(),
                 reason: format!("{} is missing", crate::stored::INDEX_FILE),
             })?;
-        let (keys, _) = decode(&store, index, self.holder.as_ref(), |name| {
+        let (keys, generation) = decode(&store, index, self.holder.as_ref(), |name| {
             Ok(files.get(name).cloned())
         })?;
         Ok(Some(Stored {
             keys,
             version: StoreVersion(version.to_string()),
+            generation,
         }))
     }
 
-    async fn save(
+    async fn save_after(
         &self,
         keys: &ManagedKeySet,
         expected: Option<&StoreVersion>,
-    ) -> Result<StoreVersion, StoreError> {
-        let version = {
+        after: u64,
+    ) -> Result<Saved, StoreError> {
+        let (version, generation) = {
             let mut contents = self.inner.contents.lock().map_err(|_| self.unavailable())?;
             if contents.unavailable || contents.writes_failing {
                 return Err(self.unavailable());
@@ -296,8 +349,9 @@ impl KeyStore for MemoryStore {
                     store: self.describe(),
                 });
             }
+            let generation = contents.generation.max(after) + 1;
             let encoded: EncodedKeySet =
-                encode(keys, contents.version + 1).map_err(|(kid, source)| StoreError::Key {
+                encode(keys, generation).map_err(|(kid, source)| StoreError::Key {
                     store: self.describe(),
                     kid,
                     source,
@@ -309,10 +363,14 @@ impl KeyStore for MemoryStore {
                     .collect(),
             );
             contents.version += 1;
-            contents.version
+            contents.generation = generation;
+            (contents.version, generation)
         };
         self.inner.changes.send_replace(version);
-        Ok(StoreVersion(version.to_string()))
+        Ok(Saved {
+            version: StoreVersion(version.to_string()),
+            generation,
+        })
     }
 
     fn watch(&self) -> Result<ChangeFeed, StoreError> {

@@ -31,7 +31,9 @@
 //! ```
 //!
 //! `revoked` (absent when empty) names keys an operator revoked, for good (see
-//! [`crate::Revocation`]); their files are gone. A revoked key that was held elsewhere keeps its
+//! [`crate::Revocation`]); their files are gone. `signingStoppedAt` (absent unless it happened) says
+//! since when no key signs: the signing key was revoked while no key could be made to take over
+//! (see [`crate::ManagedKeySet::stopped`]). A revoked key that was held elsewhere keeps its
 //! `heldIn`, so the store's writer can destroy it there once it reaches the holder.
 //!
 //! A key whose private half is held elsewhere ([`crate::KeyHolder`], an HSM) has `heldIn`, the
@@ -74,6 +76,10 @@ struct Index {
     keys: Vec<IndexEntry>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     revoked: Vec<RevokedEntry>,
+    /// When signing stopped: the signing key was revoked and no key could be made to take over
+    /// (see [`ManagedKeySet::stopped`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signing_stopped_at: Option<Timestamp>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -194,6 +200,7 @@ pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (S
                 held_in: r.held_in.clone(),
             })
             .collect(),
+        signing_stopped_at: keys.stopped(),
     };
     let mut index = serde_json::to_vec_pretty(&index)
         .map_err(|_| (String::new(), KeyError::Crypto("encode the key index")))?;
@@ -303,8 +310,10 @@ pub fn decode(
             held_in: r.held_in,
         })
         .collect();
+    let stopped = index.signing_stopped_at;
     let set = ManagedKeySet::new(keys)
         .and_then(|set| set.with_revocations(revoked))
+        .map(|set| set.with_stop(stopped))
         .map_err(|source| StoreError::Lifecycle {
             store: store.to_owned(),
             source,

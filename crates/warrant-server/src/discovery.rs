@@ -80,7 +80,12 @@ pub(crate) fn openid_configuration(state: &AppState, headers: &HeaderMap) -> Res
 /// `GET /openid/v1/jwks`.
 pub(crate) fn jwks(state: &AppState, headers: &HeaderMap) -> Response {
     let published = state.issuer().published();
-    if published.discovery().is_err() {
+    // With no key left to verify (the signing key revoked, no successor made yet), the key set
+    // is served empty, so that relying parties drop the keys they cached; only the discovery
+    // document, which must name an algorithm, goes.
+    if let Err(error) = published.discovery()
+        && !matches!(error, warrant_token::DocumentError::NoKeys)
+    {
         return ApiError::no_such_path().into_response();
     }
     document(

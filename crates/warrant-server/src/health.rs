@@ -70,10 +70,14 @@ fn readiness(state: &AppState) -> Vec<Check> {
         // Loaded before the server started, and kept (the last good set) if a reload fails. A
         // key held in an HSM is not ready while the HSM cannot be reached: its TokenRequests
         // and Signs fail, so traffic goes to replicas that can sign.
+        // Keys whose signing stopped (a revoked signing key, no successor yet) stay ready: no
+        // replica can sign then, and verification and discovery go on.
         check("keys", {
             let published = state.issuer().published();
             let key = published.keys().signing_at(state.issuer().clock().now());
-            key.remote_key().and_then(|remote| remote.unavailable())
+            key.ok()
+                .and_then(|key| key.remote_key())
+                .and_then(|remote| remote.unavailable())
         }),
         check("objects", state.objects().not_ready()),
         check(
@@ -98,7 +102,10 @@ fn readiness(state: &AppState) -> Vec<Check> {
 fn liveness(state: &AppState) -> Vec<Check> {
     let now = state.issuer().clock().now();
     let published = state.issuer().published();
-    let key = published.keys().signing_at(now);
+    let Ok(key) = published.keys().signing_at(now) else {
+        // No key signs (a revoked signing key, no successor yet): a restart would not make one.
+        return vec![check("ping", None), check("keys", None)];
+    };
     if key.remote_key().is_some() {
         // A key held in an HSM is checked by readiness, not here: restarting warrant would not
         // bring the HSM back, and signing in it for every probe would spend its capacity.

@@ -2,7 +2,7 @@
 //!
 //! | name | type | what |
 //! |---|---|---|
-//! | `warrant_signer_requests_total{rpc,result}` | counter | calls, by `result`: `ok`, or the reason a call was refused (`not_base64url`, `not_json_object`, `oversized`, `wrong_issuer`, `no_exp`, `exp_beyond_max`, `duplicate_claim`, `case_variant_claim`, `bad_warnafter`, `malformed_claims`, `key_unavailable`, `key_withheld`, `sign_failed`) |
+//! | `warrant_signer_requests_total{rpc,result}` | counter | calls, by `result`: `ok`, or the reason a call was refused (`not_base64url`, `not_json_object`, `oversized`, `wrong_issuer`, `no_exp`, `exp_beyond_max`, `duplicate_claim`, `case_variant_claim`, `bad_warnafter`, `malformed_claims`, `key_unavailable`, `key_withheld`, `signing_stopped`, `sign_failed`) |
 //! | `warrant_signer_request_duration_seconds{rpc}` | histogram | time to answer |
 //! | `warrant_signer_connections_open` | gauge | connections being served |
 //! | `warrant_signer_connections_closed_total{reason}` | counter | connections warrant refused or closed: `peer_not_allowed`, `peer_unknown`, `limit`, `idle` |

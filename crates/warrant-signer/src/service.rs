@@ -97,6 +97,7 @@ impl Refusal {
             Refusal::Claims(label, _) => label,
             Refusal::Sign(SignError::Unavailable { .. }) => "key_unavailable",
             Refusal::Sign(SignError::Withheld { .. }) => "key_withheld",
+            Refusal::Sign(SignError::Stopped(_)) => "signing_stopped",
             Refusal::Sign(SignError::Key { .. }) => "sign_failed",
         }
     }

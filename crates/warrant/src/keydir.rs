@@ -14,7 +14,7 @@ use warrant_clock::Clock;
 use warrant_issuer::validate_max_expiration;
 use warrant_keys::{
     Disposal, Disposed, KeyHolder, KeySchedule, KeyState, KeyStore as _, ManagedKey, ManagedKeySet,
-    Replacement, RevokeError, RotationPolicy, StoreError, Stored,
+    Replacement, RotationPolicy, StoreError, Stored,
 };
 use warrant_token::{
     ExpirationPolicy, KeyError, KeyType, RemoteKey, RemoteSignError, RemoteSignature, SigningKey,
@@ -145,8 +145,8 @@ async fn open_store_to_revoke(args: &StoreArgs) -> Result<(Store, Reached), Box<
 /// Stands in for a holder (a token, KMS) that cannot be reached, for `revoke` only: it reads a
 /// store of held keys as it is, so that a key can be taken out of it. It vouches for every
 /// entry without asking, which is sound only because of what `revoke` does with what it reads:
-/// it writes the same entries back minus the revoked key (and its files), adds a revocation,
-/// and never signs or publishes; every server vouches for each entry with its holder when it
+/// it writes the same entries back minus the revoked key (and its files), adds a revocation
+/// (and, for a signing key with no successor, stops signing), and never signs or publishes; every server vouches for each entry with its holder when it
 /// reads the result, as it does for any write. Its keys cannot sign, and it makes and destroys
 /// nothing.
 struct Unreachable {
@@ -518,17 +518,10 @@ async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Err
 async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
     let (store, reached) = open_store_to_revoke(&args.store).await?;
     let generator = Generator::new(&store);
+    // Never refused for want of a successor (the holder away): the revocation is about the
+    // relying parties; signing stops until the store's writer can make one.
     let result = update(&store, &args.rotation, now, |keys, policy| {
-        let revoked = keys
-            .revoke(&args.kid, policy, now, |t| generator.generate(t))
-            .map_err(|e| match (&e, &reached) {
-                (RevokeError::Key(_), Reached::Unreachable { what, .. }) => format!(
-                    "key {} signs now and no successor is published, so revoking it needs a new key made in {what}, which cannot be reached ({e}); run the command where {what} can be reached (revoking any other key needs no {what})",
-                    args.kid
-                )
-                .into(),
-                _ => Box::<dyn Error>::from(e),
-            })?;
+        let revoked = keys.revoke(&args.kid, policy, now, |t| generator.generate(t))?;
         Ok(Some((revoked.keys.clone(), revoked)))
     })
     .await;
@@ -581,6 +574,10 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
         Some(Replacement::New { kid }) => tracing::warn!(
             %kid,
             "a new key signs from now on, without waiting for publish-ahead: a relying party refuses its tokens until it fetches the JWKS again"
+        ),
+        Some(Replacement::Pending { cause }) => tracing::error!(
+            %cause,
+            "NO KEY SIGNS from now on: the revoked key was signing, no successor was published, and none could be made; TokenRequest answers 503 and the signer's Sign UNAVAILABLE, saying why, until the warrant server that writes this store makes one, which it does as soon as the key holder answers"
         ),
         None => {}
     }
@@ -721,6 +718,7 @@ fn print_about(
                     "activateAt": s.activate_at.to_string(),
                 })),
                 "nextChange": next_change.map(|t| t.to_string()),
+                "signingStoppedAt": keys.stopped_at(now).map(|t| t.to_string()),
                 "revoked": keys.revocations().iter().map(|r| json!({
                     "kid": r.kid,
                     "revokedAt": r.revoked_at.to_string(),
@@ -773,6 +771,12 @@ fn print_about(
                     "\n~ planned: the next key is created at {} and signs from {}.",
                     s.create_at.max(now),
                     s.activate_at
+                )?;
+            }
+            if let Some(since) = keys.stopped_at(now) {
+                writeln!(
+                    out,
+                    "\nNO KEY SIGNS since {since}: the signing key was revoked and no key could be made to take over yet; the store's writer makes one as soon as the key holder answers."
                 )?;
             }
             for r in keys.revocations() {

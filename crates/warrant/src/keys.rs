@@ -11,8 +11,8 @@ use jiff::Timestamp;
 use warrant_clock::Clock;
 use warrant_keys::{
     ChangeFeed, CopiedStore, DirStore, KeyHolder, KeyManager, KeyMetrics, KeySet, KeyStore,
-    Leadership, LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, SecretStore, StaticKeyFiles,
-    StaticKeys, StoreError, StoreHealth, StoreVersion, Stored, Writer,
+    Leadership, LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, Saved, SecretStore,
+    StaticKeyFiles, StaticKeys, StoreError, StoreHealth, StoreVersion, Stored, Writer,
 };
 use warrant_objects::kube::cluster_client;
 use warrant_server::AppState;
@@ -242,15 +242,16 @@ impl KeyStore for Store {
         }
     }
 
-    async fn save(
+    async fn save_after(
         &self,
         keys: &ManagedKeySet,
         expected: Option<&StoreVersion>,
-    ) -> Result<StoreVersion, StoreError> {
+        generation: u64,
+    ) -> Result<Saved, StoreError> {
         match self {
-            Store::Dir(store) => store.save(keys, expected).await,
-            Store::Secret(store) => store.save(keys, expected).await,
-            Store::Copied(store) => store.save(keys, expected).await,
+            Store::Dir(store) => store.save_after(keys, expected, generation).await,
+            Store::Secret(store) => store.save_after(keys, expected, generation).await,
+            Store::Copied(store) => store.save_after(keys, expected, generation).await,
         }
     }
 

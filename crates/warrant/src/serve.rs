@@ -127,7 +127,7 @@ pub(crate) async fn run(
         None => {
             tracing::info!(
                 issuer = %issuer.settings().issuer(),
-                signing_kid = %issuer.published().keys().signing_at(issuer.clock().now()).kid(),
+                signing_kid = %signing_kid(&issuer),
                 "serving the signing socket only (--secure-port 0: no HTTPS API; metrics and health only with --metrics-bind-address)"
             );
             shutdown.await;
@@ -243,6 +243,16 @@ async fn start_publishing(
     (keys::Publishing { feed, gate }, task)
 }
 
+/// The kid of the key that signs now, for the startup log: `-` while none does (the signing
+/// key was revoked and no successor could be made yet).
+fn signing_kid(issuer: &Issuer) -> String {
+    issuer
+        .published()
+        .keys()
+        .signing_at(issuer.clock().now())
+        .map_or_else(|_| "-".to_owned(), |key| key.kid().to_owned())
+}
+
 /// Without discovery (an issuer kube-apiserver would not publish under), says that relying
 /// parties cannot fetch the keys.
 fn warn_without_discovery(issuer: &Issuer) {
@@ -334,8 +344,8 @@ impl Https {
             address = %listener.local_addr()?,
             socket_activated,
             issuer = %issuer.settings().issuer(),
-            signing_kid = %signing.kid(),
-            alg = %signing.algorithm(),
+            signing_kid = %signing_kid(issuer),
+            alg = %signing.map_or_else(|_| "-".to_owned(), |key| key.algorithm().to_string()),
             "serving"
         );
         serve(

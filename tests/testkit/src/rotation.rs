@@ -138,7 +138,7 @@ async fn becomes(under_test: &impl HolderUnderTest, key: &SigningKey, wanted: In
 /// Signs with the key of `keys` that signs at `now`, as the issuer core does, and checks the
 /// signature against the published key of that kid alone; returns the kid.
 fn sign_and_verify(under_test: &impl HolderUnderTest, keys: &KeySet, now: Timestamp) -> String {
-    let key = keys.signing_at(now).clone();
+    let key = keys.signing_at(now).expect("a key signs").clone();
     let claims = B64.encode(r#"{"sub":"system:serviceaccount:default:app"}"#);
     let detached =
         off_the_clock(key.sign_detached_async(&claims)).expect("the key signs in the holder");

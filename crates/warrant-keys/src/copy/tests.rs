@@ -152,7 +152,7 @@ async fn a_copy_listing_a_key_its_holder_does_not_vouch_for_is_refused() {
         .unwrap();
     DirStore::new(&dir)
         .with_holder(holder.clone())
-        .replace(&forged)
+        .replace(&forged, 1)
         .await
         .unwrap();
 
@@ -181,7 +181,7 @@ async fn a_copy_others_may_write_to_is_refused_and_a_failed_refresh_is_reported(
     let dir = temp.path().join("copy");
     let copy = LocalCopy::new(&dir, None);
     let keys = first_keys();
-    copy.refresh(&keys, "memory store").await;
+    copy.refresh(&keys, 1, "memory store").await;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let refused = copy.read().await.unwrap_err();
     assert!(matches!(refused, StoreError::Insecure { .. }), "{refused}");
@@ -189,7 +189,7 @@ async fn a_copy_others_may_write_to_is_refused_and_a_failed_refresh_is_reported(
         .rotate(&policy(), at(T0 + 6 * DAY), SigningKey::generate)
         .unwrap()
         .unwrap();
-    copy.refresh(&rotated, "memory store").await;
+    copy.refresh(&rotated, 2, "memory store").await;
     let summary = copy.state().borrow().summary(at(T0));
     assert!(summary.contains("; cannot be refreshed: "), "{summary}");
     assert!(
@@ -198,7 +198,7 @@ async fn a_copy_others_may_write_to_is_refused_and_a_failed_refresh_is_reported(
     );
 
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    copy.refresh(&rotated, "memory store").await;
+    copy.refresh(&rotated, 2, "memory store").await;
     assert!(copy.state().borrow().last_error.is_none());
     assert!(
         copy.read()
@@ -253,7 +253,7 @@ async fn a_replica_starts_from_its_copy_writes_nothing_and_the_store_wins() {
         temp.path().join("copy"),
         Some(holder.clone()),
     ));
-    copy.refresh(&first, "memory store").await;
+    copy.refresh(&first, 1, "memory store").await;
 
     store.set_unavailable(true);
     let clock = clock();
@@ -261,6 +261,7 @@ async fn a_replica_starts_from_its_copy_writes_nothing_and_the_store_wins() {
     let seed = Seed {
         keys: first.clone(),
         written_at: at(T0),
+        generation: 1,
     };
     let manager = KeyManager::open_from_copy(
         CopiedStore::new(store.clone(), copy.clone()),
@@ -333,6 +334,7 @@ async fn an_empty_store_gets_the_copy_back_from_its_writer() {
     let seed = Seed {
         keys: first.clone(),
         written_at: at(T0),
+        generation: 1,
     };
     let manager = KeyManager::open_from_copy(
         store.clone(),

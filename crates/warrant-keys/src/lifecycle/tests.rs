@@ -251,7 +251,7 @@ fn full_cycle(p: RotationPolicy, rotations: i64) {
             .filter(|k| k.state == KeyState::Active)
             .collect();
         assert_eq!(active.len(), 1, "at {t}: {schedule:?}");
-        let signer = keys.signing_at(at(t));
+        let signer = keys.signing_at(at(t)).unwrap();
         assert_eq!(signer.kid(), active[0].kid);
         activations.insert(signer.kid().to_owned());
 
@@ -528,7 +528,7 @@ fn revoking_the_signing_key_brings_the_next_one_forward_and_refuses_its_tokens()
 
     // The keys in force: B signs at once, A is neither published nor accepted, by name.
     let keys = revoked.keys.key_set_at(at(now), &p).unwrap();
-    assert_eq!(keys.signing_at(at(now)).kid(), b.kid());
+    assert_eq!(keys.signing_at(at(now)).unwrap().kid(), b.kid());
     assert!(keys.verifying().iter().all(|k| k.kid() != a.kid()));
     assert_eq!(keys.revoked(), [a.kid().to_owned()]);
     let v = verifier(&keys).with_revoked(keys.revoked().to_vec());
@@ -607,7 +607,7 @@ fn revoking_the_only_key_signs_with_a_new_one_at_once() {
         (at(T0 + DAY), at(T0 + DAY))
     );
     let keys = revoked.keys.key_set_at(at(T0 + DAY), &p).unwrap();
-    assert_eq!(keys.signing_at(at(T0 + DAY)).kid(), kid);
+    assert_eq!(keys.signing_at(at(T0 + DAY)).unwrap().kid(), kid);
 
     // Twice is an error that says when; an unknown kid too.
     let again = revoked.keys.revoke(&a, &p, at(T0 + DAY + 5), generate);
@@ -661,6 +661,7 @@ fn revoking_a_next_or_retired_key_leaves_the_signing_key_alone() {
             .key_set_at(at(later), &p)
             .unwrap()
             .signing_at(at(later))
+            .unwrap()
             .kid(),
         b.kid()
     );
@@ -669,7 +670,7 @@ fn revoking_a_next_or_retired_key_leaves_the_signing_key_alone() {
 /// A key held in an HSM that cannot be reached is revoked all the same when the revocation
 /// needs no new key (the next key, or a retired one; the signing key with a published
 /// successor): an overdue rotation is left to the store's writer. Revoking the signing key with
-/// no successor needs a new key, and says so.
+/// no successor is recorded too, and stops signing (see the next test).
 #[test]
 fn a_revocation_needing_no_new_key_needs_no_generator() {
     let p = policy();
@@ -682,12 +683,19 @@ fn a_revocation_needing_no_new_key_needs_no_generator() {
     let now = T0 + 6 * DAY + HOUR;
     let revoked = with_next.revoke(b.kid(), &p, at(now), unreachable).unwrap();
     assert_eq!(kids(&revoked.keys), [a.kid()]);
-    // A is now the only key: revoking it needs a new key to sign, which cannot be made.
-    let err = revoked
+    // A is now the only key: revoking it needs a new key to sign, which cannot be made; it is
+    // revoked all the same, and nothing signs.
+    let alone = revoked
         .keys
         .revoke(a.kid(), &p, at(now), unreachable)
-        .unwrap_err();
-    assert!(err.to_string().contains("reach the holder"), "{err}");
+        .unwrap();
+    assert_eq!(
+        alone.replaced_by,
+        Some(Replacement::Pending {
+            cause: "crypto library failed to reach the holder".into()
+        })
+    );
+    assert!(alone.keys.is_empty());
     // The signing key with a published successor: brought forward, nothing generated, though
     // the rotation that would follow is left undone.
     let revoked = with_next.revoke(a.kid(), &p, at(now), unreachable).unwrap();
@@ -716,6 +724,93 @@ fn a_revocation_needing_no_new_key_needs_no_generator() {
     let revoked = long.revoke(a.kid(), &p, at(later), unreachable).unwrap();
     assert_eq!(kids(&revoked.keys), [b.kid()]);
     assert_eq!(revoked.keys.revocations()[0].kid, a.kid());
+}
+
+/// Revoking the signing key while its holder cannot make a successor (and none is published:
+/// six days of seven) records the revocation and stops signing: the key is out of the JWKS at
+/// once, its tokens are refused by name, the keys that verify go on verifying, and nothing
+/// signs. The stop is in the stored form. Once a key can be made, rotation makes one that signs
+/// at once; keys retired before the stop stay retired and go on schedule, and the stop goes
+/// with the last of them.
+#[test]
+fn revoking_the_signing_key_with_its_holder_away_stops_signing_until_a_key_is_made() {
+    let p = policy();
+    let unreachable =
+        |_: KeyType| -> Result<SigningKey, KeyError> { Err(KeyError::Crypto("reach the holder")) };
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    let with_next = rotated(&first, &p, T0 + 6 * DAY);
+    let set = rotated(&with_next, &p, T0 + 7 * DAY);
+    let (a, b) = (set.keys()[0].clone(), set.keys()[1].clone());
+    // B signs since a minute ago; A retired then, and verifies for a day.
+    let now = T0 + 7 * DAY + 60;
+    let issued_by_b = token(b.key(), now - 30, HOUR);
+    let issued_by_a = token(a.key(), T0 + 7 * DAY - 30, HOUR);
+    let revoked = set.revoke(b.kid(), &p, at(now), unreachable).unwrap();
+    assert_eq!(revoked.was, KeyState::Active);
+    assert!(matches!(
+        revoked.replaced_by,
+        Some(Replacement::Pending { .. })
+    ));
+    let keys = revoked.keys;
+    assert_eq!(keys.stopped(), Some(at(now)));
+    assert_eq!(keys.stopped_at(at(now)), Some(at(now)));
+    assert!(keys.active_at(at(now)).is_none());
+    assert_eq!(states(&keys, now), [KeyState::Retired]);
+
+    let served = keys.key_set_at(at(now), &p).unwrap();
+    assert_eq!(
+        served.signing_at(at(now)).unwrap_err(),
+        crate::SigningStopped { since: at(now) }
+    );
+    let published: Vec<&str> = served.verifying().iter().map(|k| k.kid()).collect();
+    assert_eq!(published, [a.kid()]);
+    let v = verifier(&served).with_revoked(served.revoked().to_vec());
+    assert_eq!(
+        verify(&v, &issued_by_b, now),
+        Err(TokenError::Revoked(b.kid().to_owned()))
+    );
+    assert_eq!(verify(&v, &issued_by_a, now), Ok(()));
+    // A successor is due at once, and keeps being due while none can be made.
+    assert_eq!(keys.next_change(at(now + 600), &p), Some(at(now)));
+    assert!(keys.rotate(&p, at(now + 600), unreachable).is_err());
+
+    // What the store holds says so, and reads back the same.
+    let encoded = crate::encode(&keys, 9).unwrap();
+    let files: std::collections::BTreeMap<String, Vec<u8>> = encoded
+        .files()
+        .map(|(n, b)| (n.to_owned(), b.to_vec()))
+        .collect();
+    let index = String::from_utf8(files[crate::INDEX_FILE].clone()).unwrap();
+    assert!(
+        index.contains(&format!(r#""signingStoppedAt": "{}""#, at(now))),
+        "{index}"
+    );
+    let (read, _) = crate::decode("test store", &files[crate::INDEX_FILE], None, |name| {
+        Ok(files.get(name).cloned())
+    })
+    .unwrap();
+    assert!(read.same_records(&keys));
+
+    // The holder is back ten minutes later: the key made signs at once.
+    let back = now + 600;
+    let made = rotated(&keys, &p, back);
+    let c = made.keys().last().unwrap().clone();
+    assert_eq!((c.published_at(), c.activate_at()), (at(back), at(back)));
+    assert_eq!(made.stopped_at(at(back)), None);
+    let served = made.key_set_at(at(back), &p).unwrap();
+    assert_eq!(served.signing_at(at(back)).unwrap().kid(), c.kid());
+    // A retired at the stop, not at C's activation: it goes a day (and the leeway) after.
+    assert_eq!(states(&made, back), [KeyState::Retired, KeyState::Active]);
+    let gone = now + DAY + REMOVAL_LEEWAY_SECONDS;
+    assert_eq!(states(&made, gone), [KeyState::Removed, KeyState::Active]);
+    let later = rotated(&made, &p, gone);
+    assert_eq!(kids(&later), [c.kid()]);
+    assert_eq!(
+        later.stopped(),
+        None,
+        "the stop goes with the last key before it"
+    );
+    assert_eq!(later.revocations()[0].kid, b.kid());
 }
 
 /// What a publish target lists: exactly these keys, as warrant renders them.

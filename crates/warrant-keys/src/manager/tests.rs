@@ -9,7 +9,8 @@ use super::*;
 use crate::store::MemoryStore;
 use crate::test_support::*;
 
-/// What a published key set says, in short: (now, signing kid now, published kids).
+/// What a published key set says, in short: (now, signing kid now or `-` if none signs,
+/// published kids).
 type Seen = (i64, String, Vec<String>);
 
 fn spawn(
@@ -24,7 +25,8 @@ fn spawn(
             sender
                 .send((
                     now.as_second(),
-                    keys.signing_at(now).kid().to_owned(),
+                    keys.signing_at(now)
+                        .map_or_else(|_| "-".to_owned(), |k| k.kid().to_owned()),
                     keys.verifying()
                         .iter()
                         .map(|k| k.kid().to_owned())
@@ -588,5 +590,62 @@ async fn a_record_naming_another_keys_object_destroys_nothing() {
     assert!(
         text.contains("warrant_keys_holder_disposals_pending 0"),
         "{text}"
+    );
+}
+
+/// `warrant keys revoke` of the signing key while its holder is out of reach and no successor is
+/// published: recorded, and the key is out of what the manager publishes at once; nothing signs
+/// (the key set says why). The writer makes a successor as soon as the holder answers, which
+/// signs at once, and destroys the revoked key.
+#[tokio::test(start_paused = true)]
+async fn the_signing_key_revoked_with_its_holder_away_signs_nothing_until_the_holder_is_back() {
+    let clock = clock();
+    let (manager, store, holder, _registry) = held_manager(&clock).await;
+    let leaked = manager.keys().keys()[0].kid().to_owned();
+    let (_task, mut seen) = spawn(manager, clock.clone());
+    assert_eq!(seen.recv().await.unwrap().1, leaked);
+    tokio::time::sleep(Duration::from_secs(HOUR as u64)).await;
+
+    holder.set_unreachable(true);
+    let stored = store.load().await.unwrap().unwrap();
+    let revoked = stored
+        .keys
+        .revoke(&leaked, &policy(), clock.now(), |t| holder.generate(t))
+        .unwrap();
+    assert!(matches!(
+        revoked.replaced_by,
+        Some(crate::Replacement::Pending { .. })
+    ));
+    store
+        .save(&revoked.keys, Some(&stored.version))
+        .await
+        .unwrap();
+    let (_, signing, published) = seen.recv().await.unwrap();
+    assert_eq!(signing, "-", "nothing signs");
+    assert!(published.is_empty(), "{published:?}");
+
+    // Still nothing while the holder stays away, however long: the writer keeps trying.
+    tokio::time::sleep(Duration::from_secs(HOUR as u64)).await;
+    while let Ok((_, signing, published)) = seen.try_recv() {
+        assert_eq!(signing, "-");
+        assert!(!published.contains(&leaked));
+    }
+    assert!(holder.held().contains(&leaked));
+
+    // Back: a successor signs within seconds, and the revoked key is destroyed.
+    holder.set_unreachable(false);
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let (_, signing, published) = std::iter::from_fn(|| seen.try_recv().ok())
+        .last()
+        .expect("the successor is published");
+    assert_ne!(signing, "-");
+    assert_ne!(signing, leaked);
+    assert_eq!(published, std::slice::from_ref(&signing));
+    let stored = store.load().await.unwrap().unwrap();
+    assert_eq!(kids(&stored.keys), [signing]);
+    assert_eq!(stored.keys.revocations()[0].kid, leaked);
+    assert_eq!(
+        holder.destroyed(crate::Disposal::Forget),
+        std::slice::from_ref(&leaked)
     );
 }

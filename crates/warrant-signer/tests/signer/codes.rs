@@ -102,6 +102,23 @@ async fn keys_past_their_signing_deadline_are_unavailable() {
     assert_eq!(counted, 1.0);
 }
 
+/// A key set that signs nothing because its signing key was revoked with no successor made (its
+/// holder away): kube-apiserver is told to retry, and why.
+#[tokio::test]
+async fn a_key_set_whose_signing_key_was_revoked_without_a_successor_is_unavailable() {
+    let since = Timestamp::from_second(NOW - 60).unwrap();
+    let keys = KeySet::stopped(vec![], since, None);
+    let (code, message, counted) = refusal(keys, "signing_stopped").await;
+    assert_eq!(code, Code::Unavailable, "{message}");
+    assert_eq!(
+        message,
+        format!(
+            "signing failed: no key signs: the signing key was revoked at {since} and no key could be made to take over yet (its key holder cannot be reached); tokens are signed again once the key store's writer makes one"
+        )
+    );
+    assert_eq!(counted, 1.0);
+}
+
 #[tokio::test]
 async fn a_key_that_fails_to_sign_is_internal() {
     let (code, message, counted) = refusal(failing(false), "sign_failed").await;
