@@ -19,6 +19,11 @@
 //!   copies, and every revocation. A read of the store with a lower generation, or that undoes
 //!   a revocation (a restored backup: see `rollback.rs`), is not copied: the copy goes on
 //!   holding the newer set, so a node restarted after the store was put back still knows.
+//!   Copies written before warrant kept the store's generation (they counted their own writes)
+//!   carry no [`STORE_GENERATION_MARK`]: their generation says nothing of the store's, so it is
+//!   read as 0 (their revocations still count) until the first refresh writes the mark. Read as
+//!   it stands, such a copy could be higher than the store after an upgrade, and the Lease
+//!   holder would write it back over keys made while the node was down.
 //! - **Used** only at startup, and only when the store cannot be reached or holds nothing (see
 //!   [`crate::KeyManager::open_from_copy`]); the replica never writes the store from it before
 //!   the store has answered.
@@ -35,6 +40,10 @@ use crate::lifecycle::ManagedKeySet;
 use crate::manager::Seed;
 use crate::rollback;
 use crate::store::{ChangeFeed, KeyStore, Saved, StoreError, StoreVersion, Stored};
+
+/// The file whose presence says the copy's generation is the store's (written by a copy that
+/// keeps it), not a count of the copy's own writes, as copies made before it counted.
+pub(crate) const STORE_GENERATION_MARK: &str = "store-generation";
 
 /// How the copy stands, for `/readyz?verbose`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -116,12 +125,18 @@ impl LocalCopy {
             store: self.describe(),
             reason: "the index went away while it was read".into(),
         })?;
-        *self.lock() = Some((stored.keys.clone(), stored.generation));
+        let generation = if self.dir.dir().join(STORE_GENERATION_MARK).exists() {
+            stored.generation
+        } else {
+            tracing::info!(copy = %self.describe(), "the local copy was written by an earlier warrant, which numbered its own writes: its revocations are kept, its generation is not compared with the store's until the store refreshes it");
+            0
+        };
+        *self.lock() = Some((stored.keys.clone(), generation));
         self.state.send_modify(|s| s.written_at = Some(written_at));
         Ok(Some(Seed {
             keys: stored.keys,
             written_at,
-            generation: stored.generation,
+            generation,
         }))
     }
 
@@ -152,7 +167,11 @@ impl LocalCopy {
             return;
         }
         let held = held.map(|(keys, _)| keys);
-        if let Err(error) = self.dir.replace(keys, generation).await {
+        let written = match self.dir.replace(keys, generation).await {
+            Ok(_) => self.mark_store_generation(),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = written {
             let mut first = false;
             self.state.send_modify(|s| {
                 first = s.last_error.is_none();
@@ -193,6 +212,27 @@ impl LocalCopy {
             s.in_step = true;
             s.last_error = None;
         });
+    }
+
+    /// Writes [`STORE_GENERATION_MARK`] once: from now on the copy's generation is the store's.
+    fn mark_store_generation(&self) -> Result<(), StoreError> {
+        let dir = self.dir.dir();
+        if dir.join(STORE_GENERATION_MARK).exists() {
+            return Ok(());
+        }
+        let io = |source: std::io::Error| StoreError::Io {
+            store: self.describe(),
+            path: dir.join(STORE_GENERATION_MARK),
+            source: source.into(),
+        };
+        let fd = warrant_watch::private_file::open_dir(dir).map_err(io)?;
+        warrant_watch::private_file::replace(
+            fd,
+            STORE_GENERATION_MARK,
+            b"this copy's generation is its key store's\n",
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .map_err(io)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<(ManagedKeySet, u64)>> {

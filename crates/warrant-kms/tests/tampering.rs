@@ -5,7 +5,12 @@
 //!
 //! Every message here is under 4096 bytes, sent `RAW`: moto's `DIGEST` hashes again.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -453,3 +453,38 @@ async fn a_follower_cut_off_signs_until_the_writer_may_have_retired_its_key() {
         assert_eq!(keys.signing_deadline(), None);
     }
 }
+
+/// A copy an earlier warrant wrote counted its own writes: after an upgrade its generation can
+/// be above the store's, which must not read as the store having gone back (the Lease holder
+/// would write the copy over keys made while the node was down). Its revocations still count.
+#[tokio::test]
+async fn a_copy_from_before_the_store_generation_mark_does_not_judge_the_store() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("copy");
+    let keys = first_keys();
+    // The old copy: written 40 times, no mark.
+    DirStore::new(&dir).replace(&keys, 40).await.unwrap();
+    assert!(!dir.join(STORE_GENERATION_MARK).exists());
+
+    let copy = LocalCopy::new(&dir, None);
+    let seed = copy.read().await.unwrap().unwrap();
+    assert_eq!(
+        seed.generation, 0,
+        "an unmarked copy's count is not the store's"
+    );
+
+    // The store, at its own generation 3 with a newer key, is copied, not refused.
+    let rotated = keys
+        .rotate(&policy(), at(T0 + 6 * DAY), SigningKey::generate)
+        .unwrap()
+        .unwrap();
+    copy.refresh(&rotated, 3, "the store").await;
+    assert!(copy.state().borrow().in_step);
+    assert!(dir.join(STORE_GENERATION_MARK).exists());
+    assert_eq!(generation(&dir), 3);
+
+    // From now on the copy's generation is the store's, and is kept.
+    let again = LocalCopy::new(&dir, None).read().await.unwrap().unwrap();
+    assert_eq!(again.generation, 3);
+    assert!(again.keys.same_records(&rotated));
+}
