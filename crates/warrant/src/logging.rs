@@ -11,7 +11,6 @@ use std::fmt::{self, Write as _};
 use std::io::IsTerminal;
 
 use tracing::field::{Field, Visit};
-use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::field::{MakeVisitor, VisitFmt, VisitOutput};
 use tracing_subscriber::fmt::format::Writer;
@@ -39,21 +38,21 @@ pub(crate) fn filter_directives(level: Option<&str>, verbosity: Option<u32>) -> 
     format!("rustls=error,rustls_platform_verifier=off,{wanted}")
 }
 
-/// Installs the global subscriber. Lines are handed to a writer thread: a request that logs
-/// (every issued token does, at info) never waits for stderr, which under load cost a third of
-/// ES256 issuing's throughput when written in place (docs/benchmarks.md). The queue is not
-/// lossy: if the writer falls behind by 128,000 lines, loggers wait rather than drop lines.
-/// Keep the returned guard until the process ends; dropping it flushes what is queued.
-pub(crate) fn init(format: LogFormat, level: Option<&str>, verbosity: Option<u32>) -> WorkerGuard {
+/// Installs the global subscriber. Lines are handed to a writer thread ([`crate::logwriter`]):
+/// a request that logs (every issued token does, at info) never waits for stderr, and what
+/// waits for a slow reader is bounded in bytes ([`crate::logwriter::QUEUE_BYTES`]); past it
+/// lines are dropped and counted. Keep the returned guard until the process ends; dropping it
+/// writes what is queued.
+pub(crate) fn init(
+    format: LogFormat,
+    level: Option<&str>,
+    verbosity: Option<u32>,
+) -> std::io::Result<crate::logwriter::LogGuard> {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(filter_directives(level, verbosity)))
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    let (writer, guard) = NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("warrant-log")
-        // Buffered: the writer thread flushes after each batch it takes off the queue, so a
-        // burst of lines is one write, not one per line.
-        .finish(std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr()));
+    let (sink, guard) = crate::logwriter::spawn(std::io::stderr(), crate::logwriter::QUEUE_BYTES)?;
+    let writer = move || sink.clone();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         // Colours for a terminal only: in a container's log file they are noise.
@@ -66,7 +65,7 @@ pub(crate) fn init(format: LogFormat, level: Option<&str>, verbosity: Option<u32
     if level.is_some() && verbosity.is_some() {
         tracing::warn!("-v is ignored: --log-level is given, and wins");
     }
-    guard
+    Ok(guard)
 }
 
 /// The text format's fields: tracing-subscriber's layout (the message, then `name=value`

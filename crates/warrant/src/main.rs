@@ -22,6 +22,7 @@ mod kms;
 mod listen;
 mod local;
 mod logging;
+mod logwriter;
 mod objects;
 mod refresh;
 mod running;
@@ -51,7 +52,16 @@ fn main() -> ExitCode {
     let server = matches!(cli.command, Command::Serve(_));
     // Held until the command ends; dropping it writes out the lines still queued (before the
     // process exits, and before a failure's message below, so the two keep their order).
-    let log_writer = logging::init(cli.log_format, cli.log_level.as_deref(), cli.verbosity);
+    let log_writer = match logging::init(cli.log_format, cli.log_level.as_deref(), cli.verbosity) {
+        Ok(guard) => guard,
+        Err(error) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("warrant: cannot start the log's writer thread: {error}");
+            }
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match cli.command {
         Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
