@@ -223,7 +223,7 @@ fn release_with(out: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> 
 /// allowed_signers file users verify with.
 fn signing_key(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let key = dir.join("release-key");
-    let made = Command::new("ssh-keygen")
+    let made = warrant_testkit::tools::command("ssh-keygen", "OpenSSH's ssh-keygen")
         .args([
             "-q",
             "-t",
@@ -360,7 +360,7 @@ fn the_release_packs_a_stripped_binary_with_its_licences_sbom_and_sums() {
     // not once SHA256SUMS changes.
     let verify = |sums: &[u8]| {
         use std::io::Write as _;
-        let mut child = Command::new("ssh-keygen")
+        let mut child = warrant_testkit::tools::command("ssh-keygen", "OpenSSH's ssh-keygen")
             .args([
                 "-Y",
                 "verify",
