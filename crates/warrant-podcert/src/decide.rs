@@ -602,3 +602,33 @@ fn finish(
     .map_err(DecideError::StatusRejected)?;
     Ok(decision)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::reason::*;
+    use crate::status::is_condition_reason;
+
+    #[test]
+    fn every_reason_passes_kubes_condition_reason_rule() {
+        for r in [
+            UNSUPPORTED_KEY_TYPE,
+            INVALID_UNVERIFIED_USER_ANNOTATIONS,
+            INVALID_KEY_MATERIAL,
+            INVALID_REQUEST,
+            NOT_PERMITTED,
+            POD_NOT_FOUND,
+            POD_MISMATCH,
+            POD_NOT_RUNNING,
+            SERVICE_ACCOUNT_MISMATCH,
+            NODE_MISMATCH,
+            SIGNING_REFUSED,
+            FACTS_UNAVAILABLE,
+            CA_UNAVAILABLE,
+            CA_EXPIRING,
+            CA_NOT_YET_VALID,
+            CLOCK_BEHIND,
+        ] {
+            assert!(is_condition_reason(r), "{r}");
+        }
+    }
+}

@@ -616,3 +616,42 @@ fn the_status_put_body_is_the_pcr_as_read_with_the_new_status() {
         Decision::Ignored { .. }
     ));
 }
+
+/// A holder whose chain is broken: the status would draw a 422, so decide says so instead.
+struct BrokenChain(Vec<Vec<u8>>);
+
+impl CaSigner for BrokenChain {
+    fn algorithm(&self) -> CaAlgorithm {
+        ca().algorithm()
+    }
+    fn certificate(&self) -> &CaCertificate {
+        ca().certificate()
+    }
+    fn chain(&self) -> &[Vec<u8>] {
+        &self.0
+    }
+    fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, SignError> {
+        ca().sign(tbs)
+    }
+}
+
+#[test]
+fn a_status_kube_would_refuse_is_an_error_never_written() {
+    let pcr = pcr_with_csr(&stub_csr(key(KeyType::EcdsaP256)), now());
+    let holder = BrokenChain(vec![b"not a certificate".to_vec()]);
+    match decide_json(&pcr, &facts(), &policy(), now(), &holder) {
+        Err(DecideError::StatusRejected(rejected)) => assert!(
+            rejected
+                .to_string()
+                .ends_with("intermediate certificate does not parse as valid X.509"),
+            "{rejected}"
+        ),
+        other => panic!("expected StatusRejected, got {other:?}"),
+    }
+    // With the CA's own certificate as the intermediate, the chain has two blocks, leaf first.
+    let holder = BrokenChain(vec![ca().certificate().der().to_vec()]);
+    let issued = issued(decide_json(&pcr, &facts(), &policy(), now(), &holder).unwrap());
+    let chain = &issued.status.certificate_chain;
+    assert_eq!(chain.matches("-----BEGIN CERTIFICATE-----").count(), 2);
+    assert!(chain.ends_with(&pem_of(ca().certificate().der())));
+}

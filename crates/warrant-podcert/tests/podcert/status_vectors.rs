@@ -35,20 +35,7 @@ fn chain(key: &KeyPair, not_before: Timestamp, not_after: Timestamp) -> String {
         },
     )
     .unwrap();
-    pem(&leaf.der)
-}
-
-fn pem(der: &[u8]) -> String {
-    let body = b64(der);
-    let lines: Vec<&str> = body
-        .as_bytes()
-        .chunks(64)
-        .map(|c| std::str::from_utf8(c).unwrap())
-        .collect();
-    format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-        lines.join("\n")
-    )
+    pem_of(&leaf.der)
 }
 
 fn condition(type_: &str, status: &str, reason: &str) -> Condition {
@@ -378,5 +365,71 @@ fn several_condition_errors_are_reported_together_as_kube_aggregates_them() {
          status.conditions[0].status: Unsupported value: \"Maybe\": supported values: \"False\", \"True\", \"Unknown\", \
          status.conditions[0].lastTransitionTime: Required value, \
          status.conditions[0].reason: Required value]"
+    );
+}
+
+/// The rules the vectors have no case for, with the upstream source's words.
+#[test]
+fn chain_rules_without_a_vector_hold_too() {
+    let key = key(KeyType::EcdsaP256);
+    let requested = RequestedKey::from_spki(&spki(key)).unwrap();
+    let pending = PodCertificateRequestStatus::default();
+    let na = nb() + 2 * HOUR;
+    let with_chain = |chain: String| issued_status(chain, nb(), na, Some(nb() + HOUR));
+    let refused = |status: &PodCertificateRequestStatus| {
+        validate_status_update(&pending, status, context(&requested, 7200))
+            .unwrap_err()
+            .to_string()
+    };
+    let leaf = chain(key, nb(), na);
+
+    let none = refused(&with_chain("no PEM here".into()));
+    assert!(
+        none.ends_with(": issued certificate chain must contain at least one certificate"),
+        "{none}"
+    );
+    let key_first = refused(&with_chain(leaf.replace("CERTIFICATE", "PRIVATE KEY")));
+    assert!(
+        key_first.ends_with(
+            ": issued certificate chain must consist entirely of CERTIFICATE PEM blocks"
+        ),
+        "{key_first}"
+    );
+    let key_after = refused(&with_chain(format!(
+        "{leaf}{}",
+        leaf.replace("CERTIFICATE", "PRIVATE KEY")
+    )));
+    assert!(
+        key_after
+            .ends_with(": issued certificate chain must consist entirely of CERTFICATE PEM blocks"),
+        "{key_after}"
+    );
+    let junk_after = refused(&with_chain(format!(
+        "{leaf}-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+    )));
+    assert!(
+        junk_after.ends_with(": intermediate certificate does not parse as valid X.509"),
+        "{junk_after}"
+    );
+    let huge = refused(&with_chain(
+        leaf.repeat(status::MAX_CERTIFICATE_CHAIN_SIZE / leaf.len() + 1),
+    ));
+    assert!(
+        huge.starts_with("status.certificateChain: Too long"),
+        "{huge}"
+    );
+
+    // DNS names kube refuses in a leaf (checked before the key, so any certificate will do).
+    let mut params = rcgen::CertificateParams::new(vec![".a..b.".to_owned()]).unwrap();
+    params
+        .subject_alt_names
+        .push(rcgen::SanType::Rfc822Name("nobody".try_into().unwrap()));
+    let odd = params.self_signed(key).unwrap();
+    let errors = refused(&with_chain(odd.pem()));
+    assert_eq!(
+        errors,
+        "[status.certificateChain: Invalid value: \".a..b.\": leaf certificate's DNSName should not contain '..', \
+         status.certificateChain: Invalid value: \".a..b.\": leaf certificate's DNSName should not start or end with '.', \
+         status.certificateChain: Invalid value: \"nobody\": leaf certificate should not contain invalid EmailAddress]"
     );
 }

@@ -314,3 +314,17 @@ pub(crate) fn requeued(decision: Decision) -> (&'static str, String) {
         other => panic!("expected Requeue, got {other:?}"),
     }
 }
+
+/// One `CERTIFICATE` block, 64 characters a line.
+pub(crate) fn pem_of(der: &[u8]) -> String {
+    let body = b64(der);
+    let lines: Vec<&str> = body
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
+}
