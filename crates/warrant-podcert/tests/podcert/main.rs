@@ -13,5 +13,6 @@
 )]
 
 mod decisions;
+mod robustness;
 mod status_vectors;
 mod support;
