@@ -1210,56 +1210,95 @@ fn check_signer_monitoring(objects: &[Value], what: &str) {
     }
 }
 
-/// Token injection: the webhook reaches warrant's Service at the route the server serves, is
-/// kept out of kube-system and warrant's own namespace and away from opted-out pods, fails open
-/// in time, promises no side effects; the agent's image is warrant's own; the agent's CA is
-/// the serving Secret's; the policy the agents are allowed by parses and lets them ask for the
-/// clouds' default audiences.
+/// Token injection: two webhooks, each reaching warrant's Service at the route the server
+/// serves, kept out of kube-system, warrant's own namespace and namespaces labelled
+/// `warrant.dev/inject: "false"`, away from opted-out pods, in time, promising no side effects:
+/// one failing open for every pod but those labelled `warrant.dev/inject: "required"`, the other
+/// failing closed for exactly those (no pod is reviewed twice); the agent's image is warrant's
+/// own; the agent's CA is the serving Secret's; the policy the agents are allowed by parses and
+/// lets them ask for the clouds' default audiences.
 fn check_injection(objects: &[Value], flags: &[String], what: &str) {
     let deployment = find(objects, "Deployment", "warrant");
     let pod = &deployment["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
-    let webhook = &find(
+    let webhooks = find(
         objects,
         "MutatingWebhookConfiguration",
         "warrant-token-injection",
-    )["webhooks"][0];
-    let service = &webhook["clientConfig"]["service"];
-    let target = find(objects, "Service", service["name"].as_str().unwrap());
+    )["webhooks"]
+        .as_array()
+        .unwrap();
+    let names: Vec<&str> = webhooks
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        service["namespace"], target["metadata"]["namespace"],
+        names,
+        [
+            "token-injection.warrant.dev",
+            "token-injection-required.warrant.dev"
+        ],
         "{what}"
     );
-    assert_eq!(
-        service["port"], target["spec"]["ports"][0]["port"],
-        "{what}"
-    );
-    assert_eq!(service["path"], warrant_server::ADMISSION_PATH, "{what}");
-    assert_eq!(webhook["sideEffects"], "None");
-    assert_eq!(webhook["failurePolicy"], "Ignore");
-    assert!(webhook["timeoutSeconds"].as_u64().unwrap() <= 10);
-    assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
-    assert_eq!(webhook["rules"][0]["resources"], json!(["pods"]));
-    assert_eq!(webhook["rules"][0]["operations"], json!(["CREATE"]));
-    let kept_out = &webhook["namespaceSelector"]["matchExpressions"][0];
-    assert_eq!(kept_out["key"], "kubernetes.io/metadata.name");
-    assert_eq!(kept_out["operator"], "NotIn");
-    for namespace in [
-        "kube-system",
-        deployment["metadata"]["namespace"].as_str().unwrap(),
-    ] {
-        assert!(
-            kept_out["values"]
-                .as_array()
-                .unwrap()
-                .contains(&json!(namespace)),
-            "{what}: {namespace} is sent to the webhook"
+    for webhook in webhooks {
+        let service = &webhook["clientConfig"]["service"];
+        let target = find(objects, "Service", service["name"].as_str().unwrap());
+        assert_eq!(
+            service["namespace"], target["metadata"]["namespace"],
+            "{what}"
+        );
+        assert_eq!(
+            service["port"], target["spec"]["ports"][0]["port"],
+            "{what}"
+        );
+        assert_eq!(service["path"], warrant_server::ADMISSION_PATH, "{what}");
+        assert_eq!(
+            webhook["clientConfig"], webhooks[0]["clientConfig"],
+            "{what}"
+        );
+        assert_eq!(webhook["sideEffects"], "None");
+        assert!(webhook["timeoutSeconds"].as_u64().unwrap() <= 10);
+        assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
+        assert_eq!(webhook["rules"][0]["resources"], json!(["pods"]));
+        assert_eq!(webhook["rules"][0]["operations"], json!(["CREATE"]));
+        let kept_out = &webhook["namespaceSelector"]["matchExpressions"];
+        assert_eq!(kept_out[0]["key"], "kubernetes.io/metadata.name");
+        assert_eq!(kept_out[0]["operator"], "NotIn");
+        for namespace in [
+            "kube-system",
+            deployment["metadata"]["namespace"].as_str().unwrap(),
+        ] {
+            assert!(
+                kept_out[0]["values"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!(namespace)),
+                "{what}: {namespace} is sent to the webhook"
+            );
+        }
+        assert_eq!(
+            kept_out[1],
+            json!({"key": "warrant.dev/inject", "operator": "NotIn", "values": ["false"]}),
+            "{what}: the namespace opt-out"
         );
     }
+    let (open, closed) = (&webhooks[0], &webhooks[1]);
+    assert_eq!(open["failurePolicy"], "Ignore");
     assert_eq!(
-        webhook["objectSelector"]["matchExpressions"][0],
-        json!({"key": "warrant.dev/inject", "operator": "NotIn", "values": ["false"]})
+        open["objectSelector"],
+        json!({"matchExpressions": [{"key": "warrant.dev/inject", "operator": "NotIn", "values": ["false", "required"]}]})
     );
+    assert_eq!(closed["failurePolicy"], "Fail");
+    assert_eq!(
+        closed["objectSelector"],
+        json!({"matchLabels": {"warrant.dev/inject": "required"}})
+    );
+    assert_eq!(
+        warrant_server::REQUIRED_LABEL_VALUE,
+        "required",
+        "the label the server reads"
+    );
+    let service = &open["clientConfig"]["service"];
     // The agent runs the image warrant runs, whatever the overlay names.
     let image = container["env"]
         .as_array()
@@ -1628,16 +1667,20 @@ fn install_doc_commands_run_and_its_overlay_renders() {
         api["spec"]["caBundle"],
         base64::engine::general_purpose::STANDARD.encode(&ca)
     );
-    // The token injection section adds its component; its webhook trusts the same CA.
+    // The token injection section adds its component; each of its webhooks trusts the same CA.
     let webhook = find(
         &objects,
         "MutatingWebhookConfiguration",
         "warrant-token-injection",
     );
-    assert_eq!(
-        webhook["webhooks"][0]["clientConfig"]["caBundle"],
-        base64::engine::general_purpose::STANDARD.encode(&ca)
-    );
+    for entry in webhook["webhooks"].as_array().unwrap() {
+        assert_eq!(
+            entry["clientConfig"]["caBundle"],
+            base64::engine::general_purpose::STANDARD.encode(&ca),
+            "{}",
+            entry["name"]
+        );
+    }
     let deployment = find(&objects, "Deployment", "warrant");
     let flags = args(&deployment["spec"]["template"]["spec"]["containers"][0]);
     assert!(flags.contains(&"--service-account-issuer=https://warrant.example.com".to_owned()));
@@ -2136,6 +2179,17 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
             .as_str()
             .unwrap()
     );
+    // kube-apiserver's series are queried for warrant's webhooks by their names.
+    let webhooks: Vec<String> = find(
+        &render_with(&["injection"]),
+        "MutatingWebhookConfiguration",
+        "warrant-token-injection",
+    )["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap().to_owned())
+        .collect();
     let mut referenced = BTreeSet::new();
     for (what, query) in &queries {
         let names = metric_names(query);
@@ -2146,6 +2200,18 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
             );
         }
         for name in names {
+            if name.starts_with("apiserver_") {
+                assert!(
+                    KUBE_APISERVER_METRICS.contains(&name.as_str()),
+                    "{what} queries {name}, which is not one of kube-apiserver's metrics this test knows: {query}"
+                );
+                assert!(
+                    webhooks.iter().any(|w| query.contains(&format!("\"{w}"))),
+                    "{what} queries {name} for none of warrant's webhooks {webhooks:?}: {query}"
+                );
+                referenced.insert(name);
+                continue;
+            }
             assert!(
                 exported.contains(&name),
                 "{what} queries {name}, which warrant does not export: {query}"
@@ -2161,6 +2227,12 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         "warrant_hsm_sessions_in_use",
         "warrant_dpop_proofs_total",
         r#"warrant_signer_request_duration_seconds_bucket{job="warrant-signer"}"#,
+        "warrant_admission_reviews_total",
+        "warrant_admission_limited_total",
+        r#"route="admission""#,
+        "apiserver_admission_webhook_fail_open_count",
+        "apiserver_admission_webhook_rejection_count",
+        "apiserver_admission_webhook_admission_duration_seconds_bucket",
     ] {
         assert!(
             queries
@@ -2208,6 +2280,11 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         "WarrantTargetDown",
         "WarrantSignerTargetDown",
         "WarrantSignerTargetMissing",
+        "WarrantAdmissionErrors",
+        "WarrantAdmissionLimited",
+        "WarrantAdmissionSlow",
+        "WarrantInjectionFailedOpen",
+        "WarrantInjectionFailedClosed",
     ] {
         assert!(alerts.contains(&alert), "no alert {alert}");
     }
@@ -2262,8 +2339,20 @@ fn exported_metrics(text: &str) -> BTreeSet<String> {
     names
 }
 
-/// The metric names in a PromQL expression: identifiers starting `warrant_` or `process_`,
-/// outside quoted strings (label values).
+/// kube-apiserver's metrics the alerts and the dashboard query, for warrant's webhooks (named
+/// by their `name` label): the webhooks' calls that failed open (`failurePolicy: Ignore`) and
+/// the reviews rejected (`error_type` says whether the webhook refused or could not be called),
+/// both alpha since Kubernetes 1.24, and the calls' latency (stable). k8s.io/apiserver's
+/// pkg/admission/metrics defines them; Prometheus holds them when it scrapes kube-apiserver
+/// (kube-prometheus does, job `apiserver`), which docs/install.md says.
+const KUBE_APISERVER_METRICS: &[&str] = &[
+    "apiserver_admission_webhook_fail_open_count",
+    "apiserver_admission_webhook_rejection_count",
+    "apiserver_admission_webhook_admission_duration_seconds_bucket",
+];
+
+/// The metric names in a PromQL expression: identifiers starting `warrant_`, `process_` or
+/// `apiserver_` (kube-apiserver's), outside quoted strings (label values).
 fn metric_names(query: &str) -> Vec<String> {
     let mut names = Vec::new();
     let mut chars = query.char_indices().peekable();
@@ -2286,7 +2375,10 @@ fn metric_names(query: &str) -> Vec<String> {
             }
         }
         let word = &query[at..end];
-        if word.starts_with("warrant_") || word.starts_with("process_") {
+        if ["warrant_", "process_", "apiserver_"]
+            .iter()
+            .any(|prefix| word.starts_with(prefix))
+        {
             names.push(word.to_owned());
         }
     }
@@ -2300,6 +2392,12 @@ fn metric_names_are_read_from_queries() {
             r#"sum by (route) (rate(warrant_http_requests_total{code=~"4..", x="warrant_no"}[5m])) / process_open_fds"#
         ),
         ["warrant_http_requests_total", "process_open_fds"]
+    );
+    assert_eq!(
+        metric_names(
+            r#"increase(apiserver_admission_webhook_fail_open_count{name="apiserver_x"}[10m]) > 0"#
+        ),
+        ["apiserver_admission_webhook_fail_open_count"]
     );
     let exported = exported_metrics(
         "# TYPE warrant_a counter\n# TYPE warrant_b histogram\n# TYPE warrant_c gauge\nwarrant_c 1\n",

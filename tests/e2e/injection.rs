@@ -653,3 +653,148 @@ async fn a_huge_api_version_is_cut_in_the_answer_and_the_log() {
     assert!(line.len() < 2048, "{} bytes: {}", line.len(), &line[..300]);
     assert!(!w.log().contains(&"v".repeat(257)));
 }
+
+/// The captured review of a pod with an init container and two containers, as a mesh's webhook
+/// (called before warrant's: kube-apiserver orders the configurations by name) leaves it with
+/// Istio's CNI: its validator, then its proxy as a native sidecar, both in kube-apiserver's
+/// defaulted shape, ahead of the pod's own `migrate`.
+fn meshed_review() -> Value {
+    let mut review = vector("pod-init-containers-env-volumes");
+    let pod = &mut review["request"]["object"];
+    let defaulted = |name: &str, image: &str| {
+        json!({
+            "name": name,
+            "image": image,
+            "resources": {},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+            "imagePullPolicy": "IfNotPresent",
+        })
+    };
+    let mut proxy = defaulted("istio-proxy", "docker.io/istio/proxyv2:1.24.0");
+    proxy["args"] = json!(["proxy", "sidecar"]);
+    proxy["restartPolicy"] = json!("Always");
+    proxy["startupProbe"] = json!({"httpGet": {"path": "/healthz/ready", "port": 15021}});
+    let validation = defaulted("istio-validation", "docker.io/istio/proxyv2:1.24.0");
+    let init = pod["spec"]["initContainers"].as_array_mut().unwrap();
+    init.splice(0..0, [validation, proxy]);
+    review
+}
+
+/// Issue 45: the agent went first, ahead of a mesh's native-sidecar proxy, which (with the
+/// mesh's CNI) it needed to reach warrant, while the proxy waited for its startup probe. Now
+/// the patch, applied by kubectl, puts it after the proxy, before `migrate`; the containers
+/// `warrant.dev/skip-containers` names get nothing, and a typo there refuses the pod; a pod
+/// labelled `warrant.dev/inject: "required"` is never admitted without its agent.
+#[tokio::test]
+async fn the_agent_follows_a_meshs_proxy_and_skipped_containers_get_nothing() {
+    let authority = Authority::new();
+    let fixture = cluster(&authority).await;
+    fixture
+        .create(&service_account(
+            "apps",
+            "plain",
+            "a1b2c3d4-0000-4000-8000-000000000002",
+        ))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let w = Warrant::start_cluster(
+        &fixture,
+        &[
+            "--authorization-policy-file",
+            &policy(dir.path()),
+            "--injection-agent-image",
+            "ghcr.io/warrant-dev/warrant:v0.1.0",
+            "--injection-warrant-url",
+            "https://127.0.0.1:{port}",
+        ],
+    )
+    .await;
+    let mut review = meshed_review();
+    review["request"]["object"]["metadata"]["annotations"] =
+        json!({"warrant.dev/skip-containers": "istio-proxy, sidecar"});
+    let response = admit(&w, &review).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let pod = patched(&review["request"]["object"], &response);
+    let init = pod["spec"]["initContainers"].as_array().unwrap().iter();
+    let names: Vec<&Value> = init.map(|c| &c["name"]).collect();
+    let want = [
+        "istio-validation",
+        "istio-proxy",
+        "warrant-token-agent",
+        "migrate",
+    ];
+    assert_eq!(names, want);
+    for (field, index, injected) in [
+        ("initContainers", 0, true),
+        ("initContainers", 1, false),
+        ("initContainers", 3, true),
+        ("containers", 0, true),
+        ("containers", 1, false),
+    ] {
+        let container = &pod["spec"][field][index];
+        let has = |list: &str, name: &str| {
+            let mut items = container[list].as_array().into_iter().flatten();
+            items.any(|item| item["name"] == name)
+        };
+        let got = [
+            has("env", "AZURE_FEDERATED_TOKEN_FILE"),
+            has("volumeMounts", "warrant-tokens"),
+        ];
+        assert_eq!(got, [injected; 2], "{container}");
+    }
+    // The validator runs before the agent: said, by name.
+    let warnings = response["warnings"].to_string();
+    assert!(
+        warnings
+            .contains(r#"init container \"istio-validation\" runs before warrant's token agent"#),
+        "{warnings}"
+    );
+    // kube-apiserver's second call, after the other webhooks: nothing more.
+    let mut again = review.clone();
+    again["request"]["object"] = pod;
+    let second = admit(&w, &again).await;
+    assert_eq!(second["allowed"], true);
+    assert!(second["patch"].is_null(), "{second}");
+
+    // A name that is no container of the pod.
+    let mut typo = meshed_review();
+    typo["request"]["object"]["metadata"]["annotations"] =
+        json!({"warrant.dev/skip-containers": "istio-prxy"});
+    let refused = admit(&w, &typo).await;
+    assert_eq!(
+        (&refused["allowed"], &refused["status"]["code"]),
+        (&json!(false), &json!(400))
+    );
+    let says = r#"names \"istio-prxy\", which is not a container of the pod"#;
+    assert!(refused.to_string().contains(says), "{refused}");
+
+    // Labelled required: a ServiceAccount not in warrant's cache (this caller is answered from
+    // the cache only) is a 503, not an unchanged pod; one without warrant's annotations is
+    // refused, saying why.
+    let required = |account: &str| {
+        let mut review = review_for(account, "must-have-tokens");
+        review["request"]["object"]["metadata"]["labels"] =
+            json!({"warrant.dev/inject": "required"});
+        review
+    };
+    let reply = w
+        .http
+        .post(w.url("/mutate/pods"))
+        .json(&required("not-yet-created"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 503);
+    let status = reply.text().await.unwrap();
+    let says = "labelled warrant.dev/inject=required: not admitted without its tokens";
+    assert!(status.contains(says), "{status}");
+    let refused = admit(&w, &required("plain")).await;
+    assert_eq!(refused["allowed"], false, "{refused}");
+    let says = "carries none of the annotations that turn token injection on";
+    assert!(refused.to_string().contains(says), "{refused}");
+    // The same pod unlabelled is admitted as it is.
+    let unlabelled = admit(&w, &review_for("plain", "p")).await;
+    assert_eq!(unlabelled["allowed"], true);
+    assert!(unlabelled["patch"].is_null(), "{unlabelled}");
+}

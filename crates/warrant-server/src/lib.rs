@@ -89,7 +89,7 @@ use axum::response::{IntoResponse, Response};
 
 pub use admission::{
     AZURE_DEFAULT_AUTHORITY_HOST, AdmissionLimits, InjectionSettings, LOOKUPS_IN_FLIGHT,
-    MAX_REVIEW_VALUES, REMEMBER_ABSENT, TOKEN_AGENT_DEFAULT_AUDIENCE,
+    MAX_REVIEW_VALUES, REMEMBER_ABSENT, REQUIRED_LABEL_VALUE, TOKEN_AGENT_DEFAULT_AUDIENCE,
 };
 pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;

@@ -32,6 +32,7 @@ pub(crate) mod limits;
 mod lookup;
 pub(crate) mod metrics;
 mod patch;
+mod placement;
 pub(crate) mod plan;
 mod policy;
 mod review;
@@ -60,8 +61,18 @@ use crate::body;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The label that opts a pod out (`"false"`), as an objectSelector and here.
+/// The label that opts a pod out (`"false"`), as an objectSelector and here, or asks for its
+/// tokens without fail ([`REQUIRED_LABEL_VALUE`]).
 pub(crate) const OPT_OUT_LABEL: &str = "warrant.dev/inject";
+
+/// The value of `warrant.dev/inject` that sends a pod to the webhook entry with
+/// `failurePolicy: Fail` (deploy/components/injection), and makes warrant refuse it rather than
+/// admit it without its tokens: where warrant would admit another pod unchanged for want of
+/// knowing better (its ServiceAccount not in the cache, or not found) it answers an error,
+/// which that entry turns into a refusal the pod's controller retries; where the pod cannot
+/// have tokens at all (a ServiceAccount without warrant's annotations, a Windows pod) it
+/// refuses the pod, saying why.
+pub const REQUIRED_LABEL_VALUE: &str = "required";
 
 /// What became of a review, for `warrant_admission_reviews_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -328,14 +339,14 @@ async fn admit(
         limits::check_containers(&pod, field, settings.limits.max_containers)
             .map_err(limited("containers"))?;
     }
-    if pod
+    let label = pod
         .pointer("/metadata/labels")
         .and_then(|labels| labels.get(OPT_OUT_LABEL))
-        .and_then(Value::as_str)
-        == Some("false")
-    {
+        .and_then(Value::as_str);
+    if label == Some("false") {
         return unchanged(uid, vec![]);
     }
+    let required = label == Some(REQUIRED_LABEL_VALUE);
     let namespace = namespace
         .filter(|n| !n.is_empty())
         .or_else(|| first_text(&pod, &["/metadata/namespace"]).map(str::to_owned))
@@ -359,25 +370,26 @@ async fn admit(
         .await;
     let account = match found {
         Ok(Found::Account(account)) => account,
-        Ok(Found::Absent) => {
-            return unchanged(
-                uid,
-                vec![format!(
-                    "warrant: service account {}/{} not found: no token injected",
-                    cut_value(&namespace),
-                    cut_value(&service_account)
-                )],
+        Ok(unknown @ (Found::Absent | Found::NotInCache)) => {
+            let why = if matches!(unknown, Found::Absent) {
+                "not found"
+            } else {
+                "not in warrant's cache, and a review from a caller other than kube-apiserver's certificate is answered from the cache only (--injection-allowed-names)"
+            };
+            let what = format!(
+                "service account {}/{} {why}",
+                cut_value(&namespace),
+                cut_value(&service_account)
             );
-        }
-        Ok(Found::NotInCache) => {
-            return unchanged(
-                uid,
-                vec![format!(
-                    "warrant: service account {}/{} is not in warrant's cache, and a review from a caller other than kube-apiserver's certificate is answered from the cache only (--injection-allowed-names): no token injected",
-                    cut_value(&namespace),
-                    cut_value(&service_account)
-                )],
-            );
+            if required {
+                // Not a refusal: the ServiceAccount may be there a moment later, and the
+                // webhook's failurePolicy Fail refuses the pod for now.
+                return Err(ApiError::unavailable(format!(
+                    "warrant: {what}, and the pod is labelled {OPT_OUT_LABEL}={REQUIRED_LABEL_VALUE}: not admitted without its tokens; try again shortly"
+                ))
+                .into());
+            }
+            return unchanged(uid, vec![format!("warrant: {what}: no token injected")]);
         }
         Err(lookup::Failure::Overloaded) => {
             return Err(limited("lookups")(ApiError::too_many_requests_saying(
@@ -403,24 +415,34 @@ async fn admit(
     };
     let plan = match plan::plan(&account.annotations, settings) {
         Ok(Some(plan)) => plan,
+        Ok(None) if required => {
+            return refused(Refusal::bad(format!(
+                "the pod is labelled {OPT_OUT_LABEL}={REQUIRED_LABEL_VALUE}, but its service account {}/{} carries none of the annotations that turn token injection on (docs/injection.md): annotate it, or remove the label",
+                cut_value(&namespace),
+                cut_value(&service_account)
+            )));
+        }
         Ok(None) => return unchanged(uid, vec![]),
         Err(refusal) => return refused(refusal),
     };
     // The agent is warrant's image, built for Linux: on a Windows node it could not start, and
-    // as the first init container it would hold the pod back for good.
+    // as an init container it would hold the pod back for good.
     if first_text(
         &pod,
         &["/spec/os/name", "/spec/nodeSelector/kubernetes.io~1os"],
     ) == Some("windows")
     {
-        return unchanged(
-            uid,
-            vec![format!(
-                "warrant's token agent runs on Linux only: this Windows pod of {}/{} gets no tokens from it",
-                cut_value(&namespace),
-                cut_value(&service_account)
-            )],
+        let message = format!(
+            "warrant's token agent runs on Linux only: this Windows pod of {}/{} gets no tokens from it",
+            cut_value(&namespace),
+            cut_value(&service_account)
         );
+        if required {
+            return refused(Refusal::bad(format!(
+                "{message}, and it is labelled {OPT_OUT_LABEL}={REQUIRED_LABEL_VALUE}"
+            )));
+        }
+        return unchanged(uid, vec![message]);
     }
     // Cut as every value of the review quoted in a message is: no valid name is that long.
     let pod_name =

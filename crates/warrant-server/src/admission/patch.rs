@@ -1,6 +1,8 @@
-//! The JSON Patch (RFC 6902) that gives a pod its [`Plan`]: the agent as a native sidecar (the
-//! first init container, `restartPolicy: Always`), the shared volume, and each container's
-//! mounts and variables. Pure: the pod as kube-apiserver sent it in, the operations out.
+//! The JSON Patch (RFC 6902) that gives a pod its [`Plan`]: the agent as a native sidecar (an
+//! init container with `restartPolicy: Always`, after the pod's own native sidecars and before
+//! its other init containers: [`placement`](super::placement)), the shared volume, and each
+//! container's mounts and variables, but those of `warrant.dev/skip-containers`. Pure: the pod
+//! as kube-apiserver sent it in, the operations out.
 //!
 //! The patch is minimal (one `add` per thing added, nothing replaced) and idempotent: what a
 //! pod already has, from an earlier mutation of this pod (kube-apiserver's reinvocation) or
@@ -24,6 +26,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::placement;
 use super::plan::{
     GCP_CREDENTIALS, GOOGLE_DIR, GOOGLE_FILE, InjectionSettings, KUBE_TOKEN_DIR, Plan, Refusal,
     TOKENS_DIR,
@@ -78,6 +81,14 @@ pub(crate) fn mutate(
             "warrant adds it as an init container",
         ));
     }
+    let skipped = placement::skipped(
+        pod,
+        init_containers
+            .iter()
+            .chain(containers)
+            .map(name_of)
+            .filter(|name| *name != AGENT),
+    )?;
     let agent = agent(plan, settings);
     let agent_present = match init_containers.iter().find(|c| name_of(c) == AGENT) {
         Some(existing) => match agent_difference(existing, &agent) {
@@ -140,21 +151,32 @@ pub(crate) fn mutate(
         }
     }
 
-    for (index, container) in init_containers.iter().enumerate() {
-        if name_of(container) != AGENT {
-            consumer(&mut mutation, "initContainers", index, container, plan)?;
-        }
-    }
-    for (index, container) in containers.iter().enumerate() {
-        consumer(&mut mutation, "containers", index, container, plan)?;
+    // Every container but the agent (a container by its name was refused above).
+    let inits = init_containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ("initContainers", i, c));
+    let apps = containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ("containers", i, c));
+    for (field, index, container) in inits.chain(apps).filter(|(_, _, c)| name_of(c) != AGENT) {
+        let skip = skipped.contains(name_of(container));
+        consumer(&mut mutation, field, index, container, plan, skip)?;
     }
 
     append(&mut mutation.ops, spec, "/spec", "volumes", missing_volumes);
     if !agent_present {
         if spec.get("initContainers").is_some_and(Value::is_array) {
+            // Last: the operations before it name the init containers by their index without it.
+            let at = placement::agent_index(init_containers);
+            let ahead = init_containers.get(..at).unwrap_or_default();
             mutation
-                .ops
-                .push(json!({"op": "add", "path": "/spec/initContainers/0", "value": agent}));
+                .warnings
+                .extend(placement::run_before_agent(ahead, &skipped));
+            mutation.ops.push(
+                json!({"op": "add", "path": format!("/spec/initContainers/{at}"), "value": agent}),
+            );
         } else {
             mutation
                 .ops
@@ -165,13 +187,16 @@ pub(crate) fn mutate(
 }
 
 /// One consumer container's mounts and variables (`field` is `containers` or
-/// `initContainers`; `index` its place there before the agent is inserted).
+/// `initContainers`; `index` its place there before the agent is inserted); with `skip` (the
+/// pod's `warrant.dev/skip-containers` names it), none, but a mount of warrant's volumes it
+/// has is still checked: a skipped container may not write the tokens either.
 fn consumer(
     mutation: &mut Mutation,
     field: &str,
     index: usize,
     container: &Value,
     plan: &Plan,
+    skip: bool,
 ) -> Result<(), Refusal> {
     let name = name_of(container);
     let mounts = container
@@ -194,6 +219,9 @@ fn consumer(
             }
             continue;
         }
+        if skip {
+            continue;
+        }
         if let Some(other) = mounts
             .iter()
             .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(path))
@@ -205,6 +233,9 @@ fn consumer(
             )));
         }
         new_mounts.push(json!({"name": volume, "mountPath": path, "readOnly": true}));
+    }
+    if skip {
+        return Ok(());
     }
     // A container that already has warrant's mount was mutated before: its variables are
     // warrant's, not its own.
@@ -542,6 +573,65 @@ mod tests {
 
     fn pod() -> Value {
         json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
+    }
+
+    /// The agent goes after the pod's native sidecars (a mesh's proxy) and before the init
+    /// containers that follow them, the one ahead of them named in a warning; the containers
+    /// `warrant.dev/skip-containers` names get nothing, yet may not mount the tokens writable;
+    /// a second call patches nothing.
+    #[test]
+    fn the_agent_follows_native_sidecars_and_skipped_containers_get_nothing() {
+        let pod = json!({
+            "metadata": {"name": "p", "annotations": {placement::SKIP_CONTAINERS: "istio-proxy, cache"}},
+            "spec": {
+                "initContainers": [
+                    {"name": "istio-validation"},
+                    {"name": "istio-proxy", "restartPolicy": "Always"},
+                    {"name": "migrate"},
+                ],
+                "containers": [{"name": "app"}, {"name": "cache"}],
+            },
+        });
+        let injected = mutated(&pod);
+        let names: Vec<&str> = injected["spec"]["initContainers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["istio-validation", "istio-proxy", AGENT, "migrate"]);
+        for (field, index, injected_too) in [
+            ("initContainers", 0, true),
+            ("initContainers", 1, false),
+            ("initContainers", 3, true),
+            ("containers", 0, true),
+            ("containers", 1, false),
+        ] {
+            let container = &injected["spec"][field][index];
+            let got = ["env", "volumeMounts"].map(|list| container.get(list).is_some());
+            assert_eq!(got, [injected_too; 2], "{container}");
+        }
+        let warnings = mutate(&pod, &aws_plan(), &settings()).unwrap().warnings;
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("init container \"istio-validation\" runs before"),
+            "{warnings:?}"
+        );
+        assert_eq!(
+            mutate(&injected, &aws_plan(), &settings()).unwrap(),
+            Mutation::default()
+        );
+        let mut planted = injected.clone();
+        planted["spec"]["containers"][1]["volumeMounts"] =
+            json!([{"name": TOKENS_VOLUME, "mountPath": "/tokens"}]);
+        let refusal = mutate(&planted, &aws_plan(), &settings()).unwrap_err();
+        assert!(
+            refusal
+                .message
+                .contains("container \"cache\" mounts warrant's volume warrant-tokens itself"),
+            "{}",
+            refusal.message
+        );
     }
 
     /// Every token the patch projects names the token agent's audience: the agent holds no
