@@ -88,8 +88,8 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 
 pub use admission::{
-    AZURE_DEFAULT_AUTHORITY_HOST, AdmissionLimits, InjectionSettings, LOOKUPS_IN_FLIGHT,
-    MAX_REVIEW_VALUES, REMEMBER_ABSENT, TOKEN_AGENT_DEFAULT_AUDIENCE,
+    AZURE_DEFAULT_AUTHORITY_HOST, AdmissionCallers, AdmissionLimits, InjectionSettings,
+    LOOKUPS_IN_FLIGHT, MAX_REVIEW_VALUES, REMEMBER_ABSENT, TOKEN_AGENT_DEFAULT_AUDIENCE,
 };
 pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;
