@@ -437,9 +437,14 @@ const ANONYMOUS_WARNING: &str = "token injection answers anonymous callers";
 /// to kube-apiserver; under a flood of them, a legitimate pod's review and a TokenRequest for
 /// a pod created a moment earlier were refused with 503. Now an anonymous review is answered
 /// from warrant's cache alone: the flood costs kube-apiserver nothing, the legitimate pod in
-/// the middle of it is mutated. Anonymous callers are answered only because the flag says so,
-/// and warrant says at startup what they can learn.
-#[tokio::test]
+/// the middle of it is mutated, and the TokenRequest's own lookup (a live GET: the pod's watch
+/// event is held back) gets through while the flood runs. Anonymous callers are answered only
+/// because the flag says so, and warrant says at startup what they can learn.
+// Multi-threaded: kubectl runs synchronously (on a blocking thread) while the fixture answers
+// warrant's live GET. On the single thread of a plain `#[tokio::test]`, a blocked kubectl kept
+// the fixture from answering, and the TokenRequest timed out (the live GET's 5 s): the
+// artefact that once took this assertion out of the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_anonymous_flood_of_unknown_service_accounts_costs_no_lookup() {
     let authority = Authority::new();
     let fixture = cluster(&authority).await;
@@ -467,8 +472,23 @@ async fn an_anonymous_flood_of_unknown_service_accounts_costs_no_lookup() {
     );
     assert_eq!(w.metric("warrant_admission_anonymous_allowed").await, 1.0);
     let cluster = fixture.cluster();
-    // 400 reviews, 50 at a time, the legitimate one in the middle.
+    // A pod warrant's watch has not told it about: only a live GET finds it.
+    cluster.pause_watches(true);
+    cluster
+        .create(&pod(
+            "apps",
+            "fresh",
+            "fresh-uid",
+            "s3-reader",
+            "node-1",
+            None,
+        ))
+        .unwrap();
+
+    // 400 reviews, 50 at a time, the legitimate one in the middle, and with it the
+    // TokenRequest for the fresh pod.
     let mut answers: Vec<(usize, u16, Value)> = Vec::new();
+    let mut token_request = None;
     for wave in 0..8 {
         let mut running = tokio::task::JoinSet::new();
         for i in wave * 50..(wave + 1) * 50 {
@@ -484,8 +504,35 @@ async fn an_anonymous_flood_of_unknown_service_accounts_costs_no_lookup() {
                 (i, code, reply.json::<Value>().await.unwrap_or(Value::Null))
             });
         }
+        if wave == 4 {
+            let kubectl = w.kubectl_command(&[
+                "create",
+                "token",
+                "s3-reader",
+                "-n",
+                "apps",
+                "--bound-object-kind",
+                "Pod",
+                "--bound-object-name",
+                "fresh",
+            ]);
+            token_request = Some(tokio::task::spawn_blocking(move || {
+                let mut kubectl = kubectl;
+                kubectl.output().unwrap()
+            }));
+        }
         answers.extend(running.join_all().await);
     }
+    let out = token_request.unwrap().await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let token = String::from_utf8(out.stdout).unwrap();
+    let fresh = claims(token.trim()).kubernetes.pod.unwrap();
+    assert_eq!(
+        (fresh.name.as_str(), fresh.uid.as_str()),
+        ("fresh", "fresh-uid")
+    );
+    cluster.pause_watches(false);
+
     for (i, code, answer) in &answers {
         assert_eq!(*code, 200, "review {i}: {answer}");
         let response = &answer["response"];
