@@ -1307,6 +1307,19 @@ fn check_injection(objects: &[Value], flags: &[String], what: &str) {
         .find(|e| e["name"] == "WARRANT_INJECTION_AGENT_IMAGE")
         .unwrap_or_else(|| panic!("{what}: no agent image"));
     assert_eq!(image["value"], container["image"], "{what}");
+    // Who may call is said, not left to a default: anyone, until the overlay switches to
+    // kube-apiserver's certificate (the_injection_components_switch_to_client_certificates).
+    assert_eq!(
+        env_value(container, "WARRANT_INJECTION_ALLOW_ANONYMOUS").as_deref(),
+        Some("true"),
+        "{what}"
+    );
+    assert!(
+        !flags
+            .iter()
+            .any(|f| f.starts_with("--injection-allowed-names")),
+        "{what}: {flags:?}"
+    );
     // The agents reach the Service the webhook names, in its namespace.
     assert!(
         flags.contains(&format!(
@@ -1356,6 +1369,85 @@ fn check_injection(objects: &[Value], flags: &[String], what: &str) {
             "{what}: {audience}"
         );
     }
+}
+
+/// The value of the container's variable `name`, if it has one.
+fn env_value(container: &Value, name: &str) -> Option<String> {
+    container["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)?["value"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The injection component's header shows how to answer kube-apiserver's certificate alone:
+/// its patches, pasted into an overlay, leave the Deployment with the allowed names and the
+/// anonymous variable off, which warrant accepts; the same with the variable left on is the
+/// contradiction warrant refuses to start with.
+#[test]
+fn the_injection_components_switch_to_client_certificates() {
+    let header =
+        std::fs::read_to_string(format!("{DEPLOY}/components/injection/kustomization.yaml"))
+            .unwrap();
+    // The commented `patches:` block: from that line, the lines indented deeper than it.
+    let lines: Vec<&str> = header.lines().map_while(|l| l.strip_prefix('#')).collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let start = lines
+        .iter()
+        .position(|l| l.trim() == "patches:")
+        .expect("the header shows the patches");
+    let depth = indent(lines[start]);
+    let snippet: String = std::iter::once(lines[start])
+        .chain(
+            lines[start + 1..]
+                .iter()
+                .copied()
+                .take_while(|l| indent(l) > depth),
+        )
+        .map(|l| format!("{}\n", &l[depth..]))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(DEPLOY, dir.path().join("deploy")).unwrap();
+    std::fs::create_dir(dir.path().join("overlay")).unwrap();
+    std::fs::write(
+        dir.path().join("overlay/kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../deploy\ncomponents:\n  - ../deploy/components/injection\n{snippet}"
+        ),
+    )
+    .unwrap();
+    let objects = render(&dir.path().join("overlay"));
+    let deployment = find(&objects, "Deployment", "warrant");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let flags = pod_flags(deployment);
+    assert!(
+        flags.contains(&"--injection-allowed-names=warrant-admission-client".to_owned()),
+        "{flags:?}"
+    );
+    let anonymous = env_value(container, "WARRANT_INJECTION_ALLOW_ANONYMOUS");
+    assert_eq!(anonymous.as_deref(), Some("false"));
+
+    // warrant's verdict on the injection flags and that variable, then with it left on.
+    let injection: Vec<&str> = flags
+        .iter()
+        .filter(|f| f.starts_with("--injection-"))
+        .map(String::as_str)
+        .chain(["--injection-agent-image=warrant"])
+        .collect();
+    let run = |anonymous: &str| {
+        stderr(&serve_refusing(
+            &injection,
+            &[("WARRANT_INJECTION_ALLOW_ANONYMOUS", anonymous)],
+        ))
+    };
+    let left_on = run("true");
+    assert!(left_on.contains("contradict"), "{left_on}");
+    let switched = run("false");
+    assert!(
+        !switched.contains("contradict") && !switched.contains("who may call"),
+        "{switched}"
+    );
 }
 
 /// The caBundle by hand (injection: none, for the overlay to set) or by cert-manager's CA
@@ -2001,6 +2093,7 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
             "warrant",
             "--injection-warrant-url",
             "https://127.0.0.1:{port}",
+            "--injection-allow-anonymous",
         ],
     )
     .await;

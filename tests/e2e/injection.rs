@@ -188,6 +188,8 @@ async fn an_injected_pods_agent_keeps_tokens_a_relying_party_verifies() {
             "https://127.0.0.1:{port}",
             "--injection-ca-file",
             "{dir}/ca.crt",
+            // The fixture's "kube-apiserver" calls without a certificate.
+            "--injection-allow-anonymous",
         ],
     )
     .await;
@@ -428,17 +430,26 @@ fn review_for(account: &str, name: &str) -> Value {
     review
 }
 
+/// What warrant logs at startup when the webhook answers anonymous callers.
+const ANONYMOUS_WARNING: &str = "token injection answers anonymous callers";
+
 /// Issue 43: each anonymous review naming an unknown ServiceAccount cost an authenticated GET
 /// to kube-apiserver; under a flood of them, a legitimate pod's review and a TokenRequest for
 /// a pod created a moment earlier were refused with 503. Now an anonymous review is answered
 /// from warrant's cache alone: the flood costs kube-apiserver nothing, the legitimate pod in
-/// the middle of it is mutated, and the TokenRequest's own lookup still gets through.
-#[tokio::test]
+/// the middle of it is mutated, and the TokenRequest's own lookup (a live GET: the pod's watch
+/// event is held back) gets through while the flood runs. Anonymous callers are answered only
+/// because the flag says so, and warrant says at startup what they can learn.
+// Multi-threaded: kubectl runs synchronously (on a blocking thread) while the fixture answers
+// warrant's live GET. On the single thread of a plain `#[tokio::test]`, a blocked kubectl kept
+// the fixture from answering, and the TokenRequest timed out (the live GET's 5 s): the
+// artefact that once took this assertion out of the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_anonymous_flood_of_unknown_service_accounts_costs_no_lookup() {
     let authority = Authority::new();
     let fixture = cluster(&authority).await;
     let dir = tempfile::tempdir().unwrap();
-    let w = Warrant::start_cluster(
+    let mut w = Warrant::start_cluster(
         &fixture,
         &[
             "--authorization-policy-file",
@@ -447,16 +458,37 @@ async fn an_anonymous_flood_of_unknown_service_accounts_costs_no_lookup() {
             "ghcr.io/warrant-dev/warrant:v0.1.0",
             "--injection-warrant-url",
             "https://127.0.0.1:{port}",
+            "--injection-allow-anonymous",
             // The flood is about lookups: 50 at a time stay within the reviews in flight.
             "--injection-max-reviews-in-flight",
             "64",
         ],
     )
     .await;
+    let warning = w.log_line(ANONYMOUS_WARNING).await;
+    assert!(
+        warning.contains("role ARNs") && warning.contains("--injection-allowed-names"),
+        "{warning}"
+    );
+    assert_eq!(w.metric("warrant_admission_anonymous_allowed").await, 1.0);
     let cluster = fixture.cluster();
+    // A pod warrant's watch has not told it about: only a live GET finds it.
+    cluster.pause_watches(true);
+    cluster
+        .create(&pod(
+            "apps",
+            "fresh",
+            "fresh-uid",
+            "s3-reader",
+            "node-1",
+            None,
+        ))
+        .unwrap();
 
-    // 400 reviews, 50 at a time, the legitimate one in the middle.
+    // 400 reviews, 50 at a time, the legitimate one in the middle, and with it the
+    // TokenRequest for the fresh pod.
     let mut answers: Vec<(usize, u16, Value)> = Vec::new();
+    let mut token_request = None;
     for wave in 0..8 {
         let mut running = tokio::task::JoinSet::new();
         for i in wave * 50..(wave + 1) * 50 {
@@ -472,8 +504,35 @@ async fn an_anonymous_flood_of_unknown_service_accounts_costs_no_lookup() {
                 (i, code, reply.json::<Value>().await.unwrap_or(Value::Null))
             });
         }
+        if wave == 4 {
+            let kubectl = w.kubectl_command(&[
+                "create",
+                "token",
+                "s3-reader",
+                "-n",
+                "apps",
+                "--bound-object-kind",
+                "Pod",
+                "--bound-object-name",
+                "fresh",
+            ]);
+            token_request = Some(tokio::task::spawn_blocking(move || {
+                let mut kubectl = kubectl;
+                kubectl.output().unwrap()
+            }));
+        }
         answers.extend(running.join_all().await);
     }
+    let out = token_request.unwrap().await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let token = String::from_utf8(out.stdout).unwrap();
+    let fresh = claims(token.trim()).kubernetes.pod.unwrap();
+    assert_eq!(
+        (fresh.name.as_str(), fresh.uid.as_str()),
+        ("fresh", "fresh-uid")
+    );
+    cluster.pause_watches(false);
+
     for (i, code, answer) in &answers {
         assert_eq!(*code, 200, "review {i}: {answer}");
         let response = &answer["response"];
@@ -497,6 +556,45 @@ async fn an_anonymous_flood_of_unknown_service_accounts_costs_no_lookup() {
         "{} GETs for the flood's ServiceAccounts: {:?}",
         looked_up.len(),
         &looked_up[..looked_up.len().min(3)]
+    );
+}
+
+/// Issue 43: the webhook answered anyone, from its cache, unless told otherwise: an anonymous
+/// caller read the role ARN of any cached ServiceAccount it named. Now injection without a
+/// choice of callers does not start, and the message names both choices; both at once (the
+/// injection component's variable left on beside the names) contradict.
+#[test]
+fn injection_without_a_choice_of_callers_does_not_start() {
+    let injection = [
+        "--injection-agent-image",
+        "ghcr.io/warrant-dev/warrant:v0.1.0",
+        "--injection-warrant-url",
+        "https://warrant.warrant.svc",
+    ];
+    let out = serve_refusing(&injection, &[]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    for flag in ["--injection-allowed-names", "--injection-allow-anonymous"] {
+        assert!(message.contains(flag), "{flag}: {message}");
+    }
+    assert!(message.contains("Who may call"), "{message}");
+
+    let names = [
+        &injection[..],
+        &["--injection-allowed-names", "kube-apiserver-admission"],
+    ]
+    .concat();
+    let both = serve_refusing(&names, &[("WARRANT_INJECTION_ALLOW_ANONYMOUS", "true")]);
+    assert!(!both.status.success());
+    assert!(stderr(&both).contains("contradict"), "{}", stderr(&both));
+
+    // Anonymous callers with no webhook to answer them: a mistake said at once.
+    let stray = serve_refusing(&["--injection-allow-anonymous"], &[]);
+    assert!(!stray.status.success());
+    assert!(
+        stderr(&stray).contains("off without --injection-agent-image"),
+        "{}",
+        stderr(&stray)
     );
 }
 
@@ -527,7 +625,7 @@ async fn client_certificate_mode_answers_kube_apiserver_only() {
         reqwest::Identity::from_pem(format!("{}{}", issued.pem(), issued.key_pem()).as_bytes())
             .unwrap()
     };
-    let w = Warrant::start_cluster(
+    let mut w = Warrant::start_cluster(
         &fixture,
         &[
             "--authorization-policy-file",
@@ -567,6 +665,8 @@ async fn client_certificate_mode_answers_kube_apiserver_only() {
             .contains("--injection-allowed-names"),
         "{status}"
     );
+
+    assert_eq!(w.metric("warrant_admission_anonymous_allowed").await, 0.0);
 
     let apiserver = client_with(&w, Some(identity("kube-apiserver-admission")));
     let (code, answer) = post(apiserver.clone(), review.clone()).await;
@@ -616,6 +716,7 @@ async fn client_certificate_mode_answers_kube_apiserver_only() {
             .contains("more than the 8"),
         "{status}"
     );
+    assert!(!w.log().contains(ANONYMOUS_WARNING));
 }
 
 /// Issue 43: a 3 MiB `apiVersion` was quoted whole in the answer and in the log (20 requests:
@@ -633,6 +734,7 @@ async fn a_huge_api_version_is_cut_in_the_answer_and_the_log() {
             "https://127.0.0.1:{port}",
             "--injection-max-review-bytes",
             "4000000",
+            "--injection-allow-anonymous",
         ],
     )
     .await;
@@ -707,6 +809,7 @@ async fn the_agent_follows_a_meshs_proxy_and_skipped_containers_get_nothing() {
             "ghcr.io/warrant-dev/warrant:v0.1.0",
             "--injection-warrant-url",
             "https://127.0.0.1:{port}",
+            "--injection-allow-anonymous",
         ],
     )
     .await;

@@ -421,14 +421,26 @@ impl Warrant {
 
     /// Runs kubectl with another kubeconfig.
     pub(crate) fn kubectl_with(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Output {
-        Command::new("kubectl")
+        self.kubectl_command_with(kubeconfig, args)
+            .output()
+            .expect("kubectl must be installed for the end-to-end tests")
+    }
+
+    /// The command [`kubectl`](Self::kubectl) runs, not started: for a test that runs it on
+    /// another thread (`spawn_blocking`) while its own keeps going.
+    pub(crate) fn kubectl_command(&self, args: &[&str]) -> Command {
+        self.kubectl_command_with(&self.path("kubeconfig"), args)
+    }
+
+    fn kubectl_command_with(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .arg("--cache-dir")
             .arg(self.path("kube-cache"))
-            .args(args)
-            .output()
-            .expect("kubectl must be installed for the end-to-end tests")
+            .args(args);
+        command
     }
 
     /// Runs kubectl and returns its stdout, failing the test with stderr if it fails.

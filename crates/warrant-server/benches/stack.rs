@@ -446,7 +446,7 @@ fn bench_admission(c: &mut Criterion, runtime: &tokio::runtime::Runtime) {
             azure_authority_host: warrant_server::AZURE_DEFAULT_AUTHORITY_HOST.into(),
             azure_tenant_id: None,
             aws_region: None,
-            allowed_names: Vec::new(),
+            callers: warrant_server::AdmissionCallers::Anonymous,
             limits: Default::default(),
         });
     let mut review: serde_json::Value = serde_json::from_str(include_str!(

@@ -88,8 +88,9 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 
 pub use admission::{
-    AZURE_DEFAULT_AUTHORITY_HOST, AdmissionLimits, InjectionSettings, LOOKUPS_IN_FLIGHT,
-    MAX_REVIEW_VALUES, REMEMBER_ABSENT, REQUIRED_LABEL_VALUE, TOKEN_AGENT_DEFAULT_AUDIENCE,
+    AZURE_DEFAULT_AUTHORITY_HOST, AdmissionCallers, AdmissionLimits, InjectionSettings,
+    LOOKUPS_IN_FLIGHT, MAX_REVIEW_VALUES, REMEMBER_ABSENT, REQUIRED_LABEL_VALUE,
+    TOKEN_AGENT_DEFAULT_AUDIENCE,
 };
 pub use audit::ClientAddress;
 pub use body::MAX_BODY_BYTES;

@@ -110,6 +110,10 @@ impl AppState {
     /// Turns token injection on, or replaces its settings (a renewed CA bundle): reviews
     /// from now on use these.
     pub fn set_injection(&self, settings: InjectionSettings) {
+        self.inner
+            .admission
+            .metrics
+            .anonymous_allowed(settings.callers.anonymous());
         self.inner.injection.store(Some(Arc::new(settings)));
     }
 

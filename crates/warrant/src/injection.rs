@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use clap::Args;
 use clap::builder::TypedValueParser as _;
 use warrant_server::{
-    AZURE_DEFAULT_AUTHORITY_HOST, AdmissionLimits, AppState, InjectionSettings,
+    AZURE_DEFAULT_AUTHORITY_HOST, AdmissionCallers, AdmissionLimits, AppState, InjectionSettings,
     TOKEN_AGENT_DEFAULT_AUDIENCE,
 };
 use warrant_watch::FileWatch;
@@ -83,9 +83,8 @@ pub(crate) struct InjectionArgs {
     pub(crate) agent_audience: String,
     /// Answer only these client certificates' names (CN, from --client-ca-file): the identity
     /// kube-apiserver's AdmissionConfiguration kubeconfig gives it for this webhook. Every
-    /// other caller is refused (401, 403). Without it, anyone who reaches the port is
-    /// answered, from warrant's cache only: never a lookup at kube-apiserver
-    /// (docs/injection.md, "Who may call").
+    /// other caller is refused (401, 403). Token injection needs this or
+    /// --injection-allow-anonymous (docs/injection.md, "Who may call").
     #[arg(
         long = "injection-allowed-names",
         value_name = "NAMES",
@@ -93,6 +92,19 @@ pub(crate) struct InjectionArgs {
         requires = "agent_image"
     )]
     pub(crate) allowed_names: Vec<String>,
+    /// Answer callers without a client certificate: anyone who reaches the port, from
+    /// warrant's cache only (never a lookup at kube-apiserver). They learn which
+    /// ServiceAccounts exist and read their warrant annotations (role ARNs, client IDs) in the
+    /// patch. For clusters whose kube-apiserver cannot present a client certificate to
+    /// webhooks (EKS, GKE, AKS); elsewhere use --injection-allowed-names. The variable takes
+    /// true or false (an overlay turns the injection component's true off with it).
+    // No clap `conflicts_with` or `requires`: a variable set to false counts as given for
+    // them; `callers` checks the combination instead.
+    #[arg(
+        long = "injection-allow-anonymous",
+        env = "WARRANT_INJECTION_ALLOW_ANONYMOUS"
+    )]
+    pub(crate) allow_anonymous: bool,
     /// The largest AdmissionReview read, in bytes (past it: 413).
     #[arg(
         long = "injection-max-review-bytes",
@@ -146,13 +158,48 @@ fn agent_audience(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
+/// Who the webhook answers, if injection is on: an explicit choice, never a default
+/// (docs/injection.md, "Who may call"), checked with the other flags before anything is read.
+/// Anonymous callers are announced in the log, with what they can learn.
+pub(crate) fn callers(args: &InjectionArgs) -> Result<Option<AdmissionCallers>, Box<dyn Error>> {
+    if args.agent_image.is_none() {
+        if args.allow_anonymous {
+            return Err("--injection-allow-anonymous is about token injection's webhook, which is off without --injection-agent-image".into());
+        }
+        return Ok(None);
+    }
+    if !args.allowed_names.is_empty() {
+        if args.allow_anonymous {
+            return Err(BOTH_CALLERS.into());
+        }
+        return Ok(Some(AdmissionCallers::ClientCertificates(
+            args.allowed_names.clone(),
+        )));
+    }
+    if !args.allow_anonymous {
+        return Err(NO_CALLERS.into());
+    }
+    tracing::warn!(
+        "token injection answers anonymous callers (--injection-allow-anonymous): anyone who can reach /mutate/pods learns whether a ServiceAccount exists and reads its warrant annotations (role ARNs, client and tenant IDs, audiences) in the patch it is answered; it never makes warrant look anything up at kube-apiserver. To answer kube-apiserver alone, give it a client certificate for the webhook and use --injection-allowed-names (docs/injection.md, \"Who may call\")"
+    );
+    Ok(Some(AdmissionCallers::Anonymous))
+}
+
+/// The refusal to start injection without saying who may call it.
+const NO_CALLERS: &str = "--injection-agent-image needs to know who may call the webhook: --injection-allowed-names=NAME answers kube-apiserver's client certificate alone (given it by an AdmissionConfiguration kubeconfig), --injection-allow-anonymous (WARRANT_INJECTION_ALLOW_ANONYMOUS=true) answers anyone who reaches the port, from warrant's cache, and lets them read the warrant annotations of any ServiceAccount they name (docs/injection.md, \"Who may call\")";
+
+/// The refusal of both ways at once.
+const BOTH_CALLERS: &str = "--injection-allowed-names and --injection-allow-anonymous (or WARRANT_INJECTION_ALLOW_ANONYMOUS=true) contradict each other: the first answers kube-apiserver's client certificate alone, the second anyone; keep one (docs/injection.md, \"Who may call\")";
+
 /// Turns token injection on in `state` if the flags ask for it; the returned watch (if any)
 /// keeps the agent's CA bundle current and must be held while serving.
+/// `callers` is what [`callers`] answered.
 pub(crate) fn setup(
     args: &InjectionArgs,
+    callers: Option<AdmissionCallers>,
     state: &AppState,
 ) -> Result<Option<FileWatch>, Box<dyn Error>> {
-    let Some(agent_image) = &args.agent_image else {
+    let (Some(agent_image), Some(callers)) = (&args.agent_image, callers) else {
         return Ok(None);
     };
     let warrant_url = args
@@ -169,7 +216,7 @@ pub(crate) fn setup(
         azure_authority_host: args.azure_authority_host.clone(),
         azure_tenant_id: args.azure_tenant_id.clone(),
         aws_region: args.aws_region.clone(),
-        allowed_names: args.allowed_names.clone(),
+        callers,
         limits: AdmissionLimits {
             max_review_bytes: args.max_review_bytes,
             max_containers: args.max_containers,

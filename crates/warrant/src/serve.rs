@@ -43,6 +43,7 @@ pub(crate) async fn run(
     let publisher = publisher(&args, &settings, &mut registry)?;
     let max_token_seconds = settings.expiration.longest_token_seconds();
     check_key_source(&args, &key_source, max_token_seconds)?;
+    let injection_callers = crate::injection::callers(&args.injection)?;
 
     // 2. The keys, through their holder (whose errors are configuration errors, and which opens
     //    them), then what serving reads: HTTPS, the callers, the objects, the audit log.
@@ -94,7 +95,7 @@ pub(crate) async fn run(
         authorizer: auth.authorizer,
         registry,
     });
-    let _injection = crate::injection::setup(&args.injection, &state)?;
+    let _injection = crate::injection::setup(&args.injection, injection_callers, &state)?;
 
     // 4. Key changes: publishing before the key manager starts, so a key due to sign is held
     //    until the targets list it.

@@ -2,9 +2,8 @@
 //!
 //! A review names its pod's ServiceAccount, and whoever sends the review chooses the name. The
 //! account is read from memory (the watch cache, or the manifest file); after a miss:
-//! - a caller the webhook does not know as kube-apiserver (every caller, unless
-//!   `--injection-allowed-names` names kube-apiserver's certificate) gets the answer of the
-//!   cache alone: its reviews never cost a GET to kube-apiserver, and never see one's error;
+//! - a caller the webhook does not know as kube-apiserver (every caller, with
+//!   `--injection-allow-anonymous`) gets the answer of the cache alone: its reviews never cost a GET to kube-apiserver, and never see one's error;
 //! - kube-apiserver's reviews (the allowed names) look the account up live, at most
 //!   [`LOOKUPS_IN_FLIGHT`] at once and sharing one lookup per account, inside the live-GET
 //!   limits every lookup of warrant's obeys (`warrant_objects`): so admission can never take

@@ -23,11 +23,12 @@
 //! webhooks without credentials unless an AdmissionConfiguration gives it some. With
 //! `--injection-allowed-names`, only a client certificate (from `--client-ca-file`) with one of
 //! those names is answered: every other caller gets a 401 or 403 before its body is read.
-//! Without it, anyone who reaches the port is answered, from memory only ([`lookup`]): such a
-//! review never costs a GET to kube-apiserver. Every review is bounded ([`limits`]), and what
+//! With `--injection-allow-anonymous` instead, anyone who reaches the port is answered, from
+//! memory only ([`lookup`]): such a review never costs a GET to kube-apiserver ([`callers`]). Every review is bounded ([`limits`]), and what
 //! an answer or a log line quotes of the review is cut ([`warrant_token::quote_value`]); a
 //! failed lookup is said in generic words, its cause only in warrant's log.
 
+mod callers;
 pub(crate) mod limits;
 mod lookup;
 pub(crate) mod metrics;
@@ -41,9 +42,11 @@ use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderValue};
 use serde_json::Value;
 use warrant_audit::loglimit::SharedThrottle;
-use warrant_auth::{Caller, Via};
+use warrant_auth::Caller;
 use warrant_token::{cut_value, quote_value};
 
+pub use self::callers::AdmissionCallers;
+use self::callers::{Access, access};
 use self::limits::InFlight;
 pub use self::limits::{AdmissionLimits, MAX_REVIEW_VALUES};
 use self::lookup::{AccountLookups, Found};
@@ -122,15 +125,6 @@ impl Webhook {
     }
 }
 
-/// How far a caller is trusted (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Access {
-    /// kube-apiserver, by its certificate: a miss is looked up live.
-    KubeApiserver,
-    /// Anyone: answered from memory only.
-    CacheOnly,
-}
-
 /// A review not answered: the error, and the bound it passed, if that was why.
 struct Unanswered {
     error: ApiError,
@@ -192,31 +186,6 @@ pub(crate) async fn review(
     }
 }
 
-/// Whether `caller` may be answered, and how far it is trusted.
-fn access(settings: &InjectionSettings, caller: &Caller) -> Result<Access, ApiError> {
-    if settings.allowed_names.is_empty() {
-        return Ok(Access::CacheOnly);
-    }
-    match caller {
-        Caller::Anonymous => Err(ApiError::unauthorized()),
-        Caller::User(user)
-            if user.via == Via::ClientCertificate
-                && settings.allowed_names.contains(&user.name) =>
-        {
-            Ok(Access::KubeApiserver)
-        }
-        Caller::User(user) => Err(ApiError::forbidden(
-            "",
-            "",
-            "",
-            &format!(
-                "user {} may not call the token injection webhook: it answers kube-apiserver's client certificate only (--injection-allowed-names)",
-                quote_value(&user.name)
-            ),
-        )),
-    }
-}
-
 async fn answer(
     state: &AppState,
     caller: &Caller,
@@ -228,7 +197,7 @@ async fn answer(
         )
         .into());
     };
-    let access = access(&settings, caller).map_err(limited("caller"))?;
+    let access = access(&settings.callers, caller).map_err(limited("caller"))?;
     let limits = settings.limits;
     let Some(_slot) = state.admission().in_flight.enter(limits.max_in_flight) else {
         return Err(limited("in_flight")(limits::too_many(limits.max_in_flight)));

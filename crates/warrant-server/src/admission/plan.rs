@@ -113,9 +113,9 @@ pub struct InjectionSettings {
     pub azure_tenant_id: Option<String>,
     /// `AWS_REGION` and `AWS_DEFAULT_REGION`, if set.
     pub aws_region: Option<String>,
-    /// The names of kube-apiserver's client certificates (from `--client-ca-file`) the webhook
-    /// answers; empty: anyone, from the cache only (see the admission module).
-    pub allowed_names: Vec<String>,
+    /// Who the webhook answers: kube-apiserver's client certificates by name, or anyone, from
+    /// the cache only. The default answers no one.
+    pub callers: super::AdmissionCallers,
     /// What one review may cost, and how many are answered at once.
     pub limits: super::limits::AdmissionLimits,
 }
@@ -615,7 +615,7 @@ pub(crate) mod tests {
             azure_authority_host: AZURE_DEFAULT_AUTHORITY_HOST.into(),
             azure_tenant_id: None,
             aws_region: None,
-            allowed_names: Vec::new(),
+            callers: crate::admission::AdmissionCallers::Anonymous,
             limits: Default::default(),
         }
     }

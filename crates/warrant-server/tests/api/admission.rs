@@ -12,7 +12,7 @@ use http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use warrant_auth::{Policy, PolicyFile};
 use warrant_objects::Kind;
-use warrant_server::{AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings};
+use warrant_server::{AZURE_DEFAULT_AUTHORITY_HOST, AdmissionCallers, InjectionSettings};
 
 use crate::support::*;
 
@@ -41,7 +41,7 @@ fn settings() -> InjectionSettings {
         azure_authority_host: AZURE_DEFAULT_AUTHORITY_HOST.into(),
         azure_tenant_id: None,
         aws_region: None,
-        allowed_names: Vec::new(),
+        callers: AdmissionCallers::Anonymous,
         limits: Default::default(),
     }
 }
@@ -716,12 +716,20 @@ async fn reviews_in_flight_are_bounded() {
 }
 
 /// With `--injection-allowed-names`, a caller without one of those certificates is refused
-/// before its review is read: anonymous 401, another user 403.
+/// before its review is read: anonymous 401, another user 403; the mode's gauge says who is
+/// answered.
 #[tokio::test]
 async fn allowed_names_refuse_everyone_else() {
     let api = injecting();
+    let anonymous_allowed = |api: &Api| {
+        metrics(api)
+            .lines()
+            .find_map(|line| line.strip_prefix("warrant_admission_anonymous_allowed "))
+            .map(str::to_owned)
+    };
+    assert_eq!(anonymous_allowed(&api).as_deref(), Some("1"));
     api.state.set_injection(InjectionSettings {
-        allowed_names: vec!["kube-apiserver-admission".into()],
+        callers: AdmissionCallers::ClientCertificates(vec!["kube-apiserver-admission".into()]),
         ..settings()
     });
     let reply = post(&api, vector("pod-annotated-sa").to_string()).await;
@@ -735,4 +743,5 @@ async fn allowed_names_refuse_everyone_else() {
         "{}",
         reply.text
     );
+    assert_eq!(anonymous_allowed(&api).as_deref(), Some("0"));
 }
