@@ -99,6 +99,7 @@ bench: bench-micro bench-load bench-cache bench-signer
 bench-micro:
 	$(CARGO) bench --locked -p warrant-token --bench token
 	$(CARGO) bench --locked -p warrant-objects --bench review
+	$(CARGO) bench --locked -p warrant-auth --bench claims
 	$(CARGO) bench --locked -p warrant-server --bench stack
 
 ## make bench-load: the load table (docs/benchmarks.md, "Load"): every scenario over HTTP/1.1

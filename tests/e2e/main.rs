@@ -15,6 +15,7 @@
 mod audit;
 mod auth;
 mod bad_input;
+mod claims;
 mod client_certs;
 mod cluster;
 mod control_plane;

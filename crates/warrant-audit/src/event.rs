@@ -287,6 +287,12 @@ pub struct TokenFacts {
     /// (`jkt`, a DPoP key) or of the certificate (`x5t#S256`); never the key itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cnf: Option<warrant_token::Confirmation>,
+    /// The claims beyond kube's that the authorization policy added (names and values: they are
+    /// made of object names, labels and annotations, which are no secret, and an auditor needs
+    /// the values to tell why a relying party allowed what it did). Bounded by the token's own
+    /// size limit, which TokenRequest enforces.
+    #[serde(rename = "extraClaims", skip_serializing_if = "Option::is_none")]
+    pub extra_claims: Option<Box<warrant_token::ExtraClaims>>,
 }
 
 impl TokenFacts {
@@ -319,6 +325,7 @@ impl TokenFacts {
                 .and_then(|cnf| cnf.binding().ok())
                 .filter(|bound| bound.binds())
                 .cloned(),
+            extra_claims: claims.extra.clone(),
         }
     }
 }

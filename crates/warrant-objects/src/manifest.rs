@@ -335,7 +335,11 @@ impl Collector<'_> {
             }
         }
 
-        let pod = (known == Kind::Pod).then(|| pod_info(raw.spec.unwrap_or_default()));
+        let labels = match metadata.labels {
+            Some(WarrantAnnotations(kept)) => kept.into_iter().collect(),
+            None => Vec::new(),
+        };
+        let pod = (known == Kind::Pod).then(|| pod_info(raw.spec.unwrap_or_default(), labels));
         let annotations = match metadata.annotations {
             Some(WarrantAnnotations(kept)) if known == Kind::ServiceAccount => {
                 kept.into_iter().collect()
@@ -363,7 +367,7 @@ fn display_name(namespace: Option<&str>, name: &str) -> String {
     }
 }
 
-fn pod_info(spec: RawPodSpec) -> PodInfo {
+fn pod_info(spec: RawPodSpec, labels: Vec<(String, String)>) -> PodInfo {
     // The deprecated `serviceAccount` stands in for `serviceAccountName` (API defaulting), and
     // admission fills in `default` when neither is set.
     let service_account_name = spec
@@ -384,6 +388,7 @@ fn pod_info(spec: RawPodSpec) -> PodInfo {
         service_account_name,
         node_name: spec.node_name.unwrap_or_default(),
         token_audiences,
+        labels,
     }
 }
 
@@ -465,6 +470,8 @@ struct RawMetadata {
     uid: Option<String>,
     deletion_timestamp: Option<Spanned<String>>,
     annotations: Option<WarrantAnnotations>,
+    /// A pod's labels in warrant's domains, read as the annotations are.
+    labels: Option<WarrantAnnotations>,
 }
 
 /// `metadata.annotations`, of which only warrant's keys are read

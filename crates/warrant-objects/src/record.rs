@@ -90,6 +90,10 @@ pub struct PodInfo {
     /// The `audience` of each projected `serviceAccountToken` volume source, in pod order
     /// (`""` for a source without one, which means the API audiences).
     pub token_audiences: Vec<String>,
+    /// Its labels in warrant's domains ([`is_warrant_annotation`]'s rule), sorted by key: what
+    /// an authorization policy's claims may name (`${pod.labels.X}`). Every other label is
+    /// left out, so the cache does not grow with what other tools label pods with.
+    pub labels: Vec<(String, String)>,
 }
 
 impl Record {

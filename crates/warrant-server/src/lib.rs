@@ -8,6 +8,7 @@
 mod admission;
 mod audit;
 mod body;
+mod claims;
 mod connections;
 mod discovery;
 mod error;

@@ -16,6 +16,7 @@ use warrant_token::{
 
 use crate::audit::AuditFacts;
 use crate::body;
+use crate::claims::{ClaimSources, extra_claims};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::{
@@ -353,9 +354,9 @@ pub(crate) async fn issue(
     .map_err(Failure::Admission)?;
 
     // 8. The bound object, if one is named, exists and may carry this service account's token.
-    let binding = match &request.spec.bound_object_ref {
+    let (binding, pod) = match &request.spec.bound_object_ref {
         Some(reference) => bind(state, namespace, name, reference).await?,
-        None => Binding::None,
+        None => (Binding::None, None),
     };
 
     // 9. The lifetime: the server's cap, kube's extension, the grant's cap.
@@ -366,6 +367,16 @@ pub(crate) async fn issue(
     let issued_at = now.as_second();
     let jti = new_jti();
     let binding_label = binding.label();
+    // 10b. Claims beyond kube's, for the audiences the policy's `claims` section names.
+    let sources = ClaimSources {
+        group,
+        namespace,
+        name,
+        account: &account,
+        binding: &binding,
+        pod: pod.as_deref(),
+    };
+    let extra = extra_claims(state, &audiences, &sources).map_err(Failure::Admission)?;
     let mut claims = Claims::new(NewToken {
         issuer: settings.issuer(),
         namespace,
@@ -380,6 +391,7 @@ pub(crate) async fn issue(
     // 10a. Key binding: the proof's key or the client certificate, by thumbprint (RFC 7800
     //      `cnf`: RFC 9449 `jkt`, RFC 8705 `x5t#S256`).
     claims.cnf = key.map(Cnf::from);
+    claims.extra = extra;
     let (token, kid) = sign(state, now, &claims, name, &audiences).await?;
 
     // 11. The response: the request as kube echoes it, with what was decided and the token.
@@ -587,13 +599,14 @@ async fn sign(
     Ok((token, kid))
 }
 
-/// Resolves `boundObjectRef` (spec §4.3): only the group of its apiVersion is compared.
+/// Resolves `boundObjectRef` (spec §4.3): only the group of its apiVersion is compared. With
+/// the binding, the bound pod's record (for the policy's claims, which may name its labels).
 async fn bind(
     state: &AppState,
     namespace: &str,
     service_account: &str,
     reference: &BoundObjectReference,
-) -> Result<Binding, ApiError> {
+) -> Result<(Binding, Option<Arc<Record>>), ApiError> {
     let (group, version) = match reference.api_version.split_once('/') {
         Some((group, version)) if !version.contains('/') => (group, version),
         Some(_) => ("", ""),
@@ -656,9 +669,9 @@ async fn bind(
     }
     let object = ObjectRef::new(reference.name.clone(), record.uid.clone());
     Ok(match kind {
-        Kind::Pod => Binding::Pod { pod: object, node },
-        Kind::Secret => Binding::Secret(object),
-        _ => Binding::Node(object),
+        Kind::Pod => (Binding::Pod { pod: object, node }, Some(record)),
+        Kind::Secret => (Binding::Secret(object), None),
+        _ => (Binding::Node(object), None),
     })
 }
 

@@ -66,6 +66,12 @@ pub struct Claims {
     /// Subject: `system:serviceaccount:<namespace>:<name>`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sub: String,
+    /// Claims beyond kube's that an authorization policy adds for the token's audiences
+    /// ([`crate::ExtraClaims`]); `None` for every other token, which is then written exactly as
+    /// before. Written by [`Claims::to_json`] in sorted place among the others; never read from
+    /// a token (a review sees them in the payload, not here).
+    #[serde(skip)]
+    pub extra: Option<Box<crate::ExtraClaims>>,
 }
 
 /// The `kubernetes.io` claim: which service account the token is for and what it is bound to.
@@ -300,6 +306,7 @@ impl Claims {
             },
             nbf: Some(token.issued_at),
             sub: service_account_username(token.namespace, &token.service_account.name),
+            extra: None,
         }
     }
 
@@ -309,7 +316,29 @@ impl Claims {
         // Strings, integers and maps of them: serializing cannot fail, and an empty payload
         // must never be signed if it somehow did.
         #[allow(clippy::expect_used)]
-        gojson::to_vec(self).expect("claims always serialize")
+        match &self.extra {
+            None => gojson::to_vec(self).expect("claims always serialize"),
+            Some(extra) => {
+                gojson::to_vec(&self.with_extra(extra)).expect("claims always serialize")
+            }
+        }
+    }
+
+    /// The claims and `extra` as one JSON object, keys sorted at every level (serde_json's map
+    /// is ordered), as Go writes a map. A registered claim always wins over an extra one of the
+    /// same name, though the policy never makes one ([`crate::is_reserved_claim`]).
+    fn with_extra(&self, extra: &crate::ExtraClaims) -> serde_json::Value {
+        // Serialising plain strings, integers and options into a Value cannot fail.
+        #[allow(clippy::expect_used)]
+        let mut value = serde_json::to_value(self).expect("claims always serialize");
+        if let serde_json::Value::Object(object) = &mut value {
+            for (name, claim) in extra {
+                if !object.contains_key(name) && !crate::is_reserved_claim(name) {
+                    object.insert(name.clone(), claim.clone());
+                }
+            }
+        }
+        value
     }
 }
 
@@ -369,6 +398,39 @@ mod tests {
             String::from_utf8(claims.to_json()).unwrap(),
             r#"{"aud":["one"],"exp":200,"iat":100,"iss":"https://example.com","jti":"j","kubernetes.io":{"namespace":"ns","serviceaccount":{"name":"sa","uid":"u1"}},"nbf":100,"sub":"system:serviceaccount:ns:sa"}"#
         );
+    }
+
+    /// Extra claims are written in sorted place among kube's (as Go sorts a map), escaped as Go
+    /// escapes, and never replace a registered claim; without them the payload is unchanged.
+    #[test]
+    fn extra_claims_are_written_in_sorted_place() {
+        let mut claims = Claims::new(NewToken {
+            issuer: "https://example.com",
+            namespace: "ns",
+            service_account: ObjectRef::new("sa", "u1"),
+            audiences: vec!["one".into()],
+            binding: Binding::None,
+            issued_at: 100,
+            expires_at: 200,
+            warn_after: None,
+            jti: "j".into(),
+        });
+        let plain = claims.to_json();
+        let mut extra = crate::ExtraClaims::new();
+        extra.insert("team".into(), serde_json::json!("a&b"));
+        extra.insert("cluster".into(), serde_json::json!("c1"));
+        extra.insert(
+            "https://aws.amazon.com/tags".into(),
+            serde_json::json!({"principal_tags": {"b": ["2"], "a": ["1"]}}),
+        );
+        extra.insert("sub".into(), serde_json::json!("forged"));
+        claims.extra = Some(Box::new(extra));
+        assert_eq!(
+            String::from_utf8(claims.to_json()).unwrap(),
+            r#"{"aud":["one"],"cluster":"c1","exp":200,"https://aws.amazon.com/tags":{"principal_tags":{"a":["1"],"b":["2"]}},"iat":100,"iss":"https://example.com","jti":"j","kubernetes.io":{"namespace":"ns","serviceaccount":{"name":"sa","uid":"u1"}},"nbf":100,"sub":"system:serviceaccount:ns:sa","team":"a\u0026b"}"#
+        );
+        claims.extra = None;
+        assert_eq!(claims.to_json(), plain);
     }
 
     #[test]

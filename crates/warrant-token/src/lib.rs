@@ -54,6 +54,7 @@ pub mod der;
 mod documents;
 mod dpop;
 mod error;
+mod extra;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gojson;
@@ -83,6 +84,10 @@ pub use dpop::{
     jwk_thumbprint_of, make_proof, proof_window, verify_proof,
 };
 pub use error::{DocumentError, KeyError, TokenError};
+pub use extra::{
+    AWS_TAGS_CLAIM, AwsTagError, ExtraClaims, aws_limits, aws_session_tags, aws_tag_char,
+    check_aws_tag_key, check_aws_tag_keys, check_aws_tag_value, is_reserved_claim,
+};
 pub use gourl::path_unescape;
 pub use jws::{DetachedSignature, header_key_id};
 pub use keys::{Algorithm, KeyType, PrivateKeyPem, SigningKey, VerifyingKey, key_id};

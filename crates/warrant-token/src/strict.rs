@@ -193,7 +193,7 @@ fn check_names(object: &Map<String, Value>, names: &[&'static str]) -> Result<()
 /// every registered name is). Go folds with Unicode simple case folding; the only non-ASCII
 /// characters whose fold class holds an ASCII letter are U+017F (long s, with `s`) and U+212A
 /// (Kelvin sign, with `k`).
-fn folds_to(key: &str, name: &str) -> bool {
+pub(crate) fn folds_to(key: &str, name: &str) -> bool {
     let mut folded = key.chars().map(|c| match c {
         '\u{17f}' => 's',
         '\u{212a}' => 'k',

@@ -108,6 +108,16 @@ pub(crate) struct AuthArgs {
         help_heading = "Who may call"
     )]
     pub(crate) authorization_policy_file: Option<PathBuf>,
+    /// This cluster's name, for relying parties that serve several: the fact `${cluster}` that
+    /// the policy's extra claims may carry (docs/tokens.md). Without it, a claim made of it is
+    /// missing.
+    #[arg(
+        long = "cluster-name",
+        value_name = "NAME",
+        value_parser = parse_cluster_name,
+        help_heading = "Who may call"
+    )]
+    pub(crate) cluster_name: Option<String>,
     /// Ask kube-apiserver (SubjectAccessReview) whether a caller may do what it asks.
     /// Implied by --authorization-kubeconfig.
     #[arg(long = "delegate-authorization", help_heading = "Who may call")]
@@ -263,6 +273,7 @@ pub(crate) async fn setup(
     authorizer.always_allow_groups = auth.always_allow_groups.clone();
     authorizer.policy = policy;
     authorizer.delegated = delegated_authz;
+    authorizer.cluster_name = auth.cluster_name.clone();
     if authorizer.only_groups() {
         tracing::warn!(
             groups = ?authorizer.always_allow_groups,
@@ -290,4 +301,14 @@ pub(crate) async fn setup(
         trust,
         running: Running::hold((policy_watch, follower)),
     })
+}
+
+/// `--cluster-name`: not empty, at most 253 characters, and printable (it goes into tokens).
+fn parse_cluster_name(name: &str) -> Result<String, String> {
+    if name.is_empty() || name.chars().count() > 253 || name.chars().any(char::is_control) {
+        return Err(
+            "a cluster name is 1 to 253 characters, none of them a control character".to_owned(),
+        );
+    }
+    Ok(name.to_owned())
 }

@@ -52,6 +52,7 @@ pub fn pod(uid: &str, service_account: &str, node: &str) -> Record {
             service_account_name: service_account.into(),
             node_name: node.into(),
             token_audiences: vec![],
+            labels: vec![],
         }),
         annotations: vec![],
     }

@@ -26,6 +26,7 @@
 //! questions in flight to ask another makes it `429` with `Retry-After: 1`, as delegated
 //! authentication does ([`crate::delegation`]).
 
+pub mod claims;
 pub(crate) mod delegated;
 pub(crate) mod node;
 pub(crate) mod policy;
@@ -262,6 +263,8 @@ pub struct Authorizer {
     pub policy: Option<PolicyFile>,
     /// `--authorization-kubeconfig`.
     pub delegated: Option<DelegatedAuthorization>,
+    /// `--cluster-name`: the fact `${cluster}` of the policy's claims.
+    pub cluster_name: Option<String>,
     decisions: Family<AuthzLabels, Counter>,
 }
 
@@ -273,6 +276,7 @@ impl Default for Authorizer {
             always_allow_groups: DEFAULT_ALWAYS_ALLOW_GROUPS.map(str::to_owned).to_vec(),
             policy: None,
             delegated: None,
+            cluster_name: None,
             decisions: Family::default(),
         }
     }

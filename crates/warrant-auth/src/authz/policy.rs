@@ -25,7 +25,13 @@
 //! requireKeyBinding:               # tokens issued only bound to a key (DPoP or certificate)
 //!   audiences: ["vault"]           # for these audiences, whoever asks
 //!   selfService: true              # and every self-service token
+//! claims:                          # claims beyond kube's, for these audiences' tokens
+//!   - audiences: ["sts.amazonaws.com"]
+//!     awsSessionTags:
+//!       principalTags: {namespace: "${namespace}"}
 //! ```
+//!
+//! The `claims` section is [`super::claims`]'s.
 //!
 //! What this trusts: the file, and the authenticators that name the subjects. A rule grants;
 //! nothing denies: a request is allowed when one rule allows all of it (every audience and the
@@ -46,6 +52,10 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::sync::watch;
 
+use serde_saphyr::Spanned;
+use warrant_token::ExtraClaims;
+
+use super::claims::{ClaimsEntry, ClaimsRefusal, Facts};
 use super::{Attributes, Grant, ResourceAttributes, VERB_AUDIENCE, Verdict};
 use crate::authn::User;
 use warrant_watch::{FileWatch, WatchError, watch_files};
@@ -291,6 +301,9 @@ pub struct Policy {
     /// Tokens issued only bound to a key; absent: binding is the caller's choice.
     #[serde(default)]
     pub require_key_binding: Option<RequireKeyBinding>,
+    /// Claims beyond kube's for the audiences named ([`super::claims`]); empty: none.
+    #[serde(default)]
+    pub claims: Vec<Spanned<ClaimsEntry>>,
 }
 
 impl Policy {
@@ -355,7 +368,21 @@ impl Policy {
                     .to_owned(),
             ));
         }
+        super::claims::check(&policy.claims).map_err(invalid)?;
         Ok(policy)
+    }
+
+    /// The claims beyond kube's that a token for `audiences` carries: `Ok(None)` for a token
+    /// whose audiences no `claims` entry names (the cost then: one look at the section).
+    pub fn extra_claims(
+        &self,
+        audiences: &[String],
+        facts: &Facts<'_>,
+    ) -> Result<Option<ExtraClaims>, ClaimsRefusal> {
+        if self.claims.is_empty() {
+            return Ok(None);
+        }
+        super::claims::extra_claims(&self.claims, audiences, facts)
     }
 
     /// The rules that let `user` request tokens for `namespace/service_account`.

@@ -87,6 +87,8 @@ struct PodSlot {
     service_account: Arc<str>,
     node: Arc<str>,
     audiences: Box<[Box<str>]>,
+    /// Its labels in warrant's domains; `None` (no space) for the many that have none.
+    labels: Annotations,
 }
 
 /// A ServiceAccount's warrant annotations; `None` (no space) for the many that have none.
@@ -111,15 +113,27 @@ impl Slot {
                 service_account_name: pod.service_account.to_string(),
                 node_name: pod.node.to_string(),
                 token_audiences: pod.audiences.iter().map(ToString::to_string).collect(),
+                labels: pairs(&pod.labels),
             }),
-            annotations: self
-                .annotations
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            annotations: pairs(&self.annotations),
         }
     }
+}
+
+fn pairs(kept: &Annotations) -> Vec<(String, String)> {
+    kept.iter()
+        .flatten()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn compact(pairs: Vec<(String, String)>) -> Annotations {
+    (!pairs.is_empty()).then(|| {
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect()
+    })
 }
 
 #[derive(Debug, Default)]
@@ -147,15 +161,10 @@ impl Inner {
                 service_account: self.intern(&pod.service_account_name),
                 node: self.intern(&pod.node_name),
                 audiences: pod.token_audiences.into_iter().map(Into::into).collect(),
+                labels: compact(pod.labels),
             })
         });
-        let annotations = (!record.annotations.is_empty()).then(|| {
-            record
-                .annotations
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect()
-        });
+        let annotations = compact(record.annotations);
         Slot {
             uid: Uid::new(&record.uid),
             deleted: record.deletion_timestamp.map(Box::new),
@@ -329,6 +338,7 @@ mod tests {
                 service_account_name: "app".into(),
                 node_name: "n1".into(),
                 token_audiences: vec![String::new(), "vault".into()],
+                labels: vec![("abac.warrant.dev/team".into(), "blue".into())],
             }),
             annotations: vec![],
         };
@@ -378,6 +388,7 @@ mod tests {
                 service_account_name: "app".into(),
                 node_name: node.into(),
                 token_audiences: vec![],
+                labels: vec![],
             }),
             annotations: vec![],
         };

@@ -74,10 +74,19 @@ impl Slim for Pod {
             .filter_map(|source| source.service_account_token.as_ref())
             .map(|token| token.audience.clone().unwrap_or_default())
             .collect();
+        let labels = self
+            .metadata
+            .labels
+            .iter()
+            .flatten()
+            .filter(|(key, _)| crate::is_warrant_annotation(key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
         Some(PodInfo {
             service_account_name,
             node_name,
             token_audiences,
+            labels,
         })
     }
 }

@@ -147,6 +147,7 @@ items:
     creationTimestamp: "2025-06-01T12:00:00Z"
     generateName: web-7d4b9c-
     labels:
+      abac.warrant.dev/team: blue
       app: web
     managedFields:
     - apiVersion: v1
@@ -260,6 +261,8 @@ metadata:
             service_account_name: "web".into(),
             node_name: "worker-2".into(),
             token_audiences: vec![String::new()],
+            // Labels in warrant's domains only, as annotations.
+            labels: vec![("abac.warrant.dev/team".into(), "blue".into())],
         })
     );
     assert_eq!(

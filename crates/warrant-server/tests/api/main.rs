@@ -13,6 +13,7 @@
 mod admission;
 mod audit;
 mod authz;
+mod claims;
 mod configmap;
 mod delegated;
 mod documents;

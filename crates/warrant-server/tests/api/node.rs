@@ -41,6 +41,7 @@ fn api_for_nodes() -> Api {
                 service_account_name: "app".into(),
                 node_name: "node-1".into(),
                 token_audiences: vec![String::new(), "vault".into()],
+                labels: vec![],
             }),
             annotations: vec![],
         },

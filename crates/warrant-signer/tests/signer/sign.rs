@@ -343,3 +343,32 @@ async fn claims_readers_would_read_differently_are_refused() {
         );
     }
 }
+
+/// Claims beyond kube's (the policy's extra claims, issue 47) are signed as given: Sign checks
+/// the registered claims and refuses only their case variants. kube-apiserver never sends any,
+/// but a token of warrant's that carries them verifies with the keys kube-apiserver fetches, and
+/// warrant's TokenReview accepts it.
+#[tokio::test]
+async fn claims_beyond_kubes_are_signed_as_given() {
+    let key = SigningKey::generate(KeyType::P256).unwrap();
+    let mut env = start(KeySet::new(key, vec![]), ExpirationPolicy::default()).await;
+    let mut claims = pod_claims(NOW, 3600);
+    let tags = json!({"principal_tags": {"team": ["blue"]}, "transitive_tag_keys": ["team"]});
+    claims["https://aws.amazon.com/tags"] = tags.clone();
+    let encoded = encode_claims(&claims);
+    let signed = env
+        .client
+        .sign(SignJwtRequest {
+            claims: encoded.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let token = format!("{}.{encoded}.{}", signed.header, signed.signature);
+    assert_eq!(
+        decode_json(token.split('.').nth(1).unwrap())["https://aws.amazon.com/tags"],
+        tags
+    );
+    let review = env.review(&token, &["vault"]).await;
+    assert_eq!(review["authenticated"], true, "{review}");
+}
