@@ -17,6 +17,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
 use crate::cluster::{Cluster, Entry, Line, ResourceType, Snapshot, event_line, scoped};
+use crate::rules::Selection;
 
 /// The router: `extra` routes first, then the generic object API as the fallback, all behind
 /// the request counter and the stall switch.
@@ -75,32 +76,47 @@ fn params(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
 /// What a request addresses, parsed from its path.
 struct Target {
     info: ResourceType,
+    rules: crate::Rules,
     namespace: Option<String>,
     name: Option<String>,
+    /// `status` for `…/NAME/status`.
+    subresource: Option<String>,
 }
 
 fn parse_path(cluster: &Cluster, path: &str) -> Option<Target> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group, rest) = match segments.as_slice() {
-        ["api", "v1", rest @ ..] => ("", rest),
-        ["apis", group, _version, rest @ ..] => (*group, rest),
+    let (group, version, rest) = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return None,
     };
-    let (namespace, plural, name) = match rest {
-        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
-        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
-        [plural] => (None, *plural, None),
-        [plural, name] => (None, *plural, Some(*name)),
+    let (namespace, plural, name, subresource) = match rest {
+        ["namespaces", ns, plural] => (Some(*ns), *plural, None, None),
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name), None),
+        ["namespaces", ns, plural, name, sub] => (Some(*ns), *plural, Some(*name), Some(*sub)),
+        [plural] => (None, *plural, None, None),
+        [plural, name] => (None, *plural, Some(*name), None),
+        [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
         _ => return None,
     };
-    let info = cluster.lock().resources.get(&(group, plural))?.info;
-    if namespace.is_some() && !info.namespaced {
+    let (info, rules) = {
+        let state = cluster.lock();
+        let resource = state.resources.get(&(group, plural))?;
+        (resource.info, resource.rules.clone())
+    };
+    // A version the resource is not served at is absent, as on a cluster without it.
+    if info.version != version || (namespace.is_some() && !info.namespaced) {
+        return None;
+    }
+    if subresource.is_some_and(|s| s != "status" || !rules.status_subresource) {
         return None;
     }
     Some(Target {
         info,
+        rules,
         namespace: namespace.map(str::to_owned),
         name: name.map(str::to_owned),
+        subresource: subresource.map(str::to_owned),
     })
 }
 
@@ -112,6 +128,11 @@ async fn objects(
 ) -> Response {
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or_default().to_owned();
+    if method == Method::GET
+        && let Some(document) = crate::discovery::document(&cluster, &path)
+    {
+        return (StatusCode::OK, axum::Json(document)).into_response();
+    }
     let Some(target) = parse_path(&cluster, &path) else {
         return status(
             StatusCode::NOT_FOUND,
@@ -122,8 +143,10 @@ async fn objects(
     if method != Method::GET {
         let write = crate::writes::WriteRequest {
             info: target.info,
+            rules: target.rules,
             namespace: target.namespace,
             name: target.name,
+            subresource: target.subresource,
             method,
             headers,
             params: params(&query).collect(),
@@ -136,47 +159,24 @@ async fn objects(
         .unwrap_or_default();
     let metadata_only = accept.contains("as=PartialObjectMetadata");
     let params: Vec<(String, String)> = params(&query).collect();
-    if let Some((key, _)) = params
-        .iter()
-        .find(|(k, v)| k == "labelSelector" && !v.is_empty())
-    {
-        return status(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            &format!("the fixture does not support {key}"),
-        );
-    }
-    // One field selector is served, as RBAC with `resourceNames` needs it for list and watch:
-    // `metadata.name=NAME`. Any other is refused rather than silently ignored.
-    let only_name = match params
-        .iter()
-        .find(|(k, v)| k == "fieldSelector" && !v.is_empty())
-    {
-        None => None,
-        Some((_, selector)) => match selector.strip_prefix("metadata.name=") {
-            Some(name) if !name.is_empty() && !name.contains([',', '=', '!']) => {
-                Some(name.to_owned())
-            }
-            _ => {
-                return status(
-                    StatusCode::BAD_REQUEST,
-                    "BadRequest",
-                    &format!(
-                        "the fixture supports only fieldSelector=metadata.name=NAME, not {selector:?}"
-                    ),
-                );
-            }
-        },
-    };
-    let filter = Filter {
-        namespace: target.namespace.clone(),
-        name: only_name,
-    };
     let param = |key: &str| {
         params
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.clone())
+    };
+    // Selectors the resource does not serve are refused, as kube refuses them, never ignored.
+    let selection = match Selection::parse(
+        &target.rules,
+        &param("fieldSelector").unwrap_or_default(),
+        &param("labelSelector").unwrap_or_default(),
+    ) {
+        Ok(selection) => selection,
+        Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", &message),
+    };
+    let filter = Filter {
+        namespace: target.namespace.clone(),
+        selection,
     };
     match target.name {
         Some(name) => get(
@@ -239,12 +239,12 @@ fn get(
     }
 }
 
-/// Which objects of a resource a list or watch covers: a namespace, and one name (the field
-/// selector), or all.
+/// Which objects of a resource a list or watch covers: a namespace (or all), and what the
+/// field and label selectors select.
 #[derive(Debug, Clone, Default)]
 struct Filter {
     namespace: Option<String>,
-    name: Option<String>,
+    selection: Selection,
 }
 
 impl Filter {
@@ -252,7 +252,7 @@ impl Filter {
         self.namespace
             .as_ref()
             .is_none_or(|ns| &entry.namespace == ns)
-            && self.name.as_ref().is_none_or(|name| &entry.name == name)
+            && self.selection.matches(entry)
     }
 }
 

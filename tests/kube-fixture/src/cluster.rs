@@ -119,6 +119,8 @@ pub(crate) struct HistoryItem {
 #[derive(Debug)]
 pub(crate) struct Resource {
     pub(crate) info: ResourceType,
+    /// How kube-apiserver treats this resource beyond the generic object API.
+    pub(crate) rules: crate::rules::Rules,
     pub(crate) objects: BTreeMap<(String, String), Arc<Entry>>,
     /// Events in revision order, since the last compaction.
     pub(crate) history: Vec<HistoryItem>,
@@ -216,14 +218,25 @@ impl Cluster {
     /// Serves another resource (an empty list until objects are added). Registering one twice
     /// keeps its objects.
     pub fn register(&self, info: ResourceType) {
-        self.lock()
+        self.register_with(info, crate::Rules::default());
+    }
+
+    /// Serves another resource with `rules` (field selectors, a `/status` subresource,
+    /// validation): see [`crate::Rules`]. Registering one again keeps its objects and takes the
+    /// new type and rules, so a test can serve a resource at another version.
+    pub fn register_with(&self, info: ResourceType, rules: crate::Rules) {
+        let mut state = self.lock();
+        let resource = state
             .resources
             .entry((info.group, info.plural))
             .or_insert_with(|| Resource {
                 info,
+                rules: crate::Rules::default(),
                 objects: BTreeMap::new(),
                 history: Vec::new(),
             });
+        resource.info = info;
+        resource.rules = rules;
     }
 
     /// Adds an object and sends `ADDED`. Its resourceVersion is set; everything else, the UID
@@ -260,10 +273,22 @@ impl Cluster {
         K: k8s_openapi::Resource,
         K::Scope: Scope,
     {
-        let info = ResourceType::of::<K>();
+        self.delete_in(ResourceType::of::<K>(), namespace, name)
+            .map(|(revision, _)| revision)
+    }
+
+    /// Removes an object of a registered resource and sends `DELETED`; returns the revision
+    /// and the object's last state (at that revision), as a DELETE answers it.
+    pub fn delete_in(
+        &self,
+        info: ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(u64, Value), FixtureError> {
         let mut state = self.lock();
         let revision = state.revision + 1;
         let resource = resource_mut(&mut state, info)?;
+        let info = resource.info;
         let key = (scoped(info, namespace).to_owned(), name.to_owned());
         let Some(old) = resource.objects.remove(&key) else {
             return Err(FixtureError::NotFound {
@@ -281,7 +306,7 @@ impl Cluster {
         state.revision = revision;
         drop(state);
         self.signals.revision.send_replace(revision);
-        Ok(revision)
+        Ok((revision, value))
     }
 
     /// Appends a raw line to a resource's watch history, as if the server had sent it: a
@@ -391,6 +416,39 @@ impl Cluster {
         }
     }
 
+    /// Adds an object given as JSON (its `apiVersion` and `kind` are set from the registered
+    /// type), for resources k8s-openapi has no type for at the fixture's version, and sends
+    /// `ADDED`.
+    pub fn create_json(&self, info: ResourceType, object: Value) -> Result<u64, FixtureError> {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let namespace = scoped(info, namespace).to_owned();
+        if name.is_empty() || (info.namespaced && namespace.is_empty()) {
+            return Err(FixtureError::Unnamed(info.plural));
+        }
+        self.write_value(info, namespace, name, object, Write::Create)
+    }
+
+    /// An object as stored now, as JSON (resourceVersion included), or `None`.
+    pub fn get_json(&self, info: ResourceType, namespace: &str, name: &str) -> Option<Value> {
+        let state = self.lock();
+        let entry = state
+            .resources
+            .get(&(info.group, info.plural))?
+            .objects
+            .get(&(scoped(info, namespace).to_owned(), name.to_owned()))?
+            .clone();
+        drop(state);
+        serde_json::from_slice(&entry.full).ok()
+    }
+
     pub(crate) fn notify(&self) {
         self.signals.revision.send_modify(|_| {});
     }
@@ -405,10 +463,24 @@ impl Cluster {
         if name.is_empty() || (info.namespaced && namespace.is_empty()) {
             return Err(FixtureError::Unnamed(info.plural));
         }
-        let mut value = serde_json::to_value(object)?;
+        let value = serde_json::to_value(object)?;
+        self.write_value(info, namespace, name, value, mode)
+    }
+
+    /// Stores a JSON object (see [`Cluster::create_json`]).
+    fn write_value(
+        &self,
+        info: ResourceType,
+        namespace: String,
+        name: String,
+        mut value: Value,
+        mode: Write,
+    ) -> Result<u64, FixtureError> {
         let mut state = self.lock();
         let revision = state.revision + 1;
         set_resource_version(&mut value, revision);
+        // Encoded as the registered type: its version may differ from the caller's type's.
+        let info = resource_mut(&mut state, info)?.info;
         let entry = Arc::new(encode(info, &namespace, &value)?);
         let resource = resource_mut(&mut state, info)?;
         let key = (namespace, name);

@@ -31,14 +31,25 @@
 //! answers the test decides, come ready-made in [`authority`]. Other resources (ConfigMaps,
 //! Leases) are served once [`Cluster::register`]ed.
 //!
-//! Unsupported on purpose: label selectors and every field selector but `metadata.name=NAME`
-//! (a `400`, never a silently wrong answer), discovery, and authentication (the kubeconfig
+//! Selectors (`rules`): label selectors for every resource; field selectors `metadata.name` and
+//! `metadata.namespace`, plus those a resource registers with [`Cluster::register_with`]; any
+//! other field label is kube's `400`, never a silently wrong answer. Per-resource [`Rules`] add a
+//! `/status` subresource, a required `resourceVersion` and validation with kube's `422`.
+//! [`Cluster::serve_pod_certificates`] serves PodCertificateRequests and ClusterTrustBundles that
+//! way (module [`podcert`]). Discovery (`/api`, `/apis`, `/apis/GROUP/VERSION`) lists what is
+//! registered.
+//!
+//! Unsupported on purpose: the aggregated discovery form, and authentication (the kubeconfig
 //! carries a token that is not checked).
 
 mod api;
 pub mod authority;
 mod cluster;
+mod discovery;
 pub mod objects;
+pub mod podcert;
+mod rules;
+mod subresources;
 mod writes;
 
 use std::net::SocketAddr;
@@ -53,6 +64,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 pub use cluster::{Cluster, EventType, ResourceType, Scope};
+pub use rules::{Rules, Validate};
 
 /// Why a fixture operation failed.
 #[derive(Debug, thiserror::Error)]

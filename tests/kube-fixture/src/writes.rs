@@ -153,8 +153,11 @@ impl Cluster {
 /// What a write request asks, from its method, headers and query.
 pub(crate) struct WriteRequest {
     pub(crate) info: ResourceType,
+    pub(crate) rules: crate::Rules,
     pub(crate) namespace: Option<String>,
     pub(crate) name: Option<String>,
+    /// `status` for a write to `…/NAME/status`.
+    pub(crate) subresource: Option<String>,
     pub(crate) method: Method,
     pub(crate) headers: HeaderMap,
     pub(crate) params: Vec<(String, String)>,
@@ -184,8 +187,13 @@ pub(crate) async fn handle(cluster: &Cluster, request: WriteRequest, body: Body)
             );
         }
     };
-    let Ok(body) = serde_json::from_slice::<Value>(&bytes) else {
-        return bad_request("the fixture accepts JSON bodies only");
+    let body = if bytes.is_empty() && request.method == Method::DELETE {
+        json!({})
+    } else {
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(body) => body,
+            Err(_) => return bad_request("the fixture accepts JSON bodies only"),
+        }
     };
     if !body.is_object() {
         return bad_request("the body is not an object");
@@ -252,7 +260,31 @@ fn perform(cluster: &Cluster, request: WriteRequest, body: Value) -> Response {
     }
 
     let manager = request.param("fieldManager").unwrap_or_default().to_owned();
+    let on_status = request.subresource.is_some();
     match (&request.method, request.name.clone()) {
+        (&Method::DELETE, Some(name)) if !on_status => {
+            crate::subresources::delete(cluster, &request, &name)
+        }
+        (&Method::PUT, Some(name)) if on_status => {
+            commit(cluster, &request, &name, |current, _| {
+                let current = current.ok_or_else(|| not_found(request.info, &name))?;
+                crate::subresources::needs_resource_version(&request, &name, &body)?;
+                check_precondition(request.info, &name, &current, &body)?;
+                crate::subresources::status_write(&request, &name, &current, &body)
+            })
+        }
+        (&Method::PATCH, Some(name)) if on_status => {
+            if !is_merge_patch(&request) {
+                return bad_request("the fixture patches /status with merge patches only");
+            }
+            commit(cluster, &request, &name, |current, _| {
+                let current = current.ok_or_else(|| not_found(request.info, &name))?;
+                check_precondition(request.info, &name, &current, &body)?;
+                let mut merged = current.clone();
+                merge(&mut merged, &body);
+                crate::subresources::status_write(&request, &name, &current, &merged)
+            })
+        }
         (&Method::POST, None) => {
             let Some(name) = body
                 .pointer("/metadata/name")
@@ -281,7 +313,7 @@ fn perform(cluster: &Cluster, request: WriteRequest, body: Value) -> Response {
                     false,
                 );
                 own_leaves(owners, &object, &manager);
-                Ok(object)
+                crate::subresources::finish(&request, &name, None, object)
             })
         }
         (&Method::PUT, Some(name)) => commit(cluster, &request, &name, |current, owners| {
@@ -291,6 +323,7 @@ fn perform(cluster: &Cluster, request: WriteRequest, body: Value) -> Response {
                     "the name of the object does not match the name on the URL ({name})"
                 )));
             }
+            crate::subresources::needs_resource_version(&request, &name, &body)?;
             check_precondition(request.info, &name, &current, &body)?;
             let mut object = body;
             for kept in ["uid", "creationTimestamp"] {
@@ -299,7 +332,7 @@ fn perform(cluster: &Cluster, request: WriteRequest, body: Value) -> Response {
                 }
             }
             take_changed(owners, &current, &object, &manager);
-            Ok(object)
+            crate::subresources::finish(&request, &name, Some(&current), object)
         }),
         (&Method::PATCH, Some(name)) => {
             let content_type = request
@@ -329,7 +362,7 @@ fn perform(cluster: &Cluster, request: WriteRequest, body: Value) -> Response {
                         let mut object = current.clone();
                         merge(&mut object, &body);
                         take_changed(owners, &current, &object, &manager);
-                        Ok(object)
+                        crate::subresources::finish(&request, &name, Some(&current), object)
                     })
                 }
                 other => status(
@@ -436,6 +469,14 @@ fn commit(
     (code, [(header::CONTENT_TYPE, "application/json")], full).into_response()
 }
 
+fn is_merge_patch(request: &WriteRequest) -> bool {
+    request
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/merge-patch+json"))
+}
+
 /// Server-side apply of `config` by `manager`.
 fn apply(
     info: ResourceType,
@@ -486,7 +527,7 @@ fn apply(
 }
 
 /// `409 Conflict` if `body` names a resourceVersion other than the stored one.
-fn check_precondition(
+pub(crate) fn check_precondition(
     info: ResourceType,
     name: &str,
     current: &Value,
@@ -563,7 +604,7 @@ fn take_changed(
 }
 
 /// A JSON merge patch (RFC 7386): objects merge, `null` removes, anything else replaces.
-fn merge(target: &mut Value, patch: &Value) {
+pub(crate) fn merge(target: &mut Value, patch: &Value) {
     let Value::Object(patch) = patch else {
         *target = patch.clone();
         return;
@@ -604,7 +645,7 @@ fn already_exists(info: ResourceType, name: &str) -> Response {
     )
 }
 
-fn bad_request(message: &str) -> Response {
+pub(crate) fn bad_request(message: &str) -> Response {
     status(StatusCode::BAD_REQUEST, "BadRequest", message)
 }
 
