@@ -101,6 +101,7 @@ bench-micro:
 	$(CARGO) bench --locked -p warrant-objects --bench review
 	$(CARGO) bench --locked -p warrant-auth --bench claims
 	$(CARGO) bench --locked -p warrant-server --bench stack
+	$(CARGO) bench --locked -p warrant-server --bench hotpath
 
 ## make bench-load: the load table (docs/benchmarks.md, "Load"): every scenario over HTTP/1.1
 ## (wrk) and HTTP/2 (h2load), warrant's CPU µs per request against its limit, and the floor
