@@ -62,7 +62,10 @@ async fn the_live_bundle_is_created_then_follows_a_rotation_and_stale_ones_go() 
     let keeper = TrustBundles::new(client(&fixture), &mut registry);
     let (old_root, new_root) = (certificate(true), certificate(true));
 
-    let synced = keeper.sync(SIGNER, &[old_root.clone()]).await.unwrap();
+    let synced = keeper
+        .sync(SIGNER, std::slice::from_ref(&old_root))
+        .await
+        .unwrap();
     assert_eq!(synced.live, Change::Created);
     assert_eq!(synced.deleted, ["warrant.example.com:spiffe:2026-11"]);
     let live = fixture
@@ -101,7 +104,10 @@ async fn the_live_bundle_is_created_then_follows_a_rotation_and_stale_ones_go() 
         .get_json(cluster_trust_bundles(), "", &bundle_name(SIGNER))
         .unwrap();
     assert_eq!(roots_in(&live), 2);
-    let after = keeper.sync(SIGNER, &[new_root.clone()]).await.unwrap();
+    let after = keeper
+        .sync(SIGNER, std::slice::from_ref(&new_root))
+        .await
+        .unwrap();
     assert_eq!(after.live, Change::Updated);
     let live = fixture
         .get_json(cluster_trust_bundles(), "", &bundle_name(SIGNER))
