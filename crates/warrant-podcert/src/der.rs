@@ -1,5 +1,5 @@
-//! Just enough DER for a certificate: a reader that walks to the SubjectPublicKeyInfo of a
-//! PKCS#10 request (and takes apart an SPKI), and a writer for the few types a TBSCertificate
+//! Just enough DER for a certificate: warrant-token's element reader held to DER, to walk to
+//! the SubjectPublicKeyInfo of a PKCS#10 request (and take apart an SPKI), and a writer for the few types a TBSCertificate
 //! is made of. Full X.509 parsing (the status rules' checks of a produced leaf) is
 //! x509-parser's; this exists so that nothing of a request beyond its key is ever parsed, and
 //! so that a leaf's key is the request's SPKI byte for byte.
@@ -27,50 +27,23 @@ const UTC_TIME: u8 = 0x17;
 /// GeneralizedTime.
 const GENERALIZED_TIME: u8 = 0x18;
 
-/// One element: its tag, its contents, the whole element, and what follows it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Tlv<'a> {
-    pub(crate) tag: u8,
-    pub(crate) contents: &'a [u8],
-    pub(crate) whole: &'a [u8],
-    pub(crate) rest: &'a [u8],
-}
+pub(crate) use warrant_token::der::Tlv;
 
-/// The first element of `input`: single-byte tags, definite lengths of up to four bytes in
-/// their shortest form (DER); `None` for anything else or truncated input.
+/// The first element of `input`, read by warrant-token's element reader and held to DER: a
+/// single-byte tag and a length in its shortest form; `None` for anything else or truncated
+/// input.
 pub(crate) fn read(input: &[u8]) -> Option<Tlv<'_>> {
-    let (&tag, after_tag) = input.split_first()?;
-    if tag & 0x1f == 0x1f {
+    let tlv = warrant_token::der::read(input)?;
+    if tlv.tag & 0x1f == 0x1f {
         return None; // multi-byte tag: nothing we read has one
     }
-    let (&first, mut after_len) = after_tag.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
+    let len = tlv.contents.len();
+    let length_bytes = if len < 0x80 {
+        1
     } else {
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 {
-            return None;
-        }
-        let (bytes, rest) = after_len.split_at_checked(count)?;
-        after_len = rest;
-        if bytes.first() == Some(&0) {
-            return None; // not the shortest form
-        }
-        let len = bytes.iter().fold(0usize, |n, &b| (n << 8) | usize::from(b));
-        if len < 0x80 {
-            return None; // not the shortest form
-        }
-        len
+        1 + (usize::BITS - len.leading_zeros()).div_ceil(8) as usize
     };
-    let (contents, rest) = after_len.split_at_checked(len)?;
-    let header = input.len() - after_len.len();
-    let whole = input.get(..header + len)?;
-    Some(Tlv {
-        tag,
-        contents,
-        whole,
-        rest,
-    })
+    (tlv.whole.len() - len == 1 + length_bytes).then_some(tlv)
 }
 
 /// The first element of `input` if it has tag `tag`.
