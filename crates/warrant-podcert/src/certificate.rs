@@ -14,6 +14,8 @@
 //! holder that returns a wrong or wrongly encoded signature fails here, not in a pod.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use aws_lc_rs::rand::SecureRandom as _;
@@ -92,9 +94,14 @@ pub enum SignError {
     Refused(#[source] Arc<dyn std::error::Error + Send + Sync>),
 }
 
+/// A future a [`CaSigner`] returns: the signature, in X.509's encoding.
+pub type CaSignature<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, SignError>> + Send + 'a>>;
+
 /// A CA key with its certificate: what signs leaves. Implementations hold the key (in memory,
-/// a file, a Secret, an HSM, a KMS); the core only asks for signatures. `sign` may block (a
-/// device or a network): callers run it off an async runtime's workers.
+/// a file, a Secret, an HSM, a KMS); the core only asks for signatures. `sign` is async
+/// because a held key signs on a device or over a network: an implementation that blocks runs
+/// the blocking part on a pool of its own (as `warrant_token::RemoteKey`s do), never on the
+/// caller's runtime worker. A key in memory returns a ready future.
 pub trait CaSigner: Send + Sync {
     /// The signature algorithm of the CA's key.
     fn algorithm(&self) -> CaAlgorithm;
@@ -109,7 +116,7 @@ pub trait CaSigner: Send + Sync {
     /// Signs a DER TBSCertificate; the signature in X.509's encoding (for ECDSA a DER
     /// `Ecdsa-Sig-Value`: holders that return raw `r || s` convert with
     /// [`ecdsa_signature_to_der`]).
-    fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, SignError>;
+    fn sign(&self, tbs: Vec<u8>) -> CaSignature<'_>;
 }
 
 impl fmt::Debug for dyn CaSigner {
@@ -250,7 +257,7 @@ pub enum IssueError {
 }
 
 /// Assembles, signs and checks one leaf.
-pub fn sign_leaf(ca: &dyn CaSigner, leaf: &LeafSpec<'_>) -> Result<SignedLeaf, IssueError> {
+pub async fn sign_leaf(ca: &dyn CaSigner, leaf: &LeafSpec<'_>) -> Result<SignedLeaf, IssueError> {
     let mut serial = [0u8; 16];
     aws_lc_rs::rand::SystemRandom::new()
         .fill(&mut serial)
@@ -288,7 +295,7 @@ pub fn sign_leaf(ca: &dyn CaSigner, leaf: &LeafSpec<'_>) -> Result<SignedLeaf, I
         spki: leaf.spki,
         extensions: &extensions,
     });
-    let signature = ca.sign(&tbs)?;
+    let signature = ca.sign(tbs.clone()).await?;
     let verifier = signature::UnparsedPublicKey::new(
         ca.algorithm().verification(),
         issuer.public_key.as_slice(),
@@ -484,11 +491,13 @@ impl CaSigner for MemoryCa {
         &self.certificate
     }
 
-    fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, SignError> {
-        self.key
-            .sign(&aws_lc_rs::rand::SystemRandom::new(), tbs)
+    fn sign(&self, tbs: Vec<u8>) -> CaSignature<'_> {
+        let signature = self
+            .key
+            .sign(&aws_lc_rs::rand::SystemRandom::new(), &tbs)
             .map(|s| s.as_ref().to_vec())
-            .map_err(|e| SignError::Refused(Arc::new(e)))
+            .map_err(|e| SignError::Refused(Arc::new(e)));
+        Box::pin(std::future::ready(signature))
     }
 }
 

@@ -190,7 +190,7 @@ pub enum DecideError {
 }
 
 /// Decides one PCR given as JSON (what a watch delivers): see [`decide`].
-pub fn decide_json(
+pub async fn decide_json(
     pcr: &serde_json::Value,
     facts: &Facts,
     policy: &PodCertificatePolicy,
@@ -204,11 +204,12 @@ pub fn decide_json(
         now,
         ca,
     )
+    .await
 }
 
 /// Decides one PCR. Every status returned has passed [`validate_status_update`] against the
 /// PCR's current status at `now`.
-pub fn decide(
+pub async fn decide(
     pcr: &PodCertificateRequest,
     facts: &Facts,
     policy: &PodCertificatePolicy,
@@ -264,7 +265,7 @@ pub fn decide(
         not_before: times.not_before,
         not_after: times.not_after,
     };
-    let decision = match sign_leaf(ca, &leaf) {
+    let decision = match sign_leaf(ca, &leaf).await {
         Ok(signed) => issued(spec, key_type, spiffe_id, times, &signed, ca, now),
         Err(IssueError::Sign(SignError::Unavailable(e))) => Decision::Requeue {
             reason: reason::CA_UNAVAILABLE,

@@ -40,8 +40,9 @@
 //!    `beginRefreshAt` three quarters in, 10 min from either end. A CA not yet valid or
 //!    ending within the hour, or a PCR created 4 min or more "in the future" (warrant's clock
 //!    behind kube-apiserver's, which refuses a `notBefore` 5 min off its own), is a `Requeue`.
-//! 8. **Signature**: a CA that cannot sign now is a `Requeue`; one that refuses this
-//!    signature for good is `Failed`. The signature is verified before use.
+//! 8. **Signature** (the one await: a held key signs on a device or over a network): a CA
+//!    that cannot sign now is a `Requeue`; one that refuses this signature for good is
+//!    `Failed`. The signature is verified before use.
 //!
 //! `Requeue` writes nothing: `Denied` and `Failed` are final for the kubelet (it never asks
 //! again for that projection, so the pod never starts), while a PCR left without a condition is
@@ -58,7 +59,7 @@
 //!
 //! ```no_run
 //! use warrant_podcert::*;
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! # let pcr_json = serde_json::json!({});
 //! # let facts: Facts = unimplemented!();
 //! let now = jiff::Timestamp::from_second(1_800_000_000)?;
@@ -68,7 +69,7 @@
 //!     "signers": [{"signerName": "warrant.example.com/spiffe", "namespaces": ["*"]}],
 //! }))?;
 //! policy.validate()?;
-//! match decide_json(&pcr_json, &facts, &policy, now, &ca)? {
+//! match decide_json(&pcr_json, &facts, &policy, now, &ca).await? {
 //!     Decision::Issued(issued) => { /* PUT {"status": issued.status.to_json()} */ }
 //!     Decision::Denied { status, .. } | Decision::Failed { status, .. } => { /* PUT status */ }
 //!     Decision::Requeue { reason, .. } => { /* event, backoff */ }
@@ -82,6 +83,7 @@
 //! about 600 bytes, asks the CA for one signature, verifies it (one ECDSA verification for a
 //! P-256 CA) and parses the leaf once more in the mirror.
 
+mod cas;
 pub mod certificate;
 mod decide;
 mod der;
@@ -91,9 +93,10 @@ pub mod policy;
 pub mod request;
 pub mod status;
 
+pub use cas::CaSet;
 pub use certificate::{
-    CaAlgorithm, CaCertificate, CaCurve, CaError, CaSigner, IssueError, MemoryCa, SignError,
-    ecdsa_signature_to_der,
+    CaAlgorithm, CaCertificate, CaCurve, CaError, CaSignature, CaSigner, IssueError, MemoryCa,
+    SignError, ecdsa_signature_to_der,
 };
 pub use decide::{
     BACKDATE, DecideError, Decision, Facts, Issued, Live, NamedObject, PodFacts, decide,

@@ -371,14 +371,14 @@ fn a_v1_pcr_is_read_as_a_v1beta1_one() {
 fn what_is_not_a_pcr_is_an_error_for_the_caller() {
     let mut pod = pcr_with_csr(&stub_csr(key(KeyType::EcdsaP256)), now());
     pod["kind"] = json!("Pod");
-    let error = decide_json(&pod, &facts(), &policy(), now(), ca()).unwrap_err();
+    let error = ready(decide_json(&pod, &facts(), &policy(), now(), ca())).unwrap_err();
     assert!(matches!(
         error,
         DecideError::Request(RequestError::NotAPodCertificateRequest { .. })
     ));
     let mut nameless = pcr_with_csr(&stub_csr(key(KeyType::EcdsaP256)), now());
     nameless["metadata"]["name"] = Value::Null;
-    assert!(decide_json(&nameless, &facts(), &policy(), now(), ca()).is_err());
+    assert!(ready(decide_json(&nameless, &facts(), &policy(), now(), ca())).is_err());
 }
 
 fn lifetime(issued: &Issued) -> i64 {
@@ -466,15 +466,15 @@ fn a_leaf_never_outlives_its_ca_and_a_ca_near_its_end_requeues() {
     let from = at("2026-01-01T00:00:00Z");
 
     let ending = short_ca(from, nb + SignedDuration::from_secs(5400));
-    let issued = issued(decide_json(&pcr, &facts(), &policy(), now(), &ending).unwrap());
+    let issued = issued(ready(decide_json(&pcr, &facts(), &policy(), now(), &ending)).unwrap());
     assert_eq!(lifetime(&issued), 5400, "cut to the CA's end");
 
     let at_end = short_ca(from, nb + SignedDuration::from_secs(3599));
-    let decision = decide_json(&pcr, &facts(), &policy(), now(), &at_end).unwrap();
+    let decision = ready(decide_json(&pcr, &facts(), &policy(), now(), &at_end)).unwrap();
     assert_eq!(requeued(decision).0, "CAExpiring");
 
     let future = short_ca(now(), now() + SignedDuration::from_hours(1000));
-    let decision = decide_json(&pcr, &facts(), &policy(), now(), &future).unwrap();
+    let decision = ready(decide_json(&pcr, &facts(), &policy(), now(), &future)).unwrap();
     assert_eq!(requeued(decision).0, "CANotYetValid");
 }
 
@@ -536,22 +536,23 @@ impl CaSigner for Holder {
     fn certificate(&self) -> &CaCertificate {
         ca().certificate()
     }
-    fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, SignError> {
+    fn sign(&self, tbs: Vec<u8>) -> CaSignature<'_> {
         let cause = || Arc::new(std::io::Error::other("device says no")) as Arc<_>;
-        match self.0 {
+        let signature = match self.0 {
             Mode::Unavailable => Err(SignError::Unavailable(cause())),
             Mode::Refused => Err(SignError::Refused(cause())),
             Mode::Garbage => Ok(vec![0x30, 0x00]),
             // A holder that forgot to convert r || s: the signature does not parse as DER.
-            Mode::RawEcdsa => ca().sign(tbs).map(|der| der[der.len() - 64..].to_vec()),
-        }
+            Mode::RawEcdsa => ready(ca().sign(tbs)).map(|der| der[der.len() - 64..].to_vec()),
+        };
+        Box::pin(std::future::ready(signature))
     }
 }
 
 #[test]
 fn a_ca_that_cannot_sign_requeues_and_one_that_refuses_fails() {
     let pcr = pcr_with_csr(&stub_csr(key(KeyType::EcdsaP256)), now());
-    let decide_with = |mode| decide_json(&pcr, &facts(), &policy(), now(), &Holder(mode));
+    let decide_with = |mode| ready(decide_json(&pcr, &facts(), &policy(), now(), &Holder(mode)));
 
     let (reason, message) = requeued(decide_with(Mode::Unavailable).unwrap());
     assert_eq!(reason, "CAUnavailable");
@@ -630,7 +631,7 @@ impl CaSigner for BrokenChain {
     fn chain(&self) -> &[Vec<u8>] {
         &self.0
     }
-    fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, SignError> {
+    fn sign(&self, tbs: Vec<u8>) -> CaSignature<'_> {
         ca().sign(tbs)
     }
 }
@@ -639,7 +640,7 @@ impl CaSigner for BrokenChain {
 fn a_status_kube_would_refuse_is_an_error_never_written() {
     let pcr = pcr_with_csr(&stub_csr(key(KeyType::EcdsaP256)), now());
     let holder = BrokenChain(vec![b"not a certificate".to_vec()]);
-    match decide_json(&pcr, &facts(), &policy(), now(), &holder) {
+    match ready(decide_json(&pcr, &facts(), &policy(), now(), &holder)) {
         Err(DecideError::StatusRejected(rejected)) => assert!(
             rejected
                 .to_string()
@@ -650,7 +651,7 @@ fn a_status_kube_would_refuse_is_an_error_never_written() {
     }
     // With the CA's own certificate as the intermediate, the chain has two blocks, leaf first.
     let holder = BrokenChain(vec![ca().certificate().der().to_vec()]);
-    let issued = issued(decide_json(&pcr, &facts(), &policy(), now(), &holder).unwrap());
+    let issued = issued(ready(decide_json(&pcr, &facts(), &policy(), now(), &holder)).unwrap());
     let chain = &issued.status.certificate_chain;
     assert_eq!(chain.matches("-----BEGIN CERTIFICATE-----").count(), 2);
     assert!(chain.ends_with(&pem_of(ca().certificate().der())));

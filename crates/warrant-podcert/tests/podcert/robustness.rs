@@ -17,7 +17,7 @@ proptest! {
     #[test]
     fn random_key_material_is_answered_never_issued(bytes in proptest::collection::vec(any::<u8>(), 0..400), pkix in any::<bool>()) {
         let pcr = if pkix { pcr_with_pkix(&bytes, now()) } else { pcr_with_csr(&bytes, now()) };
-        let decision = decide_json(&pcr, &facts(), &policy(), now(), ca()).unwrap();
+        let decision = ready(decide_json(&pcr, &facts(), &policy(), now(), ca())).unwrap();
         prop_assert!(matches!(decision, Decision::Denied { .. }), "{decision:?}");
     }
 
@@ -27,7 +27,7 @@ proptest! {
         let i = at_byte.index(csr.len());
         csr[i] ^= xor;
         let pcr = pcr_with_csr(&csr, now());
-        match decide_json(&pcr, &facts(), &policy(), now(), ca()).unwrap() {
+        match ready(decide_json(&pcr, &facts(), &policy(), now(), ca())).unwrap() {
             Decision::Denied { .. } => {}
             Decision::Issued(issued) => {
                 let request = PodCertificateRequest::from_json(&pcr).unwrap();
@@ -44,6 +44,6 @@ proptest! {
     fn any_status_json_is_read_or_refused_without_a_panic(text in "\\PC{0,200}") {
         let mut pcr = pcr_with_csr(&stub_csr(key(KeyType::EcdsaP256)), now());
         pcr["status"] = json!({"certificateChain": text, "conditions": [{"type": "Issued", "status": "True"}]});
-        let _ = decide_json(&pcr, &facts(), &policy(), now(), ca());
+        let _ = ready(decide_json(&pcr, &facts(), &policy(), now(), ca()));
     }
 }

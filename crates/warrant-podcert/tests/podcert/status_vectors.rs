@@ -24,7 +24,7 @@ fn nb() -> Timestamp {
 fn chain(key: &KeyPair, not_before: Timestamp, not_after: Timestamp) -> String {
     let spki = spki(key);
     let key_type = RequestedKey::from_spki(&spki).unwrap().key_type().unwrap();
-    let leaf = sign_leaf(
+    let leaf = ready(sign_leaf(
         ca(),
         &LeafSpec {
             spki: &spki,
@@ -33,7 +33,7 @@ fn chain(key: &KeyPair, not_before: Timestamp, not_after: Timestamp) -> String {
             not_before,
             not_after,
         },
-    )
+    ))
     .unwrap();
     pem_of(&leaf.der)
 }

@@ -280,7 +280,16 @@ pub(crate) fn decide_now(
     policy: &PodCertificatePolicy,
     now: Timestamp,
 ) -> Decision {
-    decide_json(pcr, facts, policy, now, ca()).unwrap()
+    ready(decide_json(pcr, facts, policy, now, ca())).unwrap()
+}
+
+/// The output of a future that must be ready at once: every CA in these tests signs in memory.
+pub(crate) fn ready<F: std::future::Future>(future: F) -> F::Output {
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(future).poll(&mut context) {
+        std::task::Poll::Ready(output) => output,
+        std::task::Poll::Pending => panic!("an in-memory CA's signature was not ready at once"),
+    }
 }
 
 /// The issued decision, or a failure naming what was decided instead.
