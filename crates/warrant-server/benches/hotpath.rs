@@ -21,7 +21,7 @@
 //! to warm up, then as many again, each through [`counted`] (never inlined), so that
 //! `valgrind --tool=callgrind --toggle-collect='hotpath::counted*'` counts those requests and
 //! nothing else. `scripts/hotpath-instructions` runs that for both and subtracts the RSA
-//! signature (aws-lc-rs's `RsaKeyPair::sign`, inclusive).
+//! operation (aws-lc-rs's `EVP_PKEY` sign or verify, inclusive).
 
 #![allow(
     missing_docs,
