@@ -45,3 +45,26 @@ impl CaSet {
         crate::pem::certificates(&ders)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certificate::{CaCurve, MemoryCa};
+
+    #[test]
+    fn a_single_ca_signs_and_is_the_one_root_published() {
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let end = now + jiff::SignedDuration::from_hours(24);
+        let (ca, _) = MemoryCa::generate(CaCurve::P256, "pod CA", now, end).unwrap();
+        let der = ca.certificate().der().to_vec();
+        let set = CaSet::single(Arc::new(ca));
+        assert_eq!(set.signing.as_ref().unwrap().certificate().der(), der);
+        let pem = set.trusted_pem();
+        assert_eq!(pem.matches("-----BEGIN CERTIFICATE-----").count(), 1);
+        assert_eq!(pem, crate::pem::certificates(&[der.as_slice()]));
+
+        let out = CaSet::unavailable("the HSM is unreachable", set.trusted.clone());
+        assert_eq!(out.signing.unwrap_err(), "the HSM is unreachable");
+        assert_eq!(out.trusted.len(), 1);
+    }
+}
