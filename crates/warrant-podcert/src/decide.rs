@@ -476,7 +476,7 @@ fn wait(what: &str, why: &str) -> Verdict {
 /// A leaf's three times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct LeafTimes {
-    /// `now` − [`BACKDATE`], whole seconds.
+    /// `now` − [`BACKDATE`], or the CA's start if later; whole seconds.
     not_before: Timestamp,
     /// `not_before` + the lifetime, or the CA's end if sooner (still at least an hour).
     not_after: Timestamp,
@@ -508,9 +508,8 @@ fn leaf_times(
             ),
         ));
     }
-    let not_before = now - BACKDATE;
     let certificate = ca.certificate();
-    if certificate.not_before() > not_before {
+    if certificate.not_before() > now {
         return Err((
             reason::CA_NOT_YET_VALID,
             format!(
@@ -520,6 +519,9 @@ fn leaf_times(
             ),
         ));
     }
+    // Backdated for clocks a little behind ours, but never before the CA's own start: a CA
+    // made a moment ago (cert-manager's, at install) signs at once rather than a minute later.
+    let not_before = (now - BACKDATE).max(whole_seconds(certificate.not_before()));
     let wanted = not_before + SignedDuration::from_secs(lifetime);
     let ca_end = whole_seconds(certificate.not_after());
     let not_after = wanted.min(ca_end);

@@ -35,9 +35,9 @@
 //!    not being deleted (`PodNotRunning`); the service account's and node's UIDs
 //!    (`ServiceAccountMismatch`, `NodeMismatch`). A fact that could not be read is a
 //!    `Requeue`, never a denial.
-//! 7. **Times**: `notBefore` = now − 1 min, lifetime the smaller of the PCR's
-//!    `maxExpirationSeconds` and the policy's (never under an hour), cut to the CA's end;
-//!    `beginRefreshAt` three quarters in, 10 min from either end. A CA not yet valid or
+//! 7. **Times**: `notBefore` = now − 1 min (never before the CA's start), lifetime the
+//!    smaller of the PCR's `maxExpirationSeconds` and the policy's (never under an hour),
+//!    cut to the CA's end; `beginRefreshAt` three quarters in, 10 min from either end. A CA not yet valid or
 //!    ending within the hour, or a PCR created 4 min or more "in the future" (warrant's clock
 //!    behind kube-apiserver's, which refuses a `notBefore` 5 min off its own), is a `Requeue`.
 //! 8. **Signature** (the one await: a held key signs on a device or over a network): a CA

@@ -466,14 +466,22 @@ fn a_leaf_never_outlives_its_ca_and_a_ca_near_its_end_requeues() {
     let from = at("2026-01-01T00:00:00Z");
 
     let ending = short_ca(from, nb + SignedDuration::from_secs(5400));
-    let issued = issued(ready(decide_json(&pcr, &facts(), &policy(), now(), &ending)).unwrap());
-    assert_eq!(lifetime(&issued), 5400, "cut to the CA's end");
+    let cut = issued(ready(decide_json(&pcr, &facts(), &policy(), now(), &ending)).unwrap());
+    assert_eq!(lifetime(&cut), 5400, "cut to the CA's end");
 
     let at_end = short_ca(from, nb + SignedDuration::from_secs(3599));
     let decision = ready(decide_json(&pcr, &facts(), &policy(), now(), &at_end)).unwrap();
     assert_eq!(requeued(decision).0, "CAExpiring");
 
-    let future = short_ca(now(), now() + SignedDuration::from_hours(1000));
+    // A CA made this second signs at once, its leaf starting with it rather than backdated.
+    let fresh = short_ca(now(), now() + SignedDuration::from_hours(1000));
+    let leaf = issued(ready(decide_json(&pcr, &facts(), &policy(), now(), &fresh)).unwrap());
+    assert_eq!(leaf.status.not_before, Some(now()));
+
+    let future = short_ca(
+        now() + SignedDuration::from_secs(1),
+        now() + SignedDuration::from_hours(1000),
+    );
     let decision = ready(decide_json(&pcr, &facts(), &policy(), now(), &future)).unwrap();
     assert_eq!(requeued(decision).0, "CANotYetValid");
 }
