@@ -51,6 +51,9 @@ pub struct Event {
     /// The token issued, reviewed or signed, when there is one whose claims are known.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub token: Option<TokenFacts>,
+    /// For a PodCertificateRequest decided: the request, its pod and node, and the certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_certificate: Option<Box<PodCertificateFacts>>,
     /// When the answer was ready (the Kubernetes schema's `stageTimestamp`; not written in
     /// warrant's, whose `time` is the arrival). `None`: taken as `time`.
     #[serde(skip)]
@@ -93,6 +96,9 @@ impl Event {
                     cut(thumbprint, MAX_NAME_CHARS);
                 }
             }
+        }
+        if let Some(certificate) = &mut self.pod_certificate {
+            certificate.bound();
         }
         cut(&mut self.requester.credential_id, MAX_NAME_CHARS);
         // A caller's extras come from its authenticator (a front proxy relays any it is given):
@@ -140,7 +146,7 @@ const ANONYMOUS: &str = "anonymous";
 const FAILED: &str = "failed";
 const UNDECIDED: &str = "undecided";
 
-/// The three audited requests.
+/// The audited requests and decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum EventKind {
     /// `POST …/serviceaccounts/NAME/token`.
@@ -149,6 +155,9 @@ pub enum EventKind {
     TokenReview,
     /// The external signer's `Sign`, for kube-apiserver.
     Sign,
+    /// A PodCertificateRequest decided by the pod certificate signer (no caller: warrant
+    /// acts on a PCR it watched; the requester is warrant's own identity).
+    PodCertificate,
 }
 
 /// What warrant did with the request.
@@ -164,8 +173,20 @@ pub enum Decision {
     /// TokenReview: the token is not valid (the review itself succeeded); `reason` says why.
     Unauthenticated,
     /// The request itself was refused or failed (unauthenticated caller, forbidden, invalid,
-    /// not found, unavailable, a timeout…); `code` and `reason` say how.
+    /// not found, unavailable, a timeout…); `code` and `reason` say how. For a pod
+    /// certificate: kube-apiserver refused the status warrant wrote (`code` 422).
     Refused,
+    /// PodCertificate: denied for good (`reason`); the status says so.
+    Denied,
+    /// PodCertificate: cannot be issued and retrying would not help (`reason`).
+    Failed,
+    /// PodCertificate: nothing written, tried again later (`reason`: the CA, the audit log or
+    /// a fact unreadable now).
+    Requeued,
+    /// PodCertificate: another replica's status was stored first; ours was not.
+    LostRace,
+    /// PodCertificate: the request was deleted before its status could be written.
+    Gone,
 }
 
 /// The caller.
@@ -366,6 +387,75 @@ impl BoundObject {
     }
 }
 
+/// What an event says about a pod certificate: the PodCertificateRequest, the pod, node and
+/// (in the event's `serviceAccount`) service account it names, and, when one was issued, the
+/// certificate. Never the key: its type and the SHA-256 of its SubjectPublicKeyInfo.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodCertificateFacts {
+    /// `spec.signerName`.
+    pub signer_name: String,
+    /// The PCR's namespace.
+    pub namespace: String,
+    /// The PCR's name.
+    pub name: String,
+    /// The PCR's UID (it is deleted 15 minutes after creation: this is the one record).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// The pod it is for (`spec.podName`, `spec.podUID`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<BoundObject>,
+    /// The node it names (`spec.nodeName`, `spec.nodeUID`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<BoundObject>,
+    /// The requested key's type (`ECDSAP256`, `ED25519`…), when it parsed.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key_type: String,
+    /// SHA-256 of the requested key's SubjectPublicKeyInfo, hex.
+    #[serde(rename = "spkiSHA256", skip_serializing_if = "String::is_empty")]
+    pub spki_sha256: String,
+    /// The certificate's serial number, hex.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub serial_number: String,
+    /// The certificate's SPIFFE ID.
+    #[serde(rename = "spiffeID", skip_serializing_if = "String::is_empty")]
+    pub spiffe_id: String,
+    /// `notBefore`, RFC 3339.
+    #[serde(
+        serialize_with = "seconds_time",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub not_before: Option<i64>,
+    /// `notAfter`, RFC 3339.
+    #[serde(
+        serialize_with = "seconds_time",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub not_after: Option<i64>,
+    /// The key ID of the CA that signed it.
+    #[serde(rename = "caKeyID", skip_serializing_if = "String::is_empty")]
+    pub ca_key_id: String,
+}
+
+impl PodCertificateFacts {
+    /// Cuts what a PCR's author could make long (names, UIDs) to [`MAX_NAME_CHARS`].
+    fn bound(&mut self) {
+        for text in [
+            &mut self.signer_name,
+            &mut self.namespace,
+            &mut self.name,
+            &mut self.uid,
+            &mut self.key_type,
+        ] {
+            cut(text, MAX_NAME_CHARS);
+        }
+        for object in [&mut self.pod, &mut self.node].into_iter().flatten() {
+            cut(&mut object.name, MAX_NAME_CHARS);
+            cut(&mut object.uid, MAX_NAME_CHARS);
+        }
+    }
+}
+
 pub(crate) fn micro_time<S: Serializer>(
     time: &Timestamp,
     serializer: S,
@@ -434,6 +524,7 @@ mod tests {
             reason: String::new(),
             service_account: ServiceAccount::from_claims(&claims),
             token: Some(TokenFacts::from_claims(&claims, "kid-1")),
+            pod_certificate: None,
             answered: None,
         };
         let line = serde_json::to_string(&event).unwrap();
@@ -503,6 +594,7 @@ mod tests {
                 uid: String::new(),
             }),
             token: None,
+            pod_certificate: None,
             answered: None,
         };
         let value = serde_json::to_value(&event).unwrap();
@@ -557,6 +649,7 @@ mod tests {
                 credential_id: long.clone(),
                 ..TokenFacts::default()
             }),
+            pod_certificate: None,
             answered: None,
         };
         event.bound();
@@ -596,5 +689,43 @@ mod tests {
         };
         event.bound();
         assert_eq!(event.service_account.unwrap().namespace, name);
+    }
+
+    /// A pod certificate's event names the request, pod, node and certificate, and only a
+    /// fingerprint of the key; what a PCR's author wrote is cut to a name's length.
+    #[test]
+    fn a_pod_certificate_event_names_its_request_and_certificate() {
+        let mut event = Event {
+            kind: EventKind::PodCertificate,
+            time: Timestamp::from_second(1_800_000_000).unwrap(),
+            request_id: String::new(),
+            requester: Requester::default(),
+            decision: Decision::Issued,
+            code: None,
+            reason: String::new(),
+            service_account: None,
+            token: None,
+            pod_certificate: Some(Box::new(PodCertificateFacts {
+                signer_name: "warrant.example.com/spiffe".into(),
+                namespace: "shop".into(),
+                name: "p".repeat(400),
+                spki_sha256: "ab".repeat(32),
+                serial_number: "01".into(),
+                not_after: Some(1_800_086_400),
+                ..PodCertificateFacts::default()
+            })),
+            answered: None,
+        };
+        event.bound();
+        let value: serde_json::Value = serde_json::to_value(&event).unwrap();
+        let pcr = &value["podCertificate"];
+        assert_eq!(value["kind"], "PodCertificate");
+        assert_eq!(value["decision"], "issued");
+        assert_eq!(pcr["signerName"], "warrant.example.com/spiffe");
+        assert_eq!(pcr["spkiSHA256"], "ab".repeat(32));
+        assert_eq!(pcr["notAfter"], "2027-01-16T08:00:00Z");
+        let name = pcr["name"].as_str().unwrap();
+        assert!(name.ends_with('…') && name.chars().count() <= MAX_NAME_CHARS + 1);
+        assert!(pcr.get("uid").is_none() && pcr.get("notBefore").is_none());
     }
 }

@@ -151,6 +151,25 @@ impl<'a> KubeEvent<'a> {
             ),
             // The back half of a TokenRequest kube-apiserver answered: its object.
             EventKind::Sign => (SIGN_URI.to_owned(), account.map(|_| account_ref())),
+            // warrant's status write on the PCR (written or not: the decision is the event).
+            EventKind::PodCertificate => {
+                let pcr = event.pod_certificate.as_deref();
+                let (namespace, name) =
+                    pcr.map_or(("", ""), |p| (p.namespace.as_str(), p.name.as_str()));
+                (
+                    format!(
+                        "/apis/certificates.k8s.io/v1beta1/namespaces/{namespace}/podcertificaterequests/{name}/status"
+                    ),
+                    Some(ObjectReference {
+                        resource: "podcertificaterequests",
+                        namespace,
+                        name,
+                        api_group: "certificates.k8s.io",
+                        api_version: "v1beta1",
+                        subresource: "status",
+                    }),
+                )
+            }
         };
         let failed = event.decision == Decision::Refused;
         let code = event.code.or(match event.decision {
@@ -190,7 +209,11 @@ impl<'a> KubeEvent<'a> {
             audit_id,
             stage: "ResponseComplete",
             request_uri,
-            verb: "create",
+            verb: if event.kind == EventKind::PodCertificate {
+                "update"
+            } else {
+                "create"
+            },
             user: UserInfo {
                 username: &event.requester.user,
                 uid: &event.requester.uid,
@@ -282,6 +305,40 @@ fn annotations(event: &Event, count: Option<u64>) -> BTreeMap<&'static str, Stri
             );
         }
     }
+    if let Some(certificate) = event.pod_certificate.as_deref() {
+        // Denied, Failed, Requeued: why (Refused's is responseStatus.message).
+        if event.decision != Decision::Refused {
+            put("warrant.dev/reason", event.reason.clone());
+        }
+        put("warrant.dev/signer-name", certificate.signer_name.clone());
+        put("warrant.dev/request-uid", certificate.uid.clone());
+        for (kind, object) in [("pod", &certificate.pod), ("node", &certificate.node)] {
+            if let Some(object) = object {
+                let (name_key, uid_key) = match kind {
+                    "pod" => ("warrant.dev/pod", "warrant.dev/pod-uid"),
+                    _ => ("warrant.dev/node", "warrant.dev/node-uid"),
+                };
+                put(name_key, object.name.clone());
+                put(uid_key, object.uid.clone());
+            }
+        }
+        put("warrant.dev/key-type", certificate.key_type.clone());
+        put("warrant.dev/spki-sha256", certificate.spki_sha256.clone());
+        put(
+            "warrant.dev/serial-number",
+            certificate.serial_number.clone(),
+        );
+        put("warrant.dev/spiffe-id", certificate.spiffe_id.clone());
+        put(
+            "warrant.dev/not-before",
+            seconds_text(certificate.not_before),
+        );
+        put(
+            "warrant.dev/expiration",
+            seconds_text(certificate.not_after),
+        );
+        put("warrant.dev/key-id", certificate.ca_key_id.clone());
+    }
     if let Some(count) = count {
         put("warrant.dev/count", count.to_string());
     }
@@ -295,6 +352,11 @@ fn decision_name(decision: Decision) -> &'static str {
         Decision::Authenticated => "authenticated",
         Decision::Unauthenticated => "unauthenticated",
         Decision::Refused => "refused",
+        Decision::Denied => "denied",
+        Decision::Failed => "failed",
+        Decision::Requeued => "requeued",
+        Decision::LostRace => "lostRace",
+        Decision::Gone => "gone",
     }
 }
 
@@ -383,7 +445,13 @@ mod tests {
         assert_eq!(value["apiVersion"], "audit.k8s.io/v1");
         assert_eq!(value["level"], "Metadata");
         assert_eq!(value["stage"], "ResponseComplete");
-        assert_eq!(value["verb"], "create");
+        // A pod certificate's event is kube's update of the PCR's status; the rest create.
+        let verb = if value["objectRef"]["resource"] == "podcertificaterequests" {
+            "update"
+        } else {
+            "create"
+        };
+        assert_eq!(value["verb"], verb);
         let fields = |f: &[&'static str]| f.iter().copied().collect::<BTreeSet<&str>>();
         assert!(keys(&value["user"]).is_subset(&fields(USER_FIELDS)));
         assert!(keys(&value["objectRef"]).is_subset(&fields(OBJECT_REF_FIELDS)));
@@ -455,6 +523,7 @@ mod tests {
             reason: String::new(),
             service_account: ServiceAccount::from_claims(&claims),
             token: Some(TokenFacts::from_claims(&claims, "Jx1v")),
+            pod_certificate: None,
             answered: Some(Timestamp::from_microsecond(1_795_611_640_125_000).unwrap()),
         }
     }
@@ -611,6 +680,7 @@ mod tests {
                 client_address: "unix:pid=812,uid=0".into(),
                 ..Requester::default()
             },
+            pod_certificate: None,
             answered: None,
             ..issued()
         };
@@ -623,6 +693,99 @@ mod tests {
         assert_eq!(
             value["annotations"]["warrant.dev/client-address"],
             "unix:pid=812,uid=0"
+        );
+    }
+
+    fn pod_certificate(decision: Decision, reason: &str) -> Event {
+        Event {
+            kind: EventKind::PodCertificate,
+            requester: Requester {
+                user: "system:serviceaccount:warrant:warrant".into(),
+                authenticated_by: "self",
+                ..Requester::default()
+            },
+            decision,
+            code: None,
+            reason: reason.into(),
+            service_account: Some(ServiceAccount {
+                namespace: "shop".into(),
+                name: "cart".into(),
+                uid: "b6a1".into(),
+            }),
+            token: None,
+            pod_certificate: Some(Box::new(crate::PodCertificateFacts {
+                signer_name: "warrant.example.com/spiffe".into(),
+                namespace: "shop".into(),
+                name: "cart-7d9f-pcr".into(),
+                uid: "77aa".into(),
+                pod: Some(crate::BoundObject {
+                    kind: "Pod",
+                    name: "cart-7d9f".into(),
+                    uid: "0c2e".into(),
+                }),
+                node: Some(crate::BoundObject {
+                    kind: "Node",
+                    name: "node-1".into(),
+                    uid: "91f0".into(),
+                }),
+                key_type: "ECDSAP256".into(),
+                spki_sha256: "ab".repeat(32),
+                serial_number: if decision == Decision::Issued {
+                    "0badc0de".into()
+                } else {
+                    String::new()
+                },
+                spiffe_id: "spiffe://cluster.local/ns/shop/sa/cart".into(),
+                not_before: (decision == Decision::Issued).then_some(1_795_611_580),
+                not_after: (decision == Decision::Issued).then_some(1_795_697_980),
+                ca_key_id: "ca-1".into(),
+            })),
+            ..issued()
+        }
+    }
+
+    /// A pod certificate decision is kube's update of the PCR's status: its URI and object,
+    /// with the pod, node, key (type and fingerprint, never the key) and certificate annotated;
+    /// a denial says why.
+    #[test]
+    fn a_pod_certificate_is_an_update_of_the_pcr_status() {
+        let value = assert_kube_event(&render(&pod_certificate(Decision::Issued, "")));
+        assert_eq!(value["verb"], "update");
+        assert_eq!(
+            value["requestURI"],
+            "/apis/certificates.k8s.io/v1beta1/namespaces/shop/podcertificaterequests/cart-7d9f-pcr/status"
+        );
+        assert_eq!(value["objectRef"]["resource"], "podcertificaterequests");
+        assert_eq!(value["objectRef"]["subresource"], "status");
+        let notes = &value["annotations"];
+        assert_eq!(notes["warrant.dev/decision"], "issued");
+        assert_eq!(notes["warrant.dev/pod-uid"], "0c2e");
+        assert_eq!(notes["warrant.dev/node"], "node-1");
+        assert_eq!(notes["warrant.dev/serial-number"], "0badc0de");
+        assert_eq!(notes["warrant.dev/expiration"], "2026-11-26T12:59:40Z");
+        assert_eq!(notes["warrant.dev/service-account-uid"], "b6a1");
+        assert!(notes.get("warrant.dev/reason").is_none());
+
+        let denied = render(&pod_certificate(
+            Decision::Denied,
+            "the pod is on another node",
+        ));
+        let value = assert_kube_event(&denied);
+        let notes = &value["annotations"];
+        assert_eq!(notes["warrant.dev/decision"], "denied");
+        assert_eq!(notes["warrant.dev/reason"], "the pod is on another node");
+        assert!(notes.get("warrant.dev/serial-number").is_none());
+        assert_eq!(value["responseStatus"]["code"], Value::Null);
+
+        let refused = Event {
+            code: Some(422),
+            ..pod_certificate(Decision::Refused, "status.certificateChain: Invalid value")
+        };
+        let value = assert_kube_event(&render(&refused));
+        assert_eq!(value["responseStatus"]["reason"], "Invalid");
+        assert_eq!(
+            value["responseStatus"]["message"],
+            "status.certificateChain: Invalid value"
         );
     }
 

@@ -53,7 +53,7 @@ use warrant_clock::Clock;
 
 pub use self::event::{
     BoundObject, Decision, Event, EventKind, MAX_EXTRAS, MAX_NAME_CHARS, MAX_REASON_CHARS,
-    Requester, ServiceAccount, TokenFacts,
+    PodCertificateFacts, Requester, ServiceAccount, TokenFacts,
 };
 pub use self::file::Rotation;
 use self::file::{RotatingFile, Written};
@@ -840,6 +840,7 @@ mod tests {
             reason: String::new(),
             service_account: None,
             token: None,
+            pod_certificate: None,
             answered: None,
         }
     }

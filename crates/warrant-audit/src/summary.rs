@@ -190,6 +190,7 @@ mod tests {
                 uid: String::new(),
             }),
             token: None,
+            pod_certificate: None,
             answered: None,
         }
     }

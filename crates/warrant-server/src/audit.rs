@@ -140,6 +140,7 @@ where
             reason: bounded(&facts.reason, MAX_REASON_CHARS),
             service_account: facts.service_account.or(path_account),
             token: facts.token,
+            pod_certificate: None,
             answered: Some(state.issuer().clock().now()),
         })
         .await;

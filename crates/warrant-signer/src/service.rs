@@ -389,6 +389,7 @@ fn sign_event(
         reason: String::new(),
         service_account: None,
         token: None,
+        pod_certificate: None,
         answered: None,
     };
     match result {
