@@ -29,9 +29,15 @@
 //!   - audiences: ["sts.amazonaws.com"]
 //!     awsSessionTags:
 //!       principalTags: {namespace: "${namespace}"}
+//! podCertificates:                 # who gets pod certificates (X.509) from which signer
+//!   trustDomain: cluster.local
+//!   signers:
+//!     - signerName: warrant.example.com/spiffe
+//!       namespaces: ["shop"]
 //! ```
 //!
-//! The `claims` section is [`super::claims`]'s.
+//! The `claims` section is [`super::claims`]'s; `podCertificates` is
+//! [`warrant_podcert::PodCertificatePolicy`].
 //!
 //! What this trusts: the file, and the authenticators that name the subjects. A rule grants;
 //! nothing denies: a request is allowed when one rule allows all of it (every audience and the
@@ -304,6 +310,10 @@ pub struct Policy {
     /// Claims beyond kube's for the audiences named ([`super::claims`]); empty: none.
     #[serde(default)]
     pub claims: Vec<Spanned<ClaimsEntry>>,
+    /// Who gets pod certificates from which signer name (`warrant serve
+    /// --pod-certificate-signer`); absent: the flags' default (docs/pod-certificates.md).
+    #[serde(default)]
+    pub pod_certificates: Option<warrant_podcert::PodCertificatePolicy>,
 }
 
 impl Policy {
@@ -369,6 +379,11 @@ impl Policy {
             ));
         }
         super::claims::check(&policy.claims).map_err(invalid)?;
+        if let Some(pod_certificates) = &policy.pod_certificates {
+            pod_certificates
+                .validate()
+                .map_err(|e| invalid(e.to_string()))?;
+        }
         Ok(policy)
     }
 
@@ -630,6 +645,39 @@ mod tests {
             "a misspelt key is an error, not a requirement silently dropped"
         );
         assert_eq!(parse("rules: []\n").unwrap().require_key_binding, None);
+    }
+
+    /// The pod certificate section is checked with the file: a signer name kube reserves, a
+    /// leaf under kube's minimum or a misspelt key refuse the whole file (the last good policy
+    /// stays in force on reload).
+    #[test]
+    fn pod_certificate_section() {
+        let head = "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\n";
+        let parse = |text: &str| Policy::parse(&format!("{head}{text}"), "p.yaml");
+        let section = parse(
+            "podCertificates:\n  trustDomain: prod.example\n  signers:\n  - signerName: warrant.example.com/spiffe\n    namespaces: [shop]\n    keyTypes: [ECDSAP256]\n",
+        )
+        .unwrap()
+        .pod_certificates
+        .unwrap();
+        assert_eq!(section.trust_domain, "prod.example");
+        let signer = section.signer("warrant.example.com/spiffe").unwrap();
+        assert!(signer.allows("shop", "cart"));
+        assert!(!signer.allows("billing", "cart"));
+        let err = |text: &str| parse(text).unwrap_err().to_string();
+        assert!(
+            err("podCertificates:\n  trustDomain: t\n  signers:\n  - {signerName: kubernetes.io/x, namespaces: ['*']}\n")
+                .contains("kubernetes.io")
+        );
+        assert!(
+            err("podCertificates:\n  trustDomain: t\n  signers:\n  - {signerName: a.example/x, namespaces: ['*'], maxExpirationSeconds: 600}\n")
+                .contains("at least 3600")
+        );
+        assert!(
+            err("podCertificates:\n  trustDomain: t\n  signer: []\n").contains("signer"),
+            "a misspelt key is an error"
+        );
+        assert_eq!(parse("rules: []\n").unwrap().pod_certificates, None);
     }
 
     #[test]
