@@ -949,6 +949,9 @@ pub(crate) struct ServeArgs {
     /// Token injection: the mutating webhook for pods (docs/injection.md).
     #[command(flatten)]
     pub(crate) injection: crate::injection::InjectionArgs,
+    /// Pod certificates: the PodCertificateRequest signer (docs/pod-certificates.md).
+    #[command(flatten)]
+    pub(crate) pod_certificates: crate::podcert::PodCertArgs,
     /// Serve kube-apiserver's external JWT signer (KEP-740) on this Unix socket: give
     /// kube-apiserver the same path as its --service-account-signing-endpoint, and the same
     /// --service-account-issuer. Owner-only (0600) unless --signing-endpoint-group. See
@@ -1312,6 +1315,7 @@ mod tests {
             "External signer",
             "Objects",
             "Token injection",
+            "Pod certificates",
             "Logging",
         ] {
             assert!(headings.contains(&heading), "no flag under \"{heading}\"");

@@ -24,6 +24,7 @@ mod local;
 mod logging;
 mod logwriter;
 mod objects;
+mod podcert;
 mod refresh;
 mod running;
 mod serve;

@@ -78,6 +78,18 @@ pub(crate) async fn run(
         None => (Auditor::disabled(), None),
     };
 
+    // The pod certificate signer: its CA loaded and its metrics registered now, started
+    // once the state's readiness can hold its check.
+    let pod_certificates = crate::podcert::prepare(
+        &args.pod_certificates,
+        args.kubeconfig.as_deref(),
+        auth.authorizer.policy.clone(),
+        &auditor,
+        &clock,
+        &mut registry,
+    )
+    .await?;
+
     // 3. The issuer core, and the API's state over it. The token agent's pod token is
     //    reviewed for warrant's audience alone (docs/injection.md), whether or not this warrant
     //    injects agents itself.
@@ -96,6 +108,7 @@ pub(crate) async fn run(
         registry,
     });
     let _injection = crate::injection::setup(&args.injection, injection_callers, &state)?;
+    let pod_certificates = pod_certificates.map(|prepared| prepared.start(&state));
 
     // 4. Key changes: publishing before the key manager starts, so a key due to sign is held
     //    until the targets list it.
@@ -142,6 +155,9 @@ pub(crate) async fn run(
     }
     if let Some(signer) = signer {
         signer.stop_within(signer::SHUTDOWN_GRACE).await;
+    }
+    if let Some(pod_certificates) = pod_certificates {
+        pod_certificates.stop().await;
     }
     keys.stop().await;
     if let Some(writer) = audit_writer {

@@ -1,0 +1,279 @@
+//! `warrant serve --pod-certificate-signer` against the loopback Kubernetes fixture serving
+//! PodCertificateRequests as kube-apiserver v1.36 does: a CA made with openssl, as an operator
+//! makes one; a PCR as a kubelet creates it (a key and CSR from openssl, the CSR asking for a
+//! CN that must not reach the certificate); the leaf checked by openssl against the root that
+//! warrant published in the ClusterTrustBundle; a forged PCR denied; the audit trail; and a CA
+//! rotated in place reaching the trust bundle.
+
+use std::path::Path;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use warrant_kube_fixture::Fixture;
+use warrant_kube_fixture::podcert::{cluster_trust_bundles, pod_certificate_requests};
+use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
+
+use crate::support::*;
+
+const SIGNER: &str = "warrant.example.com/spiffe";
+
+/// Runs openssl in `dir`; its stdout.
+fn openssl(dir: &Path, args: &[&str]) -> String {
+    let out = warrant_testkit::tools::command("openssl", "the openssl command")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is required");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A PCR for pod `demo/app-0` as its kubelet on node-1 would create it, with a fresh P-256
+/// key's CSR (subject `CN=admin`, which must not reach the certificate); `pod_uid` as given.
+fn pcr(dir: &Path, name: &str, pod_uid: &str) -> Value {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "pod.key",
+            "-subj",
+            "/CN=admin",
+            "-outform",
+            "DER",
+            "-out",
+            "pod.csr",
+        ],
+    );
+    let csr = std::fs::read(dir.join("pod.csr")).unwrap();
+    json!({
+        "apiVersion": "certificates.k8s.io/v1beta1",
+        "kind": "PodCertificateRequest",
+        "metadata": {"name": name, "namespace": "demo"},
+        "spec": {
+            "signerName": SIGNER,
+            "podName": "app-0",
+            "podUID": pod_uid,
+            "serviceAccountName": "app",
+            "serviceAccountUID": SA_UID,
+            "nodeName": "node-1",
+            "nodeUID": NODE_UID,
+            "maxExpirationSeconds": 7200,
+            "stubPKCS10Request": base64::engine::general_purpose::STANDARD.encode(csr),
+        },
+    })
+}
+
+fn condition(pcr: &Value) -> Option<(String, String)> {
+    let condition = pcr.pointer("/status/conditions/0")?;
+    Some((
+        condition["type"].as_str()?.to_owned(),
+        condition["reason"].as_str()?.to_owned(),
+    ))
+}
+
+fn trust_bundle(cluster: &Fixture) -> Option<String> {
+    cluster
+        .get_json(
+            cluster_trust_bundles(),
+            "",
+            "warrant.example.com:spiffe:live",
+        )
+        .and_then(|b| b.pointer("/spec/trustBundle")?.as_str().map(str::to_owned))
+}
+
+fn pem_count(text: &str) -> usize {
+    text.matches("-----BEGIN CERTIFICATE-----").count()
+}
+
+// Multi-threaded: openssl runs synchronously on the test thread while the fixture serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_get_certificates_that_verify_against_the_published_root() {
+    let cluster = Fixture::start().await.unwrap();
+    cluster.serve_pod_certificates("v1beta1");
+    create_standard_objects(&cluster, None);
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca = ca_dir.path();
+    crate::pki::ca(ca, "pod-ca");
+    let cert = ca.join("pod-ca.crt").display().to_string();
+    let key = ca.join("pod-ca.key").display().to_string();
+    let bundle = ca.join("previous.crt").display().to_string();
+    std::fs::write(&bundle, "").unwrap();
+    let mut w = Warrant::start_cluster(
+        &cluster,
+        &[
+            "--pod-certificate-signer",
+            SIGNER,
+            "--pod-certificate-ca-cert-file",
+            &cert,
+            "--pod-certificate-ca-key-file",
+            &key,
+            "--pod-certificate-ca-bundle-file",
+            &bundle,
+            "--audit-log-path",
+            "{dir}/audit.log",
+        ],
+    )
+    .await;
+    let pcrs = pod_certificate_requests("v1beta1");
+
+    // The root is published for pods to trust.
+    w.eventually("the ClusterTrustBundle", || {
+        trust_bundle(&cluster).is_some()
+    })
+    .await;
+    let root = std::fs::read_to_string(&cert).unwrap();
+    assert_eq!(trust_bundle(&cluster).unwrap().trim(), root.trim());
+
+    // A kubelet's PCR: issued, with the SPIFFE ID alone.
+    cluster
+        .create_json(pcrs, pcr(ca, "app-0-cert", POD_UID))
+        .unwrap();
+    let answered = |name: &str| {
+        cluster
+            .get_json(pcrs, "demo", name)
+            .and_then(|p| condition(&p))
+            .is_some()
+    };
+    for _ in 0..400 {
+        if answered("app-0-cert") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        answered("app-0-cert"),
+        "not answered; warrant's log:\n{}",
+        w.log()
+    );
+    let issued = cluster.get_json(pcrs, "demo", "app-0-cert").unwrap();
+    assert_eq!(
+        condition(&issued),
+        Some(("Issued".to_owned(), "Issued".to_owned())),
+        "{issued}"
+    );
+    let chain = issued["status"]["certificateChain"].as_str().unwrap();
+    std::fs::write(ca.join("leaf.pem"), chain).unwrap();
+    std::fs::write(ca.join("published.pem"), trust_bundle(&cluster).unwrap()).unwrap();
+    let verified = openssl(
+        ca,
+        &[
+            "verify",
+            "-CAfile",
+            "published.pem",
+            "-purpose",
+            "sslclient",
+            "leaf.pem",
+        ],
+    );
+    assert!(verified.contains("leaf.pem: OK"), "{verified}");
+    let text = openssl(
+        ca,
+        &[
+            "x509",
+            "-in",
+            "leaf.pem",
+            "-noout",
+            "-subject",
+            "-ext",
+            "subjectAltName",
+        ],
+    );
+    assert!(
+        text.contains("URI:spiffe://cluster.local/ns/demo/sa/app"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("admin"),
+        "the CSR's CN reached the certificate: {text}"
+    );
+    // The key in the certificate is the pod's.
+    let leaf_key = openssl(ca, &["x509", "-in", "leaf.pem", "-noout", "-pubkey"]);
+    let pod_key = openssl(ca, &["pkey", "-in", "pod.key", "-pubout"]);
+    assert_eq!(leaf_key, pod_key);
+
+    // A PCR naming the pod with another UID (a forged or stale request): denied.
+    cluster
+        .create_json(pcrs, pcr(ca, "forged", "0000-not-the-pod"))
+        .unwrap();
+    w.eventually("the forged PCR to be answered", || {
+        cluster
+            .get_json(pcrs, "demo", "forged")
+            .and_then(|p| condition(&p))
+            .is_some()
+    })
+    .await;
+    let forged = cluster.get_json(pcrs, "demo", "forged").unwrap();
+    let (kind, reason) = condition(&forged).unwrap();
+    assert_eq!(kind, "Denied", "{forged}");
+    assert!(reason.starts_with("Pod"), "{forged}");
+    assert!(forged["status"].get("certificateChain").is_none());
+
+    // The audit trail: one event per decision, the certificate's serial and the pod's UID,
+    // never the key.
+    let events = || -> Vec<Value> {
+        std::fs::read_to_string(w.path("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|e: &Value| e["kind"] == "PodCertificate")
+            .collect()
+    };
+    w.eventually("both decisions in the audit log", || events().len() >= 2)
+        .await;
+    let audit = std::fs::read_to_string(w.path("audit.log")).unwrap();
+    let events = events();
+    let decisions: Vec<&str> = events
+        .iter()
+        .map(|e| e["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(decisions, ["issued", "denied"], "{audit}");
+    let serial = openssl(ca, &["x509", "-in", "leaf.pem", "-noout", "-serial"]);
+    let serial = serial
+        .trim()
+        .trim_start_matches("serial=")
+        .to_ascii_lowercase();
+    assert_eq!(
+        events[0]["podCertificate"]["serialNumber"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches('0'),
+        serial.trim_start_matches('0')
+    );
+    assert_eq!(events[0]["podCertificate"]["pod"]["uid"], POD_UID);
+    assert_eq!(events[0]["serviceAccount"]["uid"], SA_UID);
+    for line in pod_key.lines().filter(|l| !l.starts_with("-----")) {
+        assert!(!audit.contains(line), "the pod's key is in the audit log");
+    }
+    assert_eq!(
+        w.metric(&format!(
+            "warrant_podcert_decisions_total{{signer=\"{SIGNER}\",result=\"issued\",reason=\"\"}}"
+        ))
+        .await,
+        1.0
+    );
+
+    // The CA rotated in place, the old root kept in the bundle file: both are published.
+    std::fs::rename(ca.join("pod-ca.crt"), &bundle).unwrap();
+    crate::pki::ca(ca, "pod-ca");
+    w.eventually("the new root beside the old", || {
+        trust_bundle(&cluster).is_some_and(|b| pem_count(&b) == 2)
+    })
+    .await;
+    let published = trust_bundle(&cluster).unwrap();
+    let new_root = std::fs::read_to_string(&cert).unwrap();
+    assert!(
+        published.starts_with(new_root.trim()),
+        "the signing root comes first"
+    );
+}
