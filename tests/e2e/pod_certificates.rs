@@ -202,6 +202,51 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
     let pod_key = openssl(ca, &["pkey", "-in", "pod.key", "-pubout"]);
     assert_eq!(leaf_key, pod_key);
 
+    // Outside the cluster: the SPIFFE bundle holds the same root (for X.509-SVIDs) and the
+    // JWKS's keys (for JWT-SVIDs).
+    let spiffe: Value =
+        serde_json::from_str(&w.get_as_admin("/.well-known/spiffe-bundle").await).unwrap();
+    let jwks: Value = serde_json::from_str(&w.get_as_admin("/openid/v1/jwks").await).unwrap();
+    let x509: Vec<&Value> = spiffe["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["use"] == "x509-svid")
+        .collect();
+    assert_eq!(x509.len(), 1, "{spiffe}");
+    let root_der = openssl(
+        ca,
+        &[
+            "x509",
+            "-in",
+            "published.pem",
+            "-outform",
+            "DER",
+            "-out",
+            "root.der",
+        ],
+    );
+    assert!(root_der.is_empty());
+    assert_eq!(
+        x509[0]["x5c"][0],
+        base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(ca.join("root.der")).unwrap())
+    );
+    let jwt_kids: Vec<&Value> = spiffe["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["use"] == "jwt-svid")
+        .map(|k| &k["kid"])
+        .collect();
+    let kids: Vec<&Value> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| &k["kid"])
+        .collect();
+    assert_eq!(jwt_kids, kids);
+
     // A PCR naming the pod with another UID (a forged or stale request): denied.
     cluster
         .create_json(pcrs, pcr(ca, "forged", "0000-not-the-pod"))
@@ -276,4 +321,50 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
         published.starts_with(new_root.trim()),
         "the signing root comes first"
     );
+}
+
+/// An audit log that cannot be written (`/dev/full`, blocking mode): the certificate is not
+/// handed out unrecorded, and the PCR is left without a condition (a Failed one would stop
+/// the kubelet asking again), to be decided once the log can be written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_audit_log_leaves_the_request_waiting() {
+    let cluster = Fixture::start().await.unwrap();
+    cluster.serve_pod_certificates("v1beta1");
+    create_standard_objects(&cluster, None);
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca = ca_dir.path();
+    crate::pki::ca(ca, "pod-ca");
+    let cert = ca.join("pod-ca.crt").display().to_string();
+    let key = ca.join("pod-ca.key").display().to_string();
+    let w = Warrant::start_cluster_unready(
+        &cluster,
+        &[
+            "--pod-certificate-signer",
+            SIGNER,
+            "--pod-certificate-ca-cert-file",
+            &cert,
+            "--pod-certificate-ca-key-file",
+            &key,
+            "--audit-log-path",
+            "/dev/full",
+        ],
+    )
+    .await;
+    let pcrs = pod_certificate_requests("v1beta1");
+    cluster
+        .create_json(pcrs, pcr(ca, "app-0-cert", POD_UID))
+        .unwrap();
+    let sample = format!(
+        "warrant_podcert_decisions_total{{signer=\"{SIGNER}\",result=\"requeued\",reason=\"AuditUnavailable\"}}"
+    );
+    for _ in 0..400 {
+        if w.metric(&sample).await >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(w.metric(&sample).await >= 1.0, "{}", w.metrics_text().await);
+    let waiting = cluster.get_json(pcrs, "demo", "app-0-cert").unwrap();
+    assert_eq!(condition(&waiting), None, "{waiting}");
+    assert!(waiting["status"].get("certificateChain").is_none());
 }

@@ -20,6 +20,7 @@ mod process;
 mod protobuf;
 mod review;
 mod routes;
+mod spiffe;
 mod state;
 mod steps;
 mod tls;
@@ -102,6 +103,7 @@ pub use error::ApiError;
 pub use metrics::ReviewResult;
 pub use observe::serve_observe;
 pub use routes::{ADMISSION_PATH, DISCOVERY_PATH, JWKS_PATH};
+pub use spiffe::SPIFFE_BUNDLE_PATH;
 pub use state::{AppState, StateParts};
 pub use tls::{
     ServingCertificate, TlsError, TlsFiles, TlsMinVersion, TlsSettings, serve, server_config,
@@ -210,6 +212,7 @@ async fn dispatch(state: &AppState, request: Request, admitted: Admitted) -> Res
         Endpoint::Admission => Box::pin(admission::review(state, caller, request)).await,
         Endpoint::OpenIdConfiguration => discovery::openid_configuration(state, request.headers()),
         Endpoint::Jwks => discovery::jwks(state, request.headers()),
+        Endpoint::SpiffeBundle => spiffe::bundle(state, request.headers()),
         Endpoint::CoreVersions | Endpoint::Groups | Endpoint::Group | Endpoint::Resources => {
             discovery::api(route)
         }

@@ -78,6 +78,9 @@ pub enum Endpoint {
     OpenIdConfiguration,
     /// `/openid/v1/jwks`.
     Jwks,
+    /// `/.well-known/spiffe-bundle`: the SPIFFE trust bundle (pod certificate roots and JWT
+    /// keys), while the pod certificate signer runs.
+    SpiffeBundle,
     /// `/api`: the core group's versions.
     CoreVersions,
     /// `/apis`: every group of the table's [`Endpoint::Group`] routes.
@@ -246,6 +249,12 @@ pub(crate) static ROUTES: &[Route] = &[
         "openid-configuration",
     ),
     route(JWKS_PATH, Verb::Get, Endpoint::Jwks, "jwks"),
+    route(
+        crate::spiffe::SPIFFE_BUNDLE_PATH,
+        Verb::Get,
+        Endpoint::SpiffeBundle,
+        "spiffe-bundle",
+    ),
     route("/api", Verb::Get, Endpoint::CoreVersions, "discovery"),
     in_group(
         "/api/v1",
@@ -380,6 +389,7 @@ impl Routed {
             Endpoint::Admission
             | Endpoint::OpenIdConfiguration
             | Endpoint::Jwks
+            | Endpoint::SpiffeBundle
             | Endpoint::CoreVersions
             | Endpoint::Groups
             | Endpoint::Group

@@ -36,6 +36,9 @@ struct Inner {
     injection: ArcSwapOption<InjectionSettings>,
     /// Token injection's webhook: its metrics, reviews in flight and lookups.
     admission: Webhook,
+    /// The X.509 roots of the SPIFFE bundle; `None` (no bundle served) until
+    /// [`AppState::set_spiffe_roots`].
+    spiffe: ArcSwapOption<crate::spiffe::SpiffeRoots>,
 }
 
 /// A line of `/readyz?verbose` that a component computes when asked (see
@@ -87,6 +90,7 @@ impl AppState {
                 shutting_down: AtomicBool::new(false),
                 injection: ArcSwapOption::empty(),
                 admission,
+                spiffe: ArcSwapOption::empty(),
             }),
         }
     }
@@ -115,6 +119,20 @@ impl AppState {
             .metrics
             .anonymous_allowed(settings.callers.anonymous());
         self.inner.injection.store(Some(Arc::new(settings)));
+    }
+
+    /// Serves the SPIFFE bundle (`/.well-known/spiffe-bundle`) with these X.509 roots (DER,
+    /// the pod certificate CA's) beside the JWKS's keys, or replaces them after a CA rotation.
+    /// An error names a root that cannot be a bundle key; the bundle in force stays.
+    pub fn set_spiffe_roots(&self, roots: &[Vec<u8>]) -> Result<(), String> {
+        let roots = crate::spiffe::SpiffeRoots::new(roots)?;
+        self.inner.spiffe.store(Some(Arc::new(roots)));
+        Ok(())
+    }
+
+    /// The SPIFFE bundle's roots, if it is served.
+    pub(crate) fn spiffe_roots(&self) -> Option<Arc<crate::spiffe::SpiffeRoots>> {
+        self.inner.spiffe.load_full()
     }
 
     /// Token injection's settings, if it is on.

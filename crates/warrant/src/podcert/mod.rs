@@ -203,6 +203,7 @@ impl Prepared {
             cannot_sign(&cas.borrow(), clock.now())
         });
         let ca_failure = self.ca_failure;
+        let state = state.clone();
         Running::spawn(move |stop| async move {
             let _file_watch = self.file_watch;
             let _ca_failure = ca_failure;
@@ -214,37 +215,74 @@ impl Prepared {
                     }
                 })
             };
-            keep_bundles(self.bundles, &self.signers, self.cas, &self.metrics, stop).await;
+            let trust = Trust {
+                bundles: self.bundles,
+                signers: self.signers,
+                metrics: self.metrics,
+                state,
+            };
+            trust.keep(self.cas, stop).await;
             let _ = controller.await;
         })
     }
 }
 
-/// Keeps each signer name's ClusterTrustBundle holding the roots in force, and the CA's expiry
-/// gauge current, until `stop`. A write that fails is retried after a backoff (10 s doubling
-/// to 5 min); the roots changing meanwhile start over.
-async fn keep_bundles(
+/// Where the roots go: each signer name's ClusterTrustBundle, the SPIFFE bundle, and the CA's
+/// expiry gauge.
+struct Trust {
     bundles: TrustBundles,
-    signers: &[String],
-    mut cas: watch::Receiver<CaSet>,
-    metrics: &SignMetrics,
-    stop: CancellationToken,
-) {
-    let mut backoff = Duration::from_secs(10);
-    loop {
-        let set = cas.borrow_and_update().clone();
+    signers: Vec<String>,
+    metrics: SignMetrics,
+    state: AppState,
+}
+
+impl Trust {
+    /// Keeps the roots in force published until `stop`. A ClusterTrustBundle write that
+    /// fails is retried after a backoff (10 s doubling to 5 min); the roots changing
+    /// meanwhile start over.
+    async fn keep(&self, mut cas: watch::Receiver<CaSet>, stop: CancellationToken) {
+        let mut backoff = Duration::from_secs(10);
+        loop {
+            let set = cas.borrow_and_update().clone();
+            let failed = self.publish(&set, backoff).await;
+            let retry = async {
+                if failed {
+                    tokio::time::sleep(backoff).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = stop.cancelled() => return,
+                changed = cas.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    backoff = Duration::from_secs(10);
+                }
+                () = retry => backoff = (backoff * 2).min(Duration::from_secs(300)),
+            }
+        }
+    }
+
+    /// Publishes `set`'s roots everywhere once; true if a ClusterTrustBundle write failed.
+    async fn publish(&self, set: &CaSet, backoff: Duration) -> bool {
         if let Ok(ca) = &set.signing {
-            for signer in signers {
-                metrics
+            for signer in &self.signers {
+                self.metrics
                     .ca_expiration
                     .get_or_create(&vec![("signer", signer.clone())])
                     .set(ca.certificate().not_after().as_second());
             }
         }
+        let ders: Vec<Vec<u8>> = set.trusted.iter().map(|c| c.der().to_vec()).collect();
+        if let Err(error) = self.state.set_spiffe_roots(&ders) {
+            tracing::error!(%error, "the SPIFFE bundle keeps its previous roots");
+        }
         let roots = [set.trusted_pem()];
         let mut failed = false;
-        for signer in signers {
-            match bundles.sync(signer, &roots).await {
+        for signer in &self.signers {
+            match self.bundles.sync(signer, &roots).await {
                 Ok(synced) => {
                     tracing::debug!(%signer, change = ?synced.live, "ClusterTrustBundle in step")
                 }
@@ -254,22 +292,6 @@ async fn keep_bundles(
                 }
             }
         }
-        let retry = async {
-            if failed {
-                tokio::time::sleep(backoff).await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        };
-        tokio::select! {
-            () = stop.cancelled() => return,
-            changed = cas.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                backoff = Duration::from_secs(10);
-            }
-            () = retry => backoff = (backoff * 2).min(Duration::from_secs(300)),
-        }
+        failed
     }
 }
