@@ -368,3 +368,95 @@ async fn an_unwritable_audit_log_leaves_the_request_waiting() {
     assert_eq!(condition(&waiting), None, "{waiting}");
     assert!(waiting["status"].get("certificateChain").is_none());
 }
+
+/// Two replicas with the same CA race for every PCR: each is answered once (kube keeps the
+/// first status; the other write is refused `409`), and the loser records a lost race, not
+/// an error. A pod deleted after the PCR was made is read live, not from a cache: denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_answer_each_request_once() {
+    let cluster = Fixture::start().await.unwrap();
+    cluster.serve_pod_certificates("v1beta1");
+    create_standard_objects(&cluster, None);
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca = ca_dir.path();
+    crate::pki::ca(ca, "pod-ca");
+    let cert = ca.join("pod-ca.crt").display().to_string();
+    let key = ca.join("pod-ca.key").display().to_string();
+    let flags = [
+        "--pod-certificate-signer",
+        SIGNER,
+        "--pod-certificate-ca-cert-file",
+        &cert,
+        "--pod-certificate-ca-key-file",
+        &key,
+        "--audit-log-path",
+        "{dir}/audit.log",
+    ];
+    let replicas = [
+        Warrant::start_cluster(&cluster, &flags).await,
+        Warrant::start_cluster(&cluster, &flags).await,
+    ];
+    let pcrs = pod_certificate_requests("v1beta1");
+    const N: usize = 12;
+    for i in 0..N {
+        cluster
+            .create_json(pcrs, pcr(ca, &format!("race-{i}"), POD_UID))
+            .unwrap();
+    }
+    let all_answered = || {
+        (0..N).all(|i| {
+            cluster
+                .get_json(pcrs, "demo", &format!("race-{i}"))
+                .and_then(|p| condition(&p))
+                .is_some()
+        })
+    };
+    replicas[0]
+        .eventually("every PCR answered", all_answered)
+        .await;
+    for i in 0..N {
+        let answered = cluster
+            .get_json(pcrs, "demo", &format!("race-{i}"))
+            .unwrap();
+        assert_eq!(condition(&answered).unwrap().0, "Issued", "{answered}");
+    }
+    // Every decision is in one replica's audit log or the other's: N issued that were stored,
+    // and for each issued one that was not, a lost race.
+    let decisions = |w: &Warrant, decision: &str| {
+        std::fs::read_to_string(w.path("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|e| e["kind"] == "PodCertificate" && e["decision"] == decision)
+            .count()
+    };
+    let count =
+        |decision: &str| decisions(&replicas[0], decision) + decisions(&replicas[1], decision);
+    replicas[0]
+        .eventually("the audit logs to account for every decision", || {
+            count("issued") == N + count("lostRace")
+        })
+        .await;
+
+    // The pod goes; a PCR for it made afterwards (a kubelet a moment behind) is denied.
+    cluster
+        .delete::<k8s_openapi::api::core::v1::Pod>("demo", "app-0")
+        .unwrap();
+    cluster
+        .create_json(pcrs, pcr(ca, "after-deletion", POD_UID))
+        .unwrap();
+    replicas[0]
+        .eventually("the PCR of a deleted pod to be answered", || {
+            cluster
+                .get_json(pcrs, "demo", "after-deletion")
+                .and_then(|p| condition(&p))
+                .is_some()
+        })
+        .await;
+    let denied = cluster.get_json(pcrs, "demo", "after-deletion").unwrap();
+    assert_eq!(
+        condition(&denied),
+        Some(("Denied".to_owned(), "PodNotFound".to_owned())),
+        "{denied}"
+    );
+}
