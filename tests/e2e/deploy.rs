@@ -23,6 +23,8 @@ const COMPONENTS: &[&str] = &[
     "no-secret-binding",
     "injection",
     "control-plane-monitoring",
+    "pod-certificates",
+    "pod-certificates-nodes-only",
 ];
 
 /// `kubectl kustomize DIR`, parsed.
@@ -1132,7 +1134,299 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
         }
         "injection" => check_injection(objects, flags, what),
         "control-plane-monitoring" => check_signer_monitoring(objects, what),
+        "pod-certificates" => check_pod_certificates(objects, flags, what),
+        "pod-certificates-nodes-only" => check_pcr_nodes_only(objects, what),
         other => panic!("no check for component {other}"),
+    }
+}
+
+/// `warrant serve --help`, read once.
+fn serve_help() -> &'static str {
+    static HELP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HELP.get_or_init(|| {
+        let help = Command::new(BIN)
+            .args(["serve", "--help"])
+            .output()
+            .unwrap();
+        String::from_utf8(help.stdout).unwrap()
+    })
+}
+
+/// The signer names the Deployment's container gives warrant (its variable
+/// `WARRANT_POD_CERTIFICATE_SIGNERS`, comma-separated, or `--pod-certificate-signer` flags),
+/// if any.
+fn pod_certificate_signers(objects: &[Value], flags: &[String]) -> Vec<String> {
+    let deployment = find(objects, "Deployment", "warrant");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let mut names: Vec<String> = env_value(container, "WARRANT_POD_CERTIFICATE_SIGNERS")
+        .map(|v| v.split(',').map(|n| n.trim().to_owned()).collect())
+        .unwrap_or_default();
+    for flag in flags {
+        if let Some(value) = flag.strip_prefix("--pod-certificate-signer=") {
+            names.extend(value.split(',').map(|n| n.trim().to_owned()));
+        }
+    }
+    names
+}
+
+/// A signer name as kube-apiserver takes it for a signer of one's own: `<domain>/<path>`, the
+/// domain a DNS name outside kubernetes.io.
+fn assert_signer_name(name: &str, what: &str) {
+    let (domain, path) = name
+        .split_once('/')
+        .unwrap_or_else(|| panic!("{what}: signer name {name:?} has no /"));
+    assert!(
+        !domain.is_empty()
+            && !path.is_empty()
+            && domain.contains('.')
+            && domain
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-'),
+        "{what}: signer name {name:?} is not <domain>/<path>"
+    );
+    assert!(
+        domain != "kubernetes.io" && !domain.ends_with(".kubernetes.io"),
+        "{what}: {name:?} is in kubernetes.io's reserved space"
+    );
+}
+
+/// Whether a `signers` rule's resourceNames grant `name`: by name, or by `<domain>/*`.
+fn names_signer(resource_names: &Value, name: &str) -> bool {
+    let domain = name.split_once('/').map_or(name, |(d, _)| d);
+    resource_names
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|n| n == name || *n == format!("{domain}/*"))
+}
+
+/// The pod certificate signer: signer names that are a signer's own (checked here, and
+/// `WARRANT_POD_CERTIFICATE_SIGNERS` a variable `warrant serve` reads); the CA's two files from
+/// the Secret warrant-pod-ca, mounted read-only; and warrant's service account bound to
+/// exactly the rules of the shared spec's §6 (plus events), `sign` and `attest` for each signer
+/// name and no other, no `create` or `delete` on PCRs, nothing on Secrets.
+fn check_pod_certificates(objects: &[Value], flags: &[String], what: &str) {
+    let deployment = find(objects, "Deployment", "warrant");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let signers = pod_certificate_signers(objects, flags);
+    assert!(!signers.is_empty(), "{what}: no signer name");
+    for name in &signers {
+        assert_signer_name(name, what);
+    }
+    assert!(
+        serve_help().contains("WARRANT_POD_CERTIFICATE_SIGNERS"),
+        "{what}: warrant serve does not read WARRANT_POD_CERTIFICATE_SIGNERS"
+    );
+
+    // Both CA files, from the one Secret, read-only.
+    let secret_volumes: BTreeSet<&str> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["secret"]["secretName"] == "warrant-pod-ca")
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(secret_volumes.len(), 1, "{what}: the Secret warrant-pod-ca");
+    for (flag, file) in [
+        ("--pod-certificate-ca-cert-file", "tls.crt"),
+        ("--pod-certificate-ca-key-file", "tls.key"),
+    ] {
+        let path = flags
+            .iter()
+            .find_map(|f| f.strip_prefix(&format!("{flag}=")))
+            .unwrap_or_else(|| panic!("{what}: no {flag}: {flags:?}"));
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| {
+                secret_volumes.contains(m["name"].as_str().unwrap())
+                    && path == format!("{}/{file}", m["mountPath"].as_str().unwrap())
+            })
+            .unwrap_or_else(|| panic!("{what}: {flag}={path} is not {file} of warrant-pod-ca"));
+        assert_eq!(mount["readOnly"], true, "{what}: {mount}");
+    }
+
+    // The role, rule by rule: (groups, resources, verbs) as the spec lists them.
+    let role = find(objects, "ClusterRole", "warrant-pod-certificate-signer");
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap_or_else(|| panic!("{what}: {v} is not a list"))
+            .iter()
+            .map(|s| s.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut granted = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        let names = rule.get("resourceNames");
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                for verb in strings(&rule["verbs"]) {
+                    assert!(
+                        group != "*" && resource != "*" && verb != "*",
+                        "{what}: a wildcard in {rule}"
+                    );
+                    if resource == "signers" {
+                        for name in &signers {
+                            assert!(
+                                names_signer(names.unwrap_or(&Value::Null), name),
+                                "{what}: {verb} on signers does not name {name}: {rule}"
+                            );
+                        }
+                        for granted_name in strings(names.unwrap()) {
+                            assert!(
+                                signers
+                                    .iter()
+                                    .any(|s| names_signer(&json!([granted_name]), s)),
+                                "{what}: {verb} for {granted_name}, which warrant does not sign for"
+                            );
+                        }
+                    } else {
+                        assert!(names.is_none(), "{what}: {rule}");
+                    }
+                    granted.insert(format!("{group}/{resource}:{verb}"));
+                }
+            }
+        }
+    }
+    let mut want = BTreeSet::new();
+    for (group, resources, verbs) in [
+        (
+            "certificates.k8s.io",
+            &["podcertificaterequests"][..],
+            &["get", "list", "watch"][..],
+        ),
+        (
+            "certificates.k8s.io",
+            &["podcertificaterequests/status"],
+            &["update", "patch"],
+        ),
+        ("certificates.k8s.io", &["signers"], &["sign", "attest"]),
+        (
+            "certificates.k8s.io",
+            &["clustertrustbundles"],
+            &["get", "list", "watch", "create", "update", "delete"],
+        ),
+        ("", &["events"], &["create", "patch"]),
+        ("events.k8s.io", &["events"], &["create", "patch"]),
+        ("", &["pods", "serviceaccounts", "nodes"], &["get"]),
+    ] {
+        for resource in resources {
+            for verb in verbs {
+                want.insert(format!("{group}/{resource}:{verb}"));
+            }
+        }
+    }
+    assert_eq!(granted, want, "{what}: the signer's ClusterRole");
+
+    // Bound to the Deployment's service account, where it is.
+    let binding = find(
+        objects,
+        "ClusterRoleBinding",
+        "warrant-pod-certificate-signer",
+    );
+    assert_eq!(binding["roleRef"]["kind"], "ClusterRole", "{what}");
+    assert_eq!(
+        binding["roleRef"]["name"], "warrant-pod-certificate-signer",
+        "{what}"
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{
+            "kind": "ServiceAccount",
+            "name": pod["serviceAccountName"],
+            "namespace": deployment["metadata"]["namespace"],
+        }]),
+        "{what}"
+    );
+}
+
+/// Only kubelets create PCRs for warrant's signer names: a ValidatingAdmissionPolicy on PCR
+/// CREATE (nothing else), for exactly the signer names warrant signs for when the signer is in
+/// the render too, allowing `system:node:<spec.nodeName>` of `system:nodes` alone, failing
+/// closed, bound cluster-wide to deny.
+fn check_pcr_nodes_only(objects: &[Value], what: &str) {
+    let policy = find(
+        objects,
+        "ValidatingAdmissionPolicy",
+        "warrant-pcr-only-from-nodes",
+    );
+    let spec = &policy["spec"];
+    assert_eq!(policy["apiVersion"], "admissionregistration.k8s.io/v1");
+    assert_eq!(spec["failurePolicy"], "Fail", "{what}");
+    assert_eq!(
+        spec["matchConstraints"]["resourceRules"],
+        json!([{
+            "apiGroups": ["certificates.k8s.io"],
+            "apiVersions": ["*"],
+            "operations": ["CREATE"],
+            "resources": ["podcertificaterequests"],
+        }]),
+        "{what}"
+    );
+    // The match condition lists the signer names as CEL string literals.
+    let conditions = spec["matchConditions"].as_array().unwrap();
+    assert_eq!(conditions.len(), 1, "{what}: {conditions:?}");
+    let condition = conditions[0]["expression"].as_str().unwrap();
+    let list = condition
+        .strip_prefix("object.spec.signerName in [")
+        .and_then(|c| c.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("{what}: {condition}"));
+    let named: BTreeSet<String> = list
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .strip_prefix('\'')
+                .and_then(|n| n.strip_suffix('\''))
+                .unwrap_or_else(|| panic!("{what}: {condition}"))
+                .to_owned()
+        })
+        .collect();
+    for name in &named {
+        assert_signer_name(name, what);
+    }
+    let deployment = find(objects, "Deployment", "warrant");
+    let signers = pod_certificate_signers(objects, &pod_flags(deployment));
+    if !signers.is_empty() {
+        assert_eq!(
+            named,
+            signers.into_iter().collect::<BTreeSet<_>>(),
+            "{what}: the policy covers other signer names than warrant signs for"
+        );
+    }
+    let validations = spec["validations"].as_array().unwrap();
+    assert_eq!(validations.len(), 1, "{what}");
+    let rule = validations[0]["expression"].as_str().unwrap();
+    for part in [
+        "request.userInfo.username == 'system:node:' + object.spec.nodeName",
+        "'system:nodes' in request.userInfo.groups",
+    ] {
+        assert!(rule.contains(part), "{what}: {rule} lacks {part}");
+    }
+    assert!(
+        rule.contains("&&") && !rule.contains("||"),
+        "{what}: both must hold: {rule}"
+    );
+    let binding = find(
+        objects,
+        "ValidatingAdmissionPolicyBinding",
+        "warrant-pcr-only-from-nodes",
+    );
+    assert_eq!(
+        binding["spec"]["policyName"], policy["metadata"]["name"],
+        "{what}"
+    );
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        json!(["Deny"]),
+        "{what}"
+    );
+    for narrowing in ["paramRef", "matchResources"] {
+        assert!(
+            binding["spec"].get(narrowing).is_none(),
+            "{what}: the binding has {narrowing}"
+        );
     }
 }
 
@@ -1554,6 +1848,8 @@ fn another_namespace_is_derived_everywhere() {
         "key-secret",
         "audit",
         "injection/cert-manager",
+        "pod-certificates",
+        "pod-certificates-nodes-only",
         "another-namespace",
         // Brings no-secret-binding with it (listing both fails the render).
         "external-signer",
