@@ -2363,10 +2363,11 @@ fn copied_components_count_their_marked_values() {
 /// Every metric the PrometheusRule and the dashboard query is one a running warrant exports:
 /// warrant is started in the modes that export each family (beside a cluster with delegation,
 /// the external signer and the audit trail; then standalone with managed keys in an HSM and in
-/// KMS), and /metrics
+/// KMS; then as the pod certificate signer), and /metrics
 /// scraped. A labelled family shows in /metrics only once it has a sample, so the test first
 /// makes one of each: a token issued and reviewed twice, the signer probed, the serving
-/// certificate reloaded, the key store failing once.
+/// certificate reloaded, the key store failing once, PodCertificateRequests answered, put off,
+/// refused and raced ([`pod_certificate_metrics`]).
 #[tokio::test]
 async fn alerts_and_dashboard_query_only_exported_metrics() {
     use warrant_kube_fixture::Fixture;
@@ -2503,6 +2504,9 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
     let text = metrics_holding(&in_kms, &["warrant_kms_revoked_keys_enabled"]).await;
     exported.extend(exported_metrics(&text));
 
+    // Beside a cluster as the pod certificate signer.
+    exported.extend(exported_metrics(&pod_certificate_metrics().await));
+
     // The alerts of the monitoring component and of the control plane's.
     let rule_files: Vec<Value> = ["monitoring", "control-plane-monitoring"]
         .iter()
@@ -2622,6 +2626,10 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         "apiserver_admission_webhook_fail_open_count",
         "apiserver_admission_webhook_rejection_count",
         "apiserver_admission_webhook_admission_duration_seconds_bucket",
+        "warrant_podcert_decisions_total",
+        "warrant_podcert_issuance_age_seconds_bucket",
+        "warrant_podcert_queue_oldest_seconds",
+        "warrant_podcert_ca_expiration_timestamp_seconds",
     ] {
         assert!(
             queries
@@ -2674,9 +2682,162 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
         "WarrantAdmissionSlow",
         "WarrantInjectionFailedOpen",
         "WarrantInjectionFailedClosed",
+        "WarrantPodCertificateCAExpiring",
+        "WarrantPodCertificateRequestsRequeued",
+        "WarrantPodCertificateStatusRefused",
+        "WarrantPodCertificateTrustBundleFailing",
+        "WarrantPodCertificateQueueStuck",
     ] {
         assert!(alerts.contains(&alert), "no alert {alert}");
     }
+}
+
+/// The pod certificate signer's `/metrics` once each family the alerts and the dashboard read
+/// has a sample: warrant as the signer of `warrant.example.com/spiffe` beside the cluster
+/// fixture, with a CA made by openssl. One PCR issued (decisions, statuses written, the time to
+/// issue, the CA's end); one put off while the pod cannot be read (a requeue); one whose status
+/// kube-apiserver refuses with `422`; one another writer answers first (a lost race); a line
+/// the watch cannot read (a watch error); and the CA replaced while ClusterTrustBundle writes
+/// fail (a trust bundle error).
+async fn pod_certificate_metrics() -> String {
+    use warrant_kube_fixture::Fixture;
+    use warrant_kube_fixture::podcert::{cluster_trust_bundles, pod_certificate_requests};
+    use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
+    const SIGNER: &str = "warrant.example.com/spiffe";
+    // A stub PKCS#10 request for a P-256 key, as a 1.36 kubelet sends.
+    const CSR: &str = "MIG7MGICAQAwADBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABEbXApSixJM4pedRw535xibamIRjf8IRhcRswGHwjbrDlTqCcEjVbaO3sVu5YVCIv7s1vcil4sHPSXrKND9H9p2gADAKBggqhkjOPQQDAgNJADBGAiEA77wE+wk/2cgGrhMQATJIRTqahEALr5J/ukd0QPSASuwCIQCwdvlMCSfiF9mkch216s9bVXotjgocx1KMnKRxyGKhww==";
+    // Created now, as kube-apiserver stamps it (the time to issue is counted from it).
+    let pcr = |name: &str| {
+        let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap();
+        json!({
+            "apiVersion": "certificates.k8s.io/v1beta1",
+            "kind": "PodCertificateRequest",
+            "metadata": {
+                "name": name,
+                "namespace": "demo",
+                "creationTimestamp": now.to_string(),
+            },
+            "spec": {
+                "signerName": SIGNER,
+                "podName": "app-0",
+                "podUID": POD_UID,
+                "serviceAccountName": "app",
+                "serviceAccountUID": SA_UID,
+                "nodeName": "node-1",
+                "nodeUID": NODE_UID,
+                "maxExpirationSeconds": 7200,
+                "stubPKCS10Request": CSR,
+            },
+        })
+    };
+    let cluster = Fixture::start().await.unwrap();
+    cluster.serve_pod_certificates("v1beta1");
+    create_standard_objects(&cluster, None);
+    let pcrs = pod_certificate_requests("v1beta1");
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca = ca_dir.path();
+    crate::pki::ca(ca, "pod-ca");
+    let w = Warrant::start_cluster(
+        &cluster,
+        &[
+            "--pod-certificate-signer",
+            SIGNER,
+            "--pod-certificate-ca-cert-file",
+            ca.join("pod-ca.crt").to_str().unwrap(),
+            "--pod-certificate-ca-key-file",
+            ca.join("pod-ca.key").to_str().unwrap(),
+        ],
+    )
+    .await;
+    let answered = |name: &str| {
+        cluster
+            .get_json(pcrs, "demo", name)
+            .is_some_and(|p| warrant_kube_fixture::podcert::is_terminal(p.get("status")))
+    };
+    w.eventually("the trust bundle", || {
+        cluster
+            .get_json(
+                cluster_trust_bundles(),
+                "",
+                "warrant.example.com:spiffe:live",
+            )
+            .is_some()
+    })
+    .await;
+
+    cluster.create_json(pcrs, pcr("issued")).unwrap();
+    metrics_holding(
+        &w,
+        &[
+            "warrant_podcert_decisions_total{",
+            "warrant_podcert_decisions_written_total{",
+            "warrant_podcert_issuance_age_seconds_bucket{",
+            "warrant_podcert_ca_expiration_timestamp_seconds{",
+        ],
+    )
+    .await;
+
+    // The pod cannot be read: put off, then issued once it can.
+    cluster.fail_gets(Some(500));
+    cluster.create_json(pcrs, pcr("requeued")).unwrap();
+    metrics_holding(&w, &["warrant_podcert_requeues_total{"]).await;
+    cluster.fail_gets(None);
+    w.eventually("the requeued PCR answered", || answered("requeued"))
+        .await;
+
+    // kube-apiserver refuses the status.
+    cluster.fail_writes(Some(422));
+    cluster.create_json(pcrs, pcr("refused")).unwrap();
+    metrics_holding(&w, &["warrant_podcert_status_write_errors_total{"]).await;
+    cluster.fail_writes(None);
+
+    // Another writer answers first: warrant's write is held while the test writes a terminal
+    // status through the API, then let through, and refused with 409.
+    cluster.hold_writes("podcertificaterequests");
+    cluster.create_json(pcrs, pcr("raced")).unwrap();
+    cluster.until(|c| c.held_writes().len() == 1).await;
+    cluster.stop_holding_writes();
+    let mut other = cluster.get_json(pcrs, "demo", "raced").unwrap();
+    other["status"] = json!({"conditions": [{
+        "type": "Denied",
+        "status": "True",
+        "reason": "AnsweredByAnother",
+        "message": "another writer",
+        "lastTransitionTime": "2026-11-27T17:17:09Z",
+    }]});
+    let written = reqwest::Client::new()
+        .put(format!(
+            "{}/apis/certificates.k8s.io/v1beta1/namespaces/demo/podcertificaterequests/raced/status",
+            cluster.url()
+        ))
+        .json(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(written.status(), 200, "{}", written.text().await.unwrap());
+    assert_eq!(cluster.release_write().await, Some(409));
+    metrics_holding(&w, &["warrant_podcert_lost_races_total{"]).await;
+
+    // A watch line that is not an event.
+    cluster
+        .inject_raw_line(pcrs, "this is not a watch event")
+        .unwrap();
+    metrics_holding(&w, &["warrant_podcert_watch_errors_total{"]).await;
+
+    // A new CA while trust bundle writes fail.
+    cluster.fail_writes(Some(500));
+    crate::pki::ca(ca, "pod-ca");
+    let text = metrics_holding(
+        &w,
+        &[
+            "warrant_podcert_trust_bundle_errors_total{",
+            "warrant_podcert_queue_depth",
+            "warrant_podcert_queue_oldest_seconds",
+        ],
+    )
+    .await;
+    cluster.fail_writes(None);
+    text
 }
 
 /// `/metrics` once it holds every one of `want` (warrant counts some things on its own schedule:
