@@ -2840,6 +2840,70 @@ async fn pod_certificate_metrics() -> String {
     text
 }
 
+/// docs/pod-certificates.md's overlay (its yaml block listing both components), rendered
+/// beside deploy/ as install.md lays an overlay out: both components' checks hold with the
+/// doc's own signer name, and the example's name is left in no object, so the doc patches every
+/// place the components mark.
+#[test]
+fn the_pod_certificate_overlay_in_the_docs_renders() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/pod-certificates.md"
+    ))
+    .unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in doc.lines() {
+        match (&mut current, line.trim()) {
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, "```yaml") => current = Some(String::new()),
+            (None, _) => {}
+        }
+    }
+    let overlay = blocks
+        .iter()
+        .find(|b| b.contains("../deploy/components/pod-certificates-nodes-only"))
+        .expect("docs/pod-certificates.md has the overlay");
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(DEPLOY, dir.path().join("deploy")).unwrap();
+    std::fs::create_dir(dir.path().join("my-warrant")).unwrap();
+    std::fs::write(dir.path().join("my-warrant/kustomization.yaml"), overlay).unwrap();
+    let objects = render(&dir.path().join("my-warrant"));
+    let what = "docs/pod-certificates.md's overlay";
+    let (image, version) = release();
+    check_conventions(&objects, &image, &version, what);
+    check_references(&objects, what);
+    let deployment = find(&objects, "Deployment", "warrant");
+    let flags = pod_flags(deployment);
+    check_component("pod-certificates", &objects, &flags, what);
+    check_component("pod-certificates-nodes-only", &objects, &flags, what);
+    let example = "warrant.example.com/spiffe";
+    assert!(
+        !serde_json::to_string(&objects).unwrap().contains(example),
+        "{what} leaves the example's signer name {example} in place"
+    );
+    // And the components mark each place the name is, as their headers say.
+    let marked: usize = ["pod-certificates", "pod-certificates-nodes-only"]
+        .iter()
+        .flat_map(|c| std::fs::read_dir(format!("{DEPLOY}/components/{c}")).unwrap())
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap())
+        .map(|text| {
+            text.lines()
+                .filter(|l| !l.trim_start().starts_with('#') && l.contains(example))
+                .inspect(|l| assert!(l.ends_with(" # the signer name"), "unmarked: {l}"))
+                .count()
+        })
+        .sum();
+    assert_eq!(marked, 3, "the variable, the ClusterRole and the policy");
+}
+
 /// `/metrics` once it holds every one of `want` (warrant counts some things on its own schedule:
 /// a file reload, a watch event).
 async fn metrics_holding(w: &Warrant, want: &[&str]) -> String {
