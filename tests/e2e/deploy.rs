@@ -2699,6 +2699,8 @@ async fn alerts_and_dashboard_query_only_exported_metrics() {
 /// kube-apiserver refuses with `422`; one another writer answers first (a lost race); a line
 /// the watch cannot read (a watch error); and the CA replaced while ClusterTrustBundle writes
 /// fail (a trust bundle error).
+// The real binary dates its decisions by the real clock, so the PCRs' creation is dated by it.
+#[allow(clippy::disallowed_methods)]
 async fn pod_certificate_metrics() -> String {
     use warrant_kube_fixture::Fixture;
     use warrant_kube_fixture::podcert::{cluster_trust_bundles, pod_certificate_requests};
