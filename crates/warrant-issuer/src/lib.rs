@@ -8,10 +8,13 @@
 //! - [`Issuer`]: those two, the clock and the auditor behind one cheap handle, and signing:
 //!   both front ends sign through [`Issuer::sign_token`] or [`Issuer::sign_detached`], with the
 //!   key in force at the issuer's clock, so where a key lives is decided here once.
+//! - [`SpiffeRoots`]: the SPIFFE trust bundle, the JWKS's keys beside the pod certificate CA's
+//!   roots, for the server's endpoint and the publish targets alike.
 
 mod published;
 mod settings;
 pub mod signatures;
+mod spiffe;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -29,6 +32,7 @@ pub use settings::{
     validate_issuers, validate_max_expiration,
 };
 pub use signatures::Lookup;
+pub use spiffe::{SpiffeRoots, max_age as spiffe_max_age};
 
 /// The issuer both front ends serve. Cheap to clone.
 #[derive(Clone)]

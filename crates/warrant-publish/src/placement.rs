@@ -10,6 +10,10 @@ use url::Url;
 /// Where relying parties fetch the discovery document, below the issuer.
 pub const DISCOVERY_SUFFIX: &str = ".well-known/openid-configuration";
 
+/// Where the SPIFFE trust bundle goes, beside the discovery document (with
+/// `--pod-certificate-signer`; as the server serves it).
+pub(crate) const SPIFFE_BUNDLE_SUFFIX: &str = ".well-known/spiffe-bundle";
+
 /// What kind of storage a target is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
@@ -52,6 +56,8 @@ pub struct Placement {
     pub discovery: Path,
     /// The JWKS, where `jwks_uri` points.
     pub jwks: Path,
+    /// `<prefix>/.well-known/spiffe-bundle`, beside the discovery document.
+    pub spiffe_bundle: Path,
 }
 
 /// Why the issuer or `jwks_uri` cannot be where a target serves the documents.
@@ -221,9 +227,14 @@ pub(crate) fn place(
             jwks_uri: jwks_uri.to_owned(),
         });
     }
+    let spiffe_key = discovery_key
+        .strip_suffix(DISCOVERY_SUFFIX)
+        .map(|dir| format!("{dir}{SPIFFE_BUNDLE_SUFFIX}"))
+        .unwrap_or_else(|| SPIFFE_BUNDLE_SUFFIX.to_owned());
     Ok(Placement {
         discovery: object_key(discovery_key)?,
         jwks: object_key(jwks_key)?,
+        spiffe_bundle: object_key(&spiffe_key)?,
     })
 }
 

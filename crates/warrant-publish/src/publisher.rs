@@ -32,7 +32,7 @@ use object_store::{Attribute, Attributes};
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
-use warrant_issuer::Published;
+use warrant_issuer::{Published, SpiffeRoots, spiffe_max_age};
 use warrant_keys::{ActivationGate, ListedKeys, Writer};
 use warrant_token::DocumentError;
 
@@ -63,8 +63,10 @@ pub struct Documents {
     pub discovery: Bytes,
     /// The JWKS.
     pub jwks: Bytes,
-    /// `Cache-Control` for both, from the key schedule.
+    /// `Cache-Control` for all of them, from the key schedule.
     pub cache_control: String,
+    /// The SPIFFE trust bundle, while the pod certificate signer gives its roots.
+    pub spiffe_bundle: Option<Bytes>,
     /// The keys the JWKS lists.
     pub keys: ListedKeys,
 }
@@ -72,21 +74,30 @@ pub struct Documents {
 impl Documents {
     /// The documents `published` serves at `now`: the same bytes and `Cache-Control` as the
     /// HTTP endpoints.
-    pub fn of(published: &Published, now: Timestamp) -> Result<Documents, PublishError> {
+    /// With `roots`, the SPIFFE bundle of those roots and the JWKS's keys too.
+    pub fn of(
+        published: &Published,
+        now: Timestamp,
+        roots: Option<&SpiffeRoots>,
+    ) -> Result<Documents, PublishError> {
         let discovery = published
             .discovery()
             .map_err(|e| PublishError::Documents(e.clone()))?
             .clone();
         let jwks = published.jwks().clone();
+        let cache_control = published
+            .cache_control(now)
+            .to_str()
+            .unwrap_or("public, max-age=60")
+            .to_owned();
+        let spiffe_bundle =
+            roots.and_then(|roots| roots.bundle(&jwks, spiffe_max_age(&cache_control)));
         Ok(Documents {
             keys: ListedKeys::of(published.keys().verifying()),
             discovery,
             jwks,
-            cache_control: published
-                .cache_control(now)
-                .to_str()
-                .unwrap_or("public, max-age=60")
-                .to_owned(),
+            cache_control,
+            spiffe_bundle,
         })
     }
 }
@@ -209,6 +220,8 @@ pub struct Publisher {
     health: watch::Sender<PublishHealth>,
     listed: watch::Sender<ListedKeys>,
     last_logged: Vec<Option<Timestamp>>,
+    /// The SPIFFE bundle's X.509 roots, when the pod certificate signer gives them.
+    spiffe: Option<watch::Receiver<Option<Arc<SpiffeRoots>>>>,
 }
 
 impl Publisher {
@@ -240,7 +253,14 @@ impl Publisher {
             health: watch::channel(health).0,
             listed: watch::channel(ListedKeys::none()).0,
             last_logged,
+            spiffe: None,
         })
+    }
+
+    /// Publishes the SPIFFE trust bundle beside the discovery document, of the roots `roots`
+    /// gives (none while it holds `None`), and publishes again whenever they change.
+    pub fn follow_spiffe_roots(&mut self, roots: watch::Receiver<Option<Arc<SpiffeRoots>>>) {
+        self.spiffe = Some(roots);
     }
 
     /// The activation gate's input: the keys every target lists.
@@ -266,7 +286,8 @@ impl Publisher {
         now: Timestamp,
         write: bool,
     ) -> Result<(), PublishError> {
-        let documents = match Documents::of(published, now) {
+        let roots = self.spiffe.as_ref().and_then(|r| r.borrow().clone());
+        let documents = match Documents::of(published, now, roots.as_deref()) {
             Ok(documents) => documents,
             Err(error) => {
                 for i in 0..self.targets.len() {
@@ -393,6 +414,7 @@ impl Publisher {
         clock: Clock,
     ) {
         let mut feed_open = true;
+        let mut spiffe = self.spiffe.clone();
         loop {
             let published = feed.borrow_and_update().clone();
             let failed = self
@@ -404,8 +426,26 @@ impl Publisher {
                 () = tokio::time::sleep(wait) => {}
                 changed = feed.changed(), if feed_open => feed_open = changed.is_ok(),
                 () = writer.changed() => {}
+                Some(()) = roots_changed(&mut spiffe) => {}
             }
         }
+    }
+}
+
+/// Completes when the SPIFFE roots change; `None` (never pending again) once they cannot.
+async fn roots_changed(
+    roots: &mut Option<watch::Receiver<Option<Arc<SpiffeRoots>>>>,
+) -> Option<()> {
+    match roots {
+        Some(receiver) => {
+            if receiver.changed().await.is_ok() {
+                Some(())
+            } else {
+                *roots = None;
+                None
+            }
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -472,10 +512,14 @@ async fn sync(
     let mut written = 0;
     let mut listed = None;
     let headers = headers(target, documents);
-    for (path, body, is_jwks) in [
+    let mut objects = vec![
         (&placement.jwks, &documents.jwks, true),
         (&placement.discovery, &documents.discovery, false),
-    ] {
+    ];
+    if let Some(bundle) = &documents.spiffe_bundle {
+        objects.push((&placement.spiffe_bundle, bundle, false));
+    }
+    for (path, body, is_jwks) in objects {
         let object = format!("{}/{path}", target.url().trim_end_matches('/'));
         let found = read(target, path).await.map_err(|e| (e, listed.clone()))?;
         if is_jwks {

@@ -750,6 +750,55 @@ async fn a_directory_is_kept_current_by_the_task_until_it_is_dropped() {
     assert_eq!(read(dir.path(), jwks), b"{}");
 }
 
+/// With the pod certificate signer's roots, the SPIFFE trust bundle goes beside the discovery
+/// document, and follows the roots: none before they are given, then the roots as x509-svid
+/// keys and the JWKS's keys as jwt-svid.
+#[tokio::test(start_paused = true)]
+async fn the_spiffe_bundle_is_published_beside_discovery_once_roots_are_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let target = Target::open(&url, &Endpoint::default(), &[]).unwrap();
+    let mut publisher = publisher(vec![target]);
+    let (roots, roots_rx) = watch::channel(None);
+    publisher.follow_spiffe_roots(roots_rx);
+    let mut health = publisher.health();
+    let clock = Clock::manual(at(T0));
+    let keys = ManagedKeySet::first(SigningKey::generate(KeyType::P256).unwrap(), at(T0), DAY);
+    let (feed, feed_rx) = watch::channel(Arc::new(published(&keys, T0)));
+    let _task = publisher.spawn(feed_rx, warrant_keys::Writer::Always, clock.clone());
+    health
+        .wait_for(|h| h.targets[0].last_success.is_some())
+        .await
+        .unwrap();
+    let bundle = dir.path().join("cluster-a/.well-known/spiffe-bundle");
+    assert!(!bundle.exists(), "no bundle before the signer gives roots");
+
+    let certificate = warrant_testkit::TestCa::new("pod CA")
+        .issue_server(&["ca.example"])
+        .der()
+        .to_vec();
+    roots.send_replace(Some(Arc::new(
+        warrant_issuer::SpiffeRoots::new(std::slice::from_ref(&certificate)).unwrap(),
+    )));
+    for _ in 0..100 {
+        if bundle.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
+    let uses: Vec<&str> = written["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["use"].as_str().unwrap())
+        .collect();
+    assert_eq!(uses, ["x509-svid", "jwt-svid"], "{written}");
+    let kid = feed.borrow().keys().verifying()[0].kid().to_owned();
+    assert_eq!(written["keys"][1]["kid"], kid);
+}
+
 /// A symbolic link planted inside a directory target, pointing outside it: the round fails,
 /// saying so, and nothing is written where the link points; the documents land once the link
 /// is gone.

@@ -38,7 +38,7 @@ struct Inner {
     admission: Webhook,
     /// The X.509 roots of the SPIFFE bundle; `None` (no bundle served) until
     /// [`AppState::set_spiffe_roots`].
-    spiffe: ArcSwapOption<crate::spiffe::SpiffeRoots>,
+    spiffe: ArcSwapOption<crate::spiffe::ServedRoots>,
 }
 
 /// A line of `/readyz?verbose` that a component computes when asked (see
@@ -123,15 +123,13 @@ impl AppState {
 
     /// Serves the SPIFFE bundle (`/.well-known/spiffe-bundle`) with these X.509 roots (DER,
     /// the pod certificate CA's) beside the JWKS's keys, or replaces them after a CA rotation.
-    /// An error names a root that cannot be a bundle key; the bundle in force stays.
-    pub fn set_spiffe_roots(&self, roots: &[Vec<u8>]) -> Result<(), String> {
-        let roots = crate::spiffe::SpiffeRoots::new(roots)?;
+    pub fn set_spiffe_roots(&self, roots: warrant_issuer::SpiffeRoots) {
+        let roots = crate::spiffe::ServedRoots::new(roots);
         self.inner.spiffe.store(Some(Arc::new(roots)));
-        Ok(())
     }
 
     /// The SPIFFE bundle's roots, if it is served.
-    pub(crate) fn spiffe_roots(&self) -> Option<Arc<crate::spiffe::SpiffeRoots>> {
+    pub(crate) fn spiffe_roots(&self) -> Option<Arc<crate::spiffe::ServedRoots>> {
         self.inner.spiffe.load_full()
     }
 

@@ -108,18 +108,24 @@ pub(crate) async fn run(
         registry,
     });
     let _injection = crate::injection::setup(&args.injection, injection_callers, &state)?;
-    let pod_certificates = pod_certificates.map(|prepared| prepared.start(&state));
 
     // 4. Key changes: publishing before the key manager starts, so a key due to sign is held
     //    until the targets list it.
+    //    With the pod certificate signer, the SPIFFE trust bundle is published beside them.
+    let (spiffe_roots, spiffe_feed) = tokio::sync::watch::channel(None);
     let (publishing, _publisher) = match publisher {
-        Some(publisher) => {
+        Some(mut publisher) => {
+            if pod_certificates.is_some() {
+                publisher.follow_spiffe_roots(spiffe_feed);
+            }
             let (publishing, task) =
                 start_publishing(publisher, &keys, &issuer, &state, &clock).await;
             (Some(publishing), Some(task))
         }
         None => (None, None),
     };
+    let spiffe_roots = publishing.is_some().then_some(spiffe_roots);
+    let pod_certificates = pod_certificates.map(|prepared| prepared.start(&state, spiffe_roots));
     let keys = keys.start(state.clone(), clock, publishing)?;
 
     // 5. The signer, before the HTTPS listener and whatever the cluster's state:

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use warrant_audit::{Auditor, Requester};
 use warrant_auth::PolicyFile;
 use warrant_clock::Clock;
+use warrant_issuer::SpiffeRoots;
 use warrant_podcert::CaSet;
 use warrant_podcert_kube::trust::TrustBundles;
 use warrant_podcert_kube::{Config, Controller};
@@ -196,7 +197,12 @@ fn cannot_sign(set: &CaSet, now: Timestamp) -> Option<String> {
 
 impl Prepared {
     /// Starts the controller and the trust bundle keeper, and adds the readiness check.
-    pub(crate) fn start(self, state: &AppState) -> Running {
+    /// `publish` is the publish targets' feed of the SPIFFE bundle's roots, if any.
+    pub(crate) fn start(
+        self,
+        state: &AppState,
+        publish: Option<watch::Sender<Option<Arc<SpiffeRoots>>>>,
+    ) -> Running {
         let cas = self.cas.clone();
         let clock = self.clock.clone();
         state.add_check("pod-certificates", move || {
@@ -220,6 +226,7 @@ impl Prepared {
                 signers: self.signers,
                 metrics: self.metrics,
                 state,
+                publish,
             };
             trust.keep(self.cas, stop).await;
             let _ = controller.await;
@@ -234,6 +241,8 @@ struct Trust {
     signers: Vec<String>,
     metrics: SignMetrics,
     state: AppState,
+    /// The publish targets' copy of the SPIFFE bundle's roots, with `--publish-discovery`.
+    publish: Option<watch::Sender<Option<Arc<SpiffeRoots>>>>,
 }
 
 impl Trust {
@@ -276,8 +285,14 @@ impl Trust {
             }
         }
         let ders: Vec<Vec<u8>> = set.trusted.iter().map(|c| c.der().to_vec()).collect();
-        if let Err(error) = self.state.set_spiffe_roots(&ders) {
-            tracing::error!(%error, "the SPIFFE bundle keeps its previous roots");
+        match SpiffeRoots::new(&ders) {
+            Ok(roots) => {
+                self.state.set_spiffe_roots(roots.clone());
+                if let Some(publish) = &self.publish {
+                    publish.send_replace(Some(Arc::new(roots)));
+                }
+            }
+            Err(error) => tracing::error!(%error, "the SPIFFE bundle keeps its previous roots"),
         }
         let roots = [set.trusted_pem()];
         let mut failed = false;
