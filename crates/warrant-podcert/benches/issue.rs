@@ -5,7 +5,7 @@
 //! files load into), each on one thread:
 //!
 //! - `podcert/<curve>/ca-sign`: the holder's raw rate, `CaSigner::sign` of a real leaf's
-//!   TBSCertificate (about 400 bytes for P-256, the TBS `decide_json` hands it);
+//!   TBSCertificate (352 bytes: the TBS `decide_json` hands it);
 //! - `podcert/<curve>/decide`: a whole `decide_json` to `Issued` for one PCR as a watch
 //!   delivers it (JSON, a 1.36 stub CSR with an ECDSA P-256 key, no annotations), with the
 //!   facts of its pod, service account and node, the policy and `now`;

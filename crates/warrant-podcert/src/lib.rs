@@ -84,7 +84,7 @@
 //! verification) and parses the leaf once more in the mirror. Measured (`benches/issue.rs`,
 //! docs/benchmarks.md "Pod certificates"): with a P-256 CA in memory the verification is about
 //! 70 % of a decision's instructions and the signature 20 %, everything else 10 %; so a
-//! decision runs at about a quarter of the key's raw signing rate, bounded by the verification.
+//! decision runs at about a fifth of the key's raw signing rate, bounded by the verification.
 
 mod cas;
 pub mod certificate;
