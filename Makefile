@@ -102,6 +102,7 @@ bench-micro:
 	$(CARGO) bench --locked -p warrant-auth --bench claims
 	$(CARGO) bench --locked -p warrant-server --bench stack
 	$(CARGO) bench --locked -p warrant-server --bench hotpath
+	$(CARGO) bench --locked -p warrant-podcert --bench issue
 
 ## make bench-load: the load table (docs/benchmarks.md, "Load"): every scenario over HTTP/1.1
 ## (wrk) and HTTP/2 (h2load), warrant's CPU µs per request against its limit, and the floor

@@ -260,6 +260,10 @@ fn serve(listener: TcpListener, cluster: Cluster, extra: Router) -> Server {
                             continue;
                         }
                     };
+                    // As kube-apiserver (Go sets TCP_NODELAY on every connection): without it
+                    // a watch event written while the previous one is unacknowledged waits
+                    // for the client's delayed ACK, about 40 ms.
+                    let _ = stream.set_nodelay(true);
                     let service = TowerToHyperService::new(app.clone());
                     connections.spawn(async move {
                         let _ = auto::Builder::new(TokioExecutor::new())

@@ -12,6 +12,7 @@
     clippy::indexing_slicing
 )]
 
+mod latency;
 mod signer;
 mod trust;
 
