@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-fn openssl(dir: &Path, args: &[&str]) {
+/// Runs openssl in `dir`, failing the test with its stderr if it fails; its stdout.
+pub(crate) fn openssl(dir: &Path, args: &[&str]) -> String {
     let out = warrant_testkit::tools::command("openssl", "the openssl command")
         .args(args)
         .current_dir(dir)
@@ -14,6 +15,7 @@ fn openssl(dir: &Path, args: &[&str]) {
         "openssl {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A CA in `dir`: `<name>.crt` and `<name>.key`.

@@ -13,23 +13,71 @@ use warrant_kube_fixture::Fixture;
 use warrant_kube_fixture::podcert::{cluster_trust_bundles, pod_certificate_requests};
 use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
 
+use crate::pki::openssl;
 use crate::support::*;
 
 const SIGNER: &str = "warrant.example.com/spiffe";
 
-/// Runs openssl in `dir`; its stdout.
-fn openssl(dir: &Path, args: &[&str]) -> String {
-    let out = warrant_testkit::tools::command("openssl", "the openssl command")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl is required");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+/// The fixture serving PCRs (1.36's version), with the standard pod, service account and node.
+async fn cluster() -> Fixture {
+    let cluster = Fixture::start().await.unwrap();
+    cluster.serve_pod_certificates("v1beta1");
+    create_standard_objects(&cluster, None);
+    cluster
+}
+
+/// A CA made with openssl (`pod-ca.crt`, `pod-ca.key`) in a directory of its own, where the
+/// tests also keep the pods' keys and what they check with openssl.
+struct PodCa {
+    dir: tempfile::TempDir,
+}
+
+impl PodCa {
+    fn new() -> PodCa {
+        let dir = tempfile::tempdir().unwrap();
+        crate::pki::ca(dir.path(), "pod-ca");
+        PodCa { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.path().join(name).display().to_string()
+    }
+
+    /// `serve`'s flags for signing with this CA, then `extra`.
+    fn flags(&self, extra: &[&str]) -> Vec<String> {
+        let mut flags = vec![
+            "--pod-certificate-signer".to_owned(),
+            SIGNER.to_owned(),
+            "--pod-certificate-ca-cert-file".to_owned(),
+            self.file("pod-ca.crt"),
+            "--pod-certificate-ca-key-file".to_owned(),
+            self.file("pod-ca.key"),
+        ];
+        flags.extend(extra.iter().map(|f| (*f).to_owned()));
+        flags
+    }
+}
+
+fn refs(flags: &[String]) -> Vec<&str> {
+    flags.iter().map(String::as_str).collect()
+}
+
+/// Waits until PCR `demo/name` has a condition (warrant answered it); fails with warrant's log.
+async fn answered(w: &mut Warrant, cluster: &Fixture, name: &str) -> Value {
+    let pcrs = pod_certificate_requests("v1beta1");
+    for _ in 0..400 {
+        if let Some(pcr) = cluster.get_json(pcrs, "demo", name)
+            && condition(&pcr).is_some()
+        {
+            return pcr;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("PCR {name} not answered; warrant's log:\n{}", w.log());
 }
 
 /// A PCR for pod `demo/app-0` as its kubelet on node-1 would create it, with a fresh P-256
@@ -99,32 +147,19 @@ fn pem_count(text: &str) -> usize {
 // Multi-threaded: openssl runs synchronously on the test thread while the fixture serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_get_certificates_that_verify_against_the_published_root() {
-    let cluster = Fixture::start().await.unwrap();
-    cluster.serve_pod_certificates("v1beta1");
-    create_standard_objects(&cluster, None);
-    let ca_dir = tempfile::tempdir().unwrap();
-    let ca = ca_dir.path();
-    crate::pki::ca(ca, "pod-ca");
-    let cert = ca.join("pod-ca.crt").display().to_string();
-    let key = ca.join("pod-ca.key").display().to_string();
-    let bundle = ca.join("previous.crt").display().to_string();
+    let cluster = cluster().await;
+    let pod_ca = PodCa::new();
+    let ca = pod_ca.path();
+    let cert = pod_ca.file("pod-ca.crt");
+    let bundle = pod_ca.file("previous.crt");
     std::fs::write(&bundle, "").unwrap();
-    let mut w = Warrant::start_cluster(
-        &cluster,
-        &[
-            "--pod-certificate-signer",
-            SIGNER,
-            "--pod-certificate-ca-cert-file",
-            &cert,
-            "--pod-certificate-ca-key-file",
-            &key,
-            "--pod-certificate-ca-bundle-file",
-            &bundle,
-            "--audit-log-path",
-            "{dir}/audit.log",
-        ],
-    )
-    .await;
+    let flags = pod_ca.flags(&[
+        "--pod-certificate-ca-bundle-file",
+        &bundle,
+        "--audit-log-path",
+        "{dir}/audit.log",
+    ]);
+    let mut w = Warrant::start_cluster(&cluster, &refs(&flags)).await;
     let pcrs = pod_certificate_requests("v1beta1");
 
     // The root is published for pods to trust.
@@ -139,24 +174,7 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
     cluster
         .create_json(pcrs, pcr(ca, "app-0-cert", POD_UID))
         .unwrap();
-    let answered = |name: &str| {
-        cluster
-            .get_json(pcrs, "demo", name)
-            .and_then(|p| condition(&p))
-            .is_some()
-    };
-    for _ in 0..400 {
-        if answered("app-0-cert") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(
-        answered("app-0-cert"),
-        "not answered; warrant's log:\n{}",
-        w.log()
-    );
-    let issued = cluster.get_json(pcrs, "demo", "app-0-cert").unwrap();
+    let issued = answered(&mut w, &cluster, "app-0-cert").await;
     assert_eq!(
         condition(&issued),
         Some(("Issued".to_owned(), "Issued".to_owned())),
@@ -251,14 +269,7 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
     cluster
         .create_json(pcrs, pcr(ca, "forged", "0000-not-the-pod"))
         .unwrap();
-    w.eventually("the forged PCR to be answered", || {
-        cluster
-            .get_json(pcrs, "demo", "forged")
-            .and_then(|p| condition(&p))
-            .is_some()
-    })
-    .await;
-    let forged = cluster.get_json(pcrs, "demo", "forged").unwrap();
+    let forged = answered(&mut w, &cluster, "forged").await;
     let (kind, reason) = condition(&forged).unwrap();
     assert_eq!(kind, "Denied", "{forged}");
     assert!(reason.starts_with("Pod"), "{forged}");
@@ -328,28 +339,11 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
 /// the kubelet asking again), to be decided once the log can be written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unwritable_audit_log_leaves_the_request_waiting() {
-    let cluster = Fixture::start().await.unwrap();
-    cluster.serve_pod_certificates("v1beta1");
-    create_standard_objects(&cluster, None);
-    let ca_dir = tempfile::tempdir().unwrap();
-    let ca = ca_dir.path();
-    crate::pki::ca(ca, "pod-ca");
-    let cert = ca.join("pod-ca.crt").display().to_string();
-    let key = ca.join("pod-ca.key").display().to_string();
-    let w = Warrant::start_cluster_unready(
-        &cluster,
-        &[
-            "--pod-certificate-signer",
-            SIGNER,
-            "--pod-certificate-ca-cert-file",
-            &cert,
-            "--pod-certificate-ca-key-file",
-            &key,
-            "--audit-log-path",
-            "/dev/full",
-        ],
-    )
-    .await;
+    let cluster = cluster().await;
+    let pod_ca = PodCa::new();
+    let ca = pod_ca.path();
+    let flags = pod_ca.flags(&["--audit-log-path", "/dev/full"]);
+    let w = Warrant::start_cluster_unready(&cluster, &refs(&flags)).await;
     let pcrs = pod_certificate_requests("v1beta1");
     cluster
         .create_json(pcrs, pcr(ca, "app-0-cert", POD_UID))
@@ -374,27 +368,13 @@ async fn an_unwritable_audit_log_leaves_the_request_waiting() {
 /// an error. A pod deleted after the PCR was made is read live, not from a cache: denied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_answer_each_request_once() {
-    let cluster = Fixture::start().await.unwrap();
-    cluster.serve_pod_certificates("v1beta1");
-    create_standard_objects(&cluster, None);
-    let ca_dir = tempfile::tempdir().unwrap();
-    let ca = ca_dir.path();
-    crate::pki::ca(ca, "pod-ca");
-    let cert = ca.join("pod-ca.crt").display().to_string();
-    let key = ca.join("pod-ca.key").display().to_string();
-    let flags = [
-        "--pod-certificate-signer",
-        SIGNER,
-        "--pod-certificate-ca-cert-file",
-        &cert,
-        "--pod-certificate-ca-key-file",
-        &key,
-        "--audit-log-path",
-        "{dir}/audit.log",
-    ];
-    let replicas = [
-        Warrant::start_cluster(&cluster, &flags).await,
-        Warrant::start_cluster(&cluster, &flags).await,
+    let cluster = cluster().await;
+    let pod_ca = PodCa::new();
+    let ca = pod_ca.path();
+    let flags = pod_ca.flags(&["--audit-log-path", "{dir}/audit.log"]);
+    let mut replicas = [
+        Warrant::start_cluster(&cluster, &refs(&flags)).await,
+        Warrant::start_cluster(&cluster, &refs(&flags)).await,
     ];
     let pcrs = pod_certificate_requests("v1beta1");
     const N: usize = 12;
@@ -445,15 +425,7 @@ async fn two_replicas_answer_each_request_once() {
     cluster
         .create_json(pcrs, pcr(ca, "after-deletion", POD_UID))
         .unwrap();
-    replicas[0]
-        .eventually("the PCR of a deleted pod to be answered", || {
-            cluster
-                .get_json(pcrs, "demo", "after-deletion")
-                .and_then(|p| condition(&p))
-                .is_some()
-        })
-        .await;
-    let denied = cluster.get_json(pcrs, "demo", "after-deletion").unwrap();
+    let denied = answered(&mut replicas[0], &cluster, "after-deletion").await;
     assert_eq!(
         condition(&denied),
         Some(("Denied".to_owned(), "PodNotFound".to_owned())),
