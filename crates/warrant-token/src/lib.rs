@@ -71,7 +71,8 @@ mod verify;
 
 pub use claims::{
     Binding, BoundKind, BoundObjectReference, Claims, KubernetesClaims, NewToken, ObjectRef,
-    new_jti, service_account_username,
+    SERVICE_ACCOUNT_USERNAME_PREFIX, is_service_account_username, new_jti,
+    service_account_username,
 };
 pub use cnf::{
     BindingError, CNF_JKT, CNF_X5T_S256, CertificateEvidence, Cnf, CnfError, Confirmation,
@@ -104,7 +105,7 @@ pub use strict::{
 };
 pub use userinfo::{
     EXTRA_CREDENTIAL_ID, EXTRA_NODE_NAME, EXTRA_NODE_UID, EXTRA_POD_NAME, EXTRA_POD_UID,
-    GROUP_AUTHENTICATED, GROUP_SERVICE_ACCOUNTS, UserInfo,
+    GROUP_AUTHENTICATED, GROUP_SERVICE_ACCOUNTS, UserInfo, service_account_groups,
 };
 pub use verify::{
     LEEWAY_SECONDS, MAX_AUDIENCE_BYTES, MAX_AUDIENCES, MAX_TOKEN_BYTES, VerifiedToken, Verifier,
