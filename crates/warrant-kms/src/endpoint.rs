@@ -11,7 +11,8 @@
 //! dual-stack form).
 //!
 //! **The rule**: `https://`, or plain `http://` only to a loopback address (a test server such
-//! as moto): every request carries the session token in a header, and a signed request can be
+//! as moto; [`warrant_token::is_loopback_host`], the rule publish's endpoints follow too):
+//! every request carries the session token in a header, and a signed request can be
 //! replayed. The KMS client's connector applies the same rule to each request it sends
 //! (`http.rs`), so nothing the SDK might resolve differently sends one off the host in clear.
 
@@ -169,13 +170,7 @@ pub(crate) fn endpoint_allowed(endpoint: &http::Uri) -> Result<(), &'static str>
     match endpoint.scheme_str() {
         Some("https") => Ok(()),
         Some("http") => {
-            let host = endpoint.host().unwrap_or_default();
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let loopback = host == "localhost"
-                || host
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback());
-            if loopback {
+            if endpoint.host().is_some_and(warrant_token::is_loopback_host) {
                 Ok(())
             } else {
                 Err(
@@ -198,6 +193,7 @@ mod tests {
             "http://127.0.0.1:4566",
             "http://[::1]:4566",
             "http://localhost:4566",
+            "http://[::ffff:127.0.0.1]:4566",
         ] {
             assert!(endpoint_allowed(&ok.parse().unwrap()).is_ok(), "{ok}");
         }

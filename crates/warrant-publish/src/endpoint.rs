@@ -5,7 +5,8 @@
 //! the bucket's credentials (every request is signed with them, and some schemes send a
 //! session token outright) and the documents relying parties will trust, so the connection is
 //! TLS unless it never leaves the machine: plain HTTP is accepted to a loopback address
-//! (`127.0.0.0/8`, `::1`, `localhost`) and otherwise only with `--publish-allow-http`, an
+//! (`127.0.0.0/8`, also IPv4-mapped, `::1`, `localhost`: [`warrant_token::is_loopback_host`],
+//! the rule KMS's endpoint follows too) and otherwise only with `--publish-allow-http`, an
 //! explicit word that the network between warrant and the server is trusted (logged as a
 //! warning at startup). A name is not resolved to decide: DNS is not the operator's.
 //!
@@ -17,7 +18,7 @@
 use std::path::PathBuf;
 
 use object_store::{Certificate, ClientOptions};
-use url::{Host, Url};
+use url::Url;
 
 /// The flags that say how `s3://` targets reach their server. The default is none of them:
 /// Amazon S3 itself, over https, trusted through the system's roots.
@@ -196,16 +197,9 @@ impl Checked {
     }
 }
 
-/// True if `url`'s host is a loopback address, or `localhost`.
+/// True if `url`'s host is this machine's ([`warrant_token::is_loopback_host`]).
 fn loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(Host::Ipv6(ip)) => {
-            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-        Some(Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        None => false,
-    }
+    url.host_str().is_some_and(warrant_token::is_loopback_host)
 }
 
 /// The certificates of a PEM bundle; at least one.

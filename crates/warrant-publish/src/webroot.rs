@@ -12,21 +12,23 @@
 //! directory) at a document's own name is not the document: it is read as empty, so the round
 //! rewrites it, and the rename replaces the link itself, never what it points at.
 //!
-//! Documents are written to a temporary file beside them (created with `O_EXCL|O_NOFOLLOW`, so
-//! a name planted there fails the write instead of redirecting it), flushed, then renamed over
-//! the document: a reader sees the old file or the new one, never half.
+//! Documents are written as warrant writes its own files ([`private_file::replace`]), mode
+//! 0644: a temporary file beside them (whatever was at its name removed first, a link
+//! included, never followed; then created with `O_EXCL|O_NOFOLLOW`), flushed, renamed over the
+//! document, and the directory flushed: a reader sees the old file or the new one, never half.
 //!
 //! Cost: one `openat` per path component per read or write (four or five for the usual
 //! layout); blocking, so callers run it with `spawn_blocking`.
 
 use std::fs::File;
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
+use warrant_watch::private_file;
 
 /// Why a document in a directory target could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -66,12 +68,10 @@ pub struct WebRoot {
     dir: PathBuf,
 }
 
-/// Flags for every open below the root: never through a symbolic link, never inherited.
-fn below(flags: OFlags) -> OFlags {
-    flags | OFlags::NOFOLLOW | OFlags::CLOEXEC
-}
-
 const DIRECTORY: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY);
+
+/// A document's mode: the web server, whichever user it runs as, reads it.
+const DOCUMENT_MODE: Mode = Mode::from_raw_mode(0o644);
 
 impl WebRoot {
     /// The web root at `dir` (which must exist to be read or written).
@@ -115,8 +115,10 @@ impl WebRoot {
     /// `create`; `None` if it does not exist and `create` is false.
     fn parent(&self, parents: &[&str], create: bool) -> Result<Option<OwnedFd>, WebRootError> {
         // The root as the operator gave it: links in its own path are the operator's choice.
-        let mut fd = rustix::fs::open(&self.dir, DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| self.io(&[], e))?;
+        let mut fd = private_file::open_dir(&self.dir).map_err(|source| WebRootError::Io {
+            path: self.display(),
+            source,
+        })?;
         for (i, component) in parents.iter().enumerate() {
             let walked = parents.get(..=i).unwrap_or_default();
             if create {
@@ -125,7 +127,12 @@ impl WebRoot {
                     Err(e) => return Err(self.io(walked, e)),
                 }
             }
-            fd = match rustix::fs::openat(&fd, *component, below(DIRECTORY), Mode::empty()) {
+            fd = match rustix::fs::openat(
+                &fd,
+                *component,
+                private_file::inside(DIRECTORY),
+                Mode::empty(),
+            ) {
                 Ok(next) => next,
                 Err(Errno::NOENT) if !create => return Ok(None),
                 Err(Errno::LOOP | Errno::NOTDIR) => {
@@ -151,7 +158,7 @@ impl WebRoot {
         let Some(parent) = self.parent(parents, false)? else {
             return Ok(None);
         };
-        let flags = below(OFlags::RDONLY | OFlags::NONBLOCK);
+        let flags = private_file::inside(OFlags::RDONLY | OFlags::NONBLOCK);
         let fd = match rustix::fs::openat(&parent, *name, flags, Mode::empty()) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(None),
@@ -186,31 +193,12 @@ impl WebRoot {
         let Some(parent) = self.parent(parents, true)? else {
             return Err(self.io(parents, Errno::NOENT));
         };
-        let temporary = format!(".{name}.warrant-tmp");
-        let failed = |e: Errno| self.io(&components, e);
-        // Left by a write that was cut short (or planted): the name itself is removed, never
-        // what a link there points at.
-        match rustix::fs::unlinkat(&parent, &temporary, AtFlags::empty()) {
-            Ok(()) | Err(Errno::NOENT) => {}
-            Err(e) => return Err(failed(e)),
-        }
-        let flags = below(OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL);
-        let fd = rustix::fs::openat(&parent, &temporary, flags, Mode::from_raw_mode(0o644))
-            .map_err(failed)?;
-        let mut file = File::from(fd);
-        let written = file.write_all(body).and_then(|()| file.sync_all());
-        drop(file);
-        let renamed = written.map_err(|source| WebRootError::Io {
-            path: format!("{}/{key}", self.display()),
-            source,
-        });
-        let renamed = renamed.and_then(|()| {
-            rustix::fs::renameat(&parent, &temporary, &parent, *name).map_err(failed)
-        });
-        if renamed.is_err() {
-            let _ = rustix::fs::unlinkat(&parent, &temporary, AtFlags::empty());
-        }
-        renamed
+        private_file::replace(&parent, name, body, DOCUMENT_MODE).map_err(|source| {
+            WebRootError::Io {
+                path: format!("{}/{key}", self.display()),
+                source,
+            }
+        })
     }
 }
 
@@ -304,7 +292,9 @@ mod tests {
         // A link planted at the temporary name is removed, not written through.
         symlink(
             &victim,
-            dir.path().join("cluster-a/openid/v1/.jwks.warrant-tmp"),
+            dir.path()
+                .join("cluster-a/openid/v1")
+                .join(private_file::temporary_name("jwks")),
         )
         .unwrap();
         root.write(KEY, b"{\"keys\":[]}").unwrap();

@@ -6,6 +6,7 @@
 //! [`serve`] runs it on a TLS listener.
 
 mod admission;
+pub mod agent_contract;
 mod audit;
 mod body;
 mod claims;

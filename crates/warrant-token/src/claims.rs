@@ -243,9 +243,22 @@ pub fn new_jti() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// How every service account's username begins.
+pub const SERVICE_ACCOUNT_USERNAME_PREFIX: &str = "system:serviceaccount:";
+
 /// The username of a service account: `system:serviceaccount:<namespace>:<name>`.
 pub fn service_account_username(namespace: &str, name: &str) -> String {
-    format!("system:serviceaccount:{namespace}:{name}")
+    format!("{SERVICE_ACCOUNT_USERNAME_PREFIX}{namespace}:{name}")
+}
+
+/// Whether `username` is the service account `namespace`/`name`'s, compared without building
+/// it.
+pub fn is_service_account_username(username: &str, namespace: &str, name: &str) -> bool {
+    username
+        .strip_prefix(SERVICE_ACCOUNT_USERNAME_PREFIX)
+        .and_then(|rest| rest.strip_prefix(namespace))
+        .and_then(|rest| rest.strip_prefix(':'))
+        == Some(name)
 }
 
 impl Claims {
@@ -380,6 +393,31 @@ pub(crate) fn numeric_date<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A username is a service account's exactly when it is the one built for it.
+    #[test]
+    fn a_service_account_username_is_recognised_as_built() {
+        for (username, namespace, name) in [
+            ("system:serviceaccount:ns:app", "ns", "app"),
+            ("system:serviceaccount:ns:app", "ns", "ap"),
+            ("system:serviceaccount:ns:app", "n", "s:app"),
+            ("system:serviceaccount:ns:app", "ns:app", ""),
+            ("system:serviceaccounts:ns:app", "ns", "app"),
+            ("system:serviceaccount:ns", "ns", ""),
+            ("system:node:n1", "ns", "app"),
+        ] {
+            assert_eq!(
+                is_service_account_username(username, namespace, name),
+                username == service_account_username(namespace, name),
+                "{username} {namespace}/{name}"
+            );
+        }
+        assert!(is_service_account_username(
+            &service_account_username("ns", "app"),
+            "ns",
+            "app"
+        ));
+    }
 
     #[test]
     fn aud_is_always_an_array_and_keys_are_sorted() {

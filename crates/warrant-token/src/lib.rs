@@ -63,6 +63,7 @@ mod gourl;
 mod jws;
 mod keys;
 mod lifetime;
+mod loopback;
 mod pem;
 mod remote;
 mod strict;
@@ -71,7 +72,8 @@ mod verify;
 
 pub use claims::{
     Binding, BoundKind, BoundObjectReference, Claims, KubernetesClaims, NewToken, ObjectRef,
-    new_jti, service_account_username,
+    SERVICE_ACCOUNT_USERNAME_PREFIX, is_service_account_username, new_jti,
+    service_account_username,
 };
 pub use cnf::{
     BindingError, CNF_JKT, CNF_X5T_S256, CertificateEvidence, Cnf, CnfError, Confirmation,
@@ -96,6 +98,7 @@ pub use lifetime::{
     MAX_EXPIRATION_SECONDS, MIN_EXPIRATION_SECONDS, WARN_ONLY_EXPIRATION_SECONDS,
     validate_expiration_seconds,
 };
+pub use loopback::is_loopback_host;
 pub use pem::{PemKey, parse_pem_keys, signing_key_from_pem, verifying_keys_from_pem};
 pub use remote::{RemoteKey, RemoteSignError, RemoteSignature};
 pub use strict::{
@@ -104,7 +107,7 @@ pub use strict::{
 };
 pub use userinfo::{
     EXTRA_CREDENTIAL_ID, EXTRA_NODE_NAME, EXTRA_NODE_UID, EXTRA_POD_NAME, EXTRA_POD_UID,
-    GROUP_AUTHENTICATED, GROUP_SERVICE_ACCOUNTS, UserInfo,
+    GROUP_AUTHENTICATED, GROUP_SERVICE_ACCOUNTS, UserInfo, service_account_groups,
 };
 pub use verify::{
     LEEWAY_SECONDS, MAX_AUDIENCE_BYTES, MAX_AUDIENCES, MAX_TOKEN_BYTES, VerifiedToken, Verifier,

@@ -22,6 +22,16 @@ pub const GROUP_SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
 /// The group kube-apiserver adds to every authenticated user.
 pub const GROUP_AUTHENTICATED: &str = "system:authenticated";
 
+/// The groups kube-apiserver's service-account authenticator puts a service account of
+/// `namespace` in: `system:serviceaccounts` and `system:serviceaccounts:<namespace>` (the
+/// authenticator chain adds [`GROUP_AUTHENTICATED`]).
+pub fn service_account_groups(namespace: &str) -> Vec<String> {
+    vec![
+        GROUP_SERVICE_ACCOUNTS.to_owned(),
+        format!("{GROUP_SERVICE_ACCOUNTS}:{namespace}"),
+    ]
+}
+
 /// A Kubernetes user: what a TokenReview's `status.user` holds. Fields serialise in the order
 /// of Kubernetes' `UserInfo`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -71,11 +81,11 @@ impl UserInfo {
         UserInfo {
             username: service_account_username(&k.namespace, &k.serviceaccount.name),
             uid: k.serviceaccount.uid.clone(),
-            groups: vec![
-                GROUP_SERVICE_ACCOUNTS.to_owned(),
-                format!("{GROUP_SERVICE_ACCOUNTS}:{}", k.namespace),
-                GROUP_AUTHENTICATED.to_owned(),
-            ],
+            groups: {
+                let mut groups = service_account_groups(&k.namespace);
+                groups.push(GROUP_AUTHENTICATED.to_owned());
+                groups
+            },
             extra,
         }
     }

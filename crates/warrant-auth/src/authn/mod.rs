@@ -49,10 +49,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use warrant_token::{Binding, BoundKind, GROUP_AUTHENTICATED, ObjectRef};
-
-/// How every service account's user name begins (`system:serviceaccount:<ns>:<name>`).
-const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+use warrant_token::{
+    Binding, BoundKind, GROUP_AUTHENTICATED, ObjectRef, SERVICE_ACCOUNT_USERNAME_PREFIX,
+};
 
 pub use self::configmap::{Follow, follow_extension_authentication};
 pub use self::delegated::DelegatedAuthentication;
@@ -151,6 +150,23 @@ impl User {
         user
     }
 
+    /// The service account `namespace`/`name` (UID `uid`) as kube-apiserver's authenticator
+    /// names it: `system:serviceaccount:<namespace>:<name>`, in `system:serviceaccounts`,
+    /// `system:serviceaccounts:<namespace>` and `system:authenticated`.
+    pub fn service_account(namespace: &str, name: &str, uid: &str, via: Via) -> Self {
+        User::new(
+            warrant_token::service_account_username(namespace, name),
+            uid.to_owned(),
+            warrant_token::service_account_groups(namespace),
+            via,
+        )
+    }
+
+    /// True if this user is the service account `namespace`/`name`.
+    pub fn is_service_account(&self, namespace: &str, name: &str) -> bool {
+        warrant_token::is_service_account_username(&self.name, namespace, name)
+    }
+
     fn add_authenticated(&mut self) {
         let unauthenticated = self.name == "system:anonymous"
             || self.groups.iter().any(|g| g == "system:unauthenticated");
@@ -177,7 +193,7 @@ impl User {
             Via::OwnToken(binding) => binding
                 .object()
                 .map(|(kind, object)| (kind, object.clone())),
-            Via::Delegated if self.name.starts_with(SERVICE_ACCOUNT_PREFIX) => {
+            Via::Delegated if self.name.starts_with(SERVICE_ACCOUNT_USERNAME_PREFIX) => {
                 let one = |key: &str| match self.extra.get(key).map(Vec::as_slice) {
                     Some([value]) if !value.is_empty() => Some(value.clone()),
                     _ => None,
@@ -710,5 +726,24 @@ mod tests {
             Via::FrontProxy,
         );
         assert!(anonymous.groups.is_empty());
+    }
+
+    /// A service account's user has the name and groups a token of its authenticates as.
+    #[test]
+    fn a_service_account_is_named_and_grouped_as_its_tokens_are() {
+        let user = User::service_account("shop", "cart", "u-1", Via::Delegated);
+        assert_eq!(user.name, "system:serviceaccount:shop:cart");
+        assert_eq!(user.uid, "u-1");
+        assert_eq!(
+            user.groups,
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:shop",
+                "system:authenticated"
+            ]
+        );
+        assert!(user.is_service_account("shop", "cart"));
+        assert!(!user.is_service_account("shop", "car"));
+        assert!(!user.is_service_account("sho", "p:cart"));
     }
 }

@@ -179,9 +179,7 @@ impl Subject {
         match self {
             Subject::User { name } => &user.name == name,
             Subject::Group { name } => user.in_group(name),
-            Subject::ServiceAccount { namespace, name } => {
-                user.name == warrant_token::service_account_username(namespace, name)
-            }
+            Subject::ServiceAccount { namespace, name } => user.is_service_account(namespace, name),
         }
     }
 }

@@ -33,7 +33,7 @@ pub(crate) fn decide(policy: &Policy, user: &User, attributes: &Attributes) -> V
     let Attributes::Resource(r) = attributes else {
         return Verdict::NoOpinion(String::new());
     };
-    let itself = user.name == warrant_token::service_account_username(&r.namespace, &r.name);
+    let itself = user.is_service_account(&r.namespace, &r.name);
     let qualifies = match user.via {
         Via::OwnToken(_) => true,
         Via::Delegated => user.bound_object().is_some(),

@@ -32,11 +32,13 @@ mod callers;
 pub(crate) mod limits;
 mod lookup;
 pub(crate) mod metrics;
+mod names;
 mod patch;
 mod placement;
 pub(crate) mod plan;
 mod policy;
 mod review;
+mod values;
 
 use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderValue};
@@ -52,10 +54,9 @@ pub use self::limits::{AdmissionLimits, MAX_REVIEW_VALUES};
 use self::lookup::{AccountLookups, Found};
 pub use self::lookup::{LOOKUPS_IN_FLIGHT, REMEMBER_ABSENT};
 use self::metrics::AdmissionMetrics;
+pub use self::names::{AZURE_DEFAULT_AUTHORITY_HOST, TOKEN_AGENT_DEFAULT_AUDIENCE};
+pub use self::plan::InjectionSettings;
 use self::plan::Refusal;
-pub use self::plan::{
-    AZURE_DEFAULT_AUTHORITY_HOST, InjectionSettings, TOKEN_AGENT_DEFAULT_AUDIENCE,
-};
 pub(crate) use self::review::AdmissionReview;
 use self::review::{
     ADMISSION_V1, ADMISSION_V1BETA1, AdmissionRequest, AdmissionResponse, AdmissionReviewAnswer,
@@ -494,18 +495,18 @@ pub(crate) fn check_review(bytes: &[u8]) {
         }
     }
     let annotations: Vec<(String, String)> = [
-        (plan::AUDIENCE, "vault"),
-        (plan::AWS_ROLE_ARN, "arn:aws:iam::111122223333:role/r"),
+        (names::AUDIENCE, "vault"),
+        (names::AWS_ROLE_ARN, "arn:aws:iam::111122223333:role/r"),
         (
-            plan::AZURE_CLIENT_ID,
+            names::AZURE_CLIENT_ID,
             "00000000-1111-2222-3333-444444444444",
         ),
         (
-            plan::AZURE_TENANT_ID,
+            names::AZURE_TENANT_ID,
             "55555555-6666-7777-8888-999999999999",
         ),
         (
-            plan::GCP_PROVIDER,
+            names::GCP_PROVIDER,
             "projects/1/locations/global/workloadIdentityPools/pool/providers/prov",
         ),
     ]

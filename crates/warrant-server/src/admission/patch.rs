@@ -26,22 +26,14 @@
 
 use serde_json::{Map, Value, json};
 
-use super::placement;
-use super::plan::{
-    GCP_CREDENTIALS, GOOGLE_DIR, GOOGLE_FILE, InjectionSettings, KUBE_TOKEN_DIR, Plan, Refusal,
-    TOKENS_DIR,
+use super::names::{
+    AGENT, GCP_CREDENTIALS, GOOGLE_DIR, GOOGLE_FILE, GOOGLE_VOLUME, KUBE_TOKEN_DIR,
+    KUBE_TOKEN_VOLUME, TOKENS_DIR, TOKENS_VOLUME,
 };
+use super::placement;
+use super::plan::{InjectionSettings, Plan, Refusal};
+use crate::agent_contract;
 
-/// The agent's container name: reserved.
-pub(crate) const AGENT: &str = "warrant-token-agent";
-/// The agent's first argument: the subcommand.
-pub(crate) const AGENT_COMMAND: &str = "token-agent";
-/// The volume the agent writes the tokens to (memory-backed, the pod's own).
-pub(crate) const TOKENS_VOLUME: &str = "warrant-tokens";
-/// The pod's own kube token, for the agent alone.
-pub(crate) const KUBE_TOKEN_VOLUME: &str = "warrant-kube-token";
-/// Google's credential configuration, from the pod's annotation.
-pub(crate) const GOOGLE_VOLUME: &str = "warrant-google-credentials";
 /// The lifetime of the pod's kube token the agent authenticates with: the kubelet refreshes
 /// it at 80 %, and 3600 (not 3607) keeps kube-apiserver from extending it to a year (which it
 /// does only for its API audiences anyway).
@@ -443,24 +435,30 @@ fn google_volume() -> Value {
 /// environment, so the probes (`warrant token-agent --check`, run in the container) see the
 /// same configuration.
 fn agent(plan: &Plan, settings: &InjectionSettings) -> Value {
+    use agent_contract::{
+        WARRANT_CA_DATA, WARRANT_KUBE_TOKEN_FILE, WARRANT_POD_NAME, WARRANT_POD_UID,
+        WARRANT_TOKEN_EXPIRATION_SECONDS, WARRANT_TOKENS, WARRANT_URL,
+    };
     let tokens: Vec<String> = plan
         .tokens
         .iter()
-        .map(|t| format!("{}={}", t.path(), t.audience))
+        .map(|t| agent_contract::token(&t.path(), &t.audience))
         .collect();
+    let tokens = tokens.join(&agent_contract::TOKENS_DELIMITER.to_string());
     let field = |path: &str| json!({"fieldRef": {"apiVersion": "v1", "fieldPath": path}});
-    let mut env = vec![json!({"name": "WARRANT_URL", "value": settings.warrant_url})];
+    let mut env = vec![json!({"name": WARRANT_URL, "value": settings.warrant_url})];
     if let Some(ca) = &settings.ca_pem {
-        env.push(json!({"name": "WARRANT_CA_DATA", "value": ca}));
+        env.push(json!({"name": WARRANT_CA_DATA, "value": ca}));
     }
     env.extend([
-        json!({"name": "WARRANT_KUBE_TOKEN_FILE", "value": format!("{KUBE_TOKEN_DIR}/token")}),
-        json!({"name": "WARRANT_POD_NAME", "valueFrom": field("metadata.name")}),
-        json!({"name": "WARRANT_POD_UID", "valueFrom": field("metadata.uid")}),
-        json!({"name": "WARRANT_TOKENS", "value": tokens.join(",")}),
-        json!({"name": "WARRANT_TOKEN_EXPIRATION_SECONDS", "value": plan.expiration_seconds.to_string()}),
+        json!({"name": WARRANT_KUBE_TOKEN_FILE, "value": format!("{KUBE_TOKEN_DIR}/token")}),
+        json!({"name": WARRANT_POD_NAME, "valueFrom": field("metadata.name")}),
+        json!({"name": WARRANT_POD_UID, "valueFrom": field("metadata.uid")}),
+        json!({"name": WARRANT_TOKENS, "value": tokens}),
+        json!({"name": WARRANT_TOKEN_EXPIRATION_SECONDS, "value": plan.expiration_seconds.to_string()}),
     ]);
-    let check = json!({"exec": {"command": [BINARY, AGENT_COMMAND, "--check"]}});
+    let check_flag = format!("--{}", agent_contract::CHECK_FLAG);
+    let check = json!({"exec": {"command": [BINARY, agent_contract::COMMAND, check_flag]}});
     let mut startup = check.clone();
     let mut readiness = check;
     if let (Value::Object(startup), Value::Object(readiness)) = (&mut startup, &mut readiness) {
@@ -475,7 +473,7 @@ fn agent(plan: &Plan, settings: &InjectionSettings) -> Value {
     json!({
         "name": AGENT,
         "image": settings.agent_image,
-        "args": [AGENT_COMMAND],
+        "args": [agent_contract::COMMAND],
         "env": env,
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
         "volumeMounts": [
@@ -501,6 +499,7 @@ fn agent(plan: &Plan, settings: &InjectionSettings) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::names;
     use crate::admission::plan::{self, tests::settings};
 
     /// A pod with none of the lists warrant appends to gets each made, with one `add` each;
@@ -508,7 +507,7 @@ mod tests {
     #[test]
     fn a_bare_pod_gets_each_list_made() {
         let annotations = vec![(
-            plan::AWS_ROLE_ARN.to_owned(),
+            names::AWS_ROLE_ARN.to_owned(),
             "arn:aws:iam::111122223333:role/r".to_owned(),
         )];
         let plan = plan::plan(&annotations, &settings()).unwrap().unwrap();
@@ -542,7 +541,7 @@ mod tests {
 
     fn aws_plan() -> Plan {
         let annotations = vec![(
-            plan::AWS_ROLE_ARN.to_owned(),
+            names::AWS_ROLE_ARN.to_owned(),
             "arn:aws:iam::111122223333:role/r".to_owned(),
         )];
         plan::plan(&annotations, &settings()).unwrap().unwrap()
@@ -656,7 +655,7 @@ mod tests {
             assert_eq!(projected.len(), 1, "{pod}");
             assert_eq!(
                 projected[0]["audience"],
-                json!(plan::TOKEN_AGENT_DEFAULT_AUDIENCE),
+                json!(names::TOKEN_AGENT_DEFAULT_AUDIENCE),
                 "{automount:?}"
             );
         }
@@ -786,7 +785,7 @@ mod tests {
         planted["spec"]["initContainers"] = json!([{
             "name": AGENT,
             "image": "registry.example/lookalike:1",
-            "args": [AGENT_COMMAND],
+            "args": [agent_contract::COMMAND],
             "restartPolicy": "Always",
         }]);
         let refusal = mutate(&planted, &aws_plan(), &settings()).unwrap_err();

@@ -3,96 +3,20 @@
 //! credential configuration. Pure: the annotations and the server's settings in, a [`Plan`]
 //! or a [`Refusal`] naming the annotation out.
 //!
-//! The annotations mirror the webhooks workloads move from, so moving changes one prefix:
-//! `eks.amazonaws.com/…` (amazon-eks-pod-identity-webhook) becomes `aws.warrant.dev/…`,
-//! `azure.workload.identity/…` (Azure Workload Identity) becomes `azure.warrant.dev/…`, and
-//! `cloud.google.com/…` (pfnet-research's gcp-workload-identity-federation-webhook) becomes
-//! `gcp.warrant.dev/…`. docs/injection.md has the table.
+//! Each cloud (and warrant's generic token) is one row of [`CLOUDS`]: the annotation that
+//! turns it on, those it reads beside it, its token's file and the variable that names it; a
+//! row's two functions check what is particular to the cloud (a role ARN, a tenant, a
+//! provider) and give its other variables. [`plan`] reads the rows in order. The names are in
+//! [`names`](super::names).
 
-use serde_json::{Value, json};
 // The agent's tokens live kube's default for a TokenRequest (also Azure Workload Identity's)
 // unless an annotation asks for another.
 use warrant_token::{
     DEFAULT_EXPIRATION_SECONDS, MAX_EXPIRATION_SECONDS, validate_expiration_seconds,
 };
 
-/// A generic token for this audience (`WARRANT_IDENTITY_TOKEN_FILE`).
-pub(crate) const AUDIENCE: &str = "warrant.dev/audience";
-/// The lifetime of the generic token.
-pub(crate) const TOKEN_EXPIRATION: &str = "warrant.dev/token-expiration";
-/// The IAM role (`eks.amazonaws.com/role-arn`): turns AWS on.
-pub(crate) const AWS_ROLE_ARN: &str = "aws.warrant.dev/role-arn";
-/// The AWS token's audience (`eks.amazonaws.com/audience`).
-pub(crate) const AWS_AUDIENCE: &str = "aws.warrant.dev/audience";
-/// `AWS_STS_REGIONAL_ENDPOINTS=regional` (`eks.amazonaws.com/sts-regional-endpoints`).
-pub(crate) const AWS_STS_REGIONAL_ENDPOINTS: &str = "aws.warrant.dev/sts-regional-endpoints";
-/// The AWS token's lifetime (`eks.amazonaws.com/token-expiration`).
-pub(crate) const AWS_TOKEN_EXPIRATION: &str = "aws.warrant.dev/token-expiration";
-/// The Entra application or managed identity (`azure.workload.identity/client-id`): turns
-/// Azure on.
-pub(crate) const AZURE_CLIENT_ID: &str = "azure.warrant.dev/client-id";
-/// The Entra tenant (`azure.workload.identity/tenant-id`).
-pub(crate) const AZURE_TENANT_ID: &str = "azure.warrant.dev/tenant-id";
-/// The Azure token's audience (Azure Workload Identity sets it webhook-wide, not per account).
-pub(crate) const AZURE_AUDIENCE: &str = "azure.warrant.dev/audience";
-/// The Azure token's lifetime (`azure.workload.identity/service-account-token-expiration`).
-pub(crate) const AZURE_TOKEN_EXPIRATION: &str =
-    "azure.warrant.dev/service-account-token-expiration";
-/// The workload identity pool provider (`cloud.google.com/workload-identity-provider`): turns
-/// Google on.
-pub(crate) const GCP_PROVIDER: &str = "gcp.warrant.dev/workload-identity-provider";
-/// The Google service account to impersonate (`cloud.google.com/service-account-email`).
-pub(crate) const GCP_SERVICE_ACCOUNT: &str = "gcp.warrant.dev/service-account-email";
-/// The Google token's audience (`cloud.google.com/audience`).
-pub(crate) const GCP_AUDIENCE: &str = "gcp.warrant.dev/audience";
-/// The Google token's lifetime (`cloud.google.com/token-expiration`).
-pub(crate) const GCP_TOKEN_EXPIRATION: &str = "gcp.warrant.dev/token-expiration";
-/// The pod annotation that holds Google's credential configuration, which a downward API
-/// volume makes the file `GOOGLE_APPLICATION_CREDENTIALS` names (as pfnet-research's webhook
-/// does with `cloud.google.com/external-credentials-json`).
-pub(crate) const GCP_CREDENTIALS: &str = "gcp.warrant.dev/external-credentials-json";
-
-/// Every ServiceAccount annotation token injection reads, in its domains.
-const KNOWN: [&str; 14] = [
-    AUDIENCE,
-    TOKEN_EXPIRATION,
-    AWS_ROLE_ARN,
-    AWS_AUDIENCE,
-    AWS_STS_REGIONAL_ENDPOINTS,
-    AWS_TOKEN_EXPIRATION,
-    AZURE_CLIENT_ID,
-    AZURE_TENANT_ID,
-    AZURE_AUDIENCE,
-    AZURE_TOKEN_EXPIRATION,
-    GCP_PROVIDER,
-    GCP_SERVICE_ACCOUNT,
-    GCP_AUDIENCE,
-    GCP_TOKEN_EXPIRATION,
-];
-
-/// The per-cloud domains, where a key token injection does not read is a typo, refused.
-const CLOUD_DOMAINS: [&str; 3] = ["aws.warrant.dev/", "azure.warrant.dev/", "gcp.warrant.dev/"];
-
-/// AWS's audience for `AssumeRoleWithWebIdentity`, as EKS's webhook defaults it.
-pub(crate) const AWS_DEFAULT_AUDIENCE: &str = "sts.amazonaws.com";
-/// Entra ID's token exchange audience, as Azure Workload Identity defaults it.
-pub(crate) const AZURE_DEFAULT_AUDIENCE: &str = "api://AzureADTokenExchange";
-/// Entra ID's public cloud authority (Azure Workload Identity's default `AZURE_AUTHORITY_HOST`).
-pub const AZURE_DEFAULT_AUTHORITY_HOST: &str = "https://login.microsoftonline.com/";
-
-/// The audience of the pod token the agent proves itself to warrant with (the default of
-/// `--token-agent-audience`): warrant's, and none kube-apiserver accepts, so the token is
-/// useless against the cluster's API.
-pub const TOKEN_AGENT_DEFAULT_AUDIENCE: &str = "warrant.dev/token-agent";
-
-/// Where the agent writes the tokens; each consumer container mounts it read-only.
-pub(crate) const TOKENS_DIR: &str = "/var/run/secrets/warrant.dev/tokens";
-/// Where the agent reads the pod's own kube token.
-pub(crate) const KUBE_TOKEN_DIR: &str = "/var/run/secrets/warrant.dev/kube";
-/// Where Google's credential configuration is mounted.
-pub(crate) const GOOGLE_DIR: &str = "/var/run/secrets/warrant.dev/google";
-/// Its file name there.
-pub(crate) const GOOGLE_FILE: &str = "credentials.json";
+use super::names::*;
+use super::values::{self, google_credentials_json, is_email, is_tenant, is_uuid};
 
 /// What the server contributes to every pod's plan (`warrant serve --injection-…`).
 #[derive(Debug, Clone, Default)]
@@ -189,20 +113,146 @@ pub(crate) struct Plan {
     pub(crate) google_credentials: Option<String>,
 }
 
+/// A ServiceAccount's annotations (warrant's only, as the cache keeps them).
+struct Annotations<'a>(&'a [(String, String)]);
+
+impl<'a> Annotations<'a> {
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One cloud, or warrant's generic token: a row of [`CLOUDS`].
+struct Cloud {
+    /// How warnings name it.
+    name: &'static str,
+    /// Its annotations' domain, where a key it does not read is a typo, refused; `None` for
+    /// `warrant.dev/`, which other annotations share.
+    domain: Option<&'static str>,
+    /// The annotation that turns it on.
+    on: &'static str,
+    /// The annotation naming its token's audience; `None` where `on`'s value is the audience.
+    audience: Option<&'static str>,
+    /// The annotation for its token's lifetime.
+    expiration: &'static str,
+    /// Its other annotations, read by `more_vars`.
+    more: &'static [&'static str],
+    /// Its token's file name in [`TOKENS_DIR`].
+    file: &'static str,
+    /// The variable that names the token's file, after the identity's own; `None` where the
+    /// SDK reads the file through a configuration (Google).
+    file_var: Option<&'static str>,
+    /// Checks `on`'s value (and what goes with it): the identity's variables and the default
+    /// audience.
+    identity: fn(&str, &Annotations<'_>, &InjectionSettings) -> Result<Identity, Refusal>,
+    /// Checks `more` and gives the variables beside the identity's (a region, an authority)
+    /// and Google's configuration, for the identity and its token.
+    more_vars: fn(&Identity, &Annotations<'_>, &InjectionSettings, &Token) -> Result<More, Refusal>,
+}
+
+impl Cloud {
+    /// Whether `key` is an annotation of this cloud.
+    fn reads(&self, key: &str) -> bool {
+        key == self.on
+            || self.audience == Some(key)
+            || key == self.expiration
+            || self.more.contains(&key)
+    }
+
+    /// The annotations that do nothing without `on`.
+    fn need_on(&self) -> impl Iterator<Item = &'static str> {
+        self.audience
+            .into_iter()
+            .chain(self.more.iter().copied())
+            .chain([self.expiration])
+    }
+}
+
+/// What a cloud's identity annotation says, checked.
+struct Identity {
+    /// What `on` names, checked: a role ARN, a client ID, a provider's resource name, an
+    /// audience.
+    name: String,
+    /// The audience of the cloud's token where no annotation names one.
+    default_audience: String,
+    /// The identity's variables, before the token file's.
+    vars: Vec<(&'static str, String)>,
+}
+
+/// A cloud's variables beside its identity's, and Google's configuration.
+#[derive(Default)]
+struct More {
+    /// Groups of variables (each added together or not at all) that are not the identity:
+    /// a container that sets one of them itself is not warned about it.
+    groups: Vec<Vec<(&'static str, String)>>,
+    google_credentials: Option<String>,
+}
+
+/// The clouds, in the order their tokens and variables are added.
+const CLOUDS: [Cloud; 4] = [
+    Cloud {
+        name: "warrant",
+        domain: None,
+        on: AUDIENCE,
+        audience: None,
+        expiration: TOKEN_EXPIRATION,
+        more: &[],
+        file: "token",
+        file_var: Some(var::WARRANT_IDENTITY_TOKEN_FILE),
+        identity: warrant_identity,
+        more_vars: |_, _, _, _| Ok(More::default()),
+    },
+    Cloud {
+        name: "AWS",
+        domain: Some(AWS_DOMAIN),
+        on: AWS_ROLE_ARN,
+        audience: Some(AWS_AUDIENCE),
+        expiration: AWS_TOKEN_EXPIRATION,
+        more: &[AWS_STS_REGIONAL_ENDPOINTS],
+        file: "aws-token",
+        file_var: Some(var::AWS_WEB_IDENTITY_TOKEN_FILE),
+        identity: aws_identity,
+        more_vars: aws_more,
+    },
+    Cloud {
+        name: "Azure",
+        domain: Some(AZURE_DOMAIN),
+        on: AZURE_CLIENT_ID,
+        audience: Some(AZURE_AUDIENCE),
+        expiration: AZURE_TOKEN_EXPIRATION,
+        more: &[AZURE_TENANT_ID],
+        file: "azure-token",
+        file_var: Some(var::AZURE_FEDERATED_TOKEN_FILE),
+        identity: azure_identity,
+        more_vars: azure_more,
+    },
+    Cloud {
+        name: "Google",
+        domain: Some(GCP_DOMAIN),
+        on: GCP_PROVIDER,
+        audience: Some(GCP_AUDIENCE),
+        expiration: GCP_TOKEN_EXPIRATION,
+        more: &[GCP_SERVICE_ACCOUNT],
+        file: "google-token",
+        file_var: None,
+        identity: google_identity,
+        more_vars: google_more,
+    },
+];
+
 /// The plan for a ServiceAccount's `annotations` (warrant's only, as the cache keeps them):
 /// `None` when it carries none that turn injection on.
 pub(crate) fn plan(
     annotations: &[(String, String)],
     settings: &InjectionSettings,
 ) -> Result<Option<Plan>, Refusal> {
-    let get = |key: &str| {
-        annotations
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    };
-    if let Some((key, _)) = annotations.iter().find(|(key, _)| {
-        CLOUD_DOMAINS.iter().any(|d| key.starts_with(d)) && !KNOWN.contains(&key.as_str())
+    let annotations = Annotations(annotations);
+    if let Some((key, _)) = annotations.0.iter().find(|(key, _)| {
+        let domain = |cloud: &Cloud| cloud.domain.is_some_and(|d| key.starts_with(d));
+        CLOUDS.iter().any(domain) && !CLOUDS.iter().any(|cloud| cloud.reads(key))
     }) {
         return Err(Refusal::bad(format!(
             "the ServiceAccount's annotation {key} is not one warrant reads (a typo?): see docs/injection.md for the annotations"
@@ -212,173 +262,49 @@ pub(crate) fn plan(
     let mut groups = Vec::new();
     let mut expirations = Vec::new();
     let mut google_credentials = None;
-
-    if let Some(audience) = get(AUDIENCE) {
-        tokens.push(Token {
-            file: "token",
-            audience: audience_value(AUDIENCE, audience)?,
-            from: AUDIENCE,
-        });
+    for cloud in &CLOUDS {
+        let Some(on) = annotations.get(cloud.on) else {
+            for key in cloud.need_on() {
+                stray(&annotations, key, cloud.on)?;
+            }
+            continue;
+        };
+        let mut identity = (cloud.identity)(on, &annotations, settings)?;
+        let token = match cloud
+            .audience
+            .and_then(|key| Some((key, annotations.get(key)?)))
+        {
+            Some((key, audience)) => Token {
+                file: cloud.file,
+                audience: audience_value(key, audience)?,
+                from: key,
+            },
+            None => Token {
+                file: cloud.file,
+                audience: identity.default_audience.clone(),
+                from: cloud.on,
+            },
+        };
+        let mut vars = std::mem::take(&mut identity.vars);
+        vars.extend(cloud.file_var.map(|var| (var, token.path())));
         groups.push(EnvGroup {
-            cloud: "warrant",
+            cloud: cloud.name,
             identity: true,
-            vars: vec![("WARRANT_IDENTITY_TOKEN_FILE", format!("{TOKENS_DIR}/token"))],
+            vars,
         });
-        expirations.push(expiration(TOKEN_EXPIRATION, get(TOKEN_EXPIRATION))?);
-    } else {
-        stray(&get, TOKEN_EXPIRATION, AUDIENCE)?;
+        let more = (cloud.more_vars)(&identity, &annotations, settings, &token)?;
+        groups.extend(more.groups.into_iter().map(|vars| EnvGroup {
+            cloud: cloud.name,
+            identity: false,
+            vars,
+        }));
+        google_credentials = google_credentials.or(more.google_credentials);
+        expirations.push(expiration(
+            cloud.expiration,
+            annotations.get(cloud.expiration),
+        )?);
+        tokens.push(token);
     }
-
-    match get(AWS_ROLE_ARN) {
-        Some(arn) => {
-            check_role_arn(arn)?;
-            let token = cloud_token(
-                "aws-token",
-                (AWS_AUDIENCE, get(AWS_AUDIENCE)),
-                AWS_DEFAULT_AUDIENCE.to_owned(),
-                AWS_ROLE_ARN,
-            )?;
-            groups.push(EnvGroup {
-                cloud: "AWS",
-                identity: true,
-                vars: vec![
-                    ("AWS_ROLE_ARN", arn.to_owned()),
-                    ("AWS_WEB_IDENTITY_TOKEN_FILE", token.path()),
-                ],
-            });
-            if let Some(region) = &settings.aws_region {
-                groups.push(EnvGroup {
-                    cloud: "AWS",
-                    identity: false,
-                    vars: vec![
-                        ("AWS_REGION", region.clone()),
-                        ("AWS_DEFAULT_REGION", region.clone()),
-                    ],
-                });
-            }
-            if let Some(value) = get(AWS_STS_REGIONAL_ENDPOINTS)
-                && go_bool(AWS_STS_REGIONAL_ENDPOINTS, value)?
-            {
-                groups.push(EnvGroup {
-                    cloud: "AWS",
-                    identity: false,
-                    vars: vec![("AWS_STS_REGIONAL_ENDPOINTS", "regional".to_owned())],
-                });
-            }
-            expirations.push(expiration(AWS_TOKEN_EXPIRATION, get(AWS_TOKEN_EXPIRATION))?);
-            tokens.push(token);
-        }
-        None => {
-            for key in [
-                AWS_AUDIENCE,
-                AWS_STS_REGIONAL_ENDPOINTS,
-                AWS_TOKEN_EXPIRATION,
-            ] {
-                stray(&get, key, AWS_ROLE_ARN)?;
-            }
-        }
-    }
-
-    match get(AZURE_CLIENT_ID) {
-        Some(client_id) => {
-            if !is_uuid(client_id) {
-                return Err(Refusal::bad(format!(
-                    "the ServiceAccount's annotation {AZURE_CLIENT_ID} is {}, not a UUID (an Entra application's or managed identity's client ID)",
-                    warrant_token::quote_value(client_id)
-                )));
-            }
-            let tenant = match (get(AZURE_TENANT_ID), &settings.azure_tenant_id) {
-                (Some(tenant), _) => tenant.to_owned(),
-                (None, Some(tenant)) => tenant.clone(),
-                (None, None) => {
-                    return Err(Refusal::bad(format!(
-                        "the ServiceAccount has {AZURE_CLIENT_ID} but no {AZURE_TENANT_ID}, and this warrant has no default tenant (--injection-azure-tenant-id)"
-                    )));
-                }
-            };
-            if !is_tenant(&tenant) {
-                return Err(Refusal::bad(format!(
-                    "the ServiceAccount's annotation {AZURE_TENANT_ID} is {}, not a tenant ID (a UUID) or a tenant's domain name",
-                    warrant_token::quote_value(&tenant)
-                )));
-            }
-            let token = cloud_token(
-                "azure-token",
-                (AZURE_AUDIENCE, get(AZURE_AUDIENCE)),
-                AZURE_DEFAULT_AUDIENCE.to_owned(),
-                AZURE_CLIENT_ID,
-            )?;
-            groups.push(EnvGroup {
-                cloud: "Azure",
-                identity: true,
-                vars: vec![
-                    ("AZURE_CLIENT_ID", client_id.to_owned()),
-                    ("AZURE_TENANT_ID", tenant),
-                    ("AZURE_FEDERATED_TOKEN_FILE", token.path()),
-                ],
-            });
-            groups.push(EnvGroup {
-                cloud: "Azure",
-                identity: false,
-                vars: vec![(
-                    "AZURE_AUTHORITY_HOST",
-                    settings.azure_authority_host.clone(),
-                )],
-            });
-            expirations.push(expiration(
-                AZURE_TOKEN_EXPIRATION,
-                get(AZURE_TOKEN_EXPIRATION),
-            )?);
-            tokens.push(token);
-        }
-        None => {
-            for key in [AZURE_TENANT_ID, AZURE_AUDIENCE, AZURE_TOKEN_EXPIRATION] {
-                stray(&get, key, AZURE_CLIENT_ID)?;
-            }
-        }
-    }
-
-    match get(GCP_PROVIDER) {
-        Some(provider) => {
-            let provider = provider_name(provider)?;
-            let token = cloud_token(
-                "google-token",
-                (GCP_AUDIENCE, get(GCP_AUDIENCE)),
-                // The provider's default allowed audience: its full name, with https.
-                format!("https://iam.googleapis.com/{provider}"),
-                GCP_PROVIDER,
-            )?;
-            let email = get(GCP_SERVICE_ACCOUNT)
-                .map(|email| {
-                    if is_email(email) {
-                        Ok(email)
-                    } else {
-                        Err(Refusal::bad(format!(
-                            "the ServiceAccount's annotation {GCP_SERVICE_ACCOUNT} is {}, not a service account's email address",
-                            warrant_token::quote_value(email)
-                        )))
-                    }
-                })
-                .transpose()?;
-            google_credentials = Some(google_credentials_json(provider, email, &token.path()));
-            groups.push(EnvGroup {
-                cloud: "Google",
-                identity: true,
-                vars: vec![(
-                    "GOOGLE_APPLICATION_CREDENTIALS",
-                    format!("{GOOGLE_DIR}/{GOOGLE_FILE}"),
-                )],
-            });
-            expirations.push(expiration(GCP_TOKEN_EXPIRATION, get(GCP_TOKEN_EXPIRATION))?);
-            tokens.push(token);
-        }
-        None => {
-            for key in [GCP_SERVICE_ACCOUNT, GCP_AUDIENCE, GCP_TOKEN_EXPIRATION] {
-                stray(&get, key, GCP_PROVIDER)?;
-            }
-        }
-    }
-
     if tokens.is_empty() {
         return Ok(None);
     }
@@ -393,37 +319,170 @@ pub(crate) fn plan(
     }))
 }
 
-/// A cloud's token, written to `file`: for the audience its annotation gives (`(key, value)`),
-/// else for `default`; messages name the annotation it came from, or `switch` (the one that
-/// turned the cloud on) for the default.
-fn cloud_token(
-    file: &'static str,
-    (key, value): (&'static str, Option<&str>),
-    default: String,
-    switch: &'static str,
-) -> Result<Token, Refusal> {
-    Ok(match value {
-        Some(audience) => Token {
-            file,
-            audience: audience_value(key, audience)?,
-            from: key,
-        },
-        None => Token {
-            file,
-            audience: default,
-            from: switch,
-        },
+/// warrant's generic token: the annotation is its audience.
+fn warrant_identity(
+    audience: &str,
+    _: &Annotations<'_>,
+    _: &InjectionSettings,
+) -> Result<Identity, Refusal> {
+    let audience = audience_value(AUDIENCE, audience)?;
+    Ok(Identity {
+        name: audience.clone(),
+        default_audience: audience,
+        vars: vec![],
+    })
+}
+
+/// AWS: the role ARN, for STS's audience unless an annotation names another.
+fn aws_identity(
+    arn: &str,
+    _: &Annotations<'_>,
+    _: &InjectionSettings,
+) -> Result<Identity, Refusal> {
+    check_role_arn(arn)?;
+    Ok(Identity {
+        name: arn.to_owned(),
+        default_audience: AWS_DEFAULT_AUDIENCE.to_owned(),
+        vars: vec![(var::AWS_ROLE_ARN, arn.to_owned())],
+    })
+}
+
+/// AWS: the server's region, and STS's regional endpoints if the annotation asks for them.
+fn aws_more(
+    _: &Identity,
+    annotations: &Annotations<'_>,
+    settings: &InjectionSettings,
+    _: &Token,
+) -> Result<More, Refusal> {
+    let mut groups = Vec::new();
+    if let Some(region) = &settings.aws_region {
+        groups.push(vec![
+            (var::AWS_REGION, region.clone()),
+            (var::AWS_DEFAULT_REGION, region.clone()),
+        ]);
+    }
+    if let Some(value) = annotations.get(AWS_STS_REGIONAL_ENDPOINTS)
+        && go_bool(AWS_STS_REGIONAL_ENDPOINTS, value)?
+    {
+        groups.push(vec![(
+            var::AWS_STS_REGIONAL_ENDPOINTS,
+            AWS_STS_REGIONAL.to_owned(),
+        )]);
+    }
+    Ok(More {
+        groups,
+        google_credentials: None,
+    })
+}
+
+/// Azure: the client ID and the tenant (the annotation's, else the server's), for Entra ID's
+/// token exchange audience unless an annotation names another.
+fn azure_identity(
+    client_id: &str,
+    annotations: &Annotations<'_>,
+    settings: &InjectionSettings,
+) -> Result<Identity, Refusal> {
+    if !is_uuid(client_id) {
+        return Err(Refusal::bad(format!(
+            "the ServiceAccount's annotation {AZURE_CLIENT_ID} is {}, not a UUID (an Entra application's or managed identity's client ID)",
+            warrant_token::quote_value(client_id)
+        )));
+    }
+    let tenant = match (annotations.get(AZURE_TENANT_ID), &settings.azure_tenant_id) {
+        (Some(tenant), _) => tenant.to_owned(),
+        (None, Some(tenant)) => tenant.clone(),
+        (None, None) => {
+            return Err(Refusal::bad(format!(
+                "the ServiceAccount has {AZURE_CLIENT_ID} but no {AZURE_TENANT_ID}, and this warrant has no default tenant (--injection-azure-tenant-id)"
+            )));
+        }
+    };
+    if !is_tenant(&tenant) {
+        return Err(Refusal::bad(format!(
+            "the ServiceAccount's annotation {AZURE_TENANT_ID} is {}, not a tenant ID (a UUID) or a tenant's domain name",
+            warrant_token::quote_value(&tenant)
+        )));
+    }
+    Ok(Identity {
+        name: client_id.to_owned(),
+        default_audience: AZURE_DEFAULT_AUDIENCE.to_owned(),
+        vars: vec![
+            (var::AZURE_CLIENT_ID, client_id.to_owned()),
+            (var::AZURE_TENANT_ID, tenant),
+        ],
+    })
+}
+
+/// Azure: the server's authority host.
+fn azure_more(
+    _: &Identity,
+    _: &Annotations<'_>,
+    settings: &InjectionSettings,
+    _: &Token,
+) -> Result<More, Refusal> {
+    Ok(More {
+        groups: vec![vec![(
+            var::AZURE_AUTHORITY_HOST,
+            settings.azure_authority_host.clone(),
+        )]],
+        google_credentials: None,
+    })
+}
+
+/// Google: the workload identity pool provider, for its default allowed audience (its full
+/// name, with https) unless an annotation names another; the SDK finds the token through the
+/// credential configuration.
+fn google_identity(
+    provider: &str,
+    _: &Annotations<'_>,
+    _: &InjectionSettings,
+) -> Result<Identity, Refusal> {
+    let provider = provider_name(provider)?;
+    Ok(Identity {
+        name: provider.to_owned(),
+        default_audience: format!("https://iam.googleapis.com/{provider}"),
+        vars: vec![(
+            var::GOOGLE_APPLICATION_CREDENTIALS,
+            format!("{GOOGLE_DIR}/{GOOGLE_FILE}"),
+        )],
+    })
+}
+
+/// Google: the credential configuration, impersonating the service account an annotation
+/// names, if one does.
+fn google_more(
+    provider: &Identity,
+    annotations: &Annotations<'_>,
+    _: &InjectionSettings,
+    token: &Token,
+) -> Result<More, Refusal> {
+    let email = annotations
+        .get(GCP_SERVICE_ACCOUNT)
+        .map(|email| {
+            if is_email(email) {
+                Ok(email)
+            } else {
+                Err(Refusal::bad(format!(
+                    "the ServiceAccount's annotation {GCP_SERVICE_ACCOUNT} is {}, not a service account's email address",
+                    warrant_token::quote_value(email)
+                )))
+            }
+        })
+        .transpose()?;
+    Ok(More {
+        groups: vec![],
+        google_credentials: Some(google_credentials_json(
+            &provider.name,
+            email,
+            &token.path(),
+        )),
     })
 }
 
 /// Refuses `key` set without the annotation `needs` that turns its cloud on: a half-written
 /// ServiceAccount is said at once, not found out when the SDK fails.
-fn stray<'a>(
-    get: &impl Fn(&str) -> Option<&'a str>,
-    key: &str,
-    needs: &str,
-) -> Result<(), Refusal> {
-    match get(key) {
+fn stray(annotations: &Annotations<'_>, key: &str, needs: &str) -> Result<(), Refusal> {
+    match annotations.get(key) {
         Some(_) => Err(Refusal::bad(format!(
             "the ServiceAccount has the annotation {key} but not {needs}, without which it does nothing"
         ))),
@@ -436,7 +495,7 @@ fn stray<'a>(
 fn audience_value(key: &str, value: &str) -> Result<String, Refusal> {
     if value.is_empty()
         || value.len() > warrant_token::MAX_AUDIENCE_BYTES
-        || value.contains(',')
+        || value.contains(crate::agent_contract::TOKENS_DELIMITER)
         || value.chars().any(char::is_control)
     {
         return Err(Refusal::bad(format!(
@@ -470,139 +529,40 @@ fn expiration(key: &str, value: Option<&str>) -> Result<i64, Refusal> {
 
 /// Go's `strconv.ParseBool`, as EKS's webhook reads `sts-regional-endpoints`.
 fn go_bool(key: &str, value: &str) -> Result<bool, Refusal> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(Refusal::bad(format!(
+    values::go_bool(value).ok_or_else(|| {
+        Refusal::bad(format!(
             "the ServiceAccount's annotation {key} is {}, not true or false",
             warrant_token::quote_value(value)
-        ))),
-    }
-}
-
-/// An IAM role ARN: `arn:<partition>:iam::<12-digit account>:role/<path/name>`, the form EKS's
-/// webhook checks (it only warns; warrant refuses, so the mistake is seen when the pod is
-/// created rather than when STS refuses the SDK).
-fn check_role_arn(arn: &str) -> Result<(), Refusal> {
-    let valid = (|| {
-        let rest = arn.strip_prefix("arn:")?;
-        let (partition, rest) = rest.split_once(':')?;
-        let partition_ok = partition.starts_with("aws")
-            && partition
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        let rest = rest.strip_prefix("iam::")?;
-        let (account, resource) = rest.split_once(':')?;
-        let name = resource.strip_prefix("role/")?;
-        let name_ok = !name.is_empty()
-            && !name.ends_with('/')
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_+=,.@/-".contains(&b));
-        let account_ok = account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit());
-        (partition_ok && account_ok && name_ok && arn.len() <= 2048).then_some(())
-    })();
-    valid.ok_or_else(|| {
-        Refusal::bad(format!(
-            "the ServiceAccount's annotation {AWS_ROLE_ARN} is {}, not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)",
-            warrant_token::quote_value(arn)
         ))
     })
 }
 
-/// A UUID in its 8-4-4-4-12 hexadecimal form, either case.
-fn is_uuid(text: &str) -> bool {
-    let groups: Vec<&str> = text.split('-').collect();
-    groups.len() == 5
-        && groups
-            .iter()
-            .zip([8, 4, 4, 4, 12])
-            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+/// An IAM role ARN ([`values::is_role_arn`]): EKS's webhook only warns; warrant refuses, so
+/// the mistake is seen when the pod is created rather than when STS refuses the SDK.
+fn check_role_arn(arn: &str) -> Result<(), Refusal> {
+    if values::is_role_arn(arn) {
+        return Ok(());
+    }
+    Err(Refusal::bad(format!(
+        "the ServiceAccount's annotation {AWS_ROLE_ARN} is {}, not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)",
+        warrant_token::quote_value(arn)
+    )))
 }
 
-/// A tenant: its ID (a UUID), or a verified domain name (`contoso.onmicrosoft.com`), which the
-/// Azure SDKs accept as well.
-fn is_tenant(text: &str) -> bool {
-    is_uuid(text)
-        || (text.len() <= 253
-            && text.contains('.')
-            && text.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            }))
-}
-
-/// An email address as Google names service accounts (`name@project.iam.gserviceaccount.com`):
-/// one `@`, no spaces, slashes or colons (it goes into a URL path).
-fn is_email(text: &str) -> bool {
-    let Some((local, domain)) = text.split_once('@') else {
-        return false;
-    };
-    !local.is_empty()
-        && domain.contains('.')
-        && text.len() <= 254
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"@.-_+".contains(&b))
-        && !domain.contains('@')
-}
-
-/// The provider's resource name, `projects/<number>/locations/global/workloadIdentityPools/
-/// <pool>/providers/<provider>`, given as that or in its `//iam.googleapis.com/…` form.
+/// The provider's resource name ([`values::provider_name`]).
 fn provider_name(value: &str) -> Result<&str, Refusal> {
-    let name = value.strip_prefix("//iam.googleapis.com/").unwrap_or(value);
-    let id = |s: &str| {
-        (4..=32).contains(&s.len())
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    };
-    let parts: Vec<&str> = name.split('/').collect();
-    let valid = matches!(
-        parts.as_slice(),
-        ["projects", number, "locations", "global", "workloadIdentityPools", pool, "providers", provider]
-            if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) && id(pool) && id(provider)
-    );
-    if valid {
-        Ok(name)
-    } else {
-        Err(Refusal::bad(format!(
+    values::provider_name(value).ok_or_else(|| {
+        Refusal::bad(format!(
             "the ServiceAccount's annotation {GCP_PROVIDER} is {}, not a workload identity pool provider (projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>)",
             warrant_token::quote_value(value)
-        )))
-    }
-}
-
-/// Google's `external_account` credential configuration, with the fields and values
-/// `gcloud iam workload-identity-pools create-cred-config --credential-source-file=…
-/// --credential-source-type=text [--service-account=…]` writes.
-fn google_credentials_json(provider: &str, email: Option<&str>, token_file: &str) -> String {
-    let mut config = json!({
-        "type": "external_account",
-        "audience": format!("//iam.googleapis.com/{provider}"),
-        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
-        "token_url": "https://sts.googleapis.com/v1/token",
-        "credential_source": {"file": token_file, "format": {"type": "text"}},
-    });
-    if let Some(email) = email
-        && let Value::Object(map) = &mut config
-    {
-        map.insert(
-            "service_account_impersonation_url".to_owned(),
-            Value::from(format!(
-                "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/{email}:generateAccessToken"
-            )),
-        );
-    }
-    config.to_string()
+        ))
+    })
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
 
     /// The server's settings the unit tests use.

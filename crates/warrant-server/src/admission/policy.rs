@@ -38,16 +38,8 @@ pub(crate) async fn check(
     account: &Account<'_>,
     plan: &Plan,
 ) -> Result<(), Refusal> {
-    let username = warrant_token::service_account_username(account.namespace, account.name);
-    let mut agent = User::new(
-        username,
-        account.uid.to_owned(),
-        vec![
-            "system:serviceaccounts".to_owned(),
-            format!("system:serviceaccounts:{}", account.namespace),
-        ],
-        Via::Delegated,
-    );
+    let mut agent =
+        User::service_account(account.namespace, account.name, account.uid, Via::Delegated);
     agent.extra = BTreeMap::from([
         (
             warrant_token::EXTRA_POD_NAME.to_owned(),

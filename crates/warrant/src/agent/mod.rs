@@ -42,6 +42,7 @@ use clap::Args;
 use jiff::Timestamp;
 use rustix::fs::{Mode, OFlags};
 use warrant_clock::Clock;
+use warrant_server::agent_contract;
 use warrant_server::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
 use warrant_token::BoundObjectReference;
 
@@ -59,21 +60,21 @@ mod tests;
 pub(crate) struct TokenAgentArgs {
     /// Check, instead of running, that every token file holds a token that has not expired, for
     /// its audience: exit 0 if so, else say which and exit 1. The readiness (and startup) probe.
-    #[arg(long)]
+    #[arg(long = agent_contract::CHECK_FLAG)]
     pub(crate) check: bool,
     /// A token to keep: FILE=AUDIENCE (repeat the flag, or separate them with commas). The file
     /// is replaced atomically with each new token.
     #[arg(
         long = "token",
-        env = "WARRANT_TOKENS",
-        value_delimiter = ',',
+        env = agent_contract::WARRANT_TOKENS,
+        value_delimiter = agent_contract::TOKENS_DELIMITER,
         value_parser = parse_token,
         required = true,
-        value_name = "FILE=AUDIENCE"
+        value_name = agent_contract::TOKEN_FORMAT
     )]
     pub(crate) tokens: Vec<TokenSpec>,
     /// warrant's URL, https only (its Service, e.g. https://warrant.warrant.svc).
-    #[arg(long = "warrant-url", env = "WARRANT_URL", value_name = "URL")]
+    #[arg(long = "warrant-url", env = agent_contract::WARRANT_URL, value_name = "URL")]
     pub(crate) warrant_url: Option<String>,
     /// CA bundle (PEM) for warrant's HTTPS, used instead of the system's roots.
     #[arg(
@@ -86,7 +87,7 @@ pub(crate) struct TokenAgentArgs {
     /// The same bundle as PEM text (token injection passes it this way).
     #[arg(
         long = "warrant-ca-data",
-        env = "WARRANT_CA_DATA",
+        env = agent_contract::WARRANT_CA_DATA,
         value_name = "PEM",
         hide_env_values = true
     )]
@@ -95,21 +96,21 @@ pub(crate) struct TokenAgentArgs {
     /// request: how the agent proves to warrant that it is the pod.
     #[arg(
         long = "kube-token-file",
-        env = "WARRANT_KUBE_TOKEN_FILE",
+        env = agent_contract::WARRANT_KUBE_TOKEN_FILE,
         default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token",
         value_name = "PATH"
     )]
     pub(crate) kube_token_file: PathBuf,
     /// The pod's name (downward API `metadata.name`): the tokens are bound to it.
-    #[arg(long = "pod-name", env = "WARRANT_POD_NAME", value_name = "NAME")]
+    #[arg(long = "pod-name", env = agent_contract::WARRANT_POD_NAME, value_name = "NAME")]
     pub(crate) pod_name: Option<String>,
     /// The pod's UID (downward API `metadata.uid`).
-    #[arg(long = "pod-uid", env = "WARRANT_POD_UID", value_name = "UID")]
+    #[arg(long = "pod-uid", env = agent_contract::WARRANT_POD_UID, value_name = "UID")]
     pub(crate) pod_uid: Option<String>,
     /// The lifetime asked for each token, in seconds (600 to 2^32; warrant may shorten it).
     #[arg(
         long = "expiration-seconds",
-        env = "WARRANT_TOKEN_EXPIRATION_SECONDS",
+        env = agent_contract::WARRANT_TOKEN_EXPIRATION_SECONDS,
         default_value_t = warrant_token::DEFAULT_EXPIRATION_SECONDS,
         value_name = "SECONDS"
     )]
@@ -134,11 +135,10 @@ pub(crate) struct TokenSpec {
     pub(crate) audience: String,
 }
 
-/// `FILE=AUDIENCE`, split at the first `=` (an audience may hold `=`, a path must not).
+/// `FILE=AUDIENCE` ([`agent_contract::split_token`]).
 fn parse_token(text: &str) -> Result<TokenSpec, String> {
-    let (file, audience) = text
-        .split_once('=')
-        .ok_or_else(|| format!("{text:?} is not FILE=AUDIENCE"))?;
+    let (file, audience) = agent_contract::split_token(text)
+        .ok_or_else(|| format!("{text:?} is not {}", agent_contract::TOKEN_FORMAT))?;
     let file = PathBuf::from(file.trim());
     if !file.is_absolute() || file.file_name().is_none() {
         return Err(format!("{file:?} is not an absolute path to a file"));
