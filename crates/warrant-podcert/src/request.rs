@@ -70,6 +70,10 @@ pub enum SpecError {
     /// A required field is missing or empty.
     #[error("{0} is missing")]
     Missing(&'static str),
+    /// A name that no Kubernetes object can have (kube-apiserver refuses it at create; warrant
+    /// also never puts it in a request path, where `/` or `..` would name another object).
+    #[error("{0} is not a valid object name (lowercase letters, digits, '-' and '.', at most 253)")]
+    Name(&'static str),
     /// Both key forms, or neither (kube-apiserver's own words for it at create).
     #[error("exactly one of (stubPKCS10Request) or (pkixPublicKey, proofOfPossession) must be set")]
     KeyForm,
@@ -211,6 +215,22 @@ pub fn with_status(
     body
 }
 
+/// A pod's, service account's or node's name as kube validates it (a DNS subdomain: lowercase
+/// letters, digits, `-` and `.`, starting and ending alphanumeric, at most 253 characters).
+fn object_name(name: Option<String>, field: &'static str) -> Result<String, SpecError> {
+    let name = nonempty(name).ok_or(SpecError::Missing(field))?;
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let valid = name.len() <= 253
+        && name.bytes().all(|b| alnum(b) || b == b'-' || b == b'.')
+        && name.bytes().next().is_some_and(alnum)
+        && name.bytes().last().is_some_and(alnum);
+    if valid {
+        Ok(name)
+    } else {
+        Err(SpecError::Name(field))
+    }
+}
+
 fn check_spec(spec: WireSpec, api_version: ApiVersion) -> Result<Spec, SpecError> {
     let required = |v: Option<String>, field| nonempty(v).ok_or(SpecError::Missing(field));
     let stub = decode(spec.stub_pkcs10_request, "spec.stubPKCS10Request")?;
@@ -233,11 +253,11 @@ fn check_spec(spec: WireSpec, api_version: ApiVersion) -> Result<Spec, SpecError
     }
     Ok(Spec {
         signer_name: required(spec.signer_name, "spec.signerName")?,
-        pod_name: required(spec.pod_name, "spec.podName")?,
+        pod_name: object_name(spec.pod_name, "spec.podName")?,
         pod_uid: required(spec.pod_uid, "spec.podUID")?,
-        service_account_name: required(spec.service_account_name, "spec.serviceAccountName")?,
+        service_account_name: object_name(spec.service_account_name, "spec.serviceAccountName")?,
         service_account_uid: required(spec.service_account_uid, "spec.serviceAccountUID")?,
-        node_name: required(spec.node_name, "spec.nodeName")?,
+        node_name: object_name(spec.node_name, "spec.nodeName")?,
         node_uid: required(spec.node_uid, "spec.nodeUID")?,
         max_expiration_seconds,
         unverified_user_annotations: spec.unverified_user_annotations.unwrap_or_default(),

@@ -359,6 +359,29 @@ fn unusable_key_material_is_denied() {
     }
 }
 
+/// Names no object can have are denied before anything is read: one with `/` or `..` would
+/// otherwise name another object in the path of the live read.
+#[test]
+fn names_no_object_can_have_are_denied() {
+    let key = key(KeyType::EcdsaP256);
+    for (field, bad) in [
+        ("podName", "../../secrets/token"),
+        ("podName", "App"),
+        ("serviceAccountName", "a/b"),
+        ("nodeName", "-node"),
+        ("nodeName", &"n".repeat(254)),
+    ] {
+        let mut pcr = pcr_with_csr(&stub_csr(key), now());
+        pcr["spec"][field] = json!(bad);
+        let (reason, message) = denied(decide_now(&pcr, &facts(), &policy(), now()));
+        assert_eq!(reason, "InvalidRequest", "{field}={bad}: {message}");
+        assert!(
+            message.contains(&format!("spec.{field} is not a valid object name")),
+            "{message}"
+        );
+    }
+}
+
 #[test]
 fn a_v1_pcr_is_read_as_a_v1beta1_one() {
     let key = key(KeyType::Ed25519);
