@@ -32,7 +32,7 @@ pub use settings::{
     validate_issuers, validate_max_expiration,
 };
 pub use signatures::Lookup;
-pub use spiffe::{SpiffeRoots, max_age as spiffe_max_age};
+pub use spiffe::{SPIFFE_REFRESH_HINT_SECONDS, SpiffeRoots};
 
 /// The issuer both front ends serve. Cheap to clone.
 #[derive(Clone)]

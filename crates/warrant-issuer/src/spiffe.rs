@@ -14,6 +14,12 @@ use serde_json::{Map, Value, json};
 use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::public_key::PublicKey;
 
+/// The bundle's `spiffe_refresh_hint`: how often a relying party should read it again. Fixed
+/// rather than the JWKS's `max-age`, which runs down towards each key change and would make
+/// every publish round write a new bundle; new keys and roots are published ahead of use by
+/// more than this.
+pub const SPIFFE_REFRESH_HINT_SECONDS: u64 = 300;
+
 /// The X.509 roots of a bundle: each root's `x509-svid` key, built once.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SpiffeRoots {
@@ -37,9 +43,10 @@ impl SpiffeRoots {
         Ok(SpiffeRoots { keys })
     }
 
-    /// The bundle of these roots and the keys of `jwks` (a JWKS's bytes), with
-    /// `spiffe_refresh_hint` if given (seconds); `None` if `jwks` is not a JWKS.
-    pub fn bundle(&self, jwks: &[u8], refresh_hint: Option<u64>) -> Option<Bytes> {
+    /// The bundle of these roots and the keys of `jwks` (a JWKS's bytes); `None` if `jwks` is
+    /// not a JWKS. The same inputs give the same bytes, so a target is rewritten only when the
+    /// roots or the keys change.
+    pub fn bundle(&self, jwks: &[u8]) -> Option<Bytes> {
         let jwks: Value = serde_json::from_slice(jwks).ok()?;
         let mut keys: Vec<Value> = self.keys.clone();
         for key in jwks.get("keys")?.as_array()? {
@@ -49,20 +56,14 @@ impl SpiffeRoots {
         }
         let mut bundle = Map::new();
         bundle.insert("keys".into(), Value::Array(keys));
-        if let Some(hint) = refresh_hint {
-            bundle.insert("spiffe_refresh_hint".into(), json!(hint));
-        }
+        bundle.insert(
+            "spiffe_refresh_hint".into(),
+            json!(SPIFFE_REFRESH_HINT_SECONDS),
+        );
         serde_json::to_vec(&Value::Object(bundle))
             .ok()
             .map(Bytes::from)
     }
-}
-
-/// `max-age=N` of a `Cache-Control` value, the bundle's refresh hint.
-pub fn max_age(cache_control: &str) -> Option<u64> {
-    cache_control
-        .split(',')
-        .find_map(|part| part.trim().strip_prefix("max-age=")?.parse().ok())
 }
 
 /// A JWK for a root: its public key's parameters, `use: x509-svid`, and the certificate.
@@ -130,7 +131,7 @@ mod tests {
         let p384 = certificate(&rcgen::PKCS_ECDSA_P384_SHA384);
         let roots = SpiffeRoots::new(&[p256.clone(), p384]).unwrap();
         let jwks = br#"{"keys":[{"kty":"RSA","kid":"k1","use":"sig","alg":"RS256","n":"AQAB","e":"AQAB"}]}"#;
-        let body = roots.bundle(jwks, Some(300)).unwrap();
+        let body = roots.bundle(jwks).unwrap();
         let bundle: Value = serde_json::from_slice(&body).unwrap();
         let keys = bundle["keys"].as_array().unwrap();
         assert_eq!(keys.len(), 3);
@@ -147,7 +148,7 @@ mod tests {
         assert_eq!(keys[1]["crv"], "P-384");
         assert_eq!(keys[2]["use"], "jwt-svid");
         assert_eq!(keys[2]["kid"], "k1");
-        assert_eq!(bundle["spiffe_refresh_hint"], 300);
+        assert_eq!(bundle["spiffe_refresh_hint"], SPIFFE_REFRESH_HINT_SECONDS);
         assert!(bundle.get("spiffe_sequence").is_none());
     }
 
@@ -155,6 +156,5 @@ mod tests {
     fn what_is_not_a_certificate_is_refused() {
         let err = SpiffeRoots::new(&[b"not der".to_vec()]).unwrap_err();
         assert!(err.contains("root 0"), "{err}");
-        assert_eq!(max_age("public, max-age=3600"), Some(3600));
     }
 }

@@ -32,7 +32,7 @@ use object_store::{Attribute, Attributes};
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 use warrant_clock::Clock;
-use warrant_issuer::{Published, SpiffeRoots, spiffe_max_age};
+use warrant_issuer::{Published, SpiffeRoots};
 use warrant_keys::{ActivationGate, ListedKeys, Writer};
 use warrant_token::DocumentError;
 
@@ -90,8 +90,7 @@ impl Documents {
             .to_str()
             .unwrap_or("public, max-age=60")
             .to_owned();
-        let spiffe_bundle =
-            roots.and_then(|roots| roots.bundle(&jwks, spiffe_max_age(&cache_control)));
+        let spiffe_bundle = roots.and_then(|roots| roots.bundle(&jwks));
         Ok(Documents {
             keys: ListedKeys::of(published.keys().verifying()),
             discovery,

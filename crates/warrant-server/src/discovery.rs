@@ -36,7 +36,7 @@ fn not_modified(headers: &HeaderMap, etag: &HeaderValue) -> bool {
 
 /// A key document: the prepared bytes with their type, ETag and max-age, or 304 if the
 /// client's copy is current (with the same ETag and Cache-Control, as RFC 9110 requires).
-fn document(
+pub(crate) fn document(
     published: &Published,
     now: Timestamp,
     headers: &HeaderMap,

@@ -7,7 +7,7 @@
 //! otherwise, as the OIDC documents are without an issuer kube-apiserver would publish. The
 //! body is built once per change of either half (a key rotation, a CA rotation) and served as
 //! prepared bytes with an ETag, and with the JWKS's `Cache-Control`; `spiffe_refresh_hint` is
-//! that max-age.
+//! [`warrant_issuer::SPIFFE_REFRESH_HINT_SECONDS`].
 
 use std::sync::{Mutex, PoisonError};
 
@@ -15,10 +15,11 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH};
-use http::{HeaderMap, StatusCode};
-use warrant_issuer::{SpiffeRoots, spiffe_max_age};
+use http::HeaderMap;
+use http::header::HeaderValue;
+use warrant_issuer::SpiffeRoots;
 
+use crate::discovery::document;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -48,20 +49,19 @@ impl ServedRoots {
     }
 }
 
-/// `GET /.well-known/spiffe-bundle`.
+/// `GET /.well-known/spiffe-bundle`: as the JWKS is served (ETag, `304`, its
+/// `Cache-Control`), from bytes built once per key set.
 pub(crate) fn bundle(state: &AppState, headers: &HeaderMap) -> Response {
     let Some(roots) = state.spiffe_roots() else {
         return ApiError::no_such_path().into_response();
     };
     let published = state.issuer().published();
-    let cache_control = published.cache_control(state.issuer().clock().now());
     let built = {
         let mut built = roots.built.lock().unwrap_or_else(PoisonError::into_inner);
         match built.as_ref() {
             Some(done) if done.jwks_etag == *published.jwks_etag() => done.clone(),
             _ => {
-                let hint = cache_control.to_str().ok().and_then(spiffe_max_age);
-                let Some(body) = roots.roots.bundle(published.jwks(), hint) else {
+                let Some(body) = roots.roots.bundle(published.jwks()) else {
                     return ApiError::internal("the SPIFFE bundle could not be built")
                         .into_response();
                 };
@@ -78,25 +78,12 @@ pub(crate) fn bundle(state: &AppState, headers: &HeaderMap) -> Response {
             }
         }
     };
-    let unchanged = headers
-        .get_all(IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|tag| {
-            let tag = tag.trim();
-            tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == built.etag
-        });
-    let mut response = if unchanged {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        let mut response = built.body.into_response();
-        response
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        response
-    };
-    response.headers_mut().insert(CACHE_CONTROL, cache_control);
-    response.headers_mut().insert(ETAG, built.etag);
-    response
+    document(
+        &published,
+        state.issuer().clock().now(),
+        headers,
+        &built.body,
+        &built.etag,
+        "application/json",
+    )
 }

@@ -10,7 +10,7 @@
 //!
 //! A set of files that does not load (unreadable, a key that is not the certificate's, a
 //! certificate that is no CA) keeps the last good CA in force and says why in the log and in
-//! `/readyz/pod-certificates`; with none loaded yet, `serve` does not start.
+//! `/readyz?verbose` (`pod-certificate-ca`); with none loaded yet, `serve` does not start.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -33,6 +33,7 @@ use warrant_auth::PolicyFile;
 use warrant_clock::Clock;
 use warrant_issuer::SpiffeRoots;
 use warrant_podcert::CaSet;
+use warrant_podcert::policy::MIN_LIFETIME_SECONDS;
 use warrant_podcert_kube::trust::TrustBundles;
 use warrant_podcert_kube::{Config, Controller};
 use warrant_server::AppState;
@@ -144,7 +145,7 @@ pub(crate) async fn prepare(
         clock: clock.clone(),
         auditor: auditor.clone(),
         metrics: metrics.clone(),
-        recorder: Some(recorder),
+        recorder,
         requester: Requester {
             authenticated_by: "self",
             ..Requester::default()
@@ -169,9 +170,9 @@ pub(crate) async fn prepare(
     }))
 }
 
-/// The shortest time a CA must have left to sign: a leaf is at least an hour long and ends
-/// with its CA.
-const CA_MARGIN: SignedDuration = SignedDuration::from_hours(1);
+/// The shortest time a CA must have left to sign: a leaf is at least kube's minimum long and
+/// ends with its CA (the decision requeues `CAExpiring` past it).
+const CA_MARGIN: SignedDuration = SignedDuration::from_secs(MIN_LIFETIME_SECONDS);
 
 /// Why the CA in `set` cannot sign at `now`, if it cannot.
 fn cannot_sign(set: &CaSet, now: Timestamp) -> Option<String> {
@@ -208,11 +209,18 @@ impl Prepared {
         state.add_check("pod-certificates", move || {
             cannot_sign(&cas.borrow(), clock.now())
         });
+        // Files that changed but do not load leave the CA in force: not a readiness failure,
+        // but said in /readyz?verbose until they load.
         let ca_failure = self.ca_failure;
+        state.add_report("pod-certificate-ca", move || match &*ca_failure.borrow() {
+            None => "ok".to_owned(),
+            Some(why) => format!(
+                "the CA files changed but do not load ({why}); the CA loaded before still signs"
+            ),
+        });
         let state = state.clone();
         Running::spawn(move |stop| async move {
             let _file_watch = self.file_watch;
-            let _ca_failure = ca_failure;
             let controller = {
                 let stop = stop.clone();
                 tokio::spawn(async move {
@@ -246,36 +254,43 @@ struct Trust {
 }
 
 impl Trust {
-    /// Keeps the roots in force published until `stop`. A ClusterTrustBundle write that
-    /// fails is retried after a backoff (10 s doubling to 5 min); the roots changing
-    /// meanwhile start over.
+    /// Keeps the roots in force published until `stop`: each change of the CA set once to the
+    /// SPIFFE bundle and the expiry gauge, and to the ClusterTrustBundles until written (a write
+    /// that fails is retried after a backoff, 10 s doubling to 5 min; a change meanwhile starts
+    /// over).
     async fn keep(&self, mut cas: watch::Receiver<CaSet>, stop: CancellationToken) {
-        let mut backoff = Duration::from_secs(10);
         loop {
             let set = cas.borrow_and_update().clone();
-            let failed = self.publish(&set, backoff).await;
-            let retry = async {
-                if failed {
-                    tokio::time::sleep(backoff).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                () = stop.cancelled() => return,
-                changed = cas.changed() => {
-                    if changed.is_err() {
-                        return;
+            self.publish_roots(&set);
+            let mut backoff = Duration::from_secs(10);
+            let mut failed = self.write_bundles(&set, backoff).await;
+            loop {
+                let retry = async {
+                    if failed {
+                        tokio::time::sleep(backoff).await;
+                    } else {
+                        std::future::pending::<()>().await;
                     }
-                    backoff = Duration::from_secs(10);
+                };
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    changed = cas.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        break;
+                    }
+                    () = retry => {
+                        backoff = (backoff * 2).min(Duration::from_secs(300));
+                        failed = self.write_bundles(&set, backoff).await;
+                    }
                 }
-                () = retry => backoff = (backoff * 2).min(Duration::from_secs(300)),
             }
         }
     }
 
-    /// Publishes `set`'s roots everywhere once; true if a ClusterTrustBundle write failed.
-    async fn publish(&self, set: &CaSet, backoff: Duration) -> bool {
+    /// The SPIFFE bundle's roots (served and published) and the CA's expiry gauge.
+    fn publish_roots(&self, set: &CaSet) {
         if let Ok(ca) = &set.signing {
             for signer in &self.signers {
                 self.metrics
@@ -294,6 +309,10 @@ impl Trust {
             }
             Err(error) => tracing::error!(%error, "the SPIFFE bundle keeps its previous roots"),
         }
+    }
+
+    /// Writes `set`'s roots to each signer name's ClusterTrustBundle; true if a write failed.
+    async fn write_bundles(&self, set: &CaSet, backoff: Duration) -> bool {
         let roots = [set.trusted_pem()];
         let mut failed = false;
         for signer in &self.signers {

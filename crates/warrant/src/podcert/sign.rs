@@ -101,7 +101,7 @@ pub(crate) struct PodCertSigner {
     pub(crate) clock: Clock,
     pub(crate) auditor: Auditor,
     pub(crate) metrics: SignMetrics,
-    pub(crate) recorder: Option<Recorder>,
+    pub(crate) recorder: Recorder,
     /// warrant's identity as the audit log's requester of its own status writes.
     pub(crate) requester: Requester,
 }
@@ -117,12 +117,16 @@ impl Sign for PodCertSigner {
             }
         };
         let policy = self.policy.current();
-        let facts = self.facts(&request, &policy).await;
         let set = self.cas.borrow().clone();
         let now = self.clock.now();
         let signer = request.signer_name.clone();
+        // Without a CA nothing is read: every retry of every waiting PCR would otherwise cost
+        // the API server three reads for a decision that can only wait.
         let decision = match &set.signing {
-            Ok(ca) => warrant_podcert::decide(&request, &facts, &policy, now, ca.as_ref()).await,
+            Ok(ca) => {
+                let facts = self.facts(&request, &policy).await;
+                warrant_podcert::decide(&request, &facts, &policy, now, ca.as_ref()).await
+            }
             Err(why) => Ok(Decision::Requeue {
                 reason: reason::CA_UNAVAILABLE,
                 message: format!("the pod certificate CA cannot sign: {why}"),
@@ -144,7 +148,7 @@ impl Sign for PodCertSigner {
             Decision::Ignored { .. } => return Outcome::Ignore,
             Decision::Requeue { reason, message } => {
                 self.metrics.decision(&signer, "requeued", reason);
-                let event = self.event(&request, AuditDecision::Requeued, message);
+                let event = self.decided(&request, &decision);
                 // Best effort: a waiting PCR is retried whether or not this was written.
                 let _ = self.auditor.record(event).await;
                 self.warn(&request, reason, message);
@@ -347,9 +351,7 @@ impl PodCertSigner {
     /// A Warning event on the PCR (`kubectl describe` shows why it waits); sent in the
     /// background, a failure only logged.
     fn warn(&self, request: &PodCertificateRequest, reason: &str, message: &str) {
-        let Some(recorder) = self.recorder.clone() else {
-            return;
-        };
+        let recorder = self.recorder.clone();
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(request.api_version.as_str().to_owned()),
             kind: Some("PodCertificateRequest".to_owned()),
