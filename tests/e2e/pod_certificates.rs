@@ -332,6 +332,32 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
         published.starts_with(new_root.trim()),
         "the signing root comes first"
     );
+    let spiffe: Value =
+        serde_json::from_str(&w.get_as_admin("/.well-known/spiffe-bundle").await).unwrap();
+    let roots = spiffe["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["use"] == "x509-svid")
+        .count();
+    assert_eq!(roots, 2, "the SPIFFE bundle follows the rotation: {spiffe}");
+
+    // CA files that change into something unusable keep the CA in force: readiness holds, and
+    // /readyz?verbose says why.
+    std::fs::write(ca.join("pod-ca.key"), "not a key\n").unwrap();
+    let mut verbose = String::new();
+    for _ in 0..400 {
+        verbose = w.get_as_admin("/readyz?verbose").await;
+        if verbose.contains("do not load") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        verbose.contains("pod-certificate-ca the CA files changed but do not load"),
+        "{verbose}"
+    );
+    assert!(verbose.contains("[+]pod-certificates ok"), "{verbose}");
 }
 
 /// An audit log that cannot be written (`/dev/full`, blocking mode): the certificate is not
