@@ -91,6 +91,20 @@ pub struct KeySet {
     revoked: Vec<String>,
     /// When these keys stop signing (see [`signing_deadline`](Self::signing_deadline)).
     signing_deadline: Option<Timestamp>,
+    /// Managed keys in force with their publication times (see
+    /// [`published_keys`](Self::published_keys)).
+    published: Vec<PublishedKey>,
+}
+
+/// A managed key in force (next, active or retired), private half included, with the time it
+/// was first published: what a consumer that derives something of its own from each key needs
+/// (the pod certificate CA makes each key's self-signed root, valid from that time).
+#[derive(Debug, Clone)]
+pub struct PublishedKey {
+    /// The key.
+    pub key: SigningKey,
+    /// When it entered the store, to the second.
+    pub published_at: Timestamp,
 }
 
 /// Why a key set signs nothing: its signing key was revoked while no key could be made to take
@@ -146,6 +160,7 @@ impl KeySet {
             next_change,
             revoked: Vec::new(),
             signing_deadline: None,
+            published: Vec::new(),
         }
     }
 
@@ -169,6 +184,7 @@ impl KeySet {
             next_change,
             revoked: Vec::new(),
             signing_deadline: None,
+            published: Vec::new(),
         }
     }
 
@@ -185,6 +201,27 @@ impl KeySet {
     pub fn with_signing_deadline(mut self, deadline: Option<Timestamp>) -> Self {
         self.signing_deadline = deadline;
         self
+    }
+
+    /// The same keys, recording `published` as the managed keys in force.
+    pub fn with_published(mut self, published: Vec<PublishedKey>) -> Self {
+        self.published = published;
+        self
+    }
+
+    /// The managed keys in force, private halves included, with their publication times, in
+    /// the order of [`verifying`](Self::verifying); empty for static keys. Unlike
+    /// [`verifying`](Self::verifying), a retired key is here with its private half, for a
+    /// consumer that must sign something of its own with each key still published.
+    pub fn published_keys(&self) -> &[PublishedKey] {
+        &self.published
+    }
+
+    /// When the signing key changes within this snapshot: the successors' activation times,
+    /// in ascending order. A consumer that holds one signing key at a time (a CA) switches at
+    /// each.
+    pub fn signing_changes(&self) -> impl Iterator<Item = Timestamp> + '_ {
+        self.successors.iter().map(|(at, _)| *at)
     }
 
     /// From when these keys sign nothing (they still verify and are published): `None` while

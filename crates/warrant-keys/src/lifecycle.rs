@@ -680,7 +680,8 @@ impl ManagedKeySet {
                 .collect();
             return Some(
                 KeySet::stopped(retired, since, self.next_change(now, policy))
-                    .with_revoked(revoked),
+                    .with_revoked(revoked)
+                    .with_published(self.published(now)),
             );
         };
         let signing = self.keys.get(active)?.key.clone();
@@ -705,8 +706,33 @@ impl ManagedKeySet {
                 verifying,
                 self.next_change(now, policy),
             )
-            .with_revoked(revoked),
+            .with_revoked(revoked)
+            .with_published(self.published(now)),
         )
+    }
+
+    /// The keys in force at `now` (not yet removed), with their publication times, in the
+    /// key set's publication order: the signing key, its successors, then the retired keys
+    /// newest first.
+    fn published(&self, now: Timestamp) -> Vec<crate::PublishedKey> {
+        let active = self.active_index(now);
+        let mut order: Vec<usize> = Vec::with_capacity(self.keys.len());
+        if let Some(active) = active {
+            order.extend(active..self.keys.len());
+        }
+        order.extend(
+            (0..active.unwrap_or(self.keys.len()))
+                .rev()
+                .filter(|&i| self.state_of(i, now) == KeyState::Retired),
+        );
+        order
+            .into_iter()
+            .filter_map(|i| self.keys.get(i))
+            .map(|k| crate::PublishedKey {
+                key: k.key.clone(),
+                published_at: k.published_at,
+            })
+            .collect()
     }
 
     /// Rotation: the records as they should be at `now` under `policy`, or `None` if they

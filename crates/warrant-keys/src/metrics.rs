@@ -56,8 +56,16 @@ impl KeyMetrics {
         Self::default()
     }
 
-    /// Registers the metrics into the server's registry. Call it once per registry.
+    /// Registers the metrics into the server's registry, named `warrant_keys_…`. Call it once
+    /// per registry.
     pub fn register(&self, registry: &mut Registry) {
+        self.register_as(registry, "warrant_keys");
+    }
+
+    /// Registers the metrics named `<prefix>_…`: for a second managed key set in the same
+    /// process (the pod certificate CA's, `warrant_podcert_ca_keys_…`), whose names must not
+    /// collide with the token keys'.
+    pub fn register_as(&self, registry: &mut Registry, prefix: &str) {
         // Events that alerts watch are exported at 0 from the start, so that the first one is
         // an increase.
         for reason in crate::rollback::Rollback::REASONS {
@@ -67,57 +75,57 @@ impl KeyMetrics {
             result: "not_the_key",
         }));
         registry.register(
-            "warrant_keys_activations_held",
+            format!("{prefix}_activations_held"),
             "Times the activation gate held a key back because a publish target did not list it yet (--publish-discovery)",
             self.activations_held.clone(),
         );
         registry.register(
-            "warrant_keys_generation",
+            format!("{prefix}_generation"),
             "Key sets published by this process: 1 at startup, plus 1 at every change of keys or schedule",
             self.generation.clone(),
         );
         registry.register(
-            "warrant_keys_last_rotation_timestamp_seconds",
+            format!("{prefix}_last_rotation_timestamp_seconds"),
             "When the key that signs now started signing (managed keys) or was loaded (static keys)",
             self.last_rotation.clone(),
         );
         registry.register(
-            "warrant_keys_next_change_timestamp_seconds",
+            format!("{prefix}_next_change_timestamp_seconds"),
             "When the published key set next changes on schedule (0 for static keys)",
             self.next_change.clone(),
         );
         registry.register(
-            "warrant_keys_held",
+            format!("{prefix}_held"),
             "Published keys by state: next, active, retired (managed), verifying (static key files)",
             self.held.clone(),
         );
         registry.register(
-            "warrant_keys_store_errors",
+            format!("{prefix}_store_errors"),
             "Failed key store operations, by operation (load, save, watch)",
             self.store_errors.clone(),
         );
         registry.register(
-            "warrant_keys_store_rollbacks",
+            format!("{prefix}_store_rollbacks"),
             "Reads of the key store refused because it held an older key set than one seen before, by reason: revoked_key_listed, revocation_dropped, generation_back (the writer writes the newer set back)",
             self.store_rollbacks.clone(),
         );
         registry.register(
-            "warrant_keys_store_stale_since_timestamp_seconds",
+            format!("{prefix}_store_stale_since_timestamp_seconds"),
             "When the key store began to fail (reads or writes), so the keys in force may be stale; 0 while it answers",
             self.store_stale_since.clone(),
         );
         registry.register(
-            "warrant_keys_holder_disposals",
+            format!("{prefix}_holder_disposals"),
             "Attempts to destroy a held key (an HSM's) that signs or verifies no more, by result: destroyed, gone (nothing left to destroy), not_the_key (the object is not the recorded key: left alone), failed (retried)",
             self.disposals.clone(),
         );
         registry.register(
-            "warrant_keys_holder_disposals_pending",
+            format!("{prefix}_holder_disposals_pending"),
             "Held keys that must be destroyed (retired, revoked, removed) and could not be yet: retried until they are gone",
             self.disposals_pending.clone(),
         );
         registry.register(
-            "warrant_keys_leader",
+            format!("{prefix}_leader"),
             "Whether this replica holds the key Lease (Kubernetes Secret store), and so writes and rotates the keys: 1 or 0",
             self.leader.clone(),
         );

@@ -50,6 +50,16 @@ impl SigningKey {
     }
 }
 
+impl SigningKey {
+    /// Signs `message` as it is, with the key's algorithm (RS256: PKCS#1 v1.5 over SHA-256;
+    /// ES256, ES384, ES512: ECDSA over SHA-256, -384, -512, as fixed-width `r || s`), wherever
+    /// the key is held. For signatures that are not JWS: an X.509 CA's over a
+    /// TBSCertificate (which wants ECDSA's as DER, converted by the caller).
+    pub async fn sign_message(&self, message: Vec<u8>) -> Result<Vec<u8>, KeyError> {
+        self.sign_bytes_async(message).await
+    }
+}
+
 /// A signature for claims someone else encoded and will assemble into a token: what an external
 /// signer (kube-apiserver's KEP-740 signer interface) returns. Both parts are unpadded
 /// base64url; the token is `header + "." + claims + "." + signature`.
