@@ -116,6 +116,32 @@ pub fn check_bundle(signer: &str, roots: &[String]) -> Result<String, Error> {
     Ok(bundle)
 }
 
+/// True when the bundle `written` holds the same roots as `wanted`, in the same order: the
+/// same bytes, or roots that are equivalent (`warrant_podcert::equivalent_roots`). Replicas
+/// that sign their own root for a CA key held in a shared store (each self-signature has its
+/// own randomness) then leave the first one written in place, rather than each rewriting the
+/// bundle with its own in turn.
+fn same_bundle(written: &str, wanted: &str) -> bool {
+    if written == wanted {
+        return true;
+    }
+    let ders = |pem: &str| -> Option<Vec<Vec<u8>>> {
+        CertificateDer::pem_slice_iter(pem.as_bytes())
+            .map(|der| der.ok().map(|d| d.as_ref().to_vec()))
+            .collect()
+    };
+    match (ders(written), ders(wanted)) {
+        (Some(written), Some(wanted)) => {
+            written.len() == wanted.len()
+                && written
+                    .iter()
+                    .zip(&wanted)
+                    .all(|(a, b)| warrant_podcert::equivalent_roots(a, b))
+        }
+        _ => false,
+    }
+}
+
 fn pem_block(der: &[u8]) -> String {
     let encoded = base64::engine::general_purpose::STANDARD.encode(der);
     let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
@@ -152,6 +178,7 @@ pub enum Change {
 pub struct TrustBundles {
     api: Api<DynamicObject>,
     errors: Family<Vec<(&'static str, String)>, Counter>,
+    syncs: Family<Vec<(&'static str, String)>, Counter>,
 }
 
 impl std::fmt::Debug for TrustBundles {
@@ -172,7 +199,8 @@ fn resource() -> ApiResource {
 
 impl TrustBundles {
     /// A keeper writing through `client` (ClusterTrustBundles `v1beta1`); registers
-    /// `warrant_podcert_trust_bundle_errors_total` in `registry`.
+    /// `warrant_podcert_trust_bundle_errors_total` and `warrant_podcert_trust_bundle_syncs_total`
+    /// in `registry`.
     pub fn new(client: Client, registry: &mut Registry) -> Self {
         let errors = Family::default();
         registry.register(
@@ -180,9 +208,16 @@ impl TrustBundles {
             "ClusterTrustBundle updates that failed, by signer and error",
             errors.clone(),
         );
+        let syncs = Family::default();
+        registry.register(
+            "warrant_podcert_trust_bundle_syncs",
+            "ClusterTrustBundles brought in step with the CA's roots, by signer and what it took (created, updated, unchanged)",
+            syncs.clone(),
+        );
         TrustBundles {
             api: Api::all_with(client, &resource()),
             errors,
+            syncs,
         }
     }
 
@@ -200,9 +235,22 @@ impl TrustBundles {
     pub async fn sync(&self, signer: &str, roots: &[String]) -> Result<Synced, Error> {
         check_signer_name(signer)?;
         let bundle = check_bundle(signer, roots).inspect_err(|_| self.error(signer, "invalid"))?;
-        self.write(signer, bundle)
+        let synced = self
+            .write(signer, bundle)
             .await
-            .inspect_err(|_| self.error(signer, "api"))
+            .inspect_err(|_| self.error(signer, "api"))?;
+        let change = match synced.live {
+            Change::Created => "created",
+            Change::Updated => "updated",
+            Change::Unchanged => "unchanged",
+        };
+        self.syncs
+            .get_or_create(&vec![
+                ("signer", signer.to_owned()),
+                ("change", change.to_owned()),
+            ])
+            .inc();
+        Ok(synced)
     }
 
     async fn write(&self, signer: &str, bundle: String) -> Result<Synced, Error> {
@@ -226,7 +274,7 @@ impl TrustBundles {
                     .data
                     .pointer("/spec/trustBundle")
                     .and_then(Value::as_str)
-                    == Some(bundle.as_str());
+                    .is_some_and(|written| same_bundle(written, &bundle));
                 let same_labels = found.metadata.labels.as_ref() == Some(&labels);
                 if same_roots && same_labels {
                     Change::Unchanged

@@ -61,12 +61,21 @@ impl CaAlgorithm {
     fn identifier(self) -> Vec<u8> {
         let oid = |o: &[u8]| der::element(der::OID, o);
         match self {
-            CaAlgorithm::EcdsaP256Sha256 => der::sequence(&[&oid(OID_ECDSA_SHA256)]),
-            CaAlgorithm::EcdsaP384Sha384 => der::sequence(&[&oid(OID_ECDSA_SHA384)]),
             CaAlgorithm::RsaPkcs1Sha256 => {
                 der::sequence(&[&oid(OID_RSA_SHA256), &der::element(der::NULL, &[])])
             }
-            CaAlgorithm::Ed25519 => der::sequence(&[&oid(OID_ED25519)]),
+            CaAlgorithm::EcdsaP256Sha256 | CaAlgorithm::EcdsaP384Sha384 | CaAlgorithm::Ed25519 => {
+                der::sequence(&[&oid(self.oid())])
+            }
+        }
+    }
+
+    fn oid(self) -> &'static [u8] {
+        match self {
+            CaAlgorithm::EcdsaP256Sha256 => OID_ECDSA_SHA256,
+            CaAlgorithm::EcdsaP384Sha384 => OID_ECDSA_SHA384,
+            CaAlgorithm::RsaPkcs1Sha256 => OID_RSA_SHA256,
+            CaAlgorithm::Ed25519 => OID_ED25519,
         }
     }
 
@@ -352,6 +361,124 @@ fn extension(oid: &[u8], critical: bool, value: &[u8]) -> Vec<u8> {
     }
 }
 
+/// The unsigned part of a self-signed root for a CA key held anywhere (memory, a Secret, an
+/// HSM, a KMS): subject and issuer `CN=<common name>`, a serial and subject key ID derived
+/// from the key (the leftmost 160 bits of the SHA-256 of its public key, RFC 7093 §2 method
+/// 1), CA=true (critical), keyCertSign and cRLSign (critical). The same inputs always give the
+/// same bytes, so replicas holding one CA key make roots that differ only in the signature's
+/// randomness (see [`equivalent_roots`]).
+#[derive(Debug, Clone)]
+pub struct RootTemplate {
+    tbs: Vec<u8>,
+    algorithm: CaAlgorithm,
+    /// The subjectPublicKey bits, which verify the self-signature.
+    public_key: Vec<u8>,
+}
+
+impl RootTemplate {
+    /// The template for the key `spki` (a DER SubjectPublicKeyInfo) signing with `algorithm`,
+    /// valid from `not_before` to `not_after` (whole seconds).
+    pub fn new(
+        algorithm: CaAlgorithm,
+        spki: &[u8],
+        common_name: &str,
+        not_before: Timestamp,
+        not_after: Timestamp,
+    ) -> Result<Self, CaError> {
+        let public_key = match x509_parser::x509::SubjectPublicKeyInfo::from_der(spki) {
+            Ok(([], info)) => info.subject_public_key.data.to_vec(),
+            _ => return Err(CaError::Key("the public key is not a DER SPKI".into())),
+        };
+        let name = der::sequence(&[&der::element(
+            der::SET,
+            &der::sequence(&[
+                &der::element(der::OID, OID_COMMON_NAME),
+                &der::element(der::UTF8_STRING, common_name.as_bytes()),
+            ]),
+        )]);
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &public_key);
+        let key_id = digest.as_ref().get(..20).unwrap_or_default();
+        let ca_true = der::sequence(&[&der::element(der::BOOLEAN, &[0xff])]);
+        let extensions = [
+            extension(OID_BASIC_CONSTRAINTS, true, &ca_true),
+            extension(OID_KEY_USAGE, true, &[0x03, 0x02, 0x01, 0x06]), // keyCertSign, cRLSign
+            extension(
+                OID_SUBJECT_KEY_ID,
+                false,
+                &der::element(der::OCTET_STRING, key_id),
+            ),
+        ];
+        let tbs = tbs_certificate(TbsParts {
+            serial: key_id.get(..16).unwrap_or_default(),
+            algorithm,
+            issuer: &name,
+            not_before,
+            not_after,
+            subject: &name,
+            spki,
+            extensions: &extensions,
+        });
+        Ok(RootTemplate {
+            tbs,
+            algorithm,
+            public_key,
+        })
+    }
+
+    /// The DER TBSCertificate, for the key to sign.
+    pub fn tbs(&self) -> &[u8] {
+        &self.tbs
+    }
+
+    /// The root, with the key's signature over [`tbs`](Self::tbs) in X.509's encoding: checked
+    /// against the key before it is returned, so a holder's wrong signature never becomes a
+    /// trust anchor.
+    pub fn finish(&self, signature: &[u8]) -> Result<CaCertificate, CaError> {
+        signature::UnparsedPublicKey::new(self.algorithm.verification(), &self.public_key)
+            .verify(&self.tbs, signature)
+            .map_err(|_| {
+                CaError::Key("the root's self-signature does not verify with its key".into())
+            })?;
+        CaCertificate::from_der(&certificate(&self.tbs, self.algorithm, signature))
+    }
+}
+
+/// True when two root certificates are interchangeable for every verifier: the same bytes, or
+/// the same TBSCertificate (subject, key, validity, extensions) where both self-signatures
+/// verify with that key. Replicas that make the root of one held CA key each sign it
+/// themselves ([`RootTemplate`]); a trust bundle holding any of their roots is current.
+pub fn equivalent_roots(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Ok(([], a)), Ok(([], b))) = (X509Certificate::from_der(a), X509Certificate::from_der(b))
+    else {
+        return false;
+    };
+    a.tbs_certificate.as_ref() == b.tbs_certificate.as_ref() && self_signed(&a) && self_signed(&b)
+}
+
+/// True when `cert`'s signature verifies with its own key (a root's self-signature).
+fn self_signed(cert: &X509Certificate<'_>) -> bool {
+    let oid = cert.signature_algorithm.algorithm.as_bytes();
+    let algorithm = [
+        CaAlgorithm::EcdsaP256Sha256,
+        CaAlgorithm::EcdsaP384Sha384,
+        CaAlgorithm::RsaPkcs1Sha256,
+        CaAlgorithm::Ed25519,
+    ]
+    .into_iter()
+    .find(|a| a.oid() == oid);
+    algorithm.is_some_and(|algorithm| {
+        signature::UnparsedPublicKey::new(
+            algorithm.verification(),
+            cert.public_key().subject_public_key.data.as_ref(),
+        )
+        .verify(cert.tbs_certificate.as_ref(), &cert.signature_value.data)
+        .is_ok()
+    })
+}
+
 /// A raw ECDSA signature (`r || s`, each the curve's size, as PKCS#11 and JWS have it) as the
 /// DER `Ecdsa-Sig-Value` X.509 wants; `None` for an empty or odd-length input.
 pub fn ecdsa_signature_to_der(raw: &[u8]) -> Option<Vec<u8>> {
@@ -417,47 +544,18 @@ impl MemoryCa {
             CaCurve::P256 => (CaAlgorithm::EcdsaP256Sha256, OID_P256),
             CaCurve::P384 => (CaAlgorithm::EcdsaP384Sha384, OID_P384),
         };
-        let point = key.public_key().as_ref();
         let spki = der::sequence(&[
             &der::sequence(&[
                 &der::element(der::OID, OID_EC_PUBLIC_KEY),
                 &der::element(der::OID, curve_oid),
             ]),
-            &der::bit_string(point),
+            &der::bit_string(key.public_key().as_ref()),
         ]);
-        let name = der::sequence(&[&der::element(
-            der::SET,
-            &der::sequence(&[
-                &der::element(der::OID, OID_COMMON_NAME),
-                &der::element(der::UTF8_STRING, common_name.as_bytes()),
-            ]),
-        )]);
-        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, point);
-        let key_id = digest.as_ref().get(..20).unwrap_or_default();
-        let ca_true = der::sequence(&[&der::element(der::BOOLEAN, &[0xff])]);
-        let extensions = [
-            extension(OID_BASIC_CONSTRAINTS, true, &ca_true),
-            extension(OID_KEY_USAGE, true, &[0x03, 0x02, 0x01, 0x06]), // keyCertSign, cRLSign
-            extension(
-                OID_SUBJECT_KEY_ID,
-                false,
-                &der::element(der::OCTET_STRING, key_id),
-            ),
-        ];
-        let tbs = tbs_certificate(TbsParts {
-            serial: key_id.get(..16).unwrap_or_default(),
-            algorithm,
-            issuer: &name,
-            not_before,
-            not_after,
-            subject: &name,
-            spki: &spki,
-            extensions: &extensions,
-        });
+        let root = RootTemplate::new(algorithm, &spki, common_name, not_before, not_after)?;
         let signature = key
-            .sign(&aws_lc_rs::rand::SystemRandom::new(), &tbs)
+            .sign(&aws_lc_rs::rand::SystemRandom::new(), root.tbs())
             .map_err(|_| CaError::Key("self-signature failed".into()))?;
-        let der = certificate(&tbs, algorithm, signature.as_ref());
+        let der = root.finish(signature.as_ref())?.der().to_vec();
         let ca = MemoryCa::from_parts(curve, pkcs8.as_ref(), &der)?;
         Ok((ca, pkcs8.as_ref().to_vec()))
     }
@@ -531,6 +629,62 @@ mod tests {
         }
         assert_eq!(ecdsa_signature_to_der(&[1, 2, 3]), None);
         assert_eq!(ecdsa_signature_to_der(&[]), None);
+    }
+
+    #[test]
+    fn roots_of_one_key_signed_twice_are_equivalent_and_a_forged_one_is_not() {
+        use aws_lc_rs::encoding::AsDer as _;
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let from = Timestamp::from_second(1_800_000_000).unwrap();
+        let to = Timestamp::from_second(1_900_000_000).unwrap();
+        let signing = &signature::ECDSA_P256_SHA256_ASN1_SIGNING;
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(signing, &rng).unwrap();
+        let key = EcdsaKeyPair::from_pkcs8(signing, pkcs8.as_ref()).unwrap();
+        let spki = key.public_key().as_der().unwrap();
+        let template = || {
+            RootTemplate::new(
+                CaAlgorithm::EcdsaP256Sha256,
+                spki.as_ref(),
+                "warrant pod CA",
+                from,
+                to,
+            )
+            .unwrap()
+        };
+        // Two replicas: the same template, byte for byte; two signatures.
+        assert_eq!(template().tbs(), template().tbs());
+        let sign = |t: &RootTemplate| key.sign(&rng, t.tbs()).unwrap().as_ref().to_vec();
+        let one = template().finish(&sign(&template())).unwrap();
+        let two = template().finish(&sign(&template())).unwrap();
+        assert_ne!(one.der(), two.der());
+        assert!(equivalent_roots(one.der(), two.der()));
+        assert_eq!(one.not_before(), from);
+        assert_eq!(one.not_after(), to);
+        assert_eq!(one.key_id(), two.key_id());
+
+        // A signature by another key is refused when finishing, and a root carrying one is
+        // not taken for the real one.
+        let other = EcdsaKeyPair::generate(signing).unwrap();
+        let forged = other.sign(&rng, template().tbs()).unwrap();
+        assert!(template().finish(forged.as_ref()).is_err());
+        let forged_der = certificate(
+            template().tbs(),
+            CaAlgorithm::EcdsaP256Sha256,
+            forged.as_ref(),
+        );
+        assert!(!equivalent_roots(one.der(), &forged_der));
+        // Another validity is another root.
+        let later = RootTemplate::new(
+            CaAlgorithm::EcdsaP256Sha256,
+            spki.as_ref(),
+            "warrant pod CA",
+            from,
+            Timestamp::from_second(1_900_000_001).unwrap(),
+        )
+        .unwrap();
+        let later = later.finish(&sign(&later)).unwrap();
+        assert!(!equivalent_roots(one.der(), later.der()));
+        assert!(!equivalent_roots(one.der(), b"not a certificate"));
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub mod status;
 pub use cas::CaSet;
 pub use certificate::{
     CaAlgorithm, CaCertificate, CaCurve, CaError, CaSignature, CaSigner, IssueError, MemoryCa,
-    SignError, ecdsa_signature_to_der,
+    RootTemplate, SignError, ecdsa_signature_to_der, equivalent_roots,
 };
 pub use decide::{
     BACKDATE, DecideError, Decision, Facts, Issued, Live, NamedObject, PodFacts, decide,

@@ -134,6 +134,69 @@ async fn the_live_bundle_is_created_then_follows_a_rotation_and_stale_ones_go() 
     assert_eq!(metric(&registry, &errors), 0.0);
 }
 
+/// Two roots of one CA key, each self-signed as a replica signs it: the same certificate but
+/// for the signature's randomness.
+fn one_root_signed_twice() -> (String, String) {
+    use aws_lc_rs::encoding::AsDer as _;
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair as _};
+    use warrant_podcert::{CaAlgorithm, RootTemplate};
+    let key = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+    let spki = key.public_key().as_der().unwrap();
+    let at = |s| jiff::Timestamp::from_second(s).unwrap();
+    let root = || {
+        let template = RootTemplate::new(
+            CaAlgorithm::EcdsaP256Sha256,
+            spki.as_ref(),
+            "warrant pod CA",
+            at(1_800_000_000),
+            at(1_900_000_000),
+        )
+        .unwrap();
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let signature = key.sign(&rng, template.tbs()).unwrap();
+        let der = template.finish(signature.as_ref()).unwrap().der().to_vec();
+        rustls_pki_types::CertificateDer::from(der)
+    };
+    let pem = |der: rustls_pki_types::CertificateDer<'static>| {
+        check_bundle(SIGNER, &[pem_of(der.as_ref())]).unwrap()
+    };
+    (pem(root()), pem(root()))
+}
+
+fn pem_of(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    format!("-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----\n")
+}
+
+#[tokio::test]
+async fn replicas_signing_their_own_root_of_one_key_leave_the_bundle_alone() {
+    let fixture = fixture("v1beta1").await;
+    let mut registry = Registry::default();
+    let keeper = TrustBundles::new(client(&fixture), &mut registry);
+    let (first, second) = one_root_signed_twice();
+    assert_ne!(first, second, "two signatures, two encodings");
+    let written = keeper
+        .sync(SIGNER, std::slice::from_ref(&first))
+        .await
+        .unwrap();
+    assert_eq!(written.live, Change::Created);
+    // The other replica's root of the same key: nothing to write, the first one stays.
+    let again = keeper
+        .sync(SIGNER, std::slice::from_ref(&second))
+        .await
+        .unwrap();
+    assert_eq!(again.live, Change::Unchanged);
+    let live = fixture
+        .get_json(cluster_trust_bundles(), "", &bundle_name(SIGNER))
+        .unwrap();
+    assert_eq!(live["spec"]["trustBundle"], first.as_str());
+    // A root of another key is a change.
+    let other = certificate(true);
+    let changed = keeper.sync(SIGNER, &[other]).await.unwrap();
+    assert_eq!(changed.live, Change::Updated);
+}
+
 #[tokio::test]
 async fn contents_kube_would_refuse_are_refused_before_writing_and_counted() {
     let fixture = fixture("v1beta1").await;
