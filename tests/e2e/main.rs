@@ -34,6 +34,7 @@ mod kms;
 mod metrics_listener;
 mod oidc;
 mod pki;
+mod pod_ca_keys;
 mod pod_certificates;
 mod publish;
 mod recipes;

@@ -16,10 +16,10 @@ use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
 use crate::pki::openssl;
 use crate::support::*;
 
-const SIGNER: &str = "warrant.example.com/spiffe";
+pub(crate) const SIGNER: &str = "warrant.example.com/spiffe";
 
 /// The fixture serving PCRs (1.36's version), with the standard pod, service account and node.
-async fn cluster() -> Fixture {
+pub(crate) async fn cluster() -> Fixture {
     let cluster = Fixture::start().await.unwrap();
     cluster.serve_pod_certificates("v1beta1");
     create_standard_objects(&cluster, None);
@@ -62,12 +62,12 @@ impl PodCa {
     }
 }
 
-fn refs(flags: &[String]) -> Vec<&str> {
+pub(crate) fn refs(flags: &[String]) -> Vec<&str> {
     flags.iter().map(String::as_str).collect()
 }
 
 /// Waits until PCR `demo/name` has a condition (warrant answered it); fails with warrant's log.
-async fn answered(w: &mut Warrant, cluster: &Fixture, name: &str) -> Value {
+pub(crate) async fn answered(w: &mut Warrant, cluster: &Fixture, name: &str) -> Value {
     let pcrs = pod_certificate_requests("v1beta1");
     for _ in 0..400 {
         if let Some(pcr) = cluster.get_json(pcrs, "demo", name)
@@ -82,7 +82,7 @@ async fn answered(w: &mut Warrant, cluster: &Fixture, name: &str) -> Value {
 
 /// A PCR for pod `demo/app-0` as its kubelet on node-1 would create it, with a fresh P-256
 /// key's CSR (subject `CN=admin`, which must not reach the certificate); `pod_uid` as given.
-fn pcr(dir: &Path, name: &str, pod_uid: &str) -> Value {
+pub(crate) fn pcr(dir: &Path, name: &str, pod_uid: &str) -> Value {
     openssl(
         dir,
         &[
@@ -122,7 +122,7 @@ fn pcr(dir: &Path, name: &str, pod_uid: &str) -> Value {
     })
 }
 
-fn condition(pcr: &Value) -> Option<(String, String)> {
+pub(crate) fn condition(pcr: &Value) -> Option<(String, String)> {
     let condition = pcr.pointer("/status/conditions/0")?;
     Some((
         condition["type"].as_str()?.to_owned(),
@@ -130,7 +130,7 @@ fn condition(pcr: &Value) -> Option<(String, String)> {
     ))
 }
 
-fn trust_bundle(cluster: &Fixture) -> Option<String> {
+pub(crate) fn trust_bundle(cluster: &Fixture) -> Option<String> {
     cluster
         .get_json(
             cluster_trust_bundles(),
@@ -140,7 +140,7 @@ fn trust_bundle(cluster: &Fixture) -> Option<String> {
         .and_then(|b| b.pointer("/spec/trustBundle")?.as_str().map(str::to_owned))
 }
 
-fn pem_count(text: &str) -> usize {
+pub(crate) fn pem_count(text: &str) -> usize {
     text.matches("-----BEGIN CERTIFICATE-----").count()
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use serde_json::json;
+use warrant_clock::Clock;
 use warrant_keys::{
     KeyHolder, KeyStore as _, LeaseHolder, LocalCopy, ManagedKeySet, SecretStore, Seed, StoreError,
     Stored,
@@ -58,12 +59,11 @@ pub(crate) async fn open(
 /// and whether it
 /// holds the Secret's keys or is being served until the Secret answers. Informational: a
 /// replica serving its copy is ready, as kube-apiserver needs it to be.
-pub(crate) fn report(state: &AppState, copy: &LocalCopy) {
+pub(crate) fn report(state: &AppState, name: &'static str, copy: &LocalCopy, clock: Clock) {
     let described = copy.dir().display().to_string();
     let copy_state = copy.state();
-    let issuer = state.issuer().clone();
-    state.add_report("key-copy", move || {
-        let now = issuer.clock().now();
+    state.add_report(name, move || {
+        let now = clock.now();
         format!("{described} {}", copy_state.borrow().summary(now))
     });
 }

@@ -365,14 +365,40 @@ enum Pending {
         keys: StaticKeys,
     },
     Managed {
-        manager: Box<KeyManager<Store>>,
-        leadership: Option<Box<Elected>>,
+        opened: Box<OpenedStore>,
         extra_files: StaticKeyFiles,
         extra: StaticKeys,
-        /// This node's local copy of the Secret, if it keeps one.
-        copy: Option<Arc<LocalCopy>>,
     },
 }
+
+/// A managed key set opened from its store (the token keys' `--key-dir` or `--key-secret`, or
+/// the pod certificate CA's): its manager and, with a Secret, the election of its writer and
+/// this node's local copy.
+pub(crate) struct OpenedStore {
+    pub(crate) manager: KeyManager<Store>,
+    /// The store, for messages.
+    pub(crate) described: String,
+    leadership: Option<Box<Elected>>,
+    /// This node's local copy of the Secret, if it keeps one.
+    copy: Option<Arc<LocalCopy>>,
+}
+
+/// The names of one managed key set's lines in `/readyz?verbose`.
+pub(crate) struct ReportNames {
+    /// How the store answers.
+    pub(crate) store: &'static str,
+    /// Whether this replica writes the store (with a Secret).
+    pub(crate) lease: &'static str,
+    /// How this node's local copy stands (with `--key-copy-dir`).
+    pub(crate) copy: &'static str,
+}
+
+/// The token keys' lines.
+const TOKEN_KEY_REPORTS: ReportNames = ReportNames {
+    store: "key-store",
+    lease: "key-lease",
+    copy: "key-copy",
+};
 
 /// A replica's part in electing the writer of a Secret: the election, what it is (`LEASE as
 /// IDENTITY`), and the Secret, whose last writer the followers name.
@@ -415,102 +441,19 @@ pub(crate) async fn open(
             rotation,
             extra: extra_files,
         } => {
+            let opened = open_store(
+                store,
+                rotation,
+                max_token_seconds,
+                &metrics,
+                kubeconfig,
+                holder,
+                clock,
+            )
+            .await?;
+            let manager = &opened.manager;
+            let described = &opened.described;
             let now = clock.now();
-            let key_holder = holder.map(Holder::key_holder);
-            let mut copy = None;
-            let (store, writer, leadership) = match store {
-                ManagedStore::Dir(dir) => (Store::Dir(DirStore::new(dir)), Writer::Always, None),
-                ManagedStore::Secret {
-                    secret,
-                    lease,
-                    lease_seconds,
-                    copy: copy_dir,
-                } => {
-                    let client = client(kubeconfig).await?;
-                    let identity = holder_identity();
-                    let config = LeaseConfig {
-                        namespace: lease.namespace.clone(),
-                        name: lease.name.clone(),
-                        identity: identity.clone(),
-                        duration_seconds: *lease_seconds,
-                    };
-                    // With a local copy, the replica may start before the API server answers.
-                    let leadership = match copy_dir {
-                        Some(_) => Leadership::start_in_background(
-                            client.clone(),
-                            &config,
-                            metrics.clone(),
-                        )?,
-                        None => Leadership::start(client.clone(), &config, metrics.clone()).await?,
-                    };
-                    tracing::info!(secret = %secret, lease = %lease, %identity, "managed keys in a Kubernetes Secret; the replica holding the Lease writes them");
-                    let secret_store = SecretStore::new(client, &secret.namespace, &secret.name)
-                        .with_writer(identity.clone());
-                    let secret_store = match &key_holder {
-                        Some(holder) => secret_store.with_holder(holder.clone()),
-                        None => secret_store,
-                    };
-                    // Clones share what was last read: the followers' readiness report names
-                    // the Secret's last writer from it.
-                    let read_secret = secret_store.clone();
-                    let store = match copy_dir {
-                        Some(dir) => {
-                            let (local, seed) =
-                                crate::keycopy::open(dir, key_holder.clone()).await?;
-                            let store = CopiedStore::new(secret_store, local.clone());
-                            copy = Some((local, seed));
-                            Store::Copied(store)
-                        }
-                        None => Store::Secret(secret_store),
-                    };
-                    let writer = Writer::WhileLeader(leadership.leading());
-                    let elected = Elected {
-                        leadership,
-                        described: format!("{lease} as {identity}"),
-                        secret: read_secret,
-                    };
-                    (store, writer, Some(Box::new(elected)))
-                }
-            };
-            let store = store.held_by(key_holder);
-            let seed = copy.as_mut().and_then(|(_, seed)| seed.take());
-            let seeded = || seed.as_ref().map(|s| s.keys.clone());
-            let current = match store.load().await {
-                Ok(Some(stored)) => Some(stored.keys),
-                // The Secret's keys are the copy's until it answers, or if it holds none.
-                Ok(None) => seeded(),
-                Err(StoreError::Unavailable { .. }) if seed.is_some() => seeded(),
-                Err(error) => return Err(error.into()),
-            }
-            .and_then(|keys| current_algorithm(&keys, now));
-            let policy = policy(rotation, current, max_token_seconds);
-            policy.validate()?;
-            let described = store.describe();
-            let manager = match seed {
-                Some(seed) => {
-                    KeyManager::open_from_copy(store, policy, writer, metrics.clone(), now, seed)
-                        .await?
-                }
-                None => {
-                    KeyManager::open_when_ready(store, policy, writer, metrics.clone(), clock)
-                        .await?
-                }
-            };
-            let now = clock.now();
-            // The keys that sign now or will must be usable in the token: a missing or
-            // unsuitable object is a startup error, not a failure at the first signature.
-            // Unless they come from a local copy the store has not confirmed: the copy's keys
-            // are served to verify with (kube-apiserver cannot start without them), and a key
-            // the store's writer has since retired, and destroyed, signs nothing anyway.
-            if let Some(holder) = holder {
-                let checked = holder.check_signing_keys(manager.keys(), now).await;
-                match checked {
-                    Err(error) if manager.health().borrow().failing_since.is_some() => {
-                        tracing::error!(%error, "a key of the local copy cannot sign in the token; serving the copy's keys to verify with until the key store answers");
-                    }
-                    checked => checked?,
-                }
-            }
             let extra = StaticKeys::load(extra_files)?;
             let managed = manager
                 .key_set(now)
@@ -522,15 +465,123 @@ pub(crate) async fn open(
                 initial,
                 metrics,
                 running: Pending::Managed {
-                    manager: Box::new(manager),
-                    leadership,
+                    opened: Box::new(opened),
                     extra_files: extra_files.clone(),
                     extra,
-                    copy: copy.map(|(local, _)| local),
                 },
             })
         }
     }
+}
+
+/// Opens a managed key set's store: fails if the directory or Secret cannot be read or
+/// created, or (with `holder`) a key that signs now or will cannot sign there. With a Secret,
+/// a replica that does not hold the Lease waits for the leader to create the first key (or
+/// starts from this node's copy). `rotation` and `max_token_seconds` make its policy.
+pub(crate) async fn open_store(
+    store: &ManagedStore,
+    rotation: &RotationArgs,
+    max_token_seconds: i64,
+    metrics: &KeyMetrics,
+    kubeconfig: Option<&Path>,
+    holder: Option<&Holder>,
+    clock: &Clock,
+) -> Result<OpenedStore, Box<dyn Error>> {
+    let now = clock.now();
+    let key_holder = holder.map(Holder::key_holder);
+    let mut copy = None;
+    let (store, writer, leadership) = match store {
+        ManagedStore::Dir(dir) => (Store::Dir(DirStore::new(dir)), Writer::Always, None),
+        ManagedStore::Secret {
+            secret,
+            lease,
+            lease_seconds,
+            copy: copy_dir,
+        } => {
+            let client = client(kubeconfig).await?;
+            let identity = holder_identity();
+            let config = LeaseConfig {
+                namespace: lease.namespace.clone(),
+                name: lease.name.clone(),
+                identity: identity.clone(),
+                duration_seconds: *lease_seconds,
+            };
+            // With a local copy, the replica may start before the API server answers.
+            let leadership = match copy_dir {
+                Some(_) => {
+                    Leadership::start_in_background(client.clone(), &config, metrics.clone())?
+                }
+                None => Leadership::start(client.clone(), &config, metrics.clone()).await?,
+            };
+            tracing::info!(secret = %secret, lease = %lease, %identity, "managed keys in a Kubernetes Secret; the replica holding the Lease writes them");
+            let secret_store = SecretStore::new(client, &secret.namespace, &secret.name)
+                .with_writer(identity.clone());
+            let secret_store = match &key_holder {
+                Some(holder) => secret_store.with_holder(holder.clone()),
+                None => secret_store,
+            };
+            // Clones share what was last read: the followers' readiness report names
+            // the Secret's last writer from it.
+            let read_secret = secret_store.clone();
+            let store = match copy_dir {
+                Some(dir) => {
+                    let (local, seed) = crate::keycopy::open(dir, key_holder.clone()).await?;
+                    let store = CopiedStore::new(secret_store, local.clone());
+                    copy = Some((local, seed));
+                    Store::Copied(store)
+                }
+                None => Store::Secret(secret_store),
+            };
+            let writer = Writer::WhileLeader(leadership.leading());
+            let elected = Elected {
+                leadership,
+                described: format!("{lease} as {identity}"),
+                secret: read_secret,
+            };
+            (store, writer, Some(Box::new(elected)))
+        }
+    };
+    let store = store.held_by(key_holder);
+    let seed = copy.as_mut().and_then(|(_, seed)| seed.take());
+    let seeded = || seed.as_ref().map(|s| s.keys.clone());
+    let current = match store.load().await {
+        Ok(Some(stored)) => Some(stored.keys),
+        // The Secret's keys are the copy's until it answers, or if it holds none.
+        Ok(None) => seeded(),
+        Err(StoreError::Unavailable { .. }) if seed.is_some() => seeded(),
+        Err(error) => return Err(error.into()),
+    }
+    .and_then(|keys| current_algorithm(&keys, now));
+    let policy = policy(rotation, current, max_token_seconds);
+    policy.validate()?;
+    let described = store.describe();
+    let manager = match seed {
+        Some(seed) => {
+            KeyManager::open_from_copy(store, policy, writer, metrics.clone(), now, seed).await?
+        }
+        None => KeyManager::open_when_ready(store, policy, writer, metrics.clone(), clock).await?,
+    };
+    let now = clock.now();
+    // The keys that sign now or will must be usable in the token: a missing or
+    // unsuitable object is a startup error, not a failure at the first signature.
+    // Unless they come from a local copy the store has not confirmed: the copy's keys
+    // are served to verify with (kube-apiserver cannot start without them), and a key
+    // the store's writer has since retired, and destroyed, signs nothing anyway.
+    if let Some(holder) = holder {
+        let checked = holder.check_signing_keys(manager.keys(), now).await;
+        match checked {
+            Err(error) if manager.health().borrow().failing_since.is_some() => {
+                tracing::error!(%error, "a key of the local copy cannot sign in the token; serving the copy's keys to verify with until the key store answers");
+            }
+            checked => checked?,
+        }
+    }
+    Ok(OpenedStore {
+        manager,
+        described,
+        leadership,
+        copy: copy.map(|(local, _)| local),
+    })
 }
 
 /// What `--publish-discovery` needs from the keys: a feed of every key set the server
@@ -545,11 +596,8 @@ impl Opened {
     /// and a key directory, while it holds the Lease for a Secret.
     pub(crate) fn writer(&self) -> Writer {
         match &self.running {
-            Pending::Managed {
-                leadership: Some(elected),
-                ..
-            } => Writer::WhileLeader(elected.leadership.leading()),
-            Pending::Static { .. } | Pending::Managed { .. } => Writer::Always,
+            Pending::Managed { opened, .. } => opened.writer(),
+            Pending::Static { .. } => Writer::Always,
         }
     }
 
@@ -568,8 +616,8 @@ impl Opened {
         };
         let (managed, extra) = match &self.running {
             Pending::Static { .. } => (None, Vec::new()),
-            Pending::Managed { manager, extra, .. } => {
-                (manager.key_set(clock.now()), extra.verifying.clone())
+            Pending::Managed { opened, extra, .. } => {
+                (opened.manager.key_set(clock.now()), extra.verifying.clone())
             }
         };
         let sink = Arc::new(Sink {
@@ -592,11 +640,9 @@ impl Opened {
                 Ok(Running::hold(watch))
             }
             Pending::Managed {
-                manager,
-                leadership,
+                opened,
                 extra_files,
                 extra,
-                copy,
             } => {
                 let watch = if extra_files.key_files.is_empty() {
                     None
@@ -609,43 +655,99 @@ impl Opened {
                         move |keys: &StaticKeys| sink.set_extra(keys.verifying.clone()),
                     )?)
                 };
-                let health = manager.health();
                 let issuer = state.issuer().clone();
-                state.add_report("key-store", move || {
-                    store_report(&health.borrow(), &issuer, issuer.clock().now())
-                });
-                if let Some(copy) = &copy {
-                    crate::keycopy::report(&state, copy);
-                }
-                let leadership = leadership.map(|elected| {
-                    let Elected {
-                        leadership,
-                        described,
-                        secret,
-                    } = *elected;
-                    let leading = leadership.leading();
-                    state.add_report("key-lease", move || {
-                        lease_report(*leading.borrow(), &described, &secret)
-                    });
-                    leadership
-                });
-                let manager = match gate {
-                    Some(gate) => manager.with_gate(gate),
-                    None => *manager,
-                };
-                let task = manager.spawn(clock, move |keys: KeySet| sink.set_managed(keys))?;
+                let deadline = move || issuer.published().keys().signing_deadline();
+                let rotating = opened.spawn(
+                    &state,
+                    &TOKEN_KEY_REPORTS,
+                    clock,
+                    gate,
+                    deadline,
+                    move |keys: KeySet| sink.set_managed(keys),
+                )?;
                 Ok(Running::spawn(|stop| async move {
                     stop.cancelled().await;
-                    // Stops rotating, then releases the key Lease (if held), so another
-                    // replica takes over at once rather than when the Lease expires.
-                    drop(task);
-                    if let Some(leadership) = leadership {
-                        leadership.release().await;
-                    }
+                    rotating.stop().await;
                     drop(watch);
                 }))
             }
         }
+    }
+}
+
+/// A managed key set rotating: dropping it stops the rotation; [`Rotating::stop`] also
+/// releases the Lease.
+pub(crate) struct Rotating {
+    task: warrant_keys::KeyManagerTask,
+    leadership: Option<Leadership>,
+}
+
+impl Rotating {
+    /// Stops rotating, then releases the Lease (if held), so another replica takes over at
+    /// once rather than when the Lease expires.
+    pub(crate) async fn stop(self) {
+        drop(self.task);
+        if let Some(leadership) = self.leadership {
+            leadership.release().await;
+        }
+    }
+}
+
+impl OpenedStore {
+    /// Whether this process writes the store: always for a key directory, while it holds the
+    /// Lease for a Secret.
+    pub(crate) fn writer(&self) -> Writer {
+        match &self.leadership {
+            Some(elected) => Writer::WhileLeader(elected.leadership.leading()),
+            None => Writer::Always,
+        }
+    }
+
+    /// Starts keeping the keys current: `publish` receives every key set (the first at once),
+    /// `/readyz?verbose` has the store's lines under `names` (`deadline` says until when the
+    /// keys sign while the store does not answer), and with `gate` activations wait for the
+    /// publish targets.
+    pub(crate) fn spawn(
+        self,
+        state: &AppState,
+        names: &ReportNames,
+        clock: Clock,
+        gate: Option<warrant_keys::ActivationGate>,
+        deadline: impl Fn() -> Option<Timestamp> + Send + Sync + 'static,
+        publish: impl Fn(KeySet) + Send + Sync + 'static,
+    ) -> Result<Rotating, Box<dyn Error>> {
+        let OpenedStore {
+            manager,
+            leadership,
+            copy,
+            ..
+        } = self;
+        let health = manager.health();
+        let now_clock = clock.clone();
+        state.add_report(names.store, move || {
+            store_report(&health.borrow(), deadline(), now_clock.now())
+        });
+        if let Some(copy) = &copy {
+            crate::keycopy::report(state, names.copy, copy, clock.clone());
+        }
+        let leadership = leadership.map(|elected| {
+            let Elected {
+                leadership,
+                described,
+                secret,
+            } = *elected;
+            let leading = leadership.leading();
+            state.add_report(names.lease, move || {
+                lease_report(*leading.borrow(), &described, &secret)
+            });
+            leadership
+        });
+        let manager = match gate {
+            Some(gate) => manager.with_gate(gate),
+            None => manager,
+        };
+        let task = manager.spawn(clock, publish)?;
+        Ok(Rotating { task, leadership })
     }
 }
 
@@ -666,9 +768,9 @@ fn lease_report(leading: bool, described: &str, secret: &SecretStore) -> String 
 
 /// The `key-store` line of `/readyz?verbose`: how the store answers, and how long ago, and,
 /// while it does not, when the keys stop signing (see `KeyManager::signing_deadline`).
-fn store_report(health: &StoreHealth, issuer: &warrant_issuer::Issuer, now: Timestamp) -> String {
+fn store_report(health: &StoreHealth, deadline: Option<Timestamp>, now: Timestamp) -> String {
     let summary = health.summary(now);
-    match issuer.published().keys().signing_deadline() {
+    match deadline {
         Some(deadline) if now >= deadline => format!(
             "{summary}; signing nothing since {deadline}, when the store's writer may have retired the key (verifying goes on)"
         ),

@@ -82,10 +82,14 @@ pub(crate) async fn run(
     // once the state's readiness can hold its check.
     let pod_certificates = crate::podcert::prepare(
         &args.pod_certificates,
-        args.kubeconfig.as_deref(),
-        auth.authorizer.policy.clone(),
-        &auditor,
-        &clock,
+        crate::podcert::Context {
+            kubeconfig: args.kubeconfig.as_deref(),
+            policy_file: auth.authorizer.policy.clone(),
+            holder: holder.as_ref(),
+            lease_seconds: args.keys.key_lease_duration,
+            auditor: &auditor,
+            clock: &clock,
+        },
         &mut registry,
     )
     .await?;

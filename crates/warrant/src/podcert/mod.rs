@@ -15,6 +15,7 @@
 //! in-cluster configuration).
 
 mod ca_files;
+mod ca_keys;
 mod policy;
 mod sign;
 
@@ -32,6 +33,7 @@ use warrant_audit::{Auditor, Requester};
 use warrant_auth::PolicyFile;
 use warrant_clock::Clock;
 use warrant_issuer::SpiffeRoots;
+use warrant_keys::{KeyMetrics, KeySet};
 use warrant_podcert::CaSet;
 use warrant_podcert::policy::MIN_LIFETIME_SECONDS;
 use warrant_podcert_kube::trust::TrustBundles;
@@ -39,8 +41,12 @@ use warrant_podcert_kube::{Config, Controller};
 use warrant_server::AppState;
 use warrant_watch::FileWatch;
 
+use crate::cli::{KeyAlgorithm, ObjectName, RotationArgs};
+use crate::holder::Holder;
+use crate::keys::{ManagedStore, OpenedStore, ReportNames};
 use crate::running::Running;
 use ca_files::CaFiles;
+use ca_keys::Roots;
 use policy::PolicySource;
 use sign::{PodCertSigner, SignMetrics};
 
@@ -68,6 +74,42 @@ pub(crate) struct PodCertArgs {
     /// last certificate it signed has expired.
     #[arg(long = "pod-certificate-ca-bundle-file", value_name = "PATH")]
     pub(crate) ca_bundle_file: Option<PathBuf>,
+    /// Keep the CA's keys in this key directory, generated and rotated by warrant (each key a
+    /// root CA); with --key-pkcs11-uri or --key-kms-uri, the private keys are held there.
+    /// Instead of the CA files.
+    #[arg(long = "pod-certificate-ca-key-dir", value_name = "DIR", conflicts_with_all = ["ca_cert_file", "ca_key_file", "ca_bundle_file", "ca_key_secret"])]
+    pub(crate) ca_key_dir: Option<PathBuf>,
+    /// Keep the CA's keys in this Kubernetes Secret (NAMESPACE/NAME), shared by the replicas:
+    /// the one holding its Lease rotates them. Instead of the CA files.
+    #[arg(long = "pod-certificate-ca-key-secret", value_name = "NAMESPACE/NAME", value_parser = crate::cli::parse_object_name, conflicts_with_all = ["ca_cert_file", "ca_key_file", "ca_bundle_file"])]
+    pub(crate) ca_key_secret: Option<ObjectName>,
+    /// The Lease electing the writer of --pod-certificate-ca-key-secret (NAMESPACE/NAME;
+    /// default: beside it, named after it with -leader).
+    #[arg(long = "pod-certificate-ca-key-lease", value_name = "NAMESPACE/NAME", value_parser = crate::cli::parse_object_name, requires = "ca_key_secret")]
+    pub(crate) ca_key_lease: Option<ObjectName>,
+    /// This node's copy of --pod-certificate-ca-key-secret, to start from while the Secret
+    /// cannot be read.
+    #[arg(
+        long = "pod-certificate-ca-key-copy-dir",
+        value_name = "DIR",
+        requires = "ca_key_secret"
+    )]
+    pub(crate) ca_key_copy_dir: Option<PathBuf>,
+    /// Algorithm of the CA keys warrant generates.
+    #[arg(
+        long = "pod-certificate-ca-algorithm",
+        value_enum,
+        value_name = "ALG",
+        default_value = "es256"
+    )]
+    pub(crate) ca_algorithm: CaKeyAlgorithm,
+    /// How long each CA key signs before the next one takes over (Go duration; 720h is 30 days).
+    #[arg(long = "pod-certificate-ca-rotation-period", default_value = "720h", value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
+    pub(crate) ca_rotation_period: i64,
+    /// How long a CA key's root is published (ClusterTrustBundles, SPIFFE bundle) before it
+    /// signs, so that every pod and relying party trusts it first (Go duration).
+    #[arg(long = "pod-certificate-ca-publish-ahead", default_value = "24h", value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
+    pub(crate) ca_publish_ahead: i64,
     /// The SPIFFE trust domain of the certificates' IDs (spiffe://DOMAIN/ns/NS/sa/SA); default
     /// cluster.local, or the policy file's podCertificates.trustDomain.
     #[arg(long = "pod-certificate-trust-domain", value_name = "DOMAIN")]
@@ -82,6 +124,15 @@ pub(crate) struct PodCertArgs {
     pub(crate) workers: u16,
 }
 
+/// The algorithms of managed CA keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CaKeyAlgorithm {
+    /// ECDSA P-256 with SHA-256.
+    Es256,
+    /// ECDSA P-384 with SHA-384.
+    Es384,
+}
+
 /// The signer, set up but not started: its metrics are registered and its CA loaded, so a
 /// configuration error stops `serve` before anything serves.
 pub(crate) struct Prepared {
@@ -89,40 +140,92 @@ pub(crate) struct Prepared {
     bundles: TrustBundles,
     signers: Vec<String>,
     cas: watch::Receiver<CaSet>,
-    ca_failure: watch::Receiver<Option<String>>,
+    source: CaSource,
     metrics: SignMetrics,
     clock: Clock,
-    file_watch: FileWatch,
+}
+
+/// Where the CA comes from, ready to be kept current.
+enum CaSource {
+    /// The CA files, watched; a change that does not load is said in `failure`.
+    Files {
+        file_watch: FileWatch,
+        failure: watch::Receiver<Option<String>>,
+    },
+    /// A managed key set: its store's manager, the feed of its key sets, and what turns them
+    /// into the CA set.
+    Keys {
+        opened: Box<OpenedStore>,
+        feed: watch::Sender<KeySet>,
+        roots: Roots,
+        cas: watch::Sender<CaSet>,
+    },
+}
+
+/// What `prepare` needs of the rest of `serve`.
+pub(crate) struct Context<'a> {
+    /// `--kubeconfig`.
+    pub(crate) kubeconfig: Option<&'a Path>,
+    /// The authorization policy file, whose `podCertificates` section is the policy.
+    pub(crate) policy_file: Option<PolicyFile>,
+    /// The holder of the token keys (`--key-pkcs11-uri`, `--key-kms-uri`), which holds the
+    /// managed CA keys too.
+    pub(crate) holder: Option<&'a Holder>,
+    /// `--key-lease-duration`, which the CA key Secret's Lease takes too.
+    pub(crate) lease_seconds: i64,
+    pub(crate) auditor: &'a Auditor,
+    pub(crate) clock: &'a Clock,
 }
 
 /// Sets the signer up if `--pod-certificate-signer` is given.
 pub(crate) async fn prepare(
     args: &PodCertArgs,
-    kubeconfig: Option<&Path>,
-    policy_file: Option<PolicyFile>,
-    auditor: &Auditor,
-    clock: &Clock,
+    context: Context<'_>,
     registry: &mut Registry,
 ) -> Result<Option<Prepared>, Box<dyn Error>> {
+    let managed = managed_store(args, context.lease_seconds)?;
     if args.signers.is_empty() {
-        if args.ca_cert_file.is_some() || args.ca_key_file.is_some() {
-            return Err("--pod-certificate-ca-cert-file and --pod-certificate-ca-key-file need --pod-certificate-signer".into());
+        if args.ca_cert_file.is_some() || args.ca_key_file.is_some() || managed.is_some() {
+            return Err("the pod certificate CA flags (--pod-certificate-ca-…) need --pod-certificate-signer".into());
         }
         return Ok(None);
     }
-    let (Some(cert), Some(key)) = (&args.ca_cert_file, &args.ca_key_file) else {
-        return Err("--pod-certificate-signer needs --pod-certificate-ca-cert-file and --pod-certificate-ca-key-file (the CA that signs the pods' certificates)".into());
-    };
+    let Context {
+        kubeconfig,
+        policy_file,
+        holder,
+        auditor,
+        clock,
+        ..
+    } = context;
     let policy = PolicySource::new(&args.signers, args.trust_domain.as_deref(), policy_file)?;
-    let files = CaFiles {
-        cert: cert.clone(),
-        key: key.clone(),
-        bundle: args.ca_bundle_file.clone(),
+    let (cas, source, max_lifetime) = match managed {
+        Some(store) => {
+            let longest = policy.longest_lifetime();
+            let (cas, source) =
+                open_managed(args, &store, longest, kubeconfig, holder, clock, registry).await?;
+            (cas, source, Some(longest))
+        }
+        None => {
+            let (Some(cert), Some(key)) = (&args.ca_cert_file, &args.ca_key_file) else {
+                return Err("--pod-certificate-signer needs a CA: --pod-certificate-ca-key-dir or --pod-certificate-ca-key-secret (keys warrant makes and rotates), or --pod-certificate-ca-cert-file and --pod-certificate-ca-key-file (a CA of your own)".into());
+            };
+            let files = CaFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                bundle: args.ca_bundle_file.clone(),
+            };
+            let (failure, ca_failure) = watch::channel(None);
+            let (cas, file_watch) = files
+                .watch(failure)
+                .map_err(|e| format!("the pod certificate CA: {e}"))?;
+            let source = CaSource::Files {
+                file_watch,
+                failure: ca_failure,
+            };
+            (cas, source, None)
+        }
     };
-    let (failure, ca_failure) = watch::channel(None);
-    let (cas, file_watch) = files
-        .watch(failure)
-        .map_err(|e| format!("the pod certificate CA: {e}"))?;
     let client = warrant_objects::kube::cluster_client(kubeconfig).await?;
     let metrics = SignMetrics::new(registry);
     // Events name the replica: the Deployment's POD_NAME, else the host's name.
@@ -141,6 +244,7 @@ pub(crate) async fn prepare(
     let signer = PodCertSigner {
         client: client.clone(),
         policy,
+        max_lifetime,
         cas: cas.clone(),
         clock: clock.clone(),
         auditor: auditor.clone(),
@@ -163,12 +267,87 @@ pub(crate) async fn prepare(
         bundles,
         signers: args.signers.clone(),
         cas,
-        ca_failure,
+        source,
         metrics,
         clock: clock.clone(),
-        file_watch,
     }))
 }
+
+/// The CA key store the flags name, if any.
+fn managed_store(args: &PodCertArgs, lease_seconds: i64) -> Result<Option<ManagedStore>, String> {
+    if let Some(dir) = &args.ca_key_dir {
+        return Ok(Some(ManagedStore::Dir(dir.clone())));
+    }
+    let Some(secret) = &args.ca_key_secret else {
+        return Ok(None);
+    };
+    let lease_seconds = u64::try_from(lease_seconds)
+        .ok()
+        .filter(|s| *s >= warrant_keys::MIN_LEASE_SECONDS)
+        .ok_or("--key-lease-duration is too short for the CA key Secret's Lease")?;
+    Ok(Some(ManagedStore::Secret {
+        secret: secret.clone(),
+        lease: crate::keys::lease_of(secret, args.ca_key_lease.as_ref()),
+        lease_seconds,
+        copy: args.ca_key_copy_dir.clone(),
+    }))
+}
+
+/// Opens the CA's key store and makes the roots of its keys: a store that cannot be opened,
+/// or a root that cannot be made now, stops `serve`. `longest` is the longest leaf lifetime,
+/// for which a retired CA key stays published.
+async fn open_managed(
+    args: &PodCertArgs,
+    store: &ManagedStore,
+    longest: i64,
+    kubeconfig: Option<&Path>,
+    holder: Option<&Holder>,
+    clock: &Clock,
+    registry: &mut Registry,
+) -> Result<(watch::Receiver<CaSet>, CaSource), Box<dyn Error>> {
+    let metrics = KeyMetrics::new();
+    metrics.register_as(registry, "warrant_podcert_ca_keys");
+    let rotation = RotationArgs {
+        key_algorithm: Some(match args.ca_algorithm {
+            CaKeyAlgorithm::Es256 => KeyAlgorithm::Es256,
+            CaKeyAlgorithm::Es384 => KeyAlgorithm::Es384,
+        }),
+        key_rotation_period: args.ca_rotation_period,
+        key_publish_ahead: args.ca_publish_ahead,
+    };
+    let opened = crate::keys::open_store(
+        store, &rotation, longest, &metrics, kubeconfig, holder, clock,
+    )
+    .await
+    .map_err(|e| format!("the pod certificate CA's key store: {e}"))?;
+    let now = clock.now();
+    let initial = opened
+        .manager
+        .key_set(now)
+        .ok_or_else(|| format!("{} holds no active CA key", opened.described))?;
+    metrics.published(&initial);
+    let mut roots = Roots::default();
+    let first = roots
+        .ca_set(&initial, now)
+        .await
+        .map_err(|e| format!("the pod certificate CA: {e}"))?;
+    let (cas_sender, cas) = watch::channel(first);
+    let (feed, _) = watch::channel(initial);
+    let source = CaSource::Keys {
+        opened: Box::new(opened),
+        feed,
+        roots,
+        cas: cas_sender,
+    };
+    Ok((cas, source))
+}
+
+/// The readiness lines of the CA's key store.
+const CA_KEY_REPORTS: ReportNames = ReportNames {
+    store: "pod-certificate-ca-store",
+    lease: "pod-certificate-ca-lease",
+    copy: "pod-certificate-ca-copy",
+};
 
 /// The shortest time a CA must have left to sign: a leaf is at least kube's minimum long and
 /// ends with its CA (the decision requeues `CAExpiring` past it).
@@ -209,18 +388,61 @@ impl Prepared {
         state.add_check("pod-certificates", move || {
             cannot_sign(&cas.borrow(), clock.now())
         });
-        // Files that changed but do not load leave the CA in force: not a readiness failure,
-        // but said in /readyz?verbose until they load.
-        let ca_failure = self.ca_failure;
-        state.add_report("pod-certificate-ca", move || match &*ca_failure.borrow() {
-            None => "ok".to_owned(),
-            Some(why) => format!(
-                "the CA files changed but do not load ({why}); the CA loaded before still signs"
-            ),
-        });
+        // What keeps the CA current: the files' watch, or the key store's rotation and the
+        // roots made of its keys (started below, stopped with the signer).
+        let mut file_watch = None;
+        let mut managed = None;
+        match self.source {
+            CaSource::Files {
+                file_watch: watch,
+                failure,
+            } => {
+                // Files that changed but do not load leave the CA in force: not a readiness
+                // failure, but said in /readyz?verbose until they load.
+                state.add_report("pod-certificate-ca", move || match &*failure.borrow() {
+                    None => "ok".to_owned(),
+                    Some(why) => format!(
+                        "the CA files changed but do not load ({why}); the CA loaded before still signs"
+                    ),
+                });
+                file_watch = Some(watch);
+            }
+            CaSource::Keys {
+                opened,
+                feed,
+                roots,
+                cas,
+            } => {
+                let keys = feed.subscribe();
+                let deadline = {
+                    let keys = keys.clone();
+                    move || keys.borrow().signing_deadline()
+                };
+                let publish = move |set: KeySet| {
+                    feed.send_replace(set);
+                };
+                match opened.spawn(
+                    state,
+                    &CA_KEY_REPORTS,
+                    self.clock.clone(),
+                    None,
+                    deadline,
+                    publish,
+                ) {
+                    Ok(rotating) => managed = Some((rotating, keys, roots, cas)),
+                    Err(error) => {
+                        tracing::error!(%error, "the pod certificate CA's keys are not rotated");
+                    }
+                }
+            }
+        }
         let state = state.clone();
         Running::spawn(move |stop| async move {
-            let _file_watch = self.file_watch;
+            let _file_watch = file_watch;
+            let managed = managed.map(|(rotating, keys, roots, cas)| {
+                let follow = ca_keys::follow(keys, roots, cas, self.clock.clone(), stop.clone());
+                (rotating, tokio::spawn(follow))
+            });
             let controller = {
                 let stop = stop.clone();
                 tokio::spawn(async move {
@@ -238,6 +460,10 @@ impl Prepared {
             };
             trust.keep(self.cas, stop).await;
             let _ = controller.await;
+            if let Some((rotating, follow)) = managed {
+                let _ = follow.await;
+                rotating.stop().await;
+            }
         })
     }
 }

@@ -72,6 +72,46 @@ impl PolicySource {
 }
 
 /// Every namespace and service account, every key type kube accepts, a day at most.
+impl PolicySource {
+    /// The longest leaf lifetime the policy allows any signer now: how long a retired managed
+    /// CA key stays published.
+    pub(crate) fn longest_lifetime(&self) -> i64 {
+        self.current()
+            .signers
+            .iter()
+            .map(|s| s.max_expiration_seconds)
+            .max()
+            .unwrap_or(DEFAULT_LIFETIME_SECONDS)
+    }
+}
+
+/// `policy` with no signer's lifetime above `cap` (if any): a managed CA publishes a retired
+/// key for `cap` after it stops signing, so no leaf it signed may outlive that, whatever a
+/// reloaded policy file says.
+pub(crate) fn capped(
+    policy: Arc<PodCertificatePolicy>,
+    cap: Option<i64>,
+) -> Arc<PodCertificatePolicy> {
+    let Some(cap) = cap else {
+        return policy;
+    };
+    if policy
+        .signers
+        .iter()
+        .all(|s| s.max_expiration_seconds <= cap)
+    {
+        return policy;
+    }
+    let mut lowered = (*policy).clone();
+    for signer in &mut lowered.signers {
+        signer.max_expiration_seconds = signer.max_expiration_seconds.min(cap);
+    }
+    Arc::new(lowered)
+}
+
+/// A signer's leaf lifetime when nothing sets it: a day.
+const DEFAULT_LIFETIME_SECONDS: i64 = 86_400;
+
 fn default_policy(signers: &[String], trust_domain: &str) -> PodCertificatePolicy {
     PodCertificatePolicy {
         trust_domain: trust_domain.to_owned(),
@@ -82,7 +122,7 @@ fn default_policy(signers: &[String], trust_domain: &str) -> PodCertificatePolic
                 namespaces: vec!["*".to_owned()],
                 service_accounts: vec!["*".to_owned()],
                 key_types: KeyType::ALL.to_vec(),
-                max_expiration_seconds: 86_400,
+                max_expiration_seconds: DEFAULT_LIFETIME_SECONDS,
             })
             .collect(),
     }

@@ -97,6 +97,9 @@ impl SignMetrics {
 pub(crate) struct PodCertSigner {
     pub(crate) client: kube::Client,
     pub(crate) policy: PolicySource,
+    /// The longest leaf a managed CA may sign (its retired keys stay published that long);
+    /// `None` for a CA from files.
+    pub(crate) max_lifetime: Option<i64>,
     pub(crate) cas: watch::Receiver<CaSet>,
     pub(crate) clock: Clock,
     pub(crate) auditor: Auditor,
@@ -116,7 +119,7 @@ impl Sign for PodCertSigner {
                 return Outcome::Ignore;
             }
         };
-        let policy = self.policy.current();
+        let policy = super::policy::capped(self.policy.current(), self.max_lifetime);
         let set = self.cas.borrow().clone();
         let now = self.clock.now();
         let signer = request.signer_name.clone();

@@ -1,0 +1,264 @@
+//! The pod certificate CA kept in warrant's key holders (`--pod-certificate-ca-key-dir` or
+//! `--pod-certificate-ca-key-secret`, with `--key-pkcs11-uri` or `--key-kms-uri` holding the
+//! private keys): a managed key set of its own, beside the token keys, rotated on its own
+//! schedule by the same key manager, so it inherits everything the token keys have: one
+//! writer elected through a Lease, a node's local copy, a holder that vouches for each key,
+//! revocations that stay revoked, and `warrant keys list|rotate|revoke` on its store.
+//!
+//! Each key of the set is a root CA. Its certificate is not stored: each replica makes it
+//! from the key's record ([`RootTemplate`]: subject `CN=warrant pod CA <kid>`, valid from the
+//! key's publication for [`ROOT_VALIDITY_SECONDS`]) and signs it with the key, in its holder.
+//! Every replica so makes the same certificate but for the signature's randomness, and the
+//! ClusterTrustBundle keeper takes such roots for one another (`equivalent_roots`), so
+//! replicas never rewrite each other's bundle.
+//!
+//! The schedule is the token keys': a new key is published (in the ClusterTrustBundles and
+//! the SPIFFE bundle) `--pod-certificate-ca-publish-ahead` before it signs its first leaf, and
+//! a retired key stays published until the last leaf it signed has expired (the longest leaf
+//! lifetime of the policy, recorded on the key). A root's own validity is long on purpose:
+//! what ends trust in a CA key is its leaving the bundles (rotation, or
+//! `warrant keys revoke`), which relying parties see at their next read.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use warrant_clock::Clock;
+use warrant_keys::{KeySet, PublishedKey};
+use warrant_podcert::{
+    CaAlgorithm, CaCertificate, CaSet, CaSignature, CaSigner, RootTemplate, SignError,
+    ecdsa_signature_to_der,
+};
+use warrant_token::{Algorithm, KeyError, SigningKey};
+
+/// How long a managed CA key's root certificate is valid from the key's publication: ten
+/// years. Not what bounds trust in the key (its place in the bundles does); long, so that a
+/// rotation that stalls never leaves a CA that can no longer sign an hour-long leaf.
+pub(crate) const ROOT_VALIDITY_SECONDS: i64 = 10 * 365 * 24 * 3600;
+
+/// The algorithm a CA key of `algorithm` writes into certificates; `None` for one X.509 signing
+/// does not take here (ES512: kube and most TLS stacks refuse P-521 roots).
+fn ca_algorithm(algorithm: Algorithm) -> Option<CaAlgorithm> {
+    match algorithm {
+        Algorithm::ES256 => Some(CaAlgorithm::EcdsaP256Sha256),
+        Algorithm::ES384 => Some(CaAlgorithm::EcdsaP384Sha384),
+        Algorithm::RS256 => Some(CaAlgorithm::RsaPkcs1Sha256),
+        Algorithm::ES512 => None,
+    }
+}
+
+/// A root CA whose key is a managed key, wherever it is held.
+pub(crate) struct HeldCa {
+    key: SigningKey,
+    algorithm: CaAlgorithm,
+    certificate: CaCertificate,
+}
+
+impl std::fmt::Debug for HeldCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldCa")
+            .field("kid", &self.key.kid())
+            .field("certificate", &self.certificate)
+            .finish()
+    }
+}
+
+impl HeldCa {
+    /// Makes the root of `published` (its certificate, self-signed by the key in its holder).
+    pub(crate) async fn root(published: &PublishedKey) -> Result<HeldCa, String> {
+        let key = &published.key;
+        let kid = key.kid();
+        let algorithm = ca_algorithm(key.algorithm()).ok_or_else(|| {
+            format!(
+                "CA key {kid} is {}, which no pod certificate CA signs with (ES256, ES384 or RS256)",
+                key.algorithm().name()
+            )
+        })?;
+        let not_before = published.published_at;
+        let not_after = not_before.saturating_add(SignedDuration::from_secs(ROOT_VALIDITY_SECONDS));
+        let not_after = not_after.map_err(|e| format!("CA key {kid}: {e}"))?;
+        let template = RootTemplate::new(
+            algorithm,
+            key.verifying_key().spki_der(),
+            &format!("warrant pod CA {kid}"),
+            not_before,
+            not_after,
+        )
+        .map_err(|e| format!("CA key {kid}: {e}"))?;
+        let signature = signature(key, algorithm, template.tbs().to_vec())
+            .await
+            .map_err(|e| format!("CA key {kid} could not sign its root: {e}"))?;
+        let certificate = template
+            .finish(&signature)
+            .map_err(|e| format!("CA key {kid}: {e}"))?;
+        Ok(HeldCa {
+            key: key.clone(),
+            algorithm,
+            certificate,
+        })
+    }
+
+    /// The key's ID.
+    pub(crate) fn kid(&self) -> &str {
+        self.key.kid()
+    }
+}
+
+/// `message` signed by `key`, in X.509's encoding (ECDSA as DER).
+async fn signature(
+    key: &SigningKey,
+    algorithm: CaAlgorithm,
+    message: Vec<u8>,
+) -> Result<Vec<u8>, SignError> {
+    let raw = key
+        .sign_message(message)
+        .await
+        .map_err(|error| match error {
+            KeyError::Remote(remote) if remote.unavailable => {
+                SignError::Unavailable(Arc::new(remote))
+            }
+            other => SignError::Refused(Arc::new(other)),
+        })?;
+    match algorithm {
+        CaAlgorithm::EcdsaP256Sha256 | CaAlgorithm::EcdsaP384Sha384 => ecdsa_signature_to_der(&raw)
+            .ok_or_else(|| {
+                SignError::Refused(Arc::new(std::io::Error::other(
+                    "the key's holder returned an ECDSA signature of odd length",
+                )))
+            }),
+        CaAlgorithm::RsaPkcs1Sha256 | CaAlgorithm::Ed25519 => Ok(raw),
+    }
+}
+
+impl CaSigner for HeldCa {
+    fn algorithm(&self) -> CaAlgorithm {
+        self.algorithm
+    }
+
+    fn certificate(&self) -> &CaCertificate {
+        &self.certificate
+    }
+
+    fn sign(&self, tbs: Vec<u8>) -> CaSignature<'_> {
+        Box::pin(signature(&self.key, self.algorithm, tbs))
+    }
+}
+
+/// The roots this process has made, by kid: each is made once (one signature in the holder),
+/// then reused for as long as its key is in force.
+#[derive(Default)]
+pub(crate) struct Roots {
+    made: HashMap<String, Arc<HeldCa>>,
+}
+
+impl Roots {
+    /// The CA set of `keys` at `now`: the key signing at `now` as the CA, every key in force
+    /// as a trusted root (the signing one first). Fails, naming the key, if a root cannot be
+    /// made (its holder out of reach): publishing a set without it would drop a root whose
+    /// leaves are still valid.
+    pub(crate) async fn ca_set(&mut self, keys: &KeySet, now: Timestamp) -> Result<CaSet, String> {
+        let published = keys.published_keys();
+        self.made
+            .retain(|kid, _| published.iter().any(|p| p.key.kid() == kid));
+        let mut trusted = Vec::with_capacity(published.len());
+        for key in published {
+            let root = match self.made.get(key.key.kid()) {
+                Some(root) => root.clone(),
+                None => {
+                    let root = Arc::new(HeldCa::root(key).await?);
+                    self.made.insert(root.kid().to_owned(), root.clone());
+                    root
+                }
+            };
+            trusted.push(root);
+        }
+        let signing = match keys.signing_at(now) {
+            Ok(key) => trusted
+                .iter()
+                .find(|root| root.kid() == key.kid())
+                .map(|root| Arc::clone(root) as Arc<dyn CaSigner>)
+                .ok_or_else(|| format!("CA key {} has no root", key.kid())),
+            Err(stopped) => Err(stopped.to_string()),
+        };
+        // The signing key's root first, then the others in the key set's order.
+        if let Ok(ca) = &signing {
+            let kid = ca.certificate().key_id();
+            trusted.sort_by_key(|root| root.certificate().key_id() != kid);
+        }
+        Ok(CaSet {
+            signing,
+            trusted: trusted.iter().map(|r| r.certificate().clone()).collect(),
+        })
+    }
+}
+
+/// True when two sets would publish and sign the same: the same roots, the same CA.
+fn same(a: &CaSet, b: &CaSet) -> bool {
+    let signing = |s: &CaSet| match &s.signing {
+        Ok(ca) => Ok(ca.certificate().der().to_vec()),
+        Err(why) => Err(why.clone()),
+    };
+    a.trusted == b.trusted && signing(a) == signing(b)
+}
+
+/// How long after a root could not be made it is tried again.
+const ROOT_RETRY: Duration = Duration::from_secs(10);
+
+/// Keeps `cas` the CA set of the latest key set in `keys`, until `stop`: at each new key set,
+/// and when a successor key starts signing. While a root cannot be made, the roots already
+/// published stay, the set signs nothing (saying why), and it is tried again every
+/// [`ROOT_RETRY`].
+pub(crate) async fn follow(
+    mut keys: watch::Receiver<KeySet>,
+    mut roots: Roots,
+    cas: watch::Sender<CaSet>,
+    clock: Clock,
+    stop: CancellationToken,
+) {
+    loop {
+        let set = keys.borrow_and_update().clone();
+        let now = clock.now();
+        let retry = match roots.ca_set(&set, now).await {
+            Ok(next) => {
+                cas.send_if_modified(|current| {
+                    let changed = !same(current, &next);
+                    if changed {
+                        *current = next;
+                    }
+                    changed
+                });
+                None
+            }
+            Err(why) => {
+                tracing::warn!(error = %why, retry_in = ?ROOT_RETRY, "the pod certificate CA's roots could not be made; the roots already published stay");
+                cas.send_modify(|current| current.signing = Err(why));
+                Some(ROOT_RETRY)
+            }
+        };
+        let switch = set
+            .signing_changes()
+            .find(|at| *at > now)
+            .map(|at| Duration::try_from(at.duration_since(now)).unwrap_or_default());
+        let wake = match (retry, switch) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let sleep = async {
+            match wake {
+                Some(after) => tokio::time::sleep(after).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = keys.changed() => if changed.is_err() { return },
+            () = sleep => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
