@@ -35,6 +35,7 @@ mod metrics_listener;
 mod oidc;
 mod pki;
 mod pod_certificates;
+mod pod_certificates_live;
 mod publish;
 mod recipes;
 mod release;
