@@ -36,6 +36,7 @@ mod oidc;
 mod pki;
 mod pod_ca_keys;
 mod pod_certificates;
+mod pod_certificates_live;
 mod publish;
 mod recipes;
 mod release;

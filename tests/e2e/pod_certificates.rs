@@ -28,18 +28,18 @@ pub(crate) async fn cluster() -> Fixture {
 
 /// A CA made with openssl (`pod-ca.crt`, `pod-ca.key`) in a directory of its own, where the
 /// tests also keep the pods' keys and what they check with openssl.
-struct PodCa {
+pub(crate) struct PodCa {
     dir: tempfile::TempDir,
 }
 
 impl PodCa {
-    fn new() -> PodCa {
+    pub(crate) fn new() -> PodCa {
         let dir = tempfile::tempdir().unwrap();
         crate::pki::ca(dir.path(), "pod-ca");
         PodCa { dir }
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
@@ -47,11 +47,16 @@ impl PodCa {
         self.path().join(name).display().to_string()
     }
 
-    /// `serve`'s flags for signing with this CA, then `extra`.
+    /// `serve`'s flags for signing with this CA as [`SIGNER`], then `extra`.
     fn flags(&self, extra: &[&str]) -> Vec<String> {
+        self.flags_for(SIGNER, extra)
+    }
+
+    /// `serve`'s flags for signing with this CA as `signer`, then `extra`.
+    pub(crate) fn flags_for(&self, signer: &str, extra: &[&str]) -> Vec<String> {
         let mut flags = vec![
             "--pod-certificate-signer".to_owned(),
-            SIGNER.to_owned(),
+            signer.to_owned(),
             "--pod-certificate-ca-cert-file".to_owned(),
             self.file("pod-ca.crt"),
             "--pod-certificate-ca-key-file".to_owned(),
@@ -80,9 +85,26 @@ pub(crate) async fn answered(w: &mut Warrant, cluster: &Fixture, name: &str) -> 
     panic!("PCR {name} not answered; warrant's log:\n{}", w.log());
 }
 
-/// A PCR for pod `demo/app-0` as its kubelet on node-1 would create it, with a fresh P-256
-/// key's CSR (subject `CN=admin`, which must not reach the certificate); `pod_uid` as given.
-pub(crate) fn pcr(dir: &Path, name: &str, pod_uid: &str) -> Value {
+/// What a PCR names: the pod's namespace, then the pod, its service account and its node, each
+/// as (name, UID).
+pub(crate) struct Requester<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) pod: (&'a str, &'a str),
+    pub(crate) service_account: (&'a str, &'a str),
+    pub(crate) node: (&'a str, &'a str),
+}
+
+/// A PCR of `api_version` (`certificates.k8s.io/v1beta1` or `/v1`) for `requester`'s pod and
+/// `signer`, as its kubelet creates it, with `metadata` (a name or `generateName`, owner
+/// references; the namespace is the requester's): a fresh P-256 key (`pod.key` in `dir`) and its
+/// stub CSR, whose subject `CN=admin` must not reach the certificate; at most two hours.
+pub(crate) fn pod_certificate_request(
+    dir: &Path,
+    api_version: &str,
+    mut metadata: Value,
+    signer: &str,
+    requester: &Requester<'_>,
+) -> Value {
     openssl(
         dir,
         &[
@@ -104,30 +126,126 @@ pub(crate) fn pcr(dir: &Path, name: &str, pod_uid: &str) -> Value {
         ],
     );
     let csr = std::fs::read(dir.join("pod.csr")).unwrap();
+    metadata["namespace"] = json!(requester.namespace);
     json!({
-        "apiVersion": "certificates.k8s.io/v1beta1",
+        "apiVersion": api_version,
         "kind": "PodCertificateRequest",
-        "metadata": {"name": name, "namespace": "demo"},
+        "metadata": metadata,
         "spec": {
-            "signerName": SIGNER,
-            "podName": "app-0",
-            "podUID": pod_uid,
-            "serviceAccountName": "app",
-            "serviceAccountUID": SA_UID,
-            "nodeName": "node-1",
-            "nodeUID": NODE_UID,
+            "signerName": signer,
+            "podName": requester.pod.0,
+            "podUID": requester.pod.1,
+            "serviceAccountName": requester.service_account.0,
+            "serviceAccountUID": requester.service_account.1,
+            "nodeName": requester.node.0,
+            "nodeUID": requester.node.1,
             "maxExpirationSeconds": 7200,
             "stubPKCS10Request": base64::engine::general_purpose::STANDARD.encode(csr),
         },
     })
 }
 
+/// A PCR for pod `demo/app-0` as its kubelet on node-1 would create it (see
+/// [`pod_certificate_request`]); `pod_uid` as given.
+pub(crate) fn pcr(dir: &Path, name: &str, pod_uid: &str) -> Value {
+    pod_certificate_request(
+        dir,
+        "certificates.k8s.io/v1beta1",
+        json!({"name": name}),
+        SIGNER,
+        &Requester {
+            namespace: "demo",
+            pod: ("app-0", pod_uid),
+            service_account: ("app", SA_UID),
+            node: ("node-1", NODE_UID),
+        },
+    )
+}
+
+/// The PCR's condition, as (type, reason), once it has one.
 pub(crate) fn condition(pcr: &Value) -> Option<(String, String)> {
     let condition = pcr.pointer("/status/conditions/0")?;
     Some((
         condition["type"].as_str()?.to_owned(),
         condition["reason"].as_str()?.to_owned(),
     ))
+}
+
+/// Checks an issued PCR's chain as a peer of the pod would, with openssl in `dir` (where
+/// [`pod_certificate_request`] left `pod.key`): the leaf (`leaf.pem`, the chain) verifies for
+/// client use against `trust_bundle` (`published.pem`, the roots of the ClusterTrustBundle), the
+/// URI SAN `spiffe_id` is its one identity and nothing of the CSR's subject reached it, and its
+/// key is the pod's. Returns the pod's public key (PEM).
+pub(crate) fn check_leaf(dir: &Path, chain: &str, trust_bundle: &str, spiffe_id: &str) -> String {
+    std::fs::write(dir.join("leaf.pem"), chain).unwrap();
+    std::fs::write(dir.join("published.pem"), trust_bundle).unwrap();
+    let verified = openssl(
+        dir,
+        &[
+            "verify",
+            "-CAfile",
+            "published.pem",
+            "-untrusted",
+            "leaf.pem",
+            "-purpose",
+            "sslclient",
+            "leaf.pem",
+        ],
+    );
+    assert!(verified.contains("leaf.pem: OK"), "{verified}");
+    let text = openssl(
+        dir,
+        &[
+            "x509",
+            "-in",
+            "leaf.pem",
+            "-noout",
+            "-subject",
+            "-ext",
+            "subjectAltName",
+        ],
+    );
+    let sans: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("X509v3 Subject Alternative Name"))
+        .skip(1)
+        .map(str::trim)
+        .collect();
+    assert_eq!(sans, [format!("URI:{spiffe_id}")], "{text}");
+    assert!(
+        !text.contains("admin"),
+        "the CSR's CN reached the certificate: {text}"
+    );
+    let leaf_key = openssl(dir, &["x509", "-in", "leaf.pem", "-noout", "-pubkey"]);
+    let pod_key = openssl(dir, &["pkey", "-in", "pod.key", "-pubout"]);
+    assert_eq!(
+        leaf_key, pod_key,
+        "the certificate is not for the pod's key"
+    );
+    pod_key
+}
+
+/// The serial number of the certificate in `file` (in `dir`): lowercase hex without leading
+/// zeros, as an audit event's `serialNumber` compares once its own are trimmed.
+pub(crate) fn serial(dir: &Path, file: &str) -> String {
+    let serial = openssl(dir, &["x509", "-in", file, "-noout", "-serial"]);
+    serial
+        .trim()
+        .trim_start_matches("serial=")
+        .to_ascii_lowercase()
+        .trim_start_matches('0')
+        .to_owned()
+}
+
+/// The `PodCertificate` events of the audit log at `path`, in order (none while it is not
+/// written yet).
+pub(crate) fn pod_certificate_events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &Value| e["kind"] == "PodCertificate")
+        .collect()
 }
 
 pub(crate) fn trust_bundle(cluster: &Fixture) -> Option<String> {
@@ -181,44 +299,12 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
         "{issued}"
     );
     let chain = issued["status"]["certificateChain"].as_str().unwrap();
-    std::fs::write(ca.join("leaf.pem"), chain).unwrap();
-    std::fs::write(ca.join("published.pem"), trust_bundle(&cluster).unwrap()).unwrap();
-    let verified = openssl(
+    let pod_key = check_leaf(
         ca,
-        &[
-            "verify",
-            "-CAfile",
-            "published.pem",
-            "-purpose",
-            "sslclient",
-            "leaf.pem",
-        ],
+        chain,
+        &trust_bundle(&cluster).unwrap(),
+        "spiffe://cluster.local/ns/demo/sa/app",
     );
-    assert!(verified.contains("leaf.pem: OK"), "{verified}");
-    let text = openssl(
-        ca,
-        &[
-            "x509",
-            "-in",
-            "leaf.pem",
-            "-noout",
-            "-subject",
-            "-ext",
-            "subjectAltName",
-        ],
-    );
-    assert!(
-        text.contains("URI:spiffe://cluster.local/ns/demo/sa/app"),
-        "{text}"
-    );
-    assert!(
-        !text.contains("admin"),
-        "the CSR's CN reached the certificate: {text}"
-    );
-    // The key in the certificate is the pod's.
-    let leaf_key = openssl(ca, &["x509", "-in", "leaf.pem", "-noout", "-pubkey"]);
-    let pod_key = openssl(ca, &["pkey", "-in", "pod.key", "-pubout"]);
-    assert_eq!(leaf_key, pod_key);
 
     // Outside the cluster: the SPIFFE bundle holds the same root (for X.509-SVIDs) and the
     // JWKS's keys (for JWT-SVIDs).
@@ -277,14 +363,7 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
 
     // The audit trail: one event per decision, the certificate's serial and the pod's UID,
     // never the key.
-    let events = || -> Vec<Value> {
-        std::fs::read_to_string(w.path("audit.log"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .filter(|e: &Value| e["kind"] == "PodCertificate")
-            .collect()
-    };
+    let events = || pod_certificate_events(&w.path("audit.log"));
     w.eventually("both decisions in the audit log", || events().len() >= 2)
         .await;
     let audit = std::fs::read_to_string(w.path("audit.log")).unwrap();
@@ -294,17 +373,12 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
         .map(|e| e["decision"].as_str().unwrap())
         .collect();
     assert_eq!(decisions, ["issued", "denied"], "{audit}");
-    let serial = openssl(ca, &["x509", "-in", "leaf.pem", "-noout", "-serial"]);
-    let serial = serial
-        .trim()
-        .trim_start_matches("serial=")
-        .to_ascii_lowercase();
     assert_eq!(
         events[0]["podCertificate"]["serialNumber"]
             .as_str()
             .unwrap()
             .trim_start_matches('0'),
-        serial.trim_start_matches('0')
+        serial(ca, "leaf.pem")
     );
     assert_eq!(events[0]["podCertificate"]["pod"]["uid"], POD_UID);
     assert_eq!(events[0]["serviceAccount"]["uid"], SA_UID);

@@ -49,6 +49,8 @@ enum Source<'a> {
     File(&'a str),
     /// The loopback Kubernetes fixture.
     Cluster(&'a warrant_kube_fixture::Fixture),
+    /// A real cluster, reached with this kubeconfig file.
+    Kubeconfig(&'a Path),
 }
 
 /// kube-apiserver's static key flags for the local setup's signing key.
@@ -106,6 +108,12 @@ impl Warrant {
         extra: &[&str],
     ) -> Warrant {
         Self::launch_until(Source::Cluster(cluster), static_keys, extra, "/livez", "").await
+    }
+
+    /// Starts the server against the real cluster that `kubeconfig` (a file) reaches, with the
+    /// credentials it holds.
+    pub(crate) async fn start_kubeconfig(kubeconfig: &Path, extra: &[&str]) -> Warrant {
+        Self::launch(Source::Kubeconfig(kubeconfig), static_keys, extra).await
     }
 
     async fn launch(
@@ -191,6 +199,10 @@ impl Warrant {
             Source::Cluster(cluster) => {
                 let kubeconfig = dir.path().join("cluster.kubeconfig");
                 cluster.write_kubeconfig(&kubeconfig).unwrap();
+                flags.push("--kubeconfig".into());
+                flags.push(kubeconfig.into());
+            }
+            Source::Kubeconfig(kubeconfig) => {
                 flags.push("--kubeconfig".into());
                 flags.push(kubeconfig.into());
             }
@@ -433,14 +445,7 @@ impl Warrant {
     }
 
     fn kubectl_command_with(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.path("kube-cache"))
-            .args(args);
-        command
+        kubectl_at(kubeconfig, &self.path("kube-cache"), args)
     }
 
     /// Runs kubectl and returns its stdout, failing the test with stderr if it fails.
@@ -515,6 +520,19 @@ impl Warrant {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// kubectl with `kubeconfig` and its discovery cache in `cache` (never the user's), running
+/// `args`; not started.
+pub(crate) fn kubectl_at(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new("kubectl");
+    command
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args);
+    command
 }
 
 /// The standard objects with the testkit's UIDs in the cluster fixture `cluster`:
