@@ -25,6 +25,7 @@ const COMPONENTS: &[&str] = &[
     "control-plane-monitoring",
     "pod-certificates",
     "pod-certificates-nodes-only",
+    "pod-certificates-kept-ca",
 ];
 
 /// `kubectl kustomize DIR`, parsed.
@@ -661,12 +662,13 @@ fn deploy_renders_with_every_component() {
     );
     let mut combinations: Vec<Vec<&str>> = vec![vec![]];
     combinations.extend(COMPONENTS.iter().map(|c| vec![*c]));
-    // external-signer includes no-secret-binding (listing both fails the build).
+    // external-signer includes no-secret-binding, and pod-certificates-kept-ca
+    // pod-certificates (listing both fails the build).
     combinations.push(
         COMPONENTS
             .iter()
             .copied()
-            .filter(|c| *c != "no-secret-binding")
+            .filter(|c| *c != "no-secret-binding" && *c != "pod-certificates")
             .collect(),
     );
     for components in combinations {
@@ -1134,7 +1136,9 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
         }
         "injection" => check_injection(objects, flags, what),
         "control-plane-monitoring" => check_signer_monitoring(objects, what),
-        "pod-certificates" => check_pod_certificates(objects, flags, what),
+        "pod-certificates" | "pod-certificates-kept-ca" => {
+            check_pod_certificates(objects, flags, what)
+        }
         "pod-certificates-nodes-only" => check_pcr_nodes_only(objects, what),
         other => panic!("no check for component {other}"),
     }
@@ -1219,7 +1223,10 @@ fn check_pod_certificates(objects: &[Value], flags: &[String], what: &str) {
         "{what}: warrant serve does not read WARRANT_POD_CERTIFICATE_SIGNERS"
     );
 
-    // Both CA files, from the one Secret, read-only.
+    // The CA: kept by warrant in its Secret, or both CA files from the one Secret, read-only.
+    let kept = flags
+        .iter()
+        .find_map(|f| f.strip_prefix("--pod-certificate-ca-key-secret="));
     let secret_volumes: BTreeSet<&str> = pod["volumes"]
         .as_array()
         .unwrap()
@@ -1227,25 +1234,64 @@ fn check_pod_certificates(objects: &[Value], flags: &[String], what: &str) {
         .filter(|v| v["secret"]["secretName"] == "warrant-pod-ca")
         .map(|v| v["name"].as_str().unwrap())
         .collect();
-    assert_eq!(secret_volumes.len(), 1, "{what}: the Secret warrant-pod-ca");
-    for (flag, file) in [
-        ("--pod-certificate-ca-cert-file", "tls.crt"),
-        ("--pod-certificate-ca-key-file", "tls.key"),
-    ] {
-        let path = flags
-            .iter()
-            .find_map(|f| f.strip_prefix(&format!("{flag}=")))
-            .unwrap_or_else(|| panic!("{what}: no {flag}: {flags:?}"));
-        let mount = container["volumeMounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| {
-                secret_volumes.contains(m["name"].as_str().unwrap())
-                    && path == format!("{}/{file}", m["mountPath"].as_str().unwrap())
-            })
-            .unwrap_or_else(|| panic!("{what}: {flag}={path} is not {file} of warrant-pod-ca"));
-        assert_eq!(mount["readOnly"], true, "{what}: {mount}");
+    let files = [
+        ("WARRANT_POD_CERTIFICATE_CA_CERT_FILE", "tls.crt"),
+        ("WARRANT_POD_CERTIFICATE_CA_KEY_FILE", "tls.key"),
+    ];
+    for (variable, _) in files {
+        assert!(
+            serve_help().contains(variable),
+            "{what}: warrant serve does not read {variable}"
+        );
+    }
+    match kept {
+        Some(secret) => {
+            let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
+            assert_eq!(secret, format!("{namespace}/warrant-pod-ca-keys"), "{what}");
+            assert!(
+                secret_volumes.is_empty(),
+                "{what}: the CA files' Secret is mounted"
+            );
+            for (variable, _) in files {
+                assert_eq!(env_value(container, variable), None, "{what}: {variable}");
+            }
+            let role = find(objects, "Role", "warrant-pod-ca-keys");
+            assert_eq!(role["metadata"]["namespace"], namespace, "{what}");
+            assert_eq!(role["rules"][0]["resourceNames"][0], "warrant-pod-ca-keys");
+            assert_eq!(
+                role["rules"][2]["resourceNames"][0],
+                "warrant-pod-ca-keys-leader"
+            );
+            let pod_name = container["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "POD_NAME")
+                .unwrap_or_else(|| panic!("{what}: no POD_NAME"));
+            assert_eq!(
+                pod_name["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
+                "POD_NAME names the Lease holder"
+            );
+        }
+        None => {
+            assert_eq!(secret_volumes.len(), 1, "{what}: the Secret warrant-pod-ca");
+            for (variable, file) in files {
+                let path = env_value(container, variable)
+                    .unwrap_or_else(|| panic!("{what}: no {variable}"));
+                let mount = container["volumeMounts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|m| {
+                        secret_volumes.contains(m["name"].as_str().unwrap())
+                            && path == format!("{}/{file}", m["mountPath"].as_str().unwrap())
+                    })
+                    .unwrap_or_else(|| {
+                        panic!("{what}: {variable}={path} is not {file} of warrant-pod-ca")
+                    });
+                assert_eq!(mount["readOnly"], true, "{what}: {mount}");
+            }
+        }
     }
 
     // The role, rule by rule: (groups, resources, verbs) as the spec lists them.

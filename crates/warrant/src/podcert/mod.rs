@@ -65,10 +65,18 @@ pub(crate) struct PodCertArgs {
     )]
     pub(crate) signers: Vec<String>,
     /// The CA's certificate (PEM), then its issuers up to the root; re-read when it changes.
-    #[arg(long = "pod-certificate-ca-cert-file", value_name = "PATH")]
+    #[arg(
+        long = "pod-certificate-ca-cert-file",
+        env = "WARRANT_POD_CERTIFICATE_CA_CERT_FILE",
+        value_name = "PATH"
+    )]
     pub(crate) ca_cert_file: Option<PathBuf>,
     /// The CA's key (PEM, PKCS#8 or SEC1; ECDSA P-256 or P-384); re-read when it changes.
-    #[arg(long = "pod-certificate-ca-key-file", value_name = "PATH")]
+    #[arg(
+        long = "pod-certificate-ca-key-file",
+        env = "WARRANT_POD_CERTIFICATE_CA_KEY_FILE",
+        value_name = "PATH"
+    )]
     pub(crate) ca_key_file: Option<PathBuf>,
     /// Further roots to publish in the ClusterTrustBundles (PEM): a previous CA's, until the
     /// last certificate it signed has expired.
