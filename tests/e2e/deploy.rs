@@ -2784,16 +2784,14 @@ async fn pod_certificate_metrics() -> String {
     let pcrs = pod_certificate_requests("v1beta1");
     let ca_dir = tempfile::tempdir().unwrap();
     let ca = ca_dir.path();
-    crate::pki::ca(ca, "pod-ca");
     let w = Warrant::start_cluster(
         &cluster,
         &[
             "--pod-certificate-signer",
             SIGNER,
-            "--pod-certificate-ca-cert-file",
-            ca.join("pod-ca.crt").to_str().unwrap(),
-            "--pod-certificate-ca-key-file",
-            ca.join("pod-ca.key").to_str().unwrap(),
+            // A CA warrant keeps: its key store's families too.
+            "--pod-certificate-ca-key-dir",
+            ca.join("ca-keys").to_str().unwrap(),
         ],
     )
     .await;
@@ -2872,9 +2870,14 @@ async fn pod_certificate_metrics() -> String {
         .unwrap();
     metrics_holding(&w, &["warrant_podcert_watch_errors_total{"]).await;
 
-    // A new CA while trust bundle writes fail.
+    // A new CA key published while trust bundle writes fail.
     cluster.fail_writes(Some(500));
-    crate::pki::ca(ca, "pod-ca");
+    w.warrant_ok(&[
+        std::ffi::OsStr::new("keys"),
+        std::ffi::OsStr::new("rotate"),
+        std::ffi::OsStr::new("--key-dir"),
+        ca.join("ca-keys").as_os_str(),
+    ]);
     let text = metrics_holding(
         &w,
         &[
