@@ -163,3 +163,191 @@ async fn kubectl_gets_the_policys_claims_for_its_audience() {
         json!(["blue"])
     );
 }
+
+/// A JWT-SVID as a SPIFFE relying party checks one (the JWT-SVID spec, §3 and §4, as go-spiffe's
+/// `jwtsvid.ParseAndValidate` applies it): a JWS whose `alg` is one the spec allows and whose
+/// `kid` names a `jwt-svid` key of the trust domain's bundle, signed by that key (checked with
+/// openssl); `typ` absent or `JWT`/`JOSE`; `sub` a SPIFFE ID of the trust domain (no query,
+/// fragment, port, user, empty, `.` or `..` segment; its characters those the ID spec allows);
+/// `aud` holding the relying party's audience; `exp` present and not past. Returns the SPIFFE ID.
+fn validate_jwt_svid(
+    token: &str,
+    bundle: &Value,
+    trust_domain: &str,
+    audience: &str,
+    now: i64,
+) -> Result<String, String> {
+    let decode = |part: &str| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(part)
+            .map_err(|e| e.to_string())
+    };
+    let parts: Vec<&str> = token.trim().split('.').collect();
+    let [header, body, signature] = parts[..] else {
+        return Err("not a compact JWS".into());
+    };
+    let header: Value = serde_json::from_slice(&decode(header)?).map_err(|e| e.to_string())?;
+    let alg = header["alg"].as_str().unwrap_or_default();
+    let allowed = [
+        "RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512",
+    ];
+    if !allowed.contains(&alg) {
+        return Err(format!("alg {alg:?} is not one a JWT-SVID may have"));
+    }
+    if let Some(typ) = header.get("typ")
+        && typ != "JWT"
+        && typ != "JOSE"
+    {
+        return Err(format!("typ {typ}"));
+    }
+    let kid = header["kid"]
+        .as_str()
+        .filter(|k| !k.is_empty())
+        .ok_or("no kid")?;
+    let jwk = bundle["keys"]
+        .as_array()
+        .ok_or("the bundle has no keys")?
+        .iter()
+        .find(|k| k["use"] == "jwt-svid" && k["kid"] == kid)
+        .ok_or_else(|| format!("no jwt-svid key {kid} in the bundle"))?;
+    // The signature, checked by openssl with the bundle's key (RS256 here).
+    if alg != "RS256" {
+        return Err(format!("this check knows RS256 only, not {alg}"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = warrant_token::VerifyingKey::from_jwk(jwk).map_err(|e| e.to_string())?;
+    std::fs::write(dir.path().join("key.pem"), key.to_pem()).unwrap();
+    std::fs::write(
+        dir.path().join("input"),
+        format!("{}.{body}", token.trim().split('.').next().unwrap()),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("sig"), decode(signature)?).unwrap();
+    let verified = std::process::Command::new("openssl")
+        .args([
+            "dgst",
+            "-sha256",
+            "-verify",
+            "key.pem",
+            "-signature",
+            "sig",
+            "input",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    if !verified.status.success() {
+        return Err("the signature does not verify with the bundle's key".into());
+    }
+    let claims: Value = serde_json::from_slice(&decode(body)?).map_err(|e| e.to_string())?;
+    let sub = claims["sub"].as_str().ok_or("no sub")?;
+    let rest = sub
+        .strip_prefix("spiffe://")
+        .ok_or_else(|| format!("sub {sub:?} is not a SPIFFE ID"))?;
+    let (domain, path) = rest
+        .split_once('/')
+        .ok_or_else(|| format!("sub {sub:?} has no path"))?;
+    if domain != trust_domain {
+        return Err(format!(
+            "sub {sub:?} is not of the trust domain {trust_domain}"
+        ));
+    }
+    for segment in path.split('/') {
+        let ok = !segment.is_empty()
+            && segment != "."
+            && segment != ".."
+            && segment
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+        if !ok {
+            return Err(format!("sub {sub:?}: the path segment {segment:?}"));
+        }
+    }
+    let audiences: Vec<&str> = match &claims["aud"] {
+        Value::String(one) => vec![one.as_str()],
+        Value::Array(list) => list.iter().filter_map(Value::as_str).collect(),
+        _ => return Err("no aud".into()),
+    };
+    if !audiences.contains(&audience) {
+        return Err(format!("aud {audiences:?} does not hold {audience}"));
+    }
+    if audiences.len() != 1 {
+        return Err(format!("aud {audiences:?}: a JWT-SVID has one audience"));
+    }
+    let exp = claims["exp"].as_i64().ok_or("no exp")?;
+    if exp <= now {
+        return Err("expired".into());
+    }
+    Ok(sub.to_owned())
+}
+
+// The real binary's tokens expire against the wall clock, which the check reads.
+#[allow(clippy::disallowed_methods)]
+#[tokio::test]
+async fn a_jwt_svid_passes_a_spiffe_relying_partys_checks() {
+    const AUDIENCE: &str = "spiffe://prod.example.org/payments";
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    write(
+        &policy,
+        &format!(
+            "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\nclaims:\n- audiences: [\"{AUDIENCE}\"]\n  jwtSvid: true\n"
+        ),
+    );
+    let w = Warrant::start(
+        OBJECTS,
+        &[
+            "--authorization-policy-file",
+            policy.to_str().unwrap(),
+            "--pod-certificate-trust-domain",
+            "prod.example.org",
+            "--audit-log-path",
+            "{dir}/audit.log",
+        ],
+    )
+    .await;
+    let token = w.token(&["--audience", AUDIENCE]);
+    // Without the pod certificate signer, the SPIFFE bundle holds the JWT keys alone.
+    let bundle: Value =
+        serde_json::from_str(&w.get_as_admin("/.well-known/spiffe-bundle").await).unwrap();
+    assert!(
+        bundle["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|k| k["use"] == "jwt-svid"),
+        "{bundle}"
+    );
+    let now = jiff::Timestamp::now().as_second();
+    let id = validate_jwt_svid(&token, &bundle, "prod.example.org", AUDIENCE, now).unwrap();
+    assert_eq!(id, "spiffe://prod.example.org/ns/demo/sa/app");
+    // The checks refuse what they should: another audience, another trust domain, a token
+    // signed by a key the bundle lacks.
+    assert!(validate_jwt_svid(&token, &bundle, "prod.example.org", "other", now).is_err());
+    assert!(validate_jwt_svid(&token, &bundle, "cluster.local", AUDIENCE, now).is_err());
+    let mut tampered = token.trim().to_owned();
+    tampered.replace_range(tampered.len() - 4.., "AAAA");
+    assert!(validate_jwt_svid(&tampered, &bundle, "prod.example.org", AUDIENCE, now).is_err());
+    // A plain token is no JWT-SVID.
+    let plain = w.token(&["--audience", "vault"]);
+    assert_eq!(payload(&plain)["sub"], "system:serviceaccount:demo:app");
+    assert!(validate_jwt_svid(&plain, &bundle, "prod.example.org", "vault", now).is_err());
+
+    // The audit event records the subject the policy gave the token.
+    let audit = std::fs::read_to_string(w.path("audit.log")).unwrap();
+    let issued: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["subject"] == id.as_str())
+        .collect();
+    assert_eq!(issued.len(), 1, "{audit}");
+    assert_eq!(issued[0]["audiences"], json!([AUDIENCE]));
+
+    // TokenReview accepts the JWT-SVID as the service account's token.
+    let status = w.review(&token, &[AUDIENCE]);
+    assert_eq!(status["authenticated"], true, "{status}");
+    assert_eq!(status["user"]["username"], "system:serviceaccount:demo:app");
+    // Two audiences: refused, as a JWT-SVID has one.
+    let out = w.create_token_as("app", &["--audience", AUDIENCE, "--audience", AUDIENCE]);
+    assert!(stderr(&out).contains("one audience"), "{}", stderr(&out));
+}

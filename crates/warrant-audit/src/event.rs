@@ -314,6 +314,10 @@ pub struct TokenFacts {
     /// size limit, which TokenRequest enforces.
     #[serde(rename = "extraClaims", skip_serializing_if = "Option::is_none")]
     pub extra_claims: Option<Box<warrant_token::ExtraClaims>>,
+    /// The token's `sub` when the policy made it other than kube's
+    /// `system:serviceaccount:<namespace>:<name>`: a JWT-SVID's SPIFFE ID.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 impl TokenFacts {
@@ -347,6 +351,13 @@ impl TokenFacts {
                 .filter(|bound| bound.binds())
                 .cloned(),
             extra_claims: claims.extra.clone(),
+            subject: (!claims.sub.is_empty()
+                && claims.sub
+                    != warrant_token::service_account_username(
+                        &claims.kubernetes.namespace,
+                        &claims.kubernetes.serviceaccount.name,
+                    ))
+            .then(|| claims.sub.clone()),
         }
     }
 }

@@ -43,6 +43,12 @@ impl SpiffeRoots {
         Ok(SpiffeRoots { keys })
     }
 
+    /// No X.509 roots: a bundle of the JWKS's keys alone (`jwt-svid`), for the JWT-SVIDs of a
+    /// warrant that signs no pod certificates.
+    pub fn none() -> SpiffeRoots {
+        SpiffeRoots { keys: Vec::new() }
+    }
+
     /// The bundle of these roots and the keys of `jwks` (a JWKS's bytes); `None` if `jwks` is
     /// not a JWKS. The same inputs give the same bytes, so a target is rewritten only when the
     /// roots or the keys change.

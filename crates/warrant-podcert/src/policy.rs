@@ -91,16 +91,21 @@ fn default_lifetime() -> i64 {
     86_400
 }
 
+/// True for a SPIFFE trust domain name: 1 to 255 of lower-case letters, digits, `.`, `-`, `_`
+/// (the SPIFFE ID spec, §2.1).
+pub fn is_trust_domain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+}
+
 impl PodCertificatePolicy {
     /// Checks what serde cannot: names, duplicates, bounds.
     pub fn validate(&self) -> Result<(), PolicyError> {
         let td = &self.trust_domain;
-        let td_ok = !td.is_empty()
-            && td.len() <= 255
-            && td
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
-        if !td_ok {
+        if !is_trust_domain(td) {
             return Err(PolicyError::TrustDomain(td.clone()));
         }
         for (i, signer) in self.signers.iter().enumerate() {

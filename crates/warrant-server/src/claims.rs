@@ -1,14 +1,15 @@
 //! TokenRequest's step 10b: the claims beyond kube's that the authorization policy's `claims`
 //! section gives the token's audiences ([`warrant_auth::authz::claims`]), made of the facts the
-//! earlier steps looked up: the service account's record and the bound pod's.
+//! earlier steps looked up: the service account's record and the bound pod's; and for the
+//! audiences it makes SPIFFE JWT-SVIDs for, the subject (the service account's SPIFFE ID).
 //!
 //! Kept out of `tokenrequest.rs` so that the plain path's only cost is the check at the top: no
 //! policy, or a policy without a `claims` section, returns before any fact is gathered.
 
 use warrant_auth::Refusal;
-use warrant_auth::authz::claims::{Facts, PodFacts};
+use warrant_auth::authz::claims::{Facts, PodFacts, TokenClaims};
 use warrant_objects::Record;
-use warrant_token::{Binding, ExtraClaims};
+use warrant_token::Binding;
 
 use crate::state::AppState;
 
@@ -28,13 +29,14 @@ pub(crate) struct ClaimSources<'a> {
     pub(crate) pod: Option<&'a Record>,
 }
 
-/// The extra claims of a token for `audiences`, `None` for a token the policy gives none
-/// (every token, without a `claims` section), or a 403 saying why the policy refuses it.
-pub(crate) fn extra_claims(
+/// What the policy gives a token for `audiences` (extra claims, a JWT-SVID's subject), `None`
+/// for a token it gives nothing (every token, without a `claims` section), or a 403 saying why
+/// the policy refuses it.
+pub(crate) fn token_claims(
     state: &AppState,
     audiences: &[String],
     sources: &ClaimSources<'_>,
-) -> Result<Option<Box<ExtraClaims>>, Refusal> {
+) -> Result<Option<TokenClaims>, Refusal> {
     let Some(policy) = state.authorizer().policy.as_ref() else {
         return Ok(None);
     };
@@ -60,8 +62,11 @@ pub(crate) fn extra_claims(
         pod,
     };
     policy
-        .extra_claims(audiences, &facts)
-        .map(|claims| claims.map(Box::new))
+        .token_claims(
+            audiences,
+            &facts,
+            state.authorizer().trust_domain.as_deref(),
+        )
         .map_err(|why| Refusal::Forbidden {
             group: sources.group.to_owned(),
             resource: "serviceaccounts".to_owned(),

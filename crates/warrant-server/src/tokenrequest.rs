@@ -16,7 +16,7 @@ use warrant_token::{
 
 use crate::audit::AuditFacts;
 use crate::body;
-use crate::claims::{ClaimSources, extra_claims};
+use crate::claims::{ClaimSources, token_claims};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::{
@@ -376,7 +376,7 @@ pub(crate) async fn issue(
         binding: &binding,
         pod: pod.as_deref(),
     };
-    let extra = extra_claims(state, &audiences, &sources).map_err(Failure::Admission)?;
+    let shaped = token_claims(state, &audiences, &sources).map_err(Failure::Admission)?;
     let mut claims = Claims::new(NewToken {
         issuer: settings.issuer(),
         namespace,
@@ -391,7 +391,12 @@ pub(crate) async fn issue(
     // 10a. Key binding: the proof's key or the client certificate, by thumbprint (RFC 7800
     //      `cnf`: RFC 9449 `jkt`, RFC 8705 `x5t#S256`).
     claims.cnf = key.map(Cnf::from);
-    claims.extra = extra;
+    if let Some(shaped) = shaped {
+        claims.extra = shaped.extra.map(Box::new);
+        if let Some(subject) = shaped.subject {
+            claims.sub = subject;
+        }
+    }
     let (token, kid) = sign(state, now, &claims, name, &audiences).await?;
 
     // 11. The response: the request as kube echoes it, with what was decided and the token.

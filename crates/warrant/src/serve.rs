@@ -59,7 +59,7 @@ pub(crate) async fn run(
     )
     .await?;
     let https = Https::setup(&args, inherited, &mut registry)?;
-    let auth = auth::setup(
+    let mut auth = auth::setup(
         &args.auth,
         args.client_ca_file.as_ref(),
         args.token_auth_file.as_ref(),
@@ -67,6 +67,8 @@ pub(crate) async fn run(
         &mut registry,
     )
     .await?;
+    // The policy's JWT-SVIDs share the pod certificates' trust domain.
+    auth.authorizer.trust_domain = args.pod_certificates.trust_domain.clone();
     let (source, _objects) =
         objects::open(&args, &mut registry, clock.clone(), clock.now()).await?;
     let signer_metrics = signer::metrics(&args, &mut registry);
@@ -116,10 +118,25 @@ pub(crate) async fn run(
     // 4. Key changes: publishing before the key manager starts, so a key due to sign is held
     //    until the targets list it.
     //    With the pod certificate signer, the SPIFFE trust bundle is published beside them.
+    //    Without the signer, the bundle holds the JWT keys alone (for the policy's JWT-SVIDs),
+    //    and is published only if the policy makes JWT-SVIDs.
     let (spiffe_roots, spiffe_feed) = tokio::sync::watch::channel(None);
+    let jwt_svids = state
+        .authorizer()
+        .policy
+        .as_ref()
+        .is_some_and(|p| p.current().claims.iter().any(|entry| entry.value.jwt_svid));
+    if pod_certificates.is_none() {
+        state.set_spiffe_roots(warrant_issuer::SpiffeRoots::none());
+        if jwt_svids {
+            spiffe_roots.send_replace(Some(std::sync::Arc::new(
+                warrant_issuer::SpiffeRoots::none(),
+            )));
+        }
+    }
     let (publishing, _publisher) = match publisher {
         Some(mut publisher) => {
-            if pod_certificates.is_some() {
+            if pod_certificates.is_some() || jwt_svids {
                 publisher.follow_spiffe_roots(spiffe_feed);
             }
             let (publishing, task) =

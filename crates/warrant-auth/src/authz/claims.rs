@@ -325,6 +325,27 @@ pub struct ClaimsEntry {
     /// AWS's session tags.
     #[serde(default)]
     pub aws_session_tags: Option<Spanned<AwsSessionTags>>,
+    /// The tokens are SPIFFE JWT-SVIDs: `sub` is the service account's SPIFFE ID,
+    /// `spiffe://<trust domain>/ns/<namespace>/sa/<name>`, and a token has one audience.
+    #[serde(default)]
+    pub jwt_svid: bool,
+}
+
+/// What the `claims` section gives a token: claims beyond kube's, and for a JWT-SVID its
+/// subject.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenClaims {
+    /// Claims beyond kube's; `None` if the entry makes none (or leaves every one out).
+    pub extra: Option<ExtraClaims>,
+    /// The `sub` that replaces kube's `system:serviceaccount:<namespace>:<name>`: the SPIFFE
+    /// ID of a JWT-SVID.
+    pub subject: Option<String>,
+}
+
+/// The SPIFFE ID of service account `namespace/name` in `trust_domain`, as a pod certificate's
+/// URI SAN names it too.
+pub fn spiffe_id(trust_domain: &str, namespace: &str, name: &str) -> String {
+    format!("spiffe://{trust_domain}/ns/{namespace}/sa/{name}")
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -417,6 +438,16 @@ pub enum ClaimsRefusal {
         /// What AWS would refuse.
         #[source]
         source: AwsTagError,
+    },
+    /// A JWT-SVID asked for with more than one audience.
+    #[error(
+        "the authorization policy makes tokens for the audience {audience:?} SPIFFE JWT-SVIDs, which have one audience: request a token for each of the {count} audiences apart"
+    )]
+    SvidAudiences {
+        /// The audience whose entry makes JWT-SVIDs.
+        audience: String,
+        /// How many audiences the request named.
+        count: usize,
     },
     /// The token's audiences are some that get claims and some that do not.
     #[error(
@@ -519,6 +550,23 @@ pub fn extra_claims(
     audiences: &[String],
     facts: &Facts<'_>,
 ) -> Result<Option<ExtraClaims>, ClaimsRefusal> {
+    token_claims(entries, audiences, facts, DEFAULT_TRUST_DOMAIN).map(|t| t.and_then(|t| t.extra))
+}
+
+/// The trust domain of JWT-SVIDs when neither the policy's `podCertificates` section nor the
+/// server names one: the pod certificates' default too.
+pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
+
+/// What the `claims` section gives a token for `audiences` ([`TokenClaims`]): `Ok(None)` when
+/// no entry names any of them. The first entry that names one of the audiences decides, and
+/// must name them all; one that makes JWT-SVIDs, in `trust_domain`, also wants a single
+/// audience.
+pub fn token_claims(
+    entries: &[Spanned<ClaimsEntry>],
+    audiences: &[String],
+    facts: &Facts<'_>,
+    trust_domain: &str,
+) -> Result<Option<TokenClaims>, ClaimsRefusal> {
     let Some((entry, claimed)) = entries.iter().find_map(|entry| {
         audiences
             .iter()
@@ -533,8 +581,27 @@ pub fn extra_claims(
             other: other.clone(),
         });
     }
+    let subject = if entry.jwt_svid {
+        if audiences.len() != 1 {
+            return Err(ClaimsRefusal::SvidAudiences {
+                audience: claimed.clone(),
+                count: audiences.len(),
+            });
+        }
+        Some(spiffe_id(
+            trust_domain,
+            facts.namespace,
+            facts.service_account,
+        ))
+    } else {
+        None
+    };
     let claims = entry.render(claimed, facts)?;
-    Ok((!claims.is_empty()).then_some(claims))
+    let extra = (!claims.is_empty()).then_some(claims);
+    if extra.is_none() && subject.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(TokenClaims { extra, subject }))
 }
 
 /// True if `prefix` names a part of warrant's annotation (or label) domain: `warrant.dev/…` or
@@ -553,8 +620,11 @@ pub(crate) fn check(entries: &[Spanned<ClaimsEntry>]) -> Result<(), String> {
         if entry.audiences.is_empty() {
             return Err(at(head, ": audiences may not be empty"));
         }
-        if entry.set.is_empty() && entry.aws_session_tags.is_none() {
-            return Err(at(head, ": sets nothing (give set or awsSessionTags)"));
+        if entry.set.is_empty() && entry.aws_session_tags.is_none() && !entry.jwt_svid {
+            return Err(at(
+                head,
+                ": sets nothing (give set, awsSessionTags or jwtSvid)",
+            ));
         }
         for (field, prefix) in [
             ("annotationPrefix", &entry.annotation_prefix),

@@ -391,3 +391,83 @@ fn templates() {
     assert!(Template::parse("${}").is_err());
     assert!(Template::parse("$namespace").is_err());
 }
+
+/// An entry with `jwtSvid` makes the token a SPIFFE JWT-SVID: its subject is the service
+/// account's SPIFFE ID in the pod certificates' trust domain, its audience one.
+#[test]
+fn jwt_svids_name_the_spiffe_id_and_one_audience() {
+    let world = World::new();
+    let section = r#"claims:
+  - audiences: ["spiffe://prod.example.org/payments"]
+    jwtSvid: true
+  - audiences: ["svid-with-claims"]
+    jwtSvid: true
+    set:
+      cluster: ${cluster}
+"#;
+    let p = policy(section);
+    let svid = p
+        .token_claims(
+            &aud(&["spiffe://prod.example.org/payments"]),
+            &world.facts(false),
+            Some("prod.example.org"),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        svid,
+        TokenClaims {
+            extra: None,
+            subject: Some("spiffe://prod.example.org/ns/shop/sa/web".to_owned()),
+        }
+    );
+    // Without the server's trust domain, the pod certificates' default.
+    let default = p
+        .token_claims(&aud(&["svid-with-claims"]), &world.facts(false), None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        default.subject.as_deref(),
+        Some("spiffe://cluster.local/ns/shop/sa/web")
+    );
+    assert_eq!(default.extra.unwrap()["cluster"], "prod-eu");
+    // The policy's podCertificates section names the trust domain for both.
+    let with_section = policy(&format!(
+        "{section}podCertificates:\n  trustDomain: mesh.example\n  signers: []\n"
+    ));
+    let subject = with_section
+        .token_claims(
+            &aud(&["svid-with-claims"]),
+            &world.facts(false),
+            Some("prod.example.org"),
+        )
+        .unwrap()
+        .unwrap()
+        .subject;
+    assert_eq!(
+        subject.as_deref(),
+        Some("spiffe://mesh.example/ns/shop/sa/web")
+    );
+    // Two audiences: refused, as a JWT-SVID has one.
+    let two = p
+        .token_claims(
+            &aud(&["svid-with-claims", "svid-with-claims"]),
+            &world.facts(false),
+            None,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&two, ClaimsRefusal::SvidAudiences { count: 2, .. }),
+        "{two}"
+    );
+    assert!(two.to_string().contains("one audience"), "{two}");
+    // Audiences no entry names: kube's token, untouched.
+    assert_eq!(
+        p.token_claims(&aud(&["api"]), &world.facts(false), None)
+            .unwrap(),
+        None
+    );
+    // An entry that sets nothing at all is still refused.
+    let nothing = refusal("claims:\n  - audiences: [rp]\n    jwtSvid: false\n");
+    assert!(nothing.contains("sets nothing"), "{nothing}");
+}

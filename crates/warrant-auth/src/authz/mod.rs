@@ -265,6 +265,9 @@ pub struct Authorizer {
     pub delegated: Option<DelegatedAuthorization>,
     /// `--cluster-name`: the fact `${cluster}` of the policy's claims.
     pub cluster_name: Option<String>,
+    /// `--pod-certificate-trust-domain`: the trust domain of the policy's JWT-SVIDs when its
+    /// `podCertificates` section names none.
+    pub trust_domain: Option<String>,
     decisions: Family<AuthzLabels, Counter>,
 }
 
@@ -277,6 +280,7 @@ impl Default for Authorizer {
             policy: None,
             delegated: None,
             cluster_name: None,
+            trust_domain: None,
             decisions: Family::default(),
         }
     }

@@ -61,7 +61,7 @@ use tokio::sync::watch;
 use serde_saphyr::Spanned;
 use warrant_token::ExtraClaims;
 
-use super::claims::{ClaimsEntry, ClaimsRefusal, Facts};
+use super::claims::{ClaimsEntry, ClaimsRefusal, Facts, TokenClaims};
 use super::{Attributes, Grant, ResourceAttributes, VERB_AUDIENCE, Verdict};
 use crate::authn::User;
 use warrant_watch::{FileWatch, WatchError, watch_files};
@@ -396,6 +396,28 @@ impl Policy {
             return Ok(None);
         }
         super::claims::extra_claims(&self.claims, audiences, facts)
+    }
+
+    /// What the `claims` section gives a token for `audiences` (claims beyond kube's, a
+    /// JWT-SVID's subject): `Ok(None)` for a token whose audiences no entry names. A JWT-SVID's
+    /// trust domain is the `podCertificates` section's, else `trust_domain` (the server's,
+    /// `--pod-certificate-trust-domain`), else `cluster.local`: the pod certificates' own.
+    pub fn token_claims(
+        &self,
+        audiences: &[String],
+        facts: &Facts<'_>,
+        trust_domain: Option<&str>,
+    ) -> Result<Option<TokenClaims>, ClaimsRefusal> {
+        if self.claims.is_empty() {
+            return Ok(None);
+        }
+        let trust_domain = self
+            .pod_certificates
+            .as_ref()
+            .map(|p| p.trust_domain.as_str())
+            .or(trust_domain)
+            .unwrap_or(super::claims::DEFAULT_TRUST_DOMAIN);
+        super::claims::token_claims(&self.claims, audiences, facts, trust_domain)
     }
 
     /// The rules that let `user` request tokens for `namespace/service_account`.

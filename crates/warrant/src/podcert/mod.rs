@@ -118,9 +118,10 @@ pub(crate) struct PodCertArgs {
     /// signs, so that every pod and relying party trusts it first (Go duration).
     #[arg(long = "pod-certificate-ca-publish-ahead", default_value = "24h", value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
     pub(crate) ca_publish_ahead: i64,
-    /// The SPIFFE trust domain of the certificates' IDs (spiffe://DOMAIN/ns/NS/sa/SA); default
-    /// cluster.local, or the policy file's podCertificates.trustDomain.
-    #[arg(long = "pod-certificate-trust-domain", value_name = "DOMAIN")]
+    /// The SPIFFE trust domain of the certificates' IDs (spiffe://DOMAIN/ns/NS/sa/SA), and of
+    /// the policy's JWT-SVIDs; default cluster.local, or the policy file's
+    /// podCertificates.trustDomain.
+    #[arg(long = "pod-certificate-trust-domain", value_name = "DOMAIN", value_parser = parse_trust_domain)]
     pub(crate) trust_domain: Option<String>,
     /// PodCertificateRequests decided at once.
     #[arg(
@@ -130,6 +131,18 @@ pub(crate) struct PodCertArgs {
         value_parser = clap::value_parser!(u16).range(1..=256)
     )]
     pub(crate) workers: u16,
+}
+
+/// A SPIFFE trust domain, as the flag takes it.
+fn parse_trust_domain(name: &str) -> Result<String, String> {
+    if warrant_podcert::policy::is_trust_domain(name) {
+        Ok(name.to_owned())
+    } else {
+        Err(
+            "a SPIFFE trust domain is 1 to 255 lower-case letters, digits, '.', '-' or '_'"
+                .to_owned(),
+        )
+    }
 }
 
 /// The algorithms of managed CA keys.

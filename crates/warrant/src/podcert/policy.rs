@@ -8,8 +8,7 @@ use std::sync::Arc;
 use warrant_auth::PolicyFile;
 use warrant_podcert::{KeyType, PodCertificatePolicy, SignerPolicy};
 
-/// The trust domain when neither the flag nor the policy file names one.
-pub(crate) const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
+use warrant_auth::authz::claims::DEFAULT_TRUST_DOMAIN;
 
 /// Where the policy comes from.
 #[derive(Debug, Clone)]
