@@ -15,6 +15,7 @@ mod published;
 mod settings;
 pub mod signatures;
 mod spiffe;
+mod x5c;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -169,9 +170,12 @@ impl Issuer {
                 .keys_changed_at
                 .store(self.inner.clock.now().as_second(), Ordering::Relaxed);
         }
-        self.inner
-            .published
-            .store(Arc::new(Published::new(&self.inner.settings, keys)));
+        let previous = self.published();
+        self.inner.published.store(Arc::new(Published::after(
+            &self.inner.settings,
+            keys,
+            Some(&previous),
+        )));
     }
 
     /// When the published keys last changed (or the issuer started): what an external signer
@@ -269,6 +273,7 @@ mod tests {
             jwks_uri: "https://issuer.test/openid/v1/jwks".into(),
             expiration: ExpirationPolicy::default(),
             signature_cache_entries: 0,
+            jwks_x5c: false,
         };
         Issuer::new(settings, keys, clock, Auditor::disabled())
     }
@@ -487,6 +492,7 @@ mod remote_tests {
                 jwks_uri: "https://issuer.test/openid/v1/jwks".into(),
                 expiration: ExpirationPolicy::default(),
                 signature_cache_entries: 0,
+                jwks_x5c: false,
             },
             KeySet::new(remote.clone(), vec![]),
             Clock::manual(now),

@@ -18,10 +18,12 @@ use jiff::Timestamp;
 use warrant_keys::KeySet;
 use warrant_token::{
     DocumentError, TokenError, VerifiedToken, Verifier, render_discovery, render_jwks,
+    render_jwks_with_certificates,
 };
 
 use crate::settings::Settings;
 use crate::signatures::{Lookup, SignatureCache};
+use crate::x5c::KeyCertificates;
 
 /// How long relying parties may cache the documents, at most: kube-apiserver's value for
 /// static keys.
@@ -44,6 +46,8 @@ pub struct Published {
     default_cache_control: HeaderValue,
     /// Signatures verified with these keys.
     signatures: SignatureCache,
+    /// The keys' certificates in the JWKS (`--jwks-x5c`); `None` without.
+    certificates: Option<KeyCertificates>,
 }
 
 /// A strong ETag for a body: the quoted base64url SHA-256 of its bytes.
@@ -62,13 +66,27 @@ impl Published {
     /// one (or another problem kube-apiserver would refuse), discovery is not served and the
     /// reason is kept for the log and for `/readyz?verbose`.
     pub fn new(settings: &Settings, keys: KeySet) -> Self {
+        Self::after(settings, keys, None)
+    }
+
+    /// [`new`](Self::new), keeping what `previous` (the key set it replaces) made once per key:
+    /// the keys' certificates.
+    pub fn after(settings: &Settings, keys: KeySet, previous: Option<&Published>) -> Self {
+        let certificates = settings
+            .jwks_x5c
+            .then(|| KeyCertificates::make(&keys, previous.and_then(|p| p.certificates.as_ref())));
         let verifier = Verifier::new(
             settings.issuers.clone(),
             settings.api_audiences.clone(),
             keys.verifying().to_vec(),
         )
         .with_revoked(keys.revoked().to_vec());
-        let jwks = Bytes::from(render_jwks(keys.verifying()));
+        let jwks = Bytes::from(match &certificates {
+            Some(certificates) => {
+                render_jwks_with_certificates(keys.verifying(), |kid| certificates.get(kid))
+            }
+            None => render_jwks(keys.verifying()),
+        });
         let jwks_etag = etag(&jwks);
         let issuer = settings.issuer();
         let discovery = render_discovery(issuer, &settings.jwks_uri, keys.verifying()).map(|doc| {
@@ -87,6 +105,7 @@ impl Published {
             discovery,
             default_cache_control,
             signatures: SignatureCache::new(settings.signature_cache_entries),
+            certificates,
         }
     }
 
@@ -171,6 +190,7 @@ mod tests {
             jwks_uri: "https://i/openid/v1/jwks".into(),
             expiration: ExpirationPolicy::default(),
             signature_cache_entries: crate::DEFAULT_SIGNATURE_CACHE_ENTRIES,
+            jwks_x5c: false,
         }
     }
 

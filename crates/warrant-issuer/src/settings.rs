@@ -17,6 +17,8 @@ pub struct Settings {
     pub expiration: ExpirationPolicy,
     /// `--signature-cache-size`: how many verified signatures are remembered (0: none).
     pub signature_cache_entries: u64,
+    /// `--jwks-x5c`: the JWKS carries each managed key's certificate (`x5c`, `x5t#S256`).
+    pub jwks_x5c: bool,
 }
 
 /// The default of [`Settings::signature_cache_entries`]: about 70 MiB when full.

@@ -361,12 +361,14 @@ fn extension(oid: &[u8], critical: bool, value: &[u8]) -> Vec<u8> {
     }
 }
 
-/// The unsigned part of a self-signed root for a CA key held anywhere (memory, a Secret, an
+/// The unsigned part of a self-signed certificate for a key held anywhere (memory, a Secret, an
 /// HSM, a KMS): subject and issuer `CN=<common name>`, a serial and subject key ID derived
 /// from the key (the leftmost 160 bits of the SHA-256 of its public key, RFC 7093 §2 method
-/// 1), CA=true (critical), keyCertSign and cRLSign (critical). The same inputs always give the
-/// same bytes, so replicas holding one CA key make roots that differ only in the signature's
-/// randomness (see [`equivalent_roots`]).
+/// 1), and either a CA's extensions ([`RootTemplate::new`]: a pod certificate CA's root) or a
+/// signing key's ([`RootTemplate::signing_key`]: a token key's certificate for a JWKS's
+/// `x5c`). The same inputs always give the same bytes, so replicas holding one key make
+/// certificates that differ only in the signature's randomness (none for RSA's PKCS#1 v1.5,
+/// see [`equivalent_roots`]).
 #[derive(Debug, Clone)]
 pub struct RootTemplate {
     tbs: Vec<u8>,
@@ -376,14 +378,38 @@ pub struct RootTemplate {
 }
 
 impl RootTemplate {
-    /// The template for the key `spki` (a DER SubjectPublicKeyInfo) signing with `algorithm`,
-    /// valid from `not_before` to `not_after` (whole seconds).
+    /// A root CA's template for the key `spki` (a DER SubjectPublicKeyInfo) signing with
+    /// `algorithm`, valid from `not_before` to `not_after` (whole seconds): CA=true (critical),
+    /// keyCertSign and cRLSign (critical).
     pub fn new(
         algorithm: CaAlgorithm,
         spki: &[u8],
         common_name: &str,
         not_before: Timestamp,
         not_after: Timestamp,
+    ) -> Result<Self, CaError> {
+        Self::build(algorithm, spki, common_name, (not_before, not_after), true)
+    }
+
+    /// A signing key's template, as [`new`](Self::new) but CA=false (critical) and
+    /// digitalSignature (critical): a certificate that carries the key, for relying parties
+    /// that want one (a JWKS's `x5c`), and signs nothing but what the key signs.
+    pub fn signing_key(
+        algorithm: CaAlgorithm,
+        spki: &[u8],
+        common_name: &str,
+        not_before: Timestamp,
+        not_after: Timestamp,
+    ) -> Result<Self, CaError> {
+        Self::build(algorithm, spki, common_name, (not_before, not_after), false)
+    }
+
+    fn build(
+        algorithm: CaAlgorithm,
+        spki: &[u8],
+        common_name: &str,
+        (not_before, not_after): (Timestamp, Timestamp),
+        ca: bool,
     ) -> Result<Self, CaError> {
         let public_key = match x509_parser::x509::SubjectPublicKeyInfo::from_der(spki) {
             Ok(([], info)) => info.subject_public_key.data.to_vec(),
@@ -398,10 +424,17 @@ impl RootTemplate {
         )]);
         let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &public_key);
         let key_id = digest.as_ref().get(..20).unwrap_or_default();
-        let ca_true = der::sequence(&[&der::element(der::BOOLEAN, &[0xff])]);
+        let (constraints, usage): (Vec<u8>, &[u8]) = if ca {
+            (
+                der::sequence(&[&der::element(der::BOOLEAN, &[0xff])]),
+                &[0x03, 0x02, 0x01, 0x06], // keyCertSign, cRLSign
+            )
+        } else {
+            (der::sequence(&[]), &[0x03, 0x02, 0x07, 0x80]) // digitalSignature
+        };
         let extensions = [
-            extension(OID_BASIC_CONSTRAINTS, true, &ca_true),
-            extension(OID_KEY_USAGE, true, &[0x03, 0x02, 0x01, 0x06]), // keyCertSign, cRLSign
+            extension(OID_BASIC_CONSTRAINTS, true, &constraints),
+            extension(OID_KEY_USAGE, true, usage),
             extension(
                 OID_SUBJECT_KEY_ID,
                 false,
@@ -434,12 +467,16 @@ impl RootTemplate {
     /// against the key before it is returned, so a holder's wrong signature never becomes a
     /// trust anchor.
     pub fn finish(&self, signature: &[u8]) -> Result<CaCertificate, CaError> {
+        CaCertificate::from_der(&self.finish_der(signature)?)
+    }
+
+    /// The certificate (DER), with the key's signature over [`tbs`](Self::tbs) in X.509's
+    /// encoding, checked against the key first: what a signing key's template makes.
+    pub fn finish_der(&self, signature: &[u8]) -> Result<Vec<u8>, CaError> {
         signature::UnparsedPublicKey::new(self.algorithm.verification(), &self.public_key)
             .verify(&self.tbs, signature)
-            .map_err(|_| {
-                CaError::Key("the root's self-signature does not verify with its key".into())
-            })?;
-        CaCertificate::from_der(&certificate(&self.tbs, self.algorithm, signature))
+            .map_err(|_| CaError::Key("the self-signature does not verify with the key".into()))?;
+        Ok(certificate(&self.tbs, self.algorithm, signature))
     }
 }
 

@@ -53,6 +53,7 @@ fn settings() -> Settings {
         jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
         expiration: ExpirationPolicy::default(),
         signature_cache_entries: 16,
+        jwks_x5c: false,
     }
 }
 

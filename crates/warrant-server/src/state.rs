@@ -238,6 +238,7 @@ impl AppState {
                 jwks_uri: "https://warrant.test/openid/v1/jwks".into(),
                 expiration: ExpirationPolicy::default(),
                 signature_cache_entries: 0,
+                jwks_x5c: false,
             },
             warrant_keys::KeySet::new(SigningKey::generate(KeyType::P256).unwrap(), vec![]),
             warrant_clock::Clock::manual(jiff::Timestamp::from_second(1_800_000_000).unwrap()),

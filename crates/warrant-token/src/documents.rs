@@ -23,6 +23,39 @@ pub fn render_jwks(keys: &[VerifyingKey]) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// The JWKS document as [`render_jwks`] writes it, each key for which `certificate` gives one
+/// with its certificate after its own members: `x5c` (the certificate alone, standard base64,
+/// RFC 7517 §4.7) and `x5t#S256` (its SHA-256, base64url, §4.9), go-jose's order.
+pub fn render_jwks_with_certificates<'a>(
+    keys: &[VerifyingKey],
+    certificate: impl Fn(&str) -> Option<&'a [u8]>,
+) -> Vec<u8> {
+    use base64::Engine as _;
+    let mut out = String::with_capacity(32 + keys.len() * 1500);
+    out.push_str("{\"keys\":[");
+    for (i, key) in keys.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let jwk = key.jwk_json();
+        match (certificate(key.kid()), jwk.strip_suffix('}')) {
+            (Some(der), Some(members)) => {
+                let thumbprint = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der);
+                out.push_str(members);
+                out.push_str(",\"x5c\":[\"");
+                base64::engine::general_purpose::STANDARD.encode_string(der, &mut out);
+                out.push_str("\"],\"x5t#S256\":\"");
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .encode_string(thumbprint.as_ref(), &mut out);
+                out.push_str("\"}");
+            }
+            _ => out.push_str(jwk),
+        }
+    }
+    out.push_str("]}");
+    out.into_bytes()
+}
+
 /// The discovery document, in kube-apiserver's field order.
 #[derive(Serialize)]
 struct Discovery<'a> {

@@ -58,6 +58,12 @@ impl SigningKey {
     pub async fn sign_message(&self, message: Vec<u8>) -> Result<Vec<u8>, KeyError> {
         self.sign_bytes_async(message).await
     }
+
+    /// [`sign_message`](Self::sign_message) at once, for a key in memory; a key held elsewhere
+    /// answers [`KeyError::HeldElsewhere`].
+    pub fn sign_message_now(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        self.sign_bytes(message)
+    }
 }
 
 /// A signature for claims someone else encoded and will assemble into a token: what an external

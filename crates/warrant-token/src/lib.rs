@@ -79,7 +79,10 @@ pub use cnf::{
     BindingError, CNF_JKT, CNF_X5T_S256, CertificateEvidence, Cnf, CnfError, Confirmation,
     Evidence, certificate_thumbprint, check_binding,
 };
-pub use documents::{render_discovery, render_jwks, validate_issuer_url, validate_jwks_uri};
+pub use documents::{
+    render_discovery, render_jwks, render_jwks_with_certificates, validate_issuer_url,
+    validate_jwks_uri,
+};
 pub use dpop::{
     DEFAULT_PROOF_WINDOW_SECONDS, DPOP_ALGORITHMS, DPOP_PROOF_TYP, DpopError, MAX_JTI_BYTES,
     MAX_PROOF_BYTES, ProofRequest, VerifiedProof, access_token_hash, jwk_thumbprint,

@@ -837,6 +837,10 @@ pub(crate) struct ServeArgs {
     /// run on every review regardless.
     #[arg(long = "signature-cache-size", value_name = "ENTRIES", default_value_t = warrant_issuer::DEFAULT_SIGNATURE_CACHE_ENTRIES, help_heading = "Reviews")]
     pub(crate) signature_cache_entries: u64,
+    /// Publish each managed key also as a certificate in the JWKS (`x5c`, `x5t#S256`), for
+    /// relying parties that read keys from certificates. Keys warrant holds in memory only.
+    #[arg(long = "jwks-x5c", help_heading = "Discovery")]
+    pub(crate) jwks_x5c: bool,
     /// Address to listen on.
     #[arg(
         long = "bind-address",

@@ -134,6 +134,7 @@ async fn published(
         jwks_uri: jwks_uri.to_owned(),
         expiration: warrant_token::ExpirationPolicy::default(),
         signature_cache_entries: 0,
+        jwks_x5c: false,
     };
     let next_change = keys.next_change();
     Ok((Published::new(&settings, keys), next_change))

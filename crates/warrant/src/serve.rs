@@ -542,6 +542,7 @@ fn settings(args: &ServeArgs, managed_keys: bool) -> Result<Settings, Box<dyn Er
         jwks_uri,
         expiration,
         signature_cache_entries: args.signature_cache_entries,
+        jwks_x5c: args.jwks_x5c,
     })
 }
 

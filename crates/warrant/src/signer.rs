@@ -275,6 +275,7 @@ mod tests {
                 jwks_uri: "https://warrant.test/openid/v1/jwks".into(),
                 expiration: warrant_token::ExpirationPolicy::default(),
                 signature_cache_entries: 0,
+                jwks_x5c: false,
             },
             warrant_keys::KeySet::new(key, vec![]),
             warrant_clock::Clock::System,

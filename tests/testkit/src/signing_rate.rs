@@ -45,6 +45,7 @@ pub fn issuer(key: SigningKey) -> Issuer {
         jwks_uri: "https://warrant.bench/openid/v1/jwks".into(),
         expiration: ExpirationPolicy::default(),
         signature_cache_entries: 0,
+        jwks_x5c: false,
     };
     Issuer::new(
         settings,

@@ -25,6 +25,7 @@ pub fn settings(issuer: &str) -> Settings {
         jwks_uri: format!("{issuer}/openid/v1/jwks"),
         expiration: ExpirationPolicy::default(),
         signature_cache_entries: DEFAULT_SIGNATURE_CACHE_ENTRIES,
+        jwks_x5c: false,
     }
 }
 
@@ -80,6 +81,7 @@ impl StateBuilder {
         self.settings = Settings {
             expiration: self.settings.expiration,
             signature_cache_entries: self.settings.signature_cache_entries,
+            jwks_x5c: self.settings.jwks_x5c,
             ..settings(issuer)
         };
         self

@@ -80,6 +80,7 @@ impl Node {
             jwks_uri: format!("{ISSUER}/openid/v1/jwks"),
             expiration,
             signature_cache_entries: 0,
+            jwks_x5c: false,
         };
         let keys = manager.key_set(clock.now()).unwrap();
         let issuer = Issuer::new(settings, keys, clock.clone(), Auditor::disabled());
