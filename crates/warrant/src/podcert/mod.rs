@@ -360,6 +360,14 @@ fn cannot_sign(set: &CaSet, now: Timestamp) -> Option<String> {
         Err(why) => return Some(why.clone()),
     };
     let certificate = ca.certificate();
+    // A CA key in a token or KMS that cannot be reached: PCRs wait (each requeued
+    // CAUnavailable) until it answers again.
+    if let Some(why) = ca.unavailable() {
+        return Some(format!(
+            "the pod certificate CA {} cannot sign now: {why}",
+            certificate.key_id()
+        ));
+    }
     if certificate.not_before() > now {
         return Some(format!(
             "the pod certificate CA is not valid until {}",
