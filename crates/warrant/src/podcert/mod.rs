@@ -315,11 +315,15 @@ async fn open_managed(
         key_rotation_period: args.ca_rotation_period,
         key_publish_ahead: args.ca_publish_ahead,
     };
-    let opened = crate::keys::open_store(
+    let mut opened = crate::keys::open_store(
         store, &rotation, longest, &metrics, kubeconfig, holder, clock,
     )
     .await
     .map_err(|e| format!("the pod certificate CA's key store: {e}"))?;
+    // A retired CA key's root stays published until its last leaf expires, and every replica
+    // that starts meanwhile signs that root itself: its private half must stay in the token or
+    // KMS until then (it is destroyed when the key leaves the set).
+    opened.manager = opened.manager.keeping_retired_keys_whole();
     let now = clock.now();
     let initial = opened
         .manager
