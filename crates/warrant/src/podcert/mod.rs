@@ -81,7 +81,7 @@ pub(crate) struct PodCertArgs {
     pub(crate) ca_key_dir: Option<PathBuf>,
     /// Keep the CA's keys in this Kubernetes Secret (NAMESPACE/NAME), shared by the replicas:
     /// the one holding its Lease rotates them. Instead of the CA files.
-    #[arg(long = "pod-certificate-ca-key-secret", value_name = "NAMESPACE/NAME", value_parser = crate::cli::parse_object_name, conflicts_with_all = ["ca_cert_file", "ca_key_file", "ca_bundle_file"])]
+    #[arg(long = "pod-certificate-ca-key-secret", value_name = "NAMESPACE/NAME", value_parser = crate::cli::parse_object_name, conflicts_with_all = ["ca_cert_file", "ca_key_file", "ca_bundle_file"], group = "leased_secret")]
     pub(crate) ca_key_secret: Option<ObjectName>,
     /// The Lease electing the writer of --pod-certificate-ca-key-secret (NAMESPACE/NAME;
     /// default: beside it, named after it with -leader).
