@@ -59,9 +59,21 @@ impl SoftHsm {
         self.softhsm.uri("warrant", &self.dir.path().join(file))
     }
 
-    /// The directory holding the token's files.
-    fn token_dir(&self) -> PathBuf {
-        self.token.clone()
+    /// Makes the token disappear (its files moved aside), as a device unplugged or a network
+    /// HSM out of reach: every session on it fails until
+    /// [`bring_token_back`](Self::bring_token_back).
+    pub(crate) fn take_token_away(&self) {
+        std::fs::rename(&self.token, self.aside()).unwrap();
+    }
+
+    /// Puts the token's files back where SoftHSM2 looks for them.
+    pub(crate) fn bring_token_back(&self) {
+        std::fs::rename(self.aside(), &self.token).unwrap();
+    }
+
+    /// Where the token's files wait while it is away.
+    fn aside(&self) -> PathBuf {
+        self.dir.path().join("aside")
     }
 
     /// A warrant command (not `serve`) with this HSM in its environment.
@@ -203,9 +215,7 @@ async fn a_token_that_disappears_while_serving_is_503_and_unready_until_it_retur
     let kid = verify_offline(&w, &jwks(&w).await, &issued);
     let mut signer = warrant_signer::client::connect(&socket).await.unwrap();
 
-    let token_dir = hsm.token_dir();
-    let aside = hsm.dir.path().join("aside");
-    std::fs::rename(&token_dir, &aside).unwrap();
+    hsm.take_token_away();
     // TokenRequest: 503 with a Kubernetes Status saying the key cannot sign now (it may later),
     // naming the token and never its PIN; Sign: UNAVAILABLE.
     let message = assert_unavailable(&w, &socket, &kid, &issued).await;
@@ -217,7 +227,7 @@ async fn a_token_that_disappears_while_serving_is_503_and_unready_until_it_retur
     assert!(!jwks(&w).await.keys.is_empty());
 
     // Back, and warrant recovers by itself, without a restart.
-    std::fs::rename(&aside, &token_dir).unwrap();
+    hsm.bring_token_back();
     until_ready(&w, true).await;
     let published = jwks(&w).await;
     verify_offline(&w, &published, &token(&w));
@@ -773,10 +783,8 @@ async fn the_signing_key_revoked_with_the_token_away_fails_closed_until_it_is_ba
     let keys = w.path("keys");
     let issued = token(&w);
     let leaked = verify_offline(&w, &jwks(&w).await, &issued);
-    let token_dir = hsm.token_dir();
-    let aside = hsm.dir.path().join("aside");
 
-    std::fs::rename(&token_dir, &aside).unwrap();
+    hsm.take_token_away();
     let revoked = keys_command(&keys, &in_token(&uri), &hsm.env(), "revoke", &[&leaked]);
     let said = stderr(&revoked);
     assert!(revoked.status.success(), "{said}");
@@ -806,7 +814,7 @@ async fn the_signing_key_revoked_with_the_token_away_fails_closed_until_it_is_ba
     );
 
     // The token is back: the server makes a successor, which signs at once.
-    std::fs::rename(&aside, &token_dir).unwrap();
+    hsm.bring_token_back();
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     let fresh = loop {
         let (status, answer) = token_request(&w).await;
@@ -844,8 +852,6 @@ async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_i
     let leaked = verify_offline(&w, &jwks(&w).await, &issued);
     let keys_cmd =
         |cmd: &str, extra: &[&str]| keys_command(&keys, &in_token(&uri), &hsm.env(), cmd, extra);
-    let token_dir = hsm.token_dir();
-    let aside = hsm.dir.path().join("aside");
 
     // A next key is published (so revoking the signing key needs no new key).
     let rotated = keys_cmd("rotate", &[]);
@@ -856,7 +862,7 @@ async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_i
     .await;
 
     // The token goes away; the key leaks. Revoke records it without the token.
-    std::fs::rename(&token_dir, &aside).unwrap();
+    hsm.take_token_away();
     let revoked = keys_cmd("revoke", &[&leaked]);
     let said = stderr(&revoked);
     assert!(revoked.status.success(), "{said}");
@@ -876,7 +882,7 @@ async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_i
     assert_revoked(&w, &issued);
 
     // The token is back: the server destroys the key's objects by itself, with no restart.
-    std::fs::rename(&aside, &token_dir).unwrap();
+    hsm.bring_token_back();
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
     while hsm.objects().contains(&leaked) {
         if tokio::time::Instant::now() >= deadline {

@@ -47,12 +47,12 @@ fn in_kms(endpoint: &str) -> [OsString; 4] {
     ]
 }
 
-fn moto_endpoint(moto: &Emulator) -> String {
+pub(crate) fn moto_endpoint(moto: &Emulator) -> String {
     format!("http://127.0.0.1:{}", moto.port())
 }
 
 /// boto3 (which moto brings) on moto's KMS: runs `script` with `kms` the client; its stdout.
-fn boto3(moto: &Emulator, script: &str) -> String {
+pub(crate) fn boto3(moto: &Emulator, script: &str) -> String {
     let program = format!(
         "import boto3\nkms = boto3.client('kms', endpoint_url='{}', region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\n{script}",
         moto_endpoint(moto)
@@ -67,7 +67,7 @@ fn boto3(moto: &Emulator, script: &str) -> String {
 }
 
 /// The recorded ARN of every key in the key directory.
-fn recorded_arns(keys: &Path) -> Vec<String> {
+pub(crate) fn recorded_arns(keys: &Path) -> Vec<String> {
     let index = std::fs::read_to_string(keys.join(warrant_keys::INDEX_FILE)).unwrap();
     index
         .split('"')

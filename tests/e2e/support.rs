@@ -116,6 +116,17 @@ impl Warrant {
         Self::launch(Source::Kubeconfig(kubeconfig), static_keys, extra).await
     }
 
+    /// As [`start_cluster`](Self::start_cluster), with the key flags `keys` returns for the
+    /// setup directory and `env` set in the server's environment only (a key holder's).
+    pub(crate) async fn start_cluster_with_env(
+        cluster: &warrant_kube_fixture::Fixture,
+        keys: impl FnOnce(&Path) -> Vec<OsString>,
+        extra: &[&str],
+        env: &[(OsString, OsString)],
+    ) -> Warrant {
+        Self::launch_env(Source::Cluster(cluster), keys, extra, "/readyz", "", env).await
+    }
+
     async fn launch(
         source: Source<'_>,
         keys: impl FnOnce(&Path) -> Vec<OsString>,

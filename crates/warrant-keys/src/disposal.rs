@@ -54,6 +54,10 @@ pub(crate) struct Disposals {
     failing: HashSet<(String, Disposal)>,
     /// How many are still due after the last attempt.
     pending: usize,
+    /// True for a key set whose retired keys still sign (see
+    /// `KeyManager::keeping_retired_keys_whole`): nothing is disposed of at retirement, and a
+    /// retired key is destroyed whole once it leaves the set.
+    pub(crate) keep_retired: bool,
 }
 
 impl Disposals {
@@ -85,6 +89,9 @@ impl Disposals {
             .checked_sub(SignedDuration::from_secs(RETIRE_DISPOSAL_GRACE_SECONDS))
             .unwrap_or(now);
         let retired = keys.keys().iter().filter_map(|key| {
+            if self.keep_retired {
+                return None;
+            }
             let remote = key.key().remote_key()?;
             let retired_for_the_grace = keys.state_at(key.kid(), now) == Some(KeyState::Retired)
                 && keys.state_at(key.kid(), grace_ago) == Some(KeyState::Retired);
@@ -121,6 +128,9 @@ impl Disposals {
     /// When a retired key's disposal next falls due after `now` (its retirement plus
     /// [`RETIRE_DISPOSAL_GRACE_SECONDS`]), for the writer to wake then.
     pub(crate) fn next_due(&self, keys: &ManagedKeySet, now: Timestamp) -> Option<Timestamp> {
+        if self.keep_retired {
+            return None;
+        }
         let held: HashSet<&str> = keys
             .keys()
             .iter()

@@ -333,8 +333,11 @@ impl<S: KeyStore> KeyManager<S> {
             highest: known.highest,
             repair: known.repair,
         };
+        // The store is brought up to date now; what is due in the holder is destroyed by the
+        // running manager ([`spawn`](Self::spawn)), at its first look, so that its owner can say
+        // first what the set keeps ([`keeping_retired_keys_whole`](Self::keeping_retired_keys_whole)).
         if manager.writer.may_write() && !manager.unread {
-            manager.sync(now).await?;
+            manager.write_due(now).await?;
         }
         // A set whose signing key was revoked with no successor made yet starts: it verifies
         // (and publishes) its keys, signs nothing, and its writer makes the successor.
@@ -392,6 +395,16 @@ impl<S: KeyStore> KeyManager<S> {
     /// do not all list it.
     pub fn with_gate(mut self, gate: ActivationGate) -> Self {
         self.gate = Some(gate);
+        self
+    }
+
+    /// Keeps each retired key's private half in its holder until the key leaves the set (it is
+    /// then destroyed whole, as every removed key is), instead of destroying it once the key
+    /// stops signing: for a key set whose retired keys still sign, as a pod certificate CA's
+    /// keys sign their own root certificates, which every replica makes anew when it starts and
+    /// which stay published until the last certificate of their key has expired.
+    pub fn keeping_retired_keys_whole(mut self) -> Self {
+        self.disposals.keep_retired = true;
         self
     }
 

@@ -126,6 +126,13 @@ pub trait CaSigner: Send + Sync {
     /// `Ecdsa-Sig-Value`: holders that return raw `r || s` convert with
     /// [`ecdsa_signature_to_der`]).
     fn sign(&self, tbs: Vec<u8>) -> CaSignature<'_>;
+    /// Why the CA's key cannot sign now although it is the CA in force (its holder, a PKCS#11
+    /// token or KMS, out of reach), or `None`: a cheap read of what the holder last saw, never
+    /// a call to it. The signer is not ready meanwhile, so that an operator and the probes see
+    /// why PCRs wait. `None` for a key in memory (the default).
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
 }
 
 impl fmt::Debug for dyn CaSigner {

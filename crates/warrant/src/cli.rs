@@ -420,15 +420,16 @@ pub(crate) struct KeySourceArgs {
     /// Kubernetes Secret of managed keys shared by replicas (created if missing): every replica
     /// reads and watches it, and the one holding --key-lease generates and rotates the keys.
     /// Reached with --kubeconfig, else the in-cluster configuration.
-    #[arg(long = "key-secret", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, group = "managed", help_heading = "Keys")]
+    #[arg(long = "key-secret", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, group = "managed", group = "leased_secret", help_heading = "Keys")]
     pub(crate) key_secret: Option<ObjectName>,
     /// The coordination.k8s.io Lease that elects the replica writing --key-secret. Default: in
     /// the Secret's namespace, named after it with `-leader`.
     #[arg(long = "key-lease", value_name = "NAMESPACE/NAME", value_parser = parse_object_name, requires = "key_secret", help_heading = "Keys")]
     pub(crate) key_lease: Option<ObjectName>,
     /// How long the Lease stays with a replica that stopped renewing it (Go duration, at least
-    /// 2s); the holder renews it a third of this before it expires.
-    #[arg(long = "key-lease-duration", default_value = "15s", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "key_secret", help_heading = "Keys")]
+    /// 2s); the holder renews it a third of this before it expires. For --key-secret's Lease
+    /// and --pod-certificate-ca-key-secret's.
+    #[arg(long = "key-lease-duration", default_value = "15s", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "leased_secret", help_heading = "Keys")]
     pub(crate) key_lease_duration: i64,
     /// This node's local copy of --key-secret's keys (a directory, created if missing, private
     /// to warrant's user): refreshed whenever the Secret's keys change, and served from at
@@ -768,6 +769,9 @@ pub(crate) struct DiscoveryPublishArgs {
 
 /// `warrant serve`.
 #[derive(Debug, Args)]
+// The key Secrets elected through a Lease (--key-lease-duration's): the token keys' and the pod
+// certificate CA's, one or both.
+#[command(group = clap::ArgGroup::new("leased_secret").multiple(true))]
 pub(crate) struct ServeArgs {
     /// Issuer of new tokens (the first) and accepted issuers (all). Repeatable.
     #[arg(
@@ -1224,6 +1228,45 @@ mod tests {
         ]);
         assert_eq!(cli.log_level.as_deref(), Some("debug"));
         assert!(Cli::try_parse_from(["warrant", "-v", "high", "completion", "bash"]).is_err());
+    }
+
+    /// The pod certificate CA's key Secret is elected through a Lease of --key-lease-duration
+    /// too: the flag goes with either key Secret (or both), and is refused with neither.
+    #[test]
+    fn the_lease_duration_goes_with_either_key_secret() {
+        let lease = ["--key-lease-duration", "9s"];
+        for secrets in [
+            &["--key-secret", "ns/keys"][..],
+            &["--pod-certificate-ca-key-secret", "ns/ca"],
+            &[
+                "--key-secret",
+                "ns/keys",
+                "--pod-certificate-ca-key-secret",
+                "ns/ca",
+            ],
+        ] {
+            let args = [&["warrant", "serve"][..], secrets, &lease].concat();
+            let Command::Serve(serve) = Cli::try_parse_from(&args)
+                .unwrap_or_else(|e| panic!("{secrets:?}: {e}"))
+                .command
+            else {
+                panic!("not serve");
+            };
+            assert_eq!(serve.keys.key_lease_duration, 9, "{secrets:?}");
+        }
+        let alone = Cli::try_parse_from([&["warrant", "serve"][..], &lease].concat());
+        assert_eq!(
+            alone.unwrap_err().kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+        // Elsewhere --key-lease-duration goes with --key-secret alone, as before.
+        let export = ["warrant", "discovery", "export", "--dir", "out"];
+        let leased = [&export[..], &lease].concat();
+        assert_eq!(
+            Cli::try_parse_from(&leased).unwrap_err().kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+        Cli::try_parse_from([&leased[..], &["--key-secret", "ns/keys"]].concat()).unwrap();
     }
 
     #[test]

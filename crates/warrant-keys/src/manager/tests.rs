@@ -649,3 +649,41 @@ async fn the_signing_key_revoked_with_its_holder_away_signs_nothing_until_the_ho
         std::slice::from_ref(&leaked)
     );
 }
+
+/// A held key's private half is destroyed once it has stopped signing (and the grace has
+/// passed); a key set kept whole (a CA's, whose retired keys sign their roots at each start)
+/// keeps it until the key leaves the set, then destroys all of it.
+#[tokio::test(start_paused = true)]
+async fn retired_keys_kept_whole_are_destroyed_only_when_they_leave_the_set() {
+    for whole in [false, true] {
+        let clock = clock();
+        let (manager, _store, holder, _registry) = held_manager(&clock).await;
+        let manager = if whole {
+            manager.keeping_retired_keys_whole()
+        } else {
+            manager
+        };
+        let first = manager.keys().keys()[0].kid().to_owned();
+        let (_task, _seen) = spawn(manager, clock.clone());
+
+        // Retired at the successor's activation, a week in; past the grace.
+        tokio::time::sleep(Duration::from_secs(
+            u64::try_from(7 * DAY + 2 * crate::disposal::RETIRE_DISPOSAL_GRACE_SECONDS).unwrap(),
+        ))
+        .await;
+        let retired = holder.destroyed(crate::Disposal::Retire);
+        if whole {
+            assert!(retired.is_empty(), "{retired:?}");
+            assert!(holder.held().contains(&first), "{:?}", holder.held());
+        } else {
+            assert_eq!(retired, std::slice::from_ref(&first));
+            assert!(!holder.held().contains(&first));
+        }
+
+        // Removed once its last token has expired (a day later): gone whole.
+        tokio::time::sleep(Duration::from_secs(u64::try_from(DAY + HOUR).unwrap())).await;
+        let forgotten = holder.destroyed(crate::Disposal::Forget);
+        assert!(forgotten.contains(&first), "whole={whole}: {forgotten:?}");
+        assert!(!holder.held().contains(&first));
+    }
+}

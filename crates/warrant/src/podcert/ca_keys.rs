@@ -145,6 +145,12 @@ impl CaSigner for HeldCa {
     fn sign(&self, tbs: Vec<u8>) -> CaSignature<'_> {
         Box::pin(signature(&self.key, self.algorithm, tbs))
     }
+
+    fn unavailable(&self) -> Option<String> {
+        self.key
+            .remote_key()
+            .and_then(|remote| remote.unavailable())
+    }
 }
 
 /// The roots this process has made, by kid: each is made once (one signature in the holder),

@@ -89,7 +89,7 @@ pub(crate) struct PodCertArgs {
     pub(crate) ca_key_dir: Option<PathBuf>,
     /// Keep the CA's keys in this Kubernetes Secret (NAMESPACE/NAME), shared by the replicas:
     /// the one holding its Lease rotates them. Instead of the CA files.
-    #[arg(long = "pod-certificate-ca-key-secret", value_name = "NAMESPACE/NAME", value_parser = crate::cli::parse_object_name, conflicts_with_all = ["ca_cert_file", "ca_key_file", "ca_bundle_file"])]
+    #[arg(long = "pod-certificate-ca-key-secret", value_name = "NAMESPACE/NAME", value_parser = crate::cli::parse_object_name, conflicts_with_all = ["ca_cert_file", "ca_key_file", "ca_bundle_file"], group = "leased_secret")]
     pub(crate) ca_key_secret: Option<ObjectName>,
     /// The Lease electing the writer of --pod-certificate-ca-key-secret (NAMESPACE/NAME;
     /// default: beside it, named after it with -leader).
@@ -336,11 +336,15 @@ async fn open_managed(
         key_rotation_period: args.ca_rotation_period,
         key_publish_ahead: args.ca_publish_ahead,
     };
-    let opened = crate::keys::open_store(
+    let mut opened = crate::keys::open_store(
         store, &rotation, longest, &metrics, kubeconfig, holder, clock,
     )
     .await
     .map_err(|e| format!("the pod certificate CA's key store: {e}"))?;
+    // A retired CA key's root stays published until its last leaf expires, and every replica
+    // that starts meanwhile signs that root itself: its private half must stay in the token or
+    // KMS until then (it is destroyed when the key leaves the set).
+    opened.manager = opened.manager.keeping_retired_keys_whole();
     let now = clock.now();
     let initial = opened
         .manager
@@ -381,6 +385,14 @@ fn cannot_sign(set: &CaSet, now: Timestamp) -> Option<String> {
         Err(why) => return Some(why.clone()),
     };
     let certificate = ca.certificate();
+    // A CA key in a token or KMS that cannot be reached: PCRs wait (each requeued
+    // CAUnavailable) until it answers again.
+    if let Some(why) = ca.unavailable() {
+        return Some(format!(
+            "the pod certificate CA {} cannot sign now: {why}",
+            certificate.key_id()
+        ));
+    }
     if certificate.not_before() > now {
         return Some(format!(
             "the pod certificate CA is not valid until {}",

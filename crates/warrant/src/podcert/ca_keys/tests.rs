@@ -208,3 +208,31 @@ async fn a_holder_out_of_reach_signs_nothing_and_the_pcr_waits() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn the_signer_is_not_ready_while_the_ca_keys_holder_is_out_of_reach() {
+    let key = SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    let keys = key_set(vec![managed(&key, T0, T0)], T0);
+    let made = Roots::default().ca_set(&keys, at(T0)).await.unwrap();
+    assert_eq!(super::super::cannot_sign(&made, at(T0 + 60)), None);
+
+    // The CA in force, its key's token gone: readiness says so, naming the CA and the holder's
+    // reason (the key's own root, made before, is still the one published).
+    let held = HeldCa {
+        key: SigningKey::remote(key.verifying_key().clone(), Arc::new(Unreachable)),
+        algorithm: CaAlgorithm::EcdsaP256Sha256,
+        certificate: made.trusted[0].clone(),
+    };
+    let away = CaSet {
+        signing: Ok(Arc::new(held)),
+        trusted: made.trusted.clone(),
+    };
+    let why = super::super::cannot_sign(&away, at(T0 + 60)).unwrap();
+    assert_eq!(
+        why,
+        format!(
+            "the pod certificate CA {} cannot sign now: the token is gone",
+            made.trusted[0].key_id()
+        )
+    );
+}
