@@ -127,3 +127,73 @@ async fn an_issuer_with_a_path_is_discoverable_below_it() {
         jwks.to_vec()
     );
 }
+
+/// `--jwks-x5c`: each managed key is also in the JWKS as a certificate, which openssl reads as
+/// holding the JWK's key, and from which PyJWT takes the key that verifies a token (what a
+/// relying party that trusts `x5c` runs). Static keys refuse the flag, naming why.
+#[tokio::test]
+async fn a_relying_party_reads_the_keys_from_their_certificates() {
+    use base64::Engine as _;
+    let w = Warrant::start_with(OBJECTS, key_dir, &["--jwks-x5c"]).await;
+    let token = w.token(&["--audience", "vault"]);
+    let jwks: Value = serde_json::from_str(
+        &w.http
+            .get(w.url("/openid/v1/jwks"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = jwks["keys"].as_array().unwrap();
+    assert!(!keys.is_empty());
+    for jwk in keys {
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(jwk["x5c"][0].as_str().unwrap())
+            .unwrap();
+        std::fs::write(dir.path().join("key.der"), &der).unwrap();
+        let from_certificate = crate::pki::openssl(
+            dir.path(),
+            &[
+                "x509", "-inform", "DER", "-in", "key.der", "-noout", "-pubkey",
+            ],
+        );
+        let jwk_key = warrant_token::VerifyingKey::from_jwk(jwk).unwrap().to_pem();
+        assert_eq!(from_certificate.trim(), jwk_key.trim(), "{jwk}");
+        let text = crate::pki::openssl(
+            dir.path(),
+            &[
+                "x509", "-inform", "DER", "-in", "key.der", "-noout", "-subject",
+            ],
+        );
+        assert!(
+            text.contains(&format!(
+                "warrant token key {}",
+                jwk["kid"].as_str().unwrap()
+            )),
+            "{text}"
+        );
+    }
+    // PyJWT verifies the token with the key of the certificate its kid names.
+    let program = "import sys, json, base64, jwt\nfrom cryptography import x509\njwks = json.loads(sys.argv[1])\nheader = jwt.get_unverified_header(sys.argv[2])\nkey = next(k for k in jwks['keys'] if k['kid'] == header['kid'])\ncert = x509.load_der_x509_certificate(base64.b64decode(key['x5c'][0]))\nclaims = jwt.decode(sys.argv[2], cert.public_key(), algorithms=[header['alg']], audience='vault', issuer=sys.argv[3])\nprint(claims['sub'])";
+    let out = warrant_testkit::tools::python(&["jwt", "cryptography"])
+        .args(["-c", program, &jwks.to_string(), token.trim(), &w.issuer()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "PyJWT: {}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "system:serviceaccount:demo:app"
+    );
+
+    // Static keys have no publication time to start a certificate from: refused.
+    let refused = serve_refusing(&["--jwks-x5c"], &[]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--jwks-x5c needs managed keys"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}

@@ -96,3 +96,109 @@ fn certificate(published: &PublishedKey) -> Option<Vec<u8>> {
     };
     template.finish_der(&signature).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use jiff::Timestamp;
+    use warrant_keys::{ManagedKey, ManagedKeySet, RotationPolicy};
+    use warrant_token::{ExpirationPolicy, KeyType, SigningKey};
+    use x509_parser::prelude::{FromDer, X509Certificate};
+
+    use crate::{Published, Settings};
+
+    fn settings(jwks_x5c: bool) -> Settings {
+        Settings {
+            issuers: vec!["https://i".into()],
+            api_audiences: vec!["https://i".into()],
+            jwks_uri: "https://i/openid/v1/jwks".into(),
+            expiration: ExpirationPolicy::default(),
+            signature_cache_entries: 0,
+            jwks_x5c,
+        }
+    }
+
+    fn key_set(keys: &[(SigningKey, i64)]) -> warrant_keys::KeySet {
+        let at = |s| Timestamp::from_second(s).unwrap();
+        let managed = keys
+            .iter()
+            .map(|(key, from)| ManagedKey::new(key.clone(), at(*from), at(*from), 86_400))
+            .collect();
+        let policy = RotationPolicy {
+            key_type: KeyType::Rsa2048,
+            rotation_period_seconds: 7 * 86_400,
+            publish_ahead_seconds: 86_400,
+            max_token_seconds: 86_400,
+        };
+        ManagedKeySet::new(managed)
+            .unwrap()
+            .key_set_at(at(1_800_000_000), &policy)
+            .unwrap()
+    }
+
+    fn jwks(published: &Published) -> serde_json::Value {
+        serde_json::from_slice(published.jwks()).unwrap()
+    }
+
+    #[test]
+    fn each_managed_key_is_published_with_its_own_certificate() {
+        use base64::Engine as _;
+        let rsa = SigningKey::generate(KeyType::Rsa2048).unwrap();
+        let ec = SigningKey::generate(KeyType::P256).unwrap();
+        let keys = key_set(&[(rsa.clone(), 1_799_990_000), (ec.clone(), 1_799_999_000)]);
+        let with = Published::new(&settings(true), keys.clone());
+        let document = jwks(&with);
+        for (key, from) in [(&rsa, 1_799_990_000), (&ec, 1_799_999_000)] {
+            let jwk = document["keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["kid"] == key.kid())
+                .unwrap();
+            let x5c = jwk["x5c"].as_array().unwrap();
+            assert_eq!(x5c.len(), 1);
+            let der = base64::engine::general_purpose::STANDARD
+                .decode(x5c[0].as_str().unwrap())
+                .unwrap();
+            let thumbprint = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der);
+            assert_eq!(
+                jwk["x5t#S256"],
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(thumbprint)
+            );
+            let (_, cert) = X509Certificate::from_der(&der).unwrap();
+            // The certificate carries the JWK's key, is no CA, and starts with the key.
+            assert_eq!(cert.public_key().raw, key.verifying_key().spki_der());
+            assert!(!cert.is_ca());
+            assert_eq!(cert.validity().not_before.timestamp(), from);
+            assert_eq!(
+                cert.subject().to_string(),
+                format!("CN=warrant token key {}", key.kid())
+            );
+            // The JWK's own members are as without the certificate.
+            let mut bare = jwk.clone();
+            let bare = bare.as_object_mut().unwrap();
+            bare.remove("x5c");
+            bare.remove("x5t#S256");
+            let plain: serde_json::Value =
+                serde_json::from_str(key.verifying_key().jwk_json()).unwrap();
+            assert_eq!(serde_json::Value::Object(bare.clone()), plain);
+        }
+        // Made once per key: the next key set keeps the same certificates (an ECDSA one would
+        // otherwise change with each signature), and an RSA key's is the same bytes made anew.
+        let next = Published::after(&settings(true), keys.clone(), Some(&with));
+        assert_eq!(next.jwks(), with.jwks());
+        let anew = Published::new(&settings(true), keys.clone());
+        let rsa_of = |p: &Published| {
+            jwks(p)["keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["kid"] == rsa.kid())
+                .unwrap()["x5c"]
+                .clone()
+        };
+        assert_eq!(rsa_of(&anew), rsa_of(&with));
+        // Off by default: kube-apiserver's JWKS.
+        let without = Published::new(&settings(false), keys);
+        assert!(!String::from_utf8_lossy(without.jwks()).contains("x5c"));
+    }
+}
