@@ -58,3 +58,25 @@ pub fn parse_object_name(text: &str) -> Result<ObjectName, ObjectNameError> {
         name: name.to_owned(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A namespace is a DNS label, a name a DNS subdomain; the message names what is wrong.
+    #[test]
+    fn names_are_kubernetes_names() {
+        let parsed = parse_object_name("demo/app.v2").unwrap();
+        assert_eq!(parsed.to_string(), "demo/app.v2");
+        for (bad, says) in [
+            ("demo", "is not NAMESPACE/NAME"),
+            ("de.mo/app", "is not a valid namespace"),
+            ("demo/App", "is not a valid object name"),
+            ("demo/-app", "is not a valid object name"),
+            ("/app", "is not a valid namespace"),
+        ] {
+            let message = parse_object_name(bad).unwrap_err().to_string();
+            assert!(message.contains(says), "{bad}: {message}");
+        }
+    }
+}

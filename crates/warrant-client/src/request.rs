@@ -118,6 +118,8 @@ pub(crate) struct Own {
     pub(crate) binding: Option<BoundObjectReference>,
 }
 
+/// What `token` (a service-account JWT, read, not verified: warrant checks it) says of its
+/// holder.
 pub(crate) fn own_identity(token: &str) -> Result<Own, RequestError> {
     let claims = warrant_token::unverified_claims(token).map_err(RequestError::OwnTokenNotJwt)?;
     let k = &claims.kubernetes;
@@ -142,13 +144,14 @@ pub(crate) fn own_identity(token: &str) -> Result<Own, RequestError> {
     })
 }
 
-/// What the plugin reads of a refusal (a Kubernetes Status).
+/// What a client reads of a refusal (a Kubernetes Status).
 #[derive(Debug, serde::Deserialize)]
 struct Refusal {
     message: Option<String>,
 }
 
-/// How the plugin proves who it is to warrant, and the client that calls it.
+/// How a client proves who it is to warrant (the plugin as its workload, the agent as its pod),
+/// and the kube client that calls it.
 pub(crate) enum Caller {
     /// A service-account token (the pod's projected token), sent as a bearer token to
     /// `warrant` (https), with a client that trusts only the hub's CA (else the system's
@@ -192,38 +195,7 @@ impl Caller {
         proof: Option<&str>,
     ) -> Result<TokenRequestStatus, RequestError> {
         let warrant = self.warrant();
-        let path = token_request_path(account);
-        let mut request = http::Request::post(&path)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json");
-        if let Some(proof) = proof {
-            // A credential for this request's window: kept out of debug output like the token.
-            let mut value =
-                http::HeaderValue::try_from(proof).map_err(|_| RequestError::ProofNotHeader)?;
-            value.set_sensitive(true);
-            request = request.header("DPoP", value);
-        }
-        let client = match self {
-            Caller::Token { token, client, .. } => {
-                // kube's client holds no credential of its own here: the own token goes in
-                // this one request, marked sensitive so no debug output shows it.
-                let mut bearer = http::HeaderValue::try_from(format!("Bearer {token}"))
-                    .map_err(|_| RequestError::OwnTokenNotHeader)?;
-                bearer.set_sensitive(true);
-                request = request.header(http::header::AUTHORIZATION, bearer);
-                client
-            }
-            Caller::Kubeconfig { client, .. } => client,
-        };
-        // Strings, an integer and optional fields: serialising cannot fail.
-        #[allow(clippy::expect_used)]
-        let body = serde_json::to_vec(body).expect("a TokenRequest serialises");
-        let request = request
-            .body(::kube::client::Body::from(body))
-            .map_err(|source| RequestError::Build {
-                warrant: warrant.to_owned(),
-                source,
-            })?;
+        let (client, request) = self.build(account, body, proof)?;
         let response = client
             .send(request)
             .await
@@ -232,7 +204,7 @@ impl Caller {
                 error,
             })?;
         let status = response.status();
-        // kube's client follows no redirect; nor does the plugin: the token goes to the hub's
+        // kube's client follows no redirect; nor do the clients: the token goes to the hub's
         // warrant and nowhere else.
         if status.is_redirection() {
             return Err(RequestError::Redirect {
@@ -271,6 +243,49 @@ impl Caller {
             code: status.as_u16(),
             message,
         })
+    }
+
+    /// The TokenRequest for `account` with its headers (the own token, the proof), and the
+    /// client to send it with.
+    fn build(
+        &self,
+        account: &ObjectName,
+        body: &TokenRequest,
+        proof: Option<&str>,
+    ) -> Result<(&::kube::Client, http::Request<::kube::client::Body>), RequestError> {
+        let path = token_request_path(account);
+        let mut request = http::Request::post(&path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json");
+        if let Some(proof) = proof {
+            // A credential for this request's window: kept out of debug output like the token.
+            let mut value =
+                http::HeaderValue::try_from(proof).map_err(|_| RequestError::ProofNotHeader)?;
+            value.set_sensitive(true);
+            request = request.header("DPoP", value);
+        }
+        let client = match self {
+            Caller::Token { token, client, .. } => {
+                // kube's client holds no credential of its own here: the own token goes in
+                // this one request, marked sensitive so no debug output shows it.
+                let mut bearer = http::HeaderValue::try_from(format!("Bearer {token}"))
+                    .map_err(|_| RequestError::OwnTokenNotHeader)?;
+                bearer.set_sensitive(true);
+                request = request.header(http::header::AUTHORIZATION, bearer);
+                client
+            }
+            Caller::Kubeconfig { client, .. } => client,
+        };
+        // Strings, an integer and optional fields: serialising cannot fail.
+        #[allow(clippy::expect_used)]
+        let body = serde_json::to_vec(body).expect("a TokenRequest serialises");
+        let request = request
+            .body(::kube::client::Body::from(body))
+            .map_err(|source| RequestError::Build {
+                warrant: self.warrant().to_owned(),
+                source,
+            })?;
+        Ok((client, request))
     }
 }
 

@@ -19,6 +19,10 @@
 //! client library before the plugin starts: they arrive as flags and environment, which the
 //! plugin cannot tell from the operator's. What it can see it refuses: a flag given twice
 //! (clap), and a flag that differs from its environment variable ([`agree_with_environment`]).
+//!
+//! warrant's URL and CA bundle themselves are read as both clients read them
+//! ([`crate::endpoint`]: https only, at least one certificate); this module checks what a
+//! profile says of them against the hub's.
 
 use aws_lc_rs::digest;
 use base64::Engine as _;
