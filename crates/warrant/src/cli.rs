@@ -5,6 +5,13 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+mod credential;
+mod token_agent;
+
+pub(crate) use credential::CredentialArgs;
+pub(crate) use token_agent::TokenAgentArgs;
+pub(crate) use warrant_client::{ObjectName, parse_object_name};
+
 /// warrant: a standalone, Kubernetes-compatible service-account token issuer.
 #[derive(Debug, Parser)]
 #[command(name = "warrant", version = warrant_server::build::VERSION_LINE, about, long_about = None)]
@@ -70,14 +77,14 @@ pub(crate) enum Command {
     /// client-go's exec credential plugin: trade this workload's own token for a short-lived
     /// token from warrant for the cluster client-go is about to call (KEP-5339). Run by kubectl
     /// or a controller from a kubeconfig's `exec` section, never by hand.
-    #[command(after_long_help = CREDENTIAL_EXAMPLES)]
+    #[command(after_long_help = credential::EXAMPLES)]
     Credential(CredentialArgs),
     /// Keep warrant tokens in files for a pod's containers (the native sidecar token injection
     /// adds; docs/injection.md): each FILE=AUDIENCE is a token of the pod's service account,
     /// bound to the pod, refreshed before 80 % of its lifetime and replaced atomically.
     /// `--check` is its readiness probe.
     #[command(name = warrant_server::agent_contract::COMMAND)]
-    TokenAgent(crate::agent::TokenAgentArgs),
+    TokenAgent(TokenAgentArgs),
     /// Check an external signer as kube-apiserver does when it starts: Metadata and FetchKeys
     /// over the socket. Exits 0 if both answer and there are keys; otherwise says why and
     /// exits 1. The liveness probe where warrant serves only the socket (`--secure-port 0`).
@@ -121,139 +128,6 @@ pub(crate) struct ProbeSignerArgs {
     /// How long the two calls may take together.
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::duration::parse_duration)]
     pub(crate) timeout: std::time::Duration,
-}
-
-/// `warrant credential --help`'s examples.
-pub(crate) const CREDENTIAL_EXAMPLES: &str = r#"Who controls which input:
-  the hub's operator (these flags and environment variables, from the provider config and the
-  controller's pod): warrant's URL (https only) and CA, --audience, --allow-profile-audience.
-  a member's ClusterProfile (KUBERNETES_EXEC_INFO's spec.cluster): the server URL, which is the
-  token's audience, and its exec extension (client.authentication.k8s.io/exec). A `warrant` or
-  `warrantCA` there must equal the flags' or the plugin refuses; an `audience` there other than
-  the server URL is refused unless --allow-profile-audience is given.
-
-A kubeconfig user that runs it (client-go caches the token until it expires):
-
-  users:
-  - name: fleet-controller
-    user:
-      exec:
-        apiVersion: client.authentication.k8s.io/v1
-        command: warrant
-        args: [credential, --warrant-url, https://warrant.example, --warrant-ca-file, /etc/warrant-ca/ca.crt]
-        provideClusterInfo: true
-        interactiveMode: Never
-
-A ClusterProfile's access provider for it (KEP-5339), on the hub; readers that predate the
-rename (kubernetes/enhancements#5811) look for it under status.credentialProviders:
-
-  status:
-    accessProviders:
-    - name: warrant
-      cluster:
-        server: https://member-1.example:6443
-        certificate-authority-data: LS0t...
-
-The profile's clusterprofiles.multicluster.x-k8s.io/exec/additional-args and .../additional-envs
-extensions become this plugin's flags and environment, which it cannot tell from the hub's: keep
-them off for warrant's provider (profileSourcedCLIArgsPolicy and profileSourcedEnvVarsPolicy:
-Ignore, the default). A flag given twice, or a flag that differs from its environment variable,
-is refused."#;
-
-/// `warrant credential`.
-#[derive(Debug, Args)]
-pub(crate) struct CredentialArgs {
-    /// warrant's URL, https only: the hub's choice (a cluster's exec extension that names
-    /// another is refused). Required unless --kubeconfig.
-    #[arg(long = "warrant-url", env = "WARRANT_URL", value_name = "URL")]
-    pub(crate) warrant_url: Option<String>,
-    /// CA bundle (PEM) for warrant's HTTPS, used instead of the system's roots: the hub's choice
-    /// (a cluster's exec extension naming another `warrantCA` is refused).
-    #[arg(long = "warrant-ca-file", env = "WARRANT_CA_FILE", value_name = "PATH")]
-    pub(crate) warrant_ca_file: Option<PathBuf>,
-    /// This workload's own token, read on every run (the kubelet rotates it).
-    #[arg(
-        long = "token-file",
-        env = "WARRANT_TOKEN_FILE",
-        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token",
-        value_name = "PATH"
-    )]
-    pub(crate) token_file: PathBuf,
-    /// The audience of the token, for every cluster this plugin serves. Default: the cluster's
-    /// server URL (provideClusterInfo: true).
-    #[arg(
-        long,
-        value_name = "AUDIENCE",
-        conflicts_with = "allow_profile_audience"
-    )]
-    pub(crate) audience: Option<String>,
-    /// Take the audience from the cluster's exec extension (`audience`) where it differs from
-    /// the server URL. Only where whoever writes the ClusterProfiles may name any audience:
-    /// a profile could then ask for another member's token.
-    #[arg(long = "allow-profile-audience")]
-    pub(crate) allow_profile_audience: bool,
-    /// The service account to mint for, NAMESPACE/NAME. Default: the cluster config's
-    /// `serviceAccount`, else the one the own token names (self-service).
-    #[arg(long = "service-account", value_name = "NAMESPACE/NAME", value_parser = parse_object_name)]
-    pub(crate) service_account: Option<ObjectName>,
-    /// The token's lifetime (warrant may shorten it). Default: warrant's (an hour).
-    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
-    pub(crate) expiration: Option<i64>,
-    /// Where tokens are cached (0700, owned by this user; one that is not, or is a symbolic
-    /// link, is not used). Default: $XDG_CACHE_HOME/warrant/credentials, else
-    /// ~/.cache/warrant/credentials.
-    #[arg(long = "cache-dir", env = "WARRANT_CACHE_DIR", value_name = "DIR")]
-    pub(crate) cache_dir: Option<PathBuf>,
-    /// Mint a token on every run instead of reusing one until 80 % of its lifetime.
-    #[arg(long = "no-cache")]
-    pub(crate) no_cache: bool,
-    /// Call warrant with this kubeconfig (its server, CA and user: CI, people) instead of a
-    /// service-account token file; then name the service account to mint for.
-    #[arg(
-        long = "kubeconfig",
-        env = "WARRANT_KUBECONFIG",
-        value_name = "PATH",
-        conflicts_with_all = ["warrant_url", "warrant_ca_file"]
-    )]
-    pub(crate) kubeconfig: Option<PathBuf>,
-    /// Ask warrant for tokens bound to a key (`dpop`: a DPoP proof, RFC 9449, with a P-256 key
-    /// the plugin keeps per warrant URL and service account in the cache directory, 0600), and
-    /// refuse an answer that is not bound to it. client-go still sends the token as a bearer
-    /// token and kube-apiserver does not check the binding (docs/fleet.md). The hub's choice,
-    /// like warrant's URL: a member's profile has no say in it.
-    #[arg(
-        long = "key-binding",
-        env = "WARRANT_KEY_BINDING",
-        value_enum,
-        default_value = "none",
-        value_name = "BINDING"
-    )]
-    pub(crate) key_binding: KeyBinding,
-}
-
-/// What `warrant credential` binds its tokens to.
-///
-/// The switch is a plugin flag (or its environment variable), set by the hub's operator in the
-/// provider config, never a key of a member's exec extension: a profile that could turn binding
-/// off would hand the hub's controller bearer tokens where the hub asked for bound ones, and
-/// one that could turn it on would decide which keys the hub's controller keeps. Who writes each
-/// input is the rule of `credential::anchors`; the binding follows it like warrant's URL and CA.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum KeyBinding {
-    /// Bearer tokens (bound to the own token's pod, if any, but to no key).
-    None,
-    /// Tokens bound to the plugin's DPoP key (`cnf.jkt`).
-    Dpop,
-}
-
-impl KeyBinding {
-    /// The value as given on the command line.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            KeyBinding::None => "none",
-            KeyBinding::Dpop => "dpop",
-        }
-    }
 }
 
 /// `warrant keys …`.
@@ -328,64 +202,6 @@ pub(crate) struct RotationArgs {
     /// fetched it (Go duration).
     #[arg(long = "key-publish-ahead", default_value = "24h", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "managed", help_heading = "Keys")]
     pub(crate) key_publish_ahead: i64,
-}
-
-/// A namespaced object's `NAMESPACE/NAME`, as given on the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ObjectName {
-    /// The namespace.
-    pub(crate) namespace: String,
-    /// The name.
-    pub(crate) name: String,
-}
-
-impl std::fmt::Display for ObjectName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// Why a `NAMESPACE/NAME` value is refused (clap shows the message after the flag's name).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ObjectNameError {
-    /// No `/`.
-    #[error("{0:?} is not NAMESPACE/NAME")]
-    NoSlash(String),
-    /// The namespace is not a DNS label.
-    #[error("{0:?} is not a valid namespace: lower-case letters, digits and '-', at most 63")]
-    Namespace(String),
-    /// The name is not a DNS subdomain.
-    #[error(
-        "{0:?} is not a valid object name: lower-case letters, digits, '-' and '.', at most 253"
-    )]
-    Name(String),
-}
-
-/// Parses `NAMESPACE/NAME`: a namespace (a DNS label) and an object name (a DNS subdomain), as
-/// Kubernetes names them.
-pub(crate) fn parse_object_name(text: &str) -> Result<ObjectName, ObjectNameError> {
-    let (namespace, name) = text
-        .split_once('/')
-        .ok_or_else(|| ObjectNameError::NoSlash(text.to_owned()))?;
-    let valid = |part: &str, max: usize, dots: bool| {
-        !part.is_empty()
-            && part.len() <= max
-            && part.chars().all(|c| {
-                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (dots && c == '.')
-            })
-            && part.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && part.ends_with(|c: char| c.is_ascii_alphanumeric())
-    };
-    if !valid(namespace, 63, false) {
-        return Err(ObjectNameError::Namespace(namespace.to_owned()));
-    }
-    if !valid(name, 253, true) {
-        return Err(ObjectNameError::Name(name.to_owned()));
-    }
-    Ok(ObjectName {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-    })
 }
 
 /// The key flags of `serve` and `discovery export`: kube-apiserver's static key files, or

@@ -207,7 +207,7 @@ pub(crate) fn setup(
         .as_deref()
         .ok_or("--injection-agent-image needs --injection-warrant-url: the URL the agent reaches warrant at from a pod")?;
     let warrant_url =
-        crate::credential::anchors::warrant_url(warrant_url, "--injection-warrant-url")?;
+        warrant_client::endpoint::warrant_url(warrant_url, "--injection-warrant-url")?;
     let settings = InjectionSettings {
         agent_image: agent_image.clone(),
         warrant_url,
@@ -233,7 +233,7 @@ pub(crate) fn setup(
     let load = move |ca_file: &std::path::Path| -> Result<String, Box<dyn Error>> {
         let pem = std::fs::read_to_string(ca_file)
             .map_err(|e| format!("--injection-ca-file {}: {e}", ca_file.display()))?;
-        crate::credential::anchors::ca_bundle(pem.as_bytes(), &ca_file.display().to_string())?;
+        warrant_client::endpoint::ca_bundle(pem.as_bytes(), &ca_file.display().to_string())?;
         Ok(pem)
     };
     state.set_injection(InjectionSettings {

@@ -25,7 +25,6 @@ mod logging;
 mod logwriter;
 mod objects;
 mod podcert;
-mod refresh;
 mod running;
 mod serve;
 mod signer;
@@ -34,6 +33,9 @@ mod verify;
 use std::process::ExitCode;
 
 use clap::Parser;
+
+/// How every command's one line of failure reads: an error with its causes.
+pub(crate) use warrant_client::causes;
 
 use crate::cli::{Cli, Command, DiscoveryCommand};
 
@@ -125,20 +127,4 @@ fn local_setup(args: &cli::LocalSetupArgs) -> Result<(), Box<dyn std::error::Err
     let files = local::setup(args, warrant_clock::Clock::System.now())?;
     tracing::info!(dir = %files.dir.display(), "local setup ready");
     Ok(())
-}
-
-/// `error` and its causes, `: `-separated, each said once: how every command's one line of
-/// failure reads (startup errors, the plugin's stderr, `verify`).
-pub(crate) fn causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        source = cause.source();
-    }
-    text
 }

@@ -421,29 +421,30 @@ async fn a_polling_reader_never_sees_an_empty_or_partial_file() {
 }
 
 #[test]
-fn token_specs_and_modes_parse_as_documented() {
+fn token_specs_parse_as_documented() {
+    let parse = |text: &str| text.parse::<TokenSpec>();
     assert_eq!(
-        parse_token("/var/run/secrets/warrant.dev/tokens/aws-token=sts.amazonaws.com").unwrap(),
+        parse("/var/run/secrets/warrant.dev/tokens/aws-token=sts.amazonaws.com").unwrap(),
         TokenSpec {
             file: "/var/run/secrets/warrant.dev/tokens/aws-token".into(),
             audience: "sts.amazonaws.com".into()
         }
     );
     assert_eq!(
-        parse_token("/t=api://AzureADTokenExchange")
-            .unwrap()
-            .audience,
+        parse("/t=api://AzureADTokenExchange").unwrap().audience,
         "api://AzureADTokenExchange"
     );
     assert_eq!(
-        parse_token("/t=https://x/?a=b").unwrap().audience,
+        parse("/t=https://x/?a=b").unwrap().audience,
         "https://x/?a=b"
     );
     for bad in ["relative=aud", "/t", "/t=", "/=aud"] {
-        assert!(parse_token(bad).is_err(), "{bad}");
+        assert!(parse(bad).is_err(), "{bad}");
     }
-    assert_eq!(parse_mode("0640"), Ok(0o640));
-    assert!(parse_mode("0999").is_err() && parse_mode("1777").is_err());
+    assert_eq!(
+        parse("/t").unwrap_err().to_string(),
+        "\"/t\" is not FILE=AUDIENCE"
+    );
 }
 
 /// A token planted in the file before the agent starts (the volume is shared: anything that

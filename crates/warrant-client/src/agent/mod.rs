@@ -16,7 +16,7 @@
 //!   polling a file sees the old token or the new one, whole, never an empty or partial file;
 //!   mode 0644 by default, as the kubelet writes projected tokens (the volume is the pod's own,
 //!   and its containers may run as any user).
-//! - A token is refreshed between 75 % and 80 % of its lifetime ([`crate::refresh`]); a failed
+//! - A token is refreshed between 75 % and 80 % of its lifetime (the `refresh` module); a failed
 //!   attempt is retried with a backoff doubling from 1 s to a minute.
 //! - While warrant cannot be reached (or answers 401, 404, 409, 429, 5xx: a kube token being
 //!   rotated, a cache behind a recreated pod, overload), the agent keeps the token it has, says
@@ -27,7 +27,7 @@
 //!   with its own backoff, and the pod shows why.
 //! - An existing file that holds a token warrant issued, for its audience and this pod, not
 //!   expired, is kept at start (a restarted agent does not mint anew); anything else found
-//!   there is discarded and a fresh token asked for at once ([`adopt`]: the volume is shared,
+//!   there is discarded and a fresh token asked for at once (the `adopt` module: the volume is shared,
 //!   so the file may hold what another container wrote).
 //!
 //! Time is warrant's clock (`warrant_clock`); waits are tokio's, so tests run it on a paused
@@ -38,7 +38,6 @@ use std::error::Error;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use clap::Args;
 use jiff::Timestamp;
 use rustix::fs::{Mode, OFlags};
 use warrant_clock::Clock;
@@ -46,139 +45,108 @@ use warrant_server::agent_contract;
 use warrant_server::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
 use warrant_token::BoundObjectReference;
 
-use crate::credential::{self, Caller, CredentialError};
+use crate::endpoint;
 use crate::refresh;
+use crate::request::{self, Caller, RequestError};
 
 mod adopt;
 #[cfg(test)]
 mod tests;
 
-/// `warrant token-agent`. Every flag has an environment variable, which is how token
-/// injection configures it, so that the probes (`warrant token-agent --check`, run in the
-/// container) see the same configuration.
-#[derive(Debug, Args)]
-pub(crate) struct TokenAgentArgs {
-    /// Check, instead of running, that every token file holds a token that has not expired, for
-    /// its audience: exit 0 if so, else say which and exit 1. The readiness (and startup) probe.
-    #[arg(long = agent_contract::CHECK_FLAG)]
-    pub(crate) check: bool,
-    /// A token to keep: FILE=AUDIENCE (repeat the flag, or separate them with commas). The file
-    /// is replaced atomically with each new token.
-    #[arg(
-        long = "token",
-        env = agent_contract::WARRANT_TOKENS,
-        value_delimiter = agent_contract::TOKENS_DELIMITER,
-        value_parser = parse_token,
-        required = true,
-        value_name = agent_contract::TOKEN_FORMAT
-    )]
-    pub(crate) tokens: Vec<TokenSpec>,
-    /// warrant's URL, https only (its Service, e.g. https://warrant.warrant.svc).
-    #[arg(long = "warrant-url", env = agent_contract::WARRANT_URL, value_name = "URL")]
-    pub(crate) warrant_url: Option<String>,
-    /// CA bundle (PEM) for warrant's HTTPS, used instead of the system's roots.
-    #[arg(
-        long = "warrant-ca-file",
-        env = "WARRANT_CA_FILE",
-        value_name = "PATH",
-        conflicts_with = "warrant_ca_data"
-    )]
-    pub(crate) warrant_ca_file: Option<PathBuf>,
-    /// The same bundle as PEM text (token injection passes it this way).
-    #[arg(
-        long = "warrant-ca-data",
-        env = agent_contract::WARRANT_CA_DATA,
-        value_name = "PEM",
-        hide_env_values = true
-    )]
-    pub(crate) warrant_ca_data: Option<String>,
-    /// The pod's own token for kube-apiserver (a projected serviceAccountToken), read on every
-    /// request: how the agent proves to warrant that it is the pod.
-    #[arg(
-        long = "kube-token-file",
-        env = agent_contract::WARRANT_KUBE_TOKEN_FILE,
-        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token",
-        value_name = "PATH"
-    )]
-    pub(crate) kube_token_file: PathBuf,
-    /// The pod's name (downward API `metadata.name`): the tokens are bound to it.
-    #[arg(long = "pod-name", env = agent_contract::WARRANT_POD_NAME, value_name = "NAME")]
-    pub(crate) pod_name: Option<String>,
-    /// The pod's UID (downward API `metadata.uid`).
-    #[arg(long = "pod-uid", env = agent_contract::WARRANT_POD_UID, value_name = "UID")]
-    pub(crate) pod_uid: Option<String>,
-    /// The lifetime asked for each token, in seconds (600 to 2^32; warrant may shorten it).
-    #[arg(
-        long = "expiration-seconds",
-        env = agent_contract::WARRANT_TOKEN_EXPIRATION_SECONDS,
-        default_value_t = warrant_token::DEFAULT_EXPIRATION_SECONDS,
-        value_name = "SECONDS"
-    )]
-    pub(crate) expiration_seconds: i64,
-    /// The token files' permissions, in octal.
-    #[arg(
-        long = "file-mode",
-        env = "WARRANT_TOKEN_FILE_MODE",
-        default_value = "0644",
-        value_parser = parse_mode,
-        value_name = "MODE"
-    )]
-    pub(crate) file_mode: u32,
+/// The agent's configuration: its flags, or the variables token injection sets for them
+/// (`warrant_server::agent_contract`).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The tokens to keep (`--token`, `WARRANT_TOKENS`).
+    pub tokens: Vec<TokenSpec>,
+    /// warrant's URL (`--warrant-url`, `WARRANT_URL`), https only.
+    pub warrant_url: Option<String>,
+    /// The CA bundle warrant's serving certificate is checked with, instead of the system's
+    /// roots.
+    pub warrant_ca: Option<CaBundle>,
+    /// The pod's own projected kube token (`--kube-token-file`), read on every request.
+    pub kube_token_file: PathBuf,
+    /// The pod's name (`--pod-name`, downward API `metadata.name`).
+    pub pod_name: Option<String>,
+    /// The pod's UID (`--pod-uid`, downward API `metadata.uid`).
+    pub pod_uid: Option<String>,
+    /// The lifetime asked for each token, in seconds (`--expiration-seconds`).
+    pub expiration_seconds: i64,
+    /// The token files' permission bits (`--file-mode`).
+    pub file_mode: u32,
 }
 
-/// One token the agent keeps.
+/// Where the agent's CA bundle comes from.
+#[derive(Debug, Clone)]
+pub enum CaBundle {
+    /// A PEM file (`--warrant-ca-file`, `WARRANT_CA_FILE`).
+    File(PathBuf),
+    /// PEM text (`--warrant-ca-data`, `WARRANT_CA_DATA`: how token injection passes it).
+    Pem(String),
+}
+
+/// One token the agent keeps: `FILE=AUDIENCE` on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TokenSpec {
+pub struct TokenSpec {
     /// Where it is written.
-    pub(crate) file: PathBuf,
+    pub file: PathBuf,
     /// Its audience.
-    pub(crate) audience: String,
+    pub audience: String,
 }
 
-/// `FILE=AUDIENCE` ([`agent_contract::split_token`]).
-fn parse_token(text: &str) -> Result<TokenSpec, String> {
-    let (file, audience) = agent_contract::split_token(text)
-        .ok_or_else(|| format!("{text:?} is not {}", agent_contract::TOKEN_FORMAT))?;
-    let file = PathBuf::from(file.trim());
-    if !file.is_absolute() || file.file_name().is_none() {
-        return Err(format!("{file:?} is not an absolute path to a file"));
-    }
-    let audience = audience.trim();
-    if audience.is_empty() {
-        return Err(format!("{text:?} names no audience"));
-    }
-    Ok(TokenSpec {
-        file,
-        audience: audience.to_owned(),
-    })
+/// Why a `FILE=AUDIENCE` value is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenSpecError {
+    /// No `=`.
+    #[error("{0:?} is not {fmt}", fmt = agent_contract::TOKEN_FORMAT)]
+    NotTokenFormat(String),
+    /// The file is not an absolute path to a file.
+    #[error("{0:?} is not an absolute path to a file")]
+    NotAbsolute(PathBuf),
+    /// The audience is empty.
+    #[error("{0:?} names no audience")]
+    NoAudience(String),
 }
 
-/// An octal mode (`0644`), permission bits only.
-fn parse_mode(text: &str) -> Result<u32, String> {
-    u32::from_str_radix(text.trim_start_matches("0o"), 8)
-        .ok()
-        .filter(|mode| *mode <= 0o777)
-        .ok_or_else(|| format!("{text:?} is not an octal file mode such as 0644"))
+impl std::str::FromStr for TokenSpec {
+    type Err = TokenSpecError;
+
+    /// `FILE=AUDIENCE` ([`agent_contract::split_token`]).
+    fn from_str(text: &str) -> Result<TokenSpec, TokenSpecError> {
+        let (file, audience) = agent_contract::split_token(text)
+            .ok_or_else(|| TokenSpecError::NotTokenFormat(text.to_owned()))?;
+        let file = PathBuf::from(file.trim());
+        if !file.is_absolute() || file.file_name().is_none() {
+            return Err(TokenSpecError::NotAbsolute(file));
+        }
+        let audience = audience.trim();
+        if audience.is_empty() {
+            return Err(TokenSpecError::NoAudience(text.to_owned()));
+        }
+        Ok(TokenSpec {
+            file,
+            audience: audience.to_owned(),
+        })
+    }
 }
 
 /// An error of the agent's: it may cross tasks.
-type AgentError = Box<dyn Error + Send + Sync>;
+pub type AgentError = Box<dyn Error + Send + Sync>;
 
-/// Runs the agent until SIGTERM (or SIGINT), or checks the files (`--check`).
-pub(crate) async fn run(args: &TokenAgentArgs) -> Result<(), Box<dyn Error>> {
-    let result = if args.check {
-        check(&args.tokens, Clock::System.now())
-    } else {
-        match Agent::from_args(args, Clock::System) {
-            Ok(agent) => agent.run(crate::serve::shutdown_signal()).await,
-            Err(error) => Err(error),
-        }
-    };
-    result.map_err(|error| error as Box<dyn Error>)
+/// Runs the agent `config` describes, on `clock`, until `shutdown` completes (then `Ok`), or
+/// until a failure retrying cannot mend: its configuration, or warrant refusing the request
+/// itself.
+pub async fn run(
+    config: &Config,
+    clock: Clock,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AgentError> {
+    Agent::from_config(config, clock)?.run(shutdown).await
 }
 
-/// `--check`: every file holds a token for its audience that has not expired.
-pub(crate) fn check(tokens: &[TokenSpec], now: Timestamp) -> Result<(), AgentError> {
+/// `--check`, the readiness probe: every file holds a token for its audience that has not
+/// expired at `now`; else which do not, and why.
+pub fn check(tokens: &[TokenSpec], now: Timestamp) -> Result<(), AgentError> {
     let problems: Vec<String> = tokens
         .iter()
         .filter_map(|spec| {
@@ -293,8 +261,8 @@ impl Minter {
             })?
             .trim()
             .to_owned();
-        let own = credential::own_identity(&token).map_err(|e| match e {
-            CredentialError::OwnTokenNoServiceAccount => Failure::Fatal(e.into()),
+        let own = request::own_identity(&token).map_err(|e| match e {
+            RequestError::OwnTokenNoServiceAccount => Failure::Fatal(e.into()),
             other => retry(format!(
                 "the pod's kube token {}: {other}",
                 self.kube_token_file.display()
@@ -313,7 +281,7 @@ impl Minter {
             warrant: self.warrant.clone(),
         };
         let answer = tokio::time::timeout(
-            credential::REQUEST_TIMEOUT,
+            request::REQUEST_TIMEOUT,
             caller.request(&account, &body, None),
         )
         .await
@@ -321,7 +289,7 @@ impl Minter {
             retry(format!(
                 "warrant at {} did not answer within {}s",
                 self.warrant,
-                credential::REQUEST_TIMEOUT.as_secs()
+                request::REQUEST_TIMEOUT.as_secs()
             ))
         })?
         .map_err(classify)?;
@@ -336,7 +304,7 @@ impl Minter {
                 self.warrant
             )));
         };
-        let issued_at = credential::issued_at(&token).unwrap_or(now);
+        let issued_at = request::issued_at(&token).unwrap_or(now);
         Ok(Minted {
             token,
             held: Held { issued_at, expires },
@@ -345,15 +313,13 @@ impl Minter {
 }
 
 /// Whether a failed TokenRequest is worth repeating.
-fn classify(error: CredentialError) -> Failure {
+fn classify(error: RequestError) -> Failure {
     let fatal = match &error {
         // 401: the kube token is being rotated, or kube-apiserver could not be asked about it
         // (warrant fails closed); 404 and 409: warrant's cache has not seen the pod (or its
         // new UID) yet; 429 and 5xx: overload, an outage.
-        CredentialError::Refused { code, .. } => {
-            !matches!(code, 401 | 404 | 408 | 409 | 429 | 500..)
-        }
-        CredentialError::Redirect { .. } | CredentialError::Build { .. } => true,
+        RequestError::Refused { code, .. } => !matches!(code, 401 | 404 | 408 | 409 | 429 | 500..),
+        RequestError::Redirect { .. } | RequestError::Build { .. } => true,
         _ => false,
     };
     if fatal {
@@ -373,43 +339,44 @@ pub(crate) struct Agent {
 }
 
 impl Agent {
-    /// The agent the flags describe, checked (every problem here is fatal: it is
+    /// The agent `config` describes, checked (every problem here is fatal: it is
     /// configuration).
-    fn from_args(args: &TokenAgentArgs, clock: Clock) -> Result<Agent, AgentError> {
-        use credential::anchors;
-        let warrant = args
+    fn from_config(config: &Config, clock: Clock) -> Result<Agent, AgentError> {
+        let warrant = config
             .warrant_url
             .as_deref()
             .ok_or("no warrant URL: give --warrant-url (or WARRANT_URL)")?;
-        let warrant = anchors::warrant_url(warrant, "--warrant-url, WARRANT_URL")?;
-        let ca = match (&args.warrant_ca_file, &args.warrant_ca_data) {
-            (Some(path), _) => Some(anchors::hub_ca(path)?),
-            (None, Some(pem)) => Some(anchors::ca_bundle(pem.as_bytes(), "WARRANT_CA_DATA")?),
-            (None, None) => None,
+        let warrant = endpoint::warrant_url(warrant, "--warrant-url, WARRANT_URL")?;
+        let ca = match &config.warrant_ca {
+            Some(CaBundle::File(path)) => Some(endpoint::ca_file(path)?),
+            Some(CaBundle::Pem(pem)) => {
+                Some(endpoint::ca_bundle(pem.as_bytes(), "WARRANT_CA_DATA")?)
+            }
+            None => None,
         };
-        let pod_name = args
+        let pod_name = config
             .pod_name
             .clone()
             .filter(|n| !n.is_empty())
             .ok_or("no pod name: give --pod-name (or WARRANT_POD_NAME, from the downward API's metadata.name)")?;
-        let pod_uid = args.pod_uid.clone().filter(|u| !u.is_empty()).ok_or(
+        let pod_uid = config.pod_uid.clone().filter(|u| !u.is_empty()).ok_or(
             "no pod UID: give --pod-uid (or WARRANT_POD_UID, from the downward API's metadata.uid)",
         )?;
-        let mut config = ::kube::Config::new(warrant.parse()?);
-        config.root_cert = ca;
-        let client = credential::quiet_client(config)
+        let mut kube_config = ::kube::Config::new(warrant.parse()?);
+        kube_config.root_cert = ca;
+        let client = request::quiet_client(kube_config)
             .map_err(|e| format!("cannot set up the client for warrant at {warrant}: {e}"))?;
         Agent::new(
             Minter::new(
                 client,
                 warrant,
-                args.kube_token_file.clone(),
+                config.kube_token_file.clone(),
                 pod_name,
                 pod_uid,
             ),
-            args.tokens.clone(),
-            args.expiration_seconds,
-            args.file_mode,
+            config.tokens.clone(),
+            config.expiration_seconds,
+            config.file_mode,
             clock,
         )
     }

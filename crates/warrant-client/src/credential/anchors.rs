@@ -19,8 +19,10 @@
 //! client library before the plugin starts: they arrive as flags and environment, which the
 //! plugin cannot tell from the operator's. What it can see it refuses: a flag given twice
 //! (clap), and a flag that differs from its environment variable ([`agree_with_environment`]).
-
-use std::path::Path;
+//!
+//! warrant's URL and CA bundle themselves are read as both clients read them
+//! ([`crate::endpoint`]: https only, at least one certificate); this module checks what a
+//! profile says of them against the hub's.
 
 use aws_lc_rs::digest;
 use base64::Engine as _;
@@ -41,28 +43,6 @@ pub(crate) enum AnchorError {
     NoWarrantUrl {
         /// The URL the member's profile names, if any.
         profile: Option<String>,
-    },
-    /// warrant's URL does not parse as an absolute URL.
-    #[error("warrant's URL {url:?} ({from}) is not an absolute URL")]
-    Unparsable {
-        /// The text given.
-        url: String,
-        /// Where it came from (a flag, a kubeconfig).
-        from: String,
-        /// The parser's reason.
-        #[source]
-        cause: http::uri::InvalidUri,
-    },
-    /// warrant's URL is not https.
-    #[error(
-        "warrant's URL {url} ({from}) is not https: the plugin sends its own token there, so it \
-         only calls warrant over https, checked against warrant's CA"
-    )]
-    NotHttps {
-        /// The URL given.
-        url: String,
-        /// Where it came from.
-        from: String,
     },
     /// A flag and its environment variable both say something, and differ.
     #[error(
@@ -120,21 +100,6 @@ pub(crate) enum AnchorError {
     /// `warrantCA` is not base64 of PEM certificates.
     #[error("warrantCA in the cluster's exec extension is not base64 PEM certificates")]
     CaNotPem,
-    /// The hub's CA file cannot be read.
-    #[error("cannot read warrant's CA bundle {path}")]
-    ReadCa {
-        /// The file.
-        path: String,
-        /// Why.
-        #[source]
-        cause: std::io::Error,
-    },
-    /// The hub's CA file holds no certificate.
-    #[error("{path}: no PEM certificate in warrant's CA bundle")]
-    NoCertificate {
-        /// The file.
-        path: String,
-    },
     /// The profile asks for an audience other than its server URL.
     #[error(
         "the cluster's exec extension asks for audience {profile:?}, not the cluster's server URL \
@@ -166,24 +131,6 @@ pub(crate) enum AnchorError {
     NoAudience,
 }
 
-/// warrant's URL, checked: absolute, https. Kept as given (less a trailing `/`), since request
-/// paths are appended to it.
-pub(crate) fn warrant_url(text: &str, from: &str) -> Result<String, AnchorError> {
-    let text = text.trim().trim_end_matches('/');
-    let uri: http::Uri = text.parse().map_err(|cause| AnchorError::Unparsable {
-        url: text.to_owned(),
-        from: from.to_owned(),
-        cause,
-    })?;
-    if uri.scheme_str() != Some("https") || uri.authority().is_none() {
-        return Err(AnchorError::NotHttps {
-            url: text.to_owned(),
-            from: from.to_owned(),
-        });
-    }
-    Ok(text.to_owned())
-}
-
 /// Whether two URLs name the same place (scheme and host compared without case, a trailing `/`
 /// ignored).
 fn same_url(a: &str, b: &str) -> bool {
@@ -210,19 +157,6 @@ pub(crate) fn profile_warrant(
     }
 }
 
-/// The DER certificates of a PEM bundle, sorted (a bundle is a set).
-fn certificates(pem: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut certs = Vec::new();
-    for block in x509_parser::pem::Pem::iter_from_buffer(pem) {
-        let block = block.ok()?;
-        if block.label == "CERTIFICATE" {
-            certs.push(block.contents);
-        }
-    }
-    certs.sort();
-    Some(certs)
-}
-
 /// A bundle's name in messages: the SHA-256 of its sorted certificates, shortened.
 fn fingerprint(certs: &[Vec<u8>]) -> String {
     let mut context = digest::Context::new(&digest::SHA256);
@@ -239,25 +173,6 @@ fn fingerprint(certs: &[Vec<u8>]) -> String {
     format!("sha256 {hex}…")
 }
 
-/// The hub's CA bundle, read from `path`: its DER certificates, sorted, at least one.
-pub(crate) fn hub_ca(path: &Path) -> Result<Vec<Vec<u8>>, AnchorError> {
-    let pem = std::fs::read(path).map_err(|cause| AnchorError::ReadCa {
-        path: path.display().to_string(),
-        cause,
-    })?;
-    ca_bundle(&pem, &path.display().to_string())
-}
-
-/// The sorted DER certificates of a PEM bundle (`from` names it in the error): at least one.
-pub(crate) fn ca_bundle(pem: &[u8], from: &str) -> Result<Vec<Vec<u8>>, AnchorError> {
-    match certificates(pem) {
-        Some(certs) if !certs.is_empty() => Ok(certs),
-        _ => Err(AnchorError::NoCertificate {
-            path: from.to_owned(),
-        }),
-    }
-}
-
 /// The profile's `warrantCA`, if any, must be the hub's bundle (`hub`: its sorted DER
 /// certificates and where they came from).
 pub(crate) fn profile_ca(
@@ -270,7 +185,7 @@ pub(crate) fn profile_ca(
     let named = base64::engine::general_purpose::STANDARD
         .decode(data.trim())
         .ok()
-        .and_then(|pem| certificates(&pem))
+        .and_then(|pem| crate::endpoint::certificates(&pem))
         .filter(|certs| !certs.is_empty())
         .ok_or(AnchorError::CaNotPem)?;
     match hub {
@@ -341,30 +256,6 @@ pub(crate) fn agree_with_environment(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_https_urls_are_warrants() {
-        assert_eq!(
-            warrant_url("https://w.example:8443/", "--warrant-url").unwrap(),
-            "https://w.example:8443"
-        );
-        for bad in [
-            "http://127.0.0.1:18999",
-            "HTTP://w",
-            "w.example",
-            "/relative",
-            "ftp://w",
-        ] {
-            let err = warrant_url(bad, "--warrant-url").unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    AnchorError::NotHttps { .. } | AnchorError::Unparsable { .. }
-                ),
-                "{bad}: {err}"
-            );
-        }
-    }
 
     #[test]
     fn a_profile_names_the_hubs_warrant_or_none() {

@@ -17,7 +17,7 @@ use serde_json::Value;
 use warrant_token::{BoundObjectReference, Verifier, VerifyingKey};
 
 use super::{AgentError, Held};
-use crate::credential;
+use crate::request;
 
 /// warrant's issuer and keys, as warrant publishes them: what a token found in a file must
 /// verify against.
@@ -95,12 +95,12 @@ async fn get(client: &::kube::Client, warrant: &str, path: &str) -> Result<Value
         .header(http::header::ACCEPT, "application/json")
         .body(Vec::new())
         .map_err(|e| format!("cannot build the request for {path}: {e}"))?;
-    let text = tokio::time::timeout(credential::REQUEST_TIMEOUT, client.request_text(request))
+    let text = tokio::time::timeout(request::REQUEST_TIMEOUT, client.request_text(request))
         .await
         .map_err(|_| {
             format!(
                 "warrant at {warrant} did not answer {path} within {}s",
-                credential::REQUEST_TIMEOUT.as_secs()
+                request::REQUEST_TIMEOUT.as_secs()
             )
         })?
         .map_err(|e| format!("warrant at {warrant} did not serve {path}: {e}"))?;

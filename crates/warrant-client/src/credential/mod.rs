@@ -19,27 +19,115 @@
 //! Tokens are cached on disk and reused until 80 % of their lifetime (see the `cache` module).
 //! Text from warrant or a profile reaches stderr with its control characters escaped.
 //!
-//! With `--key-binding dpop` (the hub's flag, see [`crate::cli::KeyBinding`] for why there), the
+//! With `--key-binding dpop` (the hub's flag, see [`KeyBinding`] for why there), the
 //! TokenRequest carries a DPoP proof made with the plugin's key for this identity (the `dpop`
 //! module), and a token that comes back not bound to that key is refused: a hub that ignored the
 //! proof must not hand out bearer tokens where bound ones were asked for. client-go can only
 //! send the token as a bearer token, so what binding buys in a fleet is in docs/fleet.md.
 
-pub(crate) mod anchors;
+mod anchors;
 mod cache;
 mod dpop;
 
 use std::error::Error;
+use std::path::PathBuf;
 
-use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use warrant_server::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
-use warrant_token::{BoundObjectReference, UnverifiedClaimsError};
 
-use crate::cli::{CredentialArgs, KeyBinding, ObjectName, parse_object_name};
+use crate::endpoint;
+use crate::request::{
+    Caller, REQUEST_TIMEOUT, issued_at, own_identity, quiet_client, token_request_path,
+};
+use crate::text::escape_controls;
+use crate::{ObjectName, parse_object_name};
 
-/// How long the TokenRequest to warrant may take, connecting included.
-pub(crate) const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The plugin's configuration: its flags and their environment variables, which are the hub
+/// operator's (the provider config's `execConfig`, the controller's pod), never a member's.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// warrant's URL (`--warrant-url`, `WARRANT_URL`), https only. Required unless
+    /// `kubeconfig`.
+    pub warrant_url: Option<String>,
+    /// warrant's CA bundle (`--warrant-ca-file`, `WARRANT_CA_FILE`), instead of the system's
+    /// roots.
+    pub warrant_ca_file: Option<PathBuf>,
+    /// This workload's own token (`--token-file`), read on every run.
+    pub token_file: PathBuf,
+    /// The audience for every cluster (`--audience`); else the cluster's server URL.
+    pub audience: Option<String>,
+    /// Whether a cluster's exec extension may choose another audience than its server URL
+    /// (`--allow-profile-audience`).
+    pub allow_profile_audience: bool,
+    /// The service account to mint for (`--service-account`); else the exec extension's
+    /// `serviceAccount`, else the own token's.
+    pub service_account: Option<ObjectName>,
+    /// The lifetime asked for, in seconds (`--expiration`); else warrant's default.
+    pub expiration_seconds: Option<i64>,
+    /// Where tokens and the DPoP key are kept (`--cache-dir`, `WARRANT_CACHE_DIR`); else
+    /// `$XDG_CACHE_HOME/warrant/credentials`, else `~/.cache/warrant/credentials`.
+    pub cache_dir: Option<PathBuf>,
+    /// Mint on every run instead of reusing a cached token (`--no-cache`).
+    pub no_cache: bool,
+    /// Call warrant with this kubeconfig (`--kubeconfig`) instead of the own token.
+    pub kubeconfig: Option<PathBuf>,
+    /// What the tokens are bound to (`--key-binding`, `WARRANT_KEY_BINDING`).
+    pub key_binding: KeyBinding,
+}
+
+/// What `warrant credential` binds its tokens to.
+///
+/// The switch is a plugin flag (or its environment variable), set by the hub's operator in the
+/// provider config, never a key of a member's exec extension: a profile that could turn binding
+/// off would hand the hub's controller bearer tokens where the hub asked for bound ones, and
+/// one that could turn it on would decide which keys the hub's controller keeps. Who writes each
+/// input is the rule of the `anchors` module; the binding follows it like warrant's URL and CA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyBinding {
+    /// Bearer tokens (bound to the own token's pod, if any, but to no key).
+    None,
+    /// Tokens bound to the plugin's DPoP key (`cnf.jkt`).
+    Dpop,
+}
+
+impl KeyBinding {
+    /// Every binding, in the order the command line lists them.
+    pub const ALL: [KeyBinding; 2] = [KeyBinding::None, KeyBinding::Dpop];
+
+    /// The value as given on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyBinding::None => "none",
+            KeyBinding::Dpop => "dpop",
+        }
+    }
+
+    /// What the value means, for the command line's help.
+    pub fn help(self) -> &'static str {
+        match self {
+            KeyBinding::None => {
+                "Bearer tokens (bound to the own token's pod, if any, but to no key)"
+            }
+            KeyBinding::Dpop => "Tokens bound to the plugin's DPoP key (`cnf.jkt`)",
+        }
+    }
+}
+
+/// A value that names no [`KeyBinding`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a key binding: none or dpop")]
+pub struct UnknownKeyBinding(String);
+
+impl std::str::FromStr for KeyBinding {
+    type Err = UnknownKeyBinding;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        KeyBinding::ALL
+            .into_iter()
+            .find(|binding| binding.as_str() == text)
+            .ok_or_else(|| UnknownKeyBinding(text.to_owned()))
+    }
+}
 
 /// The apiVersions client-go speaks for exec plugins.
 const API_VERSIONS: [&str; 2] = [
@@ -55,8 +143,9 @@ struct ExecInfo {
     config: serde_json::Map<String, Value>,
 }
 
-/// Why the plugin fails: its inputs from client-go, the own token, or warrant's answer. (The
-/// checks of who controls which input are [`anchors::AnchorError`].)
+/// Why the plugin fails beyond the TokenRequest itself (`RequestError`): its inputs from
+/// client-go, or a token not bound as asked. (The checks of who controls which input are
+/// [`anchors::AnchorError`].)
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CredentialError {
     /// `KUBERNETES_EXEC_INFO` does not parse.
@@ -70,68 +159,6 @@ pub(crate) enum CredentialError {
     ExecInfoVersion {
         /// The apiVersion given (empty if none).
         found: String,
-    },
-    /// The own token's claims cannot be read.
-    #[error("the own token is not a service-account JWT")]
-    OwnTokenNotJwt(#[source] UnverifiedClaimsError),
-    /// The own token names no service account.
-    #[error(
-        "the own token names no service account (kubernetes.io claims): give --service-account"
-    )]
-    OwnTokenNoServiceAccount,
-    /// The own token cannot be sent in an `Authorization` header.
-    #[error("the own token holds characters an HTTP header cannot carry")]
-    OwnTokenNotHeader,
-    /// The TokenRequest cannot be built (a service-account name that is no URI path).
-    #[error("cannot build the TokenRequest to warrant at {warrant}")]
-    Build {
-        /// warrant's URL.
-        warrant: String,
-        /// http's reason.
-        #[source]
-        source: http::Error,
-    },
-    /// No answer: no connection, the TLS handshake, a timeout of kube's connector. The message
-    /// names the innermost cause (refused, `UnknownIssuer`), which says what went wrong; the
-    /// wrappers around it (kube's, hyper-util's) say nothing more, so the error is kept whole
-    /// but not chained, or the one line would repeat them.
-    #[error("cannot reach warrant at {warrant}: {}", innermost(.error))]
-    Unreachable {
-        /// warrant's URL.
-        warrant: String,
-        /// kube's error, with its causes.
-        error: ::kube::Error,
-    },
-    /// warrant (or what answers at its URL) redirected: the plugin does not follow.
-    #[error(
-        "warrant at {warrant} answered {status} (a redirect to {}), which the plugin does not follow: give the URL warrant serves at",
-        .location.as_deref().unwrap_or("nowhere")
-    )]
-    Redirect {
-        /// warrant's URL.
-        warrant: String,
-        /// The status.
-        status: http::StatusCode,
-        /// Its `Location`, if any.
-        location: Option<String>,
-    },
-    /// The answer's body broke off.
-    #[error("warrant at {warrant} answered unreadably")]
-    Unreadable {
-        /// warrant's URL.
-        warrant: String,
-        /// kube's error.
-        #[source]
-        source: ::kube::Error,
-    },
-    /// A success whose body is not a TokenRequest.
-    #[error("warrant at {warrant} answered with no TokenRequest")]
-    NotTokenRequest {
-        /// warrant's URL.
-        warrant: String,
-        /// serde's reason.
-        #[source]
-        source: serde_json::Error,
     },
     /// `--key-binding dpop` and warrant answered a token that is not bound to the plugin's key.
     #[error(
@@ -148,32 +175,6 @@ pub(crate) enum CredentialError {
         /// The token's `cnf.jkt`, if any.
         found: Option<String>,
     },
-    /// The DPoP proof cannot be sent in a header (it cannot happen: it is base64url and dots).
-    #[error("the DPoP proof holds characters an HTTP header cannot carry")]
-    ProofNotHeader,
-    /// warrant refused, with its Status message.
-    #[error("warrant at {warrant} refused a token for {account} ({code}): {message}")]
-    Refused {
-        /// warrant's URL.
-        warrant: String,
-        /// The service account asked for.
-        account: ObjectName,
-        /// The HTTP status code.
-        code: u16,
-        /// The Status's message, or `no message`.
-        message: String,
-    },
-}
-
-/// The innermost cause of `error`, which says what went wrong (refused, certificate).
-fn innermost(error: &dyn Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text = inner.to_string();
-        source = inner.source();
-    }
-    text
 }
 
 fn exec_info(text: &str) -> Result<ExecInfo, CredentialError> {
@@ -198,179 +199,6 @@ fn exec_info(text: &str) -> Result<ExecInfo, CredentialError> {
             .cloned()
             .unwrap_or_default(),
     })
-}
-
-/// What the own token says of its holder: service account and binding.
-#[derive(Clone)]
-pub(crate) struct Own {
-    pub(crate) service_account: ObjectName,
-    /// The object the own token is bound to (a pod's, not its node), passed on as the new
-    /// token's binding.
-    pub(crate) binding: Option<BoundObjectReference>,
-}
-
-pub(crate) fn own_identity(token: &str) -> Result<Own, CredentialError> {
-    let claims =
-        warrant_token::unverified_claims(token).map_err(CredentialError::OwnTokenNotJwt)?;
-    let k = &claims.kubernetes;
-    if k.namespace.is_empty() || k.serviceaccount.name.is_empty() {
-        return Err(CredentialError::OwnTokenNoServiceAccount);
-    }
-    // A pod-bound token names its node too: the pod is the binding.
-    let binding = claims
-        .bound_object()
-        .map(|(kind, object)| BoundObjectReference {
-            kind: kind.as_str().to_owned(),
-            api_version: "v1".to_owned(),
-            name: object.name.clone(),
-            uid: object.uid.clone(),
-        });
-    Ok(Own {
-        service_account: ObjectName {
-            namespace: k.namespace.clone(),
-            name: k.serviceaccount.name.clone(),
-        },
-        binding,
-    })
-}
-
-/// What the plugin reads of a refusal (a Kubernetes Status).
-#[derive(Debug, serde::Deserialize)]
-struct Refusal {
-    message: Option<String>,
-}
-
-/// How the plugin proves who it is to warrant, and the client that calls it.
-pub(crate) enum Caller {
-    /// A service-account token (the pod's projected token), sent as a bearer token to
-    /// `warrant` (https), with a client that trusts only the hub's CA (else the system's
-    /// roots).
-    Token {
-        token: String,
-        own: Own,
-        client: ::kube::Client,
-        warrant: String,
-    },
-    /// A kubeconfig for warrant (CI, people): its server, CA and user, whatever the user's
-    /// credential (token, client certificate, another exec plugin).
-    Kubeconfig {
-        client: ::kube::Client,
-        warrant: String,
-    },
-}
-
-impl Caller {
-    fn warrant(&self) -> &str {
-        match self {
-            Caller::Token { warrant, .. } | Caller::Kubeconfig { warrant, .. } => warrant,
-        }
-    }
-
-    fn own(&self) -> Option<&Own> {
-        match self {
-            Caller::Token { own, .. } => Some(own),
-            Caller::Kubeconfig { .. } => None,
-        }
-    }
-
-    /// Sends the TokenRequest for `account`, with the DPoP proof `proof` if any; the status of
-    /// warrant's answer (the token and its expiry), or why there is none.
-    pub(crate) async fn request(
-        &self,
-        account: &ObjectName,
-        body: &TokenRequest,
-        proof: Option<&str>,
-    ) -> Result<TokenRequestStatus, CredentialError> {
-        let warrant = self.warrant();
-        let path = token_request_path(account);
-        let mut request = http::Request::post(&path)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json");
-        if let Some(proof) = proof {
-            // A credential for this request's window: kept out of debug output like the token.
-            let mut value =
-                http::HeaderValue::try_from(proof).map_err(|_| CredentialError::ProofNotHeader)?;
-            value.set_sensitive(true);
-            request = request.header("DPoP", value);
-        }
-        let client = match self {
-            Caller::Token { token, client, .. } => {
-                // kube's client holds no credential of its own here: the own token goes in
-                // this one request, marked sensitive so no debug output shows it.
-                let mut bearer = http::HeaderValue::try_from(format!("Bearer {token}"))
-                    .map_err(|_| CredentialError::OwnTokenNotHeader)?;
-                bearer.set_sensitive(true);
-                request = request.header(http::header::AUTHORIZATION, bearer);
-                client
-            }
-            Caller::Kubeconfig { client, .. } => client,
-        };
-        // Strings, an integer and optional fields: serialising cannot fail.
-        #[allow(clippy::expect_used)]
-        let body = serde_json::to_vec(body).expect("a TokenRequest serialises");
-        let request = request
-            .body(::kube::client::Body::from(body))
-            .map_err(|source| CredentialError::Build {
-                warrant: warrant.to_owned(),
-                source,
-            })?;
-        let response =
-            client
-                .send(request)
-                .await
-                .map_err(|error| CredentialError::Unreachable {
-                    warrant: warrant.to_owned(),
-                    error,
-                })?;
-        let status = response.status();
-        // kube's client follows no redirect; nor does the plugin: the token goes to the hub's
-        // warrant and nowhere else.
-        if status.is_redirection() {
-            return Err(CredentialError::Redirect {
-                warrant: warrant.to_owned(),
-                status,
-                location: response
-                    .headers()
-                    .get(http::header::LOCATION)
-                    .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned()),
-            });
-        }
-        let answer = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|source| CredentialError::Unreadable {
-                warrant: warrant.to_owned(),
-                source,
-            })?
-            .to_bytes();
-        if status.is_success() {
-            return TokenRequest::answer_status(&answer).map_err(|source| {
-                CredentialError::NotTokenRequest {
-                    warrant: warrant.to_owned(),
-                    source,
-                }
-            });
-        }
-        let message = serde_json::from_slice::<Refusal>(&answer)
-            .ok()
-            .and_then(|refusal| refusal.message)
-            .unwrap_or_else(|| "no message".to_owned());
-        Err(CredentialError::Refused {
-            warrant: warrant.to_owned(),
-            account: account.clone(),
-            code: status.as_u16(),
-            message,
-        })
-    }
-}
-
-/// The path of the TokenRequest for `account`, below warrant's URL.
-pub(crate) fn token_request_path(account: &ObjectName) -> String {
-    format!(
-        "/api/v1/namespaces/{}/serviceaccounts/{}/token",
-        account.namespace, account.name
-    )
 }
 
 /// The `cnf.jkt` of a token just received from warrant (read, not verified); `None` for a
@@ -404,36 +232,13 @@ fn check_bound(
     })
 }
 
-/// kube's client for `config`, without the request tracing of `kube::Client::try_from`, which
-/// logs each failed request at ERROR: a second line beside the plugin's own on the stderr
-/// client-go shows. The layers are kube's own (`ConfigExt`): the base URI (every request goes
-/// to `config`'s URL, whatever its path), the credential (a kubeconfig's token, exec plugin or
-/// refresh), extra headers; TLS is kube's connector (the CA alone where `config` names one, a
-/// client certificate). Like kube's, it follows no redirect; unlike kube's, it retries nothing:
-/// one POST, bounded by [`REQUEST_TIMEOUT`].
-pub(crate) fn quiet_client(config: ::kube::Config) -> Result<::kube::Client, ::kube::Error> {
-    use ::kube::client::ConfigExt as _;
-
-    let https = config.rustls_https_connector()?;
-    let service = tower::ServiceBuilder::new()
-        .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer()?)
-        .layer(config.extra_headers_layer()?)
-        .map_err(tower::BoxError::from)
-        .service(
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build(https),
-        );
-    Ok(::kube::Client::new(service, config.default_namespace))
-}
-
 /// Who calls warrant, from the hub's flags: a kubeconfig, else the own token file. The
 /// cluster's `config` (a member's profile) is only checked against them.
 async fn caller(
-    args: &CredentialArgs,
+    settings: &Config,
     config: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Caller, Box<dyn Error>> {
-    if let Some(path) = &args.kubeconfig {
+    if let Some(path) = &settings.kubeconfig {
         let file = ::kube::config::Kubeconfig::read_from(path)
             .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
         let kube_config = ::kube::Config::from_custom_kubeconfig(
@@ -443,7 +248,7 @@ async fn caller(
         .await
         .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
         let from = format!("the server of kubeconfig {}", path.display());
-        let warrant = anchors::warrant_url(&kube_config.cluster_url.to_string(), &from)?;
+        let warrant = endpoint::warrant_url(&kube_config.cluster_url.to_string(), &from)?;
         anchors::profile_warrant(config("warrant").as_deref(), &warrant, &from)?;
         let mut roots = kube_config.root_cert.clone();
         if let Some(roots) = roots.as_mut() {
@@ -458,32 +263,37 @@ async fn caller(
             .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
         return Ok(Caller::Kubeconfig { client, warrant });
     }
-    anchors::agree_with_environment("--warrant-url", args.warrant_url.as_deref(), "WARRANT_URL")?;
+    anchors::agree_with_environment(
+        "--warrant-url",
+        settings.warrant_url.as_deref(),
+        "WARRANT_URL",
+    )?;
     let warrant =
-        args.warrant_url
+        settings
+            .warrant_url
             .as_deref()
             .ok_or_else(|| anchors::AnchorError::NoWarrantUrl {
                 profile: config("warrant"),
             })?;
     let from = "--warrant-url, WARRANT_URL";
-    let warrant = anchors::warrant_url(warrant, from)?;
+    let warrant = endpoint::warrant_url(warrant, from)?;
     anchors::profile_warrant(config("warrant").as_deref(), &warrant, from)?;
-    let ca_file = args.warrant_ca_file.as_deref();
+    let ca_file = settings.warrant_ca_file.as_deref();
     anchors::agree_with_environment(
         "--warrant-ca-file",
         ca_file.and_then(std::path::Path::to_str),
         "WARRANT_CA_FILE",
     )?;
-    let ca = ca_file.map(anchors::hub_ca).transpose()?;
+    let ca = ca_file.map(endpoint::ca_file).transpose()?;
     let ca_from = ca_file.map(|path| path.display().to_string());
     anchors::profile_ca(
         config("warrantCA").as_deref(),
         ca.as_deref().zip(ca_from.as_deref()),
     )?;
-    let token = std::fs::read_to_string(&args.token_file).map_err(|e| {
+    let token = std::fs::read_to_string(&settings.token_file).map_err(|e| {
         format!(
             "cannot read the own token {}: {e}",
-            args.token_file.display()
+            settings.token_file.display()
         )
     })?;
     let token = token.trim().to_owned();
@@ -503,34 +313,19 @@ async fn caller(
     })
 }
 
-/// Runs the plugin: prints the ExecCredential on stdout. A failure's text (which may quote
-/// warrant's answer or a member's profile) comes back with its control characters escaped, so
-/// it stays the one line client-go shows.
-pub(crate) async fn run(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
-    run_unescaped(args)
+/// Runs the plugin as `config` says, for the call client-go describes in
+/// `KUBERNETES_EXEC_INFO`: prints the ExecCredential on stdout. A failure's text (which may
+/// quote warrant's answer or a member's profile) comes back with its control characters
+/// escaped, so it stays the one line client-go shows.
+pub async fn run(config: &Config) -> Result<(), Box<dyn Error>> {
+    run_unescaped(config)
         .await
         .map_err(|e| escape_controls(&crate::causes(e.as_ref())).into())
 }
 
-/// `text` with control characters (and the bidirectional overrides, which reorder what a
-/// terminal shows) written as escapes: text from warrant or a profile cannot move the cursor,
-/// colour the terminal or start a line that looks like the plugin's own.
-pub(crate) fn escape_controls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if c.is_control() || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// The plugin's steps: what kubectl asked for, the audience, who asks and for which service
 /// account, the proof key, then the cached token or a new one, printed for client-go.
-async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
+async fn run_unescaped(settings: &Config) -> Result<(), Box<dyn Error>> {
     // 1. What client-go passed: the cluster and its exec extension.
     let info = match std::env::var("KUBERNETES_EXEC_INFO") {
         Ok(text) => exec_info(&text)?,
@@ -546,18 +341,18 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     };
     // 2. The audience, anchored to the cluster (see `anchors`).
     let audience = anchors::audience(
-        args.audience.as_deref(),
-        args.allow_profile_audience,
+        settings.audience.as_deref(),
+        settings.allow_profile_audience,
         info.server.as_deref(),
         config("audience").as_deref(),
     )?;
     // 3. Who asks warrant, and for which service account.
-    let caller = caller(args, &config).await?;
+    let caller = caller(settings, &config).await?;
     let warrant = caller.warrant().to_owned();
-    let service_account = service_account(args, config("serviceAccount"), &caller)?;
+    let service_account = service_account(settings, config("serviceAccount"), &caller)?;
     let binding = caller.own().and_then(|own| own.binding.clone());
     // 4. The key the token is bound to, if any.
-    let proof_key = proof_key(args, &warrant, &service_account)?;
+    let proof_key = proof_key(settings, &warrant, &service_account)?;
     // 5. A cached token that is still good.
     let key = cache::Key {
         warrant: warrant.clone(),
@@ -567,10 +362,10 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
             .as_ref()
             .map(|b| b.uid.clone())
             .filter(|uid| !uid.is_empty()),
-        expiration_seconds: args.expiration,
+        expiration_seconds: settings.expiration_seconds,
         bound_key: proof_key.as_ref().map(|key| key.jkt().to_owned()),
     };
-    let slot = cache_slot(args, key).await;
+    let slot = cache_slot(settings, key).await;
     let now = warrant_clock::Clock::System.now();
     if let Some(entry) = slot.as_ref().and_then(|slot| slot.get(now)) {
         return print(&info.api_version, &entry.token, entry.expiration_timestamp);
@@ -578,7 +373,7 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
     // 6. A new one from warrant, kept for the next run.
     let spec = TokenRequestSpec {
         audiences: Some(vec![audience]),
-        expiration_seconds: args.expiration,
+        expiration_seconds: settings.expiration_seconds,
         bound_object_ref: binding,
     };
     let (minted, expires) = mint(&caller, &service_account, spec, proof_key.as_ref(), now).await?;
@@ -592,11 +387,11 @@ async fn run_unescaped(args: &CredentialArgs) -> Result<(), Box<dyn Error>> {
 /// The service account to mint for: `--service-account`, else the cluster's exec extension's
 /// `serviceAccount`, else the caller's own (a warrant token's).
 fn service_account(
-    args: &CredentialArgs,
+    settings: &Config,
     configured: Option<String>,
     caller: &Caller,
 ) -> Result<ObjectName, Box<dyn Error>> {
-    match (&args.service_account, configured, caller.own()) {
+    match (&settings.service_account, configured, caller.own()) {
         (Some(named), _, _) => Ok(named.clone()),
         (None, Some(text), _) => Ok(parse_object_name(&text)
             .map_err(|e| format!("serviceAccount in the cluster's exec extension: {e}"))?),
@@ -609,20 +404,20 @@ fn service_account(
 /// in the cache directory, also with --no-cache (which is about tokens): a key made anew on
 /// every run would bind each token to a key nobody keeps.
 fn proof_key(
-    args: &CredentialArgs,
+    settings: &Config,
     warrant: &str,
     service_account: &ObjectName,
 ) -> Result<Option<dpop::ProofKey>, Box<dyn Error>> {
     // A ClusterProfile's additional-envs could set WARRANT_KEY_BINDING beside the hub's flag.
     anchors::agree_with_environment(
         "--key-binding",
-        Some(args.key_binding.as_str()),
+        Some(settings.key_binding.as_str()),
         "WARRANT_KEY_BINDING",
     )?;
-    match args.key_binding {
+    match settings.key_binding {
         KeyBinding::None => Ok(None),
         KeyBinding::Dpop => {
-            let dir = args
+            let dir = settings
                 .cache_dir
                 .clone()
                 .or_else(cache::default_dir)
@@ -638,11 +433,11 @@ fn proof_key(
 
 /// The token cache's slot for `key`, locked for this run; none with `--no-cache`, without a
 /// cache directory, or when the cache is refused (said once: a refused cache is only slower).
-async fn cache_slot(args: &CredentialArgs, key: cache::Key) -> Option<cache::Slot> {
-    if args.no_cache {
+async fn cache_slot(settings: &Config, key: cache::Key) -> Option<cache::Slot> {
+    if settings.no_cache {
         return None;
     }
-    let dir = args.cache_dir.clone().or_else(cache::default_dir)?;
+    let dir = settings.cache_dir.clone().or_else(cache::default_dir)?;
     match cache::Slot::lock(&dir, key).await {
         Ok(slot) => Some(slot),
         Err(refused) => {
@@ -717,11 +512,6 @@ fn print(api_version: &str, token: &str, expires: jiff::Timestamp) -> Result<(),
         println!("{credential}");
     }
     Ok(())
-}
-
-/// A token's `iat` (it is warrant's own, just received: read, not verified).
-pub(crate) fn issued_at(token: &str) -> Option<jiff::Timestamp> {
-    jiff::Timestamp::from_second(warrant_token::unverified_claims(token).ok()?.iat?).ok()
 }
 
 #[cfg(test)]
