@@ -201,6 +201,21 @@ impl Roots {
     }
 }
 
+impl Roots {
+    /// True if the root of key `kid` is made.
+    fn has(&self, kid: &str) -> bool {
+        self.made.contains_key(kid)
+    }
+
+    /// The certificate key ID of key `kid`'s root, or an empty string.
+    fn key_id(&self, kid: &str) -> String {
+        self.made
+            .get(kid)
+            .map(|root| root.certificate.key_id())
+            .unwrap_or_default()
+    }
+}
+
 /// True when two sets would publish and sign the same: the same roots, the same CA.
 fn same(a: &CaSet, b: &CaSet) -> bool {
     let signing = |s: &CaSet| match &s.signing {
@@ -240,7 +255,22 @@ pub(crate) async fn follow(
             }
             Err(why) => {
                 tracing::warn!(error = %why, retry_in = ?ROOT_RETRY, "the pod certificate CA's roots could not be made; the roots already published stay");
-                cas.send_modify(|current| current.signing = Err(why));
+                // The CA in force signs on if it is still the key that signs now (a next key's
+                // root is what failed); a key that signs now without its root cannot.
+                let signing_now = set.signing_at(now).ok().map(|k| k.kid().to_owned());
+                cas.send_if_modified(|current| {
+                    let still = match (&current.signing, &signing_now) {
+                        (Ok(ca), Some(kid)) => {
+                            roots.has(kid) && ca.certificate().key_id() == roots.key_id(kid)
+                        }
+                        _ => false,
+                    };
+                    if still {
+                        return false;
+                    }
+                    current.signing = Err(why);
+                    true
+                });
                 Some(ROOT_RETRY)
             }
         };

@@ -236,3 +236,37 @@ async fn the_signer_is_not_ready_while_the_ca_keys_holder_is_out_of_reach() {
         )
     );
 }
+
+/// A next key whose root cannot be made yet (its holder out of reach) leaves the CA in force
+/// signing; only once that key is due to sign does the set sign nothing, saying why.
+#[tokio::test(start_paused = true)]
+async fn a_next_root_that_cannot_be_made_stops_nothing_until_it_is_due() {
+    let active = SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    let next_public = SigningKey::generate(warrant_token::KeyType::P256).unwrap();
+    let next = SigningKey::remote(next_public.verifying_key().clone(), Arc::new(Unreachable));
+    let switch = T0 + 10 * DAY;
+    let clock = Clock::follows_tokio(at(switch - DAY));
+    let first = key_set(vec![managed(&active, T0, T0)], switch - DAY);
+    let mut roots = Roots::default();
+    let set = roots.ca_set(&first, clock.now()).await.unwrap();
+    let (feed, keys) = watch::channel(first);
+    let (cas, mut cas_rx) = watch::channel(set);
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(follow(keys, roots, cas, clock.clone(), stop.clone()));
+    feed.send_replace(key_set(
+        vec![
+            managed(&active, T0, T0),
+            managed(&next, switch - DAY, switch),
+        ],
+        switch - DAY,
+    ));
+    // Retried meanwhile; the active CA signs on.
+    tokio::time::sleep(ROOT_RETRY * 3).await;
+    assert!(cas_rx.borrow_and_update().signing.is_ok());
+    // Its time come, the next key cannot sign without its root: nothing signs, and why.
+    tokio::time::sleep(Duration::from_secs(u64::try_from(DAY).unwrap())).await;
+    let why = cas_rx.borrow().signing.clone().unwrap_err();
+    assert!(why.contains(next.kid()), "{why}");
+    stop.cancel();
+    task.await.unwrap();
+}
