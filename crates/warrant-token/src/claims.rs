@@ -331,15 +331,17 @@ impl Claims {
         #[allow(clippy::expect_used)]
         match &self.extra {
             None => gojson::to_vec(self).expect("claims always serialize"),
-            Some(extra) => {
-                gojson::to_vec(&self.with_extra(extra)).expect("claims always serialize")
-            }
+            Some(extra) => gojson::to_vec(&WithExtra {
+                claims: self,
+                extra,
+            })
+            .expect("claims always serialize"),
         }
     }
 
-    /// The claims and `extra` as one JSON object, keys sorted at every level (serde_json's map
-    /// is ordered), as Go writes a map. A registered claim always wins over an extra one of the
-    /// same name, though the policy never makes one ([`crate::is_reserved_claim`]).
+    /// The claims and `extra` as one JSON object through a `serde_json::Value`, keys sorted at
+    /// every level: what [`WithExtra`] writes directly, kept as its tests' oracle.
+    #[cfg(test)]
     fn with_extra(&self, extra: &crate::ExtraClaims) -> serde_json::Value {
         // Serialising plain strings, integers and options into a Value cannot fail.
         #[allow(clippy::expect_used)]
@@ -353,6 +355,79 @@ impl Claims {
         }
         value
     }
+}
+
+/// The claims and their extra claims as one JSON object, its members in the order Go writes a
+/// map's (sorted by name, byte by byte): kube's registered claims are already declared in that
+/// order and their nested objects' members too, and the extra claims (a sorted map, their
+/// nested maps sorted) are merged in between. Written directly, not through a
+/// `serde_json::Value` of the whole payload, which cost a templated token about as much again
+/// as the rest of its claims (docs/benchmarks.md, "Extra claims"). An extra claim with a
+/// registered name is never written ([`crate::is_reserved_claim`]; the policy never makes one).
+struct WithExtra<'a> {
+    claims: &'a Claims,
+    extra: &'a crate::ExtraClaims,
+}
+
+impl Serialize for WithExtra<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let c = self.claims;
+        let mut map = serializer.serialize_map(None)?;
+        let mut extra = self
+            .extra
+            .iter()
+            .filter(|(name, _)| !crate::is_reserved_claim(name))
+            .peekable();
+        let extra = &mut extra;
+        if !c.aud.is_empty() {
+            merged_member(&mut map, extra, "aud", &c.aud)?;
+        }
+        if let Some(cnf) = &c.cnf {
+            merged_member(&mut map, extra, "cnf", cnf)?;
+        }
+        if let Some(exp) = &c.exp {
+            merged_member(&mut map, extra, "exp", exp)?;
+        }
+        if let Some(iat) = &c.iat {
+            merged_member(&mut map, extra, "iat", iat)?;
+        }
+        if !c.iss.is_empty() {
+            merged_member(&mut map, extra, "iss", &c.iss)?;
+        }
+        if !c.jti.is_empty() {
+            merged_member(&mut map, extra, "jti", &c.jti)?;
+        }
+        merged_member(&mut map, extra, "kubernetes.io", &c.kubernetes)?;
+        if let Some(nbf) = &c.nbf {
+            merged_member(&mut map, extra, "nbf", nbf)?;
+        }
+        if !c.sub.is_empty() {
+            merged_member(&mut map, extra, "sub", &c.sub)?;
+        }
+        for (name, value) in extra {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+/// Writes the extra claims that sort before `name`, then the registered claim `name`.
+fn merged_member<'a, M, I, V>(
+    map: &mut M,
+    extra: &mut std::iter::Peekable<I>,
+    name: &str,
+    value: &V,
+) -> Result<(), M::Error>
+where
+    M: serde::ser::SerializeMap,
+    I: Iterator<Item = (&'a String, &'a serde_json::Value)>,
+    V: Serialize + ?Sized,
+{
+    while let Some((extra_name, extra_value)) = extra.next_if(|(n, _)| n.as_str() < name) {
+        map.serialize_entry(extra_name, extra_value)?;
+    }
+    map.serialize_entry(name, value)
 }
 
 /// go-jose reads `aud` from a string or an array of strings.
@@ -393,6 +468,60 @@ pub(crate) fn numeric_date<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The extra claims written directly, merged among kube's, are byte for byte what writing
+    /// the whole payload through a sorted `serde_json::Value` gives: names before, between and
+    /// after the registered ones, nested values, a registered name (never written), and claims
+    /// with and without their optional members.
+    #[test]
+    fn extra_claims_are_merged_in_gos_map_order() {
+        use serde_json::json;
+        let extra: crate::ExtraClaims = [
+            ("a", json!("first")),
+            ("https://aws.amazon.com/tags", json!({"principal_tags": {"team": ["blue"], "env": ["prod"]}, "transitive_tag_keys": ["env"]})),
+            ("ist", json!(1)),
+            ("kubernetes.io.extra", json!({"z": 1, "a": [true, null]})),
+            ("kubernetes.iz", json!("after kubernetes.io")),
+            ("nbg", json!("between nbf and sub")),
+            ("sub", json!("never written")),
+            ("Sub", json!("nor this")),
+            ("zzz", json!("<&> \u{2028}")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let full = Claims::new(NewToken {
+            issuer: "https://issuer",
+            namespace: "demo",
+            service_account: ObjectRef::new("app", "sa-uid"),
+            audiences: vec!["sts.amazonaws.com".into()],
+            binding: Binding::Pod {
+                pod: ObjectRef::new("app-0", "pod-uid"),
+                node: Some(ObjectRef::new("node-1", "node-uid")),
+            },
+            issued_at: 1_800_000_000,
+            expires_at: 1_800_003_600,
+            warn_after: Some(1_800_000_607),
+            jti: "jti".into(),
+        });
+        let mut sparse = full.clone();
+        sparse.aud.clear();
+        sparse.exp = None;
+        sparse.iat = None;
+        sparse.iss.clear();
+        sparse.jti.clear();
+        sparse.nbf = None;
+        sparse.sub.clear();
+        for claims in [full, sparse] {
+            let oracle = gojson::to_vec(&claims.with_extra(&extra)).unwrap();
+            let mut with = claims.clone();
+            with.extra = Some(Box::new(extra.clone()));
+            assert_eq!(
+                String::from_utf8(with.to_json()).unwrap(),
+                String::from_utf8(oracle).unwrap()
+            );
+        }
+    }
 
     /// A username is a service account's exactly when it is the one built for it.
     #[test]
