@@ -294,7 +294,7 @@ pub async fn decide(
     }
     let names = match dns_names(pcr, signer, facts) {
         Ok(names) => names,
-        Err(verdict) => return Ok(verdict),
+        Err((reason, message)) => return Ok(Decision::Requeue { reason, message }),
     };
     let lifetime = spec
         .max_expiration_seconds
@@ -530,7 +530,7 @@ fn dns_names(
     pcr: &PodCertificateRequest,
     signer: &crate::policy::SignerPolicy,
     facts: &Facts,
-) -> Result<DnsNames, Decision> {
+) -> Result<DnsNames, (&'static str, String)> {
     let none = DnsNames {
         names: Vec::new(),
         left_out: 0,
@@ -546,10 +546,10 @@ fn dns_names(
         Live::Found(services) => services.as_slice(),
         Live::Absent => &[],
         Live::Unreadable(why) => {
-            return Err(Decision::Requeue {
-                reason: reason::FACTS_UNAVAILABLE,
-                message: format!("the Services could not be read: {why}"),
-            });
+            return Err((
+                reason::FACTS_UNAVAILABLE,
+                format!("the Services could not be read: {why}"),
+            ));
         }
     };
     let mut selecting: Vec<&str> = services
