@@ -1357,6 +1357,7 @@ fn check_pod_certificates(objects: &[Value], flags: &[String], what: &str) {
         ("", &["events"], &["create", "patch"]),
         ("events.k8s.io", &["events"], &["create", "patch"]),
         ("", &["pods", "serviceaccounts", "nodes"], &["get"]),
+        ("", &["services"], &["list"]),
     ] {
         for resource in resources {
             for verb in verbs {

@@ -8,9 +8,11 @@
 use std::path::Path;
 
 use base64::Engine as _;
+use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
-use warrant_kube_fixture::Fixture;
 use warrant_kube_fixture::podcert::{cluster_trust_bundles, pod_certificate_requests};
+use warrant_kube_fixture::{Fixture, ResourceType};
 use warrant_testkit::{NODE_UID, POD_UID, SA_UID};
 
 use crate::pki::openssl;
@@ -177,6 +179,16 @@ pub(crate) fn condition(pcr: &Value) -> Option<(String, String)> {
 /// URI SAN `spiffe_id` is its one identity and nothing of the CSR's subject reached it, and its
 /// key is the pod's. Returns the pod's public key (PEM).
 pub(crate) fn check_leaf(dir: &Path, chain: &str, trust_bundle: &str, spiffe_id: &str) -> String {
+    check_leaf_names(dir, chain, trust_bundle, &[format!("URI:{spiffe_id}")])
+}
+
+/// [`check_leaf`] for a leaf whose SANs, as openssl prints them, are `sans` in that order.
+pub(crate) fn check_leaf_names(
+    dir: &Path,
+    chain: &str,
+    trust_bundle: &str,
+    sans: &[String],
+) -> String {
     std::fs::write(dir.join("leaf.pem"), chain).unwrap();
     std::fs::write(dir.join("published.pem"), trust_bundle).unwrap();
     let verified = openssl(
@@ -205,13 +217,14 @@ pub(crate) fn check_leaf(dir: &Path, chain: &str, trust_bundle: &str, spiffe_id:
             "subjectAltName",
         ],
     );
-    let sans: Vec<&str> = text
+    let found: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.starts_with("X509v3 Subject Alternative Name"))
         .skip(1)
+        .flat_map(|l| l.split(", "))
         .map(str::trim)
         .collect();
-    assert_eq!(sans, [format!("URI:{spiffe_id}")], "{text}");
+    assert_eq!(found, sans, "{text}");
     assert!(
         !text.contains("admin"),
         "the CSR's CN reached the certificate: {text}"
@@ -531,4 +544,102 @@ async fn two_replicas_answer_each_request_once() {
         Some(("Denied".to_owned(), "PodNotFound".to_owned())),
         "{denied}"
     );
+}
+
+/// A Service `demo/name` selecting pods by `selector`.
+fn service(name: &str, selector: &[(&str, &str)]) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            namespace: Some("demo".to_owned()),
+            name: Some(name.to_owned()),
+            uid: Some(format!("{name}-uid")),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            selector: Some(
+                selector
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signer_with_dns_names_gives_those_of_the_services_that_select_the_pod() {
+    let cluster = cluster().await;
+    cluster.register(ResourceType::of::<Service>());
+    // The standard pod `demo/app-0` is labelled app=app: `web` selects it; `db` selects other
+    // pods, `manual` none (its endpoints are whoever's choice).
+    cluster.create(&service("web", &[("app", "app")])).unwrap();
+    cluster.create(&service("db", &[("app", "db")])).unwrap();
+    cluster.create(&service("manual", &[])).unwrap();
+    let pod_ca = PodCa::new();
+    let ca = pod_ca.path();
+    let policy = ca.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "apiVersion: warrant.dev/v1alpha1\nkind: AuthorizationPolicy\npodCertificates:\n  \
+             trustDomain: cluster.local\n  signers:\n  - signerName: {SIGNER}\n    \
+             namespaces: [demo]\n    dnsNames:\n    - \"${{service}}.${{namespace}}.svc\"\n    \
+             - \"${{service}}.${{namespace}}.svc.cluster.local\"\n"
+        ),
+    )
+    .unwrap();
+    let flags = pod_ca.flags(&["--authorization-policy-file", policy.to_str().unwrap()]);
+    let mut w = Warrant::start_cluster(&cluster, &refs(&flags)).await;
+    w.eventually("the ClusterTrustBundle", || {
+        trust_bundle(&cluster).is_some()
+    })
+    .await;
+
+    cluster
+        .create_json(
+            pod_certificate_requests("v1beta1"),
+            pcr(ca, "app-0-cert", POD_UID),
+        )
+        .unwrap();
+    let issued = answered(&mut w, &cluster, "app-0-cert").await;
+    assert_eq!(
+        condition(&issued),
+        Some(("Issued".to_owned(), "Issued".to_owned())),
+        "{issued}"
+    );
+    let chain = issued["status"]["certificateChain"].as_str().unwrap();
+    let bundle = trust_bundle(&cluster).unwrap();
+    check_leaf_names(
+        ca,
+        chain,
+        &bundle,
+        &[
+            "URI:spiffe://cluster.local/ns/demo/sa/app".to_owned(),
+            "DNS:web.demo.svc".to_owned(),
+            "DNS:web.demo.svc.cluster.local".to_owned(),
+        ],
+    );
+    // A peer that checks the server's name accepts it for the Service's name, not another's.
+    let verify = |host: &str| {
+        let out = warrant_testkit::tools::command("openssl", "the openssl command")
+            .args([
+                "verify",
+                "-CAfile",
+                "published.pem",
+                "-purpose",
+                "sslserver",
+                "-verify_hostname",
+                host,
+                "leaf.pem",
+            ])
+            .current_dir(ca)
+            .output()
+            .expect("openssl is required");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        out.status.success() && text.contains("leaf.pem: OK")
+    };
+    assert!(verify("web.demo.svc.cluster.local"));
+    assert!(!verify("db.demo.svc.cluster.local"));
 }

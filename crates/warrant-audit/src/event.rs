@@ -431,6 +431,9 @@ pub struct PodCertificateFacts {
     /// The certificate's SPIFFE ID.
     #[serde(rename = "spiffeID", skip_serializing_if = "String::is_empty")]
     pub spiffe_id: String,
+    /// The certificate's DNS names (from the Services that select the pod; at most 100).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dns_names: Vec<String>,
     /// `notBefore`, RFC 3339.
     #[serde(
         serialize_with = "seconds_time",

@@ -329,6 +329,7 @@ fn annotations(event: &Event, count: Option<u64>) -> BTreeMap<&'static str, Stri
             certificate.serial_number.clone(),
         );
         put("warrant.dev/spiffe-id", certificate.spiffe_id.clone());
+        put("warrant.dev/dns-names", certificate.dns_names.join(","));
         put(
             "warrant.dev/not-before",
             seconds_text(certificate.not_before),
@@ -736,6 +737,11 @@ mod tests {
                     String::new()
                 },
                 spiffe_id: "spiffe://cluster.local/ns/shop/sa/cart".into(),
+                dns_names: if decision == Decision::Issued {
+                    vec!["cart.shop.svc".into(), "cart.shop.svc.cluster.local".into()]
+                } else {
+                    Vec::new()
+                },
                 not_before: (decision == Decision::Issued).then_some(1_795_611_580),
                 not_after: (decision == Decision::Issued).then_some(1_795_697_980),
                 ca_key_id: "ca-1".into(),
@@ -762,6 +768,10 @@ mod tests {
         assert_eq!(notes["warrant.dev/pod-uid"], "0c2e");
         assert_eq!(notes["warrant.dev/node"], "node-1");
         assert_eq!(notes["warrant.dev/serial-number"], "0badc0de");
+        assert_eq!(
+            notes["warrant.dev/dns-names"],
+            "cart.shop.svc,cart.shop.svc.cluster.local"
+        );
         assert_eq!(notes["warrant.dev/expiration"], "2026-11-26T12:59:40Z");
         assert_eq!(notes["warrant.dev/service-account-uid"], "b6a1");
         assert!(notes.get("warrant.dev/reason").is_none());
@@ -775,6 +785,7 @@ mod tests {
         assert_eq!(notes["warrant.dev/decision"], "denied");
         assert_eq!(notes["warrant.dev/reason"], "the pod is on another node");
         assert!(notes.get("warrant.dev/serial-number").is_none());
+        assert!(notes.get("warrant.dev/dns-names").is_none());
         assert_eq!(value["responseStatus"]["code"], Value::Null);
 
         let refused = Event {

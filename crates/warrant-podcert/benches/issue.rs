@@ -96,6 +96,7 @@ fn facts() -> Facts {
             service_account_name: "app".into(),
             phase: "Running".into(),
             deletion_timestamp: None,
+            labels: [("app".to_owned(), "app".to_owned())].into(),
         }),
         service_account: Live::Found(NamedObject {
             name: "app".into(),
@@ -105,6 +106,7 @@ fn facts() -> Facts {
             name: "node1".into(),
             uid: NODE_UID.into(),
         }),
+        services: Live::Found(Vec::new()),
     }
 }
 

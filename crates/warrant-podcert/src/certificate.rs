@@ -3,7 +3,7 @@
 //! A leaf is assembled here, field by field, rather than by a certificate builder: its key is
 //! the request's SubjectPublicKeyInfo byte for byte (kube-apiserver compares them), its
 //! subject is empty, its SAN is critical (RFC 5280 §4.2.1.6 for an empty subject) and holds
-//! one SPIFFE ID, and the signature comes from a [`CaSigner`], which may be a key in memory,
+//! one SPIFFE ID and the DNS names the decision found (none unless the policy asks), and the signature comes from a [`CaSigner`], which may be a key in memory,
 //! in a file, in a Secret, in an HSM or in a KMS: the core never knows which.
 //!
 //! The leaf: version 3, a random positive 128-bit serial, issuer = the CA's subject,
@@ -237,8 +237,10 @@ pub struct LeafSpec<'a> {
     pub spki: &'a [u8],
     /// Its type (for the key usage).
     pub key_type: KeyType,
-    /// The SPIFFE ID, the one SAN.
+    /// The SPIFFE ID, the one URI SAN.
     pub spiffe_id: &'a str,
+    /// DNS names (IA5 text, already checked to be DNS names); written sorted, once each.
+    pub dns_names: &'a [String],
     /// notBefore (whole seconds).
     pub not_before: Timestamp,
     /// notAfter (whole seconds).
@@ -290,7 +292,15 @@ pub async fn sign_leaf(ca: &dyn CaSigner, leaf: &LeafSpec<'_>) -> Result<SignedL
         &der::element(der::OID, OID_CLIENT_AUTH),
         &der::element(der::OID, OID_SERVER_AUTH),
     ]);
-    let san = der::sequence(&[&der::element(0x86, leaf.spiffe_id.as_bytes())]);
+    // GeneralNames: uniformResourceIdentifier [6], then each dNSName [2], both IA5String.
+    let mut dns_names: Vec<&str> = leaf.dns_names.iter().map(String::as_str).collect();
+    dns_names.sort_unstable();
+    dns_names.dedup();
+    let mut names = der::element(0x86, leaf.spiffe_id.as_bytes());
+    for name in dns_names {
+        der::write(&mut names, 0x82, name.as_bytes());
+    }
+    let san = der::element(der::SEQUENCE, &names);
     let mut extensions = vec![
         extension(OID_BASIC_CONSTRAINTS, true, &der::sequence(&[])),
         extension(OID_KEY_USAGE, true, key_usage),

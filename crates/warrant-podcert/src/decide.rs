@@ -1,6 +1,8 @@
 //! The decision for one PCR: one function of the request, the facts read live, the policy,
 //! the clock and the CA. The order of the checks and why it is so is in the crate's docs.
 
+use std::collections::BTreeMap;
+
 use jiff::{SignedDuration, Timestamp};
 
 use crate::certificate::{CaSigner, IssueError, LeafSpec, SignError, SignedLeaf, sign_leaf};
@@ -52,6 +54,11 @@ pub mod reason {
 /// accept it, and kube-apiserver (which wants `notBefore` within 5 minutes of its clock)
 /// still takes it with warrant's clock up to 4 minutes behind or 6 ahead of its own.
 pub const BACKDATE: SignedDuration = SignedDuration::from_secs(60);
+/// The most Services whose names reach one leaf: the first by name that select the pod.
+pub const MAX_SERVICES: usize = 32;
+/// The most DNS names in one leaf (Services × templates): fewer Services are taken when the
+/// templates are many, so a namespace with many Services cannot make a leaf of any size.
+pub const MAX_DNS_NAMES: usize = 100;
 /// Margins kube-apiserver requires around `beginRefreshAt`.
 const REFRESH_MARGIN: SignedDuration = SignedDuration::from_secs(600);
 
@@ -84,6 +91,33 @@ pub struct PodFacts {
     pub phase: String,
     /// `metadata.deletionTimestamp`.
     pub deletion_timestamp: Option<Timestamp>,
+    /// `metadata.labels`: what Services select the pod by.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A Service in the PCR's namespace, as read live: what decides whether it selects the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceFacts {
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.selector` (empty: the Service selects no pods; its endpoints are someone's
+    /// choice, not the pod's labels).
+    pub selector: BTreeMap<String, String>,
+    /// `spec.type` is `ExternalName`: its name resolves elsewhere, never to a pod.
+    pub external_name: bool,
+}
+
+impl ServiceFacts {
+    /// Whether this Service sends traffic to `pod`: a non-empty selector whose every key and
+    /// value is among the pod's labels, and not an `ExternalName` Service.
+    pub fn selects(&self, pod: &PodFacts) -> bool {
+        !self.external_name
+            && !self.selector.is_empty()
+            && self
+                .selector
+                .iter()
+                .all(|(k, v)| pod.labels.get(k) == Some(v))
+    }
 }
 
 /// An object known by name and UID (a service account, a node).
@@ -105,6 +139,9 @@ pub struct Facts {
     pub service_account: Live<NamedObject>,
     /// The node named `spec.nodeName`.
     pub node: Live<NamedObject>,
+    /// The Services in the PCR's namespace (any order). Looked at only when the signer's
+    /// policy has `dnsNames`; a caller need not read them otherwise.
+    pub services: Live<Vec<ServiceFacts>>,
 }
 
 /// An issued certificate: the status to write, and what audit records of it.
@@ -116,6 +153,11 @@ pub struct Issued {
     pub serial_hex: String,
     /// The SPIFFE ID in the leaf.
     pub spiffe_id: String,
+    /// The DNS names in the leaf, sorted (empty unless the policy has `dnsNames`).
+    pub dns_names: Vec<String>,
+    /// Services that select the pod but whose names were left out ([`MAX_SERVICES`],
+    /// [`MAX_DNS_NAMES`]): the caller logs them.
+    pub services_left_out: usize,
     /// The requested key's type.
     pub key_type: KeyType,
     /// SHA-256 of the leaf's SubjectPublicKeyInfo, hex.
@@ -250,6 +292,10 @@ pub async fn decide(
         Verdict::Deny(reason, message) => return finish(pcr, now, deny(reason, message, now)),
         Verdict::Wait(reason, message) => return Ok(Decision::Requeue { reason, message }),
     }
+    let names = match dns_names(pcr, signer, facts) {
+        Ok(names) => names,
+        Err((reason, message)) => return Ok(Decision::Requeue { reason, message }),
+    };
     let lifetime = spec
         .max_expiration_seconds
         .min(signer.max_expiration_seconds)
@@ -262,11 +308,12 @@ pub async fn decide(
         spki: spec.key.spki(),
         key_type,
         spiffe_id: &spiffe_id,
+        dns_names: &names.names,
         not_before: times.not_before,
         not_after: times.not_after,
     };
     let decision = match sign_leaf(ca, &leaf).await {
-        Ok(signed) => issued(spec, key_type, spiffe_id, times, &signed, ca, now),
+        Ok(signed) => issued(spec, key_type, (spiffe_id, names), times, &signed, ca, now),
         Err(IssueError::Sign(SignError::Unavailable(e))) => Decision::Requeue {
             reason: reason::CA_UNAVAILABLE,
             message: format!("the CA {} cannot sign now: {e}", ca.certificate().key_id()),
@@ -289,7 +336,7 @@ pub async fn decide(
 fn issued(
     spec: &Spec,
     key_type: KeyType,
-    spiffe_id: String,
+    (spiffe_id, names): (String, DnsNames),
     times: LeafTimes,
     signed: &SignedLeaf,
     ca: &dyn CaSigner,
@@ -313,6 +360,8 @@ fn issued(
         status,
         serial_hex: signed.serial_hex.clone(),
         spiffe_id,
+        dns_names: names.names,
+        services_left_out: names.left_out,
         key_type,
         spki_sha256: spec.key.spki_sha256_hex(),
         ca_key_id: ca.certificate().key_id(),
@@ -464,6 +513,62 @@ fn identity(pcr: &PodCertificateRequest, spec: &Spec, facts: &Facts) -> Verdict 
             ),
         ),
     }
+}
+
+/// A leaf's DNS names, and how many selecting Services were left out.
+struct DnsNames {
+    /// Sorted, without duplicates.
+    names: Vec<String>,
+    left_out: usize,
+}
+
+/// The DNS names of the signer's templates for the Services that select the (verified) pod:
+/// the first [`MAX_SERVICES`] by name, fewer when the templates are many ([`MAX_DNS_NAMES`]).
+/// None without templates (and Services are not looked at); a Requeue when they could not be
+/// read. Nothing of the request is used but its namespace.
+fn dns_names(
+    pcr: &PodCertificateRequest,
+    signer: &crate::policy::SignerPolicy,
+    facts: &Facts,
+) -> Result<DnsNames, (&'static str, String)> {
+    let none = DnsNames {
+        names: Vec::new(),
+        left_out: 0,
+    };
+    if signer.dns_names.is_empty() {
+        return Ok(none);
+    }
+    // `identity` has checked the pod is found and is the PCR's.
+    let Live::Found(pod) = &facts.pod else {
+        return Ok(none);
+    };
+    let services = match &facts.services {
+        Live::Found(services) => services.as_slice(),
+        Live::Absent => &[],
+        Live::Unreadable(why) => {
+            return Err((
+                reason::FACTS_UNAVAILABLE,
+                format!("the Services could not be read: {why}"),
+            ));
+        }
+    };
+    let mut selecting: Vec<&str> = services
+        .iter()
+        .filter(|s| s.selects(pod))
+        .map(|s| s.name.as_str())
+        .collect();
+    selecting.sort_unstable();
+    selecting.dedup();
+    let room = (MAX_DNS_NAMES / signer.dns_names.len()).min(MAX_SERVICES);
+    let left_out = selecting.len().saturating_sub(room);
+    let mut names: Vec<String> = selecting
+        .iter()
+        .take(room)
+        .flat_map(|service| signer.dns_names_for(service, &pcr.namespace))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    Ok(DnsNames { names, left_out })
 }
 
 fn wait(what: &str, why: &str) -> Verdict {

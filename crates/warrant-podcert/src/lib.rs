@@ -51,7 +51,10 @@
 //!
 //! Only the SubjectPublicKeyInfo of the request reaches the leaf ([`key`]); the leaf has an
 //! empty subject and one URI SAN, `spiffe://<trust domain>/ns/<namespace>/sa/<name>`
-//! ([`certificate`]).
+//! ([`certificate`]), plus, when the signer's policy has `dnsNames` templates, DNS names
+//! rendered from the names of the Services (read live) that select the pod: a Service with a
+//! non-empty selector all of whose labels the pod has, not `ExternalName`; the first 32 by
+//! name, at most 100 names. Services that could not be read are a `Requeue`.
 //!
 //! A status that fails the mirror is a bug in warrant: [`decide`] returns
 //! [`DecideError::StatusRejected`] (log, count, write nothing, retry with backoff) rather than
@@ -102,8 +105,8 @@ pub use certificate::{
     RootTemplate, SignError, ecdsa_signature_to_der, equivalent_roots,
 };
 pub use decide::{
-    BACKDATE, DecideError, Decision, Facts, Issued, Live, NamedObject, PodFacts, decide,
-    decide_json, reason,
+    BACKDATE, DecideError, Decision, Facts, Issued, Live, MAX_DNS_NAMES, MAX_SERVICES, NamedObject,
+    PodFacts, ServiceFacts, decide, decide_json, reason,
 };
 pub use key::{KeyType, RequestedKey};
 pub use policy::{PodCertificatePolicy, SignerPolicy};

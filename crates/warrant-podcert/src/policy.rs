@@ -12,9 +12,17 @@
 //!       serviceAccounts: ["*"]          # in those namespaces
 //!       keyTypes: [ECDSAP256, ED25519]  # default: every type kube accepts
 //!       maxExpirationSeconds: 86400     # default 86400; at least 3600
+//!       dnsNames:                       # default none: the SPIFFE ID alone
+//!         - "${service}.${namespace}.svc"
+//!         - "${service}.${namespace}.svc.cluster.local"
 //! ```
 //!
 //! A signer name with no entry here is not warrant's: its PCRs are left alone.
+//!
+//! `dnsNames` are templates rendered once for each Service in the pod's namespace that
+//! selects the pod (read live, never taken from the request): `${service}` is the Service's
+//! name, `${namespace}` the namespace. Each placeholder fills a whole label, so any valid
+//! Service and namespace name renders to a valid DNS name; that is checked at load.
 
 use serde::Deserialize;
 
@@ -47,7 +55,31 @@ pub enum PolicyError {
     /// No key type allowed.
     #[error("podCertificates signer {0:?}: keyTypes is empty")]
     NoKeyTypes(String),
+    /// More DNS name templates than [`MAX_DNS_TEMPLATES`].
+    #[error("podCertificates signer {0:?}: dnsNames has more than 8 templates")]
+    TooManyDnsNames(String),
+    /// A DNS name template that does not always render to a DNS name.
+    #[error("podCertificates signer {signer:?}: dnsNames template {template:?} {why}")]
+    DnsName {
+        /// The signer entry's name.
+        signer: String,
+        /// The template as written.
+        template: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
 }
+
+/// The most DNS name templates one signer may have.
+pub const MAX_DNS_TEMPLATES: usize = 8;
+/// The placeholder for a Service's name in a DNS name template.
+pub const SERVICE_PLACEHOLDER: &str = "${service}";
+/// The placeholder for the pod's namespace in a DNS name template.
+pub const NAMESPACE_PLACEHOLDER: &str = "${namespace}";
+/// The longest a Service or namespace name can be (a DNS label).
+const MAX_LABEL: usize = 63;
+/// The longest DNS name (RFC 1035 §2.3.4, as text without the final dot).
+const MAX_DNS_NAME: usize = 253;
 
 /// The `podCertificates` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -77,6 +109,10 @@ pub struct SignerPolicy {
     /// The longest leaf, in seconds (a PCR may ask for less).
     #[serde(default = "default_lifetime")]
     pub max_expiration_seconds: i64,
+    /// DNS name templates, rendered for each Service that selects the pod (see the module's
+    /// docs); empty (the default): no DNS names, and Services are never read.
+    #[serde(default)]
+    pub dns_names: Vec<String>,
 }
 
 fn everything() -> Vec<String> {
@@ -122,6 +158,16 @@ impl PodCertificatePolicy {
             if signer.key_types.is_empty() {
                 return Err(PolicyError::NoKeyTypes(name.clone()));
             }
+            if signer.dns_names.len() > MAX_DNS_TEMPLATES {
+                return Err(PolicyError::TooManyDnsNames(name.clone()));
+            }
+            for template in &signer.dns_names {
+                check_dns_template(template).map_err(|why| PolicyError::DnsName {
+                    signer: name.clone(),
+                    template: template.clone(),
+                    why,
+                })?;
+            }
         }
         Ok(())
     }
@@ -141,6 +187,79 @@ impl SignerPolicy {
                 .iter()
                 .any(|g| glob(g, service_account))
     }
+
+    /// The DNS names of this signer's templates for Service `service` in `namespace`: every
+    /// template rendered, those that are not DNS names (a name no API server would have
+    /// accepted) left out. Nothing for a name that is not one DNS label (no API server
+    /// accepts such a Service or namespace name).
+    pub fn dns_names_for(&self, service: &str, namespace: &str) -> Vec<String> {
+        if !is_dns_label(service) || !is_dns_label(namespace) {
+            return Vec::new();
+        }
+        self.dns_names
+            .iter()
+            .map(|t| {
+                t.split('.')
+                    .map(|label| match label {
+                        SERVICE_PLACEHOLDER => service,
+                        NAMESPACE_PLACEHOLDER => namespace,
+                        literal => literal,
+                    })
+                    .collect::<Vec<_>>()
+                    .join(".")
+            })
+            .filter(|name| is_dns_name(name))
+            .collect()
+    }
+}
+
+/// Checks that `template` renders to a DNS name for every valid Service and namespace name:
+/// labels separated by `.`, each either a whole placeholder or a literal label, `${service}`
+/// present (the names come from the Services that select the pod, or there is no reason to
+/// give them), and at most 253 characters with every placeholder at its longest (63).
+fn check_dns_template(template: &str) -> Result<(), &'static str> {
+    let mut longest = 0;
+    let mut has_service = false;
+    for label in template.split('.') {
+        longest += 1; // the dot before it, or (for the first) one too many
+        if label == SERVICE_PLACEHOLDER {
+            has_service = true;
+            longest += MAX_LABEL;
+        } else if label == NAMESPACE_PLACEHOLDER {
+            longest += MAX_LABEL;
+        } else if label.contains('$') || label.contains('{') || label.contains('}') {
+            return Err(
+                "has a placeholder that is not ${service} or ${namespace} as a whole label",
+            );
+        } else if !is_dns_label(label) {
+            return Err("has a label that is not 1 to 63 of a-z, 0-9 and '-' (not first or last)");
+        } else {
+            longest += label.len();
+        }
+    }
+    if !has_service {
+        return Err("has no ${service} label");
+    }
+    if longest - 1 > MAX_DNS_NAME {
+        return Err("can render longer than 253 characters (each placeholder up to 63)");
+    }
+    Ok(())
+}
+
+/// 1 to 63 of lower-case letters, digits and `-`, neither first nor last (RFC 1123).
+fn is_dns_label(label: &str) -> bool {
+    !label.is_empty()
+        && label.len() <= MAX_LABEL
+        && !label.starts_with('-')
+        && !label.ends_with('-')
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// Labels joined by `.`, at most 253 characters.
+pub fn is_dns_name(name: &str) -> bool {
+    name.len() <= MAX_DNS_NAME && name.split('.').all(is_dns_label)
 }
 
 /// `<domain>/<path>` with a domain outside `kubernetes.io` (whose names kube reserves).
@@ -231,6 +350,7 @@ mod tests {
                     service_accounts: everything(),
                     key_types: all_key_types(),
                     max_expiration_seconds: 3600,
+                    dns_names: vec![],
                 }],
             };
             assert_eq!(
@@ -239,5 +359,66 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    fn with_dns_names(templates: &[&str]) -> PodCertificatePolicy {
+        serde_json::from_value(serde_json::json!({
+            "trustDomain": "cluster.local",
+            "signers": [{
+                "signerName": "warrant.example.com/spiffe",
+                "namespaces": ["*"],
+                "dnsNames": templates,
+            }]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn dns_name_templates_render_whole_labels_and_bad_ones_are_refused_naming_the_signer() {
+        let policy = with_dns_names(&[
+            "${service}.${namespace}.svc",
+            "${service}.${namespace}.svc.cluster.local",
+            "${service}.internal-example.com",
+        ]);
+        policy.validate().unwrap();
+        assert_eq!(
+            policy.signers[0].dns_names_for("web", "shop"),
+            [
+                "web.shop.svc",
+                "web.shop.svc.cluster.local",
+                "web.internal-example.com"
+            ]
+        );
+        assert!(with_dns_names(&[]).validate().is_ok());
+        let long = format!(
+            "${{service}}.${{namespace}}.{}",
+            vec!["a".repeat(63); 2].join(".")
+        );
+        for (template, why) in [
+            ("${namespace}.svc", "no ${service}"),
+            ("${service}-x.svc", "not ${service} or ${namespace}"),
+            ("${pod}.svc", "not ${service} or ${namespace}"),
+            ("${service}.${NAMESPACE}", "not ${service} or ${namespace}"),
+            ("*.${service}.svc", "a-z, 0-9"),
+            ("${service}..svc", "a-z, 0-9"),
+            ("${service}.Svc", "a-z, 0-9"),
+            ("${service}.-svc", "a-z, 0-9"),
+            ("${service}.svc.", "a-z, 0-9"),
+            (long.as_str(), "253"),
+        ] {
+            let err = with_dns_names(&[template]).validate().unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains("warrant.example.com/spiffe") && text.contains(why),
+                "{template}: {text}"
+            );
+        }
+        let many = ["${service}.a"; 9];
+        assert_eq!(
+            with_dns_names(&many).validate(),
+            Err(PolicyError::TooManyDnsNames(
+                "warrant.example.com/spiffe".into()
+            ))
+        );
     }
 }

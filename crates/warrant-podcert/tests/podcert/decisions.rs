@@ -687,3 +687,173 @@ fn a_status_kube_would_refuse_is_an_error_never_written() {
     assert_eq!(chain.matches("-----BEGIN CERTIFICATE-----").count(), 2);
     assert!(chain.ends_with(&pem_of(ca().certificate().der())));
 }
+
+/// The default policy with DNS name templates.
+fn dns_policy(templates: &[&str]) -> PodCertificatePolicy {
+    let mut policy = policy();
+    policy.signers[0].dns_names = templates.iter().map(|t| (*t).to_owned()).collect();
+    policy.validate().unwrap();
+    policy
+}
+
+fn service(name: &str, selector: &[(&str, &str)]) -> ServiceFacts {
+    ServiceFacts {
+        name: name.into(),
+        selector: selector
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        external_name: false,
+    }
+}
+
+fn with_services(services: Vec<ServiceFacts>) -> Facts {
+    Facts {
+        services: Live::Found(services),
+        ..with_pod(|p| {
+            p.labels.insert("tier".into(), "web".into());
+        })
+    }
+}
+
+/// Issues with `policy` and `facts`, checking the leaf and the status as [`issue`] does.
+fn issue_with(pcr: &Value, facts: &Facts, policy: &PodCertificatePolicy) -> Box<Issued> {
+    let issued = issued(decide_now(pcr, facts, policy, now()));
+    let request = PodCertificateRequest::from_json(pcr).unwrap();
+    let spec = request.spec.as_ref().unwrap();
+    check_leaf(&issued, spec.key.spki(), KeyType::EcdsaP256);
+    validate_status_update(
+        &request.status,
+        &issued.status,
+        StatusContext {
+            key: Some(&spec.key),
+            max_expiration_seconds: spec.max_expiration_seconds,
+            now: now(),
+        },
+    )
+    .unwrap();
+    issued
+}
+
+#[test]
+fn dns_names_come_from_the_services_that_select_the_pod_and_nothing_else() {
+    let templates = [
+        "${service}.${namespace}.svc",
+        "${service}.${namespace}.svc.cluster.local",
+    ];
+    let with_templates = dns_policy(&templates);
+    // The CSR asks for names of its own: none reaches the leaf.
+    let mut params = CertificateParams::new(vec!["kubernetes.default.svc".to_owned()]).unwrap();
+    params
+        .subject_alt_names
+        .push(SanType::DnsName("evil.demo.svc".try_into().unwrap()));
+    let key = key(KeyType::EcdsaP256);
+    let pcr = pcr_with_csr(&csr_with(key, params, DistinguishedName::new()), now());
+    let rows: Vec<(&str, Vec<ServiceFacts>, Vec<&str>)> = vec![
+        (
+            "a Service selecting the pod by a subset of its labels",
+            vec![service("web", &[("app", "app")])],
+            vec!["web.demo.svc", "web.demo.svc.cluster.local"],
+        ),
+        (
+            "two Services, in any order; the names sorted",
+            vec![
+                service("web", &[("app", "app"), ("tier", "web")]),
+                service("api", &[("tier", "web")]),
+            ],
+            vec![
+                "api.demo.svc",
+                "api.demo.svc.cluster.local",
+                "web.demo.svc",
+                "web.demo.svc.cluster.local",
+            ],
+        ),
+        (
+            "a selector with a label the pod does not have",
+            vec![service("db", &[("app", "app"), ("tier", "db")])],
+            vec![],
+        ),
+        (
+            "a selector with another value",
+            vec![service("other", &[("app", "other")])],
+            vec![],
+        ),
+        (
+            "an empty selector (endpoints someone else chose)",
+            vec![service("manual", &[])],
+            vec![],
+        ),
+        (
+            "an ExternalName Service",
+            vec![ServiceFacts {
+                external_name: true,
+                ..service("outside", &[("app", "app")])
+            }],
+            vec![],
+        ),
+        ("no Services", vec![], vec![]),
+    ];
+    for (row, services, want) in rows {
+        let issued = issue_with(&pcr, &with_services(services), &with_templates);
+        assert_eq!(issued.dns_names, want, "{row}");
+        assert_eq!(issued.services_left_out, 0, "{row}");
+        let der = leaf_der(&issued.status.certificate_chain);
+        for asked in ["kubernetes.default", "evil"] {
+            assert!(
+                !der.windows(asked.len()).any(|w| w == asked.as_bytes()),
+                "{row}: {asked} from the CSR is in the leaf"
+            );
+        }
+    }
+
+    // Without templates nothing is looked at: Services unread still issue, with no names.
+    let unread = Facts {
+        services: Live::Unreadable("not read".into()),
+        ..facts()
+    };
+    assert!(issue_with(&pcr, &unread, &policy()).dns_names.is_empty());
+}
+
+#[test]
+fn services_that_cannot_be_read_requeue_when_the_policy_wants_dns_names() {
+    let pcr = pcr_with_csr(&stub_csr(key(KeyType::EcdsaP256)), now());
+    let facts = Facts {
+        services: Live::Unreadable("connection refused".into()),
+        ..facts()
+    };
+    let (reason, message) = requeued(decide_now(
+        &pcr,
+        &facts,
+        &dns_policy(&["${service}.${namespace}.svc"]),
+        now(),
+    ));
+    assert_eq!(reason, "FactsUnavailable");
+    assert!(
+        message.contains("Services") && message.contains("connection refused"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_namespace_of_many_services_gives_a_bounded_leaf() {
+    let pcr = pcr_with_csr(&stub_csr(key(KeyType::EcdsaP256)), now());
+    let services: Vec<ServiceFacts> = (0..200)
+        .rev()
+        .map(|i| service(&format!("svc-{i:03}"), &[("app", "app")]))
+        .collect();
+    // Two templates: the first 32 Services by name.
+    let two = dns_policy(&["${service}.${namespace}.svc", "${service}.example.com"]);
+    let issued = issue_with(&pcr, &with_services(services.clone()), &two);
+    assert_eq!(issued.dns_names.len(), 64);
+    assert_eq!(issued.services_left_out, 200 - 32);
+    assert!(issued.dns_names.contains(&"svc-031.demo.svc".to_owned()));
+    assert!(!issued.dns_names.contains(&"svc-032.demo.svc".to_owned()));
+    // Eight templates: at most 100 names, so 12 Services.
+    let templates: Vec<String> = (0..8)
+        .map(|i| format!("${{service}}.t{i}.example"))
+        .collect();
+    let refs: Vec<&str> = templates.iter().map(String::as_str).collect();
+    let issued = issue_with(&pcr, &with_services(services), &dns_policy(&refs));
+    assert_eq!(issued.dns_names.len(), 96);
+    assert_eq!(issued.services_left_out, 200 - 12);
+}

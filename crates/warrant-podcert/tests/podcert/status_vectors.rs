@@ -30,6 +30,7 @@ fn chain(key: &KeyPair, not_before: Timestamp, not_after: Timestamp) -> String {
             spki: &spki,
             key_type,
             spiffe_id: SPIFFE_ID,
+            dns_names: &[],
             not_before,
             not_after,
         },

@@ -77,6 +77,7 @@ pub(crate) fn facts() -> Facts {
             service_account_name: SA.into(),
             phase: "Running".into(),
             deletion_timestamp: None,
+            labels: [("app".to_owned(), "app".to_owned())].into(),
         }),
         service_account: Live::Found(NamedObject {
             name: SA.into(),
@@ -86,6 +87,7 @@ pub(crate) fn facts() -> Facts {
             name: NODE.into(),
             uid: NODE_UID.into(),
         }),
+        services: Live::Found(Vec::new()),
     }
 }
 
@@ -234,10 +236,9 @@ pub(crate) fn check_leaf(issued: &Issued, requested_spki: &[u8], key_type: KeyTy
     assert!(!ku.value.key_cert_sign());
     let san = leaf.subject_alternative_name().unwrap().unwrap();
     assert!(san.critical, "SAN critical: the subject is empty");
-    assert_eq!(
-        san.value.general_names,
-        vec![GeneralName::URI(&issued.spiffe_id)]
-    );
+    let mut names = vec![GeneralName::URI(&issued.spiffe_id)];
+    names.extend(issued.dns_names.iter().map(|n| GeneralName::DNSName(n)));
+    assert_eq!(san.value.general_names, names);
     // An independent verifier: rustls-webpki builds the path to the CA, for both usages.
     let ca_der = ca_der();
     let anchor = webpki::anchor_from_trusted_cert(&ca_der).unwrap();

@@ -122,6 +122,8 @@ fn default_policy(signers: &[String], trust_domain: &str) -> PodCertificatePolic
                 service_accounts: vec!["*".to_owned()],
                 key_types: KeyType::ALL.to_vec(),
                 max_expiration_seconds: DEFAULT_LIFETIME_SECONDS,
+                // No DNS names unless a policy file asks for them (and Services are not read).
+                dns_names: Vec::new(),
             })
             .collect(),
     }

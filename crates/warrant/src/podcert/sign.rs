@@ -11,8 +11,9 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Pod, Service, ServiceAccount};
 use kube::Api;
+use kube::api::ListParams;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -28,7 +29,7 @@ use warrant_audit::{
 use warrant_clock::Clock;
 use warrant_podcert::{
     CaSet, Decision, Facts, Live, NamedObject, PodCertificatePolicy, PodCertificateRequest,
-    PodFacts, reason,
+    PodFacts, ServiceFacts, reason,
 };
 use warrant_podcert_kube::{Outcome, Report, Sign};
 
@@ -160,7 +161,18 @@ impl Sign for PodCertSigner {
                     after: RETRY_AFTER,
                 };
             }
-            Decision::Issued(issued) => ("issued", "", issued.status.to_json()),
+            Decision::Issued(issued) => {
+                if issued.services_left_out > 0 {
+                    tracing::warn!(
+                        namespace = %request.namespace,
+                        name = %request.name,
+                        dns_names = issued.dns_names.len(),
+                        services_left_out = issued.services_left_out,
+                        "more Services select the pod than one certificate holds; the first by name were taken"
+                    );
+                }
+                ("issued", "", issued.status.to_json())
+            }
             Decision::Denied {
                 reason,
                 message: _,
@@ -229,27 +241,40 @@ fn unread() -> Facts {
         pod: Live::Unreadable(not_read()),
         service_account: Live::Unreadable(not_read()),
         node: Live::Unreadable(not_read()),
+        services: Live::Unreadable(not_read()),
     }
 }
 
 impl PodCertSigner {
-    /// The pod, service account and node the PCR names, read now. Nothing is read for a PCR
-    /// the decision will not look at (terminal, another signer's, one whose spec is unusable).
+    /// The pod, service account and node the PCR names, read now, and the Services of its
+    /// namespace when the signer's policy has DNS name templates (one list: a namespace's
+    /// Services are few next to its pods). Nothing is read for a PCR the decision will not
+    /// look at (terminal, another signer's, one whose spec is unusable).
     async fn facts(&self, request: &PodCertificateRequest, policy: &PodCertificatePolicy) -> Facts {
-        let spec = match &request.spec {
-            Ok(spec) if !request.is_terminal() && policy.signer(&request.signer_name).is_some() => {
-                spec
-            }
+        let (spec, signer) = match (&request.spec, policy.signer(&request.signer_name)) {
+            (Ok(spec), Some(signer)) if !request.is_terminal() => (spec, signer),
             _ => return unread(),
+        };
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &request.namespace);
+        let wants_services = !signer.dns_names.is_empty();
+        let services = async {
+            if !wants_services {
+                return Live::Unreadable("not read: the signer gives no DNS names".to_owned());
+            }
+            match services.list(&ListParams::default()).await {
+                Ok(list) => Live::Found(list.items.iter().map(service_facts).collect()),
+                Err(error) => Live::Unreadable(error.to_string()),
+            }
         };
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &request.namespace);
         let accounts: Api<ServiceAccount> =
             Api::namespaced(self.client.clone(), &request.namespace);
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let (pod, account, node) = tokio::join!(
+        let (pod, account, node, services) = tokio::join!(
             pods.get_opt(&spec.pod_name),
             accounts.get_opt(&spec.service_account_name),
             nodes.get_opt(&spec.node_name),
+            services,
         );
         Facts {
             pod: live(pod, |pod| {
@@ -269,10 +294,12 @@ impl PodCertSigner {
                         .and_then(|s| s.phase.clone())
                         .unwrap_or_default(),
                     deletion_timestamp: meta.deletion_timestamp.as_ref().map(|t| t.0),
+                    labels: meta.labels.clone().unwrap_or_default(),
                 }
             }),
             service_account: live(account, |account| named(&account.metadata)),
             node: live(node, |node| named(&node.metadata)),
+            services,
         }
     }
 
@@ -286,6 +313,7 @@ impl PodCertSigner {
                     certificate.spki_sha256 = issued.spki_sha256.clone();
                     certificate.serial_number = issued.serial_hex.clone();
                     certificate.spiffe_id = issued.spiffe_id.clone();
+                    certificate.dns_names = issued.dns_names.clone();
                     certificate.not_before = issued.status.not_before.map(Timestamp::as_second);
                     certificate.not_after = issued.status.not_after.map(Timestamp::as_second);
                     certificate.ca_key_id = issued.ca_key_id.clone();
@@ -376,6 +404,16 @@ impl PodCertSigner {
                 tracing::debug!(%error, "could not publish a Warning event on a PodCertificateRequest");
             }
         });
+    }
+}
+
+/// What decides whether a Service selects a pod: its name, selector and type.
+fn service_facts(service: &Service) -> ServiceFacts {
+    let spec = service.spec.as_ref();
+    ServiceFacts {
+        name: service.metadata.name.clone().unwrap_or_default(),
+        selector: spec.and_then(|s| s.selector.clone()).unwrap_or_default(),
+        external_name: spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName"),
     }
 }
 

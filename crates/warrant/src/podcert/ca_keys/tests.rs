@@ -48,6 +48,7 @@ async fn leaf(ca: &dyn CaSigner, now: i64) -> Vec<u8> {
         spki: pod_key.verifying_key().spki_der(),
         key_type: KeyType::EcdsaP256,
         spiffe_id: "spiffe://cluster.local/ns/demo/sa/app",
+        dns_names: &[],
         not_before: at(now - 60),
         not_after: at(now + 3600),
     };
