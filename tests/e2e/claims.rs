@@ -78,6 +78,8 @@ async fn kubectl_gets_the_policys_claims_for_its_audience() {
             policy.to_str().unwrap(),
             "--cluster-name",
             "prod-eu-1",
+            "--audit-log-path",
+            "{dir}/audit.log",
         ],
     )
     .await;
@@ -104,6 +106,24 @@ async fn kubectl_gets_the_policys_claims_for_its_audience() {
     let status = w.review(&token, &["sts.amazonaws.com"]);
     assert_eq!(status["authenticated"], true, "{status}");
     assert_eq!(status["user"]["username"], "system:serviceaccount:demo:app");
+    // The audit trail records the claims where the token was issued and where it was reviewed.
+    let audit = std::fs::read_to_string(w.path("audit.log")).unwrap();
+    for kind in ["TokenRequest", "TokenReview"] {
+        let event: Value = audit
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|e| e["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} event in {audit}"));
+        assert_eq!(
+            event["extraClaims"]["https://example.com/cluster"], "prod-eu-1",
+            "{event}"
+        );
+        assert_eq!(
+            event["extraClaims"]["https://aws.amazon.com/tags"],
+            claims["https://aws.amazon.com/tags"],
+            "{event}"
+        );
+    }
 
     // kube's own audience (and any the policy does not name) gets kube's claims only.
     let mut args = vec!["--audience", "vault"];

@@ -300,7 +300,12 @@ fn audit_facts(
         reason,
         service_account: claims.and_then(ServiceAccount::from_claims),
         token: claims.map(|claims| {
-            TokenFacts::from_claims(claims, &header_key_id(token).unwrap_or_default())
+            let mut facts =
+                TokenFacts::from_claims(claims, &header_key_id(token).unwrap_or_default());
+            // The policy's claims, which the verified claims do not keep: read back from the
+            // token, only for the audit record.
+            facts.extra_claims = warrant_token::extra_claims_in(token);
+            facts
         }),
     }
 }

@@ -27,6 +27,24 @@ pub fn is_reserved_claim(name: &str) -> bool {
         .any(|registered| folds_to(name, registered))
 }
 
+/// The claims beyond kube's that `token` (a compact JWS, its signature already checked) carries,
+/// as an audit record of its review names them: every top-level claim that is not a registered
+/// one; `None` for a token with none, or whose payload does not decode. Decodes the payload
+/// again, so a reviewer asks only when it records them.
+pub fn extra_claims_in(token: &str) -> Option<Box<ExtraClaims>> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    let claims: Map<String, Value> = serde_json::from_slice(&bytes).ok()?;
+    let extra: ExtraClaims = claims
+        .into_iter()
+        .filter(|(name, _)| !is_reserved_claim(name))
+        .collect();
+    (!extra.is_empty()).then(|| Box::new(extra))
+}
+
 /// The claim AWS STS reads session tags from (`AssumeRoleWithWebIdentity`).
 pub const AWS_TAGS_CLAIM: &str = "https://aws.amazon.com/tags";
 
@@ -200,6 +218,30 @@ pub fn aws_session_tags(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tokens_extra_claims_are_read_back_and_kubes_are_not_among_them() {
+        use base64::Engine as _;
+        let encode =
+            |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        let payload = serde_json::json!({
+            "aud": ["sts"], "sub": "system:serviceaccount:a:b", "kubernetes.io": {},
+            "https://aws.amazon.com/tags": {"principal_tags": {"team": ["blue"]}},
+            "team": "blue",
+        });
+        let token = format!("e30.{}.c2ln", encode(&payload));
+        let extra = extra_claims_in(&token).unwrap();
+        assert_eq!(
+            extra.keys().collect::<Vec<_>>(),
+            ["https://aws.amazon.com/tags", "team"]
+        );
+        let plain = serde_json::json!({"aud": ["x"], "sub": "s", "kubernetes.io": {}});
+        assert_eq!(
+            extra_claims_in(&format!("e30.{}.c2ln", encode(&plain))),
+            None
+        );
+        assert_eq!(extra_claims_in("not a token"), None);
+    }
 
     #[test]
     fn reserved_claims_include_their_go_spellings() {

@@ -91,7 +91,7 @@ pub use dpop::{
 pub use error::{DocumentError, KeyError, TokenError};
 pub use extra::{
     AWS_TAGS_CLAIM, AwsTagError, ExtraClaims, aws_limits, aws_session_tags, aws_tag_char,
-    check_aws_tag_key, check_aws_tag_keys, check_aws_tag_value, is_reserved_claim,
+    check_aws_tag_key, check_aws_tag_keys, check_aws_tag_value, extra_claims_in, is_reserved_claim,
 };
 pub use gourl::path_unescape;
 pub use jws::{DetachedSignature, header_key_id};
