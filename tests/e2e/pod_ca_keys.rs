@@ -30,7 +30,7 @@ use crate::hsm::SoftHsm;
 use crate::kms::{boto3, moto_endpoint, recorded_arns};
 use crate::pki::openssl;
 use crate::pod_certificates::{
-    SIGNER, answered, cluster, condition, pcr, pem_count, refs, trust_bundle,
+    SIGNER, answered, cluster, condition, issue, pcr, pem_count, refs, trust_bundle,
 };
 use crate::support::*;
 
@@ -87,15 +87,7 @@ async fn a_ca_in_a_key_directory_signs_and_publishes_its_next_root_ahead() {
     );
 
     // A kubelet's PCR: issued by that CA, and the leaf verifies against the bundle.
-    cluster
-        .create_json(pcrs, pcr(dir, "app-0-cert", POD_UID))
-        .unwrap();
-    let issued = answered(&mut w, &cluster, "app-0-cert").await;
-    assert_eq!(
-        condition(&issued),
-        Some(("Issued".to_owned(), "Issued".to_owned())),
-        "{issued}"
-    );
+    let issued = issue(&mut w, &cluster, dir, "app-0-cert").await;
     let verify = |leaf: &str| {
         openssl(
             dir,
@@ -180,15 +172,7 @@ async fn a_ca_in_a_key_directory_signs_and_publishes_its_next_root_ahead() {
     }
     assert_eq!(w.metric(&unchanged).await, 1.0, "{}", w.log());
     assert_eq!(trust_bundle(&cluster).unwrap(), both);
-    cluster
-        .create_json(pcrs, pcr(dir, "app-0-cert-3", POD_UID))
-        .unwrap();
-    let issued = answered(&mut w, &cluster, "app-0-cert-3").await;
-    assert_eq!(
-        condition(&issued),
-        Some(("Issued".to_owned(), "Issued".to_owned())),
-        "{issued}"
-    );
+    issue(&mut w, &cluster, dir, "app-0-cert-3").await;
 }
 
 /// The pod certificate signer's flags with the CA's keys in `{dir}/ca-keys`, new keys of
@@ -329,15 +313,7 @@ async fn a_ca_in_a_pkcs11_token_signs_leaves_and_waits_while_the_token_is_away()
     })
     .await;
 
-    cluster
-        .create_json(pcrs, pcr(dir, "app-0-cert", POD_UID))
-        .unwrap();
-    let issued = answered(&mut w, &cluster, "app-0-cert").await;
-    assert_eq!(
-        condition(&issued),
-        Some(("Issued".to_owned(), "Issued".to_owned())),
-        "{issued}"
-    );
+    let issued = issue(&mut w, &cluster, dir, "app-0-cert").await;
     let (ca_kid, held_in) = held_ca_key(&w.path("ca-keys"));
     assert!(
         leaf_verifies(dir, &cluster, &issued, "leaf").contains(&ca_kid),
@@ -418,18 +394,7 @@ async fn a_ca_in_kms_signs_leaves_that_openssl_and_webpki_verify() {
             trust_bundle(&cluster).is_some()
         })
         .await;
-        cluster
-            .create_json(
-                pod_certificate_requests("v1beta1"),
-                pcr(dir, "app-0-cert", POD_UID),
-            )
-            .unwrap();
-        let issued = answered(&mut w, &cluster, "app-0-cert").await;
-        assert_eq!(
-            condition(&issued),
-            Some(("Issued".to_owned(), "Issued".to_owned())),
-            "{algorithm}: {issued}"
-        );
+        let issued = issue(&mut w, &cluster, dir, "app-0-cert").await;
         let (ca_kid, held_in) = held_ca_key(&w.path("ca-keys"));
         assert!(leaf_verifies(dir, &cluster, &issued, "leaf").contains(&ca_kid));
         let signature = openssl(

@@ -87,6 +87,21 @@ pub(crate) async fn answered(w: &mut Warrant, cluster: &Fixture, name: &str) -> 
     panic!("PCR {name} not answered; warrant's log:\n{}", w.log());
 }
 
+/// Creates a kubelet's PCR `demo/name` for the standard pod (its key and CSR in `dir`, see
+/// [`pcr`]) and waits until warrant answers it: `Issued`, or the test fails with the PCR.
+pub(crate) async fn issue(w: &mut Warrant, cluster: &Fixture, dir: &Path, name: &str) -> Value {
+    cluster
+        .create_json(pod_certificate_requests("v1beta1"), pcr(dir, name, POD_UID))
+        .unwrap();
+    let issued = answered(w, cluster, name).await;
+    assert_eq!(
+        condition(&issued),
+        Some(("Issued".to_owned(), "Issued".to_owned())),
+        "{name}: {issued}"
+    );
+    issued
+}
+
 /// What a PCR names: the pod's namespace, then the pod, its service account and its node, each
 /// as (name, UID).
 pub(crate) struct Requester<'a> {
@@ -302,15 +317,7 @@ async fn pods_get_certificates_that_verify_against_the_published_root() {
     assert_eq!(trust_bundle(&cluster).unwrap().trim(), root.trim());
 
     // A kubelet's PCR: issued, with the SPIFFE ID alone.
-    cluster
-        .create_json(pcrs, pcr(ca, "app-0-cert", POD_UID))
-        .unwrap();
-    let issued = answered(&mut w, &cluster, "app-0-cert").await;
-    assert_eq!(
-        condition(&issued),
-        Some(("Issued".to_owned(), "Issued".to_owned())),
-        "{issued}"
-    );
+    let issued = issue(&mut w, &cluster, ca, "app-0-cert").await;
     let chain = issued["status"]["certificateChain"].as_str().unwrap();
     let pod_key = check_leaf(
         ca,
@@ -597,18 +604,7 @@ async fn a_signer_with_dns_names_gives_those_of_the_services_that_select_the_pod
     })
     .await;
 
-    cluster
-        .create_json(
-            pod_certificate_requests("v1beta1"),
-            pcr(ca, "app-0-cert", POD_UID),
-        )
-        .unwrap();
-    let issued = answered(&mut w, &cluster, "app-0-cert").await;
-    assert_eq!(
-        condition(&issued),
-        Some(("Issued".to_owned(), "Issued".to_owned())),
-        "{issued}"
-    );
+    let issued = issue(&mut w, &cluster, ca, "app-0-cert").await;
     let chain = issued["status"]["certificateChain"].as_str().unwrap();
     let bundle = trust_bundle(&cluster).unwrap();
     check_leaf_names(
