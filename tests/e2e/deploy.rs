@@ -996,17 +996,7 @@ fn check_component(component: &str, objects: &[Value], flags: &[String], what: &
             let role = find(objects, "Role", "warrant-keys");
             assert_eq!(role["rules"][0]["resourceNames"][0], "warrant-keys");
             assert_eq!(role["metadata"]["namespace"], namespace, "{what}");
-            // By name: other components add variables of their own.
-            let pod_name = pod["containers"][0]["env"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|e| e["name"] == "POD_NAME")
-                .unwrap_or_else(|| panic!("{what}: no POD_NAME"));
-            assert_eq!(
-                pod_name["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
-                "POD_NAME names the Lease holder"
-            );
+            assert_lease_identity(&pod["containers"][0], what);
         }
         "audit" => assert!(
             flags.contains(&"--audit-log-path=-".to_owned()),
@@ -1262,16 +1252,7 @@ fn check_pod_certificates(objects: &[Value], flags: &[String], what: &str) {
                 role["rules"][2]["resourceNames"][0],
                 "warrant-pod-ca-keys-leader"
             );
-            let pod_name = container["env"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|e| e["name"] == "POD_NAME")
-                .unwrap_or_else(|| panic!("{what}: no POD_NAME"));
-            assert_eq!(
-                pod_name["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
-                "POD_NAME names the Lease holder"
-            );
+            assert_lease_identity(container, what);
         }
         None => {
             assert_eq!(secret_volumes.len(), 1, "{what}: the Secret warrant-pod-ca");
@@ -1713,6 +1694,21 @@ fn check_injection(objects: &[Value], flags: &[String], what: &str) {
 }
 
 /// The value of the container's variable `name`, if it has one.
+/// The container's `POD_NAME` (found by name: other components add variables of their own)
+/// comes from the downward API: it names the Lease holder.
+fn assert_lease_identity(container: &Value, what: &str) {
+    let pod_name = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "POD_NAME")
+        .unwrap_or_else(|| panic!("{what}: no POD_NAME"));
+    assert_eq!(
+        pod_name["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name",
+        "{what}: POD_NAME names the Lease holder"
+    );
+}
+
 fn env_value(container: &Value, name: &str) -> Option<String> {
     container["env"]
         .as_array()?
