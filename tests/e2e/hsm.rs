@@ -901,3 +901,59 @@ async fn a_key_is_revoked_while_the_token_is_unreachable_and_destroyed_once_it_i
     );
     assert_eq!(w.metric("warrant_keys_holder_disposals_pending").await, 0.0);
 }
+
+/// `--jwks-x5c` with the keys in a token: each key's certificate is signed in the token, after
+/// the key set is published, and the JWKS is published again with it; openssl reads it as the
+/// JWK's key.
+#[tokio::test]
+async fn the_jwks_carries_the_certificate_of_a_key_in_the_token() {
+    let hsm = SoftHsm::new();
+    let uri = hsm.uri();
+    let w =
+        Warrant::start_with_env(OBJECTS, |dir| flags(dir, &uri), &["--jwks-x5c"], &hsm.env()).await;
+    let mut jwks = Value::Null;
+    for _ in 0..200 {
+        jwks = serde_json::from_str(
+            &w.http
+                .get(w.url("/openid/v1/jwks"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        if jwks["keys"][0].get("x5c").is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let jwk = &jwks["keys"][0];
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(jwk["x5c"][0].as_str().expect("no x5c in the JWKS"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("key.der"), &der).unwrap();
+    let from_certificate = crate::pki::openssl(
+        dir.path(),
+        &[
+            "x509", "-inform", "DER", "-in", "key.der", "-noout", "-pubkey",
+        ],
+    );
+    let jwk_key = warrant_token::VerifyingKey::from_jwk(jwk).unwrap().to_pem();
+    assert_eq!(from_certificate.trim(), jwk_key.trim(), "{jwk}");
+    let subject = crate::pki::openssl(
+        dir.path(),
+        &[
+            "x509", "-inform", "DER", "-in", "key.der", "-noout", "-subject",
+        ],
+    );
+    assert!(
+        subject.contains(&format!(
+            "warrant token key {}",
+            jwk["kid"].as_str().unwrap()
+        )),
+        "{subject}"
+    );
+}

@@ -178,6 +178,33 @@ impl Issuer {
         )));
     }
 
+    /// With `--jwks-x5c`, makes the certificates of the published keys held in an HSM or KMS
+    /// (which sign only asynchronously, so [`set_keys`](Self::set_keys) publishes them without
+    /// one) and publishes the documents again with them. True if it published anything: the
+    /// caller then hands the documents to the publish targets. A key whose holder cannot sign
+    /// now stays without its certificate until the next key change asks again.
+    pub async fn certify_held_keys(&self) -> bool {
+        let missing = self.published().certificates_missing();
+        if missing.is_empty() {
+            return false;
+        }
+        let mut made = Vec::with_capacity(missing.len());
+        for key in &missing {
+            if let Some(der) = x5c::certificate_held(key).await {
+                made.push((key.key.kid().to_owned(), der));
+            }
+        }
+        if made.is_empty() {
+            return false;
+        }
+        // The keys in force now, which a key change meanwhile may have replaced.
+        let current = self.published();
+        self.inner.published.store(Arc::new(
+            current.with_certificates(&self.inner.settings, made),
+        ));
+        true
+    }
+
     /// When the published keys last changed (or the issuer started): what an external signer
     /// reports as the time its key data was taken.
     pub fn keys_changed_at(&self) -> Timestamp {

@@ -72,9 +72,40 @@ impl Published {
     /// [`new`](Self::new), keeping what `previous` (the key set it replaces) made once per key:
     /// the keys' certificates.
     pub fn after(settings: &Settings, keys: KeySet, previous: Option<&Published>) -> Self {
+        Self::render(
+            settings,
+            keys,
+            previous.and_then(|p| p.certificates.as_ref()),
+        )
+    }
+
+    /// The keys' certificates this set does not have yet (keys held in an HSM or KMS), with
+    /// `--jwks-x5c`.
+    pub(crate) fn certificates_missing(&self) -> Vec<warrant_keys::PublishedKey> {
+        match &self.certificates {
+            Some(certificates) => certificates.missing(&self.keys),
+            None => Vec::new(),
+        }
+    }
+
+    /// This key set again, with `made` certificates added.
+    pub(crate) fn with_certificates(
+        &self,
+        settings: &Settings,
+        made: Vec<(String, Vec<u8>)>,
+    ) -> Self {
+        let known = self.certificates.clone().unwrap_or_default().with(made);
+        Self::render(settings, self.keys.clone(), Some(&known))
+    }
+
+    fn render(
+        settings: &Settings,
+        keys: KeySet,
+        known_certificates: Option<&KeyCertificates>,
+    ) -> Self {
         let certificates = settings
             .jwks_x5c
-            .then(|| KeyCertificates::make(&keys, previous.and_then(|p| p.certificates.as_ref())));
+            .then(|| KeyCertificates::make(&keys, known_certificates));
         let verifier = Verifier::new(
             settings.issuers.clone(),
             settings.api_audiences.clone(),

@@ -7,8 +7,9 @@
 //! signed by the key itself, so it is published, rotated and removed with the key. Made once per
 //! key and kept while the key is: an RSA key's certificate is the same bytes in every replica
 //! (PKCS#1 v1.5 signatures are deterministic), an ECDSA key's differs between replicas in its
-//! signature only. Keys held in an HSM or KMS sign only asynchronously and get none (`serve`
-//! refuses the flag with them); static key files have no publication time and get none either.
+//! signature only. Keys held in an HSM or KMS sign only asynchronously: their certificates are
+//! made after their key set is published ([`crate::Issuer::certify_held_keys`]), and the JWKS is
+//! published again with them. Static key files have no publication time and get none.
 //!
 //! Costs: one signature per new key (an RSA-2048 signature is about a millisecond), at key
 //! changes only; the JWKS grows by about 1 KB per RSA key.
@@ -57,6 +58,23 @@ impl KeyCertificates {
             .map(|(_, der)| der.as_slice())
     }
 
+    /// The managed keys of `keys` that have no certificate here: keys held in an HSM or KMS,
+    /// whose certificates [`certificate_held`] makes.
+    pub(crate) fn missing(&self, keys: &KeySet) -> Vec<PublishedKey> {
+        keys.published_keys()
+            .iter()
+            .filter(|key| self.get(key.key.kid()).is_none())
+            .cloned()
+            .collect()
+    }
+
+    /// These certificates and `made`.
+    pub(crate) fn with(&self, made: Vec<(String, Vec<u8>)>) -> KeyCertificates {
+        let mut by_kid = self.by_kid.clone();
+        by_kid.extend(made.into_iter().map(|(kid, der)| (kid, Arc::new(der))));
+        KeyCertificates { by_kid }
+    }
+
     fn get_shared(&self, kid: &str) -> Option<Arc<Vec<u8>>> {
         self.by_kid
             .iter()
@@ -66,8 +84,26 @@ impl KeyCertificates {
 }
 
 /// `key`'s self-signed certificate, or `None` for a key that cannot sign at once (held
-/// elsewhere) or an algorithm X.509 signing does not take here (ES512).
+/// elsewhere: see [`certificate_held`]) or an algorithm X.509 signing does not take here (ES512).
 fn certificate(published: &PublishedKey) -> Option<Vec<u8>> {
+    let (algorithm, template) = template(published)?;
+    let raw = published.key.sign_message_now(template.tbs()).ok()?;
+    finish(algorithm, &template, &raw)
+}
+
+/// [`certificate`] for a key held in an HSM or KMS, whose signature is awaited.
+pub(crate) async fn certificate_held(published: &PublishedKey) -> Option<Vec<u8>> {
+    let (algorithm, template) = template(published)?;
+    let raw = published
+        .key
+        .sign_message(template.tbs().to_vec())
+        .await
+        .ok()?;
+    finish(algorithm, &template, &raw)
+}
+
+/// The certificate's unsigned part, and the algorithm it is signed with.
+fn template(published: &PublishedKey) -> Option<(CaAlgorithm, RootTemplate)> {
     let key = &published.key;
     let algorithm = match key.algorithm() {
         Algorithm::RS256 => CaAlgorithm::RsaPkcs1Sha256,
@@ -87,12 +123,14 @@ fn certificate(published: &PublishedKey) -> Option<Vec<u8>> {
         not_after,
     )
     .ok()?;
-    let raw = key.sign_message_now(template.tbs()).ok()?;
+    Some((algorithm, template))
+}
+
+/// The certificate with the key's raw signature (ECDSA's DER-encoded first), checked.
+fn finish(algorithm: CaAlgorithm, template: &RootTemplate, raw: &[u8]) -> Option<Vec<u8>> {
     let signature = match algorithm {
-        CaAlgorithm::EcdsaP256Sha256 | CaAlgorithm::EcdsaP384Sha384 => {
-            ecdsa_signature_to_der(&raw)?
-        }
-        CaAlgorithm::RsaPkcs1Sha256 | CaAlgorithm::Ed25519 => raw,
+        CaAlgorithm::EcdsaP256Sha256 | CaAlgorithm::EcdsaP384Sha384 => ecdsa_signature_to_der(raw)?,
+        CaAlgorithm::RsaPkcs1Sha256 | CaAlgorithm::Ed25519 => raw.to_vec(),
     };
     template.finish_der(&signature).ok()
 }

@@ -658,7 +658,7 @@ pub(crate) struct ServeArgs {
     #[arg(long = "signature-cache-size", value_name = "ENTRIES", default_value_t = warrant_issuer::DEFAULT_SIGNATURE_CACHE_ENTRIES, help_heading = "Reviews")]
     pub(crate) signature_cache_entries: u64,
     /// Publish each managed key also as a certificate in the JWKS (`x5c`, `x5t#S256`), for
-    /// relying parties that read keys from certificates. Keys warrant holds in memory only.
+    /// relying parties that read keys from certificates. Managed keys only.
     #[arg(long = "jwks-x5c", help_heading = "Discovery")]
     pub(crate) jwks_x5c: bool,
     /// Address to listen on.

@@ -663,7 +663,10 @@ impl Opened {
                     clock,
                     gate,
                     deadline,
-                    move |keys: KeySet| sink.set_managed(keys),
+                    move |keys: KeySet| {
+                        sink.set_managed(keys);
+                        Sink::certify_held(&sink);
+                    },
                 )?;
                 Ok(Running::spawn(|stop| async move {
                     stop.cancelled().await;
@@ -825,6 +828,21 @@ impl Sink {
         if !unchanged {
             self.publish_merged(&current);
         }
+    }
+
+    /// With `--jwks-x5c`, makes the certificates of keys held in an HSM or KMS (their
+    /// signatures awaited, off this call) and hands the documents to the publish targets again
+    /// once they are in the JWKS.
+    fn certify_held(sink: &Arc<Sink>) {
+        if !sink.state.issuer().settings().jwks_x5c {
+            return;
+        }
+        let sink = sink.clone();
+        tokio::spawn(async move {
+            if sink.state.issuer().certify_held_keys().await {
+                sink.feed_publisher();
+            }
+        });
     }
 
     fn set_extra(&self, extra: Vec<VerifyingKey>) {

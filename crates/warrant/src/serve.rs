@@ -243,13 +243,8 @@ fn check_key_source(
         }
         warn_about_policy(&policy);
     }
-    if args.jwks_x5c {
-        if !key_source.is_managed() {
-            return Err("--jwks-x5c needs managed keys (--key-dir or --key-secret): each key's certificate is valid from the key's publication, which static key files do not record".into());
-        }
-        if args.keys.pkcs11.key_pkcs11_uri.is_some() || args.keys.kms.key_kms_uri.is_some() {
-            return Err("--jwks-x5c is for keys warrant holds in memory: keys in a PKCS#11 token or KMS sign only asynchronously, and their certificates are not made (docs/discovery.md)".into());
-        }
+    if args.jwks_x5c && !key_source.is_managed() {
+        return Err("--jwks-x5c needs managed keys (--key-dir or --key-secret): each key's certificate is valid from the key's publication, which static key files do not record".into());
     }
     if args.signing_endpoint.is_some() && key_source.secret_without_copy() {
         tracing::warn!(
