@@ -29,6 +29,9 @@ mod copy;
 mod directory;
 mod disposal;
 mod holder;
+mod holder_check;
+mod holder_generate;
+mod holder_health;
 mod holder_metrics;
 mod leader;
 mod lifecycle;
@@ -47,7 +50,10 @@ mod test_support;
 pub use copy::{CopiedStore, CopyState, LocalCopy};
 pub use directory::DirStore;
 pub use disposal::RETIRE_DISPOSAL_GRACE_SECONDS;
-pub use holder::{Disposal, Disposed, Held, KeyHolder};
+pub use holder::{Disposal, Disposed, Held, HolderAdvice, HolderFuture, KeyHolder};
+pub use holder_check::{KeyUnusable, check_signing_keys, signing_keys};
+pub use holder_generate::{Generate, with_held_keys};
+pub use holder_health::{Health, Recovery, RecoveryPolicy, keep_healthy};
 pub use holder_metrics::HolderOperations;
 pub use leader::{Leadership, LeaseConfig, LeaseError, LeaseHolder, MIN_LEASE_SECONDS};
 pub use lifecycle::{
@@ -67,7 +73,7 @@ pub use static_files::{
     load_static,
 };
 pub use store::{ChangeFeed, KeyStore, MemoryStore, Saved, StoreError, StoreVersion, Stored};
-pub use stored::{EncodedKeySet, INDEX_FILE, decode, encode, key_file_name};
+pub use stored::{Decoded, EncodedKeySet, INDEX_FILE, decode, encode, key_file_name};
 
 use jiff::Timestamp;
 use warrant_token::{SigningKey, VerifyingKey};
