@@ -13,10 +13,13 @@
 //!   ([`encode`], [`decode`]); a [`KeyManager`] owns a store in a running server: it rotates the
 //!   keys on schedule (always, or only while this replica is the [`Leadership`] elected through
 //!   a Lease) and publishes every change.
-//! - A [`KeyHolder`] keeps a managed set's private keys outside the store (an HSM): the store
-//!   then records public keys and locators only, and every key it lists must be vouched for by
-//!   the holder itself before it is used: a store nobody but its writer vouches for holds
-//!   nothing worth stealing and nothing worth writing.
+//! - A [`KeyHolder`] keeps a managed set's private keys outside the store (an HSM, a cloud
+//!   KMS): the store then records public keys and locators only, and every key it lists must be
+//!   vouched for by the holder itself before it is used: a store nobody but its writer vouches
+//!   for holds nothing worth stealing and nothing worth writing. A holder is one async value
+//!   that carries everything asked of it (its keys, the startup check of the keys that sign
+//!   [`check_signing_keys`], reachability, import, its [`HolderAdvice`], its [`Health`]), and
+//!   [`keep_healthy`] is the one recovery loop for every holder.
 //! - A [`LocalCopy`] is a node's copy of a shared store ([`CopiedStore`] keeps it current), to
 //!   start from while the store cannot be reached: a control plane's cold start. It is decoded
 //!   through the same holder as the store, so a copy is trusted no more than the store is.

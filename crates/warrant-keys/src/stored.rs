@@ -334,8 +334,11 @@ pub struct Decoded {
     keys: ManagedKeySet,
     generation: u64,
     /// The holder, the store's name, and the held keys as the store claims them.
-    vouch: Option<(Held, String, Vec<(String, String, VerifyingKey)>)>,
+    vouch: Option<(Held, String, Vec<Claimed>)>,
 }
+
+/// A held key as a store claims it: kid, locator, public key.
+type Claimed = (String, String, VerifyingKey);
 
 impl Decoded {
     /// The set and its generation, once the holder (if any) vouched for every held key it
