@@ -18,8 +18,9 @@
 use std::sync::Arc;
 
 use aws_lc_rs::rand::{SecureRandom as _, SystemRandom};
-use warrant_keys::{Disposal, Disposed, KeyHolder};
-use warrant_token::{KeyError, KeyType, PemKey, SigningKey, VerifyingKey};
+use tokio::sync::watch;
+use warrant_keys::{Disposal, Disposed, Health, HolderAdvice, HolderFuture, KeyHolder, Recovery};
+use warrant_token::{KeyError, KeyType, PemKey, RemoteSignError, SigningKey, VerifyingKey};
 
 use crate::error::{HsmError, LocatorError};
 use crate::remote::{Pkcs11Key, find_recorded, remote_sign_error, token_name};
@@ -81,7 +82,8 @@ impl Pkcs11Holder {
     /// Checks that `key`, as a key store recorded it, can sign: its private object is on this
     /// token, sensitive, not extractable, of the recorded algorithm and an accepted size, and
     /// is the recorded key. [`KeyHolder::open`] does not look (a retired key's object is gone
-    /// on purpose); a server checks the keys that can still sign with this at startup, so a
+    /// on purpose); a server checks the keys that can still sign with this at startup
+    /// ([`warrant_keys::check_signing_keys`]), so a
     /// missing or unsuitable object is one startup error rather than a failure at the first
     /// signature. A key made before warrant took every use but signing from its keys
     /// (`CKA_DECRYPT`, `CKA_UNWRAP`, `CKA_DERIVE`) loses them here, said in the log; a token
@@ -128,13 +130,72 @@ fn key_error(err: HsmError) -> KeyError {
     KeyError::Remote(remote_sign_error(err))
 }
 
+/// What an operator is told about a token.
+pub static ADVICE: HolderAdvice = HolderAdvice {
+    flag: "--key-pkcs11-uri",
+    name: "the PKCS#11 token",
+    short: "the token",
+    restore: "Restore the object from the token's backup",
+    docs: "docs/keys.md, \"Keys in an HSM\"",
+    import: None,
+    retries: "the warrant server that writes this store destroys it once it reaches the token, retrying until it is gone (or the next `warrant serve` on this store does)",
+};
+
+/// The token's answers, blocking (the device layer): the [`KeyHolder`] methods run them on the
+/// token's [`BlockingSemaphore`](crate::BlockingSemaphore).
+impl Pkcs11Holder {
+    /// A new key of `key_type` in the token ([`KeyHolder::generate`]). Blocks.
+    pub fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
+        self.generate_key(key_type).map_err(key_error)
+    }
+
+    /// Whether the token vouches for the key at `locator` ([`KeyHolder::vouch`]). Blocks.
+    pub fn vouch(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError> {
+        let id = self.locator_id(locator).map_err(key_error)?;
+        self.token.vouch(&id, public).map_err(key_error)
+    }
+
+    /// Disposes of key `kid` at `locator` ([`KeyHolder::dispose`]). Blocks.
+    pub fn dispose(
+        &self,
+        locator: &str,
+        kid: &str,
+        disposal: Disposal,
+    ) -> Result<Disposed, KeyError> {
+        let id = match self.locator_id(locator) {
+            Ok(id) => id,
+            // A locator that names nothing on this token names nothing of warrant's here.
+            Err(HsmError::Locator(error)) => return Ok(Disposed::NotTheKey(error.to_string())),
+            Err(error) => return Err(key_error(error)),
+        };
+        self.token.dispose(&id, kid, disposal).map_err(key_error)
+    }
+
+    /// Runs `call` with a clone of this holder on the token's blocking threads.
+    fn blocking<'a, T: Send + 'static>(
+        &self,
+        call: impl FnOnce(Pkcs11Holder) -> Result<T, KeyError> + Send + 'static,
+    ) -> HolderFuture<'a, Result<T, KeyError>> {
+        let holder = self.clone();
+        Box::pin(async move {
+            let threads = holder.token.signing_threads().clone();
+            let answer = threads.run(move || Ok(call(holder))).await;
+            answer.map_err(key_error)?
+        })
+    }
+}
+
 impl KeyHolder for Pkcs11Holder {
     fn describe(&self) -> String {
         token_name(self.token.uri())
     }
 
-    fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
-        self.generate_key(key_type).map_err(key_error)
+    fn advice(&self) -> &'static HolderAdvice {
+        &ADVICE
+    }
+
+    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
+        self.blocking(move |holder| holder.generate(key_type))
     }
 
     fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
@@ -143,18 +204,56 @@ impl KeyHolder for Pkcs11Holder {
         Ok(remote(key))
     }
 
-    fn vouch(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError> {
-        let id = self.locator_id(locator).map_err(key_error)?;
-        self.token.vouch(&id, public).map_err(key_error)
+    fn vouch<'a>(
+        &'a self,
+        locator: &'a str,
+        public: &'a VerifyingKey,
+    ) -> HolderFuture<'a, Result<(), KeyError>> {
+        let (locator, public) = (locator.to_owned(), public.clone());
+        self.blocking(move |holder| holder.vouch(&locator, &public))
     }
 
-    fn dispose(&self, locator: &str, kid: &str, disposal: Disposal) -> Result<Disposed, KeyError> {
-        let id = match self.locator_id(locator) {
-            Ok(id) => id,
-            // A locator that names nothing on this token names nothing of warrant's here.
-            Err(HsmError::Locator(error)) => return Ok(Disposed::NotTheKey(error.to_string())),
-            Err(error) => return Err(key_error(error)),
+    fn dispose<'a>(
+        &'a self,
+        locator: &'a str,
+        kid: &'a str,
+        disposal: Disposal,
+    ) -> HolderFuture<'a, Result<Disposed, KeyError>> {
+        let (locator, kid) = (locator.to_owned(), kid.to_owned());
+        self.blocking(move |holder| holder.dispose(&locator, &kid, disposal))
+    }
+
+    fn check<'a>(&'a self, key: &'a SigningKey) -> HolderFuture<'a, Result<(), KeyError>> {
+        let key = key.clone();
+        self.blocking(move |holder| holder.check(&key).map_err(key_error))
+    }
+
+    fn import_pem<'a>(&'a self, pem: &'a [u8]) -> HolderFuture<'a, Result<SigningKey, KeyError>> {
+        let pem = pem.to_vec();
+        self.blocking(move |holder| holder.import_pem(&pem).map_err(key_error))
+    }
+
+    /// The token was reached when it was opened, and its health says whether it still is.
+    fn reachable(&self) -> HolderFuture<'_, Result<(), KeyError>> {
+        let reached = match self.token.health() {
+            Health::Healthy => Ok(()),
+            Health::Unavailable { cause, .. } => Err(KeyError::Remote(RemoteSignError {
+                unavailable: true,
+                source: cause,
+            })),
         };
-        self.token.dispose(&id, kid, disposal).map_err(key_error)
+        Box::pin(std::future::ready(reached))
+    }
+
+    fn health(&self) -> watch::Receiver<Health> {
+        self.token.subscribe_health()
+    }
+
+    fn probe(&self) -> HolderFuture<'_, ()> {
+        Box::pin(self.token.probe_now())
+    }
+
+    fn recover(&self) -> HolderFuture<'_, Recovery> {
+        Box::pin(self.token.recover())
     }
 }

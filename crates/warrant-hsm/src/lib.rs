@@ -16,9 +16,10 @@
 //!   issuer core signs with it through [`warrant_token::SigningKey::remote`].
 //! - [`Pkcs11Holder`] is warrant-keys' [`warrant_keys::KeyHolder`] for a token: a managed key
 //!   set's keys are generated, vouched for, found and destroyed there, and the key store
-//!   records only public keys and locators. A cloud KMS would be one more `RemoteKey` and `KeyHolder`.
+//!   records only public keys and locators. warrant-kms is one more `RemoteKey` and `KeyHolder`.
 //! - A token's sessions are a bounded pool; losing them makes the token [`Health::Unavailable`]
-//!   (calls fail fast) until [`Token::run_recovery`] reopens them, with backoff on tokio's clock.
+//!   (calls fail fast) until warrant-keys' one recovery loop ([`Token::run_recovery`]) reopens
+//!   them, with backoff on tokio's clock.
 //!
 //! The PKCS#11 calls themselves (and their `unsafe`) are the `cryptoki` crate's; this crate
 //! forbids `unsafe` like every warrant crate. Hashing for ECDSA is aws-lc's.
@@ -26,7 +27,7 @@
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! use warrant_hsm::{HsmMetrics, Pkcs11Holder, Pkcs11Uri, RecoveryPolicy, Token, TokenConfig};
-//! use warrant_keys::KeyHolder as _;
+//! use warrant_keys::KeyHolder;
 //!
 //! let uri: Pkcs11Uri = "pkcs11:token=warrant?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/run/secrets/pin".parse()?;
 //! let token = tokio::task::spawn_blocking(move || {
@@ -38,8 +39,8 @@
 //!     async move { token.run_recovery(RecoveryPolicy::default()).await }
 //! });
 //! let holder = Pkcs11Holder::new(token);
-//! // Blocking: at startup, or in spawn_blocking.
-//! let key = holder.generate(warrant_token::KeyType::P256)?;
+//! // On the token's blocking threads, through its semaphore.
+//! let key = KeyHolder::generate(&holder, warrant_token::KeyType::P256).await?;
 //! let signature = key.sign_detached_async("eyJzdWIiOiJ4In0").await?;
 //! # drop((recovery, signature)); Ok(()) }
 //! ```
@@ -59,10 +60,11 @@ mod token;
 mod uri;
 
 pub use error::{HsmError, LocatorError, Unsuitable};
-pub use holder::{KEY_ID_LEN, Pkcs11Holder};
+pub use holder::{ADVICE, KEY_ID_LEN, Pkcs11Holder};
 pub use metrics::HsmMetrics;
 pub use pin::{PinError, PinSource};
 pub use remote::{Pkcs11Key, remote_sign_error};
 pub use semaphore::BlockingSemaphore;
-pub use token::{Health, HsmKey, KeyAttributes, KeyEntry, RecoveryPolicy, Token, TokenConfig};
+pub use token::{Health, HsmKey, KeyAttributes, KeyEntry, Token, TokenConfig};
 pub use uri::{ObjectType, Pkcs11Uri, UriError};
+pub use warrant_keys::RecoveryPolicy;

@@ -37,7 +37,7 @@ use crate::lifecycle::ManagedKeySet;
 
 use crate::holder::{Held, KeyHolder};
 use crate::store::{ChangeFeed, KeyStore, Saved, StoreError, StoreVersion, Stored};
-use crate::stored::{INDEX_FILE, decode, encode};
+use crate::stored::{Decoded, INDEX_FILE, decode, encode};
 
 const LOCK_FILE: &str = ".lock";
 /// How temporary files were named before [`private_file::replace`] wrote them: one a crash of
@@ -103,7 +103,9 @@ impl DirStore {
         }
     }
 
-    fn load_blocking(&self) -> Result<Option<Stored>, StoreError> {
+    /// The key set on disk, decoded but not vouched for yet (that asks the holder: not while
+    /// the directory is locked, nor on a blocking thread).
+    fn load_blocking(&self) -> Result<Option<Decoded>, StoreError> {
         if !self.dir.is_dir() {
             return Ok(None);
         }
@@ -112,14 +114,10 @@ impl DirStore {
         let Some(index) = self.read(INDEX_FILE)? else {
             return Ok(None);
         };
-        let (keys, generation) = decode(&self.describe(), &index, self.holder.as_ref(), |name| {
+        decode(&self.describe(), &index, self.holder.as_ref(), |name| {
             self.read(name)
-        })?;
-        Ok(Some(Stored {
-            keys,
-            version: StoreVersion(generation.to_string()),
-            generation,
-        }))
+        })
+        .map(Some)
     }
 
     /// The generation of the index on disk, if there is one.
@@ -305,7 +303,15 @@ impl KeyStore for DirStore {
     }
 
     async fn load(&self) -> Result<Option<Stored>, StoreError> {
-        self.blocking("read", |store| store.load_blocking()).await
+        let Some(decoded) = self.blocking("read", |store| store.load_blocking()).await? else {
+            return Ok(None);
+        };
+        let (keys, generation) = decoded.vouched().await?;
+        Ok(Some(Stored {
+            keys,
+            version: StoreVersion(generation.to_string()),
+            generation,
+        }))
     }
 
     async fn save_after(

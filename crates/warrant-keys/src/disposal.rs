@@ -150,7 +150,7 @@ impl Disposals {
             .min()
     }
 
-    /// Disposes of what is due at `now` for `keys` in `holder`, off the async threads; records
+    /// Disposes of what is due at `now` for `keys` in `holder`; records
     /// what was done, and keeps what failed due.
     pub(crate) async fn run(
         &mut self,
@@ -165,18 +165,12 @@ impl Disposals {
             metrics.disposals_pending(0);
             return;
         }
-        let asked = due.clone();
-        let answers = tokio::task::spawn_blocking(move || {
-            asked
-                .into_iter()
-                .map(|d| {
-                    let answer = holder.dispose(&d.locator, &d.kid, d.disposal);
-                    (d, answer, holder.describe())
-                })
-                .collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_default();
+        let described = holder.describe();
+        let mut answers = Vec::with_capacity(due.len());
+        for d in due.iter().cloned() {
+            let answer = holder.dispose(&d.locator, &d.kid, d.disposal).await;
+            answers.push((d, answer, described.clone()));
+        }
         let mut pending = due.len();
         for (due, answer, holder) in answers {
             let key = (due.kid.clone(), due.disposal);

@@ -28,24 +28,42 @@
 //! replica, on another node, checks the same store against the same holder.
 
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio::sync::watch;
 use warrant_token::{KeyError, KeyType, SigningKey, VerifyingKey};
 
+use crate::holder_health::{Health, Recovery, RecoveryPolicy};
 use crate::store_error::StoreError;
 
-/// Holds the private keys of a managed key set. Every method but [`open`](Self::open) and
-/// [`describe`](Self::describe) may block (a device, a network): call them from a blocking
-/// thread.
+/// What a holder's async methods return: a future that may run on any of the runtime's threads.
+pub type HolderFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Holds the private keys of a managed key set: one complete value (rustls' `CryptoProvider`
+/// is the model), so that the stores, the manager and the binary hold an `Arc<dyn KeyHolder>`
+/// and never ask which holder they have. Everything that asks the holder is async; a holder
+/// whose calls block (a PKCS#11 token) runs them on tokio's blocking threads itself.
+///
+/// Health and recovery are part of it: [`health`](Self::health) follows whether it can be
+/// called now, and [`keep_healthy`](crate::keep_healthy), one loop for every holder, drives
+/// [`probe`](Self::probe) and [`recover`](Self::recover) under the holder's own
+/// [`recovery_policy`](Self::recovery_policy). A holder in memory keeps the defaults: always
+/// healthy, nothing to recover.
 pub trait KeyHolder: Send + Sync + 'static {
     /// What holds the keys, for messages: `PKCS#11 token "warrant"`.
     fn describe(&self) -> String;
+
+    /// What an operator is told about this holder (its flag, how to restore a key, whether it
+    /// imports keys).
+    fn advice(&self) -> &'static HolderAdvice;
 
     /// A new key of `key_type`, generated inside the holder; its private half never leaves it.
     /// The holder keeps what it needs to [vouch](Self::vouch) for the key for as long as the key
     /// is not [forgotten](Disposal::Forget), its retirement included. A generation that fails
     /// part way leaves nothing behind.
-    fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError>;
+    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>>;
 
     /// A handle on the key at `locator` (as [`warrant_token::RemoteKey::locator`] gave it), whose
     /// public key the store recorded as `public`. Touches nothing in the holder and checks
@@ -63,18 +81,100 @@ pub trait KeyHolder: Send + Sync + 'static {
     /// error means it does not vouch for the key.
     ///
     /// [`generate`]: Self::generate
-    fn vouch(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError>;
+    fn vouch<'a>(
+        &'a self,
+        locator: &'a str,
+        public: &'a VerifyingKey,
+    ) -> HolderFuture<'a, Result<(), KeyError>>;
 
     /// Disposes of key `kid` at `locator`, but only if the holder finds that what is there is
     /// that key, kept for warrant (see [`vouch`](Self::vouch)); anything else is left alone
     /// ([`Disposed::NotTheKey`]). Disposing of a key already gone is [`Disposed::Gone`].
-    fn dispose(&self, locator: &str, kid: &str, disposal: Disposal) -> Result<Disposed, KeyError>;
+    fn dispose<'a>(
+        &'a self,
+        locator: &'a str,
+        kid: &'a str,
+        disposal: Disposal,
+    ) -> HolderFuture<'a, Result<Disposed, KeyError>>;
+
+    /// Checks that `key`, as a store recorded it, can sign in the holder now (its private half
+    /// present, usable and the recorded key). [`open`](Self::open) does not look (a retired
+    /// key's private half is gone on purpose); a server checks the keys that sign now or will
+    /// with this at startup ([`check_signing_keys`](crate::check_signing_keys)).
+    fn check<'a>(&'a self, key: &'a SigningKey) -> HolderFuture<'a, Result<(), KeyError>> {
+        let _ = key;
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// The private key in `pem` (PKCS#8, PKCS#1 or SEC1), imported into the holder with the
+    /// same kid. A holder that cannot import refuses with [`HolderAdvice::import`].
+    fn import_pem<'a>(&'a self, pem: &'a [u8]) -> HolderFuture<'a, Result<SigningKey, KeyError>> {
+        let _ = pem;
+        let refused = self
+            .advice()
+            .import
+            .unwrap_or("this key holder imports no keys");
+        Box::pin(std::future::ready(Err(KeyError::Remote(
+            warrant_token::RemoteSignError {
+                unavailable: false,
+                source: Arc::new(std::io::Error::other(refused)),
+            },
+        ))))
+    }
+
+    /// Whether the holder can be called now; the error says why not. Opening a holder calls
+    /// nothing in it (KMS is first asked when a key is), so a command that must know asks this.
+    fn reachable(&self) -> HolderFuture<'_, Result<(), KeyError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Follows the holder's health (for readiness and [`keep_healthy`](crate::keep_healthy)).
+    fn health(&self) -> watch::Receiver<Health> {
+        watch::channel(Health::Healthy).1
+    }
+
+    /// While healthy, every [`RecoveryPolicy::probe_interval`]: looks for what broke while idle
+    /// (a token gone, a key disabled behind warrant's back), updating the health.
+    fn probe(&self) -> HolderFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// While unavailable: one attempt at being callable again.
+    fn recover(&self) -> HolderFuture<'_, Recovery> {
+        Box::pin(std::future::ready(Recovery::Recovered))
+    }
+
+    /// How [`keep_healthy`](crate::keep_healthy) waits for this holder.
+    fn recovery_policy(&self) -> RecoveryPolicy {
+        RecoveryPolicy::default()
+    }
 }
 
 impl std::fmt::Debug for dyn KeyHolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.describe())
     }
+}
+
+/// What an operator is told about a holder: constant per kind of holder, so it is known even
+/// when the holder could not be opened.
+#[derive(Debug)]
+pub struct HolderAdvice {
+    /// The flag that names it: `--key-pkcs11-uri`.
+    pub flag: &'static str,
+    /// The holder in a sentence: `the PKCS#11 token`, `AWS KMS`.
+    pub name: &'static str,
+    /// The holder in a short phrase: `the token`, `KMS`.
+    pub short: &'static str,
+    /// What an operator can do in the holder to make a key that cannot sign sign again.
+    pub restore: &'static str,
+    /// Where the docs say more.
+    pub docs: &'static str,
+    /// Why it imports no keys; `None` when it does.
+    pub import: Option<&'static str>,
+    /// What happens to a revoked key the command could not dispose of (it could not reach the
+    /// holder): who disposes of it, and when.
+    pub retries: &'static str,
 }
 
 /// What to destroy of a key in its holder.
@@ -136,8 +236,8 @@ impl Held {
     /// asking only about those the last good read did not list, and then remembers exactly
     /// `keys`: a key that left the store is asked about again should it come back. The first
     /// key it does not vouch for (or cannot be asked about) refuses the whole read: the error
-    /// names it. Blocks when it asks.
-    pub(crate) fn vouch_all(
+    /// names it.
+    pub(crate) async fn vouch_all(
         &self,
         store: &str,
         keys: &[(String, String, VerifyingKey)],
@@ -151,7 +251,7 @@ impl Held {
             if known.contains(&(kid.clone(), locator.clone())) {
                 continue;
             }
-            self.holder.vouch(locator, public).map_err(|source| {
+            self.holder.vouch(locator, public).await.map_err(|source| {
                 let unavailable = matches!(&source, KeyError::Remote(e) if e.unavailable);
                 if unavailable {
                     StoreError::HolderUnavailable {

@@ -13,10 +13,13 @@
 //!   ([`encode`], [`decode`]); a [`KeyManager`] owns a store in a running server: it rotates the
 //!   keys on schedule (always, or only while this replica is the [`Leadership`] elected through
 //!   a Lease) and publishes every change.
-//! - A [`KeyHolder`] keeps a managed set's private keys outside the store (an HSM): the store
-//!   then records public keys and locators only, and every key it lists must be vouched for by
-//!   the holder itself before it is used: a store nobody but its writer vouches for holds
-//!   nothing worth stealing and nothing worth writing.
+//! - A [`KeyHolder`] keeps a managed set's private keys outside the store (an HSM, a cloud
+//!   KMS): the store then records public keys and locators only, and every key it lists must be
+//!   vouched for by the holder itself before it is used: a store nobody but its writer vouches
+//!   for holds nothing worth stealing and nothing worth writing. A holder is one async value
+//!   that carries everything asked of it (its keys, the startup check of the keys that sign
+//!   [`check_signing_keys`], reachability, import, its [`HolderAdvice`], its [`Health`]), and
+//!   [`keep_healthy`] is the one recovery loop for every holder.
 //! - A [`LocalCopy`] is a node's copy of a shared store ([`CopiedStore`] keeps it current), to
 //!   start from while the store cannot be reached: a control plane's cold start. It is decoded
 //!   through the same holder as the store, so a copy is trusted no more than the store is.
@@ -29,6 +32,9 @@ mod copy;
 mod directory;
 mod disposal;
 mod holder;
+mod holder_check;
+mod holder_generate;
+mod holder_health;
 mod holder_metrics;
 mod leader;
 mod lifecycle;
@@ -47,7 +53,10 @@ mod test_support;
 pub use copy::{CopiedStore, CopyState, LocalCopy};
 pub use directory::DirStore;
 pub use disposal::RETIRE_DISPOSAL_GRACE_SECONDS;
-pub use holder::{Disposal, Disposed, Held, KeyHolder};
+pub use holder::{Disposal, Disposed, Held, HolderAdvice, HolderFuture, KeyHolder};
+pub use holder_check::{KeyUnusable, check_signing_keys, signing_keys};
+pub use holder_generate::{Generate, with_held_keys};
+pub use holder_health::{Health, Recovery, RecoveryPolicy, keep_healthy};
 pub use holder_metrics::HolderOperations;
 pub use leader::{Leadership, LeaseConfig, LeaseError, LeaseHolder, MIN_LEASE_SECONDS};
 pub use lifecycle::{
@@ -67,7 +76,7 @@ pub use static_files::{
     load_static,
 };
 pub use store::{ChangeFeed, KeyStore, MemoryStore, Saved, StoreError, StoreVersion, Stored};
-pub use stored::{EncodedKeySet, INDEX_FILE, decode, encode, key_file_name};
+pub use stored::{Decoded, EncodedKeySet, INDEX_FILE, decode, encode, key_file_name};
 
 use jiff::Timestamp;
 use warrant_token::{SigningKey, VerifyingKey};

@@ -24,6 +24,7 @@ use warrant_token::{KeyError, SigningKey};
 
 use crate::disposal::Disposals;
 use crate::holder::KeyHolder;
+use crate::holder_generate::with_held_keys;
 use crate::lifecycle::{
     KeySchedule, KeyState, ManagedKeySet, PolicyError, Revocation, RotationPolicy,
 };
@@ -839,8 +840,8 @@ fn generated_in(before: &ManagedKeySet, next: &ManagedKeySet) -> Vec<SigningKey>
         .collect()
 }
 
-/// Runs a rotation off the async threads: generating an RSA key takes a while, and a key
-/// generated in a holder (an HSM) is a blocking call to it.
+/// Runs a rotation: with a holder, with the keys it makes ([`with_held_keys`]); else off the
+/// async threads, since generating an RSA key takes a while.
 async fn rotate(
     keys: ManagedKeySet,
     policy: RotationPolicy,
@@ -859,13 +860,17 @@ async fn rotate(
     if !due {
         return Ok(None);
     }
-    tokio::task::spawn_blocking(move || match &holder {
-        Some(holder) => keys.rotate(&policy, now, |key_type| holder.generate(key_type)),
-        None => keys.rotate(&policy, now, SigningKey::generate),
-    })
-    .await
-    .map_err(|_| KeyError::Crypto("generate a key (the task was interrupted)"))?
-    .map_err(ManagerError::Key)
+    match holder {
+        Some(holder) => with_held_keys(&*holder, |generate| keys.rotate(&policy, now, generate))
+            .await
+            .map_err(ManagerError::Key),
+        None => {
+            tokio::task::spawn_blocking(move || keys.rotate(&policy, now, SigningKey::generate))
+                .await
+                .map_err(|_| KeyError::Crypto("generate a key (the task was interrupted)"))?
+                .map_err(ManagerError::Key)
+        }
+    }
 }
 
 fn log_transitions(

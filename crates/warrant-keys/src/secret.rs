@@ -310,23 +310,15 @@ impl KeyStore for SecretStore {
             Contents::KeySet => {
                 let store = self.describe();
                 let data = secret.data.clone().unwrap_or_default();
-                let held = self.holder.clone();
-                // Off the async threads: a holder vouching for a key it has not seen is a
-                // blocking call to it (an HSM).
-                let (keys, generation) = tokio::task::spawn_blocking(move || {
-                    let index = data
-                        .get(INDEX_FILE)
-                        .map(|b| b.0.as_slice())
-                        .unwrap_or_default();
-                    decode(&store, index, held.as_ref(), |name| {
-                        Ok(data.get(name).map(|b| b.0.clone()))
-                    })
-                })
-                .await
-                .map_err(|_| StoreError::Unavailable {
-                    store: self.describe(),
-                    reason: "the task reading the key set was interrupted".into(),
-                })??;
+                let index = data
+                    .get(INDEX_FILE)
+                    .map(|b| b.0.as_slice())
+                    .unwrap_or_default();
+                let (keys, generation) = decode(&store, index, self.holder.as_ref(), |name| {
+                    Ok(data.get(name).map(|b| b.0.clone()))
+                })?
+                .vouched()
+                .await?;
                 let version = self.read(secret, generation)?;
                 Ok(Some(Stored {
                     keys,

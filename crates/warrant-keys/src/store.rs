@@ -321,7 +321,9 @@ impl KeyStore for MemoryStore {
             })?;
         let (keys, generation) = decode(&store, index, self.holder.as_ref(), |name| {
             Ok(files.get(name).cloned())
-        })?;
+        })?
+        .vouched()
+        .await?;
         Ok(Some(Stored {
             keys,
             version: StoreVersion(version.to_string()),

@@ -50,7 +50,9 @@
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use warrant_token::{KeyError, PrivateKeyPem, signing_key_from_pem, verifying_keys_from_pem};
+use warrant_token::{
+    KeyError, PrivateKeyPem, VerifyingKey, signing_key_from_pem, verifying_keys_from_pem,
+};
 
 use crate::holder::Held;
 use crate::lifecycle::{ManagedKey, ManagedKeySet, Revocation};
@@ -212,15 +214,15 @@ pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (S
 /// a missing file), checking that every file holds the key its name and the index claim.
 /// Keys held elsewhere are opened through `held`, which must be given exactly when the store
 /// records such keys, and only once the holder has vouched for every one of them (see
-/// `holder.rs`): a store with one entry it does not vouch for is refused whole. Vouching may
-/// ask the holder, which blocks: call this from a blocking thread when a holder is given.
-/// Returns the set and its generation. `store` names the store in errors.
+/// `holder.rs`): a store with one entry it does not vouch for is refused whole. Decoding asks
+/// nothing; vouching asks the holder, in [`Decoded::vouched`], which is the only way to the
+/// set. `store` names the store in errors.
 pub fn decode(
     store: &str,
     index: &[u8],
     held: Option<&Held>,
     mut read: impl FnMut(&str) -> Result<Option<Vec<u8>>, StoreError>,
-) -> Result<(ManagedKeySet, u64), StoreError> {
+) -> Result<Decoded, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         store: store.to_owned(),
         reason,
@@ -318,11 +320,36 @@ pub fn decode(
             store: store.to_owned(),
             source,
         })?;
-    // Last, once the records are known to be well formed: the only step that asks the holder.
-    if let Some(held) = held {
-        held.vouch_all(store, &claimed)?;
+    Ok(Decoded {
+        keys: set,
+        generation: index.generation,
+        vouch: held.map(|held| (held.clone(), store.to_owned(), claimed)),
+    })
+}
+
+/// A key set [decoded](decode) from a store, its held keys not vouched for yet.
+#[derive(Debug)]
+#[must_use = "a decoded key set is used only once its holder vouched for it"]
+pub struct Decoded {
+    keys: ManagedKeySet,
+    generation: u64,
+    /// The holder, the store's name, and the held keys as the store claims them.
+    vouch: Option<(Held, String, Vec<Claimed>)>,
+}
+
+/// A held key as a store claims it: kid, locator, public key.
+type Claimed = (String, String, VerifyingKey);
+
+impl Decoded {
+    /// The set and its generation, once the holder (if any) vouched for every held key it
+    /// lists: last, once the records are known to be well formed, and the only step that asks
+    /// the holder.
+    pub async fn vouched(self) -> Result<(ManagedKeySet, u64), StoreError> {
+        if let Some((held, store, claimed)) = &self.vouch {
+            held.vouch_all(store, claimed).await?;
+        }
+        Ok((self.keys, self.generation))
     }
-    Ok((set, index.generation))
 }
 
 #[cfg(test)]
@@ -345,9 +372,17 @@ mod tests {
     }
 
     fn decode_files(files: &BTreeMap<String, Vec<u8>>) -> Result<(ManagedKeySet, u64), StoreError> {
-        decode("test store", &files[INDEX_FILE], None, |name| {
+        vouched(decode("test store", &files[INDEX_FILE], None, |name| {
             Ok(files.get(name).cloned())
-        })
+        }))
+    }
+
+    /// What a store reads: the decoded set, vouched for (the fake holder answers at once).
+    fn vouched(decoded: Result<Decoded, StoreError>) -> Result<(ManagedKeySet, u64), StoreError> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(decoded?.vouched())
     }
 
     #[test]
@@ -492,7 +527,6 @@ mod tests {
     /// is refused without one; a store of private keys is refused with one.
     #[test]
     fn held_keys_and_private_keys_are_never_taken_for_each_other() {
-        use crate::KeyHolder as _;
         let fake = std::sync::Arc::new(crate::test_support::FakeHolder::default());
         let holder = Held::new(fake.clone());
         let held = fake.generate(KeyType::P256).unwrap();
@@ -515,9 +549,12 @@ mod tests {
             "{key_file}"
         );
 
-        let (decoded, _) = decode("test store", &encoded[INDEX_FILE], Some(&holder), |name| {
-            Ok(encoded.get(name).cloned())
-        })
+        let (decoded, _) = vouched(decode(
+            "test store",
+            &encoded[INDEX_FILE],
+            Some(&holder),
+            |name| Ok(encoded.get(name).cloned()),
+        ))
         .unwrap();
         let key = decoded.keys()[0].key();
         assert_eq!(key.kid(), held.kid());
@@ -577,9 +614,12 @@ mod tests {
         files: &BTreeMap<String, Vec<u8>>,
         held: &Held,
     ) -> Result<(ManagedKeySet, u64), StoreError> {
-        decode("test store", &files[INDEX_FILE], Some(held), |name| {
-            Ok(files.get(name).cloned())
-        })
+        vouched(decode(
+            "test store",
+            &files[INDEX_FILE],
+            Some(held),
+            |name| Ok(files.get(name).cloned()),
+        ))
     }
 
     /// Whoever can write the store cannot make warrant trust a key by listing it: a retired
@@ -667,7 +707,6 @@ mod tests {
     fn keys_vouched_for_are_not_asked_again_while_they_stay() {
         use std::sync::atomic::Ordering;
 
-        use crate::KeyHolder as _;
         let fake = std::sync::Arc::new(crate::test_support::FakeHolder::default());
         let holder = Held::new(fake.clone());
         let (t0, day) = (1_800_000_000, 86_400);

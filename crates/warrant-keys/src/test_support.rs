@@ -115,12 +115,21 @@ impl FakeHolder {
     }
 }
 
-impl crate::KeyHolder for FakeHolder {
-    fn describe(&self) -> String {
-        "fake holder".into()
-    }
+/// What the fake holder advises: nothing a test reads.
+static FAKE_ADVICE: crate::HolderAdvice = crate::HolderAdvice {
+    flag: "--fake-holder",
+    name: "the fake holder",
+    short: "the fake holder",
+    restore: "Restore it",
+    docs: "nowhere",
+    import: None,
+    retries: "nothing retries",
+};
 
-    fn generate(
+/// The fake holder's answers, at once (it holds everything in memory); its
+/// [`crate::KeyHolder`] methods hand them over as ready futures.
+impl FakeHolder {
+    pub(crate) fn generate(
         &self,
         key_type: KeyType,
     ) -> Result<warrant_token::SigningKey, warrant_token::KeyError> {
@@ -134,18 +143,7 @@ impl crate::KeyHolder for FakeHolder {
         Ok(Self::remote(key.kid(), key.verifying_key().clone()))
     }
 
-    fn open(
-        &self,
-        locator: &str,
-        public: warrant_token::VerifyingKey,
-    ) -> Result<warrant_token::SigningKey, warrant_token::KeyError> {
-        let kid = locator
-            .strip_prefix("fake:")
-            .ok_or_else(|| fake_error(false, "not a fake locator"))?;
-        Ok(Self::remote(kid, public))
-    }
-
-    fn vouch(
+    pub(crate) fn vouch(
         &self,
         locator: &str,
         public: &warrant_token::VerifyingKey,
@@ -161,7 +159,7 @@ impl crate::KeyHolder for FakeHolder {
         }
     }
 
-    fn dispose(
+    pub(crate) fn dispose(
         &self,
         locator: &str,
         kid: &str,
@@ -184,5 +182,50 @@ impl crate::KeyHolder for FakeHolder {
         } else {
             Ok(crate::Disposed::Gone)
         }
+    }
+}
+
+impl crate::KeyHolder for FakeHolder {
+    fn describe(&self) -> String {
+        "fake holder".into()
+    }
+
+    fn advice(&self) -> &'static crate::HolderAdvice {
+        &FAKE_ADVICE
+    }
+
+    fn generate(
+        &self,
+        key_type: KeyType,
+    ) -> crate::HolderFuture<'_, Result<warrant_token::SigningKey, warrant_token::KeyError>> {
+        Box::pin(std::future::ready(self.generate(key_type)))
+    }
+
+    fn open(
+        &self,
+        locator: &str,
+        public: warrant_token::VerifyingKey,
+    ) -> Result<warrant_token::SigningKey, warrant_token::KeyError> {
+        let kid = locator
+            .strip_prefix("fake:")
+            .ok_or_else(|| fake_error(false, "not a fake locator"))?;
+        Ok(Self::remote(kid, public))
+    }
+
+    fn vouch<'a>(
+        &'a self,
+        locator: &'a str,
+        public: &'a warrant_token::VerifyingKey,
+    ) -> crate::HolderFuture<'a, Result<(), warrant_token::KeyError>> {
+        Box::pin(std::future::ready(self.vouch(locator, public)))
+    }
+
+    fn dispose<'a>(
+        &'a self,
+        locator: &'a str,
+        kid: &'a str,
+        disposal: crate::Disposal,
+    ) -> crate::HolderFuture<'a, Result<crate::Disposed, warrant_token::KeyError>> {
+        Box::pin(std::future::ready(self.dispose(locator, kid, disposal)))
     }
 }

@@ -54,14 +54,14 @@ fn main() {
             .unwrap()
     };
     let (kms32, kms16) = (open(32), open(16));
-    let holder = KmsHolder::new(kms32.clone()).unwrap();
+    let holder = KmsHolder::new(kms32.clone());
 
     println!("moto's raw Sign:\n");
     println!("| algorithm | concurrency | signatures/s | p50 | p99 |");
     println!("|---|---|---|---|---|");
     let keys: Vec<(&str, SigningKey)> = [("RS256", KeyType::Rsa2048), ("ES256", KeyType::P256)]
         .into_iter()
-        .map(|(name, key_type)| (name, holder.generate(key_type).unwrap()))
+        .map(|(name, key_type)| (name, runtime.block_on(holder.generate(key_type)).unwrap()))
         .collect();
     for (name, key) in &keys {
         for concurrency in [1, 32] {

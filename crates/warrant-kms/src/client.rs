@@ -18,8 +18,8 @@
 //!
 //! **Health.** A call that cannot reach KMS, or whose credentials fail, makes KMS unavailable:
 //! later calls fail at once (TokenRequest 503, Sign `UNAVAILABLE`), `/readyz/keys` names the
-//! key and the cause, and [`Kms::run_recovery`] asks KMS again with backoff (0.2 s doubling to
-//! 5 s) until it answers. While healthy, it asks KMS every 10 s about each key that signs, so a
+//! key and the cause, and warrant-keys' recovery loop ([`Kms::run_recovery`]) asks KMS again
+//! with backoff (0.2 s doubling to 5 s) until it answers. While healthy, it asks KMS every 10 s about each key that signs, so a
 //! key disabled or deleted behind warrant's back shows in readiness before a request needs it.
 
 use std::future::Future;
@@ -38,7 +38,10 @@ use tokio::time::Instant;
 use warrant_clock::Clock;
 
 use crate::endpoint::{Endpoint, EndpointSource, quoted};
+use warrant_keys::{Health, Recovery, RecoveryPolicy};
+
 use crate::error::{Attempt, KmsError, classify};
+use crate::holder::KmsHolder;
 use crate::http::KmsHttp;
 use crate::metrics::KmsMetrics;
 use crate::revoked::RevokedKeys;
@@ -106,57 +109,6 @@ impl KmsConfig {
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
         self
-    }
-}
-
-/// How [`Kms::run_recovery`] waits.
-#[derive(Debug, Clone, Copy)]
-pub struct RecoveryPolicy {
-    /// The first wait after a failed probe; doubled after each failure.
-    pub initial_backoff: Duration,
-    /// The longest wait between probes of an unavailable KMS.
-    pub max_backoff: Duration,
-    /// How often the keys that sign are checked while KMS is healthy.
-    pub probe_interval: Duration,
-}
-
-impl Default for RecoveryPolicy {
-    fn default() -> Self {
-        RecoveryPolicy {
-            initial_backoff: Duration::from_millis(200),
-            max_backoff: Duration::from_secs(5),
-            probe_interval: Duration::from_secs(10),
-        }
-    }
-}
-
-/// Whether KMS can be called now.
-#[derive(Debug, Clone)]
-pub enum Health {
-    /// It answered the last call.
-    Healthy,
-    /// It did not (or the credentials failed); [`Kms::run_recovery`] is asking again.
-    Unavailable {
-        /// KMS, as messages name it.
-        kms: String,
-        /// What broke it.
-        cause: Arc<KmsError>,
-    },
-}
-
-impl Health {
-    /// True when KMS can be called.
-    pub fn is_healthy(&self) -> bool {
-        matches!(self, Health::Healthy)
-    }
-}
-
-impl std::fmt::Display for Health {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Health::Healthy => f.write_str("healthy"),
-            Health::Unavailable { cause, .. } => write!(f, "{cause}"),
-        }
     }
 }
 
@@ -343,7 +295,7 @@ impl Kms {
         Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
-        if let Health::Unavailable { kms, cause } = self.health() {
+        if let Health::Unavailable { holder: kms, cause } = self.health() {
             self.inner.metrics.observe(op, "unavailable", 0.0);
             return Err(KmsError::Unavailable { kms, cause });
         }
@@ -465,7 +417,7 @@ impl Kms {
         let was_healthy = self.inner.health.send_if_modified(|health| {
             let was = health.is_healthy();
             *health = Health::Unavailable {
-                kms: self.inner.name.clone(),
+                holder: self.inner.name.clone(),
                 cause: Arc::new(err.clone()),
             };
             was
@@ -486,39 +438,31 @@ impl Kms {
         }
     }
 
-    /// Keeps KMS's health current until dropped: while KMS is unavailable, asks it again with
-    /// backoff until it answers; while it is healthy, asks about each key that signs every
+    /// Keeps KMS's health current until dropped, with warrant-keys' one recovery loop
+    /// ([`warrant_keys::keep_healthy`]): while KMS is unavailable, asks it again with backoff
+    /// until it answers; while it is healthy, asks about each key that signs every
     /// `probe_interval`, so that a key disabled or deleted behind warrant's back shows in
     /// readiness, and one enabled again signs again; and about each key it disposed of as
     /// revoked or removed, so that one enabled again in KMS is counted and logged
     /// (`revoked.rs`).
     pub async fn run_recovery(&self, policy: RecoveryPolicy) {
-        let mut changes = self.subscribe_health();
-        let mut backoff = policy.initial_backoff;
-        loop {
-            if self.health().is_healthy() {
-                backoff = policy.initial_backoff;
-                tokio::select! {
-                    () = tokio::time::sleep(policy.probe_interval) => {
-                        self.check_signers().await;
-                        self.check_revoked().await;
-                    }
-                    changed = changes.changed() => if changed.is_err() { return },
-                }
-                continue;
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(policy.max_backoff);
-            self.probe().await;
-        }
+        warrant_keys::keep_healthy(&KmsHolder::new(self.clone()), policy).await;
     }
 
-    /// Asks KMS about the last key warrant asked about (any answer but a credential error
-    /// shows that KMS can be reached and the credentials work).
-    async fn probe(&self) {
+    /// While healthy: asks about each key that signs and each key disposed of as revoked.
+    pub(crate) async fn probe_keys(&self) {
+        self.check_signers().await;
+        self.check_revoked().await;
+    }
+
+    /// While unavailable: asks KMS about the last key warrant asked about (any answer but a
+    /// credential error shows that KMS can be reached and the credentials work).
+    pub(crate) async fn recover(&self) -> Recovery {
         if self.reachable().await.is_ok() {
             self.healed();
+            return Recovery::Recovered;
         }
+        Recovery::NotYet
     }
 
     /// Whether KMS can be reached with working credentials now: one `DescribeKey` of the last

@@ -71,7 +71,7 @@ pub enum KmsError {
         kms: String,
         /// What broke it (the same value readiness shows).
         #[source]
-        cause: Arc<KmsError>,
+        cause: Arc<dyn std::error::Error + Send + Sync>,
     },
     /// The key exists but cannot be used now: disabled, pending deletion or import.
     #[error("AWS KMS key {key}{}: {state}: {advice}", kid_of(.kid))]
@@ -115,7 +115,7 @@ pub enum KmsError {
         /// What is wrong.
         problem: String,
     },
-    /// KMS does not vouch for a key a key store says it holds for warrant (see `binding.rs`).
+    /// KMS does not vouch for a key a key store says it holds for warrant (see `ownership.rs`).
     #[error("AWS KMS key {key}: it is not warrant's key {kid}: {reason}")]
     NotHeld {
         /// The key's ARN, as the store names it.
@@ -177,9 +177,6 @@ pub enum KmsError {
     /// The key to import does not parse or cannot be imported.
     #[error("the key to import: {0}")]
     Import(String),
-    /// The holder's own thread (where blocking calls run) is gone.
-    #[error("AWS KMS: the holder's thread has stopped")]
-    Thread,
 }
 
 fn kid_of(kid: &Option<String>) -> String {
@@ -199,7 +196,6 @@ impl KmsError {
                 | KmsError::Credentials { .. }
                 | KmsError::Unavailable { .. }
                 | KmsError::KeyState { .. }
-                | KmsError::Thread
         )
     }
 
@@ -230,7 +226,6 @@ impl KmsError {
             KmsError::BadSignature { .. } => "bad_signature",
             KmsError::Service { .. } => "kms_error",
             KmsError::KeyType(_) | KmsError::Import(_) => "bad_key",
-            KmsError::Thread => "thread",
         }
     }
 }

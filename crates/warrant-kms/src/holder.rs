@@ -3,47 +3,64 @@
 //! **Generating.** `CreateKey` with `KeyUsage SIGN_VERIFY`, the key spec of the key type
 //! (`RSA_2048`, `RSA_3072`, `ECC_NIST_P256`, `ECC_NIST_P384`, `ECC_NIST_P521`), a description
 //! and the tag `warrant.dev/store=NAME`; then `GetPublicKey`, from which the kid comes exactly as
-//! for a PEM key, and the tag `warrant.dev/kid=KID` (`binding.rs`). If a step after the creation
+//! for a PEM key, and the tag `warrant.dev/kid=KID` (`ownership.rs`). If a step after the creation
 //! fails, the key is scheduled for deletion again, so a failed generation leaves nothing that
 //! signs.
 //!
 //! **What the store records** is the key's ARN, as [`RemoteKey::locator`]: nothing secret, and
 //! enough to find the key again. An ARN in another region is refused rather than looked up.
 //!
-//! **Blocking.** `KeyHolder`'s methods block by contract, and KMS's client is async: they run
-//! on the holder's own thread and runtime, so they can be called from any thread, a runtime's
-//! included (`warrant keys` calls them from its one). Signatures do not: they run on the
-//! caller's runtime ([`KmsKey`]).
+//! **Async.** `KeyHolder`'s methods are futures, and KMS's client is async: every call runs on
+//! the caller's runtime, as signatures do ([`KmsKey`]); no thread or runtime of its own.
 //!
 //! [`RemoteKey::locator`]: warrant_token::RemoteKey::locator
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use aws_sdk_kms::types::{KeySpec, KeyUsageType};
-use warrant_keys::{Disposal, Disposed, KeyHolder};
-use warrant_token::{KeyError, KeyType, SigningKey, VerifyingKey};
+use tokio::sync::watch;
+use warrant_keys::{
+    Disposal, Disposed, Health, HolderAdvice, HolderFuture, KeyHolder, Recovery, RecoveryPolicy,
+};
+use warrant_token::{KeyError, KeyType, RemoteSignError, SigningKey, VerifyingKey};
 
-use crate::binding::{KID_TAG, PENDING_WINDOW_DAYS, STORE_TAG, key_arn, tag};
 use crate::client::Kms;
 use crate::error::KmsError;
 use crate::key::{KmsKey, remote_sign_error};
+use crate::ownership::{KID_TAG, PENDING_WINDOW_DAYS, STORE_TAG, key_arn, tag};
 
 /// KMS holding a managed key set's private keys. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct KmsHolder {
     kms: Kms,
-    thread: HolderThread,
 }
 
+/// What an operator is told about KMS.
+pub static ADVICE: HolderAdvice = HolderAdvice {
+    flag: "--key-kms-uri",
+    name: "AWS KMS",
+    short: "KMS",
+    restore: "Enable the key again in KMS (cancelling its deletion if scheduled)",
+    docs: "docs/kms.md",
+    import: Some(
+        "importing a private key into AWS KMS is not supported: warrant generates its keys in KMS. To move from PEM keys to KMS, create a new store with `warrant keys generate --key-kms-uri` and serve it with the old public keys as --service-account-key-file until the old tokens expire (docs/kms.md, \"Importing keys\")",
+    ),
+    retries: "the warrant server that writes this store disables it in KMS and schedules its deletion once KMS answers, retrying until it is done (or the next `warrant serve` on this store does); until then KMS would still sign with it for anyone allowed to call Sign on it (docs/kms.md)",
+};
+
+/// How the recovery loop waits for KMS: as for a token, but at most 5 s between probes of an
+/// unavailable KMS (a call is cheap, and signing waits on it).
+const RECOVERY: RecoveryPolicy = RecoveryPolicy {
+    initial_backoff: Duration::from_millis(200),
+    max_backoff: Duration::from_secs(5),
+    probe_interval: Duration::from_secs(10),
+};
+
 impl KmsHolder {
-    /// Keys in `kms`. Starts the holder's thread.
-    pub fn new(kms: Kms) -> Result<KmsHolder, KmsError> {
-        Ok(KmsHolder {
-            kms,
-            thread: HolderThread::start()?,
-        })
+    /// Keys in `kms`.
+    pub fn new(kms: Kms) -> KmsHolder {
+        KmsHolder { kms }
     }
 
     /// KMS.
@@ -54,24 +71,20 @@ impl KmsHolder {
     /// Checks that `key`, as a key store recorded it, can sign: its KMS key is enabled, signs
     /// with the recorded algorithm, and holds the recorded public key. [`KeyHolder::open`]
     /// does not look (a retired key is disabled on purpose); a server checks the keys that can
-    /// still sign with this at startup. Blocks.
-    pub fn check(&self, key: &SigningKey) -> Result<(), KmsError> {
+    /// still sign with this at startup.
+    pub async fn check_key(&self, key: &SigningKey) -> Result<(), KmsError> {
         let remote = key.remote_key().ok_or_else(|| KmsError::Locator {
             locator: key.kid().to_owned(),
             reason: "is a key in memory, not one held in KMS".into(),
         })?;
-        let arn = key_arn(&remote.locator(), self.kms.uri().region())?.to_owned();
-        let public = key.verifying_key().clone();
-        let kms = self.kms.clone();
-        self.thread
-            .run(async move { kms.check_signing(&arn, &public).await })
+        let locator = remote.locator();
+        let arn = key_arn(&locator, self.kms.uri().region())?;
+        self.kms.check_signing(arn, key.verifying_key()).await
     }
 
-    /// Generates a key of `key_type` in KMS (see the module's doc). Blocks.
-    pub fn generate_key(&self, key_type: KeyType) -> Result<KmsKey, KmsError> {
-        let kms = self.kms.clone();
-        self.thread
-            .run(async move { generate(&kms, key_type).await })
+    /// Generates a key of `key_type` in KMS (see the module's doc).
+    pub async fn generate_key(&self, key_type: KeyType) -> Result<KmsKey, KmsError> {
+        generate(&self.kms, key_type).await
     }
 
     fn open_key(&self, locator: &str, public: VerifyingKey) -> Result<KmsKey, KmsError> {
@@ -128,7 +141,7 @@ async fn generate(kms: &Kms, key_type: KeyType) -> Result<KmsKey, KmsError> {
                 .call("schedule_key_deletion", Some(&arn), None, || {
                     client
                         .schedule_key_deletion()
-                        .key_id(crate::binding::key_id(&arn))
+                        .key_id(crate::ownership::key_id(&arn))
                         .pending_window_in_days(PENDING_WINDOW_DAYS)
                         .send()
                 })
@@ -150,7 +163,7 @@ const CHALLENGE: &[u8] = b"warrant: does the new KMS key hold the public key KMS
 async fn finish(kms: &Kms, arn: &str, key_type: KeyType) -> Result<VerifyingKey, KmsError> {
     let public = kms.public_key(arn, None).await?;
     let expected = key_spec(key_type);
-    if crate::binding::key_spec_of(&public).as_ref() != Some(&expected) {
+    if crate::ownership::key_spec_of(&public).as_ref() != Some(&expected) {
         return Err(KmsError::Unsuitable {
             key: arn.to_owned(),
             problem: format!(
@@ -199,8 +212,17 @@ impl KeyHolder for KmsHolder {
         )
     }
 
-    fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
-        self.generate_key(key_type).map(remote).map_err(key_error)
+    fn advice(&self) -> &'static HolderAdvice {
+        &ADVICE
+    }
+
+    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
+        Box::pin(async move {
+            self.generate_key(key_type)
+                .await
+                .map(remote)
+                .map_err(key_error)
+        })
     }
 
     fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
@@ -209,86 +231,64 @@ impl KeyHolder for KmsHolder {
             .map_err(key_error)
     }
 
-    fn vouch(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError> {
-        let arn = key_arn(locator, self.kms.uri().region())
-            .map_err(key_error)?
-            .to_owned();
-        let kms = self.kms.clone();
-        let public = public.clone();
-        self.thread
-            .run(async move { kms.vouch(&arn, &public).await })
-            .map_err(|err| match err {
+    fn vouch<'a>(
+        &'a self,
+        locator: &'a str,
+        public: &'a VerifyingKey,
+    ) -> HolderFuture<'a, Result<(), KeyError>> {
+        Box::pin(async move {
+            let arn = key_arn(locator, self.kms.uri().region()).map_err(key_error)?;
+            self.kms.vouch(arn, public).await.map_err(|err| match err {
                 // The key's state is an answer about the key, not KMS being out of reach.
-                err @ KmsError::KeyState { .. } => {
-                    KeyError::Remote(warrant_token::RemoteSignError {
-                        unavailable: false,
-                        source: Arc::new(err),
-                    })
-                }
+                err @ KmsError::KeyState { .. } => KeyError::Remote(RemoteSignError {
+                    unavailable: false,
+                    source: Arc::new(err),
+                }),
                 err => key_error(err),
             })
+        })
     }
 
-    fn dispose(&self, locator: &str, kid: &str, disposal: Disposal) -> Result<Disposed, KeyError> {
-        let arn = match key_arn(locator, self.kms.uri().region()) {
-            Ok(arn) => arn.to_owned(),
-            // A locator that names no key of this region names nothing of warrant's here.
-            Err(error) => return Ok(Disposed::NotTheKey(error.to_string())),
-        };
-        let kms = self.kms.clone();
-        let kid = kid.to_owned();
-        self.thread
-            .run(async move { kms.dispose(&arn, &kid, disposal).await })
-            .map_err(key_error)
-    }
-}
-
-type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// The holder's own thread, with a runtime of its own, where its blocking calls run. It stops
-/// when the last holder using it is dropped.
-#[derive(Clone)]
-struct HolderThread {
-    jobs: tokio::sync::mpsc::UnboundedSender<Job>,
-}
-
-impl std::fmt::Debug for HolderThread {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HolderThread")
-    }
-}
-
-impl HolderThread {
-    fn start() -> Result<HolderThread, KmsError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|_| KmsError::Thread)?;
-        let (jobs, mut queue) = tokio::sync::mpsc::unbounded_channel::<Job>();
-        std::thread::Builder::new()
-            .name("warrant-kms".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    while let Some(job) = queue.recv().await {
-                        tokio::spawn(job);
-                    }
-                });
-            })
-            .map_err(|_| KmsError::Thread)?;
-        Ok(HolderThread { jobs })
+    fn dispose<'a>(
+        &'a self,
+        locator: &'a str,
+        kid: &'a str,
+        disposal: Disposal,
+    ) -> HolderFuture<'a, Result<Disposed, KeyError>> {
+        Box::pin(async move {
+            let arn = match key_arn(locator, self.kms.uri().region()) {
+                Ok(arn) => arn,
+                // A locator that names no key of this region names nothing of warrant's here.
+                Err(error) => return Ok(Disposed::NotTheKey(error.to_string())),
+            };
+            self.kms
+                .dispose(arn, kid, disposal)
+                .await
+                .map_err(key_error)
+        })
     }
 
-    /// Runs `work` on the thread and waits for its answer.
-    fn run<T: Send + 'static>(
-        &self,
-        work: impl Future<Output = Result<T, KmsError>> + Send + 'static,
-    ) -> Result<T, KmsError> {
-        let (answer, answered) = std::sync::mpsc::sync_channel(1);
-        self.jobs
-            .send(Box::pin(async move {
-                let _ = answer.send(work.await);
-            }))
-            .map_err(|_| KmsError::Thread)?;
-        answered.recv().map_err(|_| KmsError::Thread)?
+    fn check<'a>(&'a self, key: &'a SigningKey) -> HolderFuture<'a, Result<(), KeyError>> {
+        Box::pin(async move { self.check_key(key).await.map_err(key_error) })
+    }
+
+    fn reachable(&self) -> HolderFuture<'_, Result<(), KeyError>> {
+        Box::pin(async move { self.kms.reachable().await.map_err(key_error) })
+    }
+
+    fn health(&self) -> watch::Receiver<Health> {
+        self.kms.subscribe_health()
+    }
+
+    fn probe(&self) -> HolderFuture<'_, ()> {
+        Box::pin(self.kms.probe_keys())
+    }
+
+    fn recover(&self) -> HolderFuture<'_, Recovery> {
+        Box::pin(self.kms.recover())
+    }
+
+    fn recovery_policy(&self) -> RecoveryPolicy {
+        RECOVERY
     }
 }

@@ -25,7 +25,9 @@ use aws_sdk_kms::types::{KeyState, MessageType, SigningAlgorithmSpec};
 use warrant_token::der::{INTEGER, SEQUENCE, expect};
 use warrant_token::{Algorithm, RemoteKey, RemoteSignError, RemoteSignature, VerifyingKey};
 
-use crate::client::{Health, Kms, Signer};
+use warrant_keys::Health;
+
+use crate::client::{Kms, Signer};
 use crate::error::{DISABLED_ADVICE, KmsError};
 
 /// The largest message KMS's `Sign` takes as `RAW`; longer inputs are sent as their digest.
@@ -130,7 +132,7 @@ pub(crate) fn rsa_modulus_len(public: &VerifyingKey) -> Option<usize> {
 
 /// A key in KMS that the issuer signs with ([`warrant_token::SigningKey::remote`]): its ARN
 /// and the public key the key store recorded (checked against KMS before the store is
-/// believed: `binding.rs`). Cheap to clone.
+/// believed: `ownership.rs`). Cheap to clone.
 #[derive(Clone)]
 pub struct KmsKey {
     shared: Arc<Shared>,

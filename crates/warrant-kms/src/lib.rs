@@ -14,7 +14,7 @@
 //! - [`KmsHolder`] is warrant-keys' [`warrant_keys::KeyHolder`] for KMS: keys generated with
 //!   `CreateKey`, tagged with warrant's store and their kid, vouched for by KMS itself
 //!   (usage, spec, tags, public key), disabled when they retire and scheduled for deletion
-//!   when they are revoked or removed, only once proven to be the recorded key (`binding.rs`).
+//!   when they are revoked or removed, only once proven to be the recorded key (`ownership.rs`).
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,14 +27,12 @@
 //!     let kms = kms.clone();
 //!     async move { kms.run_recovery(RecoveryPolicy::default()).await }
 //! });
-//! let holder = KmsHolder::new(kms)?;
-//! // Blocking (on the holder's own thread): at startup, or in spawn_blocking.
-//! let key = holder.generate(warrant_token::KeyType::P256)?;
+//! let holder = KmsHolder::new(kms);
+//! let key = holder.generate(warrant_token::KeyType::P256).await?;
 //! let signature = key.sign_detached_async("eyJzdWIiOiJ4In0").await?;
 //! # drop((recovery, signature)); Ok(()) }
 //! ```
 
-mod binding;
 mod client;
 mod endpoint;
 mod error;
@@ -42,14 +40,16 @@ mod holder;
 mod http;
 mod key;
 mod metrics;
+mod ownership;
 mod revoked;
 mod uri;
 
-pub use binding::{KID_TAG, PENDING_WINDOW_DAYS, STORE_TAG};
-pub use client::{Health, Kms, KmsConfig, RecoveryPolicy};
+pub use client::{Kms, KmsConfig};
 pub use endpoint::EndpointSource;
 pub use error::KmsError;
-pub use holder::KmsHolder;
+pub use holder::{ADVICE, KmsHolder};
 pub use key::{KmsKey, Message, RAW_MESSAGE_LIMIT, remote_sign_error, signing_algorithm};
 pub use metrics::KmsMetrics;
+pub use ownership::{KID_TAG, PENDING_WINDOW_DAYS, STORE_TAG};
 pub use uri::{KmsUri, KmsUriError, SCHEME};
+pub use warrant_keys::{Health, RecoveryPolicy};

@@ -2,7 +2,7 @@
 //!
 //! A key leaves the key set for good when it is revoked (`warrant keys revoke`) or removed (its
 //! last token expired): the store's writer then disables it in KMS and schedules its deletion
-//! (`binding.rs`). Until KMS deletes it, seven days later, the key can be enabled again
+//! (`ownership.rs`). Until KMS deletes it, seven days later, the key can be enabled again
 //! (`aws kms cancel-key-deletion`, `aws kms enable-key`), and the disabling itself can fail
 //! (`kms:DisableKey` denied): then whoever may call `kms:Sign` on it signs tokens with a kid
 //! warrant revoked, which a relying party that still holds an old JWKS accepts.

@@ -3,7 +3,7 @@
 //!
 //! The name is what warrant tags its keys with (`warrant.dev/store=NAME`): it is how an
 //! operator finds them, how an IAM policy scopes who may use, tag and delete them, and what
-//! every key a store lists must carry (`binding.rs`). Give each warrant deployment its own
+//! every key a store lists must carry (`ownership.rs`). Give each warrant deployment its own
 //! name. It may hold letters, digits and `_ . / -` (a tag value and part of an IAM condition),
 //! at most 128 characters, with no empty segment.
 //!

@@ -56,9 +56,9 @@ fn signing_goes_on_when_credentials_expire_and_are_refreshed() {
             .await;
         }
     });
-    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let holder = KmsHolder::new(kms.clone());
     // The first call exchanges the token for credentials that expire in an hour.
-    let key = holder.generate(KeyType::P256).unwrap();
+    let key = runtime.block_on(holder.generate(KeyType::P256)).unwrap();
     let signs = |key: &SigningKey| runtime.block_on(sign_and_verify(key));
     signs(&key).expect("signs with the first credentials");
 

@@ -34,11 +34,6 @@ async fn open(endpoint: &str, name: &str) -> Kms {
     Kms::open(config, KmsMetrics::default()).await.unwrap()
 }
 
-/// The holder's blocking calls, from a blocking thread as the contract says.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(work).await.unwrap()
-}
-
 async fn tags(kms: &Kms, arn: &str) -> Vec<(String, String)> {
     let answer = kms
         .client()
@@ -81,10 +76,10 @@ fn arn_of(key: &warrant_token::SigningKey) -> String {
 async fn keys_are_generated_tagged_and_sign_in_kms() {
     let moto = Emulator::moto().await;
     let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
-    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let holder = KmsHolder::new(kms.clone());
     for key_type in [KeyType::P256, KeyType::P384, KeyType::Rsa2048] {
         let h = holder.clone();
-        let key = blocking(move || h.generate(key_type)).await.unwrap();
+        let key = h.generate(key_type).await.unwrap();
         let arn = arn_of(&key);
         assert!(arn.starts_with("arn:aws:kms:us-east-1:"), "{arn}");
         let mut found = tags(&kms, &arn).await;
@@ -105,7 +100,7 @@ async fn keys_are_generated_tagged_and_sign_in_kms() {
         }
         // The store's claim checks out against KMS.
         let (h, public) = (holder.clone(), key.verifying_key().clone());
-        blocking(move || h.vouch(&arn, &public)).await.unwrap();
+        h.vouch(&arn, &public).await.unwrap();
     }
     assert!(kms.metrics().count("sign", "ok") >= 6);
     assert_eq!(kms.metrics().count("create_key", "ok"), 3);
@@ -116,9 +111,9 @@ async fn a_store_writer_cannot_make_warrant_trust_or_destroy_a_key_kms_does_not_
     let moto = Emulator::moto().await;
     let endpoint = format!("http://127.0.0.1:{}", moto.port());
     let kms = open(&endpoint, "prod").await;
-    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let ours = blocking(move || h.generate(KeyType::P256)).await.unwrap();
+    let ours = h.generate(KeyType::P256).await.unwrap();
 
     // Another application's signing key in the same account: no warrant tags.
     let theirs = kms
@@ -143,10 +138,8 @@ async fn a_store_writer_cannot_make_warrant_trust_or_destroy_a_key_kms_does_not_
     )
     .unwrap();
     // Another warrant deployment's key (another store name).
-    let staging = KmsHolder::new(open(&endpoint, "staging").await).unwrap();
-    let other = blocking(move || staging.generate(KeyType::P256))
-        .await
-        .unwrap();
+    let staging = KmsHolder::new(open(&endpoint, "staging").await);
+    let other = staging.generate(KeyType::P256).await.unwrap();
 
     for (arn, public, why) in [
         (
@@ -164,29 +157,26 @@ async fn a_store_writer_cannot_make_warrant_trust_or_destroy_a_key_kms_does_not_
     ] {
         let h = holder.clone();
         let (a, p) = (arn.clone(), public.clone());
-        let err = blocking(move || h.vouch(&a, &p)).await.unwrap_err();
+        let err = h.vouch(&a, &p).await.unwrap_err();
         assert!(err.to_string().contains(why), "{arn}: {err}");
         // And warrant leaves it alone when a store entry asks it to destroy it.
         let h = holder.clone();
         let kid = public.kid().to_owned();
         let a = arn.clone();
-        let disposed = blocking(move || h.dispose(&a, &kid, Disposal::Forget))
-            .await
-            .unwrap();
+        let disposed = h.dispose(&a, &kid, Disposal::Forget).await.unwrap();
         assert!(matches!(disposed, Disposed::NotTheKey(_)), "{disposed:?}");
         assert_eq!(state(&kms, &arn).await, KeyState::Enabled, "{arn}");
     }
     // A locator in another region, or no KMS ARN at all, names nothing of warrant's here.
     let h = holder.clone();
     let public = ours.verifying_key().clone();
-    let err = blocking(move || {
-        h.vouch(
+    let err = h
+        .vouch(
             "arn:aws:kms:eu-west-1:123456789012:key/0c8c3a77-9ac3-4a2f-9f4e-1a2b3c4d5e6f",
             &public,
         )
-    })
-    .await
-    .unwrap_err();
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("eu-west-1"), "{err}");
 }
 
@@ -194,14 +184,11 @@ async fn a_store_writer_cannot_make_warrant_trust_or_destroy_a_key_kms_does_not_
 async fn retirement_disables_and_forgetting_schedules_deletion() {
     let moto = Emulator::moto().await;
     let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
-    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = blocking(move || h.generate(KeyType::P256)).await.unwrap();
+    let key = h.generate(KeyType::P256).await.unwrap();
     let (arn, kid) = (arn_of(&key), key.kid().to_owned());
-    let dispose = |disposal| {
-        let (h, a, k) = (holder.clone(), arn.clone(), kid.clone());
-        blocking(move || h.dispose(&a, &k, disposal))
-    };
+    let dispose = async |disposal| holder.dispose(&arn, &kid, disposal).await;
 
     assert_eq!(
         dispose(Disposal::Retire).await.unwrap(),
@@ -210,7 +197,7 @@ async fn retirement_disables_and_forgetting_schedules_deletion() {
     assert_eq!(state(&kms, &arn).await, KeyState::Disabled);
     // It still verifies: KMS vouches for it while the store lists it.
     let (h, a, p) = (holder.clone(), arn.clone(), key.verifying_key().clone());
-    blocking(move || h.vouch(&a, &p)).await.unwrap();
+    h.vouch(&a, &p).await.unwrap();
 
     assert_eq!(
         dispose(Disposal::Forget).await.unwrap(),
@@ -239,16 +226,12 @@ async fn retirement_disables_and_forgetting_schedules_deletion() {
 async fn revoking_an_enabled_key_disables_it_at_once() {
     let moto = Emulator::moto().await;
     let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
-    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = blocking(move || h.generate(KeyType::Rsa2048))
-        .await
-        .unwrap();
+    let key = h.generate(KeyType::Rsa2048).await.unwrap();
     let (h, arn, kid) = (holder.clone(), arn_of(&key), key.kid().to_owned());
     let a = arn.clone();
-    let disposed = blocking(move || h.dispose(&a, &kid, Disposal::Forget))
-        .await
-        .unwrap();
+    let disposed = h.dispose(&a, &kid, Disposal::Forget).await.unwrap();
     assert_eq!(disposed, Disposed::Destroyed);
     assert_eq!(state(&kms, &arn).await, KeyState::PendingDeletion);
 }
@@ -259,14 +242,12 @@ async fn revoking_an_enabled_key_disables_it_at_once() {
 async fn a_revoked_key_enabled_again_in_kms_is_counted() {
     let moto = Emulator::moto().await;
     let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
-    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = blocking(move || h.generate(KeyType::P256)).await.unwrap();
+    let key = h.generate(KeyType::P256).await.unwrap();
     let (h, arn, kid) = (holder.clone(), arn_of(&key), key.kid().to_owned());
     let a = arn.clone();
-    let disposed = blocking(move || h.dispose(&a, &kid, Disposal::Forget))
-        .await
-        .unwrap();
+    let disposed = h.dispose(&a, &kid, Disposal::Forget).await.unwrap();
     assert_eq!(disposed, Disposed::Destroyed);
     let recovery = tokio::spawn({
         let kms = kms.clone();
@@ -309,9 +290,9 @@ async fn a_revoked_key_enabled_again_in_kms_is_counted() {
 async fn a_key_disabled_behind_warrants_back_is_named_and_signs_again_once_enabled() {
     let moto = Emulator::moto().await;
     let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
-    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = blocking(move || h.generate(KeyType::P256)).await.unwrap();
+    let key = h.generate(KeyType::P256).await.unwrap();
     let arn = arn_of(&key);
     let remote = KmsKey::new(kms.clone(), arn.clone(), key.verifying_key().clone());
     remote.sign(b"a.b".to_vec()).await.unwrap();
@@ -372,9 +353,9 @@ async fn kms_unreachable_fails_fast_names_the_key_and_recovers() {
     let moto = Emulator::moto().await;
     let mut proxy = Proxy::start(moto.port()).await;
     let kms = open(&proxy.endpoint(), "prod").await;
-    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = blocking(move || h.generate(KeyType::P256)).await.unwrap();
+    let key = h.generate(KeyType::P256).await.unwrap();
     let arn = arn_of(&key);
     let remote = KmsKey::new(kms.clone(), arn.clone(), key.verifying_key().clone());
     remote.sign(b"a.b".to_vec()).await.unwrap();

@@ -59,7 +59,7 @@ fn keys_rotate_in_kms_on_a_paused_clock() {
             Kms::open(config, KmsMetrics::default()).await.unwrap(),
         )
     });
-    let holder = KmsHolder::new(kms.clone()).unwrap();
+    let holder = KmsHolder::new(kms.clone());
     keys_rotate_in_the_holder(&InKms { kms, holder });
     drop(moto);
 }

@@ -37,10 +37,6 @@ async fn open(endpoint: &str) -> Kms {
     Kms::open(config, KmsMetrics::default()).await.unwrap()
 }
 
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(work).await.unwrap()
-}
-
 /// What the proxy does to the base64 field `field` of the answers to KMS operation `op`.
 type Alter = Arc<dyn Fn(&mut Vec<u8>) + Send + Sync>;
 
@@ -187,8 +183,8 @@ async fn a_signature_altered_on_the_way_is_refused_never_used() {
     let tampered = open(&proxy.endpoint()).await;
 
     for key_type in [KeyType::P256, KeyType::Rsa2048] {
-        let h = KmsHolder::new(direct.clone()).unwrap();
-        let key = blocking(move || h.generate(key_type)).await.unwrap();
+        let h = KmsHolder::new(direct.clone());
+        let key = h.generate(key_type).await.unwrap();
         let arn = key.remote_key().unwrap().locator();
         let public = key.verifying_key().clone();
 
@@ -203,9 +199,9 @@ async fn a_signature_altered_on_the_way_is_refused_never_used() {
         assert!(!err.is_unavailable(), "{err}");
 
         // What the issuer signs tokens with: no signature, so no token.
-        let h = KmsHolder::new(tampered.clone()).unwrap();
+        let h = KmsHolder::new(tampered.clone());
         let (locator, p) = (arn.clone(), public.clone());
-        let issuer_key: SigningKey = blocking(move || h.open(&locator, p)).await.unwrap();
+        let issuer_key: SigningKey = h.open(&locator, p).unwrap();
         assert!(issuer_key.sign_detached_async("e30").await.is_err());
 
         let untouched = KmsKey::new(direct.clone(), arn, public);
@@ -229,11 +225,9 @@ async fn a_public_key_altered_on_the_way_is_never_recorded() {
     let spki = other.verifying_key().spki_der().to_vec();
     let swap: Alter = Arc::new(move |bytes: &mut Vec<u8>| bytes.clone_from(&spki));
     let proxy = Tampering::start(moto.port(), "GetPublicKey", "PublicKey", swap).await;
-    let holder = KmsHolder::new(open(&proxy.endpoint()).await).unwrap();
+    let holder = KmsHolder::new(open(&proxy.endpoint()).await);
 
-    let err = blocking(move || holder.generate_key(KeyType::P256))
-        .await
-        .unwrap_err();
+    let err = holder.generate_key(KeyType::P256).await.unwrap_err();
     let said = err.to_string();
     assert!(
         said.contains("does not verify with the public key GetPublicKey answered"),

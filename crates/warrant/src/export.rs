@@ -120,14 +120,8 @@ async fn published(
     now: Timestamp,
 ) -> Result<(Published, Option<Timestamp>), Box<dyn Error>> {
     // Publishing needs only public keys, but a store of held keys is read with its holder.
-    let holder = crate::holder::Holder::open(&keys.pkcs11, &keys.kms, None).await?;
-    let keys = key_set(
-        &KeySource::from_args(keys)?,
-        kubeconfig,
-        holder.as_ref().map(crate::holder::Holder::key_holder),
-        now,
-    )
-    .await?;
+    let holder = crate::holder::open(&keys.pkcs11, &keys.kms, None).await?;
+    let keys = key_set(&KeySource::from_args(keys)?, kubeconfig, holder, now).await?;
     let settings = warrant_issuer::Settings {
         issuers: issuers.to_vec(),
         api_audiences: issuers.to_vec(),

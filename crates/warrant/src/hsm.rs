@@ -1,16 +1,9 @@
 //! `--key-pkcs11-uri`: the managed keys' private halves in a PKCS#11 token (an HSM). The token is
 //! opened once at startup, off the async threads (loading the module, finding the token and
-//! logging in block), with one error naming the URI for each bad configuration; `serve` then
-//! keeps it healthy with its recovery task and publishes its metrics.
-
-use std::sync::Arc;
+//! logging in block), with one error naming the URI for each bad configuration.
 
 use prometheus_client::registry::Registry;
-use tokio_util::task::AbortOnDropHandle;
-use warrant_hsm::{
-    HsmError, HsmMetrics, Pkcs11Holder, Pkcs11Uri, RecoveryPolicy, Token, TokenConfig, UriError,
-};
-use warrant_keys::KeyHolder;
+use warrant_hsm::{HsmError, HsmMetrics, Pkcs11Holder, Pkcs11Uri, Token, TokenConfig, UriError};
 
 use crate::cli::Pkcs11Args;
 
@@ -29,35 +22,10 @@ pub(crate) enum Pkcs11SetupError {
     Thread(#[source] tokio::task::JoinError),
 }
 
-/// The token, as the holder of the managed keys.
-#[derive(Debug, Clone)]
-pub(crate) struct Pkcs11 {
-    holder: Pkcs11Holder,
-}
-
-impl Pkcs11 {
-    /// The holder, as a key store takes it.
-    pub(crate) fn key_holder(&self) -> Arc<dyn KeyHolder> {
-        Arc::new(self.holder.clone())
-    }
-
-    /// The holder itself (for `keys import`).
-    pub(crate) fn holder(&self) -> &Pkcs11Holder {
-        &self.holder
-    }
-
-    /// The token.
-    pub(crate) fn token(&self) -> &Token {
-        self.holder.token()
-    }
-
-    /// Starts reopening the token's sessions whenever they are lost (and probing it while
-    /// healthy); the task stops when the handle is dropped.
-    pub(crate) fn keep_healthy(&self) -> AbortOnDropHandle<()> {
-        let token = self.token().clone();
-        AbortOnDropHandle::new(tokio::spawn(async move {
-            token.run_recovery(RecoveryPolicy::default()).await;
-        }))
+impl Pkcs11SetupError {
+    /// True when the token could not be reached now (rather than being misconfigured).
+    pub(crate) fn is_unavailable(&self) -> bool {
+        matches!(self, Pkcs11SetupError::Open(error) if error.is_unavailable())
     }
 }
 
@@ -66,7 +34,7 @@ impl Pkcs11 {
 pub(crate) async fn open(
     args: &Pkcs11Args,
     registry: Option<&mut Registry>,
-) -> Result<Option<Pkcs11>, Pkcs11SetupError> {
+) -> Result<Option<Pkcs11Holder>, Pkcs11SetupError> {
     let Some(text) = &args.key_pkcs11_uri else {
         return Ok(None);
     };
@@ -87,7 +55,5 @@ pub(crate) async fn open(
         .map_err(Pkcs11SetupError::Thread)?
         .map_err(Pkcs11SetupError::Open)?;
     tracing::info!(token = %token.uri(), sessions = args.pkcs11_sessions, "managed keys held in a PKCS#11 token");
-    Ok(Some(Pkcs11 {
-        holder: Pkcs11Holder::new(token),
-    }))
+    Ok(Some(Pkcs11Holder::new(token)))
 }

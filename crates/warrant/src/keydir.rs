@@ -13,20 +13,17 @@ use serde_json::json;
 use warrant_clock::Clock;
 use warrant_issuer::validate_max_expiration;
 use warrant_keys::{
-    Disposal, Disposed, KeyHolder, KeySchedule, KeyState, KeyStore as _, ManagedKey, ManagedKeySet,
-    Replacement, RotationPolicy, StoreError, Stored,
+    Disposal, Disposed, Generate, HolderAdvice, KeyHolder, KeySchedule, KeyState, KeyStore as _,
+    ManagedKey, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored, check_signing_keys,
+    with_held_keys,
 };
-use warrant_token::{
-    ExpirationPolicy, KeyError, KeyType, RemoteKey, RemoteSignError, RemoteSignature, SigningKey,
-    VerifyingKey, signing_key_from_pem,
-};
+use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
 
 use crate::cli::{
     KeysCommand, KeysGenerateArgs, KeysImportArgs, KeysListArgs, KeysRevokeArgs, KeysRotateArgs,
     ListFormat, RotationArgs, StoreArgs,
 };
 use crate::holder::Holder;
-use crate::hsm::{self, Pkcs11};
 use crate::keys::{
     MANAGED_DEFAULT_MAX_TOKEN_SECONDS, Store, current_algorithm, key_type, policy,
     recorded_max_token_seconds,
@@ -49,16 +46,18 @@ pub(crate) async fn run(command: KeysCommand) -> Result<(), Box<dyn Error>> {
 
 /// The store the flags name, with the token of `--key-pkcs11-uri` or KMS of `--key-kms-uri`
 /// (if given) as its holder.
-/// The commands call the holder directly: each is one short run on its own runtime, where a
-/// blocking PKCS#11 call holds up nothing else.
 async fn open_store(
     args: &StoreArgs,
     writer: &str,
 ) -> Result<(Store, Option<Holder>), Box<dyn Error>> {
-    let holder = Holder::open(&args.pkcs11, &args.kms, None).await?;
-    let store = Store::from_args(args, writer, holder.as_ref().map(Holder::key_holder)).await?;
+    let holder = crate::holder::open(&args.pkcs11, &args.kms, None).await?;
+    let store = Store::from_args(args, writer, holder.clone()).await?;
     Ok((store, holder))
 }
+
+mod stand_in;
+
+use stand_in::Unreachable;
 
 /// Whether `revoke` reached the holder of `--key-pkcs11-uri` or `--key-kms-uri`.
 enum Reached {
@@ -78,159 +77,53 @@ enum Reached {
 }
 
 /// The store for `revoke`: with the holder, as for every command; or, when the flags name a
-/// token or KMS that cannot be reached now, with [`Unreachable`] in its place, so that a leaked
-/// key is taken out of the store (and so out of every JWKS) without it. Any other failure to
-/// open the holder (a wrong PIN, a bad URI) is the command's error.
+/// holder that cannot be reached now, with [`Unreachable`] in its place, so that a leaked key
+/// is taken out of the store (and so out of every JWKS) without it. Any other failure to open
+/// the holder (a wrong PIN, a bad URI) is the command's error.
 async fn open_store_to_revoke(args: &StoreArgs) -> Result<(Store, Reached), Box<dyn Error>> {
     const WRITER: &str = "warrant keys revoke";
-    let unreachable = |holder: &'static str, what: &'static str, retries, cause: String| {
-        tracing::warn!(%cause, "{what} cannot be reached: recording the revocation without it");
-        let stand_in: Arc<dyn KeyHolder> = Arc::new(Unreachable {
-            holder,
-            cause: cause.clone(),
-        });
-        let reached = Reached::Unreachable {
-            what,
-            cause,
-            retries,
-        };
-        (stand_in, reached)
+    let (holder, reached) = match crate::holder::open(&args.pkcs11, &args.kms, None).await {
+        Ok(None) => (None, Reached::NoToken),
+        // Opening calls nothing in some holders (KMS is first asked when the store is read):
+        // ask it now whether it answers.
+        Ok(Some(holder)) => match holder.reachable().await {
+            Ok(()) => (Some(holder), Reached::Yes),
+            Err(error) => unreachable(holder.advice(), error.to_string()),
+        },
+        Err(error) if error.unavailable => {
+            // What the holder said, without the flag the error names.
+            let cause = error
+                .error
+                .source()
+                .map_or_else(|| error.error.to_string(), ToString::to_string);
+            unreachable(error.advice, cause)
+        }
+        Err(error) => return Err(error.into()),
     };
-    if args.kms.key_kms_uri.is_some() {
-        // KMS is first asked when the store is read: ask it now whether it answers.
-        let Some(Holder::Kms(kms)) = Holder::open(&args.pkcs11, &args.kms, None).await? else {
-            return Err("--key-kms-uri names no KMS".into());
-        };
-        return Ok(match kms.holder().kms().reachable().await {
-            Ok(()) => {
-                let holder = Some(Arc::new(kms.holder().clone()) as Arc<dyn KeyHolder>);
-                (Store::from_args(args, WRITER, holder).await?, Reached::Yes)
-            }
-            Err(error) => {
-                let (stand_in, reached) =
-                    unreachable("AWS KMS", "KMS", KMS_WRITER_RETRIES, error.to_string());
-                (
-                    Store::from_args(args, WRITER, Some(stand_in)).await?,
-                    reached,
-                )
-            }
-        });
-    }
-    match hsm::open(&args.pkcs11, None).await {
-        Ok(pkcs11) => {
-            let reached = if pkcs11.is_some() {
-                Reached::Yes
-            } else {
-                Reached::NoToken
-            };
-            let holder = pkcs11.as_ref().map(Pkcs11::key_holder);
-            Ok((Store::from_args(args, WRITER, holder).await?, reached))
-        }
-        Err(hsm::Pkcs11SetupError::Open(error)) if error.is_unavailable() => {
-            let (stand_in, reached) = unreachable(
-                "the PKCS#11 token",
-                "the token",
-                WRITER_RETRIES,
-                error.to_string(),
-            );
-            Ok((
-                Store::from_args(args, WRITER, Some(stand_in)).await?,
-                reached,
-            ))
-        }
-        Err(error) => Err(error.into()),
-    }
+    Ok((Store::from_args(args, WRITER, holder).await?, reached))
 }
 
-/// Stands in for a holder (a token, KMS) that cannot be reached, for `revoke` only: it reads a
-/// store of held keys as it is, so that a key can be taken out of it. It vouches for every
-/// entry without asking, which is sound only because of what `revoke` does with what it reads:
-/// it writes the same entries back minus the revoked key (and its files), adds a revocation
-/// (and, for a signing key with no successor, stops signing), and never signs or publishes; every server vouches for each entry with its holder when it
-/// reads the result, as it does for any write. Its keys cannot sign, and it makes and destroys
-/// nothing.
-struct Unreachable {
-    /// The holder it stands in for: `the PKCS#11 token`, `AWS KMS`.
-    holder: &'static str,
-    cause: String,
-}
-
-impl Unreachable {
-    fn error(&self) -> KeyError {
-        KeyError::Remote(RemoteSignError {
-            unavailable: true,
-            source: Arc::new(std::io::Error::other(format!(
-                "{} cannot be reached: {}",
-                self.holder, self.cause
-            ))),
-        })
-    }
-}
-
-impl KeyHolder for Unreachable {
-    fn describe(&self) -> String {
-        format!("{} (unreachable)", self.holder)
-    }
-
-    fn generate(&self, _: KeyType) -> Result<SigningKey, KeyError> {
-        Err(self.error())
-    }
-
-    fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
-        let key = UnreachableKey {
-            holder: self.holder,
-            locator: locator.to_owned(),
-            cause: self.cause.clone(),
-        };
-        Ok(SigningKey::remote(public, Arc::new(key)))
-    }
-
-    fn vouch(&self, _: &str, _: &VerifyingKey) -> Result<(), KeyError> {
-        Ok(())
-    }
-
-    fn dispose(&self, _: &str, _: &str, _: Disposal) -> Result<Disposed, KeyError> {
-        Err(self.error())
-    }
-}
-
-/// A key [`Unreachable`] read: it keeps its locator, so the store is written back unchanged.
-struct UnreachableKey {
-    holder: &'static str,
-    locator: String,
-    cause: String,
-}
-
-impl RemoteKey for UnreachableKey {
-    fn sign(&self, _: Vec<u8>) -> RemoteSignature<'_> {
-        let (holder, cause) = (self.holder, self.cause.clone());
-        Box::pin(async move {
-            Err(RemoteSignError {
-                unavailable: true,
-                source: Arc::new(std::io::Error::other(format!(
-                    "{holder} cannot be reached: {cause}"
-                ))),
-            })
-        })
-    }
-
-    fn describe(&self) -> String {
-        format!("{} (unreachable), {}", self.holder, self.locator)
-    }
-
-    fn locator(&self) -> String {
-        self.locator.clone()
-    }
-
-    fn unavailable(&self) -> Option<String> {
-        Some(self.cause.clone())
-    }
+/// [`Unreachable`] in place of the holder `advice` describes, which cannot be reached because
+/// of `cause`.
+fn unreachable(advice: &'static HolderAdvice, cause: String) -> (Option<Holder>, Reached) {
+    tracing::warn!(%cause, "{} cannot be reached: recording the revocation without it", advice.short);
+    let stand_in: Holder = Arc::new(Unreachable {
+        advice,
+        cause: cause.clone(),
+    });
+    let reached = Reached::Unreachable {
+        what: advice.short,
+        cause,
+        retries: advice.retries,
+    };
+    (Some(stand_in), reached)
 }
 
 /// New keys for a lifecycle change: in the store's holder if it has one, else in memory. The
-/// keys made are remembered, so those a lost write left unused are destroyed again.
+/// keys made in the holder are remembered, so those a lost write left unused are destroyed
+/// again.
 struct Generator {
-    holder: Option<Arc<dyn KeyHolder>>,
+    holder: Option<Holder>,
     made: RefCell<Vec<SigningKey>>,
 }
 
@@ -242,23 +135,33 @@ impl Generator {
         }
     }
 
-    fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
-        let key = match &self.holder {
-            Some(holder) => holder.generate(key_type)?,
-            None => SigningKey::generate(key_type)?,
+    /// Runs `change` (a rotation, a revocation) with the new keys it asks for.
+    async fn run<T>(&self, mut change: impl FnMut(&mut Generate<'_>) -> T) -> T {
+        let Some(holder) = &self.holder else {
+            return change(&mut SigningKey::generate);
         };
-        self.made.borrow_mut().push(key.clone());
-        Ok(key)
+        with_held_keys(&**holder, |generate| {
+            change(&mut |key_type| {
+                let key = generate(key_type)?;
+                // Only the holder's keys: the first run's, in memory, only count.
+                if key.remote_key().is_some() {
+                    self.made.borrow_mut().push(key.clone());
+                }
+                Ok(key)
+            })
+        })
+        .await
     }
 
     /// Destroys, in the holder, the keys made here that `saved` does not hold (all of them
     /// when nothing was saved): a generation whose write was lost leaves no object behind.
-    fn clean_up(&self, saved: Option<&ManagedKeySet>) {
+    async fn clean_up(&self, saved: Option<&ManagedKeySet>) {
         let Some(holder) = &self.holder else { return };
-        for key in self.made.borrow().iter() {
+        let made = self.made.borrow().clone();
+        for key in &made {
             let kept = saved.is_some_and(|set| set.keys().iter().any(|k| k.kid() == key.kid()));
             if !kept {
-                dispose(holder.as_ref(), key, Disposal::Forget, UNRECORDED);
+                dispose(holder.as_ref(), key, Disposal::Forget, UNRECORDED).await;
             }
         }
     }
@@ -268,29 +171,23 @@ impl Generator {
 const UNRECORDED: &str =
     "no key store records it, so nothing will retry: destroy it with the HSM's own tools";
 
-/// What happens to a key a store records when the command cannot destroy it.
-const WRITER_RETRIES: &str = "the warrant server that writes this store destroys it once it reaches the token, retrying until it is gone (or the next `warrant serve` on this store does)";
-
-/// What happens to a revoked key in KMS when the command cannot reach KMS.
-const KMS_WRITER_RETRIES: &str = "the warrant server that writes this store disables it in KMS and schedules its deletion once KMS answers, retrying until it is done (or the next `warrant serve` on this store does); until then KMS would still sign with it for anyone allowed to call Sign on it (docs/kms.md)";
-
 /// Disposes of `key` in `holder` (see [`dispose_at`]); nothing for a key not held there.
-fn dispose(holder: &dyn KeyHolder, key: &SigningKey, disposal: Disposal, after_failure: &str) {
+async fn dispose(
+    holder: &dyn KeyHolder,
+    key: &SigningKey,
+    disposal: Disposal,
+    after_failure: &str,
+) {
     if let Some(remote) = key.remote_key() {
-        dispose_at(
-            holder,
-            key.kid(),
-            &remote.locator(),
-            disposal,
-            after_failure,
-        );
+        let locator = remote.locator();
+        dispose_at(holder, key.kid(), &locator, disposal, after_failure).await;
     }
 }
 
 /// Disposes of key `kid`, held at `locator`, in `holder`, saying what happened: logs
 /// "destroyed" only when something was, and on failure what happens next (`after_failure`).
 /// Never fatal: the command's change is made either way.
-fn dispose_at(
+async fn dispose_at(
     holder: &dyn KeyHolder,
     kid: &str,
     locator: &str,
@@ -298,7 +195,7 @@ fn dispose_at(
     after_failure: &str,
 ) {
     let described = holder.describe();
-    match holder.dispose(locator, kid, disposal) {
+    match holder.dispose(locator, kid, disposal).await {
         Ok(Disposed::Destroyed) => {
             tracing::info!(%kid, holder = %described, %disposal, "key destroyed in the token");
         }
@@ -340,10 +237,7 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
             let pem = std::fs::read(path)
                 .map_err(|e| format!("failed to read {}: {e}", path.display()))?;
             let key = match &holder {
-                Some(Holder::Pkcs11(pkcs11)) => {
-                    pkcs11.holder().import_pem(&pem).map_err(|e| e.to_string())
-                }
-                Some(Holder::Kms(_)) => Err(KMS_IMPORT.to_owned()),
+                Some(holder) => holder.import_pem(&pem).await.map_err(|e| e.to_string()),
                 None => signing_key_from_pem(&pem).map_err(|e| e.to_string()),
             }
             .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -353,14 +247,14 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
         }
         None => (
             match &holder {
-                Some(holder) => holder.key_holder().generate(key_type(args.key_algorithm))?,
+                Some(holder) => holder.generate(key_type(args.key_algorithm)).await?,
                 None => SigningKey::generate(key_type(args.key_algorithm))?,
             },
             MANAGED_DEFAULT_MAX_TOKEN_SECONDS,
         ),
     };
     let set = ManagedKeySet::first(key.clone(), now, max_token_seconds);
-    save_first(&store, &set, holder.as_ref().map(Holder::key_holder), &key).await?;
+    save_first(&store, &set, holder, &key).await?;
     tracing::info!(store = %store.describe(), "created the managed keys");
     print(ListFormat::Text, &set, None, now)
 }
@@ -370,14 +264,14 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
 async fn save_first(
     store: &Store,
     set: &ManagedKeySet,
-    holder: Option<Arc<dyn KeyHolder>>,
+    holder: Option<Holder>,
     key: &SigningKey,
 ) -> Result<(), Box<dyn Error>> {
     let Err(e) = store.save(set, None).await else {
         return Ok(());
     };
     if let Some(holder) = holder {
-        dispose(&*holder, key, Disposal::Forget, UNRECORDED);
+        dispose(&*holder, key, Disposal::Forget, UNRECORDED).await;
     }
     Err(match e {
         StoreError::Conflict { .. } => format!(
@@ -391,7 +285,6 @@ async fn save_first(
 
 async fn list(args: &KeysListArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
     let (store, holder) = open_store(&args.store, "warrant keys list").await?;
-    let key_holder = holder.as_ref().map(Holder::key_holder);
     // With a Secret, beside its keys: who writes them, and this node's copy; the copy's keys
     // when the Secret cannot be read.
     let (keys, about) = match &store {
@@ -407,7 +300,7 @@ async fn list(args: &KeysListArgs, now: Timestamp) -> Result<(), Box<dyn Error>>
                 secret,
                 &lease,
                 args.key_copy_dir.as_deref(),
-                key_holder,
+                holder,
                 now,
                 || load(&store),
             )
@@ -440,7 +333,7 @@ async fn update<T>(
     store: &Store,
     rotation: &RotationArgs,
     now: Timestamp,
-    mut change: impl FnMut(
+    mut change: impl AsyncFnMut(
         &ManagedKeySet,
         &RotationPolicy,
     ) -> Result<Option<(ManagedKeySet, T)>, Box<dyn Error>>,
@@ -453,7 +346,7 @@ async fn update<T>(
             recorded_max_token_seconds(&stored.keys, now),
         );
         policy.validate()?;
-        let Some((changed, said)) = change(&stored.keys, &policy)? else {
+        let Some((changed, said)) = change(&stored.keys, &policy).await? else {
             return Ok((Updated::Unchanged(stored.keys), policy));
         };
         match store.save(&changed, Some(&stored.version)).await {
@@ -474,25 +367,26 @@ async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Err
     // A rotation keeps the active key signing until its successor activates: refuse to plan
     // one around a key that cannot sign in its holder (revoke replaces such a key at once).
     if let Some(holder) = &holder {
-        holder
-            .check_signing_keys(&load(&store).await?.keys, now)
-            .await?;
+        check_signing_keys(&**holder, &load(&store).await?.keys, now).await?;
     }
     let generator = Generator::new(&store);
-    let result = update(&store, &args.rotation, now, |keys, policy| {
+    let result = update(&store, &args.rotation, now, async |keys, policy| {
         // Replicas sharing a Secret need longer to hear of the new key before it signs.
         if matches!(store, Store::Secret(_)) {
             policy.validate_shared()?;
         }
-        Ok(keys
-            .rotate_early(policy, now, |t| generator.generate(t))?
+        Ok(generator
+            .run(|generate| keys.rotate_early(policy, now, generate))
+            .await?
             .map(|rotated| (rotated, ())))
     })
     .await;
-    generator.clean_up(match &result {
-        Ok((Updated::Saved(keys, ()), _)) => Some(keys),
-        _ => None,
-    });
+    generator
+        .clean_up(match &result {
+            Ok((Updated::Saved(keys, ()), _)) => Some(keys),
+            _ => None,
+        })
+        .await;
     let (updated, policy) = result?;
     let keys = match updated {
         Updated::Unchanged(keys) => {
@@ -520,15 +414,19 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
     let generator = Generator::new(&store);
     // Never refused for want of a successor (the holder away): the revocation is about the
     // relying parties; signing stops until the store's writer can make one.
-    let result = update(&store, &args.rotation, now, |keys, policy| {
-        let revoked = keys.revoke(&args.kid, policy, now, |t| generator.generate(t))?;
+    let result = update(&store, &args.rotation, now, async |keys, policy| {
+        let revoked = generator
+            .run(|generate| keys.revoke(&args.kid, policy, now, generate))
+            .await?;
         Ok(Some((revoked.keys.clone(), revoked)))
     })
     .await;
-    generator.clean_up(match &result {
-        Ok((Updated::Saved(keys, _), _)) => Some(keys),
-        _ => None,
-    });
+    generator
+        .clean_up(match &result {
+            Ok((Updated::Saved(keys, _), _)) => Some(keys),
+            _ => None,
+        })
+        .await;
     let (updated, policy) = result?;
     let Updated::Saved(keys, revoked) = updated else {
         return Err("the revocation changed nothing".into());
@@ -551,13 +449,17 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
                     "{what} cannot be reached: the revocation is recorded, and every server refuses the key as soon as it sees it; {retries}"
                 );
             }
-            Reached::Yes | Reached::NoToken => dispose_at(
-                holder.as_ref(),
-                &args.kid,
-                locator,
-                Disposal::Forget,
-                WRITER_RETRIES,
-            ),
+            Reached::Yes | Reached::NoToken => {
+                let retries = holder.advice().retries;
+                dispose_at(
+                    holder.as_ref(),
+                    &args.kid,
+                    locator,
+                    Disposal::Forget,
+                    retries,
+                )
+                .await;
+            }
         }
     }
     tracing::error!(
@@ -591,16 +493,12 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
 /// schedule, or one PEM file as the first key of an empty store.
 async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Error>> {
     let (held, holder) = open_store(&args.store, "warrant keys import").await?;
-    let pkcs11 = match holder {
-        Some(Holder::Pkcs11(pkcs11)) => pkcs11,
-        Some(Holder::Kms(_)) => return Err(KMS_IMPORT.into()),
-        None => {
-            return Err(
-                "warrant keys import needs --key-pkcs11-uri: the token to import into".into(),
-            );
-        }
+    let Some(holder) = holder else {
+        return Err("warrant keys import needs --key-pkcs11-uri: the token to import into".into());
     };
-    let holder = pkcs11.holder();
+    if let Some(refused) = holder.advice().import {
+        return Err(refused.into());
+    }
     if let Some(path) = &args.from_pem {
         if let Some(stored) = held.load().await? {
             return Err(format!(
@@ -614,11 +512,12 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
             std::fs::read(path).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
         let key = holder
             .import_pem(&pem)
+            .await
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let longest = longest_issued(args.max_token_expiration, args.extend_token_expiration)?;
         let set = ManagedKeySet::first(key.clone(), now, longest);
-        save_first(&held, &set, Some(pkcs11.key_holder()), &key).await?;
-        tracing::info!(store = %held.describe(), token = %pkcs11.token().uri(), kid = %key.kid(), "imported the signing key into the token");
+        save_first(&held, &set, Some(holder.clone()), &key).await?;
+        tracing::info!(store = %held.describe(), holder = %holder.describe(), kid = %key.kid(), "imported the signing key into the token");
         return print(ListFormat::Text, &set, None, now);
     }
     // The same store read as it is: with private keys in it.
@@ -628,10 +527,10 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
     let mut made = Vec::new();
     for key in stored.keys.keys() {
         let pem = key.key().to_pkcs8_pem()?;
-        let in_token = match holder.import_pem(pem.as_str().as_bytes()) {
+        let in_token = match holder.import_pem(pem.as_str().as_bytes()).await {
             Ok(k) => k,
             Err(e) => {
-                forget_unrecorded(holder, &made);
+                forget_unrecorded(&*holder, &made).await;
                 return Err(format!("key {}: {e}", key.kid()).into());
             }
         };
@@ -645,26 +544,29 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
     }
     let set = ManagedKeySet::new(imported)?.with_revocations(stored.keys.revocations().to_vec())?;
     if let Err(e) = held.save(&set, Some(&stored.version)).await {
-        forget_unrecorded(holder, &made);
+        forget_unrecorded(&*holder, &made).await;
         return Err(e.into());
     }
     // Keys that sign no more need no private half in the token either.
     for key in set.keys() {
         if set.state_at(key.kid(), now) == Some(KeyState::Retired) {
-            dispose(holder, key.key(), Disposal::Retire, WRITER_RETRIES);
+            dispose(
+                &*holder,
+                key.key(),
+                Disposal::Retire,
+                holder.advice().retries,
+            )
+            .await;
         }
     }
-    tracing::info!(store = %held.describe(), token = %pkcs11.token().uri(), keys = set.keys().len(), "imported the store's keys into the token; the store now records public keys and their locators only (delete any backup of the old key files)");
+    tracing::info!(store = %held.describe(), holder = %holder.describe(), keys = set.keys().len(), "imported the store's keys into the token; the store now records public keys and their locators only (delete any backup of the old key files)");
     print(ListFormat::Text, &set, None, now)
 }
 
-/// Why keys are not imported into AWS KMS (docs/kms.md, "Importing keys").
-const KMS_IMPORT: &str = "importing a private key into AWS KMS is not supported: warrant generates its keys in KMS. To move from PEM keys to KMS, create a new store with `warrant keys generate --key-kms-uri` and serve it with the old public keys as --service-account-key-file until the old tokens expire (docs/kms.md, \"Importing keys\")";
-
 /// Destroys keys imported for a store write that did not happen.
-fn forget_unrecorded(holder: &dyn KeyHolder, keys: &[SigningKey]) {
+async fn forget_unrecorded(holder: &dyn KeyHolder, keys: &[SigningKey]) {
     for key in keys {
-        dispose(holder, key, Disposal::Forget, UNRECORDED);
+        dispose(holder, key, Disposal::Forget, UNRECORDED).await;
     }
 }
 

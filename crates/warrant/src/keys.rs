@@ -488,7 +488,7 @@ pub(crate) async fn open_store(
     clock: &Clock,
 ) -> Result<OpenedStore, Box<dyn Error>> {
     let now = clock.now();
-    let key_holder = holder.map(Holder::key_holder);
+    let key_holder = holder.cloned();
     let mut copy = None;
     let (store, writer, leadership) = match store {
         ManagedStore::Dir(dir) => (Store::Dir(DirStore::new(dir)), Writer::Always, None),
@@ -568,7 +568,7 @@ pub(crate) async fn open_store(
     // are served to verify with (kube-apiserver cannot start without them), and a key
     // the store's writer has since retired, and destroyed, signs nothing anyway.
     if let Some(holder) = holder {
-        let checked = holder.check_signing_keys(manager.keys(), now).await;
+        let checked = warrant_keys::check_signing_keys(&**holder, manager.keys(), now).await;
         match checked {
             Err(error) if manager.health().borrow().failing_since.is_some() => {
                 tracing::error!(%error, "a key of the local copy cannot sign in the token; serving the copy's keys to verify with until the key store answers");

@@ -1,10 +1,9 @@
 //! `--key-kms-uri`: the managed keys' private halves in AWS KMS. The client is built once at
 //! startup (no call to KMS: credentials come from AWS's chain when a key is first asked about);
-//! `serve` then keeps KMS's health current with its recovery task and publishes its metrics.
+//! `serve` publishes its metrics.
 
 use prometheus_client::registry::Registry;
-use tokio_util::task::AbortOnDropHandle;
-use warrant_kms::{Kms, KmsConfig, KmsError, KmsHolder, KmsMetrics, KmsUri, RecoveryPolicy};
+use warrant_kms::{Kms, KmsConfig, KmsError, KmsHolder, KmsMetrics, KmsUri};
 
 use crate::cli::KmsArgs;
 
@@ -17,34 +16,12 @@ pub(crate) enum KmsSetupError {
     Open(#[source] KmsError),
 }
 
-/// KMS, as the holder of the managed keys.
-#[derive(Debug, Clone)]
-pub(crate) struct AwsKms {
-    holder: KmsHolder,
-}
-
-impl AwsKms {
-    /// The holder.
-    pub(crate) fn holder(&self) -> &KmsHolder {
-        &self.holder
-    }
-
-    /// Starts keeping KMS's health current (probing it while unavailable, checking the keys
-    /// that sign while healthy); the task stops when the handle is dropped.
-    pub(crate) fn keep_healthy(&self) -> AbortOnDropHandle<()> {
-        let kms = self.holder.kms().clone();
-        AbortOnDropHandle::new(tokio::spawn(async move {
-            kms.run_recovery(RecoveryPolicy::default()).await;
-        }))
-    }
-}
-
 /// KMS as the flags name it, or `None` without `--key-kms-uri`. `registry` gets the holder's
 /// metrics (`serve`).
 pub(crate) async fn open(
     args: &KmsArgs,
     registry: Option<&mut Registry>,
-) -> Result<Option<AwsKms>, KmsSetupError> {
+) -> Result<Option<KmsHolder>, KmsSetupError> {
     let Some(text) = &args.key_kms_uri else {
         return Ok(None);
     };
@@ -65,6 +42,5 @@ pub(crate) async fn open(
         endpoint_from = %kms.endpoint_source(), concurrency = args.kms_concurrency,
         "managed keys held in AWS KMS"
     );
-    let holder = KmsHolder::new(kms).map_err(KmsSetupError::Open)?;
-    Ok(Some(AwsKms { holder }))
+    Ok(Some(KmsHolder::new(kms)))
 }

@@ -19,7 +19,7 @@ use warrant_server::{
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 
 use crate::cli::ServeArgs;
-use crate::holder::Holder;
+use crate::holder;
 use crate::keys::{self, KeySource};
 use crate::running::Running;
 use crate::{auth, objects, signer};
@@ -47,8 +47,8 @@ pub(crate) async fn run(
 
     // 2. The keys, through their holder (whose errors are configuration errors, and which opens
     //    them), then what serving reads: HTTPS, the callers, the objects, the audit log.
-    let holder = Holder::open(&args.keys.pkcs11, &args.keys.kms, Some(&mut registry)).await?;
-    let _holder_recovery = holder.as_ref().map(Holder::keep_healthy);
+    let holder = holder::open(&args.keys.pkcs11, &args.keys.kms, Some(&mut registry)).await?;
+    let _holder_recovery = holder.as_ref().map(holder::keep_healthy);
     let keys = keys::open(
         &key_source,
         max_token_seconds,

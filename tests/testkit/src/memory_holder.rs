@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use warrant_keys::{Disposal, Disposed, KeyHolder};
+use warrant_keys::{Disposal, Disposed, HolderAdvice, HolderFuture, KeyHolder};
 use warrant_token::{
     Algorithm, KeyError, KeyType, RemoteKey, RemoteSignError, RemoteSignature, SigningKey,
     VerifyingKey,
@@ -133,12 +133,8 @@ impl MemoryHolder {
     }
 }
 
-impl KeyHolder for MemoryHolder {
-    fn describe(&self) -> String {
-        "memory holder".into()
-    }
-
-    fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
+impl MemoryHolder {
+    fn generate_now(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
         let key = SigningKey::generate(key_type)?;
         let kid = key.kid().to_owned();
         let public = key.verifying_key().clone();
@@ -150,14 +146,7 @@ impl KeyHolder for MemoryHolder {
         Ok(self.handle(&kid, public))
     }
 
-    fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
-        let kid = locator
-            .strip_prefix("memory:")
-            .ok_or_else(|| refused(format!("{locator} is not a memory holder's locator")))?;
-        Ok(self.handle(kid, public))
-    }
-
-    fn vouch(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError> {
+    fn vouch_now(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError> {
         let kid = locator.strip_prefix("memory:").unwrap_or_default();
         if kid == public.kid() && self.keys().vouched.contains(kid) {
             Ok(())
@@ -168,7 +157,12 @@ impl KeyHolder for MemoryHolder {
         }
     }
 
-    fn dispose(&self, locator: &str, kid: &str, disposal: Disposal) -> Result<Disposed, KeyError> {
+    fn dispose_now(
+        &self,
+        locator: &str,
+        kid: &str,
+        disposal: Disposal,
+    ) -> Result<Disposed, KeyError> {
         if locator.strip_prefix("memory:") != Some(kid) {
             return Ok(Disposed::NotTheKey(format!("{locator} is not key {kid}")));
         }
@@ -180,6 +174,55 @@ impl KeyHolder for MemoryHolder {
         } else {
             Disposed::Gone
         })
+    }
+}
+
+/// What the memory holder advises: nothing a test reads.
+static ADVICE: HolderAdvice = HolderAdvice {
+    flag: "--memory-holder",
+    name: "the memory holder",
+    short: "the memory holder",
+    restore: "Restore it",
+    docs: "nowhere",
+    import: None,
+    retries: "nothing retries",
+};
+
+impl KeyHolder for MemoryHolder {
+    fn describe(&self) -> String {
+        "memory holder".into()
+    }
+
+    fn advice(&self) -> &'static HolderAdvice {
+        &ADVICE
+    }
+
+    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
+        Box::pin(std::future::ready(self.generate_now(key_type)))
+    }
+
+    fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
+        let kid = locator
+            .strip_prefix("memory:")
+            .ok_or_else(|| refused(format!("{locator} is not a memory holder's locator")))?;
+        Ok(self.handle(kid, public))
+    }
+
+    fn vouch<'a>(
+        &'a self,
+        locator: &'a str,
+        public: &'a VerifyingKey,
+    ) -> HolderFuture<'a, Result<(), KeyError>> {
+        Box::pin(std::future::ready(self.vouch_now(locator, public)))
+    }
+
+    fn dispose<'a>(
+        &'a self,
+        locator: &'a str,
+        kid: &'a str,
+        disposal: Disposal,
+    ) -> HolderFuture<'a, Result<Disposed, KeyError>> {
+        Box::pin(std::future::ready(self.dispose_now(locator, kid, disposal)))
     }
 }
 

@@ -27,10 +27,10 @@ use jiff::Timestamp;
 use tokio::sync::mpsc;
 use warrant_clock::Clock;
 use warrant_keys::{
-    KeyHolder, KeyManager, KeyMetrics, KeySet, KeyState, KeyStore as _, MemoryStore,
-    RETIRE_DISPOSAL_GRACE_SECONDS, RotationPolicy, Writer,
+    Disposal, Disposed, HolderAdvice, HolderFuture, KeyHolder, KeyManager, KeyMetrics, KeySet,
+    KeyState, KeyStore as _, MemoryStore, RETIRE_DISPOSAL_GRACE_SECONDS, RotationPolicy, Writer,
 };
-use warrant_token::{KeyType, SigningKey};
+use warrant_token::{KeyError, KeyType, SigningKey, VerifyingKey};
 
 use crate::signatures::verify_signature;
 
@@ -83,6 +83,50 @@ pub fn off_the_clock<T: Send>(work: impl Future<Output = T> + Send) -> T {
             .join()
             .expect("the work does not panic")
     })
+}
+
+/// A holder whose every call runs [off the clock](off_the_clock), blocking the paused
+/// runtime's thread meanwhile: a holder's calls take real time (KMS's deadline is on tokio's
+/// clock, which would race ahead of an answer from a real emulator), and the scenario's clock
+/// must not move while one is in progress.
+struct OffTheClock(Arc<dyn KeyHolder>);
+
+impl KeyHolder for OffTheClock {
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+
+    fn advice(&self) -> &'static HolderAdvice {
+        self.0.advice()
+    }
+
+    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
+        let generated = off_the_clock(self.0.generate(key_type));
+        Box::pin(std::future::ready(generated))
+    }
+
+    fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
+        self.0.open(locator, public)
+    }
+
+    fn vouch<'a>(
+        &'a self,
+        locator: &'a str,
+        public: &'a VerifyingKey,
+    ) -> HolderFuture<'a, Result<(), KeyError>> {
+        let vouched = off_the_clock(self.0.vouch(locator, public));
+        Box::pin(std::future::ready(vouched))
+    }
+
+    fn dispose<'a>(
+        &'a self,
+        locator: &'a str,
+        kid: &'a str,
+        disposal: Disposal,
+    ) -> HolderFuture<'a, Result<Disposed, KeyError>> {
+        let disposed = off_the_clock(self.0.dispose(locator, kid, disposal));
+        Box::pin(std::future::ready(disposed))
+    }
 }
 
 /// The rotation scenario (see the module's documentation) on a paused clock.
@@ -168,7 +212,7 @@ fn kids(keys: &KeySet) -> Vec<&str> {
 
 async fn scenario(under_test: &impl HolderUnderTest) {
     let t0 = crate::NOW;
-    let store = MemoryStore::new().with_holder(under_test.holder());
+    let store = MemoryStore::new().with_holder(Arc::new(OffTheClock(under_test.holder())));
     let policy = RotationPolicy {
         key_type: KeyType::P256,
         rotation_period_seconds: 7 * DAY,

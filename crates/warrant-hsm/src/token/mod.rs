@@ -47,13 +47,13 @@ use crate::module::{Entered, Module};
 use crate::pin::{PinError, PinSource};
 use crate::semaphore::BlockingSemaphore;
 use crate::uri::Pkcs11Uri;
+pub use warrant_keys::Health;
 
 pub(crate) use objects::find;
 pub use objects::{KeyAttributes, KeyEntry};
 use pool::Pool;
 pub(crate) use pool::Pooled;
 pub(crate) use public::{PUBLIC_KEY_ATTRIBUTES, PublicObject, public_objects};
-pub use recovery::RecoveryPolicy;
 pub use signing::HsmKey;
 
 /// How to open a token.
@@ -97,37 +97,6 @@ impl TokenConfig {
     pub fn sessions(mut self, sessions: usize) -> Self {
         self.sessions = sessions.max(1);
         self
-    }
-}
-
-/// Whether a token can sign now.
-#[derive(Debug, Clone)]
-pub enum Health {
-    /// Sessions open, logged in.
-    Healthy,
-    /// Not now; `cause` says why (the recovery task is working on it unless the cause is a
-    /// wrong or locked PIN).
-    Unavailable {
-        /// The token's URI.
-        token: String,
-        /// What broke it.
-        cause: Arc<HsmError>,
-    },
-}
-
-impl Health {
-    /// True when the token can sign.
-    pub fn is_healthy(&self) -> bool {
-        matches!(self, Health::Healthy)
-    }
-}
-
-impl fmt::Display for Health {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Health::Healthy => f.write_str("healthy"),
-            Health::Unavailable { token, cause } => write!(f, "token {token}: {cause}"),
-        }
     }
 }
 
@@ -218,6 +187,11 @@ impl Token {
         let first = token.open_session_with(slot, false)?;
         token.lock().idle.push(first);
         Ok(token)
+    }
+
+    /// The token as its health names it: `token pkcs11:token=warrant`.
+    pub(crate) fn health_name(&self) -> String {
+        format!("token {}", self.inner.name)
     }
 
     /// The token's URI (no object, no query), as errors and health name it.

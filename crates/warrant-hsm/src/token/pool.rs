@@ -286,7 +286,7 @@ impl Token {
         pool.epoch += 1;
         let idle = std::mem::take(&mut pool.idle);
         self.inner.health.send_replace(Health::Unavailable {
-            token: self.inner.name.clone(),
+            holder: self.health_name(),
             cause: cause.clone(),
         });
         drop(pool);

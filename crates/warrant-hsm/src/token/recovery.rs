@@ -1,85 +1,56 @@
-//! Keeping a token healthy: [`Token::run_recovery`] reopens a broken pool with backoff (on
-//! tokio's clock), re-initializing the module if the token cannot be found any more, so the pool
-//! heals without a restart; while healthy, it probes the token so a token lost while idle shows
-//! in readiness before a request needs it. A refused PIN is never tried again.
+//! Keeping a token healthy: what warrant-keys' recovery loop ([`warrant_keys::keep_healthy`])
+//! asks of a token. `Token::recover` reopens a broken pool, re-initializing the module if the
+//! token cannot be found any more, so the pool heals without a restart; while healthy,
+//! [`Token::probe`] checks the token so a token lost while idle shows in readiness before a
+//! request needs it. A refused PIN is never tried again.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use cryptoki::error::{Error as CkError, RvError};
 use cryptoki::session::SessionState;
 use tokio::time::Instant;
 
+use warrant_keys::{Recovery, RecoveryPolicy};
+
 use super::{Health, Token, find_slot};
 use crate::error::HsmError;
-
-/// How [`Token::run_recovery`] waits.
-#[derive(Debug, Clone, Copy)]
-pub struct RecoveryPolicy {
-    /// The first wait after a failed reopen; doubled after each failure.
-    pub initial_backoff: Duration,
-    /// The longest wait between reopen attempts.
-    pub max_backoff: Duration,
-    /// How often a healthy token is checked (`C_GetTokenInfo`, `C_GetSessionInfo`), so a
-    /// token lost while idle shows in readiness before a request needs it.
-    pub probe_interval: Duration,
-}
-
-impl Default for RecoveryPolicy {
-    fn default() -> Self {
-        RecoveryPolicy {
-            initial_backoff: Duration::from_millis(200),
-            max_backoff: Duration::from_secs(30),
-            probe_interval: Duration::from_secs(10),
-        }
-    }
-}
+use crate::holder::Pkcs11Holder;
 
 impl Token {
-    /// Keeps the token healthy: waits until the pool breaks (or checks it every
+    /// Keeps the token healthy with warrant-keys' one recovery loop
+    /// ([`warrant_keys::keep_healthy`]): waits until the pool breaks (or probes it every
     /// `probe_interval`), then reopens with backoff until it works. Returns only if the PIN was
     /// refused (never retried) or the runtime shuts down. Spawn it once per token and hold its
     /// handle; every time here is tokio's, so a paused test clock drives it.
     pub async fn run_recovery(&self, policy: RecoveryPolicy) {
-        let mut health = self.subscribe_health();
-        loop {
-            if health.borrow_and_update().is_healthy() {
-                tokio::select! {
-                    changed = health.changed() => {
-                        if changed.is_err() {
-                            return;
-                        }
-                    }
-                    () = tokio::time::sleep(policy.probe_interval) => {
-                        let token = self.clone();
-                        if tokio::task::spawn_blocking(move || token.probe()).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                continue;
+        warrant_keys::keep_healthy(&Pkcs11Holder::new(self.clone()), policy).await;
+    }
+
+    /// One probe of a healthy token, on a blocking thread (its outcome is in the health).
+    pub(crate) async fn probe_now(&self) {
+        let token = self.clone();
+        let _ = tokio::task::spawn_blocking(move || token.probe()).await;
+    }
+
+    /// One attempt at reopening a broken pool, on a blocking thread. Gives up for good on a
+    /// refused PIN.
+    pub(crate) async fn recover(&self) -> Recovery {
+        if self.fatal().is_some() {
+            tracing::error!(token = %self.inner.name, "not reopening the token: its PIN was refused");
+            return Recovery::GiveUp;
+        }
+        let token = self.clone();
+        let Ok(result) = tokio::task::spawn_blocking(move || token.reopen()).await else {
+            return Recovery::GiveUp;
+        };
+        match result {
+            Ok(()) => {
+                tracing::info!(token = %self.inner.name, "PKCS#11 token available again");
+                Recovery::Recovered
             }
-            let mut delay = policy.initial_backoff;
-            loop {
-                if self.fatal().is_some() {
-                    tracing::error!(token = %self.inner.name, "not reopening the token: its PIN was refused");
-                    return;
-                }
-                let token = self.clone();
-                let Ok(result) = tokio::task::spawn_blocking(move || token.reopen()).await else {
-                    return;
-                };
-                match result {
-                    Ok(()) => {
-                        tracing::info!(token = %self.inner.name, "PKCS#11 token available again");
-                        break;
-                    }
-                    Err(err) => {
-                        tracing::warn!(token = %self.inner.name, error = %err, retry_in = ?delay, "PKCS#11 token still unavailable");
-                    }
-                }
-                tokio::time::sleep(delay).await;
-                delay = delay.saturating_mul(2).min(policy.max_backoff);
+            Err(err) => {
+                tracing::warn!(token = %self.inner.name, error = %err, "PKCS#11 token still unavailable");
+                Recovery::NotYet
             }
         }
     }

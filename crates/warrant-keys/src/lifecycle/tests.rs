@@ -785,10 +785,15 @@ fn revoking_the_signing_key_with_its_holder_away_stops_signing_until_a_key_is_ma
         index.contains(&format!(r#""signingStoppedAt": "{}""#, at(now))),
         "{index}"
     );
-    let (read, _) = crate::decode("test store", &files[crate::INDEX_FILE], None, |name| {
+    let decoded = crate::decode("test store", &files[crate::INDEX_FILE], None, |name| {
         Ok(files.get(name).cloned())
     })
     .unwrap();
+    let (read, _) = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(decoded.vouched())
+        .unwrap();
     assert!(read.same_records(&keys));
 
     // The holder is back ten minutes later: the key made signs at once.
