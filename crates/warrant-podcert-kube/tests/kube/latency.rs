@@ -99,9 +99,12 @@ impl Deciding {
                     .and_then(|s| s.phase.clone())
                     .unwrap_or_default(),
                 deletion_timestamp: pod.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+                labels: pod.metadata.labels.clone().unwrap_or_default(),
             }),
             service_account: live(account, |account| named(&account.metadata)),
             node: live(node, |node| named(&node.metadata)),
+            // The policy here names no DNS names: Services are not looked at.
+            services: Live::Found(Vec::new()),
         }
     }
 }
