@@ -929,31 +929,5 @@ async fn the_jwks_carries_the_certificate_of_a_key_in_the_token() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let jwk = &jwks["keys"][0];
-    let der = base64::engine::general_purpose::STANDARD
-        .decode(jwk["x5c"][0].as_str().expect("no x5c in the JWKS"))
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("key.der"), &der).unwrap();
-    let from_certificate = crate::pki::openssl(
-        dir.path(),
-        &[
-            "x509", "-inform", "DER", "-in", "key.der", "-noout", "-pubkey",
-        ],
-    );
-    let jwk_key = warrant_token::VerifyingKey::from_jwk(jwk).unwrap().to_pem();
-    assert_eq!(from_certificate.trim(), jwk_key.trim(), "{jwk}");
-    let subject = crate::pki::openssl(
-        dir.path(),
-        &[
-            "x509", "-inform", "DER", "-in", "key.der", "-noout", "-subject",
-        ],
-    );
-    assert!(
-        subject.contains(&format!(
-            "warrant token key {}",
-            jwk["kid"].as_str().unwrap()
-        )),
-        "{subject}"
-    );
+    crate::oidc::assert_x5c_holds_the_key(&jwks["keys"][0]);
 }

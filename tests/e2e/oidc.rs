@@ -133,7 +133,6 @@ async fn an_issuer_with_a_path_is_discoverable_below_it() {
 /// relying party that trusts `x5c` runs). Static keys refuse the flag, naming why.
 #[tokio::test]
 async fn a_relying_party_reads_the_keys_from_their_certificates() {
-    use base64::Engine as _;
     let w = Warrant::start_with(OBJECTS, key_dir, &["--jwks-x5c"]).await;
     let token = w.token(&["--audience", "vault"]);
     let jwks: Value = serde_json::from_str(
@@ -147,35 +146,10 @@ async fn a_relying_party_reads_the_keys_from_their_certificates() {
             .unwrap(),
     )
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
     let keys = jwks["keys"].as_array().unwrap();
     assert!(!keys.is_empty());
     for jwk in keys {
-        let der = base64::engine::general_purpose::STANDARD
-            .decode(jwk["x5c"][0].as_str().unwrap())
-            .unwrap();
-        std::fs::write(dir.path().join("key.der"), &der).unwrap();
-        let from_certificate = crate::pki::openssl(
-            dir.path(),
-            &[
-                "x509", "-inform", "DER", "-in", "key.der", "-noout", "-pubkey",
-            ],
-        );
-        let jwk_key = warrant_token::VerifyingKey::from_jwk(jwk).unwrap().to_pem();
-        assert_eq!(from_certificate.trim(), jwk_key.trim(), "{jwk}");
-        let text = crate::pki::openssl(
-            dir.path(),
-            &[
-                "x509", "-inform", "DER", "-in", "key.der", "-noout", "-subject",
-            ],
-        );
-        assert!(
-            text.contains(&format!(
-                "warrant token key {}",
-                jwk["kid"].as_str().unwrap()
-            )),
-            "{text}"
-        );
+        assert_x5c_holds_the_key(jwk);
     }
     // PyJWT verifies the token with the key of the certificate its kid names.
     let program = "import sys, json, base64, jwt\nfrom cryptography import x509\njwks = json.loads(sys.argv[1])\nheader = jwt.get_unverified_header(sys.argv[2])\nkey = next(k for k in jwks['keys'] if k['kid'] == header['kid'])\ncert = x509.load_der_x509_certificate(base64.b64decode(key['x5c'][0]))\nclaims = jwt.decode(sys.argv[2], cert.public_key(), algorithms=[header['alg']], audience='vault', issuer=sys.argv[3])\nprint(claims['sub'])";
@@ -195,5 +169,30 @@ async fn a_relying_party_reads_the_keys_from_their_certificates() {
         String::from_utf8_lossy(&refused.stderr).contains("--jwks-x5c needs managed keys"),
         "{}",
         String::from_utf8_lossy(&refused.stderr)
+    );
+}
+
+/// The JWK's `x5c` certificate, read by openssl, holds the JWK's own key and names it by kid
+/// (`CN=warrant token key <kid>`).
+pub(crate) fn assert_x5c_holds_the_key(jwk: &Value) {
+    use base64::Engine as _;
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(jwk["x5c"][0].as_str().expect("no x5c in the JWK"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("key.der"), &der).unwrap();
+    let read = |what: &str| {
+        crate::pki::openssl(
+            dir.path(),
+            &["x509", "-inform", "DER", "-in", "key.der", "-noout", what],
+        )
+    };
+    let jwk_key = warrant_token::VerifyingKey::from_jwk(jwk).unwrap().to_pem();
+    assert_eq!(read("-pubkey").trim(), jwk_key.trim(), "{jwk}");
+    let subject = read("-subject");
+    let kid = jwk["kid"].as_str().unwrap();
+    assert!(
+        subject.contains(&format!("warrant token key {kid}")),
+        "{subject}"
     );
 }
