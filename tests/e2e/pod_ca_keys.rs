@@ -73,6 +73,7 @@ async fn a_ca_in_a_key_directory_signs_and_publishes_its_next_root_ahead() {
     .unwrap();
     let first_kid = listed["keys"][0]["kid"].as_str().unwrap().to_owned();
     assert_eq!(listed["keys"][0]["algorithm"], "ES384", "{listed}");
+    assert_eq!(listed["purpose"], "pod-certificate-ca", "{listed}");
     w.eventually("the ClusterTrustBundle", || {
         trust_bundle(&cluster).is_some()
     })
@@ -173,6 +174,15 @@ async fn a_ca_in_a_key_directory_signs_and_publishes_its_next_root_ahead() {
     assert_eq!(w.metric(&unchanged).await, 1.0, "{}", w.log());
     assert_eq!(trust_bundle(&cluster).unwrap(), both);
     issue(&mut w, &cluster, dir, "app-0-cert-3").await;
+
+    // The CA's directory named as the token keys' store too: refused at startup, saying what
+    // it holds, rather than its CA keys signing tokens.
+    let log = w.restart_refused(|_| vec!["--key-dir".into(), ca_dir.clone().into()]);
+    assert!(
+        log.contains("holds pod certificate CA keys")
+            && log.contains("is read here for service account token keys"),
+        "{log}"
+    );
 }
 
 /// The pod certificate signer's flags with the CA's keys in `{dir}/ca-keys`, new keys of
@@ -334,8 +344,13 @@ async fn a_ca_in_a_pkcs11_token_signs_leaves_and_waits_while_the_token_is_away()
         2,
         "{objects}"
     );
-    for kid in [&ca_kid, &token_kid] {
-        assert!(objects.contains(&format!("label:      {kid}")), "{objects}");
+    // Each labelled with what it is for: the token key by its kid, the CA's as a CA key, so that
+    // neither store can list the other's key (docs/keys.md).
+    for label in [format!("pod-certificate-ca:{ca_kid}"), token_kid.clone()] {
+        assert!(
+            objects.contains(&format!("label:      {label}\n")),
+            "{objects}"
+        );
     }
     for access in objects.lines().filter(|l| l.contains("Access:")) {
         assert!(access.contains("never extractable"), "{access}");
@@ -587,7 +602,7 @@ async fn a_retired_ca_key_in_a_token_still_makes_its_root_after_a_restart() {
     assert!(leaf_verifies(dir, &cluster, &before, "before").contains(&old_kid));
     let objects = hsm.private_objects();
     assert!(
-        objects.contains(&format!("label:      {old_kid}")),
+        objects.contains(&format!("label:      pod-certificate-ca:{old_kid}")),
         "the retired CA key's private half was destroyed while its root is published: {objects}"
     );
 

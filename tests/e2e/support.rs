@@ -267,6 +267,19 @@ impl Warrant {
 
     /// Runs another warrant command, failing the test with its stderr if it fails; returns
     /// its stdout.
+    /// As [`restart`](Self::restart), with key flags the server refuses at startup: waits for
+    /// it to exit, fails if it exits well, and returns its log.
+    pub(crate) fn restart_refused(&mut self, keys: impl FnOnce(&Path) -> Vec<OsString>) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let key_flags = keys(self.dir.path());
+        (self.child, self.stderr) = spawn_serve(&self.listener, &self.flags, &key_flags, &self.env);
+        let status = self.wait_exit();
+        let log = self.log();
+        assert!(!status.success(), "the server started:\n{log}");
+        log
+    }
+
     pub(crate) fn warrant_ok(&self, args: &[&OsStr]) -> String {
         warrant_ok(args)
     }

@@ -19,12 +19,14 @@ use std::sync::Arc;
 
 use aws_lc_rs::rand::{SecureRandom as _, SystemRandom};
 use tokio::sync::watch;
-use warrant_keys::{Disposal, Disposed, Health, HolderAdvice, HolderFuture, KeyHolder, Recovery};
+use warrant_keys::{
+    Disposal, Disposed, Health, HolderAdvice, HolderFuture, KeyHolder, KeyPurpose, Recovery,
+};
 use warrant_token::{KeyError, KeyType, PemKey, RemoteSignError, SigningKey, VerifyingKey};
 
 use crate::error::{HsmError, LocatorError};
 use crate::remote::{Pkcs11Key, find_recorded, remote_sign_error, token_name};
-use crate::token::Token;
+use crate::token::{Token, object_label};
 use crate::uri::Pkcs11Uri;
 
 /// The length of the `CKA_ID` of keys warrant creates.
@@ -48,9 +50,10 @@ impl Pkcs11Holder {
     }
 
     /// Imports the private key in `pem` (PKCS#8, PKCS#1 or SEC1; kubeadm's `sa.key`, a managed
-    /// key's file) as a non-extractable key labelled with its kid, and returns it as a key this
-    /// holder signs with, with the same kid. Blocks.
-    pub fn import_pem(&self, pem: &[u8]) -> Result<SigningKey, HsmError> {
+    /// key's file) as a non-extractable key labelled with its kid for `purpose`
+    /// ([`object_label`]), and returns it as a key this holder signs with, with the same kid.
+    /// Blocks.
+    pub fn import_pem(&self, pem: &[u8], purpose: KeyPurpose) -> Result<SigningKey, HsmError> {
         let kid = warrant_token::parse_pem_keys(pem)
             .map_err(HsmError::Import)?
             .into_iter()
@@ -59,7 +62,9 @@ impl Pkcs11Holder {
                 PemKey::Public(_) => None,
             })
             .ok_or(HsmError::ImportUnsupported("the PEM holds no private key"))?;
-        let key = self.token.import_pem(pem, &new_id()?, &kid)?;
+        let key = self
+            .token
+            .import_pem(pem, &new_id()?, &object_label(purpose, &kid))?;
         Ok(remote(Pkcs11Key::new(key)))
     }
 
@@ -106,8 +111,10 @@ impl Pkcs11Holder {
         Ok(())
     }
 
-    fn generate_key(&self, key_type: KeyType) -> Result<SigningKey, HsmError> {
-        let key = self.token.generate_labelled_by_kid(key_type, &new_id()?)?;
+    fn generate_key(&self, key_type: KeyType, purpose: KeyPurpose) -> Result<SigningKey, HsmError> {
+        let key = self
+            .token
+            .generate_labelled_by_kid(key_type, &new_id()?, purpose)?;
         Ok(remote(Pkcs11Key::new(key)))
     }
 }
@@ -144,23 +151,30 @@ pub static ADVICE: HolderAdvice = HolderAdvice {
 /// The token's answers, blocking (the device layer): the [`KeyHolder`] methods run them on the
 /// token's [`BlockingSemaphore`](crate::BlockingSemaphore).
 impl Pkcs11Holder {
-    /// A new key of `key_type` in the token ([`KeyHolder::generate`]). Blocks.
-    pub fn generate(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
-        self.generate_key(key_type).map_err(key_error)
+    /// A new key of `key_type` for `purpose` in the token ([`KeyHolder::generate`]). Blocks.
+    pub fn generate(&self, key_type: KeyType, purpose: KeyPurpose) -> Result<SigningKey, KeyError> {
+        self.generate_key(key_type, purpose).map_err(key_error)
     }
 
-    /// Whether the token vouches for the key at `locator` ([`KeyHolder::vouch`]). Blocks.
-    pub fn vouch(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError> {
+    /// Whether the token vouches for the key at `locator`, for `purpose`
+    /// ([`KeyHolder::vouch`]). Blocks.
+    pub fn vouch(
+        &self,
+        locator: &str,
+        public: &VerifyingKey,
+        purpose: KeyPurpose,
+    ) -> Result<(), KeyError> {
         let id = self.locator_id(locator).map_err(key_error)?;
-        self.token.vouch(&id, public).map_err(key_error)
+        self.token.vouch(&id, public, purpose).map_err(key_error)
     }
 
-    /// Disposes of key `kid` at `locator` ([`KeyHolder::dispose`]). Blocks.
+    /// Disposes of key `kid` at `locator`, kept for `purpose` ([`KeyHolder::dispose`]). Blocks.
     pub fn dispose(
         &self,
         locator: &str,
         kid: &str,
         disposal: Disposal,
+        purpose: KeyPurpose,
     ) -> Result<Disposed, KeyError> {
         let id = match self.locator_id(locator) {
             Ok(id) => id,
@@ -168,7 +182,9 @@ impl Pkcs11Holder {
             Err(HsmError::Locator(error)) => return Ok(Disposed::NotTheKey(error.to_string())),
             Err(error) => return Err(key_error(error)),
         };
-        self.token.dispose(&id, kid, disposal).map_err(key_error)
+        self.token
+            .dispose(&id, kid, disposal, purpose)
+            .map_err(key_error)
     }
 
     /// Runs `call` with a clone of this holder on the token's blocking threads.
@@ -194,8 +210,12 @@ impl KeyHolder for Pkcs11Holder {
         &ADVICE
     }
 
-    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
-        self.blocking(move |holder| holder.generate(key_type))
+    fn generate(
+        &self,
+        key_type: KeyType,
+        purpose: KeyPurpose,
+    ) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
+        self.blocking(move |holder| holder.generate(key_type, purpose))
     }
 
     fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
@@ -208,9 +228,10 @@ impl KeyHolder for Pkcs11Holder {
         &'a self,
         locator: &'a str,
         public: &'a VerifyingKey,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<(), KeyError>> {
         let (locator, public) = (locator.to_owned(), public.clone());
-        self.blocking(move |holder| holder.vouch(&locator, &public))
+        self.blocking(move |holder| holder.vouch(&locator, &public, purpose))
     }
 
     fn dispose<'a>(
@@ -218,9 +239,10 @@ impl KeyHolder for Pkcs11Holder {
         locator: &'a str,
         kid: &'a str,
         disposal: Disposal,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<Disposed, KeyError>> {
         let (locator, kid) = (locator.to_owned(), kid.to_owned());
-        self.blocking(move |holder| holder.dispose(&locator, &kid, disposal))
+        self.blocking(move |holder| holder.dispose(&locator, &kid, disposal, purpose))
     }
 
     fn check<'a>(&'a self, key: &'a SigningKey) -> HolderFuture<'a, Result<(), KeyError>> {
@@ -228,9 +250,13 @@ impl KeyHolder for Pkcs11Holder {
         self.blocking(move |holder| holder.check(&key).map_err(key_error))
     }
 
-    fn import_pem<'a>(&'a self, pem: &'a [u8]) -> HolderFuture<'a, Result<SigningKey, KeyError>> {
+    fn import_pem<'a>(
+        &'a self,
+        pem: &'a [u8],
+        purpose: KeyPurpose,
+    ) -> HolderFuture<'a, Result<SigningKey, KeyError>> {
         let pem = pem.to_vec();
-        self.blocking(move |holder| holder.import_pem(&pem).map_err(key_error))
+        self.blocking(move |holder| holder.import_pem(&pem, purpose).map_err(key_error))
     }
 
     /// The token was reached when it was opened, and its health says whether it still is.

@@ -27,7 +27,7 @@
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! use warrant_hsm::{HsmMetrics, Pkcs11Holder, Pkcs11Uri, RecoveryPolicy, Token, TokenConfig};
-//! use warrant_keys::KeyHolder;
+//! use warrant_keys::{KeyHolder, KeyPurpose};
 //!
 //! let uri: Pkcs11Uri = "pkcs11:token=warrant?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/run/secrets/pin".parse()?;
 //! let token = tokio::task::spawn_blocking(move || {
@@ -40,7 +40,7 @@
 //! });
 //! let holder = Pkcs11Holder::new(token);
 //! // On the token's blocking threads, through its semaphore.
-//! let key = KeyHolder::generate(&holder, warrant_token::KeyType::P256).await?;
+//! let key = KeyHolder::generate(&holder, warrant_token::KeyType::P256, KeyPurpose::Tokens).await?;
 //! let signature = key.sign_detached_async("eyJzdWIiOiJ4In0").await?;
 //! # drop((recovery, signature)); Ok(()) }
 //! ```
@@ -65,6 +65,6 @@ pub use metrics::HsmMetrics;
 pub use pin::{PinError, PinSource};
 pub use remote::{Pkcs11Key, remote_sign_error};
 pub use semaphore::BlockingSemaphore;
-pub use token::{Health, HsmKey, KeyAttributes, KeyEntry, Token, TokenConfig};
+pub use token::{Health, HsmKey, KeyAttributes, KeyEntry, Token, TokenConfig, object_label};
 pub use uri::{ObjectType, Pkcs11Uri, UriError};
 pub use warrant_keys::RecoveryPolicy;

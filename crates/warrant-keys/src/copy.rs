@@ -38,6 +38,7 @@ use crate::directory::DirStore;
 use crate::holder::KeyHolder;
 use crate::lifecycle::ManagedKeySet;
 use crate::manager::Seed;
+use crate::purpose::KeyPurpose;
 use crate::rollback;
 use crate::store::{ChangeFeed, KeyStore, Saved, StoreError, StoreVersion, Stored};
 
@@ -98,6 +99,18 @@ impl LocalCopy {
             holds: Mutex::new(None),
             state: watch::channel(CopyState::default()).0,
         }
+    }
+
+    /// The copy holds keys for `purpose`, as its store does (see [`DirStore::for_purpose`]).
+    pub fn for_purpose(mut self, purpose: KeyPurpose) -> Self {
+        self.dir = self.dir.for_purpose(purpose);
+        self
+    }
+
+    /// The copy is read whatever its keys are for (see [`DirStore::of_any_purpose`]).
+    pub fn of_any_purpose(mut self) -> Self {
+        self.dir = self.dir.of_any_purpose();
+        self
     }
 
     /// The directory.
@@ -308,6 +321,10 @@ impl<S: KeyStore> KeyStore for CopiedStore<S> {
 
     fn holder(&self) -> Option<Arc<dyn KeyHolder>> {
         self.store.holder()
+    }
+
+    fn purpose(&self) -> Option<KeyPurpose> {
+        self.store.purpose()
     }
 }
 

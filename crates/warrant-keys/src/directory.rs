@@ -34,6 +34,7 @@ use tokio::sync::mpsc;
 use warrant_watch::private_file;
 
 use crate::lifecycle::ManagedKeySet;
+use crate::purpose::KeyPurpose;
 
 use crate::holder::{Held, KeyHolder};
 use crate::store::{ChangeFeed, KeyStore, Saved, StoreError, StoreVersion, Stored};
@@ -49,6 +50,8 @@ const OLD_TEMP_PREFIX: &str = ".tmp-";
 pub struct DirStore {
     dir: PathBuf,
     holder: Option<Held>,
+    /// What its keys must be for; `None`: whatever it records.
+    purpose: Option<KeyPurpose>,
 }
 
 impl DirStore {
@@ -57,7 +60,22 @@ impl DirStore {
         DirStore {
             dir: dir.into(),
             holder: None,
+            purpose: Some(KeyPurpose::Tokens),
         }
+    }
+
+    /// The store holds keys for `purpose` (by default, [`KeyPurpose::Tokens`]): a key set
+    /// recorded for another is refused ([`StoreError::OtherPurpose`]).
+    pub fn for_purpose(mut self, purpose: KeyPurpose) -> Self {
+        self.purpose = Some(purpose);
+        self
+    }
+
+    /// The store is read whatever its keys are for, and its holder asked about each key for
+    /// the purpose the store records: for `warrant keys`, which works on either kind of store.
+    pub fn of_any_purpose(mut self) -> Self {
+        self.purpose = None;
+        self
     }
 
     /// The store's private keys are held by `holder` (an HSM); the directory records their
@@ -114,9 +132,13 @@ impl DirStore {
         let Some(index) = self.read(INDEX_FILE)? else {
             return Ok(None);
         };
-        decode(&self.describe(), &index, self.holder.as_ref(), |name| {
-            self.read(name)
-        })
+        decode(
+            &self.describe(),
+            &index,
+            self.purpose,
+            self.holder.as_ref(),
+            |name| self.read(name),
+        )
         .map(Some)
     }
 
@@ -296,6 +318,10 @@ impl DirStore {
 impl KeyStore for DirStore {
     fn holder(&self) -> Option<Arc<dyn KeyHolder>> {
         self.holder.as_ref().map(|held| held.holder().clone())
+    }
+
+    fn purpose(&self) -> Option<KeyPurpose> {
+        self.purpose
     }
 
     fn describe(&self) -> String {

@@ -168,7 +168,9 @@ impl Disposals {
         let described = holder.describe();
         let mut answers = Vec::with_capacity(due.len());
         for d in due.iter().cloned() {
-            let answer = holder.dispose(&d.locator, &d.kid, d.disposal).await;
+            let answer = holder
+                .dispose(&d.locator, &d.kid, d.disposal, keys.purpose())
+                .await;
             answers.push((d, answer, described.clone()));
         }
         let mut pending = due.len();

@@ -36,6 +36,7 @@ use tokio::sync::watch;
 use warrant_token::{KeyError, KeyType, SigningKey, VerifyingKey};
 
 use crate::holder_health::{Health, Recovery, RecoveryPolicy};
+use crate::purpose::KeyPurpose;
 use crate::store_error::StoreError;
 
 /// What a holder's async methods return: a future that may run on any of the runtime's threads.
@@ -59,11 +60,15 @@ pub trait KeyHolder: Send + Sync + 'static {
     /// imports keys).
     fn advice(&self) -> &'static HolderAdvice;
 
-    /// A new key of `key_type`, generated inside the holder; its private half never leaves it.
-    /// The holder keeps what it needs to [vouch](Self::vouch) for the key for as long as the key
-    /// is not [forgotten](Disposal::Forget), its retirement included. A generation that fails
-    /// part way leaves nothing behind.
-    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>>;
+    /// A new key of `key_type` for `purpose`, generated inside the holder; its private half
+    /// never leaves it. The holder keeps what it needs to [vouch](Self::vouch) for the key, for
+    /// that purpose and no other, for as long as the key is not [forgotten](Disposal::Forget),
+    /// its retirement included. A generation that fails part way leaves nothing behind.
+    fn generate(
+        &self,
+        key_type: KeyType,
+        purpose: KeyPurpose,
+    ) -> HolderFuture<'_, Result<SigningKey, KeyError>>;
 
     /// A handle on the key at `locator` (as [`warrant_token::RemoteKey::locator`] gave it), whose
     /// public key the store recorded as `public`. Touches nothing in the holder and checks
@@ -71,10 +76,12 @@ pub trait KeyHolder: Send + Sync + 'static {
     fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError>;
 
     /// Confirms, by asking the holder itself and never the store, that it holds at `locator` a
-    /// key it keeps for warrant whose public key is `public`: one that [`generate`] made (or an
-    /// import), whose private half may since have been destroyed at its retirement, and that
-    /// was not [forgotten](Disposal::Forget). Whoever can write the store but has no access of
-    /// its own to the holder must not be able to make this succeed for a key of their choosing.
+    /// key it keeps for warrant, for `purpose`, whose public key is `public`: one that
+    /// [`generate`] made for that purpose (or an import), whose private half may since have
+    /// been destroyed at its retirement, and that was not [forgotten](Disposal::Forget).
+    /// Whoever can write the store but has no access of its own to the holder must not be able
+    /// to make this succeed for a key of their choosing, nor for a key warrant keeps for another
+    /// purpose (a CA key listed in the token keys' store).
     ///
     /// An error whose [`KeyError::Remote`] is `unavailable` means the holder could not be
     /// asked now (the store is then neither believed nor refused, only not read yet); any other
@@ -85,16 +92,19 @@ pub trait KeyHolder: Send + Sync + 'static {
         &'a self,
         locator: &'a str,
         public: &'a VerifyingKey,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<(), KeyError>>;
 
     /// Disposes of key `kid` at `locator`, but only if the holder finds that what is there is
-    /// that key, kept for warrant (see [`vouch`](Self::vouch)); anything else is left alone
-    /// ([`Disposed::NotTheKey`]). Disposing of a key already gone is [`Disposed::Gone`].
+    /// that key, kept for warrant for `purpose` (see [`vouch`](Self::vouch)); anything else is
+    /// left alone ([`Disposed::NotTheKey`]). Disposing of a key already gone is
+    /// [`Disposed::Gone`].
     fn dispose<'a>(
         &'a self,
         locator: &'a str,
         kid: &'a str,
         disposal: Disposal,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<Disposed, KeyError>>;
 
     /// Checks that `key`, as a store recorded it, can sign in the holder now (its private half
@@ -107,9 +117,14 @@ pub trait KeyHolder: Send + Sync + 'static {
     }
 
     /// The private key in `pem` (PKCS#8, PKCS#1 or SEC1), imported into the holder with the
-    /// same kid. A holder that cannot import refuses with [`HolderAdvice::import`].
-    fn import_pem<'a>(&'a self, pem: &'a [u8]) -> HolderFuture<'a, Result<SigningKey, KeyError>> {
-        let _ = pem;
+    /// same kid, for `purpose`. A holder that cannot import refuses with
+    /// [`HolderAdvice::import`].
+    fn import_pem<'a>(
+        &'a self,
+        pem: &'a [u8],
+        purpose: KeyPurpose,
+    ) -> HolderFuture<'a, Result<SigningKey, KeyError>> {
+        let _ = (pem, purpose);
         let refused = self
             .advice()
             .import
@@ -214,8 +229,8 @@ pub enum Disposed {
 #[derive(Clone)]
 pub struct Held {
     holder: Arc<dyn KeyHolder>,
-    /// (kid, locator) of every held key of the last store read that checked out.
-    vouched: Arc<Mutex<BTreeSet<(String, String)>>>,
+    /// (purpose, kid, locator) of every held key of the last store read that checked out.
+    vouched: Arc<Mutex<BTreeSet<(KeyPurpose, String, String)>>>,
 }
 
 impl Held {
@@ -233,13 +248,14 @@ impl Held {
     }
 
     /// Has the holder vouch for each of `keys` (kid, locator, public key) of one store read,
-    /// asking only about those the last good read did not list, and then remembers exactly
-    /// `keys`: a key that left the store is asked about again should it come back. The first
-    /// key it does not vouch for (or cannot be asked about) refuses the whole read: the error
-    /// names it.
+    /// for `purpose`, asking only about those the last good read listed for another purpose or
+    /// not at all, and then remembers exactly `keys`: a key that left the store is asked about
+    /// again should it come back. The first key it does not vouch for (or cannot be asked
+    /// about) refuses the whole read: the error names it.
     pub(crate) async fn vouch_all(
         &self,
         store: &str,
+        purpose: KeyPurpose,
         keys: &[(String, String, VerifyingKey)],
     ) -> Result<(), StoreError> {
         let known = self
@@ -248,10 +264,11 @@ impl Held {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         for (kid, locator, public) in keys {
-            if known.contains(&(kid.clone(), locator.clone())) {
+            if known.contains(&(purpose, kid.clone(), locator.clone())) {
                 continue;
             }
-            self.holder.vouch(locator, public).await.map_err(|source| {
+            let vouched = self.holder.vouch(locator, public, purpose).await;
+            vouched.map_err(|source| {
                 let unavailable = matches!(&source, KeyError::Remote(e) if e.unavailable);
                 if unavailable {
                     StoreError::HolderUnavailable {
@@ -273,7 +290,7 @@ impl Held {
         }
         *self.vouched.lock().unwrap_or_else(PoisonError::into_inner) = keys
             .iter()
-            .map(|(kid, locator, _)| (kid.clone(), locator.clone()))
+            .map(|(kid, locator, _)| (purpose, kid.clone(), locator.clone()))
             .collect();
         Ok(())
     }

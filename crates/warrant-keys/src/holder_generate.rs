@@ -15,15 +15,17 @@ use std::sync::Arc;
 use warrant_token::{KeyError, KeyType, RemoteSignError, SigningKey};
 
 use crate::holder::KeyHolder;
+use crate::purpose::KeyPurpose;
 
 /// What a change asks for each new key.
 pub type Generate<'a> = dyn FnMut(KeyType) -> Result<SigningKey, KeyError> + 'a;
 
-/// Runs `change` with new keys made in `holder` (see the module's doc). The holder stops at
+/// Runs `change` with new keys made in `holder` for `purpose` (see the module's doc). The holder stops at
 /// its first error, which the change then gets for that key and for any it asks for after
 /// (the holder is not asked again within one change).
 pub async fn with_held_keys<T>(
     holder: &dyn KeyHolder,
+    purpose: KeyPurpose,
     mut change: impl FnMut(&mut Generate<'_>) -> T,
 ) -> T {
     let mut asked = Vec::new();
@@ -35,7 +37,7 @@ pub async fn with_held_keys<T>(
     let mut made = VecDeque::with_capacity(asked.len());
     let mut failed = None;
     for key_type in asked {
-        match holder.generate(key_type).await {
+        match holder.generate(key_type, purpose).await {
             Ok(key) => made.push_back(key),
             Err(error) => {
                 failed = Some(error);

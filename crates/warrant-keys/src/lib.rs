@@ -41,6 +41,7 @@ mod lifecycle;
 mod listed;
 mod manager;
 mod metrics;
+mod purpose;
 mod rollback;
 mod secret;
 mod static_files;
@@ -70,6 +71,7 @@ pub use manager::{
     ActivationGate, KeyManager, KeyManagerTask, ManagerError, Seed, StoreHealth, Writer,
 };
 pub use metrics::KeyMetrics;
+pub use purpose::KeyPurpose;
 pub use secret::{MANAGED_BY, MANAGED_BY_LABEL, SecretStore, WRITTEN_BY_ANNOTATION};
 pub use static_files::{
     StaticChange, StaticKeyError, StaticKeyFiles, StaticKeys, StaticReload, StaticWatch,

@@ -27,7 +27,7 @@ use std::fmt;
 use jiff::{SignedDuration, Timestamp};
 use warrant_token::{Algorithm, KeyError, KeyType, LEEWAY_SECONDS, SigningKey};
 
-use crate::{KeySet, ListedKeys};
+use crate::{KeyPurpose, KeySet, ListedKeys};
 
 /// Seconds a retired key stays published after the last token it signed expires: the
 /// verifier's leeway on `exp`, so a token is never refused for a missing key while it could
@@ -412,6 +412,8 @@ pub struct ManagedKeySet {
     /// key made after signs at once (see [`ManagedKeySet::revoke`]). Kept while a key activated
     /// before it remains, whose retirement it is.
     stopped: Option<Timestamp>,
+    /// What the keys are for (see `purpose.rs`): recorded with them, and checked in their holder.
+    purpose: KeyPurpose,
 }
 
 fn whole_second(t: Timestamp) -> Timestamp {
@@ -445,6 +447,7 @@ impl ManagedKeySet {
             keys,
             revoked: Vec::new(),
             stopped: None,
+            purpose: KeyPurpose::default(),
         })
     }
 
@@ -494,6 +497,17 @@ impl ManagedKeySet {
         self.stopped
     }
 
+    /// The same set, its keys for `purpose` (a new set's are [`KeyPurpose::Tokens`]).
+    pub fn with_purpose(mut self, purpose: KeyPurpose) -> Self {
+        self.purpose = purpose;
+        self
+    }
+
+    /// What the keys are for.
+    pub fn purpose(&self) -> KeyPurpose {
+        self.purpose
+    }
+
     /// When no key signs at `now` because signing stopped ([`stopped`](Self::stopped)) and no
     /// key has been made since: `None` if a key signs (or none ever did).
     pub fn stopped_at(&self, now: Timestamp) -> Option<Timestamp> {
@@ -518,6 +532,7 @@ impl ManagedKeySet {
         };
         self.revoked == other.revoked
             && self.stopped == other.stopped
+            && self.purpose == other.purpose
             && self.keys.len() == other.keys.len()
             && self
                 .keys
@@ -534,6 +549,7 @@ impl ManagedKeySet {
             keys: vec![ManagedKey::new(key, now, now, max_token_seconds)],
             revoked: Vec::new(),
             stopped: None,
+            purpose: KeyPurpose::default(),
         }
     }
 
@@ -795,6 +811,7 @@ impl ManagedKeySet {
             keys,
             revoked,
             stopped,
+            purpose: self.purpose,
         };
         if let Some(successor) = set.successor(policy, now)
             && successor.create_at <= now

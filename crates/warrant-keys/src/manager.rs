@@ -237,7 +237,10 @@ impl<S: KeyStore> KeyManager<S> {
             .inspect_err(|_| metrics.store_error("load"))?;
         let known = match stored {
             Some(stored) => Known::read(stored),
-            None => Known::nothing(ManagedKeySet::default(), 0),
+            None => Known::nothing(
+                ManagedKeySet::default().with_purpose(store.purpose().unwrap_or_default()),
+                0,
+            ),
         };
         Self::start(store, policy, writer, metrics, now, known, None).await
     }
@@ -861,9 +864,11 @@ async fn rotate(
         return Ok(None);
     }
     match holder {
-        Some(holder) => with_held_keys(&*holder, |generate| keys.rotate(&policy, now, generate))
-            .await
-            .map_err(ManagerError::Key),
+        Some(holder) => with_held_keys(&*holder, keys.purpose(), |generate| {
+            keys.rotate(&policy, now, generate)
+        })
+        .await
+        .map_err(ManagerError::Key),
         None => {
             tokio::task::spawn_blocking(move || keys.rotate(&policy, now, SigningKey::generate))
                 .await

@@ -50,6 +50,7 @@ use crate::holder::{Held, KeyHolder};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::lifecycle::ManagedKeySet;
+use crate::purpose::KeyPurpose;
 use crate::store::{ChangeFeed, KeyStore, Saved, StoreError, StoreVersion, Stored};
 use crate::stored::{INDEX_FILE, decode, encode};
 
@@ -71,6 +72,8 @@ pub struct SecretStore {
     writer: String,
     last: Arc<Mutex<Option<LastRead>>>,
     holder: Option<Held>,
+    /// What its keys must be for; `None`: whatever it records.
+    purpose: Option<KeyPurpose>,
 }
 
 /// What the last read saw, so a write can keep an operator's labels and annotations, the
@@ -95,7 +98,22 @@ impl SecretStore {
             writer: MANAGED_BY.to_owned(),
             last: Arc::new(Mutex::new(None)),
             holder: None,
+            purpose: Some(KeyPurpose::Tokens),
         }
+    }
+
+    /// The store holds keys for `purpose` (by default, [`KeyPurpose::Tokens`]): a key set
+    /// recorded for another is refused ([`StoreError::OtherPurpose`]).
+    pub fn for_purpose(mut self, purpose: KeyPurpose) -> Self {
+        self.purpose = Some(purpose);
+        self
+    }
+
+    /// The store is read whatever its keys are for, and its holder asked about each key for
+    /// the purpose the store records: for `warrant keys`, which works on either kind of store.
+    pub fn of_any_purpose(mut self) -> Self {
+        self.purpose = None;
+        self
     }
 
     /// The store's private keys are held by `holder` (an HSM); the Secret records their public
@@ -293,6 +311,10 @@ impl KeyStore for SecretStore {
         self.holder.as_ref().map(|held| held.holder().clone())
     }
 
+    fn purpose(&self) -> Option<KeyPurpose> {
+        self.purpose
+    }
+
     fn describe(&self) -> String {
         format!("Kubernetes Secret {}/{}", self.namespace, self.name)
     }
@@ -314,11 +336,12 @@ impl KeyStore for SecretStore {
                     .get(INDEX_FILE)
                     .map(|b| b.0.as_slice())
                     .unwrap_or_default();
-                let (keys, generation) = decode(&store, index, self.holder.as_ref(), |name| {
-                    Ok(data.get(name).map(|b| b.0.clone()))
-                })?
-                .vouched()
-                .await?;
+                let (keys, generation) =
+                    decode(&store, index, self.purpose, self.holder.as_ref(), |name| {
+                        Ok(data.get(name).map(|b| b.0.clone()))
+                    })?
+                    .vouched()
+                    .await?;
                 let version = self.read(secret, generation)?;
                 Ok(Some(Stored {
                     keys,

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
 
 use crate::lifecycle::ManagedKeySet;
+use crate::purpose::KeyPurpose;
 pub use crate::store_error::StoreError;
 use crate::stored::{EncodedKeySet, decode, encode};
 
@@ -100,6 +101,12 @@ pub trait KeyStore: Send + Sync + 'static {
     fn holder(&self) -> Option<Arc<dyn crate::KeyHolder>> {
         None
     }
+
+    /// What the store's keys must be for; `None` when it is read whatever it records (see
+    /// [`crate::KeyPurpose`]). A manager makes a new set's first key for it.
+    fn purpose(&self) -> Option<KeyPurpose> {
+        Some(KeyPurpose::Tokens)
+    }
 }
 
 /// Notifications that a store may have changed.
@@ -173,6 +180,8 @@ impl std::fmt::Debug for ChangeFeed {
 pub struct MemoryStore {
     inner: Arc<MemoryInner>,
     holder: Option<crate::holder::Held>,
+    /// What its keys must be for; `None`: whatever it records.
+    purpose: Option<KeyPurpose>,
     /// This handle's change feed never fires (see [`MemoryStore::deaf`]).
     deaf: bool,
 }
@@ -206,6 +215,7 @@ impl MemoryStore {
         let (changes, _) = watch::channel(0);
         MemoryStore {
             holder: None,
+            purpose: Some(KeyPurpose::Tokens),
             deaf: false,
             inner: Arc::new(MemoryInner {
                 contents: Mutex::new(MemoryContents::default()),
@@ -234,6 +244,20 @@ impl MemoryStore {
     /// contents; this one opens and writes them through `holder`.
     pub fn with_holder(mut self, holder: Arc<dyn crate::KeyHolder>) -> Self {
         self.holder = Some(crate::holder::Held::new(holder));
+        self
+    }
+
+    /// The store holds keys for `purpose` (by default, [`KeyPurpose::Tokens`]): a key set
+    /// recorded for another is refused ([`StoreError::OtherPurpose`]).
+    pub fn for_purpose(mut self, purpose: KeyPurpose) -> Self {
+        self.purpose = Some(purpose);
+        self
+    }
+
+    /// The store is read whatever its keys are for, and its holder asked about each key for
+    /// the purpose the store records: for `warrant keys`, which works on either kind of store.
+    pub fn of_any_purpose(mut self) -> Self {
+        self.purpose = None;
         self
     }
 
@@ -297,6 +321,10 @@ impl KeyStore for MemoryStore {
         self.holder.as_ref().map(|held| held.holder().clone())
     }
 
+    fn purpose(&self) -> Option<KeyPurpose> {
+        self.purpose
+    }
+
     fn describe(&self) -> String {
         "memory store".into()
     }
@@ -319,11 +347,12 @@ impl KeyStore for MemoryStore {
                 store: store.clone(),
                 reason: format!("{} is missing", crate::stored::INDEX_FILE),
             })?;
-        let (keys, generation) = decode(&store, index, self.holder.as_ref(), |name| {
-            Ok(files.get(name).cloned())
-        })?
-        .vouched()
-        .await?;
+        let (keys, generation) =
+            decode(&store, index, self.purpose, self.holder.as_ref(), |name| {
+                Ok(files.get(name).cloned())
+            })?
+            .vouched()
+            .await?;
         Ok(Some(Stored {
             keys,
             version: StoreVersion(version.to_string()),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use warrant_token::KeyError;
 
 use crate::lifecycle::LifecycleError;
+use crate::purpose::KeyPurpose;
 
 /// Why a store could not be read or written. Messages name the store and never contain key
 /// material.
@@ -110,6 +111,22 @@ pub enum StoreError {
         /// What the holder said.
         #[source]
         source: Box<KeyError>,
+    },
+    /// The store records keys for another purpose than the one it was opened for: the token
+    /// keys' store named as the pod certificate CA's, or the reverse (one directory or Secret
+    /// for both), or an entry rewritten by whoever can write the store.
+    #[error(
+        "{store} holds {} (its keys.json says its purpose is {recorded}), and is read here for {}: each key set needs a store of its own (--key-dir or --key-secret for the token keys, --pod-certificate-ca-key-dir or --pod-certificate-ca-key-secret for the CA's)",
+        recorded.keys(),
+        expected.keys()
+    )]
+    OtherPurpose {
+        /// The store.
+        store: String,
+        /// What its keys are for, as it says.
+        recorded: KeyPurpose,
+        /// What it is read for.
+        expected: KeyPurpose,
     },
     /// A held key that this process has not vouched for yet could not be checked: its holder
     /// cannot be reached now. The store is not read until it can be.

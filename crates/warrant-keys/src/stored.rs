@@ -35,6 +35,9 @@
 //! since when no key signs: the signing key was revoked while no key could be made to take over
 //! (see [`crate::ManagedKeySet::stopped`]). A revoked key that was held elsewhere keeps its
 //! `heldIn`, so the store's writer can destroy it there once it reaches the holder.
+//! `purpose` (absent for token keys) says what the keys are for, `"pod-certificate-ca"` for the
+//! pod certificate CA's (see [`crate::KeyPurpose`]): a server refuses a store whose keys are
+//! for something else, and the holder checks each held key's own marking against it.
 //!
 //! A key whose private half is held elsewhere ([`crate::KeyHolder`], an HSM) has `heldIn`, the
 //! locator of its private key (`"heldIn": "pkcs11:token=warrant;id=%0a%1b;type=private"`), and
@@ -56,6 +59,7 @@ use warrant_token::{
 
 use crate::holder::Held;
 use crate::lifecycle::{ManagedKey, ManagedKeySet, Revocation};
+use crate::purpose::KeyPurpose;
 use crate::store_error::StoreError;
 
 /// The name of the index.
@@ -82,6 +86,9 @@ struct Index {
     /// (see [`ManagedKeySet::stopped`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     signing_stopped_at: Option<Timestamp>,
+    /// What the keys are for ([`KeyPurpose::name`]); absent for token keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    purpose: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -203,6 +210,10 @@ pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (S
             })
             .collect(),
         signing_stopped_at: keys.stopped(),
+        purpose: match keys.purpose() {
+            KeyPurpose::Tokens => None,
+            other => Some(other.name().to_owned()),
+        },
     };
     let mut index = serde_json::to_vec_pretty(&index)
         .map_err(|_| (String::new(), KeyError::Crypto("encode the key index")))?;
@@ -216,10 +227,12 @@ pub fn encode(keys: &ManagedKeySet, generation: u64) -> Result<EncodedKeySet, (S
 /// records such keys, and only once the holder has vouched for every one of them (see
 /// `holder.rs`): a store with one entry it does not vouch for is refused whole. Decoding asks
 /// nothing; vouching asks the holder, in [`Decoded::vouched`], which is the only way to the
-/// set. `store` names the store in errors.
+/// set. A set recorded for another purpose than `purpose` is refused (`None`: any purpose,
+/// its holder asked about each key for the one recorded). `store` names the store in errors.
 pub fn decode(
     store: &str,
     index: &[u8],
+    purpose: Option<KeyPurpose>,
     held: Option<&Held>,
     mut read: impl FnMut(&str) -> Result<Option<Vec<u8>>, StoreError>,
 ) -> Result<Decoded, StoreError> {
@@ -234,6 +247,22 @@ pub fn decode(
             "{INDEX_FILE} is a {}/{}, not a {API_VERSION}/{KIND}",
             index.api_version, index.kind
         )));
+    }
+    let recorded = match index.purpose.as_deref() {
+        None => KeyPurpose::Tokens,
+        Some(name) => KeyPurpose::from_name(name).ok_or_else(|| {
+            corrupt(format!(
+                "{INDEX_FILE} says its keys are for {name:?}, which this warrant does not know (it knows {})",
+                KeyPurpose::ALL.map(KeyPurpose::name).join(", ")
+            ))
+        })?,
+    };
+    if let Some(expected) = purpose.filter(|p| *p != recorded) {
+        return Err(StoreError::OtherPurpose {
+            store: store.to_owned(),
+            recorded,
+            expected,
+        });
     }
     let holder = held.map(|h| h.holder().as_ref());
     let mut keys = Vec::with_capacity(index.keys.len());
@@ -315,7 +344,7 @@ pub fn decode(
     let stopped = index.signing_stopped_at;
     let set = ManagedKeySet::new(keys)
         .and_then(|set| set.with_revocations(revoked))
-        .map(|set| set.with_stop(stopped))
+        .map(|set| set.with_stop(stopped).with_purpose(recorded))
         .map_err(|source| StoreError::Lifecycle {
             store: store.to_owned(),
             source,
@@ -346,7 +375,7 @@ impl Decoded {
     /// the holder.
     pub async fn vouched(self) -> Result<(ManagedKeySet, u64), StoreError> {
         if let Some((held, store, claimed)) = &self.vouch {
-            held.vouch_all(store, claimed).await?;
+            held.vouch_all(store, self.keys.purpose(), claimed).await?;
         }
         Ok((self.keys, self.generation))
     }
@@ -372,9 +401,13 @@ mod tests {
     }
 
     fn decode_files(files: &BTreeMap<String, Vec<u8>>) -> Result<(ManagedKeySet, u64), StoreError> {
-        vouched(decode("test store", &files[INDEX_FILE], None, |name| {
-            Ok(files.get(name).cloned())
-        }))
+        vouched(decode(
+            "test store",
+            &files[INDEX_FILE],
+            Some(KeyPurpose::Tokens),
+            None,
+            |name| Ok(files.get(name).cloned()),
+        ))
     }
 
     /// What a store reads: the decoded set, vouched for (the fake holder answers at once).
@@ -427,6 +460,71 @@ mod tests {
                 .collect()
         };
         assert_eq!(summary(&decoded), summary(&set));
+    }
+
+    #[test]
+    fn a_store_says_what_its_keys_are_for_and_is_read_for_that_alone() {
+        let key = SigningKey::generate(KeyType::P256).unwrap();
+        let first = ManagedKeySet::first(key, at(1_800_000_000), 3600);
+        let read_as = |files: &BTreeMap<String, Vec<u8>>, purpose| {
+            vouched(decode(
+                "test store",
+                &files[INDEX_FILE],
+                purpose,
+                None,
+                |name| Ok(files.get(name).cloned()),
+            ))
+        };
+
+        // Token keys record no purpose: every store written before there were two reads the same.
+        let tokens = files(&encode(&first, 1).unwrap());
+        let index = String::from_utf8(tokens[INDEX_FILE].clone()).unwrap();
+        assert!(!index.contains("purpose"), "{index}");
+        let ca_set = first.clone().with_purpose(KeyPurpose::PodCertificateCa);
+        let ca = files(&encode(&ca_set, 1).unwrap());
+        let index = String::from_utf8(ca[INDEX_FILE].clone()).unwrap();
+        assert!(
+            index.contains(r#""purpose": "pod-certificate-ca""#),
+            "{index}"
+        );
+
+        let (read, _) = read_as(&ca, Some(KeyPurpose::PodCertificateCa)).unwrap();
+        assert_eq!(read.purpose(), KeyPurpose::PodCertificateCa);
+        assert!(read.same_records(&ca_set));
+        assert!(
+            !read.same_records(&first),
+            "the purpose is part of the records"
+        );
+        let (read, _) = read_as(&ca, None).unwrap();
+        assert_eq!(read.purpose(), KeyPurpose::PodCertificateCa, "as recorded");
+
+        // Each read as the other's: refused, saying what it holds and what to do.
+        for (files, recorded, expected) in [
+            (&ca, KeyPurpose::PodCertificateCa, KeyPurpose::Tokens),
+            (&tokens, KeyPurpose::Tokens, KeyPurpose::PodCertificateCa),
+        ] {
+            let error = read_as(files, Some(expected)).unwrap_err();
+            assert!(
+                matches!(&error, StoreError::OtherPurpose { recorded: r, expected: e, .. } if *r == recorded && *e == expected),
+                "{error:?}"
+            );
+            let said = error.to_string();
+            assert!(said.contains(recorded.keys()), "{said}");
+            assert!(said.contains("needs a store of its own"), "{said}");
+        }
+
+        // A purpose this warrant does not know is a damaged index, not token keys.
+        let mut odd = ca.clone();
+        let index = String::from_utf8(odd[INDEX_FILE].clone()).unwrap();
+        odd.insert(
+            INDEX_FILE.into(),
+            index.replace("pod-certificate-ca", "ssh-ca").into_bytes(),
+        );
+        let said = read_as(&odd, None).unwrap_err().to_string();
+        assert!(
+            said.contains(r#""ssh-ca""#) && said.contains("does not know"),
+            "{said}"
+        );
     }
 
     #[test]
@@ -552,6 +650,7 @@ mod tests {
         let (decoded, _) = vouched(decode(
             "test store",
             &encoded[INDEX_FILE],
+            Some(KeyPurpose::Tokens),
             Some(&holder),
             |name| Ok(encoded.get(name).cloned()),
         ))
@@ -585,6 +684,7 @@ mod tests {
         let with = decode(
             "test store",
             &pem_store[INDEX_FILE],
+            Some(KeyPurpose::Tokens),
             Some(&holder),
             |name| Ok(pem_store.get(name).cloned()),
         )
@@ -617,6 +717,7 @@ mod tests {
         vouched(decode(
             "test store",
             &files[INDEX_FILE],
+            Some(KeyPurpose::Tokens),
             Some(held),
             |name| Ok(files.get(name).cloned()),
         ))
@@ -690,6 +791,7 @@ mod tests {
             &format!("fake:{}", old.kid()),
             old.kid(),
             crate::Disposal::Forget,
+            KeyPurpose::Tokens,
         )
         .unwrap();
         let err = decode_held(&good, &holder).unwrap_err();

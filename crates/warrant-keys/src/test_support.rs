@@ -45,8 +45,9 @@ pub(crate) fn policy() -> RotationPolicy {
 pub(crate) struct FakeHolder {
     pub(crate) keys:
         std::sync::Mutex<std::collections::BTreeMap<String, warrant_token::SigningKey>>,
-    /// The kids it vouches for: those generated and not forgotten.
-    pub(crate) proofs: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// The kids it vouches for, each for the purpose it was made for: those generated and not
+    /// forgotten.
+    pub(crate) proofs: std::sync::Mutex<std::collections::BTreeMap<String, crate::KeyPurpose>>,
     /// (kid, disposal) of each destruction that destroyed something.
     pub(crate) destroyed: std::sync::Mutex<Vec<(String, crate::Disposal)>>,
     /// How many times it was asked to vouch.
@@ -129,9 +130,18 @@ static FAKE_ADVICE: crate::HolderAdvice = crate::HolderAdvice {
 /// The fake holder's answers, at once (it holds everything in memory); its
 /// [`crate::KeyHolder`] methods hand them over as ready futures.
 impl FakeHolder {
+    /// A token key (what most tests make).
     pub(crate) fn generate(
         &self,
         key_type: KeyType,
+    ) -> Result<warrant_token::SigningKey, warrant_token::KeyError> {
+        self.generate_for(key_type, crate::KeyPurpose::Tokens)
+    }
+
+    pub(crate) fn generate_for(
+        &self,
+        key_type: KeyType,
+        purpose: crate::KeyPurpose,
     ) -> Result<warrant_token::SigningKey, warrant_token::KeyError> {
         self.reachable()?;
         let key = warrant_token::SigningKey::generate(key_type)?;
@@ -139,7 +149,10 @@ impl FakeHolder {
             .lock()
             .unwrap()
             .insert(key.kid().to_owned(), key.clone());
-        self.proofs.lock().unwrap().insert(key.kid().to_owned());
+        self.proofs
+            .lock()
+            .unwrap()
+            .insert(key.kid().to_owned(), purpose);
         Ok(Self::remote(key.kid(), key.verifying_key().clone()))
     }
 
@@ -147,15 +160,19 @@ impl FakeHolder {
         &self,
         locator: &str,
         public: &warrant_token::VerifyingKey,
+        purpose: crate::KeyPurpose,
     ) -> Result<(), warrant_token::KeyError> {
         self.vouches
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.reachable()?;
         let kid = locator.strip_prefix("fake:").unwrap_or_default();
-        if kid == public.kid() && self.proofs.lock().unwrap().contains(kid) {
-            Ok(())
-        } else {
-            Err(fake_error(false, "the fake holder holds no such key"))
+        match self.proofs.lock().unwrap().get(kid) {
+            Some(made_for) if kid == public.kid() && *made_for == purpose => Ok(()),
+            Some(made_for) if kid == public.kid() => Err(fake_error(
+                false,
+                &format!("the fake holder keeps this key for {made_for}, not {purpose}"),
+            )),
+            _ => Err(fake_error(false, "the fake holder holds no such key")),
         }
     }
 
@@ -164,6 +181,7 @@ impl FakeHolder {
         locator: &str,
         kid: &str,
         disposal: crate::Disposal,
+        purpose: crate::KeyPurpose,
     ) -> Result<crate::Disposed, warrant_token::KeyError> {
         self.reachable()?;
         if locator.strip_prefix("fake:") != Some(kid) {
@@ -171,8 +189,16 @@ impl FakeHolder {
                 "{locator} is not key {kid}"
             )));
         }
+        if let Some(made_for) = self.proofs.lock().unwrap().get(kid)
+            && *made_for != purpose
+        {
+            return Ok(crate::Disposed::NotTheKey(format!(
+                "key {kid} is kept for {made_for}, not {purpose}"
+            )));
+        }
         let private = self.keys.lock().unwrap().remove(kid).is_some();
-        let proof = disposal == crate::Disposal::Forget && self.proofs.lock().unwrap().remove(kid);
+        let proof = disposal == crate::Disposal::Forget
+            && self.proofs.lock().unwrap().remove(kid).is_some();
         if private || proof {
             self.destroyed
                 .lock()
@@ -197,8 +223,9 @@ impl crate::KeyHolder for FakeHolder {
     fn generate(
         &self,
         key_type: KeyType,
+        purpose: crate::KeyPurpose,
     ) -> crate::HolderFuture<'_, Result<warrant_token::SigningKey, warrant_token::KeyError>> {
-        Box::pin(std::future::ready(self.generate(key_type)))
+        Box::pin(std::future::ready(self.generate_for(key_type, purpose)))
     }
 
     fn open(
@@ -216,8 +243,9 @@ impl crate::KeyHolder for FakeHolder {
         &'a self,
         locator: &'a str,
         public: &'a warrant_token::VerifyingKey,
+        purpose: crate::KeyPurpose,
     ) -> crate::HolderFuture<'a, Result<(), warrant_token::KeyError>> {
-        Box::pin(std::future::ready(self.vouch(locator, public)))
+        Box::pin(std::future::ready(self.vouch(locator, public, purpose)))
     }
 
     fn dispose<'a>(
@@ -225,7 +253,10 @@ impl crate::KeyHolder for FakeHolder {
         locator: &'a str,
         kid: &'a str,
         disposal: crate::Disposal,
+        purpose: crate::KeyPurpose,
     ) -> crate::HolderFuture<'a, Result<crate::Disposed, warrant_token::KeyError>> {
-        Box::pin(std::future::ready(self.dispose(locator, kid, disposal)))
+        Box::pin(std::future::ready(
+            self.dispose(locator, kid, disposal, purpose),
+        ))
     }
 }

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::MessageType;
 use warrant_keys::KeyHolder as _;
+use warrant_keys::KeyPurpose;
 use warrant_kms::{Kms, KmsConfig, KmsHolder, KmsKey, KmsMetrics, KmsUri, signing_algorithm};
 use warrant_testkit::servers::Emulator;
 use warrant_testkit::signing_rate::{
@@ -61,7 +62,14 @@ fn main() {
     println!("|---|---|---|---|---|");
     let keys: Vec<(&str, SigningKey)> = [("RS256", KeyType::Rsa2048), ("ES256", KeyType::P256)]
         .into_iter()
-        .map(|(name, key_type)| (name, runtime.block_on(holder.generate(key_type)).unwrap()))
+        .map(|(name, key_type)| {
+            (
+                name,
+                runtime
+                    .block_on(holder.generate(key_type, KeyPurpose::Tokens))
+                    .unwrap(),
+            )
+        })
         .collect();
     for (name, key) in &keys {
         for concurrency in [1, 32] {

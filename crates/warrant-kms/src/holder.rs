@@ -2,7 +2,7 @@
 //!
 //! **Generating.** `CreateKey` with `KeyUsage SIGN_VERIFY`, the key spec of the key type
 //! (`RSA_2048`, `RSA_3072`, `ECC_NIST_P256`, `ECC_NIST_P384`, `ECC_NIST_P521`), a description
-//! and the tag `warrant.dev/store=NAME`; then `GetPublicKey`, from which the kid comes exactly as
+//! and the tag `warrant.dev/store=NAME` (with `warrant.dev/purpose` for a CA key); then `GetPublicKey`, from which the kid comes exactly as
 //! for a PEM key, and the tag `warrant.dev/kid=KID` (`ownership.rs`). If a step after the creation
 //! fails, the key is scheduled for deletion again, so a failed generation leaves nothing that
 //! signs.
@@ -21,14 +21,15 @@ use std::time::Duration;
 use aws_sdk_kms::types::{KeySpec, KeyUsageType};
 use tokio::sync::watch;
 use warrant_keys::{
-    Disposal, Disposed, Health, HolderAdvice, HolderFuture, KeyHolder, Recovery, RecoveryPolicy,
+    Disposal, Disposed, Health, HolderAdvice, HolderFuture, KeyHolder, KeyPurpose, Recovery,
+    RecoveryPolicy,
 };
 use warrant_token::{KeyError, KeyType, RemoteSignError, SigningKey, VerifyingKey};
 
 use crate::client::Kms;
 use crate::error::KmsError;
 use crate::key::{KmsKey, remote_sign_error};
-use crate::ownership::{KID_TAG, PENDING_WINDOW_DAYS, STORE_TAG, key_arn, tag};
+use crate::ownership::{KID_TAG, PENDING_WINDOW_DAYS, STORE_TAG, key_arn, purpose_tag, tag};
 
 /// KMS holding a managed key set's private keys. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -83,8 +84,12 @@ impl KmsHolder {
     }
 
     /// Generates a key of `key_type` in KMS (see the module's doc).
-    pub async fn generate_key(&self, key_type: KeyType) -> Result<KmsKey, KmsError> {
-        generate(&self.kms, key_type).await
+    pub async fn generate_key(
+        &self,
+        key_type: KeyType,
+        purpose: KeyPurpose,
+    ) -> Result<KmsKey, KmsError> {
+        generate(&self.kms, key_type, purpose).await
     }
 
     fn open_key(&self, locator: &str, public: VerifyingKey) -> Result<KmsKey, KmsError> {
@@ -104,9 +109,11 @@ pub(crate) fn key_spec(key_type: KeyType) -> KeySpec {
     }
 }
 
-async fn generate(kms: &Kms, key_type: KeyType) -> Result<KmsKey, KmsError> {
+async fn generate(kms: &Kms, key_type: KeyType, purpose: KeyPurpose) -> Result<KmsKey, KmsError> {
     let name = kms.uri().name().to_owned();
-    let store = tag(STORE_TAG, &name)?;
+    let tags: Vec<_> = std::iter::once(tag(STORE_TAG, &name)?)
+        .chain(purpose_tag(purpose)?)
+        .collect();
     let client = kms.client().clone();
     let created = kms
         .call("create_key", None, None, || {
@@ -117,7 +124,7 @@ async fn generate(kms: &Kms, key_type: KeyType) -> Result<KmsKey, KmsError> {
                 .description(format!(
                     "warrant signing key of {name} (its tags {STORE_TAG} and {KID_TAG} are how warrant knows it: do not change them)"
                 ))
-                .tags(store.clone())
+                .set_tags(Some(tags.clone()))
                 .send()
         })
         .await?;
@@ -216,9 +223,13 @@ impl KeyHolder for KmsHolder {
         &ADVICE
     }
 
-    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
+    fn generate(
+        &self,
+        key_type: KeyType,
+        purpose: KeyPurpose,
+    ) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
         Box::pin(async move {
-            self.generate_key(key_type)
+            self.generate_key(key_type, purpose)
                 .await
                 .map(remote)
                 .map_err(key_error)
@@ -235,10 +246,12 @@ impl KeyHolder for KmsHolder {
         &'a self,
         locator: &'a str,
         public: &'a VerifyingKey,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<(), KeyError>> {
         Box::pin(async move {
             let arn = key_arn(locator, self.kms.uri().region()).map_err(key_error)?;
-            self.kms.vouch(arn, public).await.map_err(|err| match err {
+            let vouched = self.kms.vouch(arn, public, purpose).await;
+            vouched.map_err(|err| match err {
                 // The key's state is an answer about the key, not KMS being out of reach.
                 err @ KmsError::KeyState { .. } => KeyError::Remote(RemoteSignError {
                     unavailable: false,
@@ -254,6 +267,7 @@ impl KeyHolder for KmsHolder {
         locator: &'a str,
         kid: &'a str,
         disposal: Disposal,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<Disposed, KeyError>> {
         Box::pin(async move {
             let arn = match key_arn(locator, self.kms.uri().region()) {
@@ -262,7 +276,7 @@ impl KeyHolder for KmsHolder {
                 Err(error) => return Ok(Disposed::NotTheKey(error.to_string())),
             };
             self.kms
-                .dispose(arn, kid, disposal)
+                .dispose(arn, kid, disposal, purpose)
                 .await
                 .map_err(key_error)
         })

@@ -14,7 +14,11 @@
 //! - `KeyUsage` is `SIGN_VERIFY` and `KeySpec` is the recorded key's (`RSA_2048` for a
 //!   2048-bit RS256 key, `ECC_NIST_P256` for ES256, …); its state is `Enabled`, `Disabled` (a
 //!   retired key) or `PendingDeletion`, never `PendingImport` or another;
-//! - its tags name this store and the recorded kid (`ListResourceTags`);
+//! - its tags name this store and the recorded kid (`ListResourceTags`), and what the key is
+//!   for: no `warrant.dev/purpose` tag for a token key (as every key had before there were two
+//!   purposes), `warrant.dev/purpose=pod-certificate-ca` for a pod certificate CA key, set when
+//!   the key is created. So a CA key listed in the token keys' store (or the reverse) is not
+//!   vouched for, nor disposed of, although both carry the one store name;
 //! - when it is enabled, its public key (`GetPublicKey`) is the recorded one. A disabled key's
 //!   public key cannot be read (KMS refuses `GetPublicKey` on it); its kid tag, a hash of the
 //!   public key set by a principal allowed to, stands for it.
@@ -34,7 +38,7 @@
 use aws_sdk_kms::types::{
     KeyManagerType, KeyMetadata, KeySpec, KeyState, KeyUsageType, SigningAlgorithmSpec, Tag,
 };
-use warrant_keys::{Disposal, Disposed};
+use warrant_keys::{Disposal, Disposed, KeyPurpose};
 use warrant_token::{Algorithm, VerifyingKey};
 
 use crate::client::Kms;
@@ -45,6 +49,8 @@ use crate::key::{rsa_modulus_len, signing_algorithm};
 pub const STORE_TAG: &str = "warrant.dev/store";
 /// The tag naming a key's kid.
 pub const KID_TAG: &str = "warrant.dev/kid";
+/// The tag naming what a key is for ([`KeyPurpose::name`]), on every key but token keys.
+pub const PURPOSE_TAG: &str = "warrant.dev/purpose";
 /// KMS's shortest wait before a key scheduled for deletion is deleted, in days.
 pub const PENDING_WINDOW_DAYS: i32 = 7;
 
@@ -114,10 +120,48 @@ pub(crate) fn tag(key: &str, value: &str) -> Result<Tag, KmsError> {
         .map_err(|e| KmsError::Import(e.to_string()))
 }
 
-/// Why `tags` do not mark a key as key `kid` of store `name`, or `None` when they do.
-pub(crate) fn tags_mismatch(tags: &[Tag], name: &str, kid: &str) -> Option<String> {
-    let value = |key: &str| tags.iter().find(|t| t.tag_key() == key).map(Tag::tag_value);
-    match (value(STORE_TAG), value(KID_TAG)) {
+/// The tag a new key for `purpose` carries beside the store's, if any (token keys carry none).
+pub(crate) fn purpose_tag(purpose: KeyPurpose) -> Result<Option<Tag>, KmsError> {
+    match purpose {
+        KeyPurpose::Tokens => Ok(None),
+        other => tag(PURPOSE_TAG, other.name()).map(Some),
+    }
+}
+
+/// Why `tags` do not mark a key as key `kid` of store `name`, kept for `purpose`, or `None` when
+/// they do.
+pub(crate) fn tags_mismatch(
+    tags: &[Tag],
+    name: &str,
+    kid: &str,
+    purpose: KeyPurpose,
+) -> Option<String> {
+    fn tag_value<'t>(tags: &'t [Tag], key: &str) -> Option<&'t str> {
+        tags.iter().find(|t| t.tag_key() == key).map(Tag::tag_value)
+    }
+    let wanted = match purpose {
+        KeyPurpose::Tokens => None,
+        other => Some(other.name()),
+    };
+    let tagged = tag_value(tags, PURPOSE_TAG);
+    if tag_value(tags, STORE_TAG) == Some(name)
+        && tag_value(tags, KID_TAG) == Some(kid)
+        && tagged != wanted
+    {
+        let made_for: &str = match tagged {
+            None => KeyPurpose::Tokens.keys(),
+            Some(name) => KeyPurpose::from_name(name).map_or(name, |p| p.keys()),
+        };
+        let tag = tagged.map_or_else(
+            || format!("it has no {PURPOSE_TAG} tag"),
+            |t| format!("its {PURPOSE_TAG} tag is {t:?}"),
+        );
+        return Some(format!(
+            "it is one of the {made_for}, not of the {}: {tag}",
+            purpose.keys()
+        ));
+    }
+    match (tag_value(tags, STORE_TAG), tag_value(tags, KID_TAG)) {
         (Some(store), Some(tagged)) if store == name && tagged == kid => None,
         (None, _) => Some(format!(
             "it has no {STORE_TAG} tag: warrant did not make it for a key store"
@@ -235,7 +279,12 @@ impl Kms {
     /// Vouches for `public` at `arn` (see the module's doc): [`KmsError::NotHeld`] says why
     /// not; an error for which [`KmsError::is_unavailable`] holds means KMS could not be
     /// asked.
-    pub(crate) async fn vouch(&self, arn: &str, public: &VerifyingKey) -> Result<(), KmsError> {
+    pub(crate) async fn vouch(
+        &self,
+        arn: &str,
+        public: &VerifyingKey,
+        purpose: KeyPurpose,
+    ) -> Result<(), KmsError> {
         let kid = public.kid();
         let not_held = |reason: String| KmsError::NotHeld {
             key: arn.to_owned(),
@@ -285,7 +334,7 @@ impl Kms {
             }
             Err(err) => return Err(err),
         };
-        if let Some(reason) = tags_mismatch(&tags, self.uri().name(), kid) {
+        if let Some(reason) = tags_mismatch(&tags, self.uri().name(), kid, purpose) {
             return Err(not_held(reason));
         }
         if state == Some(KeyState::Enabled) {
@@ -309,12 +358,13 @@ impl Kms {
     }
 
     /// Disposes of key `kid` at `arn` (see the module's doc), only if its tags prove it is
-    /// this store's key `kid`.
+    /// this store's key `kid`, kept for `purpose`.
     pub(crate) async fn dispose(
         &self,
         arn: &str,
         kid: &str,
         disposal: Disposal,
+        purpose: KeyPurpose,
     ) -> Result<Disposed, KmsError> {
         let meta = match self.describe(arn, Some(kid)).await {
             Ok(meta) => meta,
@@ -341,7 +391,7 @@ impl Kms {
             }
             Err(err) => return Err(err),
         };
-        if let Some(reason) = tags_mismatch(&tags, self.uri().name(), kid) {
+        if let Some(reason) = tags_mismatch(&tags, self.uri().name(), kid, purpose) {
             return Ok(Disposed::NotTheKey(format!("{arn}: {reason}")));
         }
         if disposal == Disposal::Forget {
@@ -461,7 +511,7 @@ mod tests {
     #[test]
     fn the_tags_must_name_the_store_and_the_kid() {
         let ok = tags(&[(STORE_TAG, "prod"), (KID_TAG, "KID"), ("team", "x")]);
-        assert_eq!(tags_mismatch(&ok, "prod", "KID"), None);
+        assert_eq!(tags_mismatch(&ok, "prod", "KID", KeyPurpose::Tokens), None);
         for (tags, why) in [
             (tags(&[(KID_TAG, "KID")]), "no warrant.dev/store tag"),
             (
@@ -474,9 +524,38 @@ mod tests {
                 "it is another key",
             ),
         ] {
-            let reason = tags_mismatch(&tags, "prod", "KID").unwrap();
+            let reason = tags_mismatch(&tags, "prod", "KID", KeyPurpose::Tokens).unwrap();
             assert!(reason.contains(why), "{reason}");
         }
+    }
+
+    #[test]
+    fn the_purpose_tag_must_be_the_key_sets() {
+        let ca = KeyPurpose::PodCertificateCa;
+        let token_key = tags(&[(STORE_TAG, "prod"), (KID_TAG, "KID")]);
+        let ca_key = tags(&[
+            (STORE_TAG, "prod"),
+            (KID_TAG, "KID"),
+            (PURPOSE_TAG, "pod-certificate-ca"),
+        ]);
+        assert_eq!(tags_mismatch(&ca_key, "prod", "KID", ca), None);
+        let reason = tags_mismatch(&ca_key, "prod", "KID", KeyPurpose::Tokens).unwrap();
+        assert!(
+            reason.contains(
+                "one of the pod certificate CA keys, not of the service account token keys"
+            ),
+            "{reason}"
+        );
+        let reason = tags_mismatch(&token_key, "prod", "KID", ca).unwrap();
+        assert!(
+            reason.contains(
+                "one of the service account token keys, not of the pod certificate CA keys"
+            ),
+            "{reason}"
+        );
+        let odd = tags(&[(STORE_TAG, "prod"), (KID_TAG, "KID"), (PURPOSE_TAG, "x")]);
+        assert!(tags_mismatch(&odd, "prod", "KID", KeyPurpose::Tokens).is_some());
+        assert!(tags_mismatch(&odd, "prod", "KID", ca).is_some());
     }
 
     #[test]

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use warrant_clock::Clock;
 use warrant_keys::KeyHolder as _;
+use warrant_keys::KeyPurpose;
 use warrant_kms::{Health, Kms, KmsConfig, KmsHolder, KmsMetrics, KmsUri, RecoveryPolicy};
 use warrant_testkit::servers::Emulator;
 use warrant_testkit::signatures::verify_signature;
@@ -58,7 +59,9 @@ fn signing_goes_on_when_credentials_expire_and_are_refreshed() {
     });
     let holder = KmsHolder::new(kms.clone());
     // The first call exchanges the token for credentials that expire in an hour.
-    let key = runtime.block_on(holder.generate(KeyType::P256)).unwrap();
+    let key = runtime
+        .block_on(holder.generate(KeyType::P256, KeyPurpose::Tokens))
+        .unwrap();
     let signs = |key: &SigningKey| runtime.block_on(sign_and_verify(key));
     signs(&key).expect("signs with the first credentials");
 

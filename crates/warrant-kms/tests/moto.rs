@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use aws_sdk_kms::types::KeyState;
+use warrant_keys::KeyPurpose;
 use warrant_keys::{Disposal, Disposed, KeyHolder};
 use warrant_kms::{
     Health, KID_TAG, Kms, KmsConfig, KmsError, KmsHolder, KmsKey, KmsMetrics, KmsUri,
@@ -79,7 +80,7 @@ async fn keys_are_generated_tagged_and_sign_in_kms() {
     let holder = KmsHolder::new(kms.clone());
     for key_type in [KeyType::P256, KeyType::P384, KeyType::Rsa2048] {
         let h = holder.clone();
-        let key = h.generate(key_type).await.unwrap();
+        let key = h.generate(key_type, KeyPurpose::Tokens).await.unwrap();
         let arn = arn_of(&key);
         assert!(arn.starts_with("arn:aws:kms:us-east-1:"), "{arn}");
         let mut found = tags(&kms, &arn).await;
@@ -100,7 +101,7 @@ async fn keys_are_generated_tagged_and_sign_in_kms() {
         }
         // The store's claim checks out against KMS.
         let (h, public) = (holder.clone(), key.verifying_key().clone());
-        h.vouch(&arn, &public).await.unwrap();
+        h.vouch(&arn, &public, KeyPurpose::Tokens).await.unwrap();
     }
     assert!(kms.metrics().count("sign", "ok") >= 6);
     assert_eq!(kms.metrics().count("create_key", "ok"), 3);
@@ -113,7 +114,7 @@ async fn a_store_writer_cannot_make_warrant_trust_or_destroy_a_key_kms_does_not_
     let kms = open(&endpoint, "prod").await;
     let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let ours = h.generate(KeyType::P256).await.unwrap();
+    let ours = h.generate(KeyType::P256, KeyPurpose::Tokens).await.unwrap();
 
     // Another application's signing key in the same account: no warrant tags.
     let theirs = kms
@@ -139,7 +140,10 @@ async fn a_store_writer_cannot_make_warrant_trust_or_destroy_a_key_kms_does_not_
     .unwrap();
     // Another warrant deployment's key (another store name).
     let staging = KmsHolder::new(open(&endpoint, "staging").await);
-    let other = staging.generate(KeyType::P256).await.unwrap();
+    let other = staging
+        .generate(KeyType::P256, KeyPurpose::Tokens)
+        .await
+        .unwrap();
 
     for (arn, public, why) in [
         (
@@ -157,13 +161,16 @@ async fn a_store_writer_cannot_make_warrant_trust_or_destroy_a_key_kms_does_not_
     ] {
         let h = holder.clone();
         let (a, p) = (arn.clone(), public.clone());
-        let err = h.vouch(&a, &p).await.unwrap_err();
+        let err = h.vouch(&a, &p, KeyPurpose::Tokens).await.unwrap_err();
         assert!(err.to_string().contains(why), "{arn}: {err}");
         // And warrant leaves it alone when a store entry asks it to destroy it.
         let h = holder.clone();
         let kid = public.kid().to_owned();
         let a = arn.clone();
-        let disposed = h.dispose(&a, &kid, Disposal::Forget).await.unwrap();
+        let disposed = h
+            .dispose(&a, &kid, Disposal::Forget, KeyPurpose::Tokens)
+            .await
+            .unwrap();
         assert!(matches!(disposed, Disposed::NotTheKey(_)), "{disposed:?}");
         assert_eq!(state(&kms, &arn).await, KeyState::Enabled, "{arn}");
     }
@@ -174,6 +181,7 @@ async fn a_store_writer_cannot_make_warrant_trust_or_destroy_a_key_kms_does_not_
         .vouch(
             "arn:aws:kms:eu-west-1:123456789012:key/0c8c3a77-9ac3-4a2f-9f4e-1a2b3c4d5e6f",
             &public,
+            KeyPurpose::Tokens,
         )
         .await
         .unwrap_err();
@@ -186,9 +194,13 @@ async fn retirement_disables_and_forgetting_schedules_deletion() {
     let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
     let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = h.generate(KeyType::P256).await.unwrap();
+    let key = h.generate(KeyType::P256, KeyPurpose::Tokens).await.unwrap();
     let (arn, kid) = (arn_of(&key), key.kid().to_owned());
-    let dispose = async |disposal| holder.dispose(&arn, &kid, disposal).await;
+    let dispose = async |disposal| {
+        holder
+            .dispose(&arn, &kid, disposal, KeyPurpose::Tokens)
+            .await
+    };
 
     assert_eq!(
         dispose(Disposal::Retire).await.unwrap(),
@@ -197,7 +209,7 @@ async fn retirement_disables_and_forgetting_schedules_deletion() {
     assert_eq!(state(&kms, &arn).await, KeyState::Disabled);
     // It still verifies: KMS vouches for it while the store lists it.
     let (h, a, p) = (holder.clone(), arn.clone(), key.verifying_key().clone());
-    h.vouch(&a, &p).await.unwrap();
+    h.vouch(&a, &p, KeyPurpose::Tokens).await.unwrap();
 
     assert_eq!(
         dispose(Disposal::Forget).await.unwrap(),
@@ -228,10 +240,16 @@ async fn revoking_an_enabled_key_disables_it_at_once() {
     let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
     let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = h.generate(KeyType::Rsa2048).await.unwrap();
+    let key = h
+        .generate(KeyType::Rsa2048, KeyPurpose::Tokens)
+        .await
+        .unwrap();
     let (h, arn, kid) = (holder.clone(), arn_of(&key), key.kid().to_owned());
     let a = arn.clone();
-    let disposed = h.dispose(&a, &kid, Disposal::Forget).await.unwrap();
+    let disposed = h
+        .dispose(&a, &kid, Disposal::Forget, KeyPurpose::Tokens)
+        .await
+        .unwrap();
     assert_eq!(disposed, Disposed::Destroyed);
     assert_eq!(state(&kms, &arn).await, KeyState::PendingDeletion);
 }
@@ -244,10 +262,13 @@ async fn a_revoked_key_enabled_again_in_kms_is_counted() {
     let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
     let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = h.generate(KeyType::P256).await.unwrap();
+    let key = h.generate(KeyType::P256, KeyPurpose::Tokens).await.unwrap();
     let (h, arn, kid) = (holder.clone(), arn_of(&key), key.kid().to_owned());
     let a = arn.clone();
-    let disposed = h.dispose(&a, &kid, Disposal::Forget).await.unwrap();
+    let disposed = h
+        .dispose(&a, &kid, Disposal::Forget, KeyPurpose::Tokens)
+        .await
+        .unwrap();
     assert_eq!(disposed, Disposed::Destroyed);
     let recovery = tokio::spawn({
         let kms = kms.clone();
@@ -292,7 +313,7 @@ async fn a_key_disabled_behind_warrants_back_is_named_and_signs_again_once_enabl
     let kms = open(&format!("http://127.0.0.1:{}", moto.port()), "prod").await;
     let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = h.generate(KeyType::P256).await.unwrap();
+    let key = h.generate(KeyType::P256, KeyPurpose::Tokens).await.unwrap();
     let arn = arn_of(&key);
     let remote = KmsKey::new(kms.clone(), arn.clone(), key.verifying_key().clone());
     remote.sign(b"a.b".to_vec()).await.unwrap();
@@ -355,7 +376,7 @@ async fn kms_unreachable_fails_fast_names_the_key_and_recovers() {
     let kms = open(&proxy.endpoint(), "prod").await;
     let holder = KmsHolder::new(kms.clone());
     let h = holder.clone();
-    let key = h.generate(KeyType::P256).await.unwrap();
+    let key = h.generate(KeyType::P256, KeyPurpose::Tokens).await.unwrap();
     let arn = arn_of(&key);
     let remote = KmsKey::new(kms.clone(), arn.clone(), key.verifying_key().clone());
     remote.sign(b"a.b".to_vec()).await.unwrap();

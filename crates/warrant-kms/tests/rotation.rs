@@ -9,6 +9,7 @@ use std::sync::Arc;
 use aws_sdk_kms::types::KeyState as KmsKeyState;
 use warrant_keys::KeyHolder;
 use warrant_kms::{Kms, KmsConfig, KmsHolder, KmsMetrics, KmsUri};
+use warrant_testkit::purposes::keys_of_one_purpose_serve_no_other;
 use warrant_testkit::rotation::{HolderUnderTest, InHolder, keys_rotate_in_the_holder};
 use warrant_testkit::servers::Emulator;
 use warrant_token::SigningKey;
@@ -43,12 +44,11 @@ impl HolderUnderTest for InKms {
     }
 }
 
-#[test]
-fn keys_rotate_in_kms_on_a_paused_clock() {
-    let setup = tokio::runtime::Runtime::new().unwrap();
-    let (moto, kms) = setup.block_on(async {
+/// moto on loopback and a KMS client of store `name` on it.
+fn moto_kms(setup: &tokio::runtime::Runtime, name: &str) -> (Emulator, Kms) {
+    setup.block_on(async {
         let moto = Emulator::moto().await;
-        let uri: KmsUri = "aws-kms://us-east-1/rotation".parse().unwrap();
+        let uri: KmsUri = format!("aws-kms://us-east-1/{name}").parse().unwrap();
         let config = KmsConfig::new(uri)
             .endpoint(format!("http://127.0.0.1:{}", moto.port()))
             .credentials(aws_credential_types::Credentials::new(
@@ -58,8 +58,22 @@ fn keys_rotate_in_kms_on_a_paused_clock() {
             moto,
             Kms::open(config, KmsMetrics::default()).await.unwrap(),
         )
-    });
+    })
+}
+
+#[test]
+fn keys_rotate_in_kms_on_a_paused_clock() {
+    let setup = tokio::runtime::Runtime::new().unwrap();
+    let (moto, kms) = moto_kms(&setup, "rotation");
     let holder = KmsHolder::new(kms.clone());
     keys_rotate_in_the_holder(&InKms { kms, holder });
+    drop(moto);
+}
+
+#[test]
+fn kms_keeps_token_and_ca_keys_apart() {
+    let setup = tokio::runtime::Runtime::new().unwrap();
+    let (moto, kms) = moto_kms(&setup, "purposes");
+    keys_of_one_purpose_serve_no_other(Arc::new(KmsHolder::new(kms)));
     drop(moto);
 }

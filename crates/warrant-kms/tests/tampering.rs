@@ -21,6 +21,7 @@ use base64::engine::general_purpose::STANDARD;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use warrant_keys::KeyHolder;
+use warrant_keys::KeyPurpose;
 use warrant_kms::{KID_TAG, Kms, KmsConfig, KmsError, KmsHolder, KmsKey, KmsMetrics, KmsUri};
 use warrant_testkit::servers::Emulator;
 use warrant_testkit::signatures::verify_signature as verify;
@@ -184,7 +185,7 @@ async fn a_signature_altered_on_the_way_is_refused_never_used() {
 
     for key_type in [KeyType::P256, KeyType::Rsa2048] {
         let h = KmsHolder::new(direct.clone());
-        let key = h.generate(key_type).await.unwrap();
+        let key = h.generate(key_type, KeyPurpose::Tokens).await.unwrap();
         let arn = key.remote_key().unwrap().locator();
         let public = key.verifying_key().clone();
 
@@ -227,7 +228,10 @@ async fn a_public_key_altered_on_the_way_is_never_recorded() {
     let proxy = Tampering::start(moto.port(), "GetPublicKey", "PublicKey", swap).await;
     let holder = KmsHolder::new(open(&proxy.endpoint()).await);
 
-    let err = holder.generate_key(KeyType::P256).await.unwrap_err();
+    let err = holder
+        .generate_key(KeyType::P256, KeyPurpose::Tokens)
+        .await
+        .unwrap_err();
     let said = err.to_string();
     assert!(
         said.contains("does not verify with the public key GetPublicKey answered"),

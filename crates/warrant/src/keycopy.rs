@@ -11,22 +11,23 @@ use jiff::Timestamp;
 use serde_json::json;
 use warrant_clock::Clock;
 use warrant_keys::{
-    KeyHolder, KeyStore as _, LeaseHolder, LocalCopy, ManagedKeySet, SecretStore, Seed, StoreError,
-    Stored,
+    KeyHolder, KeyPurpose, KeyStore as _, LeaseHolder, LocalCopy, ManagedKeySet, SecretStore, Seed,
+    StoreError, Stored,
 };
 use warrant_server::AppState;
 
 use crate::cli::ObjectName;
 
-/// The node's copy in `dir`, its keys' private halves in `holder` (the store's), and what it
-/// holds now. A directory others may write to stops the start, as a key directory's would; a
+/// The node's copy in `dir` of keys for `purpose`, their private halves in `holder` (the
+/// store's), and what it holds now. A directory others may write to stops the start, as a key directory's would; a
 /// copy that cannot be read otherwise is logged and not used (the Secret must then answer,
 /// and its keys replace the copy's).
 pub(crate) async fn open(
     dir: &Path,
     holder: Option<Arc<dyn KeyHolder>>,
+    purpose: KeyPurpose,
 ) -> Result<(Arc<LocalCopy>, Option<Seed>), Box<dyn Error>> {
-    let copy = Arc::new(LocalCopy::new(dir, holder));
+    let copy = Arc::new(LocalCopy::new(dir, holder).for_purpose(purpose));
     let seed = match copy.read().await {
         Ok(seed) => seed,
         Err(error @ StoreError::Insecure { .. }) => {
@@ -92,7 +93,7 @@ where
     Fut: Future<Output = Result<Stored, Box<dyn Error>>>,
 {
     let store = secret.describe();
-    let copy = copy_dir.map(|dir| LocalCopy::new(dir, holder));
+    let copy = copy_dir.map(|dir| LocalCopy::new(dir, holder).of_any_purpose());
     let seed = match &copy {
         Some(copy) => Some(copy.read().await),
         None => None,

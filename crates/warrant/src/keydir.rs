@@ -3,7 +3,7 @@
 //! servers (writes are atomic and checked against the version read) and the servers pick up
 //! their changes.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::error::Error;
 use std::io::Write as _;
 use std::sync::Arc;
@@ -13,9 +13,9 @@ use serde_json::json;
 use warrant_clock::Clock;
 use warrant_issuer::validate_max_expiration;
 use warrant_keys::{
-    Disposal, Disposed, Generate, HolderAdvice, KeyHolder, KeySchedule, KeyState, KeyStore as _,
-    ManagedKey, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored, check_signing_keys,
-    with_held_keys,
+    Disposal, Disposed, Generate, HolderAdvice, KeyHolder, KeyPurpose, KeySchedule, KeyState,
+    KeyStore as _, ManagedKey, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored,
+    check_signing_keys, with_held_keys,
 };
 use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
 
@@ -125,6 +125,8 @@ fn unreachable(advice: &'static HolderAdvice, cause: String) -> (Option<Holder>,
 struct Generator {
     holder: Option<Holder>,
     made: RefCell<Vec<SigningKey>>,
+    /// What the keys it made are for: the set's it last ran a change on.
+    purpose: Cell<KeyPurpose>,
 }
 
 impl Generator {
@@ -132,15 +134,22 @@ impl Generator {
         Generator {
             holder: warrant_keys::KeyStore::holder(store),
             made: RefCell::new(Vec::new()),
+            purpose: Cell::new(KeyPurpose::default()),
         }
     }
 
-    /// Runs `change` (a rotation, a revocation) with the new keys it asks for.
-    async fn run<T>(&self, mut change: impl FnMut(&mut Generate<'_>) -> T) -> T {
+    /// Runs `change` (a rotation, a revocation) of `keys` with the new keys it asks for, made
+    /// for what `keys` are for.
+    async fn run<T>(
+        &self,
+        keys: &ManagedKeySet,
+        mut change: impl FnMut(&mut Generate<'_>) -> T,
+    ) -> T {
         let Some(holder) = &self.holder else {
             return change(&mut SigningKey::generate);
         };
-        with_held_keys(&**holder, |generate| {
+        self.purpose.set(keys.purpose());
+        with_held_keys(&**holder, keys.purpose(), |generate| {
             change(&mut |key_type| {
                 let key = generate(key_type)?;
                 // Only the holder's keys: the first run's, in memory, only count.
@@ -161,7 +170,14 @@ impl Generator {
         for key in &made {
             let kept = saved.is_some_and(|set| set.keys().iter().any(|k| k.kid() == key.kid()));
             if !kept {
-                dispose(holder.as_ref(), key, Disposal::Forget, UNRECORDED).await;
+                let purpose = self.purpose.get();
+                dispose(
+                    holder.as_ref(),
+                    key,
+                    (Disposal::Forget, purpose),
+                    UNRECORDED,
+                )
+                .await;
             }
         }
     }
@@ -175,7 +191,7 @@ const UNRECORDED: &str =
 async fn dispose(
     holder: &dyn KeyHolder,
     key: &SigningKey,
-    disposal: Disposal,
+    disposal: (Disposal, KeyPurpose),
     after_failure: &str,
 ) {
     if let Some(remote) = key.remote_key() {
@@ -184,18 +200,18 @@ async fn dispose(
     }
 }
 
-/// Disposes of key `kid`, held at `locator`, in `holder`, saying what happened: logs
-/// "destroyed" only when something was, and on failure what happens next (`after_failure`).
-/// Never fatal: the command's change is made either way.
+/// Disposes of key `kid`, held at `locator` for a purpose, in `holder`, saying what happened:
+/// logs "destroyed" only when something was, and on failure what happens next
+/// (`after_failure`). Never fatal: the command's change is made either way.
 async fn dispose_at(
     holder: &dyn KeyHolder,
     kid: &str,
     locator: &str,
-    disposal: Disposal,
+    (disposal, purpose): (Disposal, KeyPurpose),
     after_failure: &str,
 ) {
     let described = holder.describe();
-    match holder.dispose(locator, kid, disposal).await {
+    match holder.dispose(locator, kid, disposal, purpose).await {
         Ok(Disposed::Destroyed) => {
             tracing::info!(%kid, holder = %described, %disposal, "key destroyed in the token");
         }
@@ -237,7 +253,10 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
             let pem = std::fs::read(path)
                 .map_err(|e| format!("failed to read {}: {e}", path.display()))?;
             let key = match &holder {
-                Some(holder) => holder.import_pem(&pem).await.map_err(|e| e.to_string()),
+                Some(holder) => holder
+                    .import_pem(&pem, KeyPurpose::Tokens)
+                    .await
+                    .map_err(|e| e.to_string()),
                 None => signing_key_from_pem(&pem).map_err(|e| e.to_string()),
             }
             .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -247,7 +266,10 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
         }
         None => (
             match &holder {
-                Some(holder) => holder.generate(key_type(args.key_algorithm)).await?,
+                Some(holder) => {
+                    let key_type = key_type(args.key_algorithm);
+                    holder.generate(key_type, KeyPurpose::Tokens).await?
+                }
                 None => SigningKey::generate(key_type(args.key_algorithm))?,
             },
             MANAGED_DEFAULT_MAX_TOKEN_SECONDS,
@@ -271,7 +293,8 @@ async fn save_first(
         return Ok(());
     };
     if let Some(holder) = holder {
-        dispose(&*holder, key, Disposal::Forget, UNRECORDED).await;
+        let disposal = (Disposal::Forget, set.purpose());
+        dispose(&*holder, key, disposal, UNRECORDED).await;
     }
     Err(match e {
         StoreError::Conflict { .. } => format!(
@@ -376,7 +399,7 @@ async fn rotate(args: &KeysRotateArgs, now: Timestamp) -> Result<(), Box<dyn Err
             policy.validate_shared()?;
         }
         Ok(generator
-            .run(|generate| keys.rotate_early(policy, now, generate))
+            .run(keys, |generate| keys.rotate_early(policy, now, generate))
             .await?
             .map(|rotated| (rotated, ())))
     })
@@ -416,7 +439,9 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
     // relying parties; signing stops until the store's writer can make one.
     let result = update(&store, &args.rotation, now, async |keys, policy| {
         let revoked = generator
-            .run(|generate| keys.revoke(&args.kid, policy, now, generate))
+            .run(keys, |generate| {
+                keys.revoke(&args.kid, policy, now, generate)
+            })
             .await?;
         Ok(Some((revoked.keys.clone(), revoked)))
     })
@@ -455,7 +480,7 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
                     holder.as_ref(),
                     &args.kid,
                     locator,
-                    Disposal::Forget,
+                    (Disposal::Forget, keys.purpose()),
                     retries,
                 )
                 .await;
@@ -511,7 +536,7 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
         let pem =
             std::fs::read(path).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
         let key = holder
-            .import_pem(&pem)
+            .import_pem(&pem, KeyPurpose::Tokens)
             .await
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let longest = longest_issued(args.max_token_expiration, args.extend_token_expiration)?;
@@ -523,14 +548,15 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
     // The same store read as it is: with private keys in it.
     let plain = Store::from_args(&args.store, "warrant keys import", None).await?;
     let stored = load(&plain).await?;
+    let purpose = stored.keys.purpose();
     let mut imported = Vec::with_capacity(stored.keys.keys().len());
     let mut made = Vec::new();
     for key in stored.keys.keys() {
         let pem = key.key().to_pkcs8_pem()?;
-        let in_token = match holder.import_pem(pem.as_str().as_bytes()).await {
+        let in_token = match holder.import_pem(pem.as_str().as_bytes(), purpose).await {
             Ok(k) => k,
             Err(e) => {
-                forget_unrecorded(&*holder, &made).await;
+                forget_unrecorded(&*holder, &made, purpose).await;
                 return Err(format!("key {}: {e}", key.kid()).into());
             }
         };
@@ -542,9 +568,11 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
             key.max_token_seconds(),
         ));
     }
-    let set = ManagedKeySet::new(imported)?.with_revocations(stored.keys.revocations().to_vec())?;
+    let set = ManagedKeySet::new(imported)?
+        .with_revocations(stored.keys.revocations().to_vec())?
+        .with_purpose(purpose);
     if let Err(e) = held.save(&set, Some(&stored.version)).await {
-        forget_unrecorded(&*holder, &made).await;
+        forget_unrecorded(&*holder, &made, purpose).await;
         return Err(e.into());
     }
     // Keys that sign no more need no private half in the token either.
@@ -553,7 +581,7 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
             dispose(
                 &*holder,
                 key.key(),
-                Disposal::Retire,
+                (Disposal::Retire, purpose),
                 holder.advice().retries,
             )
             .await;
@@ -563,10 +591,10 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
     print(ListFormat::Text, &set, None, now)
 }
 
-/// Destroys keys imported for a store write that did not happen.
-async fn forget_unrecorded(holder: &dyn KeyHolder, keys: &[SigningKey]) {
+/// Destroys keys imported for `purpose` for a store write that did not happen.
+async fn forget_unrecorded(holder: &dyn KeyHolder, keys: &[SigningKey], purpose: KeyPurpose) {
     for key in keys {
-        dispose(holder, key, Disposal::Forget, UNRECORDED).await;
+        dispose(holder, key, (Disposal::Forget, purpose), UNRECORDED).await;
     }
 }
 
@@ -614,6 +642,7 @@ fn print_about(
             };
             let mut document = json!({
                 "now": now.to_string(),
+                "purpose": keys.purpose().name(),
                 "keys": schedule.iter().map(entry).collect::<Vec<_>>(),
                 "successor": successor.map(|s| json!({
                     "createAt": s.create_at.to_string(),
@@ -665,6 +694,14 @@ fn print_about(
                     k.activate_at,
                     retires,
                     removed
+                )?;
+            }
+            if keys.purpose() != KeyPurpose::Tokens {
+                writeln!(
+                    out,
+                    "\npurpose: {} ({})",
+                    keys.purpose().keys(),
+                    keys.purpose()
                 )?;
             }
             if let Some(s) = successor {

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use jiff::Timestamp;
 use warrant_clock::Clock;
 use warrant_keys::{
-    ChangeFeed, CopiedStore, DirStore, KeyHolder, KeyManager, KeyMetrics, KeySet, KeyStore,
-    Leadership, LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, Saved, SecretStore,
-    StaticKeyFiles, StaticKeys, StoreError, StoreHealth, StoreVersion, Stored, Writer,
+    ChangeFeed, CopiedStore, DirStore, KeyHolder, KeyManager, KeyMetrics, KeyPurpose, KeySet,
+    KeyStore, Leadership, LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, Saved,
+    SecretStore, StaticKeyFiles, StaticKeys, StoreError, StoreHealth, StoreVersion, Stored, Writer,
 };
 use warrant_objects::kube::cluster_client;
 use warrant_server::AppState;
@@ -201,7 +201,21 @@ impl Store {
             ),
             (None, None) => return Err("either --key-dir or --key-secret must be set".into()),
         };
-        Ok(store.held_by(holder))
+        // A command works on a store of either purpose, its holder asked about each key for
+        // the purpose the store records.
+        Ok(store.held_by(holder).keys_for(None))
+    }
+
+    /// This store, holding keys for `purpose` (`None`: whatever it records). A local copy
+    /// was given its purpose when it was opened.
+    pub(crate) fn keys_for(self, purpose: Option<KeyPurpose>) -> Self {
+        match (self, purpose) {
+            (Store::Dir(store), Some(p)) => Store::Dir(store.for_purpose(p)),
+            (Store::Dir(store), None) => Store::Dir(store.of_any_purpose()),
+            (Store::Secret(store), Some(p)) => Store::Secret(store.for_purpose(p)),
+            (Store::Secret(store), None) => Store::Secret(store.of_any_purpose()),
+            (store @ Store::Copied(_), _) => store,
+        }
     }
 
     /// This store, its private keys held by `holder` if given.
@@ -268,6 +282,14 @@ impl KeyStore for Store {
             Store::Dir(store) => store.holder(),
             Store::Secret(store) => store.holder(),
             Store::Copied(store) => store.holder(),
+        }
+    }
+
+    fn purpose(&self) -> Option<KeyPurpose> {
+        match self {
+            Store::Dir(store) => store.purpose(),
+            Store::Secret(store) => store.purpose(),
+            Store::Copied(store) => store.purpose(),
         }
     }
 }
@@ -442,7 +464,7 @@ pub(crate) async fn open(
             extra: extra_files,
         } => {
             let opened = open_store(
-                store,
+                (store, KeyPurpose::Tokens),
                 rotation,
                 max_token_seconds,
                 &metrics,
@@ -477,9 +499,10 @@ pub(crate) async fn open(
 /// Opens a managed key set's store: fails if the directory or Secret cannot be read or
 /// created, or (with `holder`) a key that signs now or will cannot sign there. With a Secret,
 /// a replica that does not hold the Lease waits for the leader to create the first key (or
-/// starts from this node's copy). `rotation` and `max_token_seconds` make its policy.
+/// starts from this node's copy). `rotation` and `max_token_seconds` make its policy; a store
+/// recording keys for another purpose than the one given with it is refused.
 pub(crate) async fn open_store(
-    store: &ManagedStore,
+    (store, purpose): (&ManagedStore, KeyPurpose),
     rotation: &RotationArgs,
     max_token_seconds: i64,
     metrics: &KeyMetrics,
@@ -491,7 +514,11 @@ pub(crate) async fn open_store(
     let key_holder = holder.cloned();
     let mut copy = None;
     let (store, writer, leadership) = match store {
-        ManagedStore::Dir(dir) => (Store::Dir(DirStore::new(dir)), Writer::Always, None),
+        ManagedStore::Dir(dir) => (
+            Store::Dir(DirStore::new(dir).for_purpose(purpose)),
+            Writer::Always,
+            None,
+        ),
         ManagedStore::Secret {
             secret,
             lease,
@@ -515,7 +542,8 @@ pub(crate) async fn open_store(
             };
             tracing::info!(secret = %secret, lease = %lease, %identity, "managed keys in a Kubernetes Secret; the replica holding the Lease writes them");
             let secret_store = SecretStore::new(client, &secret.namespace, &secret.name)
-                .with_writer(identity.clone());
+                .with_writer(identity.clone())
+                .for_purpose(purpose);
             let secret_store = match &key_holder {
                 Some(holder) => secret_store.with_holder(holder.clone()),
                 None => secret_store,
@@ -525,7 +553,8 @@ pub(crate) async fn open_store(
             let read_secret = secret_store.clone();
             let store = match copy_dir {
                 Some(dir) => {
-                    let (local, seed) = crate::keycopy::open(dir, key_holder.clone()).await?;
+                    let (local, seed) =
+                        crate::keycopy::open(dir, key_holder.clone(), purpose).await?;
                     let store = CopiedStore::new(secret_store, local.clone());
                     copy = Some((local, seed));
                     Store::Copied(store)

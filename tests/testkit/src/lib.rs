@@ -14,6 +14,7 @@ mod dpop;
 mod memory_holder;
 mod objects;
 #[cfg(feature = "rotation")]
+pub mod purposes;
 pub mod rotation;
 #[cfg(feature = "servers")]
 pub mod servers;

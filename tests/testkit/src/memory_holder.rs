@@ -3,10 +3,10 @@
 //! out), vouches for the keys it generated until they are forgotten, and disposes of them as a
 //! token does: a retired key's private half goes, its proof stays.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use warrant_keys::{Disposal, Disposed, HolderAdvice, HolderFuture, KeyHolder};
+use warrant_keys::{Disposal, Disposed, HolderAdvice, HolderFuture, KeyHolder, KeyPurpose};
 use warrant_token::{
     Algorithm, KeyError, KeyType, RemoteKey, RemoteSignError, RemoteSignature, SigningKey,
     VerifyingKey,
@@ -18,8 +18,8 @@ use crate::rotation::{HolderUnderTest, InHolder};
 struct Keys {
     /// The private halves held (PKCS#8 DER, with their algorithm), by kid.
     private: BTreeMap<String, (Algorithm, Vec<u8>)>,
-    /// The kids vouched for: generated and not forgotten.
-    vouched: BTreeSet<String>,
+    /// The kids vouched for, with what each was made for: generated and not forgotten.
+    vouched: BTreeMap<String, KeyPurpose>,
 }
 
 /// A key holder in memory (see the module's documentation).
@@ -134,26 +134,33 @@ impl MemoryHolder {
 }
 
 impl MemoryHolder {
-    fn generate_now(&self, key_type: KeyType) -> Result<SigningKey, KeyError> {
+    fn generate_now(&self, key_type: KeyType, purpose: KeyPurpose) -> Result<SigningKey, KeyError> {
         let key = SigningKey::generate(key_type)?;
         let kid = key.kid().to_owned();
         let public = key.verifying_key().clone();
         let der = pem_der(key.to_pkcs8_pem()?.as_str());
         let mut keys = self.keys();
         keys.private.insert(kid.clone(), (key.algorithm(), der));
-        keys.vouched.insert(kid.clone());
+        keys.vouched.insert(kid.clone(), purpose);
         drop(keys);
         Ok(self.handle(&kid, public))
     }
 
-    fn vouch_now(&self, locator: &str, public: &VerifyingKey) -> Result<(), KeyError> {
+    fn vouch_now(
+        &self,
+        locator: &str,
+        public: &VerifyingKey,
+        purpose: KeyPurpose,
+    ) -> Result<(), KeyError> {
         let kid = locator.strip_prefix("memory:").unwrap_or_default();
-        if kid == public.kid() && self.keys().vouched.contains(kid) {
-            Ok(())
-        } else {
-            Err(refused(format!(
+        match self.keys().vouched.get(kid) {
+            Some(made_for) if kid == public.kid() && *made_for == purpose => Ok(()),
+            Some(made_for) if kid == public.kid() => Err(refused(format!(
+                "the memory holder keeps the key at {locator} for {made_for}, not {purpose}"
+            ))),
+            _ => Err(refused(format!(
                 "the memory holder holds no key at {locator}"
-            )))
+            ))),
         }
     }
 
@@ -162,13 +169,21 @@ impl MemoryHolder {
         locator: &str,
         kid: &str,
         disposal: Disposal,
+        purpose: KeyPurpose,
     ) -> Result<Disposed, KeyError> {
         if locator.strip_prefix("memory:") != Some(kid) {
             return Ok(Disposed::NotTheKey(format!("{locator} is not key {kid}")));
         }
         let mut keys = self.keys();
+        if let Some(made_for) = keys.vouched.get(kid)
+            && *made_for != purpose
+        {
+            return Ok(Disposed::NotTheKey(format!(
+                "key {kid} is kept for {made_for}, not {purpose}"
+            )));
+        }
         let private = keys.private.remove(kid).is_some();
-        let proof = disposal == Disposal::Forget && keys.vouched.remove(kid);
+        let proof = disposal == Disposal::Forget && keys.vouched.remove(kid).is_some();
         Ok(if private || proof {
             Disposed::Destroyed
         } else {
@@ -197,8 +212,12 @@ impl KeyHolder for MemoryHolder {
         &ADVICE
     }
 
-    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
-        Box::pin(std::future::ready(self.generate_now(key_type)))
+    fn generate(
+        &self,
+        key_type: KeyType,
+        purpose: KeyPurpose,
+    ) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
+        Box::pin(std::future::ready(self.generate_now(key_type, purpose)))
     }
 
     fn open(&self, locator: &str, public: VerifyingKey) -> Result<SigningKey, KeyError> {
@@ -212,8 +231,9 @@ impl KeyHolder for MemoryHolder {
         &'a self,
         locator: &'a str,
         public: &'a VerifyingKey,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<(), KeyError>> {
-        Box::pin(std::future::ready(self.vouch_now(locator, public)))
+        Box::pin(std::future::ready(self.vouch_now(locator, public, purpose)))
     }
 
     fn dispose<'a>(
@@ -221,8 +241,11 @@ impl KeyHolder for MemoryHolder {
         locator: &'a str,
         kid: &'a str,
         disposal: Disposal,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<Disposed, KeyError>> {
-        Box::pin(std::future::ready(self.dispose_now(locator, kid, disposal)))
+        Box::pin(std::future::ready(
+            self.dispose_now(locator, kid, disposal, purpose),
+        ))
     }
 }
 
@@ -235,7 +258,7 @@ impl HolderUnderTest for MemoryHolder {
         let keys = self.keys();
         if keys.private.contains_key(key.kid()) {
             InHolder::Signs
-        } else if keys.vouched.contains(key.kid()) {
+        } else if keys.vouched.contains_key(key.kid()) {
             InHolder::Retired
         } else {
             InHolder::Forgotten

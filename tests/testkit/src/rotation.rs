@@ -27,8 +27,9 @@ use jiff::Timestamp;
 use tokio::sync::mpsc;
 use warrant_clock::Clock;
 use warrant_keys::{
-    Disposal, Disposed, HolderAdvice, HolderFuture, KeyHolder, KeyManager, KeyMetrics, KeySet,
-    KeyState, KeyStore as _, MemoryStore, RETIRE_DISPOSAL_GRACE_SECONDS, RotationPolicy, Writer,
+    Disposal, Disposed, HolderAdvice, HolderFuture, KeyHolder, KeyManager, KeyMetrics, KeyPurpose,
+    KeySet, KeyState, KeyStore as _, MemoryStore, RETIRE_DISPOSAL_GRACE_SECONDS, RotationPolicy,
+    Writer,
 };
 use warrant_token::{KeyError, KeyType, SigningKey, VerifyingKey};
 
@@ -100,8 +101,12 @@ impl KeyHolder for OffTheClock {
         self.0.advice()
     }
 
-    fn generate(&self, key_type: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
-        let generated = off_the_clock(self.0.generate(key_type));
+    fn generate(
+        &self,
+        key_type: KeyType,
+        purpose: KeyPurpose,
+    ) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
+        let generated = off_the_clock(self.0.generate(key_type, purpose));
         Box::pin(std::future::ready(generated))
     }
 
@@ -113,8 +118,9 @@ impl KeyHolder for OffTheClock {
         &'a self,
         locator: &'a str,
         public: &'a VerifyingKey,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<(), KeyError>> {
-        let vouched = off_the_clock(self.0.vouch(locator, public));
+        let vouched = off_the_clock(self.0.vouch(locator, public, purpose));
         Box::pin(std::future::ready(vouched))
     }
 
@@ -123,8 +129,9 @@ impl KeyHolder for OffTheClock {
         locator: &'a str,
         kid: &'a str,
         disposal: Disposal,
+        purpose: KeyPurpose,
     ) -> HolderFuture<'a, Result<Disposed, KeyError>> {
-        let disposed = off_the_clock(self.0.dispose(locator, kid, disposal));
+        let disposed = off_the_clock(self.0.dispose(locator, kid, disposal, purpose));
         Box::pin(std::future::ready(disposed))
     }
 }

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::{Attribute, KeyType as CkKeyType, ObjectClass, ObjectHandle};
 use cryptoki::session::Session;
+use warrant_keys::KeyPurpose;
 use warrant_token::{Algorithm, KeyType, PemKey};
 
+use super::ownership::object_label;
 use super::{HsmKey, Pooled, Token};
 use crate::der;
 use crate::error::HsmError;
@@ -23,29 +25,34 @@ impl Token {
     /// [`generate_labelled_by_kid`](Self::generate_labelled_by_kid)). Refuses an `id` already in
     /// use. If anything after the generation fails, both objects are destroyed again. Blocks.
     pub fn generate(&self, key_type: KeyType, id: &[u8], label: &str) -> Result<HsmKey, HsmError> {
-        self.generate_labelled(key_type, id, Some(label))
+        self.generate_labelled(key_type, id, Ok(label))
     }
 
     /// [`generate`](Self::generate), labelling both objects with the new key's kid (known only
-    /// once the token has made the key): `CKA_LABEL` is then what `warrant keys list` and the
-    /// JWKS call the key. If the label cannot be set, both objects are destroyed again. Blocks.
+    /// once the token has made the key) and `purpose` ([`object_label`]): `CKA_LABEL` is then
+    /// what `warrant keys list` and the JWKS call the key, and what the token vouches for it
+    /// as. If the label cannot be set, both objects are destroyed again. Blocks.
     pub fn generate_labelled_by_kid(
         &self,
         key_type: KeyType,
         id: &[u8],
+        purpose: KeyPurpose,
     ) -> Result<HsmKey, HsmError> {
-        self.generate_labelled(key_type, id, None)
+        self.generate_labelled(key_type, id, Err(purpose))
     }
 
+    /// Generates a key labelled `Ok(label)`, or by its kid for `Err(purpose)`.
     fn generate_labelled(
         &self,
         key_type: KeyType,
         id: &[u8],
-        label: Option<&str>,
+        label: Result<&str, KeyPurpose>,
     ) -> Result<HsmKey, HsmError> {
-        let key_uri = self.inner.uri.with_object(id, label);
-        let label = label.unwrap_or_default();
-        let by_kid = label.is_empty();
+        let key_uri = self.inner.uri.with_object(id, label.ok());
+        let (label, by_kid) = match label {
+            Ok(label) => (label, None),
+            Err(purpose) => ("", Some(purpose)),
+        };
         self.call("generate", |s, e| {
             self.refuse_taken_id(s, id, &key_uri)?;
             let (mechanism, mut public, alg) = match key_type {
@@ -78,8 +85,8 @@ impl Token {
                 .generate_key_pair(&mechanism, &public, &private)
                 .map_err(|e| HsmError::pkcs11(&key_uri, "C_GenerateKeyPair", e))?;
             let mut key = self.finish_new_key(e, s, &key_uri, id, Some(alg), &[pub_h, priv_h])?;
-            if by_kid {
-                let kid = key.kid().to_owned();
+            if let Some(purpose) = by_kid {
+                let kid = object_label(purpose, key.kid());
                 let labelled = [Attribute::Label(kid.as_bytes().to_vec())];
                 for h in [pub_h, priv_h] {
                     if let Err(err) = s.session.update_attributes(h, &labelled) {

@@ -51,6 +51,7 @@ pub use warrant_keys::Health;
 
 pub(crate) use objects::find;
 pub use objects::{KeyAttributes, KeyEntry};
+pub use ownership::object_label;
 use pool::Pool;
 pub(crate) use pool::Pooled;
 pub(crate) use public::{PUBLIC_KEY_ATTRIBUTES, PublicObject, public_objects};

@@ -27,12 +27,20 @@
 //! key, or its public key object alone, whose public key anyone can read and name, with its kid,
 //! in a forged store entry.
 //!
+//! **Purposes.** The label says what the key is for as well ([`KeyPurpose`]): a token key's is
+//! its kid, as it always was; a pod certificate CA key's is `pod-certificate-ca:` and its kid
+//! ([`object_label`]). Every check above compares the label with the one the purpose asked
+//! about gives, so a CA key is never vouched for (nor destroyed) as a token key, nor the
+//! reverse: whoever can write the token keys' store cannot list a CA key there and have
+//! warrant sign tokens with it. Since only a session with the PIN makes private objects, the
+//! label is as trustworthy as the rest of the proof.
+//!
 //! **The limit.** A token (a partition) is one trust domain: its PIN's user can make objects that
 //! pass these checks. Give each warrant deployment its own token or partition, and never share the
 //! PIN with another application.
 
 use cryptoki::object::{Attribute, AttributeType, ObjectClass, ObjectHandle};
-use warrant_keys::{Disposal, Disposed};
+use warrant_keys::{Disposal, Disposed, KeyPurpose};
 use warrant_token::VerifyingKey;
 
 use super::create::public_template;
@@ -45,18 +53,35 @@ use crate::uri::Pkcs11Uri;
 /// relying party can take the signature for a token (and it is never kept or shown).
 const CHALLENGE: &[u8] = b"warrant: does this object hold the recorded key?";
 
+/// The `CKA_LABEL` warrant gives both objects of key `kid`, kept for `purpose`: the kid alone for
+/// a token key, the purpose's name, `:` and the kid otherwise (a kid is base64url, so no label of
+/// one purpose is another's).
+pub fn object_label(purpose: KeyPurpose, kid: &str) -> String {
+    match purpose {
+        KeyPurpose::Tokens => kid.to_owned(),
+        other => format!("{}:{kid}", other.name()),
+    }
+}
+
 impl Token {
-    /// Vouches for key `public` at `CKA_ID` `id` (see the module's doc): a private public key
-    /// object labelled by its kid holds it, or (for a key made before those) its private key
-    /// object proves to be it. [`HsmError::NotHeld`] says why not. Blocks.
-    pub fn vouch(&self, id: &[u8], public: &VerifyingKey) -> Result<(), HsmError> {
-        let key_uri = self.uri().with_object(id, Some(public.kid()));
+    /// Vouches for key `public` at `CKA_ID` `id`, kept for `purpose` (see the module's doc): a
+    /// private public key object labelled for it ([`object_label`]) holds it, or (for a key
+    /// made before those) its private key object proves to be it. [`HsmError::NotHeld`] says
+    /// why not. Blocks.
+    pub fn vouch(
+        &self,
+        id: &[u8],
+        public: &VerifyingKey,
+        purpose: KeyPurpose,
+    ) -> Result<(), HsmError> {
+        let label = object_label(purpose, public.kid());
+        let key_uri = self.uri().with_object(id, Some(&label));
         self.call("vouch", |s, e| {
             let (objects, _) = public_objects(s, &key_uri, id)?;
-            if objects.iter().any(|o| is_proof(o, public)) {
+            if objects.iter().any(|o| is_proof(o, public, &label)) {
                 return Ok(());
             }
-            match proven_private_keys(s, &key_uri, id, public)? {
+            match proven_private_keys(s, &key_uri, id, public, &label)? {
                 Ok(_) => Ok(()),
                 Err(reason) => Err(self.confirm_present(e).map_or_else(
                     |gone| gone,
@@ -70,12 +95,19 @@ impl Token {
         })
     }
 
-    /// Disposes of key `kid` at `CKA_ID` `id`: its private key object (after making sure a proof
-    /// object stays, for [`Disposal::Retire`]), or all of it ([`Disposal::Forget`]). Only objects
-    /// proven to be the key are destroyed; otherwise nothing is, and
-    /// [`Disposed::NotTheKey`] says why. Blocks.
-    pub fn dispose(&self, id: &[u8], kid: &str, disposal: Disposal) -> Result<Disposed, HsmError> {
-        let key_uri = self.uri().with_object(id, Some(kid));
+    /// Disposes of key `kid` at `CKA_ID` `id`, kept for `purpose`: its private key object (after
+    /// making sure a proof object stays, for [`Disposal::Retire`]), or all of it
+    /// ([`Disposal::Forget`]). Only objects proven to be the key, labelled for `purpose`, are
+    /// destroyed; otherwise nothing is, and [`Disposed::NotTheKey`] says why. Blocks.
+    pub fn dispose(
+        &self,
+        id: &[u8],
+        kid: &str,
+        disposal: Disposal,
+        purpose: KeyPurpose,
+    ) -> Result<Disposed, HsmError> {
+        let label = object_label(purpose, kid);
+        let key_uri = self.uri().with_object(id, Some(&label));
         self.call("destroy", |s, e| {
             let (objects, _) = public_objects(s, &key_uri, id)?;
             let privates = find(&s.session, ObjectClass::PRIVATE_KEY, id)
@@ -94,7 +126,7 @@ impl Token {
             let proven = if privates.is_empty() {
                 Vec::new()
             } else {
-                match proven_private_keys(s, &key_uri, id, &public)? {
+                match proven_private_keys(s, &key_uri, id, &public, &label)? {
                     Ok(proven) => proven,
                     Err(reason) => return Ok(Disposed::NotTheKey(format!("{key_uri}: {reason}"))),
                 }
@@ -106,15 +138,16 @@ impl Token {
                         self.confirm_present(e)?;
                         return Ok(Disposed::Gone);
                     }
-                    if !objects.iter().any(|o| is_proof(o, &public)) {
-                        make_proof(s, &key_uri, id, kid, recorded.handle)?;
+                    if !objects.iter().any(|o| is_proof(o, &public, &label)) {
+                        make_proof(s, &key_uri, id, &label, recorded.handle)?;
                     }
                 }
                 Disposal::Forget => {
-                    let ours = warrants_public_objects(&objects, &public, !proven.is_empty());
+                    let ours =
+                        warrants_public_objects(&objects, &public, &label, !proven.is_empty());
                     if ours.is_empty() && proven.is_empty() {
                         return Ok(Disposed::NotTheKey(format!(
-                            "{key_uri}: no object with this CKA_ID is provably warrant's key {kid} (its public key objects are not private, or not labelled by the kid, and no private key object proves it)"
+                            "{key_uri}: no object with this CKA_ID is provably warrant's key {kid} for {purpose} (its public key objects are not private, or not labelled {label:?}, and no private key object proves it)"
                         )));
                     }
                     for handle in ours {
@@ -180,9 +213,9 @@ impl Token {
 }
 
 /// True when `object` is the proof that warrant holds `public`: made by a logged-in session,
-/// labelled by the kid, holding the key.
-fn is_proof(object: &PublicObject, public: &VerifyingKey) -> bool {
-    object.private && labelled_key(object, public)
+/// labelled `label` (the kid, for its purpose), holding the key.
+fn is_proof(object: &PublicObject, public: &VerifyingKey, label: &str) -> bool {
+    object.private && labelled_key(object, public, label)
 }
 
 /// The public key objects among `objects` (all of one `CKA_ID`) that are provably warrant's key
@@ -194,29 +227,31 @@ fn is_proof(object: &PublicObject, public: &VerifyingKey) -> bool {
 fn warrants_public_objects(
     objects: &[PublicObject],
     public: &VerifyingKey,
+    label: &str,
     private_proven: bool,
 ) -> Vec<ObjectHandle> {
-    let proven = private_proven || objects.iter().any(|o| is_proof(o, public));
+    let proven = private_proven || objects.iter().any(|o| is_proof(o, public, label));
     objects
         .iter()
-        .filter(|o| is_proof(o, public) || (proven && labelled_key(o, public)))
+        .filter(|o| is_proof(o, public, label) || (proven && labelled_key(o, public, label)))
         .map(|o| o.handle)
         .collect()
 }
 
-/// True when `object` holds `public` under the label warrant gives it (its kid).
-fn labelled_key(object: &PublicObject, public: &VerifyingKey) -> bool {
-    object.label.as_deref() == Some(public.kid()) && &object.key == public
+/// True when `object` holds `public` under `label`, the one warrant gives it ([`object_label`]).
+fn labelled_key(object: &PublicObject, public: &VerifyingKey, label: &str) -> bool {
+    object.label.as_deref() == Some(label) && &object.key == public
 }
 
 /// The private key objects of `id`, each proven to be `public`'s key: `CKA_PRIVATE` (the only
-/// ones [`find`] returns), labelled by its kid, and signing [`CHALLENGE`] so that `public`
-/// verifies it. `Ok(Err(reason))` when there is none, or one is not.
+/// ones [`find`] returns), labelled `expected` ([`object_label`]), and signing [`CHALLENGE`] so
+/// that `public` verifies it. `Ok(Err(reason))` when there is none, or one is not.
 fn proven_private_keys(
     s: &Pooled,
     key_uri: &Pkcs11Uri,
     id: &[u8],
     public: &VerifyingKey,
+    expected: &str,
 ) -> Result<Result<Vec<ObjectHandle>, String>, HsmError> {
     let handles = find(&s.session, ObjectClass::PRIVATE_KEY, id)
         .map_err(|e| HsmError::pkcs11(key_uri, "C_FindObjects", e))?;
@@ -238,9 +273,9 @@ fn proven_private_keys(
                 _ => None,
             })
             .unwrap_or_default();
-        if label != public.kid() {
+        if label != expected {
             return Ok(Err(format!(
-                "the private key object with this CKA_ID is labelled {label:?}, not with the key's kid: warrant did not make it"
+                "the private key object with this CKA_ID is labelled {label:?}, not with the key's kid as warrant labels it for this key set ({expected:?}): warrant did not make it for this key set"
             )));
         }
         let proves = s
@@ -256,13 +291,13 @@ fn proven_private_keys(
     Ok(Ok(handles))
 }
 
-/// Makes the proof object of key `kid` from the public key object `from` (verified to hold the
-/// key): the same key attributes, with warrant's public key template.
+/// Makes the proof object labelled `label` from the public key object `from` (verified to hold
+/// the key): the same key attributes, with warrant's public key template.
 fn make_proof(
     s: &Pooled,
     key_uri: &Pkcs11Uri,
     id: &[u8],
-    kid: &str,
+    label: &str,
     from: ObjectHandle,
 ) -> Result<(), HsmError> {
     let mut template: Vec<Attribute> = s
@@ -270,11 +305,11 @@ fn make_proof(
         .get_attributes(from, &PUBLIC_KEY_ATTRIBUTES)
         .map_err(|e| HsmError::pkcs11(key_uri, "C_GetAttributeValue", e))?;
     template.push(Attribute::Class(ObjectClass::PUBLIC_KEY));
-    template.extend(public_template(id, kid));
+    template.extend(public_template(id, label));
     s.session
         .create_object(&template)
         .map_err(|e| HsmError::pkcs11(key_uri, "C_CreateObject (proof of the key)", e))?;
-    tracing::info!(%kid, uri = %key_uri, "made the key's public key object private, so the token vouches for it once its private half is destroyed");
+    tracing::info!(%label, uri = %key_uri, "made the key's public key object private, so the token vouches for it once its private half is destroyed");
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use warrant_keys::{Disposal, Disposed, KeyHolder};
 use warrant_token::{KeyError, KeyType, SigningKey, VerifyingKey};
 
 use crate::support::SoftHsm;
+use warrant_keys::KeyPurpose;
 
 /// `key`'s public key as DER, written in the test's directory: what `pkcs11-tool` imports.
 fn public_der(hsm: &SoftHsm, key: &VerifyingKey) -> String {
@@ -40,16 +41,16 @@ hsm_test!(
         hsm.init_token("vouch");
         let holder = Pkcs11Holder::new(hsm.open("vouch").unwrap());
         let token: &Token = holder.token();
-        let key = holder.generate(KeyType::P256).unwrap();
+        let key = holder.generate(KeyType::P256, KeyPurpose::Tokens).unwrap();
         let locator = key.remote_key().unwrap().locator();
-        holder.vouch(&locator, key.verifying_key()).unwrap();
+        holder.vouch(&locator, key.verifying_key(), KeyPurpose::Tokens).unwrap();
 
         // A store writer's own key, "held" under a fresh id or under warrant's key's id.
         let attacker = SigningKey::generate(KeyType::P256).unwrap();
         let fresh = token.uri().key_locator(&[0xee; 16]).to_string();
-        let said = refused(holder.vouch(&fresh, attacker.verifying_key()));
+        let said = refused(holder.vouch(&fresh, attacker.verifying_key(), KeyPurpose::Tokens));
         assert!(said.contains(&format!("the token holds no key {} made for warrant", attacker.kid())), "{said}");
-        refused(holder.vouch(&locator, attacker.verifying_key()));
+        refused(holder.vouch(&locator, attacker.verifying_key(), KeyPurpose::Tokens));
 
         // Reaching the token without the PIN does not help: an object only a logged-in session
         // can make cannot be made, and a public one vouches for nothing.
@@ -60,15 +61,15 @@ hsm_test!(
         assert!(String::from_utf8_lossy(&private.stderr).contains("CKR_USER_NOT_LOGGED_IN"));
         let public = hsm.pkcs11_tool_output("vouch", false, &["--write-object", &der, "--type", "pubkey", "--id", &id, "--label", attacker.kid()]);
         assert!(public.status.success(), "{}", String::from_utf8_lossy(&public.stderr));
-        refused(holder.vouch(&fresh, attacker.verifying_key()));
+        refused(holder.vouch(&fresh, attacker.verifying_key(), KeyPurpose::Tokens));
 
         // Retired (its private half destroyed), the key is still vouched for; forgotten
         // (revoked or removed), never again.
-        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Retire).unwrap(), Disposed::Destroyed);
-        holder.vouch(&locator, key.verifying_key()).unwrap();
-        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Forget).unwrap(), Disposed::Destroyed);
-        refused(holder.vouch(&locator, key.verifying_key()));
-        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Forget).unwrap(), Disposed::Gone);
+        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Retire, KeyPurpose::Tokens).unwrap(), Disposed::Destroyed);
+        holder.vouch(&locator, key.verifying_key(), KeyPurpose::Tokens).unwrap();
+        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Forget, KeyPurpose::Tokens).unwrap(), Disposed::Destroyed);
+        refused(holder.vouch(&locator, key.verifying_key(), KeyPurpose::Tokens));
+        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Forget, KeyPurpose::Tokens).unwrap(), Disposed::Gone);
     }
 );
 
@@ -76,7 +77,7 @@ hsm_test!(
     fn a_public_object_made_without_the_pin_does_not_stop_warrant(hsm) {
         hsm.init_token("planted");
         let holder = Pkcs11Holder::new(hsm.open("planted").unwrap());
-        let key = holder.generate(KeyType::P256).unwrap();
+        let key = holder.generate(KeyType::P256, KeyPurpose::Tokens).unwrap();
         let id = hex(&id_of(&key));
         // warrant's objects are invisible without the PIN (so they cannot be destroyed either).
         let listing = hsm.pkcs11_tool_output("planted", false, &["--list-objects"]);
@@ -96,7 +97,7 @@ hsm_test!(
         let locator = key.remote_key().unwrap().locator();
         let opened = holder.open(&locator, key.verifying_key().clone()).unwrap();
         holder.check(&opened).unwrap();
-        holder.vouch(&locator, key.verifying_key()).unwrap();
+        holder.vouch(&locator, key.verifying_key(), KeyPurpose::Tokens).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(opened.sign_detached_async("e30")).unwrap();
     }
@@ -106,7 +107,7 @@ hsm_test!(
     fn only_the_recorded_key_is_ever_destroyed(hsm) {
         hsm.init_token("others");
         let holder = Pkcs11Holder::new(hsm.open("others").unwrap());
-        let ours = holder.generate(KeyType::P256).unwrap();
+        let ours = holder.generate(KeyType::P256, KeyPurpose::Tokens).unwrap();
         // Another application's key on the same token, made with the PIN.
         hsm.pkcs11_tool("others", &["--keypairgen", "--key-type", "EC:prime256v1", "--id", "99", "--label", "other-app"]);
         let theirs = holder.token().public_key(&[0x99]).unwrap();
@@ -115,11 +116,11 @@ hsm_test!(
         // A forged entry naming their object, with their public key or ours: nothing destroyed.
         for kid in [theirs.kid(), ours.kid()] {
             for disposal in [Disposal::Retire, Disposal::Forget] {
-                let answer = holder.dispose(&locator, kid, disposal).unwrap();
+                let answer = holder.dispose(&locator, kid, disposal, KeyPurpose::Tokens).unwrap();
                 assert!(matches!(answer, Disposed::NotTheKey(_)), "{kid} {disposal}: {answer:?}");
             }
         }
-        let Disposed::NotTheKey(why) = holder.dispose(&locator, theirs.kid(), Disposal::Forget).unwrap() else {
+        let Disposed::NotTheKey(why) = holder.dispose(&locator, theirs.kid(), Disposal::Forget, KeyPurpose::Tokens).unwrap() else {
             unreachable!()
         };
         assert!(why.contains("labelled \"other-app\", not with the key's kid"), "{why}");
@@ -129,7 +130,7 @@ hsm_test!(
 
         // Ours, named rightly: destroyed.
         let our_locator = ours.remote_key().unwrap().locator();
-        assert_eq!(holder.dispose(&our_locator, ours.kid(), Disposal::Forget).unwrap(), Disposed::Destroyed);
+        assert_eq!(holder.dispose(&our_locator, ours.kid(), Disposal::Forget, KeyPurpose::Tokens).unwrap(), Disposed::Destroyed);
     }
 );
 
@@ -148,9 +149,9 @@ hsm_test!(
 
         for id in [0x42u8, 0x43] {
             let locator = holder.token().uri().key_locator(&[id]).to_string();
-            let retired = holder.dispose(&locator, theirs.kid(), Disposal::Retire).unwrap();
+            let retired = holder.dispose(&locator, theirs.kid(), Disposal::Retire, KeyPurpose::Tokens).unwrap();
             assert_ne!(retired, Disposed::Destroyed, "{id:x}");
-            let forgotten = holder.dispose(&locator, theirs.kid(), Disposal::Forget).unwrap();
+            let forgotten = holder.dispose(&locator, theirs.kid(), Disposal::Forget, KeyPurpose::Tokens).unwrap();
             let Disposed::NotTheKey(why) = forgotten else {
                 panic!("{id:x}: {forgotten:?}")
             };
@@ -160,9 +161,9 @@ hsm_test!(
         assert!(listing.contains("app-a") && listing.contains("app-b"), "{listing}");
 
         // warrant's own key, revoked: all of it goes, its proof object included.
-        let ours = holder.generate(KeyType::P256).unwrap();
+        let ours = holder.generate(KeyType::P256, KeyPurpose::Tokens).unwrap();
         let locator = ours.remote_key().unwrap().locator();
-        assert_eq!(holder.dispose(&locator, ours.kid(), Disposal::Forget).unwrap(), Disposed::Destroyed);
+        assert_eq!(holder.dispose(&locator, ours.kid(), Disposal::Forget, KeyPurpose::Tokens).unwrap(), Disposed::Destroyed);
         let listing = hsm.pkcs11_tool("pubonly", &["--list-objects"]);
         assert!(!listing.contains(ours.kid()), "{listing}");
     }
@@ -175,9 +176,9 @@ hsm_test!(
         let token = holder.token();
         let pem = SigningKey::generate(KeyType::Rsa2048).unwrap().to_pkcs8_pem().unwrap();
         let keys = [
-            holder.generate(KeyType::P256).unwrap(),
-            holder.generate(KeyType::Rsa2048).unwrap(),
-            holder.import_pem(pem.as_str().as_bytes()).unwrap(),
+            holder.generate(KeyType::P256, KeyPurpose::Tokens).unwrap(),
+            holder.generate(KeyType::Rsa2048, KeyPurpose::Tokens).unwrap(),
+            holder.import_pem(pem.as_str().as_bytes(), KeyPurpose::Tokens).unwrap(),
         ];
         for key in &keys {
             let a = token.key_attributes(&id_of(key)).unwrap();
@@ -232,18 +233,18 @@ hsm_test!(
 
         // Its private key proves it; the startup check takes decryption away.
         let locator = holder.token().uri().key_locator(&[0x55]).to_string();
-        holder.vouch(&locator, original.verifying_key()).unwrap();
+        holder.vouch(&locator, original.verifying_key(), KeyPurpose::Tokens).unwrap();
         let opened = holder.open(&locator, original.verifying_key().clone()).unwrap();
         holder.check(&opened).unwrap();
         assert!(!holder.token().key_attributes(&[0x55]).unwrap().decrypt);
 
         // Retired: the token keeps a private proof, so it vouches for the key after its private
         // half is gone, even once the old public object is deleted (anyone could).
-        assert_eq!(holder.dispose(&locator, kid, Disposal::Retire).unwrap(), Disposed::Destroyed);
+        assert_eq!(holder.dispose(&locator, kid, Disposal::Retire, KeyPurpose::Tokens).unwrap(), Disposed::Destroyed);
         let deleted = hsm.pkcs11_tool_output("legacy", false, &["--delete-object", "--type", "pubkey", "--id", "55"]);
         assert!(deleted.status.success(), "{}", String::from_utf8_lossy(&deleted.stderr));
-        holder.vouch(&locator, original.verifying_key()).unwrap();
-        let err = holder.token().vouch(&[0x56], original.verifying_key()).unwrap_err();
+        holder.vouch(&locator, original.verifying_key(), KeyPurpose::Tokens).unwrap();
+        let err = holder.token().vouch(&[0x56], original.verifying_key(), KeyPurpose::Tokens).unwrap_err();
         assert!(matches!(err, HsmError::NotHeld { .. }), "{err:?}");
     }
 );
@@ -255,13 +256,13 @@ hsm_test!(
         // first failure already broke.
         let holder = Pkcs11Holder::new(hsm.open("away").unwrap());
         let other = Pkcs11Holder::new(hsm.open("away").unwrap());
-        let key = holder.generate(KeyType::P256).unwrap();
+        let key = holder.generate(KeyType::P256, KeyPurpose::Tokens).unwrap();
         let locator = key.remote_key().unwrap().locator();
         // SoftHSM2 finds no objects on a token that went away: that is not "nothing there".
         let aside = hsm.dir().join("aside");
         std::fs::rename(&dir, &aside).unwrap();
-        let disposed = holder.dispose(&locator, key.kid(), Disposal::Forget);
-        let vouched = other.vouch(&locator, key.verifying_key());
+        let disposed = holder.dispose(&locator, key.kid(), Disposal::Forget, KeyPurpose::Tokens);
+        let vouched = other.vouch(&locator, key.verifying_key(), KeyPurpose::Tokens);
         for err in [disposed.unwrap_err(), vouched.unwrap_err()] {
             let KeyError::Remote(remote) = &err else { panic!("{err:?}") };
             assert!(remote.unavailable, "{err}");

@@ -9,6 +9,7 @@ use warrant_keys::{Disposal, Disposed, KeyHolder};
 use warrant_token::{Algorithm, KeyType, SigningKey};
 
 use crate::support::verify_everywhere;
+use warrant_keys::KeyPurpose;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -37,7 +38,7 @@ hsm_test!(
         let holder = Pkcs11Holder::new(hsm.open("held").unwrap());
         assert_eq!(holder.describe(), r#"PKCS#11 token "held""#);
         for (key_type, alg) in [(KeyType::P256, Algorithm::ES256), (KeyType::Rsa2048, Algorithm::RS256)] {
-            let key = holder.generate(key_type).unwrap();
+            let key = holder.generate(key_type, KeyPurpose::Tokens).unwrap();
             assert_eq!(key.algorithm(), alg);
             // In memory it cannot sign or be written out: it is held in the token.
             assert!(key.sign_payload(b"{}").is_err());
@@ -70,8 +71,8 @@ hsm_test!(
     fn a_locator_opens_the_same_key_and_a_wrong_one_is_refused(hsm) {
         hsm.init_token("loc");
         let holder = Pkcs11Holder::new(hsm.open("loc").unwrap());
-        let first = holder.generate(KeyType::P256).unwrap();
-        let second = holder.generate(KeyType::P256).unwrap();
+        let first = holder.generate(KeyType::P256, KeyPurpose::Tokens).unwrap();
+        let second = holder.generate(KeyType::P256, KeyPurpose::Tokens).unwrap();
         let locator = first.remote_key().unwrap().locator();
 
         // What a store recorded opens the same key: same kid, and it signs.
@@ -102,14 +103,14 @@ hsm_test!(
     fn a_destroyed_key_opens_for_its_public_key_but_never_signs_again(hsm) {
         hsm.init_token("retire");
         let holder = Pkcs11Holder::new(hsm.open("retire").unwrap());
-        let key = holder.generate(KeyType::P256).unwrap();
+        let key = holder.generate(KeyType::P256, KeyPurpose::Tokens).unwrap();
         signs_and_verifies(hsm, &key);
         let locator = key.remote_key().unwrap().locator();
         let id = locator.parse::<Pkcs11Uri>().unwrap().object_id().unwrap().to_vec();
 
-        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Retire).unwrap(), Disposed::Destroyed);
+        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Retire, KeyPurpose::Tokens).unwrap(), Disposed::Destroyed);
         // Idempotent: a second retirement (another replica got there first) finds nothing to do.
-        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Retire).unwrap(), Disposed::Gone);
+        assert_eq!(holder.dispose(&locator, key.kid(), Disposal::Retire, KeyPurpose::Tokens).unwrap(), Disposed::Gone);
         let entry = holder.token().list_keys().unwrap().into_iter().find(|e| e.id == id).unwrap();
         assert!(!entry.has_private && entry.has_public, "{entry:?}");
 
@@ -126,7 +127,7 @@ hsm_test!(
         }
         // A locator on another token names nothing of this holder's: nothing is destroyed.
         let elsewhere = locator.replace("token=retire", "token=other");
-        let answer = holder.dispose(&elsewhere, key.kid(), Disposal::Forget).unwrap();
+        let answer = holder.dispose(&elsewhere, key.kid(), Disposal::Forget, KeyPurpose::Tokens).unwrap();
         assert!(matches!(&answer, Disposed::NotTheKey(why) if why.contains("another token")), "{answer:?}");
     }
 );
@@ -138,7 +139,7 @@ hsm_test!(
         for key_type in [KeyType::Rsa2048, KeyType::P256] {
             let original = SigningKey::generate(key_type).unwrap();
             let pem = original.to_pkcs8_pem().unwrap();
-            let imported = holder.import_pem(pem.as_str().as_bytes()).unwrap();
+            let imported = holder.import_pem(pem.as_str().as_bytes(), KeyPurpose::Tokens).unwrap();
             assert_eq!(imported.kid(), original.kid());
             assert_eq!(imported.verifying_key().jwk_json(), original.verifying_key().jwk_json());
             signs_and_verifies(hsm, &imported);

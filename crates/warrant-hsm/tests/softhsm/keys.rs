@@ -8,6 +8,7 @@ use warrant_keys::{Disposal, Disposed};
 use warrant_token::{Algorithm, KeyType, SigningKey, key_id};
 
 use crate::support::{jws_verifies_with_jsonwebtoken, verify_everywhere};
+use warrant_keys::KeyPurpose;
 
 hsm_test!(
     fn generated_rsa_and_ec_keys_sign_in_the_token_and_verify_independently(hsm) {
@@ -167,10 +168,10 @@ hsm_test!(
     fn retiring_a_key_destroys_its_private_object_and_keeps_the_public_one(hsm) {
         hsm.init_token("destroy");
         let token = hsm.open("destroy").unwrap();
-        let key = token.generate_labelled_by_kid(KeyType::P256, &[7]).unwrap();
+        let key = token.generate_labelled_by_kid(KeyType::P256, &[7], KeyPurpose::Tokens).unwrap();
         key.sign(b"before").unwrap();
-        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Retire).unwrap(), Disposed::Destroyed);
-        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Retire).unwrap(), Disposed::Gone, "nothing left to destroy");
+        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Retire, KeyPurpose::Tokens).unwrap(), Disposed::Destroyed);
+        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Retire, KeyPurpose::Tokens).unwrap(), Disposed::Gone, "nothing left to destroy");
 
         let err = token.key(&[7], None).unwrap_err();
         assert!(matches!(err, HsmError::ObjectMissing { what: "private key", .. }), "{err:?}");
@@ -182,7 +183,7 @@ hsm_test!(
         assert!(!err.is_unavailable());
         // The public key stays, for tokens already issued, and the token still vouches for it.
         assert_eq!(token.public_key(&[7]).unwrap().kid(), key.kid());
-        token.vouch(&[7], key.verifying_key()).unwrap();
+        token.vouch(&[7], key.verifying_key(), KeyPurpose::Tokens).unwrap();
         let entries = token.list_keys().unwrap();
         assert_eq!(entries.len(), 1);
         assert!(entries[0].has_public && !entries[0].has_private);
@@ -190,11 +191,11 @@ hsm_test!(
         assert!(token.health().is_healthy(), "a missing key is not a broken token");
 
         // Forgotten (removed, revoked): nothing of it is left, and nothing vouches for it.
-        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Forget).unwrap(), Disposed::Destroyed);
+        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Forget, KeyPurpose::Tokens).unwrap(), Disposed::Destroyed);
         assert_eq!(token.list_keys().unwrap(), vec![]);
-        let err = token.vouch(&[7], key.verifying_key()).unwrap_err();
+        let err = token.vouch(&[7], key.verifying_key(), KeyPurpose::Tokens).unwrap_err();
         assert!(matches!(err, HsmError::NotHeld { .. }), "{err:?}");
-        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Forget).unwrap(), Disposed::Gone);
+        assert_eq!(token.dispose(&[7], key.kid(), Disposal::Forget, KeyPurpose::Tokens).unwrap(), Disposed::Gone);
     }
 );
 

@@ -8,6 +8,7 @@ use warrant_keys::{Disposal, Disposed};
 use warrant_token::KeyType;
 
 use crate::support::verify_everywhere;
+use warrant_keys::KeyPurpose;
 use warrant_testkit::signatures::verify_signature;
 
 hsm_test!(
@@ -15,7 +16,7 @@ hsm_test!(
         hsm.init_token("shared");
         let a = hsm.open("shared").unwrap();
         let b = hsm.open("shared").unwrap();
-        let key_a = a.generate_labelled_by_kid(KeyType::P256, &[0x42]).unwrap();
+        let key_a = a.generate_labelled_by_kid(KeyType::P256, &[0x42], KeyPurpose::Tokens).unwrap();
         let key_b = b.key(&[0x42], None).unwrap();
         assert_eq!(key_a.kid(), key_b.kid());
         assert_eq!(key_a.verifying_key(), key_b.verifying_key());
@@ -33,7 +34,7 @@ hsm_test!(
         verify_signature(key_b.verifying_key(), b"from another process", &signature);
 
         // One replica retires it: the other's next signature fails, naming the key.
-        assert_eq!(a.dispose(&[0x42], key_a.kid(), Disposal::Retire).unwrap(), Disposed::Destroyed);
+        assert_eq!(a.dispose(&[0x42], key_a.kid(), Disposal::Retire, KeyPurpose::Tokens).unwrap(), Disposed::Destroyed);
         let err = key_b.sign(b"after revocation").unwrap_err();
         assert!(matches!(err, HsmError::ObjectMissing { .. }), "{err:?}");
         // Dropping one handle does not log the other out.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use warrant_hsm::{Pkcs11Holder, Pkcs11Uri};
 use warrant_keys::KeyHolder;
+use warrant_testkit::purposes::keys_of_one_purpose_serve_no_other;
 use warrant_testkit::rotation::{HolderUnderTest, InHolder, keys_rotate_in_the_holder};
 use warrant_testkit::signatures::verify_with_openssl;
 use warrant_token::SigningKey;
@@ -65,5 +66,17 @@ hsm_test!(
         hsm.init_token("rotation");
         let holder = Pkcs11Holder::new(hsm.open("rotation").unwrap());
         keys_rotate_in_the_holder(&InToken { holder, hsm });
+    }
+);
+
+hsm_test!(
+    fn a_token_keeps_token_and_ca_keys_apart(hsm) {
+        hsm.init_token("purposes");
+        let holder = Pkcs11Holder::new(hsm.open("purposes").unwrap());
+        keys_of_one_purpose_serve_no_other(Arc::new(holder.clone()));
+        assert!(
+            holder.token().list_keys().unwrap().is_empty(),
+            "both keys are destroyed at the end"
+        );
     }
 );

@@ -785,9 +785,13 @@ fn revoking_the_signing_key_with_its_holder_away_stops_signing_until_a_key_is_ma
         index.contains(&format!(r#""signingStoppedAt": "{}""#, at(now))),
         "{index}"
     );
-    let decoded = crate::decode("test store", &files[crate::INDEX_FILE], None, |name| {
-        Ok(files.get(name).cloned())
-    })
+    let decoded = crate::decode(
+        "test store",
+        &files[crate::INDEX_FILE],
+        Some(crate::KeyPurpose::Tokens),
+        None,
+        |name| Ok(files.get(name).cloned()),
+    )
     .unwrap();
     let (read, _) = tokio::runtime::Builder::new_current_thread()
         .build()

@@ -431,6 +431,60 @@ async fn held_manager(
     (manager, store, holder, registry)
 }
 
+/// A manager of pod certificate CA keys makes every key for that purpose in the holder (the
+/// first at opening, its successor at rotation), and the store records the purpose: the same
+/// store read for token keys is refused, and the holder vouches for none of its keys as token
+/// keys.
+#[tokio::test(start_paused = true)]
+async fn a_ca_manager_makes_its_keys_for_the_ca_and_its_store_serves_nothing_else() {
+    let holder = Arc::new(FakeHolder::default());
+    let store = MemoryStore::new()
+        .with_holder(holder.clone())
+        .for_purpose(crate::KeyPurpose::PodCertificateCa);
+    let clock = clock();
+    let manager = KeyManager::open(
+        store.clone(),
+        policy(),
+        Writer::Always,
+        KeyMetrics::new(),
+        clock.now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        manager.keys().purpose(),
+        crate::KeyPurpose::PodCertificateCa
+    );
+    let (_task, mut seen) = spawn(manager, clock.clone());
+    seen.recv().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(6 * 86_400)).await;
+    seen.recv().await.unwrap();
+    let made = holder.proofs.lock().unwrap().clone();
+    assert_eq!(made.len(), 2, "the first key and its successor: {made:?}");
+    assert!(
+        made.values()
+            .all(|p| *p == crate::KeyPurpose::PodCertificateCa),
+        "{made:?}"
+    );
+
+    let as_tokens = store.clone().for_purpose(crate::KeyPurpose::Tokens);
+    let error = as_tokens.load().await.unwrap_err();
+    assert!(
+        matches!(error, StoreError::OtherPurpose { .. }),
+        "{error:?}"
+    );
+    // Whoever rewrites the index to say "tokens" gets keys no holder vouches for as such.
+    let mut files = store.files().unwrap();
+    let index = String::from_utf8(files[crate::INDEX_FILE].clone()).unwrap();
+    let stripped = index.replace(",\n  \"purpose\": \"pod-certificate-ca\"", "");
+    assert_ne!(stripped, index, "{index}");
+    files.insert(crate::INDEX_FILE.into(), stripped.into_bytes());
+    let forged = MemoryStore::new().with_holder(holder.clone());
+    forged.restore(files);
+    let error = forged.load().await.unwrap_err();
+    assert!(matches!(error, StoreError::NotVouched { .. }), "{error:?}");
+}
+
 /// A store writer who appends an entry the holder does not vouch for (their own public key,
 /// "retired", "held" in the holder) gets nothing published: the running manager refuses the
 /// store and keeps the keys in force, saying which entry; a new manager refuses to open it.
@@ -545,7 +599,7 @@ async fn a_revoked_key_is_destroyed_by_the_writer_once_its_holder_is_back() {
         std::slice::from_ref(&first)
     );
     assert!(!holder.held().contains(&first));
-    assert!(!holder.proofs.lock().unwrap().contains(&first));
+    assert!(!holder.proofs.lock().unwrap().contains_key(&first));
     let text = metrics_text(&registry);
     assert!(
         text.contains("warrant_keys_holder_disposals_pending 0"),

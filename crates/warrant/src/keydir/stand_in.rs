@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use warrant_keys::{Disposal, Disposed, HolderAdvice, HolderFuture, KeyHolder};
+use warrant_keys::{Disposal, Disposed, HolderAdvice, HolderFuture, KeyHolder, KeyPurpose};
 use warrant_token::{
     KeyError, KeyType, RemoteKey, RemoteSignError, RemoteSignature, SigningKey, VerifyingKey,
 };
@@ -42,7 +42,11 @@ impl KeyHolder for Unreachable {
         self.advice
     }
 
-    fn generate(&self, _: KeyType) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
+    fn generate(
+        &self,
+        _: KeyType,
+        _: KeyPurpose,
+    ) -> HolderFuture<'_, Result<SigningKey, KeyError>> {
         Box::pin(std::future::ready(Err(self.error())))
     }
 
@@ -59,6 +63,7 @@ impl KeyHolder for Unreachable {
         &'a self,
         _: &'a str,
         _: &'a VerifyingKey,
+        _: KeyPurpose,
     ) -> HolderFuture<'a, Result<(), KeyError>> {
         Box::pin(std::future::ready(Ok(())))
     }
@@ -68,6 +73,7 @@ impl KeyHolder for Unreachable {
         _: &'a str,
         _: &'a str,
         _: Disposal,
+        _: KeyPurpose,
     ) -> HolderFuture<'a, Result<Disposed, KeyError>> {
         Box::pin(std::future::ready(Err(self.error())))
     }

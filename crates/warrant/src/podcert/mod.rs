@@ -33,7 +33,7 @@ use warrant_audit::{Auditor, Requester};
 use warrant_auth::PolicyFile;
 use warrant_clock::Clock;
 use warrant_issuer::SpiffeRoots;
-use warrant_keys::{KeyMetrics, KeySet};
+use warrant_keys::{KeyMetrics, KeyPurpose, KeySet};
 use warrant_podcert::CaSet;
 use warrant_podcert::policy::MIN_LIFETIME_SECONDS;
 use warrant_podcert_kube::trust::TrustBundles;
@@ -337,7 +337,13 @@ async fn open_managed(
         key_publish_ahead: args.ca_publish_ahead,
     };
     let mut opened = crate::keys::open_store(
-        store, &rotation, longest, &metrics, kubeconfig, holder, clock,
+        (store, KeyPurpose::PodCertificateCa),
+        &rotation,
+        longest,
+        &metrics,
+        kubeconfig,
+        holder,
+        clock,
     )
     .await
     .map_err(|e| format!("the pod certificate CA's key store: {e}"))?;
