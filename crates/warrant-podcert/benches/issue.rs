@@ -18,7 +18,18 @@
 //! - `podcert/<curve>/status-mirror`: `validate_status_update` of the issued status, the
 //!   mirror of kube-apiserver's rules (it parses the PEM chain and the leaf again).
 //!
-//! After criterion's report the bench prints, per curve, the two medians and their ratio
+//! With the CA's key held in a SoftHSM2 token instead (`KeyCa` over a PKCS#11 key, as `serve
+//! --pod-certificate-ca-key-dir … --key-pkcs11-uri` signs), P-256, one caller:
+//!
+//! - `podcert/p256-softhsm/c-sign`: the token's raw rate, one `C_Sign` of the TBS through
+//!   warrant-hsm's key (the blocking threads' hop included, as for every signature);
+//! - `podcert/p256-softhsm/decide`: the whole decision with that CA.
+//!
+//! SoftHSM2 reads its configuration once, from the environment: the bench re-runs itself with a
+//! SoftHSM2 of its own in a temporary directory (warrant-testkit's `softhsm`); without
+//! SoftHSM2 installed it says so and measures the CA in memory alone.
+//!
+//! After criterion's report the bench prints, per CA, the two medians and their ratio
 //! (decisions a second over raw signatures a second), read from criterion's own estimates.
 //!
 //! `make bench-micro` runs it with the others (`cargo bench -p warrant-podcert --bench issue`
@@ -151,6 +162,74 @@ fn issued(decision: Decision) -> Box<Issued> {
 
 const CURVES: [(&str, CaCurve); 2] = [("p256", CaCurve::P256), ("p384", CaCurve::P384)];
 
+/// Where the re-run bench finds its SoftHSM2.
+const HSM_DIR: &str = "WARRANT_PODCERT_BENCH_HSM_DIR";
+
+/// A P-256 CA whose key is generated in the SoftHSM2 token at `dir` (made by `main`), as
+/// `serve` holds a kept CA in a token: the key from warrant-hsm's holder, its root made by
+/// `KeyCa`.
+fn held_ca(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) -> KeyCa {
+    use warrant_keys::KeyPurpose;
+    let softhsm = warrant_testkit::softhsm::SoftHsm2::at(dir);
+    softhsm.init_token("podcert");
+    let uri: warrant_hsm::Pkcs11Uri = softhsm
+        .uri(
+            "podcert",
+            &softhsm.pin_file("pin", warrant_testkit::softhsm::PIN),
+        )
+        .parse()
+        .unwrap();
+    let token = warrant_hsm::Token::open(
+        warrant_hsm::TokenConfig::new(uri),
+        warrant_hsm::HsmMetrics::default(),
+    )
+    .unwrap();
+    let holder = warrant_hsm::Pkcs11Holder::new(token);
+    runtime.block_on(async {
+        let key = warrant_keys::KeyHolder::generate(
+            &holder,
+            warrant_token::KeyType::P256,
+            KeyPurpose::PodCertificateCa,
+        )
+        .await
+        .unwrap();
+        KeyCa::root(&key, at("2026-01-01T00:00:00Z"), 10 * 365 * 86_400)
+            .await
+            .unwrap()
+    })
+}
+
+/// The CA held in SoftHSM2 against its raw `C_Sign` (see the module's doc).
+fn bench_held(c: &mut Criterion, dir: &std::path::Path, pcr: &Value, facts: &Facts) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let ca = held_ca(dir, &runtime);
+    let (policy, now) = (policy(), at("2026-11-27T17:16:56Z"));
+    let first = issued(
+        runtime
+            .block_on(decide_json(pcr, facts, &policy, now, &ca))
+            .unwrap(),
+    );
+    let leaf = leaf_der(&first.status.certificate_chain);
+    let (_, parsed) = X509Certificate::from_der(&leaf).unwrap();
+    let tbs = parsed.tbs_certificate.as_ref().to_vec();
+    c.bench_function("podcert/p256-softhsm/c-sign", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(ca.key().sign_message(black_box(tbs.clone())))
+                .unwrap()
+        })
+    });
+    c.bench_function("podcert/p256-softhsm/decide", |b| {
+        b.iter(|| {
+            let decision = runtime
+                .block_on(decide_json(black_box(pcr), facts, &policy, now, &ca))
+                .unwrap();
+            assert!(matches!(decision, Decision::Issued(_)));
+            decision
+        })
+    });
+}
+
 fn bench(c: &mut Criterion) {
     let now = at("2026-11-27T17:16:56Z");
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap();
@@ -230,6 +309,14 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+
+    match std::env::var_os(HSM_DIR) {
+        Some(dir) => bench_held(c, std::path::Path::new(&dir), &pcr, &facts),
+        None => println!(
+            "podcert/p256-softhsm: SoftHSM2 is not installed ({}): the held CA is not measured",
+            warrant_testkit::softhsm::module().display()
+        ),
+    }
 }
 
 /// Where criterion keeps its estimates: `$CRITERION_HOME`, or `criterion` in the target
@@ -255,11 +342,15 @@ fn median_ns(id: &str) -> Option<f64> {
     estimates.pointer("/median/point_estimate")?.as_f64()
 }
 
-/// Per curve: the raw signature, the decision and their ratio, from criterion's medians.
+/// Per CA: the raw signature, the decision and their ratio, from criterion's medians.
 fn summary() {
-    for (name, _) in CURVES {
+    let cas = CURVES
+        .map(|(name, _)| (name, "ca-sign"))
+        .into_iter()
+        .chain([("p256-softhsm", "c-sign")]);
+    for (name, raw) in cas {
         let (Some(sign), Some(decide)) = (
-            median_ns(&format!("podcert_{name}_ca-sign")),
+            median_ns(&format!("podcert_{name}_{raw}")),
             median_ns(&format!("podcert_{name}_decide")),
         ) else {
             continue;
@@ -283,6 +374,19 @@ fn summary() {
 }
 
 fn main() {
+    // SoftHSM2 reads SOFTHSM2_CONF when its module is loaded: run again with one of our own.
+    let module = warrant_testkit::softhsm::module();
+    if std::env::var_os(HSM_DIR).is_none() && module.exists() {
+        let temp = tempfile::tempdir().unwrap();
+        let softhsm = warrant_testkit::softhsm::SoftHsm2::create(temp.path());
+        let status = softhsm
+            .command(std::env::current_exe().unwrap())
+            .args(std::env::args_os().skip(1))
+            .env(HSM_DIR, softhsm.dir())
+            .status()
+            .unwrap();
+        std::process::exit(status.code().unwrap_or(1));
+    }
     let mut criterion = Criterion::default().configure_from_args();
     bench(&mut criterion);
     criterion.final_summary();

@@ -94,6 +94,7 @@ pub mod certificate;
 mod decide;
 mod der;
 pub mod key;
+mod key_ca;
 mod pem;
 pub mod policy;
 pub mod request;
@@ -109,6 +110,7 @@ pub use decide::{
     PodFacts, ServiceFacts, decide, decide_json, reason,
 };
 pub use key::{KeyType, RequestedKey};
+pub use key_ca::KeyCa;
 pub use policy::{PodCertificatePolicy, SignerPolicy};
 pub use request::{KeyForm, PodCertificateRequest, RequestError, Spec, SpecError, with_status};
 pub use status::{

@@ -23,141 +23,23 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use warrant_clock::Clock;
-use warrant_keys::{KeySet, PublishedKey};
-use warrant_podcert::{
-    CaAlgorithm, CaCertificate, CaSet, CaSignature, CaSigner, RootTemplate, SignError,
-    ecdsa_signature_to_der,
-};
-use warrant_token::{Algorithm, KeyError, SigningKey};
+use warrant_keys::KeySet;
+use warrant_podcert::{CaSet, CaSigner, KeyCa};
 
 /// How long a managed CA key's root certificate is valid from the key's publication: ten
 /// years. Not what bounds trust in the key (its place in the bundles does); long, so that a
 /// rotation that stalls never leaves a CA that can no longer sign an hour-long leaf.
 pub(crate) const ROOT_VALIDITY_SECONDS: i64 = 10 * 365 * 24 * 3600;
 
-/// The algorithm a CA key of `algorithm` writes into certificates; `None` for one X.509 signing
-/// does not take here (ES512: kube and most TLS stacks refuse P-521 roots).
-fn ca_algorithm(algorithm: Algorithm) -> Option<CaAlgorithm> {
-    match algorithm {
-        Algorithm::ES256 => Some(CaAlgorithm::EcdsaP256Sha256),
-        Algorithm::ES384 => Some(CaAlgorithm::EcdsaP384Sha384),
-        Algorithm::RS256 => Some(CaAlgorithm::RsaPkcs1Sha256),
-        Algorithm::ES512 => None,
-    }
-}
-
-/// A root CA whose key is a managed key, wherever it is held.
-pub(crate) struct HeldCa {
-    key: SigningKey,
-    algorithm: CaAlgorithm,
-    certificate: CaCertificate,
-}
-
-impl std::fmt::Debug for HeldCa {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HeldCa")
-            .field("kid", &self.key.kid())
-            .field("certificate", &self.certificate)
-            .finish()
-    }
-}
-
-impl HeldCa {
-    /// Makes the root of `published` (its certificate, self-signed by the key in its holder).
-    pub(crate) async fn root(published: &PublishedKey) -> Result<HeldCa, String> {
-        let key = &published.key;
-        let kid = key.kid();
-        let algorithm = ca_algorithm(key.algorithm()).ok_or_else(|| {
-            format!(
-                "CA key {kid} is {}, which no pod certificate CA signs with (ES256, ES384 or RS256)",
-                key.algorithm().name()
-            )
-        })?;
-        let not_before = published.published_at;
-        let not_after = not_before.saturating_add(SignedDuration::from_secs(ROOT_VALIDITY_SECONDS));
-        let not_after = not_after.map_err(|e| format!("CA key {kid}: {e}"))?;
-        let template = RootTemplate::new(
-            algorithm,
-            key.verifying_key().spki_der(),
-            &format!("warrant pod CA {kid}"),
-            not_before,
-            not_after,
-        )
-        .map_err(|e| format!("CA key {kid}: {e}"))?;
-        let signature = signature(key, algorithm, template.tbs().to_vec())
-            .await
-            .map_err(|e| format!("CA key {kid} could not sign its root: {e}"))?;
-        let certificate = template
-            .finish(&signature)
-            .map_err(|e| format!("CA key {kid}: {e}"))?;
-        Ok(HeldCa {
-            key: key.clone(),
-            algorithm,
-            certificate,
-        })
-    }
-
-    /// The key's ID.
-    pub(crate) fn kid(&self) -> &str {
-        self.key.kid()
-    }
-}
-
-/// `message` signed by `key`, in X.509's encoding (ECDSA as DER).
-async fn signature(
-    key: &SigningKey,
-    algorithm: CaAlgorithm,
-    message: Vec<u8>,
-) -> Result<Vec<u8>, SignError> {
-    let raw = key
-        .sign_message(message)
-        .await
-        .map_err(|error| match error {
-            KeyError::Remote(remote) if remote.unavailable => {
-                SignError::Unavailable(Arc::new(remote))
-            }
-            other => SignError::Refused(Arc::new(other)),
-        })?;
-    match algorithm {
-        CaAlgorithm::EcdsaP256Sha256 | CaAlgorithm::EcdsaP384Sha384 => ecdsa_signature_to_der(&raw)
-            .ok_or_else(|| {
-                SignError::Refused(Arc::new(std::io::Error::other(
-                    "the key's holder returned an ECDSA signature of odd length",
-                )))
-            }),
-        CaAlgorithm::RsaPkcs1Sha256 | CaAlgorithm::Ed25519 => Ok(raw),
-    }
-}
-
-impl CaSigner for HeldCa {
-    fn algorithm(&self) -> CaAlgorithm {
-        self.algorithm
-    }
-
-    fn certificate(&self) -> &CaCertificate {
-        &self.certificate
-    }
-
-    fn sign(&self, tbs: Vec<u8>) -> CaSignature<'_> {
-        Box::pin(signature(&self.key, self.algorithm, tbs))
-    }
-
-    fn unavailable(&self) -> Option<String> {
-        self.key
-            .remote_key()
-            .and_then(|remote| remote.unavailable())
-    }
-}
-
 /// The roots this process has made, by kid: each is made once (one signature in the holder),
 /// then reused for as long as its key is in force.
 #[derive(Default)]
 pub(crate) struct Roots {
-    made: HashMap<String, Arc<HeldCa>>,
+    made: HashMap<String, Arc<KeyCa>>,
 }
 
 impl Roots {
@@ -174,7 +56,8 @@ impl Roots {
             let root = match self.made.get(key.key.kid()) {
                 Some(root) => root.clone(),
                 None => {
-                    let root = Arc::new(HeldCa::root(key).await?);
+                    let root = KeyCa::root(&key.key, key.published_at, ROOT_VALIDITY_SECONDS);
+                    let root = Arc::new(root.await?);
                     self.made.insert(root.kid().to_owned(), root.clone());
                     root
                 }
@@ -211,7 +94,7 @@ impl Roots {
     fn key_id(&self, kid: &str) -> String {
         self.made
             .get(kid)
-            .map(|root| root.certificate.key_id())
+            .map(|root| root.certificate().key_id())
             .unwrap_or_default()
     }
 }

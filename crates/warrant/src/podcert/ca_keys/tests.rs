@@ -3,8 +3,8 @@ use std::sync::Arc;
 use rustls_pki_types::{CertificateDer, UnixTime};
 use warrant_keys::{ManagedKey, ManagedKeySet, RotationPolicy};
 use warrant_podcert::certificate::{LeafSpec, sign_leaf};
-use warrant_podcert::{KeyType, SignError};
-use warrant_token::{RemoteKey, RemoteSignError, RemoteSignature};
+use warrant_podcert::{CaCertificate, CaSigner as _, KeyType, SignError};
+use warrant_token::{Algorithm, RemoteKey, RemoteSignError, RemoteSignature, SigningKey};
 
 use super::*;
 
@@ -188,11 +188,11 @@ async fn a_holder_out_of_reach_signs_nothing_and_the_pcr_waits() {
     let mut roots = Roots::default();
     let made = roots.ca_set(&keys, at(T0)).await.unwrap();
     // The same key, now unreachable: the root already made is kept, signing is unavailable.
-    let held = HeldCa {
-        key: SigningKey::remote(key.verifying_key().clone(), Arc::new(Unreachable)),
-        algorithm: CaAlgorithm::EcdsaP256Sha256,
-        certificate: made.trusted[0].clone(),
-    };
+    let held = KeyCa::with_root(
+        SigningKey::remote(key.verifying_key().clone(), Arc::new(Unreachable)),
+        made.trusted[0].clone(),
+    )
+    .unwrap();
     match held.sign(b"tbs".to_vec()).await {
         Err(SignError::Unavailable(why)) => assert!(why.to_string().contains("gone")),
         other => panic!("{other:?}"),
@@ -219,11 +219,11 @@ async fn the_signer_is_not_ready_while_the_ca_keys_holder_is_out_of_reach() {
 
     // The CA in force, its key's token gone: readiness says so, naming the CA and the holder's
     // reason (the key's own root, made before, is still the one published).
-    let held = HeldCa {
-        key: SigningKey::remote(key.verifying_key().clone(), Arc::new(Unreachable)),
-        algorithm: CaAlgorithm::EcdsaP256Sha256,
-        certificate: made.trusted[0].clone(),
-    };
+    let held = KeyCa::with_root(
+        SigningKey::remote(key.verifying_key().clone(), Arc::new(Unreachable)),
+        made.trusted[0].clone(),
+    )
+    .unwrap();
     let away = CaSet {
         signing: Ok(Arc::new(held)),
         trusted: made.trusted.clone(),
