@@ -15,6 +15,7 @@ mod memory_holder;
 mod objects;
 #[cfg(feature = "rotation")]
 pub mod purposes;
+#[cfg(feature = "rotation")]
 pub mod rotation;
 #[cfg(feature = "servers")]
 pub mod servers;
