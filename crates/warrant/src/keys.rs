@@ -5,22 +5,27 @@
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use warrant_clock::Clock;
 use warrant_keys::{
-    ChangeFeed, CopiedStore, DirStore, KeyHolder, KeyManager, KeyMetrics, KeyPurpose, KeySet,
-    KeyStore, Leadership, LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, Saved,
-    SecretStore, StaticKeyFiles, StaticKeys, StoreError, StoreHealth, StoreVersion, Stored, Writer,
+    CopiedStore, DirStore, KeyManager, KeyMetrics, KeyPurpose, KeySet, KeyStore, Leadership,
+    LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, SecretStore, StaticKeyFiles, StaticKeys,
+    StoreError, StoreHealth, Writer,
 };
-use warrant_objects::kube::cluster_client;
 use warrant_server::AppState;
-use warrant_token::{Algorithm, KeyType, VerifyingKey};
+use warrant_token::{Algorithm, KeyType};
 
-use crate::cli::{KeyAlgorithm, KeySourceArgs, ObjectName, RotationArgs, StoreArgs};
+use crate::cli::{KeyAlgorithm, KeySourceArgs, ObjectName, RotationArgs};
 use crate::holder::Holder;
 use crate::running::Running;
+
+mod sink;
+mod store;
+
+use sink::{Sink, say_revoked_in_files};
+pub(crate) use store::{Store, client};
 
 /// The longest token lifetime with managed keys when `--service-account-max-token-expiration`
 /// is not set: a day. It bounds how long a retired key stays published (a day and a minute
@@ -168,137 +173,6 @@ pub(crate) fn lease_of(secret: &ObjectName, lease: Option<&ObjectName>) -> Objec
         namespace: secret.namespace.clone(),
         name: format!("{}-leader", secret.name),
     })
-}
-
-/// A managed key store of either kind.
-#[derive(Debug, Clone)]
-pub(crate) enum Store {
-    /// `--key-dir`.
-    Dir(DirStore),
-    /// `--key-secret`.
-    Secret(SecretStore),
-    /// `--key-secret` with `--key-copy-dir`: the Secret, copied to this node.
-    Copied(CopiedStore<SecretStore>),
-}
-
-impl Store {
-    /// The store of `warrant keys`' flags; `writer` is recorded on a Secret's writes.
-    /// With `holder` (`--key-pkcs11-uri`, `--key-kms-uri`), the store's private keys are held there.
-    pub(crate) async fn from_args(
-        args: &StoreArgs,
-        writer: &str,
-        holder: Option<Arc<dyn KeyHolder>>,
-    ) -> Result<Self, Box<dyn Error>> {
-        let store = match (&args.key_dir, &args.key_secret) {
-            (Some(dir), _) => Store::Dir(DirStore::new(dir)),
-            (None, Some(secret)) => Store::Secret(
-                SecretStore::new(
-                    client(args.kubeconfig.as_deref()).await?,
-                    &secret.namespace,
-                    &secret.name,
-                )
-                .with_writer(writer),
-            ),
-            (None, None) => return Err("either --key-dir or --key-secret must be set".into()),
-        };
-        // A command works on a store of either purpose, its holder asked about each key for
-        // the purpose the store records.
-        Ok(store.held_by(holder).keys_for(None))
-    }
-
-    /// This store, holding keys for `purpose` (`None`: whatever it records). A local copy
-    /// was given its purpose when it was opened.
-    pub(crate) fn keys_for(self, purpose: Option<KeyPurpose>) -> Self {
-        match (self, purpose) {
-            (Store::Dir(store), Some(p)) => Store::Dir(store.for_purpose(p)),
-            (Store::Dir(store), None) => Store::Dir(store.of_any_purpose()),
-            (Store::Secret(store), Some(p)) => Store::Secret(store.for_purpose(p)),
-            (Store::Secret(store), None) => Store::Secret(store.of_any_purpose()),
-            (store @ Store::Copied(_), _) => store,
-        }
-    }
-
-    /// This store, its private keys held by `holder` if given.
-    pub(crate) fn held_by(self, holder: Option<Arc<dyn KeyHolder>>) -> Self {
-        match (self, holder) {
-            (Store::Dir(store), Some(holder)) => Store::Dir(store.with_holder(holder)),
-            (Store::Secret(store), Some(holder)) => Store::Secret(store.with_holder(holder)),
-            (store, _) => store,
-        }
-    }
-
-    /// The flag that names this store, for messages: `--key-dir DIR`.
-    pub(crate) fn flag(&self) -> String {
-        match self {
-            Store::Dir(dir) => format!("--key-dir {}", dir.dir().display()),
-            Store::Secret(secret) => {
-                format!("--key-secret {}/{}", secret.namespace(), secret.name())
-            }
-            Store::Copied(copied) => Store::Secret(copied.store().clone()).flag(),
-        }
-    }
-}
-
-impl KeyStore for Store {
-    fn describe(&self) -> String {
-        match self {
-            Store::Dir(store) => store.describe(),
-            Store::Secret(store) => store.describe(),
-            Store::Copied(store) => store.describe(),
-        }
-    }
-
-    async fn load(&self) -> Result<Option<Stored>, StoreError> {
-        match self {
-            Store::Dir(store) => store.load().await,
-            Store::Secret(store) => store.load().await,
-            Store::Copied(store) => store.load().await,
-        }
-    }
-
-    async fn save_after(
-        &self,
-        keys: &ManagedKeySet,
-        expected: Option<&StoreVersion>,
-        generation: u64,
-    ) -> Result<Saved, StoreError> {
-        match self {
-            Store::Dir(store) => store.save_after(keys, expected, generation).await,
-            Store::Secret(store) => store.save_after(keys, expected, generation).await,
-            Store::Copied(store) => store.save_after(keys, expected, generation).await,
-        }
-    }
-
-    fn watch(&self) -> Result<ChangeFeed, StoreError> {
-        match self {
-            Store::Dir(store) => store.watch(),
-            Store::Secret(store) => store.watch(),
-            Store::Copied(store) => store.watch(),
-        }
-    }
-
-    fn holder(&self) -> Option<Arc<dyn KeyHolder>> {
-        match self {
-            Store::Dir(store) => store.holder(),
-            Store::Secret(store) => store.holder(),
-            Store::Copied(store) => store.holder(),
-        }
-    }
-
-    fn purpose(&self) -> Option<KeyPurpose> {
-        match self {
-            Store::Dir(store) => store.purpose(),
-            Store::Secret(store) => store.purpose(),
-            Store::Copied(store) => store.purpose(),
-        }
-    }
-}
-
-/// The client for the cluster of `--kubeconfig` (else the in-cluster configuration).
-pub(crate) async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, Box<dyn Error>> {
-    cluster_client(kubeconfig)
-        .await
-        .map_err(|e| format!("the key Secret needs a cluster connection: {e}").into())
 }
 
 /// This replica's name in the key Lease: `POD_NAME` (set it from the downward API), else the
@@ -649,12 +523,13 @@ impl Opened {
                 (opened.manager.key_set(clock.now()), extra.verifying.clone())
             }
         };
-        let sink = Arc::new(Sink {
-            state: state.clone(),
+        let sink = Arc::new(Sink::new(
+            state.clone(),
             feed,
-            metrics: self.metrics.clone(),
-            current: Mutex::new(Current { managed, extra }),
-        });
+            self.metrics.clone(),
+            managed,
+            extra,
+        ));
         match self.running {
             Pending::Static { files, keys } => {
                 let publish = {
@@ -808,100 +683,5 @@ fn store_report(health: &StoreHealth, deadline: Option<Timestamp>, now: Timestam
         ),
         Some(deadline) => format!("{summary}; signs until {deadline} at the latest"),
         None => summary,
-    }
-}
-
-/// Hands key sets to the server: the managed set merged with static verification keys, each
-/// kept current by its own watcher.
-struct Sink {
-    state: AppState,
-    /// `--publish-discovery`'s publisher hears of each key set here.
-    feed: Option<tokio::sync::watch::Sender<Arc<warrant_issuer::Published>>>,
-    metrics: KeyMetrics,
-    current: Mutex<Current>,
-}
-
-struct Current {
-    /// The managed keys as the manager last published them (without the static ones).
-    managed: Option<KeySet>,
-    /// The static verification keys published beside them.
-    extra: Vec<VerifyingKey>,
-}
-
-impl Sink {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
-        self.current
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn publish_static(&self, keys: KeySet) {
-        self.metrics.published(&keys);
-        self.state.issuer().set_keys(keys);
-        self.feed_publisher();
-    }
-
-    fn feed_publisher(&self) {
-        if let Some(feed) = &self.feed {
-            feed.send_replace(self.state.issuer().published());
-        }
-    }
-
-    fn set_managed(&self, keys: KeySet) {
-        let mut current = self.lock();
-        let unchanged = current
-            .managed
-            .as_ref()
-            .is_some_and(|m| m.same_snapshot(&keys));
-        current.managed = Some(keys);
-        if !unchanged {
-            self.publish_merged(&current);
-        }
-    }
-
-    /// With `--jwks-x5c`, makes the certificates of keys held in an HSM or KMS (their
-    /// signatures awaited, off this call) and hands the documents to the publish targets again
-    /// once they are in the JWKS.
-    fn certify_held(sink: &Arc<Sink>) {
-        if !sink.state.issuer().settings().jwks_x5c {
-            return;
-        }
-        let sink = sink.clone();
-        tokio::spawn(async move {
-            if sink.state.issuer().certify_held_keys().await {
-                sink.feed_publisher();
-            }
-        });
-    }
-
-    fn set_extra(&self, extra: Vec<VerifyingKey>) {
-        let mut current = self.lock();
-        if current.extra == extra {
-            return;
-        }
-        current.extra = extra;
-        self.publish_merged(&current);
-    }
-
-    fn publish_merged(&self, current: &Current) {
-        if let Some(managed) = &current.managed {
-            say_revoked_in_files(managed, &current.extra);
-            let keys = managed.clone().with_extra_verifying(&current.extra);
-            self.metrics.published(&keys);
-            self.state.issuer().set_keys(keys);
-            self.feed_publisher();
-        }
-    }
-}
-
-/// Logs each key a `--service-account-key-file` offers that was revoked in the managed store:
-/// it stays out of the key set for good (a revocation is never forgotten), but the file
-/// should not offer it.
-fn say_revoked_in_files(managed: &KeySet, extra: &[VerifyingKey]) {
-    for kid in managed.revoked_among(extra) {
-        tracing::error!(
-            %kid,
-            "a --service-account-key-file offers a revoked key; it stays out of the key set for good: take it out of the file"
-        );
     }
 }
