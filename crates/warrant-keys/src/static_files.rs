@@ -258,18 +258,7 @@ impl StaticKeyFiles {
                     });
                     continue;
                 }
-                for change in current.changes_to(&next) {
-                    match change {
-                        StaticChange::Removed(kid) => tracing::error!(
-                            %kid,
-                            "a key that verified tokens is gone from the key files: tokens it signed that are still live fail verification from now on"
-                        ),
-                        StaticChange::SigningUnpublished(kid) => tracing::warn!(
-                            %kid,
-                            "the new signing key was not published before it started signing: relying parties that cached the JWKS (for up to an hour) reject its tokens until they re-read it; to rotate safely, add the new key to a --service-account-key-file first and switch an hour later"
-                        ),
-                    }
-                }
+                log_changes(&current, &next);
                 let signer_changed = next.signing.as_ref().map(SigningKey::kid)
                     != current.signing.as_ref().map(SigningKey::kid);
                 if signer_changed && next.signing.is_some() {
@@ -294,6 +283,22 @@ impl StaticKeyFiles {
             _task: AbortOnDropHandle::new(task),
             status: receiver,
         })
+    }
+}
+
+/// Logs what a reload from `current` to `next` changed that can break tokens.
+fn log_changes(current: &StaticKeys, next: &StaticKeys) {
+    for change in current.changes_to(next) {
+        match change {
+            StaticChange::Removed(kid) => tracing::error!(
+                %kid,
+                "a key that verified tokens is gone from the key files: tokens it signed that are still live fail verification from now on"
+            ),
+            StaticChange::SigningUnpublished(kid) => tracing::warn!(
+                %kid,
+                "the new signing key was not published before it started signing: relying parties that cached the JWKS (for up to an hour) reject its tokens until they re-read it; to rotate safely, add the new key to a --service-account-key-file first and switch an hour later"
+            ),
+        }
     }
 }
 

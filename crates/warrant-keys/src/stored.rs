@@ -57,7 +57,7 @@ use warrant_token::{
     KeyError, PrivateKeyPem, VerifyingKey, signing_key_from_pem, verifying_keys_from_pem,
 };
 
-use crate::holder::Held;
+use crate::holder::{Held, KeyHolder};
 use crate::lifecycle::{ManagedKey, ManagedKeySet, Revocation};
 use crate::purpose::KeyPurpose;
 use crate::store_error::StoreError;
@@ -236,27 +236,9 @@ pub fn decode(
     held: Option<&Held>,
     mut read: impl FnMut(&str) -> Result<Option<Vec<u8>>, StoreError>,
 ) -> Result<Decoded, StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt {
-        store: store.to_owned(),
-        reason,
-    };
     let index: Index = serde_json::from_slice(index)
-        .map_err(|e| corrupt(format!("{INDEX_FILE} is not a valid key index: {e}")))?;
-    if index.api_version != API_VERSION || index.kind != KIND {
-        return Err(corrupt(format!(
-            "{INDEX_FILE} is a {}/{}, not a {API_VERSION}/{KIND}",
-            index.api_version, index.kind
-        )));
-    }
-    let recorded = match index.purpose.as_deref() {
-        None => KeyPurpose::Tokens,
-        Some(name) => KeyPurpose::from_name(name).ok_or_else(|| {
-            corrupt(format!(
-                "{INDEX_FILE} says its keys are for {name:?}, which this warrant does not know (it knows {})",
-                KeyPurpose::ALL.map(KeyPurpose::name).join(", ")
-            ))
-        })?,
-    };
+        .map_err(|e| corrupt(store, format!("{INDEX_FILE} is not a valid key index: {e}")))?;
+    let recorded = recorded_purpose(store, &index)?;
     if let Some(expected) = purpose.filter(|p| *p != recorded) {
         return Err(StoreError::OtherPurpose {
             store: store.to_owned(),
@@ -268,68 +250,10 @@ pub fn decode(
     let mut keys = Vec::with_capacity(index.keys.len());
     // Held keys, as the store claims them: vouched for before any is used.
     let mut claimed = Vec::new();
-    for entry in index.keys {
-        let name = key_file_name(&entry.kid);
-        let key_error = |source| StoreError::Key {
-            store: store.to_owned(),
-            kid: entry.kid.clone(),
-            source,
-        };
-        let pem = read(&name)?
-            .ok_or_else(|| corrupt(format!("{INDEX_FILE} lists {name}, which is missing")))?;
-        let key = match (&entry.held_in, holder) {
-            (None, None) => signing_key_from_pem(&pem).map_err(key_error)?,
-            (Some(locator), Some(holder)) => {
-                // Only a public key: a store of held keys never holds a private one.
-                if signing_key_from_pem(&pem).is_ok() {
-                    return Err(corrupt(format!(
-                        "{name} holds a private key, but {INDEX_FILE} says the key is held in {locator}: remove the file's private key from this store"
-                    )));
-                }
-                let public = verifying_keys_from_pem(&pem)
-                    .map_err(key_error)?
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| key_error(KeyError::NoPublicKeys))?;
-                claimed.push((public.kid().to_owned(), locator.clone(), public.clone()));
-                holder.open(locator, public).map_err(key_error)?
-            }
-            (Some(locator), None) => {
-                return Err(StoreError::HeldElsewhere {
-                    store: store.to_owned(),
-                    kid: entry.kid.clone(),
-                    locator: locator.clone(),
-                    instead: "without one: start it with the same --key-pkcs11-uri as the replica that wrote the store".into(),
-                });
-            }
-            (None, Some(holder)) => {
-                return Err(StoreError::PrivateKeyInStore {
-                    store: store.to_owned(),
-                    kid: entry.kid.clone(),
-                    holder: holder.describe(),
-                });
-            }
-        };
-        if key.kid() != entry.kid {
-            return Err(corrupt(format!(
-                "{name} holds key {}, not {}",
-                key.kid(),
-                entry.kid
-            )));
-        }
-        if key.algorithm().name() != entry.algorithm {
-            return Err(corrupt(format!(
-                "{name} is an {} key, but {INDEX_FILE} says {}",
-                key.algorithm(),
-                entry.algorithm
-            )));
-        }
-        keys.push(ManagedKey::new(
-            key,
-            entry.published_at,
-            entry.activate_at,
-            entry.max_token_seconds,
-        ));
+    for entry in &index.keys {
+        let (key, claim) = decode_key(store, entry, holder, &mut read)?;
+        claimed.extend(claim);
+        keys.push(key);
     }
     let revoked = index
         .revoked
@@ -354,6 +278,120 @@ pub fn decode(
         generation: index.generation,
         vouch: held.map(|held| (held.clone(), store.to_owned(), claimed)),
     })
+}
+
+/// `store` is corrupt, for `reason`.
+fn corrupt(store: &str, reason: String) -> StoreError {
+    StoreError::Corrupt {
+        store: store.to_owned(),
+        reason,
+    }
+}
+
+/// Checks that `index` is a key index this warrant reads, and returns the purpose it records
+/// (token keys when it records none).
+fn recorded_purpose(store: &str, index: &Index) -> Result<KeyPurpose, StoreError> {
+    if index.api_version != API_VERSION || index.kind != KIND {
+        return Err(corrupt(
+            store,
+            format!(
+                "{INDEX_FILE} is a {}/{}, not a {API_VERSION}/{KIND}",
+                index.api_version, index.kind
+            ),
+        ));
+    }
+    Ok(match index.purpose.as_deref() {
+        None => KeyPurpose::Tokens,
+        Some(name) => KeyPurpose::from_name(name).ok_or_else(|| {
+            corrupt(store, format!(
+                "{INDEX_FILE} says its keys are for {name:?}, which this warrant does not know (it knows {})",
+                KeyPurpose::ALL.map(KeyPurpose::name).join(", ")
+            ))
+        })?,
+    })
+}
+
+/// Decodes the key `entry` lists, from its file as `read` returns it: a private key, or, for a
+/// key held in `holder`, its public half opened there (and returned as the store claims it, to
+/// be vouched for). The file must hold the key the entry names, of the algorithm it names.
+fn decode_key(
+    store: &str,
+    entry: &IndexEntry,
+    holder: Option<&dyn KeyHolder>,
+    read: &mut impl FnMut(&str) -> Result<Option<Vec<u8>>, StoreError>,
+) -> Result<(ManagedKey, Option<Claimed>), StoreError> {
+    let name = key_file_name(&entry.kid);
+    let key_error = |source| StoreError::Key {
+        store: store.to_owned(),
+        kid: entry.kid.clone(),
+        source,
+    };
+    let pem = read(&name)?.ok_or_else(|| {
+        corrupt(
+            store,
+            format!("{INDEX_FILE} lists {name}, which is missing"),
+        )
+    })?;
+    let mut claimed = None;
+    let key = match (&entry.held_in, holder) {
+        (None, None) => signing_key_from_pem(&pem).map_err(key_error)?,
+        (Some(locator), Some(holder)) => {
+            // Only a public key: a store of held keys never holds a private one.
+            if signing_key_from_pem(&pem).is_ok() {
+                return Err(corrupt(
+                    store,
+                    format!(
+                        "{name} holds a private key, but {INDEX_FILE} says the key is held in {locator}: remove the file's private key from this store"
+                    ),
+                ));
+            }
+            let public = verifying_keys_from_pem(&pem)
+                .map_err(key_error)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| key_error(KeyError::NoPublicKeys))?;
+            claimed = Some((public.kid().to_owned(), locator.clone(), public.clone()));
+            holder.open(locator, public).map_err(key_error)?
+        }
+        (Some(locator), None) => {
+            return Err(StoreError::HeldElsewhere {
+                store: store.to_owned(),
+                kid: entry.kid.clone(),
+                locator: locator.clone(),
+                instead: "without one: start it with the same --key-pkcs11-uri as the replica that wrote the store".into(),
+            });
+        }
+        (None, Some(holder)) => {
+            return Err(StoreError::PrivateKeyInStore {
+                store: store.to_owned(),
+                kid: entry.kid.clone(),
+                holder: holder.describe(),
+            });
+        }
+    };
+    if key.kid() != entry.kid {
+        return Err(corrupt(
+            store,
+            format!("{name} holds key {}, not {}", key.kid(), entry.kid),
+        ));
+    }
+    if key.algorithm().name() != entry.algorithm {
+        return Err(corrupt(
+            store,
+            format!(
+                "{name} is an {} key, but {INDEX_FILE} says {}",
+                key.algorithm(),
+                entry.algorithm
+            ),
+        ));
+    }
+    let key = ManagedKey::new(
+        key,
+        entry.published_at,
+        entry.activate_at,
+        entry.max_token_seconds,
+    );
+    Ok((key, claimed))
 }
 
 /// A key set [decoded](decode) from a store, its held keys not vouched for yet.

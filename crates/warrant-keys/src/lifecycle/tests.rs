@@ -4,10 +4,13 @@
 use std::collections::BTreeSet;
 
 use warrant_testkit::{ISSUER, SA_UID};
-use warrant_token::{Binding, Claims, NewToken, ObjectRef, TokenError, Verifier};
+use warrant_token::{
+    Binding, Claims, KeyError, KeyType, NewToken, ObjectRef, TokenError, Verifier,
+};
 
 use super::*;
 use crate::test_support::*;
+use crate::{KeySet, ListedKeys};
 
 fn generate(key_type: KeyType) -> Result<SigningKey, KeyError> {
     SigningKey::generate(key_type)

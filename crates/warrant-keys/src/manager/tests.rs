@@ -1,9 +1,12 @@
 //! The key manager driven by Tokio's paused clock: it wakes at each scheduled change, to the
 //! millisecond, without a test ever sleeping.
 
+use std::sync::Arc;
+
 use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
-use warrant_token::KeyType;
+use warrant_clock::Clock;
+use warrant_token::{KeyType, SigningKey};
 
 use super::*;
 use crate::store::MemoryStore;
