@@ -181,21 +181,7 @@ pub(crate) async fn setup(
     kubeconfig: Option<&PathBuf>,
     registry: &mut Registry,
 ) -> Result<Setup, Box<dyn Error>> {
-    let client_ca = client_ca_file.map(|p| CaBundle::from_file(p)).transpose()?;
-    let front_proxy = match &auth.requestheader_client_ca_file {
-        Some(path) => Some(FrontProxy {
-            ca: CaBundle::from_file(path)?,
-            allowed_names: auth.requestheader_allowed_names.clone(),
-            headers: RequestHeaders {
-                username: auth.requestheader_username_headers.clone(),
-                uid: auth.requestheader_uid_headers.clone(),
-                group: auth.requestheader_group_headers.clone(),
-                extra_prefix: auth.requestheader_extra_headers_prefix.clone(),
-            },
-        }),
-        None => None,
-    };
-    let trust = ClientTrust::new(client_ca, front_proxy);
+    let trust = client_trust(auth, client_ca_file)?;
     let token_file = token_auth_file.map(|p| TokenFile::load(p)).transpose()?;
 
     let cluster = |explicit: &Option<PathBuf>| explicit.as_ref().or(kubeconfig).cloned();
@@ -229,23 +215,8 @@ pub(crate) async fn setup(
         } else {
             None
         };
-    let delegated_authz = if auth.delegate_authorization || auth.authorization_kubeconfig.is_some()
-    {
-        let path = cluster(&auth.authorization_kubeconfig);
-        let client = cluster_client(path.as_deref()).await?;
-        Some(DelegatedAuthorization::new(
-            client,
-            DelegationOptions {
-                allow_ttl: auth.authorization_allowed_ttl,
-                deny_ttl: auth.authorization_denied_ttl,
-                timeout: auth.delegation_timeout,
-                max_in_flight: auth.delegation_max_in_flight,
-                ..DelegationOptions::default()
-            },
-        ))
-    } else {
-        None
-    };
+    let delegated_authz =
+        delegated_authorization(auth, cluster(&auth.authorization_kubeconfig)).await?;
     let policy = auth
         .authorization_policy_file
         .as_ref()
@@ -285,21 +256,72 @@ pub(crate) async fn setup(
     authenticator.token_file = token_file;
     authenticator.own_tokens = true;
     authenticator.delegated = delegated_authn;
-    let mut proofs = ProofChecker::new(
-        warrant_token::DEFAULT_PROOF_WINDOW_SECONDS,
-        auth.dpop_replay_entries,
-    );
-    if let Some(origin) = &auth.dpop_htu_origin {
-        proofs = proofs
-            .with_origin(origin)
-            .map_err(|why| format!("--dpop-htu-origin {origin:?}: {why}"))?;
-    }
-    authenticator.proofs = proofs;
+    authenticator.proofs = proof_checker(auth)?;
     Ok(Setup {
         authenticator,
         authorizer,
         trust,
         running: Running::hold((policy_watch, follower)),
+    })
+}
+
+/// Who may connect with a client certificate: `--client-ca-file`'s users and, with
+/// `--requestheader-client-ca-file`, the front proxy and the headers it sets.
+fn client_trust(
+    auth: &AuthArgs,
+    client_ca_file: Option<&PathBuf>,
+) -> Result<ClientTrust, Box<dyn Error>> {
+    let client_ca = client_ca_file.map(|p| CaBundle::from_file(p)).transpose()?;
+    let front_proxy = match &auth.requestheader_client_ca_file {
+        Some(path) => Some(FrontProxy {
+            ca: CaBundle::from_file(path)?,
+            allowed_names: auth.requestheader_allowed_names.clone(),
+            headers: RequestHeaders {
+                username: auth.requestheader_username_headers.clone(),
+                uid: auth.requestheader_uid_headers.clone(),
+                group: auth.requestheader_group_headers.clone(),
+                extra_prefix: auth.requestheader_extra_headers_prefix.clone(),
+            },
+        }),
+        None => None,
+    };
+    Ok(ClientTrust::new(client_ca, front_proxy))
+}
+
+/// `--delegate-authorization`'s SubjectAccessReviews to the cluster of `kubeconfig`, if asked
+/// for (or implied by `--authorization-kubeconfig`).
+async fn delegated_authorization(
+    auth: &AuthArgs,
+    kubeconfig: Option<PathBuf>,
+) -> Result<Option<DelegatedAuthorization>, Box<dyn Error>> {
+    if !auth.delegate_authorization && auth.authorization_kubeconfig.is_none() {
+        return Ok(None);
+    }
+    let client = cluster_client(kubeconfig.as_deref()).await?;
+    Ok(Some(DelegatedAuthorization::new(
+        client,
+        DelegationOptions {
+            allow_ttl: auth.authorization_allowed_ttl,
+            deny_ttl: auth.authorization_denied_ttl,
+            timeout: auth.delegation_timeout,
+            max_in_flight: auth.delegation_max_in_flight,
+            ..DelegationOptions::default()
+        },
+    )))
+}
+
+/// The DPoP proof checker: the proof window, `--dpop-replay-cache-size` entries, and the
+/// `htu` origin of `--dpop-htu-origin` if given.
+fn proof_checker(auth: &AuthArgs) -> Result<ProofChecker, Box<dyn Error>> {
+    let proofs = ProofChecker::new(
+        warrant_token::DEFAULT_PROOF_WINDOW_SECONDS,
+        auth.dpop_replay_entries,
+    );
+    Ok(match &auth.dpop_htu_origin {
+        Some(origin) => proofs
+            .with_origin(origin)
+            .map_err(|why| format!("--dpop-htu-origin {origin:?}: {why}"))?,
+        None => proofs,
     })
 }
 

@@ -72,13 +72,7 @@ pub(crate) async fn run(
     let (source, _objects) =
         objects::open(&args, &mut registry, clock.clone(), clock.now()).await?;
     let signer_metrics = signer::metrics(&args, &mut registry);
-    let (auditor, audit_writer) = match args.audit.options() {
-        Some(options) => {
-            let (auditor, writer) = warrant_audit::start(&options, clock.clone(), &mut registry)?;
-            (auditor, Some(writer))
-        }
-        None => (Auditor::disabled(), None),
-    };
+    let (auditor, audit_writer) = audit_log(&args, &clock, &mut registry)?;
 
     // The pod certificate signer: its CA loaded and its metrics registered now, started
     // once the state's readiness can hold its check.
@@ -102,12 +96,12 @@ pub(crate) async fn run(
     let mut authenticator = auth.authenticator;
     authenticator.agent_audience = Some(args.injection.agent_audience.clone());
     let issuer = Issuer::new(settings, keys.initial.clone(), clock.clone(), auditor);
+    let objects = Objects::new(source);
     let state = AppState::new(StateParts {
         issuer: issuer.clone(),
-        objects: if args.disable_secret_binding {
-            Objects::new(source).without_secret_binding()
-        } else {
-            Objects::new(source)
+        objects: match args.disable_secret_binding {
+            true => objects.without_secret_binding(),
+            false => objects,
         },
         authenticator,
         authorizer: auth.authorizer,
@@ -115,11 +109,94 @@ pub(crate) async fn run(
     });
     let _injection = crate::injection::setup(&args.injection, injection_callers, &state)?;
 
-    // 4. Key changes: publishing before the key manager starts, so a key due to sign is held
-    //    until the targets list it.
-    //    With the pod certificate signer, the SPIFFE trust bundle is published beside them.
-    //    Without the signer, the bundle holds the JWT keys alone (for the policy's JWT-SVIDs),
-    //    and is published only if the policy makes JWT-SVIDs.
+    // 4. Key changes, published (with the SPIFFE trust bundle) before the key manager starts.
+    let changes =
+        start_key_changes(publisher, pod_certificates, keys, &issuer, &state, clock).await?;
+
+    // 5. The signer, before the HTTPS listener and whatever the cluster's state:
+    //    kube-apiserver needs it to start at all.
+    let signer = signer::start(&args, &issuer, signer_metrics)?;
+    warn_without_discovery(&issuer);
+
+    // 6. Serve until a signal: the API (or the signer alone), with the metrics and health
+    //    listener beside it until the API has stopped.
+    let _auth = auth.running;
+    let shutdown = shutdown(state.clone(), args.shutdown_delay);
+    let observe = observe(&args, &state).await?;
+    serve_api(https, &args, &auth.trust, &issuer, state, shutdown).await?;
+
+    // 7. Stop, in order.
+    Stopping {
+        observe,
+        signer,
+        changes,
+        audit: audit_writer,
+    }
+    .stop()
+    .await;
+    Ok(())
+}
+
+/// Serves the API over `https` until `shutdown` completes; without it (`--secure-port 0`),
+/// only waits for `shutdown` while the signer serves.
+async fn serve_api(
+    https: Option<Https>,
+    args: &ServeArgs,
+    trust: &ClientTrust,
+    issuer: &Issuer,
+    state: AppState,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Box<dyn Error>> {
+    match https {
+        Some(https) => https.serve(args, trust, issuer, state, shutdown).await,
+        None => {
+            tracing::info!(
+                issuer = %issuer.settings().issuer(),
+                signing_kid = %signing_kid(issuer),
+                "serving the signing socket only (--secure-port 0: no HTTPS API; metrics and health only with --metrics-bind-address)"
+            );
+            shutdown.await;
+            Ok(())
+        }
+    }
+}
+
+/// The audit log of `--audit-log-path` (and its writer, to finish last), or an auditor that
+/// records nothing.
+fn audit_log(
+    args: &ServeArgs,
+    clock: &Clock,
+    registry: &mut Registry,
+) -> Result<(Auditor, Option<warrant_audit::AuditWriter>), Box<dyn Error>> {
+    Ok(match args.audit.options() {
+        Some(options) => {
+            let (auditor, writer) = warrant_audit::start(&options, clock.clone(), registry)?;
+            (auditor, Some(writer))
+        }
+        None => (Auditor::disabled(), None),
+    })
+}
+
+/// What keeps the keys current once `serve` runs: the key manager (or the static files'
+/// watch), the pod certificate signer, and the discovery publisher.
+struct KeyChanges {
+    keys: Running,
+    pod_certificates: Option<Running>,
+    _publisher: Option<warrant_publish::PublisherTask>,
+}
+
+/// Starts what follows key changes, the publishing first, so that a key due to sign is held
+/// until the targets list it. With the pod certificate signer, the SPIFFE trust bundle is
+/// published beside the documents; without it, the bundle holds the JWT keys alone (for the
+/// policy's JWT-SVIDs), and is published only if the policy makes JWT-SVIDs.
+async fn start_key_changes(
+    publisher: Option<warrant_publish::Publisher>,
+    pod_certificates: Option<crate::podcert::Prepared>,
+    keys: keys::Opened,
+    issuer: &Issuer,
+    state: &AppState,
+    clock: Clock,
+) -> Result<KeyChanges, Box<dyn Error>> {
     let (spiffe_roots, spiffe_feed) = tokio::sync::watch::channel(None);
     let jwt_svids = state
         .authorizer()
@@ -134,64 +211,55 @@ pub(crate) async fn run(
             )));
         }
     }
-    let (publishing, _publisher) = match publisher {
+    let (publishing, publisher) = match publisher {
         Some(mut publisher) => {
             if pod_certificates.is_some() || jwt_svids {
                 publisher.follow_spiffe_roots(spiffe_feed);
             }
             let (publishing, task) =
-                start_publishing(publisher, &keys, &issuer, &state, &clock).await;
+                start_publishing(publisher, &keys, issuer, state, &clock).await;
             (Some(publishing), Some(task))
         }
         None => (None, None),
     };
     let spiffe_roots = publishing.is_some().then_some(spiffe_roots);
-    let pod_certificates = pod_certificates.map(|prepared| prepared.start(&state, spiffe_roots));
+    let pod_certificates = pod_certificates.map(|prepared| prepared.start(state, spiffe_roots));
     let keys = keys.start(state.clone(), clock, publishing)?;
+    Ok(KeyChanges {
+        keys,
+        pod_certificates,
+        _publisher: publisher,
+    })
+}
 
-    // 5. The signer, before the HTTPS listener and whatever the cluster's state:
-    //    kube-apiserver needs it to start at all.
-    let signer = signer::start(&args, &issuer, signer_metrics)?;
-    warn_without_discovery(&issuer);
+/// What `serve` stops when a signal has come and the API has stopped.
+struct Stopping {
+    observe: Option<Running>,
+    signer: Option<Running>,
+    changes: KeyChanges,
+    audit: Option<warrant_audit::AuditWriter>,
+}
 
-    // 6. Serve until a signal: the API (or the signer alone), with the metrics and health
-    //    listener beside it until the API has stopped.
-    let _auth = auth.running;
-    let shutdown = shutdown(state.clone(), args.shutdown_delay);
-    let observe = observe(&args, &state).await?;
-    match https {
-        Some(https) => {
-            https
-                .serve(&args, &auth.trust, &issuer, state, shutdown)
-                .await?
+impl Stopping {
+    /// Stops, in order: the listeners, the signer, the pod certificate signer, the key
+    /// manager, and last the audit log, once every request that could make an event has been
+    /// answered.
+    async fn stop(self) {
+        if let Some(observe) = self.observe {
+            observe.stop().await;
         }
-        None => {
-            tracing::info!(
-                issuer = %issuer.settings().issuer(),
-                signing_kid = %signing_kid(&issuer),
-                "serving the signing socket only (--secure-port 0: no HTTPS API; metrics and health only with --metrics-bind-address)"
-            );
-            shutdown.await;
+        if let Some(signer) = self.signer {
+            signer.stop_within(signer::SHUTDOWN_GRACE).await;
         }
+        if let Some(pod_certificates) = self.changes.pod_certificates {
+            pod_certificates.stop().await;
+        }
+        self.changes.keys.stop().await;
+        if let Some(writer) = self.audit {
+            writer.finish().await;
+        }
+        tracing::info!("stopped");
     }
-
-    // 7. Stop, in order: the listeners, the key manager, and last the audit log, once every
-    //    request that could make an event has been answered.
-    if let Some(observe) = observe {
-        observe.stop().await;
-    }
-    if let Some(signer) = signer {
-        signer.stop_within(signer::SHUTDOWN_GRACE).await;
-    }
-    if let Some(pod_certificates) = pod_certificates {
-        pod_certificates.stop().await;
-    }
-    keys.stop().await;
-    if let Some(writer) = audit_writer {
-        writer.finish().await;
-    }
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// The publisher of `--publish-discovery`, if any target is given, its metrics registered.
