@@ -24,7 +24,8 @@ use warrant_signer::proto::{MetadataRequest, SignJwtRequest};
 use warrant_testkit::softhsm::{PIN, SoftHsm2};
 use warrant_token::{Binding, Claims, NewToken, ObjectRef, SigningKey};
 
-use crate::{Error, Server, mib, process_cpu_seconds};
+use crate::server::{Server, process_cpu_seconds};
+use crate::{Error, mib};
 
 /// One measurement: signatures per second and latency percentiles.
 struct Measured {
