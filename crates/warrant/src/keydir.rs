@@ -5,7 +5,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::error::Error;
-use std::io::Write as _;
+use std::io::Write;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -622,118 +622,161 @@ fn print_about(
     now: Timestamp,
     about: Option<&crate::keycopy::About>,
 ) -> Result<(), Box<dyn Error>> {
-    let schedule = keys.schedule(now);
-    let successor = policy.and_then(|p| keys.successor(p, now));
-    let next_change = policy.and_then(|p| keys.next_change(now, p));
+    let listing = Listing {
+        keys,
+        schedule: keys.schedule(now),
+        successor: policy.and_then(|p| keys.successor(p, now)),
+        next_change: policy.and_then(|p| keys.next_change(now, p)),
+        now,
+        about,
+    };
     let mut out = std::io::stdout().lock();
     match format {
-        ListFormat::Json => {
-            let entry = |k: &KeySchedule| {
-                json!({
-                    "kid": k.kid,
-                    "algorithm": k.algorithm.name(),
-                    "state": k.state.name(),
-                    "publishedAt": k.published_at.to_string(),
-                    "activateAt": k.activate_at.to_string(),
-                    "retireAt": k.retire_at.map(|t| t.to_string()),
-                    "removeAt": k.remove_at.map(|t| t.to_string()),
-                    "maxTokenSeconds": k.max_token_seconds,
-                })
-            };
-            let mut document = json!({
-                "now": now.to_string(),
-                "purpose": keys.purpose().name(),
-                "keys": schedule.iter().map(entry).collect::<Vec<_>>(),
-                "successor": successor.map(|s| json!({
-                    "createAt": s.create_at.to_string(),
-                    "activateAt": s.activate_at.to_string(),
-                })),
-                "nextChange": next_change.map(|t| t.to_string()),
-                "signingStoppedAt": keys.stopped_at(now).map(|t| t.to_string()),
-                "revoked": keys.revocations().iter().map(|r| json!({
-                    "kid": r.kid,
-                    "revokedAt": r.revoked_at.to_string(),
-                    "forgetAt": r.forget_at.to_string(),
-                })).collect::<Vec<_>>(),
-            });
-            if let (Some(about), Some(object)) = (about, document.as_object_mut()) {
-                object.extend(about.json.clone());
-            }
-            writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
+        ListFormat::Json => listing.json(&mut out),
+        ListFormat::Text => listing.text(&mut out),
+    }
+}
+
+/// What `keys list` (and the other commands, after their change) print of a key set at `now`.
+struct Listing<'a> {
+    keys: &'a ManagedKeySet,
+    schedule: Vec<KeySchedule>,
+    /// The planned successor, with a policy.
+    successor: Option<warrant_keys::Successor>,
+    next_change: Option<Timestamp>,
+    now: Timestamp,
+    about: Option<&'a crate::keycopy::About>,
+}
+
+impl Listing<'_> {
+    /// The JSON document.
+    fn json(&self, out: &mut impl Write) -> Result<(), Box<dyn Error>> {
+        let Listing {
+            keys,
+            schedule,
+            successor,
+            next_change,
+            now,
+            about,
+        } = self;
+        let (successor, next_change, now) = (*successor, *next_change, *now);
+        let entry = |k: &KeySchedule| {
+            json!({
+                "kid": k.kid,
+                "algorithm": k.algorithm.name(),
+                "state": k.state.name(),
+                "publishedAt": k.published_at.to_string(),
+                "activateAt": k.activate_at.to_string(),
+                "retireAt": k.retire_at.map(|t| t.to_string()),
+                "removeAt": k.remove_at.map(|t| t.to_string()),
+                "maxTokenSeconds": k.max_token_seconds,
+            })
+        };
+        let mut document = json!({
+            "now": now.to_string(),
+            "purpose": keys.purpose().name(),
+            "keys": schedule.iter().map(entry).collect::<Vec<_>>(),
+            "successor": successor.map(|s| json!({
+                "createAt": s.create_at.to_string(),
+                "activateAt": s.activate_at.to_string(),
+            })),
+            "nextChange": next_change.map(|t| t.to_string()),
+            "signingStoppedAt": keys.stopped_at(now).map(|t| t.to_string()),
+            "revoked": keys.revocations().iter().map(|r| json!({
+                "kid": r.kid,
+                "revokedAt": r.revoked_at.to_string(),
+                "forgetAt": r.forget_at.to_string(),
+            })).collect::<Vec<_>>(),
+        });
+        if let (Some(about), Some(object)) = (about, document.as_object_mut()) {
+            object.extend(about.json.clone());
         }
-        ListFormat::Text => {
+        writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
+        Ok(())
+    }
+
+    /// The table, then what it does not show.
+    fn text(&self, out: &mut impl Write) -> Result<(), Box<dyn Error>> {
+        let Listing {
+            keys,
+            schedule,
+            successor,
+            now,
+            about,
+            ..
+        } = self;
+        let (successor, now) = (*successor, *now);
+        writeln!(
+            out,
+            "{:<44}  {:<5}  {:<7}  {:<20}  {:<20}  {:<21}  {:<21}",
+            "KID", "ALG", "STATE", "PUBLISHED", "ACTIVATES", "RETIRES", "REMOVED"
+        )?;
+        let last = schedule.len().saturating_sub(1);
+        for (i, k) in schedule.iter().enumerate() {
+            let (retires, removed) = match (k.retire_at, successor) {
+                (None, Some(s)) if i == last => (
+                    format!("~{}", s.activate_at),
+                    format!(
+                        "~{}",
+                        s.activate_at
+                            .saturating_add(jiff::SignedDuration::from_secs(
+                                k.max_token_seconds
+                                    .saturating_add(warrant_keys::REMOVAL_LEEWAY_SECONDS),
+                            ))
+                            .unwrap_or(Timestamp::MAX)
+                    ),
+                ),
+                _ => (time(k.retire_at), time(k.remove_at)),
+            };
             writeln!(
                 out,
                 "{:<44}  {:<5}  {:<7}  {:<20}  {:<20}  {:<21}  {:<21}",
-                "KID", "ALG", "STATE", "PUBLISHED", "ACTIVATES", "RETIRES", "REMOVED"
+                k.kid,
+                k.algorithm.name(),
+                k.state.name(),
+                k.published_at,
+                k.activate_at,
+                retires,
+                removed
             )?;
-            let last = schedule.len().saturating_sub(1);
-            for (i, k) in schedule.iter().enumerate() {
-                let (retires, removed) = match (k.retire_at, successor) {
-                    (None, Some(s)) if i == last => (
-                        format!("~{}", s.activate_at),
-                        format!(
-                            "~{}",
-                            s.activate_at
-                                .saturating_add(jiff::SignedDuration::from_secs(
-                                    k.max_token_seconds
-                                        .saturating_add(warrant_keys::REMOVAL_LEEWAY_SECONDS),
-                                ))
-                                .unwrap_or(Timestamp::MAX)
-                        ),
-                    ),
-                    _ => (time(k.retire_at), time(k.remove_at)),
-                };
-                writeln!(
-                    out,
-                    "{:<44}  {:<5}  {:<7}  {:<20}  {:<20}  {:<21}  {:<21}",
-                    k.kid,
-                    k.algorithm.name(),
-                    k.state.name(),
-                    k.published_at,
-                    k.activate_at,
-                    retires,
-                    removed
-                )?;
-            }
-            if keys.purpose() != KeyPurpose::Tokens {
-                writeln!(
-                    out,
-                    "\npurpose: {} ({})",
-                    keys.purpose().keys(),
-                    keys.purpose()
-                )?;
-            }
-            if let Some(s) = successor {
-                writeln!(
-                    out,
-                    "\n~ planned: the next key is created at {} and signs from {}.",
-                    s.create_at.max(now),
-                    s.activate_at
-                )?;
-            }
-            if let Some(since) = keys.stopped_at(now) {
-                writeln!(
-                    out,
-                    "\nNO KEY SIGNS since {since}: the signing key was revoked and no key could be made to take over yet; the store's writer makes one as soon as the key holder answers."
-                )?;
-            }
-            for r in keys.revocations() {
-                writeln!(
-                    out,
-                    "\nREVOKED {} at {}: its tokens are refused (the last of them expires at {} at the latest); the kid is remembered for good, so no key file can bring it back.",
-                    r.kid, r.revoked_at, r.forget_at
-                )?;
-            }
-            if let Some(about) = about {
-                writeln!(out)?;
-                for line in &about.lines {
-                    writeln!(out, "{line}")?;
-                }
+        }
+        if keys.purpose() != KeyPurpose::Tokens {
+            writeln!(
+                out,
+                "\npurpose: {} ({})",
+                keys.purpose().keys(),
+                keys.purpose()
+            )?;
+        }
+        if let Some(s) = successor {
+            writeln!(
+                out,
+                "\n~ planned: the next key is created at {} and signs from {}.",
+                s.create_at.max(now),
+                s.activate_at
+            )?;
+        }
+        if let Some(since) = keys.stopped_at(now) {
+            writeln!(
+                out,
+                "\nNO KEY SIGNS since {since}: the signing key was revoked and no key could be made to take over yet; the store's writer makes one as soon as the key holder answers."
+            )?;
+        }
+        for r in keys.revocations() {
+            writeln!(
+                out,
+                "\nREVOKED {} at {}: its tokens are refused (the last of them expires at {} at the latest); the kid is remembered for good, so no key file can bring it back.",
+                r.kid, r.revoked_at, r.forget_at
+            )?;
+        }
+        if let Some(about) = about {
+            writeln!(out)?;
+            for line in &about.lines {
+                writeln!(out, "{line}")?;
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The longest token kube-apiserver could have issued with an imported key, from the

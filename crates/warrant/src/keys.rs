@@ -304,6 +304,45 @@ struct Elected {
     secret: SecretStore,
 }
 
+/// This replica in the election of a Secret's writer through `lease`, with the client it
+/// reaches the cluster with and its identity.
+struct Election {
+    client: kube::Client,
+    identity: String,
+    leadership: Leadership,
+}
+
+impl Election {
+    /// Joins the election; with a local copy (`copied`), in the background, since the replica
+    /// may start before the API server answers.
+    async fn start(
+        lease: &ObjectName,
+        lease_seconds: u64,
+        copied: bool,
+        kubeconfig: Option<&Path>,
+        metrics: &KeyMetrics,
+    ) -> Result<Election, Box<dyn Error>> {
+        let client = client(kubeconfig).await?;
+        let identity = holder_identity();
+        let config = LeaseConfig {
+            namespace: lease.namespace.clone(),
+            name: lease.name.clone(),
+            identity: identity.clone(),
+            duration_seconds: lease_seconds,
+        };
+        let leadership = if copied {
+            Leadership::start_in_background(client.clone(), &config, metrics.clone())?
+        } else {
+            Leadership::start(client.clone(), &config, metrics.clone()).await?
+        };
+        Ok(Election {
+            client,
+            identity,
+            leadership,
+        })
+    }
+}
+
 /// Loads the keys: fails (so warrant does not start) if the files do not load, or the key
 /// directory or Secret cannot be read or created, or (with `holder`, the token or KMS holding
 /// the private keys) a key that signs now or will cannot sign there. With a Secret, a replica that does not hold
@@ -399,25 +438,19 @@ pub(crate) async fn open_store(
             lease_seconds,
             copy: copy_dir,
         } => {
-            let client = client(kubeconfig).await?;
-            let identity = holder_identity();
-            let config = LeaseConfig {
-                namespace: lease.namespace.clone(),
-                name: lease.name.clone(),
-                identity: identity.clone(),
-                duration_seconds: *lease_seconds,
-            };
-            // With a local copy, the replica may start before the API server answers.
-            let leadership = match copy_dir {
-                Some(_) => {
-                    Leadership::start_in_background(client.clone(), &config, metrics.clone())?
-                }
-                None => Leadership::start(client.clone(), &config, metrics.clone()).await?,
-            };
-            tracing::info!(secret = %secret, lease = %lease, %identity, "managed keys in a Kubernetes Secret; the replica holding the Lease writes them");
-            let secret_store = SecretStore::new(client, &secret.namespace, &secret.name)
-                .with_writer(identity.clone())
-                .for_purpose(purpose);
+            let elected = Election::start(
+                lease,
+                *lease_seconds,
+                copy_dir.is_some(),
+                kubeconfig,
+                metrics,
+            )
+            .await?;
+            tracing::info!(secret = %secret, lease = %lease, identity = %elected.identity, "managed keys in a Kubernetes Secret; the replica holding the Lease writes them");
+            let secret_store =
+                SecretStore::new(elected.client.clone(), &secret.namespace, &secret.name)
+                    .with_writer(elected.identity.clone())
+                    .for_purpose(purpose);
             let secret_store = match &key_holder {
                 Some(holder) => secret_store.with_holder(holder.clone()),
                 None => secret_store,
@@ -435,10 +468,10 @@ pub(crate) async fn open_store(
                 }
                 None => Store::Secret(secret_store),
             };
-            let writer = Writer::WhileLeader(leadership.leading());
+            let writer = Writer::WhileLeader(elected.leadership.leading());
             let elected = Elected {
-                leadership,
-                described: format!("{lease} as {identity}"),
+                leadership: elected.leadership,
+                described: format!("{lease} as {}", elected.identity),
                 secret: read_secret,
             };
             (store, writer, Some(Box::new(elected)))
