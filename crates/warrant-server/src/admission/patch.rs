@@ -24,6 +24,8 @@
 //!   let a disk-backed volume hold the tokens, another program hold the pod's token, or a
 //!   container write the files the agent keeps.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value, json};
 
 use super::names::{
@@ -82,65 +84,13 @@ pub(crate) fn mutate(
             .filter(|name| *name != AGENT),
     )?;
     let agent = agent(plan, settings);
-    let agent_present = match init_containers.iter().find(|c| name_of(c) == AGENT) {
-        Some(existing) => match agent_difference(existing, &agent) {
-            None => true,
-            Some(field) => {
-                return Err(reserved(
-                    "an init container",
-                    AGENT,
-                    &format!("its {field} is not what warrant writes"),
-                ));
-            }
-        },
-        None => false,
-    };
+    let agent_present = agent_present(init_containers, &agent)?;
     let google = plan.google_credentials.as_deref();
-    let mut wanted: Vec<(&str, Value)> = vec![
-        (TOKENS_VOLUME, tokens_volume()),
-        (
-            KUBE_TOKEN_VOLUME,
-            kube_token_volume(&settings.agent_audience),
-        ),
-    ];
-    if google.is_some() {
-        wanted.push((GOOGLE_VOLUME, google_volume()));
-    }
-    let mut missing_volumes = Vec::new();
-    for (name, volume) in wanted {
-        match volumes.iter().find(|v| name_of(v) == name) {
-            Some(existing) if same_volume(existing, &volume) => {}
-            Some(_) => {
-                return Err(reserved(
-                    "a volume",
-                    name,
-                    "its source is not the one warrant writes",
-                ));
-            }
-            None => missing_volumes.push(volume),
-        }
-    }
-
+    let missing_volumes = missing_volumes(volumes, settings, google.is_some())?;
     if let Some(credentials) = google {
-        let annotations = pod.pointer("/metadata/annotations");
-        match annotations.and_then(|a| a.get(GCP_CREDENTIALS)) {
-            Some(Value::String(existing)) if existing == credentials => {}
-            Some(_) => mutation.ops.push(json!({
-                "op": "replace",
-                "path": format!("/metadata/annotations/{}", pointer_escape(GCP_CREDENTIALS)),
-                "value": credentials,
-            })),
-            None if annotations.is_some_and(Value::is_object) => mutation.ops.push(json!({
-                "op": "add",
-                "path": format!("/metadata/annotations/{}", pointer_escape(GCP_CREDENTIALS)),
-                "value": credentials,
-            })),
-            None => mutation.ops.push(json!({
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": {GCP_CREDENTIALS: credentials},
-            })),
-        }
+        mutation
+            .ops
+            .extend(credentials_annotation(pod, credentials));
     }
 
     // Every container but the agent (a container by its name was refused above).
@@ -159,23 +109,104 @@ pub(crate) fn mutate(
 
     append(&mut mutation.ops, spec, "/spec", "volumes", missing_volumes);
     if !agent_present {
-        if spec.get("initContainers").is_some_and(Value::is_array) {
+        add_agent(&mut mutation, spec, agent, &skipped);
+    }
+    Ok(mutation)
+}
+
+/// Whether the pod already has the agent among its `init_containers`: an init container by
+/// its name that is not `agent` as warrant writes it is refused.
+fn agent_present(init_containers: &[Value], agent: &Value) -> Result<bool, Refusal> {
+    let Some(existing) = init_containers.iter().find(|c| name_of(c) == AGENT) else {
+        return Ok(false);
+    };
+    match agent_difference(existing, agent) {
+        None => Ok(true),
+        Some(field) => Err(reserved(
+            "an init container",
+            AGENT,
+            &format!("its {field} is not what warrant writes"),
+        )),
+    }
+}
+
+/// The volumes warrant needs (Google's with `google`) that the pod's `volumes` lack; one by
+/// warrant's name with another source is refused.
+fn missing_volumes(
+    volumes: &[Value],
+    settings: &InjectionSettings,
+    google: bool,
+) -> Result<Vec<Value>, Refusal> {
+    let mut wanted: Vec<(&str, Value)> = vec![
+        (TOKENS_VOLUME, tokens_volume()),
+        (
+            KUBE_TOKEN_VOLUME,
+            kube_token_volume(&settings.agent_audience),
+        ),
+    ];
+    if google {
+        wanted.push((GOOGLE_VOLUME, google_volume()));
+    }
+    let mut missing_volumes = Vec::new();
+    for (name, volume) in wanted {
+        match volumes.iter().find(|v| name_of(v) == name) {
+            Some(existing) if same_volume(existing, &volume) => {}
+            Some(_) => {
+                return Err(reserved(
+                    "a volume",
+                    name,
+                    "its source is not the one warrant writes",
+                ));
+            }
+            None => missing_volumes.push(volume),
+        }
+    }
+    Ok(missing_volumes)
+}
+
+/// The operation that sets the pod's Google credentials annotation to `credentials`, if it
+/// does not say so already.
+fn credentials_annotation(pod: &Value, credentials: &str) -> Option<Value> {
+    let annotations = pod.pointer("/metadata/annotations");
+    match annotations.and_then(|a| a.get(GCP_CREDENTIALS)) {
+        Some(Value::String(existing)) if existing == credentials => None,
+        Some(_) => Some(json!({
+            "op": "replace",
+            "path": format!("/metadata/annotations/{}", pointer_escape(GCP_CREDENTIALS)),
+            "value": credentials,
+        })),
+        None if annotations.is_some_and(Value::is_object) => Some(json!({
+            "op": "add",
+            "path": format!("/metadata/annotations/{}", pointer_escape(GCP_CREDENTIALS)),
+            "value": credentials,
+        })),
+        None => Some(json!({
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {GCP_CREDENTIALS: credentials},
+        })),
+    }
+}
+
+/// Adds the agent at its place among the init containers (a list of its own if the pod has
+/// none), warning of those that run before it.
+fn add_agent(mutation: &mut Mutation, spec: &Value, agent: Value, skipped: &BTreeSet<String>) {
+    match spec.get("initContainers").and_then(Value::as_array) {
+        Some(init_containers) => {
             // Last: the operations before it name the init containers by their index without it.
             let at = placement::agent_index(init_containers);
             let ahead = init_containers.get(..at).unwrap_or_default();
             mutation
                 .warnings
-                .extend(placement::run_before_agent(ahead, &skipped));
+                .extend(placement::run_before_agent(ahead, skipped));
             mutation.ops.push(
                 json!({"op": "add", "path": format!("/spec/initContainers/{at}"), "value": agent}),
             );
-        } else {
-            mutation
-                .ops
-                .push(json!({"op": "add", "path": "/spec/initContainers", "value": [agent]}));
         }
+        None => mutation
+            .ops
+            .push(json!({"op": "add", "path": "/spec/initContainers", "value": [agent]})),
     }
-    Ok(mutation)
 }
 
 /// One consumer container's mounts and variables (`field` is `containers` or
