@@ -227,36 +227,7 @@ fn consumer(
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let mut wanted = vec![(TOKENS_VOLUME, TOKENS_DIR)];
-    if plan.google_credentials.is_some() {
-        wanted.push((GOOGLE_VOLUME, GOOGLE_DIR));
-    }
-    let mut new_mounts = Vec::new();
-    for (volume, path) in wanted {
-        if let Some(mount) = mounts.iter().find(|m| name_of(m) == volume) {
-            if !is_consumer_mount(mount, path) {
-                return Err(Refusal::bad(format!(
-                    "container {} mounts warrant's volume {volume} itself, not read-only at {path} as warrant mounts it: remove that mount, or opt the pod out with the label warrant.dev/inject=false",
-                    warrant_token::go_quote(name),
-                )));
-            }
-            continue;
-        }
-        if skip {
-            continue;
-        }
-        if let Some(other) = mounts
-            .iter()
-            .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(path))
-        {
-            return Err(Refusal::bad(format!(
-                "container {} mounts the volume {} at {path}, where warrant mounts its {volume}: mount it elsewhere, or opt the pod out with the label warrant.dev/inject=false",
-                warrant_token::quote_value(name),
-                warrant_token::quote_value(name_of(other)),
-            )));
-        }
-        new_mounts.push(json!({"name": volume, "mountPath": path, "readOnly": true}));
-    }
+    let new_mounts = new_mounts(name, mounts, plan, skip)?;
     if skip {
         return Ok(());
     }
@@ -302,6 +273,47 @@ fn consumer(
         new_mounts,
     );
     Ok(())
+}
+
+/// The mounts of warrant's volumes container `name` lacks (none with `skip`); one of them
+/// mounted otherwise than warrant mounts it, or another volume at warrant's path, is refused.
+fn new_mounts(
+    name: &str,
+    mounts: &[Value],
+    plan: &Plan,
+    skip: bool,
+) -> Result<Vec<Value>, Refusal> {
+    let mut wanted = vec![(TOKENS_VOLUME, TOKENS_DIR)];
+    if plan.google_credentials.is_some() {
+        wanted.push((GOOGLE_VOLUME, GOOGLE_DIR));
+    }
+    let mut new_mounts = Vec::new();
+    for (volume, path) in wanted {
+        if let Some(mount) = mounts.iter().find(|m| name_of(m) == volume) {
+            if !is_consumer_mount(mount, path) {
+                return Err(Refusal::bad(format!(
+                    "container {} mounts warrant's volume {volume} itself, not read-only at {path} as warrant mounts it: remove that mount, or opt the pod out with the label warrant.dev/inject=false",
+                    warrant_token::go_quote(name),
+                )));
+            }
+            continue;
+        }
+        if skip {
+            continue;
+        }
+        if let Some(other) = mounts
+            .iter()
+            .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(path))
+        {
+            return Err(Refusal::bad(format!(
+                "container {} mounts the volume {} at {path}, where warrant mounts its {volume}: mount it elsewhere, or opt the pod out with the label warrant.dev/inject=false",
+                warrant_token::quote_value(name),
+                warrant_token::quote_value(name_of(other)),
+            )));
+        }
+        new_mounts.push(json!({"name": volume, "mountPath": path, "readOnly": true}));
+    }
+    Ok(new_mounts)
 }
 
 /// `add` operations for `items` at the end of `object`'s array `field` (at `at`), or one that
