@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use jiff::Timestamp;
 use serde::{Serialize, Serializer};
 
-use crate::event::{Decision, Event, EventKind, micro_time, seconds_text};
+use crate::event::{
+    Decision, Event, EventKind, PodCertificateFacts, TokenFacts, micro_time, seconds_text,
+};
 
 /// kube-apiserver's annotation naming the credential a TokenRequest issued.
 pub const ISSUED_CREDENTIAL_ID: &str = "authentication.kubernetes.io/issued-credential-id";
@@ -122,86 +124,7 @@ impl<'a> KubeEvent<'a> {
     /// `event` in kube's schema; `count` for a summary of refusals. `audit_id` is the event's
     /// `requestID`, or (Sign has none) one made for it by the caller.
     pub(crate) fn new(event: &'a Event, count: Option<u64>, audit_id: String) -> Self {
-        let account = event.service_account.as_ref();
-        let (namespace, name) =
-            account.map_or(("", ""), |a| (a.namespace.as_str(), a.name.as_str()));
-        let account_ref = || ObjectReference {
-            resource: "serviceaccounts",
-            namespace,
-            name,
-            api_group: "",
-            api_version: "v1",
-            subresource: "token",
-        };
-        let (request_uri, object_ref) = match event.kind {
-            EventKind::TokenRequest => (
-                format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"),
-                Some(account_ref()),
-            ),
-            EventKind::TokenReview => (
-                TOKEN_REVIEW_URI.to_owned(),
-                Some(ObjectReference {
-                    resource: "tokenreviews",
-                    namespace: "",
-                    name: "",
-                    api_group: "authentication.k8s.io",
-                    api_version: "v1",
-                    subresource: "",
-                }),
-            ),
-            // The back half of a TokenRequest kube-apiserver answered: its object.
-            EventKind::Sign => (SIGN_URI.to_owned(), account.map(|_| account_ref())),
-            // warrant's status write on the PCR (written or not: the decision is the event).
-            EventKind::PodCertificate => {
-                let pcr = event.pod_certificate.as_deref();
-                let (namespace, name) =
-                    pcr.map_or(("", ""), |p| (p.namespace.as_str(), p.name.as_str()));
-                (
-                    format!(
-                        "/apis/certificates.k8s.io/v1beta1/namespaces/{namespace}/podcertificaterequests/{name}/status"
-                    ),
-                    Some(ObjectReference {
-                        resource: "podcertificaterequests",
-                        namespace,
-                        name,
-                        api_group: "certificates.k8s.io",
-                        api_version: "v1beta1",
-                        subresource: "status",
-                    }),
-                )
-            }
-        };
-        let failed = event.decision == Decision::Refused;
-        let code = event.code.or(match event.decision {
-            Decision::Signed => Some(200),
-            _ => None,
-        });
-        let response_status = ResponseStatus {
-            metadata: Empty {},
-            status: if failed { "Failure" } else { "" },
-            message: if failed { &event.reason } else { "" },
-            reason: if failed {
-                code.map_or("", status_reason)
-            } else {
-                ""
-            },
-            code,
-        };
-        let source_ips = event
-            .requester
-            .client_address
-            .parse::<SocketAddr>()
-            .map(|a| a.ip().to_string())
-            .or_else(|_| {
-                // A summary's address has no port.
-                event
-                    .requester
-                    .client_address
-                    .parse::<std::net::IpAddr>()
-                    .map(|ip| ip.to_string())
-            })
-            .into_iter()
-            .collect();
+        let (request_uri, object_ref) = request_target(event);
         KubeEvent {
             kind: "Event",
             api_version: "audit.k8s.io/v1",
@@ -220,9 +143,9 @@ impl<'a> KubeEvent<'a> {
                 groups: &event.requester.groups,
                 extra: &event.requester.extra,
             },
-            source_ips,
+            source_ips: source_ips(event),
             object_ref,
-            response_status,
+            response_status: response_status(event),
             request_received_timestamp: event.time,
             stage_timestamp: event.answered.unwrap_or(event.time),
             annotations: annotations(event, count),
@@ -230,65 +153,182 @@ impl<'a> KubeEvent<'a> {
     }
 }
 
+/// The event's `requestURI` and `objectRef`: the object a TokenRequest or Sign is about, the
+/// TokenReview collection, or a pod certificate request's status.
+fn request_target(event: &Event) -> (String, Option<ObjectReference<'_>>) {
+    let account = event.service_account.as_ref();
+    let (namespace, name) = account.map_or(("", ""), |a| (a.namespace.as_str(), a.name.as_str()));
+    let account_ref = || ObjectReference {
+        resource: "serviceaccounts",
+        namespace,
+        name,
+        api_group: "",
+        api_version: "v1",
+        subresource: "token",
+    };
+    match event.kind {
+        EventKind::TokenRequest => (
+            format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"),
+            Some(account_ref()),
+        ),
+        EventKind::TokenReview => (
+            TOKEN_REVIEW_URI.to_owned(),
+            Some(ObjectReference {
+                resource: "tokenreviews",
+                namespace: "",
+                name: "",
+                api_group: "authentication.k8s.io",
+                api_version: "v1",
+                subresource: "",
+            }),
+        ),
+        // The back half of a TokenRequest kube-apiserver answered: its object.
+        EventKind::Sign => (SIGN_URI.to_owned(), account.map(|_| account_ref())),
+        // warrant's status write on the PCR (written or not: the decision is the event).
+        EventKind::PodCertificate => {
+            let pcr = event.pod_certificate.as_deref();
+            let (namespace, name) =
+                pcr.map_or(("", ""), |p| (p.namespace.as_str(), p.name.as_str()));
+            (
+                format!(
+                    "/apis/certificates.k8s.io/v1beta1/namespaces/{namespace}/podcertificaterequests/{name}/status"
+                ),
+                Some(ObjectReference {
+                    resource: "podcertificaterequests",
+                    namespace,
+                    name,
+                    api_group: "certificates.k8s.io",
+                    api_version: "v1beta1",
+                    subresource: "status",
+                }),
+            )
+        }
+    }
+}
+
+/// The answer's `metav1.Status`: a refusal's code, reason and message; a success's code only.
+fn response_status(event: &Event) -> ResponseStatus<'_> {
+    let failed = event.decision == Decision::Refused;
+    let code = event.code.or(match event.decision {
+        Decision::Signed => Some(200),
+        _ => None,
+    });
+    ResponseStatus {
+        metadata: Empty {},
+        status: if failed { "Failure" } else { "" },
+        message: if failed { &event.reason } else { "" },
+        reason: if failed {
+            code.map_or("", status_reason)
+        } else {
+            ""
+        },
+        code,
+    }
+}
+
+/// `sourceIPs`: the client's address without its port, if it reads as one.
+fn source_ips(event: &Event) -> Vec<String> {
+    event
+        .requester
+        .client_address
+        .parse::<SocketAddr>()
+        .map(|a| a.ip().to_string())
+        .or_else(|_| {
+            // A summary's address has no port.
+            event
+                .requester
+                .client_address
+                .parse::<std::net::IpAddr>()
+                .map(|ip| ip.to_string())
+        })
+        .into_iter()
+        .collect()
+}
+
 /// What warrant knows beyond kube's fields, as `warrant.dev/` annotations (plus kube's own
 /// `issued-credential-id` on what issued a token).
 fn annotations(event: &Event, count: Option<u64>) -> BTreeMap<&'static str, String> {
-    let mut notes = BTreeMap::new();
-    let mut put = |key: &'static str, value: String| {
-        if !value.is_empty() {
-            notes.insert(key, value);
-        }
-    };
-    put(
+    let mut notes = Notes::default();
+    notes.put(
         "warrant.dev/decision",
         decision_name(event.decision).to_owned(),
     );
-    put(
+    notes.put(
         "warrant.dev/authenticated-by",
         event.requester.authenticated_by.to_owned(),
     );
-    put(
+    notes.put(
         "warrant.dev/client-address",
         event.requester.client_address.clone(),
     );
     // TokenReview's verdict on a token that did not authenticate (a refusal's message is
     // responseStatus.message).
     if event.decision == Decision::Unauthenticated {
-        put("warrant.dev/reason", event.reason.clone());
+        notes.put("warrant.dev/reason", event.reason.clone());
     }
     if let Some(account) = &event.service_account {
-        put(
+        notes.put(
             "warrant.dev/service-account",
             format!("{}/{}", account.namespace, account.name),
         );
-        put("warrant.dev/service-account-uid", account.uid.clone());
+        notes.put("warrant.dev/service-account-uid", account.uid.clone());
     }
     if let Some(token) = &event.token {
+        notes.token(event.decision, token);
+    }
+    if let Some(certificate) = event.pod_certificate.as_deref() {
+        // Denied, Failed, Requeued: why (Refused's is responseStatus.message).
+        if event.decision != Decision::Refused {
+            notes.put("warrant.dev/reason", event.reason.clone());
+        }
+        notes.pod_certificate(certificate);
+    }
+    if let Some(count) = count {
+        notes.put("warrant.dev/count", count.to_string());
+    }
+    notes.0
+}
+
+/// The annotations being written: an empty value is left out.
+#[derive(Default)]
+struct Notes(BTreeMap<&'static str, String>);
+
+impl Notes {
+    /// Sets `key` to `value`, unless `value` is empty.
+    fn put(&mut self, key: &'static str, value: String) {
+        if !value.is_empty() {
+            self.0.insert(key, value);
+        }
+    }
+
+    /// What the event says of the token issued, reviewed or signed (a `decision` that issued
+    /// one names its credential with kube's annotation).
+    fn token(&mut self, decision: Decision, token: &TokenFacts) {
         if !token.audiences.is_empty() {
-            put(
+            self.put(
                 "warrant.dev/audiences",
                 serde_json::to_string(&token.audiences).unwrap_or_default(),
             );
         }
-        put("warrant.dev/issued-at", seconds_text(token.issued_at));
-        put("warrant.dev/expiration", seconds_text(token.expires_at));
-        put(
+        self.put("warrant.dev/issued-at", seconds_text(token.issued_at));
+        self.put("warrant.dev/expiration", seconds_text(token.expires_at));
+        self.put(
             "warrant.dev/extended-expiration",
             seconds_text(token.extended_expires_at),
         );
         if let Some(object) = &token.bound_object {
-            put(
+            self.put(
                 "warrant.dev/bound-object",
                 format!("{}/{}", object.kind, object.name),
             );
-            put("warrant.dev/bound-object-uid", object.uid.clone());
+            self.put("warrant.dev/bound-object-uid", object.uid.clone());
         }
         if let Some(node) = &token.node {
-            put("warrant.dev/node", node.name.clone());
-            put("warrant.dev/node-uid", node.uid.clone());
+            self.put("warrant.dev/node", node.name.clone());
+            self.put("warrant.dev/node-uid", node.uid.clone());
         }
-        let issued = matches!(event.decision, Decision::Issued | Decision::Signed);
-        put(
+        let issued = matches!(decision, Decision::Issued | Decision::Signed);
+        self.put(
             if issued {
                 ISSUED_CREDENTIAL_ID
             } else {
@@ -296,54 +336,48 @@ fn annotations(event: &Event, count: Option<u64>) -> BTreeMap<&'static str, Stri
             },
             token.credential_id.clone(),
         );
-        put("warrant.dev/key-id", token.key_id.clone());
+        self.put("warrant.dev/key-id", token.key_id.clone());
         if let Some(cnf) = &token.cnf {
-            put("warrant.dev/bound-key", cnf.jkt.clone().unwrap_or_default());
-            put(
+            self.put("warrant.dev/bound-key", cnf.jkt.clone().unwrap_or_default());
+            self.put(
                 "warrant.dev/bound-certificate",
                 cnf.x5t_s256.clone().unwrap_or_default(),
             );
         }
     }
-    if let Some(certificate) = event.pod_certificate.as_deref() {
-        // Denied, Failed, Requeued: why (Refused's is responseStatus.message).
-        if event.decision != Decision::Refused {
-            put("warrant.dev/reason", event.reason.clone());
-        }
-        put("warrant.dev/signer-name", certificate.signer_name.clone());
-        put("warrant.dev/request-uid", certificate.uid.clone());
+
+    /// What the event says of the pod certificate request decided.
+    fn pod_certificate(&mut self, certificate: &PodCertificateFacts) {
+        self.put("warrant.dev/signer-name", certificate.signer_name.clone());
+        self.put("warrant.dev/request-uid", certificate.uid.clone());
         for (kind, object) in [("pod", &certificate.pod), ("node", &certificate.node)] {
             if let Some(object) = object {
                 let (name_key, uid_key) = match kind {
                     "pod" => ("warrant.dev/pod", "warrant.dev/pod-uid"),
                     _ => ("warrant.dev/node", "warrant.dev/node-uid"),
                 };
-                put(name_key, object.name.clone());
-                put(uid_key, object.uid.clone());
+                self.put(name_key, object.name.clone());
+                self.put(uid_key, object.uid.clone());
             }
         }
-        put("warrant.dev/key-type", certificate.key_type.clone());
-        put("warrant.dev/spki-sha256", certificate.spki_sha256.clone());
-        put(
+        self.put("warrant.dev/key-type", certificate.key_type.clone());
+        self.put("warrant.dev/spki-sha256", certificate.spki_sha256.clone());
+        self.put(
             "warrant.dev/serial-number",
             certificate.serial_number.clone(),
         );
-        put("warrant.dev/spiffe-id", certificate.spiffe_id.clone());
-        put("warrant.dev/dns-names", certificate.dns_names.join(","));
-        put(
+        self.put("warrant.dev/spiffe-id", certificate.spiffe_id.clone());
+        self.put("warrant.dev/dns-names", certificate.dns_names.join(","));
+        self.put(
             "warrant.dev/not-before",
             seconds_text(certificate.not_before),
         );
-        put(
+        self.put(
             "warrant.dev/expiration",
             seconds_text(certificate.not_after),
         );
-        put("warrant.dev/key-id", certificate.ca_key_id.clone());
+        self.put("warrant.dev/key-id", certificate.ca_key_id.clone());
     }
-    if let Some(count) = count {
-        put("warrant.dev/count", count.to_string());
-    }
-    notes
 }
 
 fn decision_name(decision: Decision) -> &'static str {

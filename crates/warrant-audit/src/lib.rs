@@ -599,52 +599,18 @@ async fn write_events(
     let mut failures: u64 = 0;
     // When a write last failed, while the log is failing: the next probe is due after it.
     let mut failed_at: Option<Instant> = None;
-    let far = || Instant::now() + Duration::from_secs(365 * 86_400);
     loop {
         // Failing, whoever found it (a request that gave up waiting, too): probe until a write
         // succeeds.
         if failed_at.is_none() && shared.health.failing.load(Ordering::Acquire) {
             failed_at = Some(Instant::now());
         }
-        let summary_due = shared.summaries().due();
         let probe_due = failed_at.map(|at| at + PROBE_INTERVAL);
-        let mut entries: Vec<Entry> = Vec::new();
-        let mut finishing = false;
-        let mut probe = false;
-        tokio::select! {
-            biased;
-            message = receiver.recv() => match message {
-                Some(Message::Event(entry)) => entries.push(entry),
-                Some(Message::Finish) | None => finishing = true,
-            },
-            () = shared.wake.notified() => {}
-            () = tokio::time::sleep_until(summary_due.unwrap_or_else(far)), if summary_due.is_some() => {}
-            () = tokio::time::sleep_until(probe_due.unwrap_or_else(far)), if probe_due.is_some() => probe = true,
-        }
-        if finishing {
-            receiver.close();
-        }
-        // Everything queued meanwhile is this batch (after Finish: everything queued before it).
-        while let Ok(message) = receiver.try_recv() {
-            match message {
-                Message::Event(entry) => entries.push(entry),
-                Message::Finish => {
-                    finishing = true;
-                    receiver.close();
-                }
-            }
-        }
-        for summary in shared.summaries().close(Instant::now(), finishing) {
-            entries.push(summary_entry(summary));
-        }
-        // A request that gave up waiting was answered 503: its event must not say otherwise.
-        let before = entries.len();
-        entries.retain(|entry| entry.waiter.as_ref().is_none_or(|w| !w.is_closed()));
-        shared
-            .metrics
-            .count("dropped", (before - entries.len()) as u64);
-        // Probe only when there is nothing to write: a write tries the file anyway.
-        probe &= entries.is_empty();
+        let Batch {
+            entries,
+            finishing,
+            probe,
+        } = next_batch(&mut receiver, &shared, probe_due).await;
         if entries.is_empty() && !probe {
             if finishing {
                 break;
@@ -662,24 +628,7 @@ async fn write_events(
         }
         let now = clock.now();
         let job = tokio::task::spawn_blocking(move || {
-            let outcome = if probe {
-                Outcome {
-                    written: Written {
-                        lines: 0,
-                        error: None,
-                    },
-                    probe: Some(target.probe()),
-                }
-            } else {
-                let lines: Vec<Vec<u8>> = events
-                    .iter()
-                    .map(|(e, count)| line(schema, e, *count))
-                    .collect();
-                Outcome {
-                    written: target.write_batch(&lines, now),
-                    probe: None,
-                }
-            };
+            let outcome = write_or_probe(&mut target, &events, probe, schema, now);
             (target, outcome)
         });
         let outcome = match job.await {
@@ -697,46 +646,148 @@ async fn write_events(
                 break;
             }
         };
-        let Written { lines, error } = outcome.written;
-        let total = waiters.len();
-        shared.metrics.count("written", lines as u64);
-        if total > lines {
-            shared.metrics.count("failed", (total - lines) as u64);
-        }
-        let error = match (error, outcome.probe) {
-            (Some(e), _) | (None, Some(Err(e))) => Some(e),
-            _ => None,
-        };
-        // The health first: a request told its event failed finds the log failing.
-        match error {
-            Some(e) => {
-                report(&mut failures, &e, total - lines);
-                shared
-                    .health
-                    .fail(format!("writes to the audit log fail: {e}"));
-                failed_at = Some(Instant::now());
-            }
-            None => {
-                failed_at = None;
-                if shared.health.recover() {
-                    tracing::info!("the audit log can be written again");
-                }
-            }
-        }
-        for (index, waiter) in waiters.into_iter().enumerate() {
-            if let Some(waiter) = waiter {
-                let _ = waiter.send(if index < lines {
-                    Ok(())
-                } else {
-                    Err(NotRecorded::WriteFailed)
-                });
-            }
-        }
+        settle(&shared, &mut failures, &mut failed_at, waiters, outcome);
         if finishing {
             break;
         }
     }
     let _ = done.send(());
+}
+
+/// What the writer takes in one turn.
+struct Batch {
+    /// The events to write, summaries owed included.
+    entries: Vec<Entry>,
+    /// [`Message::Finish`] came, or every sender is gone: this is the last batch.
+    finishing: bool,
+    /// The failing log is due a probe, and there is nothing to write.
+    probe: bool,
+}
+
+/// Waits for an event, a wake-up, a summary or a probe (due at `probe_due`), then takes
+/// everything queued meanwhile and the summaries owed, less the events whose request gave up.
+async fn next_batch(
+    receiver: &mut mpsc::Receiver<Message>,
+    shared: &Shared,
+    probe_due: Option<Instant>,
+) -> Batch {
+    let far = || Instant::now() + Duration::from_secs(365 * 86_400);
+    let summary_due = shared.summaries().due();
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut finishing = false;
+    let mut probe = false;
+    tokio::select! {
+        biased;
+        message = receiver.recv() => match message {
+            Some(Message::Event(entry)) => entries.push(entry),
+            Some(Message::Finish) | None => finishing = true,
+        },
+        () = shared.wake.notified() => {}
+        () = tokio::time::sleep_until(summary_due.unwrap_or_else(far)), if summary_due.is_some() => {}
+        () = tokio::time::sleep_until(probe_due.unwrap_or_else(far)), if probe_due.is_some() => probe = true,
+    }
+    if finishing {
+        receiver.close();
+    }
+    // Everything queued meanwhile is this batch (after Finish: everything queued before it).
+    while let Ok(message) = receiver.try_recv() {
+        match message {
+            Message::Event(entry) => entries.push(entry),
+            Message::Finish => {
+                finishing = true;
+                receiver.close();
+            }
+        }
+    }
+    for summary in shared.summaries().close(Instant::now(), finishing) {
+        entries.push(summary_entry(summary));
+    }
+    // A request that gave up waiting was answered 503: its event must not say otherwise.
+    let before = entries.len();
+    entries.retain(|entry| entry.waiter.as_ref().is_none_or(|w| !w.is_closed()));
+    shared
+        .metrics
+        .count("dropped", (before - entries.len()) as u64);
+    // Probe only when there is nothing to write: a write tries the file anyway.
+    probe &= entries.is_empty();
+    Batch {
+        entries,
+        finishing,
+        probe,
+    }
+}
+
+/// On the blocking pool: writes `events` as lines of `schema`, or only probes the target.
+fn write_or_probe(
+    target: &mut Sink,
+    events: &[(Box<Event>, Option<u64>)],
+    probe: bool,
+    schema: Schema,
+    now: jiff::Timestamp,
+) -> Outcome {
+    if probe {
+        return Outcome {
+            written: Written {
+                lines: 0,
+                error: None,
+            },
+            probe: Some(target.probe()),
+        };
+    }
+    let lines: Vec<Vec<u8>> = events
+        .iter()
+        .map(|(e, count)| line(schema, e, *count))
+        .collect();
+    Outcome {
+        written: target.write_batch(&lines, now),
+        probe: None,
+    }
+}
+
+/// After a batch: counts it, sets the log's health (and when it failed), then tells each
+/// waiting request whether its event was written (the first lines written are theirs, in order).
+fn settle(
+    shared: &Shared,
+    failures: &mut u64,
+    failed_at: &mut Option<Instant>,
+    waiters: Vec<Option<oneshot::Sender<Result<(), NotRecorded>>>>,
+    outcome: Outcome,
+) {
+    let Written { lines, error } = outcome.written;
+    let total = waiters.len();
+    shared.metrics.count("written", lines as u64);
+    if total > lines {
+        shared.metrics.count("failed", (total - lines) as u64);
+    }
+    let error = match (error, outcome.probe) {
+        (Some(e), _) | (None, Some(Err(e))) => Some(e),
+        _ => None,
+    };
+    // The health first: a request told its event failed finds the log failing.
+    match error {
+        Some(e) => {
+            report(failures, &e, total - lines);
+            shared
+                .health
+                .fail(format!("writes to the audit log fail: {e}"));
+            *failed_at = Some(Instant::now());
+        }
+        None => {
+            *failed_at = None;
+            if shared.health.recover() {
+                tracing::info!("the audit log can be written again");
+            }
+        }
+    }
+    for (index, waiter) in waiters.into_iter().enumerate() {
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(if index < lines {
+                Ok(())
+            } else {
+                Err(NotRecorded::WriteFailed)
+            });
+        }
+    }
 }
 
 /// An event as one JSON line of `schema`.

@@ -233,6 +233,7 @@ struct Collector<'a> {
 }
 
 impl Collector<'_> {
+    /// Adds one document or list item (a List's items one by one), or skips it with a warning.
     fn object(&mut self, object: Spanned<RawObject>) -> Result<(), ManifestError> {
         let line = object.referenced.line();
         let raw = object.value;
@@ -244,19 +245,7 @@ impl Collector<'_> {
         };
         let api_version = raw.api_version.unwrap_or_default();
         if kind == "List" {
-            if api_version != "v1" {
-                tracing::warn!(
-                    path = self.path,
-                    line,
-                    api_version,
-                    "skipping a List that is not apiVersion v1, and its items"
-                );
-                return Ok(());
-            }
-            for item in raw.items.unwrap_or_default() {
-                self.object(item)?;
-            }
-            return Ok(());
+            return self.list(line, &api_version, raw.items.unwrap_or_default());
         }
 
         let metadata = raw.metadata.unwrap_or_default();
@@ -268,28 +257,9 @@ impl Collector<'_> {
             });
         };
         let namespace = metadata.namespace.filter(|n| !n.is_empty());
-        let Some(known) = Kind::ALL.into_iter().find(|k| k.name() == kind) else {
-            tracing::warn!(
-                path = self.path,
-                line,
-                kind,
-                api_version,
-                object = %display_name(namespace.as_deref(), &name),
-                "skipping object: warrant reads only v1 ServiceAccounts, Pods, Secrets and Nodes"
-            );
+        let Some(known) = self.known(line, &kind, &api_version, namespace.as_deref(), &name) else {
             return Ok(());
         };
-        if api_version != "v1" {
-            tracing::warn!(
-                path = self.path,
-                line,
-                kind,
-                api_version,
-                object = %display_name(namespace.as_deref(), &name),
-                "skipping object: warrant reads these kinds only in the core v1 API"
-            );
-            return Ok(());
-        }
 
         // Kubernetes clears the namespace of a cluster-scoped object, and kubectl puts a
         // namespaced object without one in `default`.
@@ -299,41 +269,9 @@ impl Collector<'_> {
             String::new()
         };
         let object_name = display_name(Some(&namespace), &name);
-
-        let deletion_timestamp = match metadata.deletion_timestamp {
-            None => None,
-            Some(spanned) => match spanned.value.parse::<Timestamp>() {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    return Err(ManifestError::DeletionTimestamp {
-                        path: self.path.to_owned(),
-                        line: spanned.referenced.line(),
-                        kind: known,
-                        object: object_name,
-                        value: spanned.value,
-                        reason: e.to_string(),
-                    });
-                }
-            },
-        };
-
-        match self
-            .first_seen
-            .entry((known, namespace.clone(), name.clone()))
-        {
-            MapEntry::Occupied(first) => {
-                return Err(ManifestError::Duplicate {
-                    path: self.path.to_owned(),
-                    line,
-                    first_line: *first.get(),
-                    kind: known,
-                    object: object_name,
-                });
-            }
-            MapEntry::Vacant(slot) => {
-                slot.insert(line);
-            }
-        }
+        let deletion_timestamp =
+            self.deletion_timestamp(metadata.deletion_timestamp, known, &object_name)?;
+        self.first_sighting(known, &namespace, &name, line, object_name)?;
 
         let labels = match metadata.labels {
             Some(WarrantAnnotations(kept)) => kept.into_iter().collect(),
@@ -356,6 +294,113 @@ impl Collector<'_> {
             annotations,
         });
         Ok(())
+    }
+
+    /// A List's items, each as a document; a List of another API version is skipped whole.
+    fn list(
+        &mut self,
+        line: u64,
+        api_version: &str,
+        items: Vec<Spanned<RawObject>>,
+    ) -> Result<(), ManifestError> {
+        if api_version != "v1" {
+            tracing::warn!(
+                path = self.path,
+                line,
+                api_version,
+                "skipping a List that is not apiVersion v1, and its items"
+            );
+            return Ok(());
+        }
+        for item in items {
+            self.object(item)?;
+        }
+        Ok(())
+    }
+
+    /// The kind of an object warrant reads (a v1 ServiceAccount, Pod, Secret or Node), or
+    /// `None` after a warning that it is skipped.
+    fn known(
+        &self,
+        line: u64,
+        kind: &str,
+        api_version: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Kind> {
+        let Some(known) = Kind::ALL.into_iter().find(|k| k.name() == kind) else {
+            tracing::warn!(
+                path = self.path,
+                line,
+                kind,
+                api_version,
+                object = %display_name(namespace, name),
+                "skipping object: warrant reads only v1 ServiceAccounts, Pods, Secrets and Nodes"
+            );
+            return None;
+        };
+        if api_version != "v1" {
+            tracing::warn!(
+                path = self.path,
+                line,
+                kind,
+                api_version,
+                object = %display_name(namespace, name),
+                "skipping object: warrant reads these kinds only in the core v1 API"
+            );
+            return None;
+        }
+        Some(known)
+    }
+
+    /// `metadata.deletionTimestamp` of the object `object_name`, if it has one that parses.
+    fn deletion_timestamp(
+        &self,
+        value: Option<Spanned<String>>,
+        known: Kind,
+        object_name: &str,
+    ) -> Result<Option<Timestamp>, ManifestError> {
+        let Some(spanned) = value else {
+            return Ok(None);
+        };
+        match spanned.value.parse::<Timestamp>() {
+            Ok(t) => Ok(Some(t)),
+            Err(e) => Err(ManifestError::DeletionTimestamp {
+                path: self.path.to_owned(),
+                line: spanned.referenced.line(),
+                kind: known,
+                object: object_name.to_owned(),
+                value: spanned.value,
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Notes where the object was first seen (at `line`); a second one fails the file.
+    fn first_sighting(
+        &mut self,
+        known: Kind,
+        namespace: &str,
+        name: &str,
+        line: u64,
+        object_name: String,
+    ) -> Result<(), ManifestError> {
+        match self
+            .first_seen
+            .entry((known, namespace.to_owned(), name.to_owned()))
+        {
+            MapEntry::Occupied(first) => Err(ManifestError::Duplicate {
+                path: self.path.to_owned(),
+                line,
+                first_line: *first.get(),
+                kind: known,
+                object: object_name,
+            }),
+            MapEntry::Vacant(slot) => {
+                slot.insert(line);
+                Ok(())
+            }
+        }
     }
 }
 

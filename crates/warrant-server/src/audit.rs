@@ -61,37 +61,12 @@ where
     F: Future<Output = Response>,
 {
     let auditor = state.issuer().audit();
-    let kind = match &routed {
-        Routed::Route {
-            route,
-            allowed: true,
-            ..
-        } if auditor.enabled() => match route.endpoint {
-            Endpoint::TokenRequest => EventKind::TokenRequest,
-            Endpoint::TokenReview => EventKind::TokenReview,
-            _ => return next(request, routed, None).await,
-        },
-        _ => return next(request, routed, None).await,
+    let Some(kind) = audited_kind(&routed).filter(|_| auditor.enabled()) else {
+        return next(request, routed, None).await;
     };
-    // The service account a TokenRequest's path names, for events of requests refused
-    // before the handler read it: cut to kube's longest name (anyone can send a longer one).
-    let path_account = match &routed {
-        Routed::Route { params, .. } if kind == EventKind::TokenRequest => Some(ServiceAccount {
-            namespace: bounded(&params.namespace, MAX_NAME_CHARS),
-            name: bounded(&params.name, MAX_NAME_CHARS),
-            uid: String::new(),
-        }),
-        _ => None,
-    };
+    let path_account = path_account(&routed, kind);
     let time = state.issuer().clock().now();
-    let request_id = request
-        .headers()
-        .get(&AUDIT_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|id| {
-            !id.is_empty() && id.len() <= MAX_AUDIT_ID && id.bytes().all(|b| b.is_ascii_graphic())
-        })
-        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let request_id = request_id(&request);
     let client_address = request
         .extensions()
         .get::<ClientAddress>()
@@ -102,27 +77,8 @@ where
     let mut response = next(request, routed, Some(caller.clone())).await;
 
     let status = response.status();
-    let extensions = response.extensions_mut();
-    let requester = match caller.get() {
-        Some(Caller::User(user)) => user.requester(client_address),
-        Some(Caller::Anonymous) => Requester::anonymous(client_address),
-        // Answered before authentication ended: refused by it (401), or it could not decide
-        // (429) or did not finish in time (504).
-        None if status == http::StatusCode::UNAUTHORIZED => Requester::refused(client_address),
-        None => Requester::undecided(client_address),
-    };
-    // A handler's facts, or a refusal before any handler: its message, else the status's name.
-    let facts = extensions
-        .remove::<AuditFacts>()
-        .unwrap_or_else(|| AuditFacts {
-            decision: Decision::Refused,
-            reason: extensions.remove::<ErrorMessage>().map_or_else(
-                || status.canonical_reason().unwrap_or_default().to_owned(),
-                |m| m.0,
-            ),
-            service_account: None,
-            token: None,
-        });
+    let requester = requester(caller.get(), status, client_address);
+    let facts = facts(response.extensions_mut(), status);
     let audit_id = HeaderValue::from_str(&request_id).ok();
     if let Some(id) = &audit_id {
         response.headers_mut().insert(AUDIT_ID, id.clone());
@@ -161,6 +117,79 @@ where
             refused
         }
     }
+}
+
+/// The kind of event a request routed to `routed` makes, if it is audited: a TokenRequest or
+/// TokenReview that its route allows.
+fn audited_kind(routed: &Routed) -> Option<EventKind> {
+    match routed {
+        Routed::Route {
+            route,
+            allowed: true,
+            ..
+        } => match route.endpoint {
+            Endpoint::TokenRequest => Some(EventKind::TokenRequest),
+            Endpoint::TokenReview => Some(EventKind::TokenReview),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The service account a TokenRequest's path names, for events of requests refused before
+/// the handler read it: cut to kube's longest name (anyone can send a longer one).
+fn path_account(routed: &Routed, kind: EventKind) -> Option<ServiceAccount> {
+    match routed {
+        Routed::Route { params, .. } if kind == EventKind::TokenRequest => Some(ServiceAccount {
+            namespace: bounded(&params.namespace, MAX_NAME_CHARS),
+            name: bounded(&params.name, MAX_NAME_CHARS),
+            uid: String::new(),
+        }),
+        _ => None,
+    }
+}
+
+/// The request's `Audit-ID` if it sent a plausible one, else a new UUID.
+fn request_id(request: &Request) -> String {
+    request
+        .headers()
+        .get(&AUDIT_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| {
+            !id.is_empty() && id.len() <= MAX_AUDIT_ID && id.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned)
+}
+
+/// Who asked, as far as authentication got before the answer (`status`).
+fn requester(
+    caller: Option<&Caller>,
+    status: http::StatusCode,
+    client_address: String,
+) -> Requester {
+    match caller {
+        Some(Caller::User(user)) => user.requester(client_address),
+        Some(Caller::Anonymous) => Requester::anonymous(client_address),
+        // Answered before authentication ended: refused by it (401), or it could not decide
+        // (429) or did not finish in time (504).
+        None if status == http::StatusCode::UNAUTHORIZED => Requester::refused(client_address),
+        None => Requester::undecided(client_address),
+    }
+}
+
+/// A handler's facts, or a refusal before any handler: its message, else the status's name.
+fn facts(extensions: &mut http::Extensions, status: http::StatusCode) -> AuditFacts {
+    extensions
+        .remove::<AuditFacts>()
+        .unwrap_or_else(|| AuditFacts {
+            decision: Decision::Refused,
+            reason: extensions.remove::<ErrorMessage>().map_or_else(
+                || status.canonical_reason().unwrap_or_default().to_owned(),
+                |m| m.0,
+            ),
+            service_account: None,
+            token: None,
+        })
 }
 
 /// Where authentication leaves the caller of an audited request: read after the request is

@@ -296,8 +296,98 @@ pub(crate) async fn issue(
     mut request: TokenRequest,
     key: Option<Confirmation>,
 ) -> Result<Issued, Failure> {
+    // 1. to 6. The request's type, names, service account, audiences and expiration.
+    let accepted = accept(state, namespace, name, &mut request).await?;
+    let Accepted { now, requested, .. } = accepted;
+    let settings = state.issuer().settings();
+    let group = api_group(authorized);
+
+    // 7. Admission (kube's validating admission step): node restriction and the grant's limits,
+    //    which may cap the lifetime.
+    let bound = request.spec.bound_object_ref.as_ref();
+    let grant_cap = admission(state, user, authorized, &accepted, bound, key.is_some()).await?;
+
+    // 8. The bound object, if one is named, exists and may carry this service account's token.
+    let (binding, pod) = match bound {
+        Some(reference) => bind(state, namespace, name, reference).await?,
+        None => (Binding::None, None),
+    };
+
+    // 9. The lifetime: the server's cap, kube's extension, the grant's cap.
+    let audiences = accepted.audiences;
+    let (lifetime, warning) =
+        decide_lifetime(settings, requested, binding.is_pod(), &audiences, grant_cap);
+
+    // 10. The claims, signed with the key current now.
+    let binding_label = binding.label();
+    // 10b. Claims beyond kube's, for the audiences the policy's `claims` section names.
+    let sources = ClaimSources {
+        group,
+        namespace,
+        name,
+        account: &accepted.account,
+        binding: &binding,
+        pod: pod.as_deref(),
+    };
+    let shaped = token_claims(state, &audiences, &sources).map_err(Failure::Admission)?;
+    let mut claims = Claims::new(new_token(
+        settings,
+        namespace,
+        ObjectRef::new(name, accepted.account.uid.clone()),
+        audiences.clone(),
+        binding,
+        &lifetime,
+        now,
+    ));
+    // 10a. Key binding: the proof's key or the client certificate, by thumbprint (RFC 7800
+    //      `cnf`: RFC 9449 `jkt`, RFC 8705 `x5t#S256`).
+    claims.cnf = key.map(Cnf::from);
+    if let Some(shaped) = shaped {
+        claims.extra = shaped.extra.map(Box::new);
+        if let Some(subject) = shaped.subject {
+            claims.sub = subject;
+        }
+    }
+    let (token, kid) = sign(state, now, &claims, name, &audiences).await?;
+
+    // 11. The response: the request as kube echoes it, with what was decided and the token.
+    Ok(Issued {
+        response: respond(request, audiences, &lifetime, token, now),
+        warning,
+        binding: binding_label,
+        claims,
+        kid,
+    })
+}
+
+/// What steps 1 to 6 found: the request fits kube's rules for a TokenRequest.
+struct Accepted<'a> {
+    /// The service account's namespace.
+    namespace: &'a str,
+    /// Its name.
+    name: &'a str,
+    /// The service account's record.
+    account: Arc<Record>,
+    /// The audiences as the client sent them.
+    requested_audiences: Vec<String>,
+    /// The token's audiences, defaulted to the API audiences.
+    audiences: Vec<String>,
+    /// The expiration asked for (kube's default if none), within kube's bounds.
+    requested: i64,
+    /// When the request is answered: the response's creation time.
+    now: Timestamp,
+}
+
+/// Steps 1 to 6: the request's type and names, the service account, the audiences and the
+/// expiration asked for checked; the response's metadata filled in.
+async fn accept<'a>(
+    state: &AppState,
+    namespace: &'a str,
+    name: &'a str,
+    request: &mut TokenRequest,
+) -> Result<Accepted<'a>, ApiError> {
     // 1. The body is a TokenRequest of authentication.k8s.io/v1, where it says what it is.
-    check_type(&request)?;
+    check_type(request)?;
 
     // 2. The body may name the service account only as the URL does.
     check_names(&request.metadata, namespace, name)?;
@@ -319,87 +409,100 @@ pub(crate) async fn issue(
     meta.creation_timestamp = Some(rfc3339(now));
 
     // 6. The expiration asked for (kube's default if none) is within kube's bounds.
-    let requested = requested_expiration(&request)?;
+    let requested = requested_expiration(request)?;
+    Ok(Accepted {
+        namespace,
+        name,
+        account,
+        requested_audiences,
+        audiences,
+        requested,
+        now,
+    })
+}
 
-    // 7. Admission (kube's validating admission step): node restriction and the grant's limits,
-    //    which may cap the lifetime.
-    let group = match &authorized.attributes {
+/// The request's API group (`""` or `warrant.dev`), for messages.
+fn api_group(authorized: &Authorized) -> &str {
+    match &authorized.attributes {
         Attributes::Resource(r) => r.group.as_str(),
         Attributes::NonResource { .. } => "",
-    };
-    let capped = settings
-        .expiration
-        .max_seconds
-        .filter(|max| *max > 0)
-        .map_or(requested, |max| requested.min(max));
+    }
+}
+
+/// Step 7: admission asked about the token (`bound` as the client wrote it, `key_bound` if
+/// it is to be bound to a key); the grant's cap on the lifetime, if it has one.
+async fn admission(
+    state: &AppState,
+    user: &User,
+    authorized: &Authorized,
+    accepted: &Accepted<'_>,
+    bound: Option<&BoundObjectReference>,
+    key_bound: bool,
+) -> Result<Option<i64>, Failure> {
     let ask = TokenAsk {
-        group,
-        namespace,
-        service_account: name,
-        requested: &requested_audiences,
-        audiences: &audiences,
-        expiration_seconds: capped,
-        bound: request.spec.bound_object_ref.as_ref(),
-        key_bound: key.is_some(),
+        group: api_group(authorized),
+        namespace: accepted.namespace,
+        service_account: accepted.name,
+        requested: &accepted.requested_audiences,
+        audiences: &accepted.audiences,
+        expiration_seconds: capped_expiration(state.issuer().settings(), accepted.requested),
+        bound,
+        key_bound,
     };
-    let grant_cap = admit_token_request(
+    admit_token_request(
         state.authorizer(),
         state.objects(),
         user,
         &authorized.grant,
         &ask,
-        now,
+        accepted.now,
     )
     .await
-    .map_err(Failure::Admission)?;
+    .map_err(Failure::Admission)
+}
 
-    // 8. The bound object, if one is named, exists and may carry this service account's token.
-    let (binding, pod) = match &request.spec.bound_object_ref {
-        Some(reference) => bind(state, namespace, name, reference).await?,
-        None => (Binding::None, None),
-    };
+/// Step 7's ask: the expiration asked for under the server's cap, if it has one.
+fn capped_expiration(settings: &Settings, requested: i64) -> i64 {
+    settings
+        .expiration
+        .max_seconds
+        .filter(|max| *max > 0)
+        .map_or(requested, |max| requested.min(max))
+}
 
-    // 9. The lifetime: the server's cap, kube's extension, the grant's cap.
-    let (lifetime, warning) =
-        decide_lifetime(settings, requested, binding.is_pod(), &audiences, grant_cap);
-
-    // 10. The claims, signed with the key current now.
+/// Step 10: kube's claims for the token, issued `now` for `lifetime`.
+fn new_token<'a>(
+    settings: &'a Settings,
+    namespace: &'a str,
+    service_account: ObjectRef,
+    audiences: Vec<String>,
+    binding: Binding,
+    lifetime: &Lifetime,
+    now: Timestamp,
+) -> NewToken<'a> {
     let issued_at = now.as_second();
-    let jti = new_jti();
-    let binding_label = binding.label();
-    // 10b. Claims beyond kube's, for the audiences the policy's `claims` section names.
-    let sources = ClaimSources {
-        group,
-        namespace,
-        name,
-        account: &account,
-        binding: &binding,
-        pod: pod.as_deref(),
-    };
-    let shaped = token_claims(state, &audiences, &sources).map_err(Failure::Admission)?;
-    let mut claims = Claims::new(NewToken {
+    NewToken {
         issuer: settings.issuer(),
         namespace,
-        service_account: ObjectRef::new(name, account.uid.clone()),
-        audiences: audiences.clone(),
+        service_account,
+        audiences,
         binding,
         issued_at,
         expires_at: issued_at + lifetime.token_seconds,
         warn_after: lifetime.warn_after_seconds.map(|w| issued_at + w),
-        jti,
-    });
-    // 10a. Key binding: the proof's key or the client certificate, by thumbprint (RFC 7800
-    //      `cnf`: RFC 9449 `jkt`, RFC 8705 `x5t#S256`).
-    claims.cnf = key.map(Cnf::from);
-    if let Some(shaped) = shaped {
-        claims.extra = shaped.extra.map(Box::new);
-        if let Some(subject) = shaped.subject {
-            claims.sub = subject;
-        }
+        jti: new_jti(),
     }
-    let (token, kid) = sign(state, now, &claims, name, &audiences).await?;
+}
 
-    // 11. The response: the request as kube echoes it, with what was decided and the token.
+/// Step 11: the request as kube echoes it, with the audiences and expiration decided and the
+/// token.
+fn respond(
+    mut request: TokenRequest,
+    audiences: Vec<String>,
+    lifetime: &Lifetime,
+    token: String,
+    now: Timestamp,
+) -> TokenRequest {
     request.kind = Some(KIND.to_owned());
     request.api_version = Some(AUTHENTICATION_V1.to_owned());
     request.spec.audiences = Some(audiences);
@@ -408,13 +511,7 @@ pub(crate) async fn issue(
         token,
         expiration_timestamp: rfc3339(now + SignedDuration::from_secs(lifetime.expiration_seconds)),
     });
-    Ok(Issued {
-        response: request,
-        warning,
-        binding: binding_label,
-        claims,
-        kid,
-    })
+    request
 }
 
 /// Step 1: a body that says what it is must say TokenRequest, authentication.k8s.io/v1.

@@ -163,10 +163,7 @@ pub fn signed_proof(data: &[u8]) {
 /// again, a binding is itself and an unusable claim stays unusable; and the one check passes a
 /// binding only with the evidence for every member of it.
 pub fn cnf(data: &[u8]) {
-    use crate::{
-        BindingError, CNF_JKT, CNF_X5T_S256, CertificateEvidence, Cnf, Confirmation, Evidence,
-        VerifiedProof, check_binding,
-    };
+    use crate::Cnf;
     use serde_json::Value;
 
     let Ok(text) = std::str::from_utf8(data) else {
@@ -200,22 +197,7 @@ pub fn cnf(data: &[u8]) {
         Err(crate::ClaimsJsonError::DuplicateKey { .. }) => true,
         Err(_) => return,
     };
-    let expected = match &plain {
-        Value::Object(members)
-            if !repeated
-                && !members.is_empty()
-                && members.iter().all(|(name, value)| {
-                    (name == CNF_JKT || name == CNF_X5T_S256) && value.is_string()
-                }) =>
-        {
-            let member = |name: &str| members.get(name).and_then(Value::as_str).map(str::to_owned);
-            Some(Confirmation {
-                jkt: member(CNF_JKT),
-                x5t_s256: member(CNF_X5T_S256),
-            })
-        }
-        _ => None,
-    };
+    let expected = plain_binding(&plain, repeated);
     match (&read, &expected) {
         (Cnf::Binds(bound), Some(expected)) => assert_eq!(bound, expected),
         (Cnf::Unusable(_), None) => {}
@@ -233,8 +215,38 @@ pub fn cnf(data: &[u8]) {
         ),
     }
 
-    // The one check: all the evidence proves a binding; without any one part it fails; an
-    // unusable claim fails whatever comes with it.
+    check_binding_evidence(&read);
+}
+
+/// The binding the plain reading finds in `cnf` (with `repeated` members: none): a non-empty
+/// object of `jkt` and `x5t#S256` strings.
+fn plain_binding(plain: &serde_json::Value, repeated: bool) -> Option<crate::Confirmation> {
+    use crate::{CNF_JKT, CNF_X5T_S256, Confirmation};
+    use serde_json::Value;
+
+    match plain {
+        Value::Object(members)
+            if !repeated
+                && !members.is_empty()
+                && members.iter().all(|(name, value)| {
+                    (name == CNF_JKT || name == CNF_X5T_S256) && value.is_string()
+                }) =>
+        {
+            let member = |name: &str| members.get(name).and_then(Value::as_str).map(str::to_owned);
+            Some(Confirmation {
+                jkt: member(CNF_JKT),
+                x5t_s256: member(CNF_X5T_S256),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The one check on `read`: all the evidence proves a binding; without any one part it fails;
+/// an unusable claim fails whatever comes with it.
+fn check_binding_evidence(read: &crate::Cnf) {
+    use crate::{BindingError, CertificateEvidence, Cnf, Evidence, VerifiedProof, check_binding};
+
     let proof_of = |jkt: &str| {
         Ok(VerifiedProof {
             jkt: jkt.to_owned(),
@@ -251,9 +263,9 @@ pub fn cnf(data: &[u8]) {
         dpop_proof: true,
         certificate: CertificateEvidence::Connection(&x5t),
     };
-    match &read {
+    match read {
         Cnf::Unusable(_) => assert!(matches!(
-            check_binding(Some(&read), &all, proof_of),
+            check_binding(Some(read), &all, proof_of),
             Err(BindingError::Unusable(_))
         )),
         Cnf::Binds(bound) => {
@@ -264,28 +276,28 @@ pub fn cnf(data: &[u8]) {
                     None => CertificateEvidence::None,
                 },
             };
-            assert_eq!(check_binding(Some(&read), &full, proof_of), Ok(Some(bound)));
+            assert_eq!(check_binding(Some(read), &full, proof_of), Ok(Some(bound)));
             if bound.jkt.is_some() {
                 let no_proof = Evidence {
                     dpop_proof: false,
                     ..full
                 };
-                assert!(check_binding(Some(&read), &no_proof, proof_of).is_err());
+                assert!(check_binding(Some(read), &no_proof, proof_of).is_err());
                 let other_key = |_: &str| proof_of("another key");
-                assert!(check_binding(Some(&read), &full, other_key).is_err());
+                assert!(check_binding(Some(read), &full, other_key).is_err());
             }
             if bound.x5t_s256.is_some() {
                 let no_certificate = Evidence {
                     certificate: CertificateEvidence::None,
                     ..full
                 };
-                assert!(check_binding(Some(&read), &no_certificate, proof_of).is_err());
+                assert!(check_binding(Some(read), &no_certificate, proof_of).is_err());
                 let other = format!("{x5t}.");
                 let other_certificate = Evidence {
                     certificate: CertificateEvidence::Connection(&other),
                     ..full
                 };
-                assert!(check_binding(Some(&read), &other_certificate, proof_of).is_err());
+                assert!(check_binding(Some(read), &other_certificate, proof_of).is_err());
             }
         }
     }

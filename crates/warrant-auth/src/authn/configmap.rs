@@ -40,6 +40,52 @@ pub struct Follow {
     pub front_proxy: bool,
 }
 
+impl Follow {
+    /// Takes the parts of `published` followed (none: the ConfigMap is gone) into `trust`.
+    fn apply(self, trust: &ClientTrust, published: Option<Published>) {
+        let (client_ca, front_proxy) = match published {
+            Some(p) => (p.client_ca, p.front_proxy),
+            None => (None, None),
+        };
+        if self.client_ca {
+            trust.set_client_ca(client_ca);
+        }
+        if self.front_proxy {
+            trust.set_front_proxy(front_proxy);
+        }
+    }
+
+    /// Reads the ConfigMap as written now into `trust`, or keeps the last good configuration
+    /// if it is not usable; counted in `updates`.
+    fn read(
+        self,
+        config_map: &ConfigMap,
+        trust: &ClientTrust,
+        updates: &Family<UpdateLabels, Counter>,
+    ) {
+        match parse(config_map) {
+            Ok(published) => {
+                tracing::info!(
+                    front_proxy = published.front_proxy.is_some(),
+                    client_ca = published.client_ca.is_some(),
+                    "read {NAMESPACE}/{NAME}"
+                );
+                self.apply(trust, Some(published));
+                updates
+                    .get_or_create(&UpdateLabels { result: "success" })
+                    .inc();
+            }
+            Err(error) => {
+                tracing::error!(%error, "{NAMESPACE}/{NAME} is not usable; keeping the last good configuration");
+                updates
+                    .get_or_create(&UpdateLabels { result: "failure" })
+                    .inc();
+                trust.notify();
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpdateLabels {
     result: &'static str,
@@ -137,18 +183,6 @@ pub fn follow_extension_authentication(
     trust.set_ready(false);
     let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
     let config = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
-    let apply = move |trust: &ClientTrust, published: Option<Published>| {
-        let (client_ca, front_proxy) = match published {
-            Some(p) => (p.client_ca, p.front_proxy),
-            None => (None, None),
-        };
-        if follow.client_ca {
-            trust.set_client_ca(client_ca);
-        }
-        if follow.front_proxy {
-            trust.set_front_proxy(front_proxy);
-        }
-    };
     AbortOnDropHandle::new(tokio::spawn(async move {
         let mut events = watcher(api, config).default_backoff().boxed();
         let mut seen_in_list = false;
@@ -164,32 +198,13 @@ pub fn follow_extension_authentication(
                 watcher::Event::Init => seen_in_list = false,
                 watcher::Event::InitApply(config_map) | watcher::Event::Apply(config_map) => {
                     seen_in_list = true;
-                    match parse(&config_map) {
-                        Ok(published) => {
-                            tracing::info!(
-                                front_proxy = published.front_proxy.is_some(),
-                                client_ca = published.client_ca.is_some(),
-                                "read {NAMESPACE}/{NAME}"
-                            );
-                            apply(&trust, Some(published));
-                            updates
-                                .get_or_create(&UpdateLabels { result: "success" })
-                                .inc();
-                        }
-                        Err(error) => {
-                            tracing::error!(%error, "{NAMESPACE}/{NAME} is not usable; keeping the last good configuration");
-                            updates
-                                .get_or_create(&UpdateLabels { result: "failure" })
-                                .inc();
-                            trust.notify();
-                        }
-                    }
+                    follow.read(&config_map, &trust, &updates);
                 }
                 watcher::Event::Delete(_) => {
                     tracing::warn!(
                         "{NAMESPACE}/{NAME} was deleted: no front proxy is trusted until it is back"
                     );
-                    apply(&trust, None);
+                    follow.apply(&trust, None);
                     updates
                         .get_or_create(&UpdateLabels { result: "deleted" })
                         .inc();
@@ -199,7 +214,7 @@ pub fn follow_extension_authentication(
                         tracing::warn!(
                             "{NAMESPACE}/{NAME} does not exist: no front proxy is trusted until it does"
                         );
-                        apply(&trust, None);
+                        follow.apply(&trust, None);
                     }
                     trust.set_ready(true);
                 }

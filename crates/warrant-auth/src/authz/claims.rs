@@ -645,65 +645,88 @@ pub(crate) fn check(entries: &[Spanned<ClaimsEntry>]) -> Result<(), String> {
                 ));
             }
         }
-        let template = |line: u64, what: &str, spec: &ValueSpec| -> Result<(), String> {
-            for fact in spec.value.facts() {
-                let (needs, field) = match fact {
-                    Fact::ServiceAccountAnnotation(_) => {
-                        (entry.annotation_prefix.is_none(), "annotationPrefix")
-                    }
-                    Fact::PodLabel(_) => (entry.label_prefix.is_none(), "labelPrefix"),
-                    _ => (false, ""),
-                };
-                if needs {
-                    return Err(at(
-                        line,
-                        &format!("{what}: ${{{fact}}} needs the entry's {field}"),
-                    ));
-                }
-            }
-            Ok(())
-        };
         for (name, spec) in &entry.set {
-            let line = spec.referenced.line();
-            let what = format!(".set[{name:?}]");
-            if name.is_empty() {
-                return Err(at(line, ".set: a claim name may not be empty"));
-            }
-            if is_reserved_claim(name) {
-                return Err(at(
-                    line,
-                    &format!(
-                        "{what}: {name:?} is a registered claim (iss, sub, aud, exp, iat, nbf, jti, kubernetes.io, cnf, in any case), which a policy can never set"
-                    ),
-                ));
-            }
-            if name == AWS_TAGS_CLAIM {
-                return Err(at(
-                    line,
-                    &format!(
-                        "{what}: AWS's session tags are made by awsSessionTags, checked against AWS's limits"
-                    ),
-                ));
-            }
-            template(line, &what, &spec.value)?;
+            check_set(entry, name, spec).map_err(|(line, what)| at(line, &what))?;
         }
         if let Some(aws) = &entry.aws_session_tags {
-            let line = aws.referenced.line();
-            let tags = &aws.value;
-            warrant_token::check_aws_tag_keys(
-                tags.principal_tags.keys().map(String::as_str),
-                &tags.transitive_tag_keys,
-            )
-            .map_err(|e| at(line, &format!(".awsSessionTags: {e}")))?;
-            for (key, spec) in &tags.principal_tags {
-                let line = spec.referenced.line();
-                let what = format!(".awsSessionTags.principalTags[{key:?}]");
-                template(line, &what, &spec.value)?;
-                // The text around the placeholders is in every value: over AWS's limits
-                // already, it always would be.
-                warrant_token::check_aws_tag_value(key, &spec.value.value.literal_text())
-                    .map_err(|e| at(line, &format!("{what}: {e}")))?;
+            check_aws_session_tags(entry, aws).map_err(|(line, what)| at(line, &what))?;
+        }
+    }
+    Ok(())
+}
+
+/// A flaw in one entry: its line, and what follows `claims[i]` in the message.
+type Flaw = (u64, String);
+
+/// One claim of an entry's `set`: a name a policy may set, and a template the entry can fill.
+fn check_set(entry: &ClaimsEntry, name: &str, spec: &Spanned<ValueSpec>) -> Result<(), Flaw> {
+    let line = spec.referenced.line();
+    let what = format!(".set[{name:?}]");
+    if name.is_empty() {
+        return Err((line, ".set: a claim name may not be empty".to_owned()));
+    }
+    if is_reserved_claim(name) {
+        return Err((
+            line,
+            format!(
+                "{what}: {name:?} is a registered claim (iss, sub, aud, exp, iat, nbf, jti, kubernetes.io, cnf, in any case), which a policy can never set"
+            ),
+        ));
+    }
+    if name == AWS_TAGS_CLAIM {
+        return Err((
+            line,
+            format!(
+                "{what}: AWS's session tags are made by awsSessionTags, checked against AWS's limits"
+            ),
+        ));
+    }
+    check_template(entry, line, &what, &spec.value)
+}
+
+/// An entry's `awsSessionTags`: keys within AWS's limits, each value a template the entry can
+/// fill whose literal text is within them too.
+fn check_aws_session_tags(entry: &ClaimsEntry, aws: &Spanned<AwsSessionTags>) -> Result<(), Flaw> {
+    let line = aws.referenced.line();
+    let tags = &aws.value;
+    warrant_token::check_aws_tag_keys(
+        tags.principal_tags.keys().map(String::as_str),
+        &tags.transitive_tag_keys,
+    )
+    .map_err(|e| (line, format!(".awsSessionTags: {e}")))?;
+    for (key, spec) in &tags.principal_tags {
+        let line = spec.referenced.line();
+        let what = format!(".awsSessionTags.principalTags[{key:?}]");
+        check_template(entry, line, &what, &spec.value)?;
+        // The text around the placeholders is in every value: over AWS's limits
+        // already, it always would be.
+        warrant_token::check_aws_tag_value(key, &spec.value.value.literal_text())
+            .map_err(|e| (line, format!("{what}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// A value's template (`what`, at `line`) names only facts the entry reads: an annotation
+/// needs its `annotationPrefix`, a pod label its `labelPrefix`.
+fn check_template(
+    entry: &ClaimsEntry,
+    line: u64,
+    what: &str,
+    spec: &ValueSpec,
+) -> Result<(), Flaw> {
+    for fact in spec.value.facts() {
+        let (needs, field) = match fact {
+            Fact::ServiceAccountAnnotation(_) => {
+                (entry.annotation_prefix.is_none(), "annotationPrefix")
             }
+            Fact::PodLabel(_) => (entry.label_prefix.is_none(), "labelPrefix"),
+            _ => (false, ""),
+        };
+        if needs {
+            return Err((
+                line,
+                format!("{what}: ${{{fact}}} needs the entry's {field}"),
+            ));
         }
     }
     Ok(())

@@ -554,53 +554,62 @@ pub async fn admit_token_request(
         Grant::SelfService(limits) => {
             selfservice::admit(user, limits, ask).map(|()| limits.max_expiration_seconds)
         }
-        Grant::Policy(rules) => {
-            // A node's audiences were checked by node restriction (its pods' volumes, or an
-            // audience grant); the rules still bound the lifetime.
-            let audiences_ok =
-                |rule: &TokenGrant| node.is_some() || rule.allows_audiences(ask.audiences);
-            let allowing: Vec<&Arc<TokenGrant>> = rules
-                .iter()
-                .filter(|rule| audiences_ok(rule) && rule.allows_expiration(ask.expiration_seconds))
-                .collect();
-            if !allowing.is_empty() {
-                // The most generous rule that allows the request sets the cap.
-                let unlimited = allowing.iter().any(|r| r.max_expiration_seconds.is_none());
-                let cap = allowing
-                    .iter()
-                    .filter_map(|r| r.max_expiration_seconds)
-                    .max();
-                return Ok(if unlimited { None } else { cap });
-            }
-            let user_name = go_quote(&user.name);
-            if let Some(max) = rules
-                .iter()
-                .filter(|rule| audiences_ok(rule))
-                .filter_map(|rule| rule.max_expiration_seconds)
-                .max()
-            {
-                return Err(ask.forbidden(&format!(
-                    "User {user_name} cannot request a token valid for {} seconds: the authorization policy allows at most {max}",
-                    ask.expiration_seconds
-                )));
-            }
-            let refused: Vec<&String> = ask
-                .audiences
-                .iter()
-                .filter(|a| {
-                    !rules
-                        .iter()
-                        .any(|rule| rule.allows_audiences(std::slice::from_ref(a)))
-                })
-                .collect();
-            let what = match refused.as_slice() {
-                [] => format!("the audiences {} together", go_quote_list(ask.audiences)),
-                [one] => format!("the audience {}", go_quote(one)),
-                many => format!("the audiences {}", go_quote_list(many)),
-            };
-            Err(ask.forbidden(&format!(
-                "User {user_name} cannot request a token for {what}: no rule of the authorization policy allows it"
-            )))
-        }
+        Grant::Policy(rules) => admit_by_rules(rules, user, ask, node.is_some()),
     }
+}
+
+/// Admission by the authorization policy's `rules` that allowed the request: the most generous
+/// rule that allows the token sets the lifetime's cap, or the refusal names the lifetime or the
+/// audiences no rule allows (a `node_restricted` caller's audiences were checked already).
+fn admit_by_rules(
+    rules: &[Arc<TokenGrant>],
+    user: &User,
+    ask: &TokenAsk<'_>,
+    node_restricted: bool,
+) -> Result<Option<i64>, Refusal> {
+    // A node's audiences were checked by node restriction (its pods' volumes, or an
+    // audience grant); the rules still bound the lifetime.
+    let audiences_ok = |rule: &TokenGrant| node_restricted || rule.allows_audiences(ask.audiences);
+    let allowing: Vec<&Arc<TokenGrant>> = rules
+        .iter()
+        .filter(|rule| audiences_ok(rule) && rule.allows_expiration(ask.expiration_seconds))
+        .collect();
+    if !allowing.is_empty() {
+        // The most generous rule that allows the request sets the cap.
+        let unlimited = allowing.iter().any(|r| r.max_expiration_seconds.is_none());
+        let cap = allowing
+            .iter()
+            .filter_map(|r| r.max_expiration_seconds)
+            .max();
+        return Ok(if unlimited { None } else { cap });
+    }
+    let user_name = go_quote(&user.name);
+    if let Some(max) = rules
+        .iter()
+        .filter(|rule| audiences_ok(rule))
+        .filter_map(|rule| rule.max_expiration_seconds)
+        .max()
+    {
+        return Err(ask.forbidden(&format!(
+            "User {user_name} cannot request a token valid for {} seconds: the authorization policy allows at most {max}",
+            ask.expiration_seconds
+        )));
+    }
+    let refused: Vec<&String> = ask
+        .audiences
+        .iter()
+        .filter(|a| {
+            !rules
+                .iter()
+                .any(|rule| rule.allows_audiences(std::slice::from_ref(a)))
+        })
+        .collect();
+    let what = match refused.as_slice() {
+        [] => format!("the audiences {} together", go_quote_list(ask.audiences)),
+        [one] => format!("the audience {}", go_quote(one)),
+        many => format!("the audiences {}", go_quote_list(many)),
+    };
+    Err(ask.forbidden(&format!(
+        "User {user_name} cannot request a token for {what}: no rule of the authorization policy allows it"
+    )))
 }

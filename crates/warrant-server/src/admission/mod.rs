@@ -269,170 +269,41 @@ fn parse(
 /// The longest `request.uid` echoed back: kube-apiserver sends a UUID (36 bytes).
 const MAX_UID_BYTES: usize = 128;
 
+/// Why a review is answered without a patch: the answer it gets instead.
+enum Stop {
+    /// Admitted unchanged, with these warnings.
+    Unchanged(Vec<String>),
+    /// Refused (`allowed: false`).
+    Refused(Refusal),
+    /// Not answered: kube-apiserver applies the `failurePolicy`.
+    Unanswered(Unanswered),
+}
+
+impl From<Unanswered> for Stop {
+    fn from(unanswered: Unanswered) -> Self {
+        Stop::Unanswered(unanswered)
+    }
+}
+
+impl From<ApiError> for Stop {
+    fn from(error: ApiError) -> Self {
+        Stop::Unanswered(error.into())
+    }
+}
+
 /// The answer to one request.
 async fn admit(
     state: &AppState,
     settings: &InjectionSettings,
     access: Access,
-    request: AdmissionRequest,
+    mut request: AdmissionRequest,
 ) -> Result<(AdmissionResponse, Outcome), Unanswered> {
-    let AdmissionRequest {
-        uid,
-        kind,
-        sub_resource,
-        namespace,
-        operation,
-        object,
-    } = request;
-    let unchanged = |uid, warnings| {
-        Ok((
-            AdmissionResponse::unchanged(uid, warnings),
-            Outcome::Unchanged,
-        ))
+    let uid = std::mem::take(&mut request.uid);
+    let mutation = match mutation(state, settings, access, request).await {
+        Ok(mutation) if mutation.ops.is_empty() => Err(Stop::Unchanged(mutation.warnings)),
+        answer => answer,
     };
-    if !kind.is_pod() {
-        return unchanged(
-            uid,
-            vec![format!(
-                "warrant's token injection mutates pods only, and was sent a {}: admitted unchanged (check the webhook's rules)",
-                cut_value(&kind.describe())
-            )],
-        );
-    }
-    if operation != "CREATE" || sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
-        return unchanged(uid, vec![]);
-    }
-    let Some(pod) = object.filter(Value::is_object) else {
-        return Err(ApiError::bad_request("request.object is missing or is not a pod").into());
-    };
-    for field in ["containers", "initContainers"] {
-        limits::check_containers(&pod, field, settings.limits.max_containers)
-            .map_err(limited("containers"))?;
-    }
-    let label = pod
-        .pointer("/metadata/labels")
-        .and_then(|labels| labels.get(OPT_OUT_LABEL))
-        .and_then(Value::as_str);
-    if label == Some("false") {
-        return unchanged(uid, vec![]);
-    }
-    let required = label == Some(REQUIRED_LABEL_VALUE);
-    let namespace = namespace
-        .filter(|n| !n.is_empty())
-        .or_else(|| first_text(&pod, &["/metadata/namespace"]).map(str::to_owned))
-        .ok_or_else(|| ApiError::bad_request("the review names no namespace for the pod"))?;
-    // kube's defaulting: the deprecated serviceAccount stands in, and admission gives
-    // `default` to a pod that names neither.
-    let service_account = first_text(&pod, &["/spec/serviceAccountName", "/spec/serviceAccount"])
-        .unwrap_or("default")
-        .to_owned();
-    let webhook = state.admission();
-    let found = webhook
-        .accounts
-        .find(
-            state.objects(),
-            &namespace,
-            &service_account,
-            access == Access::KubeApiserver,
-            state.issuer().clock().now(),
-            &webhook.metrics,
-        )
-        .await;
-    let account = match found {
-        Ok(Found::Account(account)) => account,
-        Ok(unknown @ (Found::Absent | Found::NotInCache)) => {
-            let why = if matches!(unknown, Found::Absent) {
-                "not found"
-            } else {
-                "not in warrant's cache, and a review from a caller other than kube-apiserver's certificate is answered from the cache only (--injection-allowed-names)"
-            };
-            let what = format!(
-                "service account {}/{} {why}",
-                cut_value(&namespace),
-                cut_value(&service_account)
-            );
-            if required {
-                // Not a refusal: the ServiceAccount may be there a moment later, and the
-                // webhook's failurePolicy Fail refuses the pod for now.
-                return Err(ApiError::unavailable(format!(
-                    "warrant: {what}, and the pod is labelled {OPT_OUT_LABEL}={REQUIRED_LABEL_VALUE}: not admitted without its tokens; try again shortly"
-                ))
-                .into());
-            }
-            return unchanged(uid, vec![format!("warrant: {what}: no token injected")]);
-        }
-        Err(lookup::Failure::Overloaded) => {
-            return Err(limited("lookups")(ApiError::too_many_requests_saying(
-                1,
-                format!(
-                    "warrant's webhook has {LOOKUPS_IN_FLIGHT} ServiceAccount lookups in flight already: try again shortly"
-                ),
-            )));
-        }
-        Err(lookup::Failure::Failed(why)) => {
-            tracing::warn!(error = %cut_value(&why.to_string()), "admission: the ServiceAccount lookup failed");
-            return Err(ApiError::unavailable(
-                "warrant could not look up the pod's ServiceAccount (its log says why): try again shortly",
-            )
-            .into());
-        }
-    };
-    let refused = |refusal: Refusal| {
-        Ok((
-            AdmissionResponse::denied(uid.clone(), refusal.code, refusal.reason, refusal.message),
-            Outcome::Refused,
-        ))
-    };
-    let plan = match plan::plan(&account.annotations, settings) {
-        Ok(Some(plan)) => plan,
-        Ok(None) if required => {
-            return refused(Refusal::bad(format!(
-                "the pod is labelled {OPT_OUT_LABEL}={REQUIRED_LABEL_VALUE}, but its service account {}/{} carries none of the annotations that turn token injection on (docs/injection.md): annotate it, or remove the label",
-                cut_value(&namespace),
-                cut_value(&service_account)
-            )));
-        }
-        Ok(None) => return unchanged(uid, vec![]),
-        Err(refusal) => return refused(refusal),
-    };
-    // The agent is warrant's image, built for Linux: on a Windows node it could not start, and
-    // as an init container it would hold the pod back for good.
-    if first_text(
-        &pod,
-        &["/spec/os/name", "/spec/nodeSelector/kubernetes.io~1os"],
-    ) == Some("windows")
-    {
-        let message = format!(
-            "warrant's token agent runs on Linux only: this Windows pod of {}/{} gets no tokens from it",
-            cut_value(&namespace),
-            cut_value(&service_account)
-        );
-        if required {
-            return refused(Refusal::bad(format!(
-                "{message}, and it is labelled {OPT_OUT_LABEL}={REQUIRED_LABEL_VALUE}"
-            )));
-        }
-        return unchanged(uid, vec![message]);
-    }
-    // Cut as every value of the review quoted in a message is: no valid name is that long.
-    let pod_name =
-        cut_value(first_text(&pod, &["/metadata/name", "/metadata/generateName"]).unwrap_or("pod"));
-    if let Err(refusal) = policy::check(
-        state,
-        &policy::Account {
-            namespace: &namespace,
-            name: &service_account,
-            uid: &account.uid,
-            pod: &pod_name,
-        },
-        &plan,
-    )
-    .await
-    {
-        return refused(refusal);
-    }
-    match patch::mutate(&pod, &plan, settings) {
-        Ok(mutation) if mutation.ops.is_empty() => unchanged(uid, mutation.warnings),
+    match mutation {
         Ok(mutation) => {
             let response = AdmissionResponse::patched(uid, &mutation.ops, mutation.warnings);
             // base64 of the patch: four bytes for every three.
@@ -441,7 +312,209 @@ async fn admit(
                 .map_err(limited("patch_bytes"))?;
             Ok((response, Outcome::Mutated))
         }
-        Err(refusal) => refused(refusal),
+        Err(Stop::Unchanged(warnings)) => Ok((
+            AdmissionResponse::unchanged(uid, warnings),
+            Outcome::Unchanged,
+        )),
+        Err(Stop::Refused(refusal)) => Ok((
+            AdmissionResponse::denied(uid, refusal.code, refusal.reason, refusal.message),
+            Outcome::Refused,
+        )),
+        Err(Stop::Unanswered(unanswered)) => Err(unanswered),
+    }
+}
+
+/// The patch for one request (its uid taken out), or why there is none: the pod and its
+/// ServiceAccount read, the plan made, checked against the OS and the policy.
+async fn mutation(
+    state: &AppState,
+    settings: &InjectionSettings,
+    access: Access,
+    request: AdmissionRequest,
+) -> Result<patch::Mutation, Stop> {
+    let subject = Subject::read(settings, request)?;
+    let account = subject.account(state, access).await?;
+    let plan = match plan::plan(&account.annotations, settings) {
+        Ok(Some(plan)) => plan,
+        Ok(None) if subject.required => {
+            return Err(Stop::Refused(Refusal::bad(format!(
+                "the pod is labelled {OPT_OUT_LABEL}={REQUIRED_LABEL_VALUE}, but its service account {} carries none of the annotations that turn token injection on (docs/injection.md): annotate it, or remove the label",
+                subject.account_name()
+            ))));
+        }
+        Ok(None) => return Err(Stop::Unchanged(vec![])),
+        Err(refusal) => return Err(Stop::Refused(refusal)),
+    };
+    subject.check_linux()?;
+    let pod = &subject.pod;
+    // Cut as every value of the review quoted in a message is: no valid name is that long.
+    let pod_name =
+        cut_value(first_text(pod, &["/metadata/name", "/metadata/generateName"]).unwrap_or("pod"));
+    policy::check(
+        state,
+        &policy::Account {
+            namespace: &subject.namespace,
+            name: &subject.service_account,
+            uid: &account.uid,
+            pod: &pod_name,
+        },
+        &plan,
+    )
+    .await
+    .map_err(Stop::Refused)?;
+    patch::mutate(pod, &plan, settings).map_err(Stop::Refused)
+}
+
+/// A pod to inject, as a review presents it: the pod, whether it is labelled
+/// [`REQUIRED_LABEL_VALUE`], its namespace and ServiceAccount.
+struct Subject {
+    pod: Value,
+    required: bool,
+    namespace: String,
+    service_account: String,
+}
+
+impl Subject {
+    /// The pod of a CREATE review, within the limits and not opted out, or why not.
+    fn read(settings: &InjectionSettings, request: AdmissionRequest) -> Result<Subject, Stop> {
+        let AdmissionRequest {
+            kind,
+            sub_resource,
+            namespace,
+            operation,
+            object,
+            ..
+        } = request;
+        if !kind.is_pod() {
+            return Err(Stop::Unchanged(vec![format!(
+                "warrant's token injection mutates pods only, and was sent a {}: admitted unchanged (check the webhook's rules)",
+                cut_value(&kind.describe())
+            )]));
+        }
+        if operation != "CREATE" || sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(Stop::Unchanged(vec![]));
+        }
+        let Some(pod) = object.filter(Value::is_object) else {
+            return Err(ApiError::bad_request("request.object is missing or is not a pod").into());
+        };
+        for field in ["containers", "initContainers"] {
+            limits::check_containers(&pod, field, settings.limits.max_containers)
+                .map_err(limited("containers"))?;
+        }
+        let label = pod
+            .pointer("/metadata/labels")
+            .and_then(|labels| labels.get(OPT_OUT_LABEL))
+            .and_then(Value::as_str);
+        if label == Some("false") {
+            return Err(Stop::Unchanged(vec![]));
+        }
+        let required = label == Some(REQUIRED_LABEL_VALUE);
+        let namespace = namespace
+            .filter(|n| !n.is_empty())
+            .or_else(|| first_text(&pod, &["/metadata/namespace"]).map(str::to_owned))
+            .ok_or_else(|| ApiError::bad_request("the review names no namespace for the pod"))?;
+        // kube's defaulting: the deprecated serviceAccount stands in, and admission gives
+        // `default` to a pod that names neither.
+        let service_account =
+            first_text(&pod, &["/spec/serviceAccountName", "/spec/serviceAccount"])
+                .unwrap_or("default")
+                .to_owned();
+        Ok(Subject {
+            pod,
+            required,
+            namespace,
+            service_account,
+        })
+    }
+
+    /// `namespace/name` of the pod's ServiceAccount, each part cut, for messages.
+    fn account_name(&self) -> String {
+        format!(
+            "{}/{}",
+            cut_value(&self.namespace),
+            cut_value(&self.service_account)
+        )
+    }
+
+    /// The pod's ServiceAccount, or why the review gets no tokens from it.
+    async fn account(
+        &self,
+        state: &AppState,
+        access: Access,
+    ) -> Result<std::sync::Arc<warrant_objects::Record>, Stop> {
+        let webhook = state.admission();
+        let found = webhook
+            .accounts
+            .find(
+                state.objects(),
+                &self.namespace,
+                &self.service_account,
+                access == Access::KubeApiserver,
+                state.issuer().clock().now(),
+                &webhook.metrics,
+            )
+            .await;
+        match found {
+            Ok(Found::Account(account)) => Ok(account),
+            Ok(unknown @ (Found::Absent | Found::NotInCache)) => {
+                let why = if matches!(unknown, Found::Absent) {
+                    "not found"
+                } else {
+                    "not in warrant's cache, and a review from a caller other than kube-apiserver's certificate is answered from the cache only (--injection-allowed-names)"
+                };
+                let what = format!("service account {} {why}", self.account_name());
+                if self.required {
+                    // Not a refusal: the ServiceAccount may be there a moment later, and the
+                    // webhook's failurePolicy Fail refuses the pod for now.
+                    return Err(ApiError::unavailable(format!(
+                        "warrant: {what}, and the pod is labelled {OPT_OUT_LABEL}={REQUIRED_LABEL_VALUE}: not admitted without its tokens; try again shortly"
+                    ))
+                    .into());
+                }
+                Err(Stop::Unchanged(vec![format!(
+                    "warrant: {what}: no token injected"
+                )]))
+            }
+            Err(lookup::Failure::Overloaded) => {
+                Err(limited("lookups")(ApiError::too_many_requests_saying(
+                    1,
+                    format!(
+                        "warrant's webhook has {LOOKUPS_IN_FLIGHT} ServiceAccount lookups in flight already: try again shortly"
+                    ),
+                ))
+                .into())
+            }
+            Err(lookup::Failure::Failed(why)) => {
+                tracing::warn!(error = %cut_value(&why.to_string()), "admission: the ServiceAccount lookup failed");
+                Err(ApiError::unavailable(
+                    "warrant could not look up the pod's ServiceAccount (its log says why): try again shortly",
+                )
+                .into())
+            }
+        }
+    }
+
+    /// Refuses or passes over a Windows pod: the agent is warrant's image, built for Linux; on
+    /// a Windows node it could not start, and as an init container it would hold the pod back
+    /// for good.
+    fn check_linux(&self) -> Result<(), Stop> {
+        if first_text(
+            &self.pod,
+            &["/spec/os/name", "/spec/nodeSelector/kubernetes.io~1os"],
+        ) != Some("windows")
+        {
+            return Ok(());
+        }
+        let message = format!(
+            "warrant's token agent runs on Linux only: this Windows pod of {} gets no tokens from it",
+            self.account_name()
+        );
+        if self.required {
+            return Err(Stop::Refused(Refusal::bad(format!(
+                "{message}, and it is labelled {OPT_OUT_LABEL}={REQUIRED_LABEL_VALUE}"
+            ))));
+        }
+        Err(Stop::Unchanged(vec![message]))
     }
 }
 

@@ -24,6 +24,8 @@
 //!   let a disk-backed volume hold the tokens, another program hold the pod's token, or a
 //!   container write the files the agent keeps.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value, json};
 
 use super::names::{
@@ -82,65 +84,13 @@ pub(crate) fn mutate(
             .filter(|name| *name != AGENT),
     )?;
     let agent = agent(plan, settings);
-    let agent_present = match init_containers.iter().find(|c| name_of(c) == AGENT) {
-        Some(existing) => match agent_difference(existing, &agent) {
-            None => true,
-            Some(field) => {
-                return Err(reserved(
-                    "an init container",
-                    AGENT,
-                    &format!("its {field} is not what warrant writes"),
-                ));
-            }
-        },
-        None => false,
-    };
+    let agent_present = agent_present(init_containers, &agent)?;
     let google = plan.google_credentials.as_deref();
-    let mut wanted: Vec<(&str, Value)> = vec![
-        (TOKENS_VOLUME, tokens_volume()),
-        (
-            KUBE_TOKEN_VOLUME,
-            kube_token_volume(&settings.agent_audience),
-        ),
-    ];
-    if google.is_some() {
-        wanted.push((GOOGLE_VOLUME, google_volume()));
-    }
-    let mut missing_volumes = Vec::new();
-    for (name, volume) in wanted {
-        match volumes.iter().find(|v| name_of(v) == name) {
-            Some(existing) if same_volume(existing, &volume) => {}
-            Some(_) => {
-                return Err(reserved(
-                    "a volume",
-                    name,
-                    "its source is not the one warrant writes",
-                ));
-            }
-            None => missing_volumes.push(volume),
-        }
-    }
-
+    let missing_volumes = missing_volumes(volumes, settings, google.is_some())?;
     if let Some(credentials) = google {
-        let annotations = pod.pointer("/metadata/annotations");
-        match annotations.and_then(|a| a.get(GCP_CREDENTIALS)) {
-            Some(Value::String(existing)) if existing == credentials => {}
-            Some(_) => mutation.ops.push(json!({
-                "op": "replace",
-                "path": format!("/metadata/annotations/{}", pointer_escape(GCP_CREDENTIALS)),
-                "value": credentials,
-            })),
-            None if annotations.is_some_and(Value::is_object) => mutation.ops.push(json!({
-                "op": "add",
-                "path": format!("/metadata/annotations/{}", pointer_escape(GCP_CREDENTIALS)),
-                "value": credentials,
-            })),
-            None => mutation.ops.push(json!({
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": {GCP_CREDENTIALS: credentials},
-            })),
-        }
+        mutation
+            .ops
+            .extend(credentials_annotation(pod, credentials));
     }
 
     // Every container but the agent (a container by its name was refused above).
@@ -159,23 +109,104 @@ pub(crate) fn mutate(
 
     append(&mut mutation.ops, spec, "/spec", "volumes", missing_volumes);
     if !agent_present {
-        if spec.get("initContainers").is_some_and(Value::is_array) {
+        add_agent(&mut mutation, spec, agent, &skipped);
+    }
+    Ok(mutation)
+}
+
+/// Whether the pod already has the agent among its `init_containers`: an init container by
+/// its name that is not `agent` as warrant writes it is refused.
+fn agent_present(init_containers: &[Value], agent: &Value) -> Result<bool, Refusal> {
+    let Some(existing) = init_containers.iter().find(|c| name_of(c) == AGENT) else {
+        return Ok(false);
+    };
+    match agent_difference(existing, agent) {
+        None => Ok(true),
+        Some(field) => Err(reserved(
+            "an init container",
+            AGENT,
+            &format!("its {field} is not what warrant writes"),
+        )),
+    }
+}
+
+/// The volumes warrant needs (Google's with `google`) that the pod's `volumes` lack; one by
+/// warrant's name with another source is refused.
+fn missing_volumes(
+    volumes: &[Value],
+    settings: &InjectionSettings,
+    google: bool,
+) -> Result<Vec<Value>, Refusal> {
+    let mut wanted: Vec<(&str, Value)> = vec![
+        (TOKENS_VOLUME, tokens_volume()),
+        (
+            KUBE_TOKEN_VOLUME,
+            kube_token_volume(&settings.agent_audience),
+        ),
+    ];
+    if google {
+        wanted.push((GOOGLE_VOLUME, google_volume()));
+    }
+    let mut missing_volumes = Vec::new();
+    for (name, volume) in wanted {
+        match volumes.iter().find(|v| name_of(v) == name) {
+            Some(existing) if same_volume(existing, &volume) => {}
+            Some(_) => {
+                return Err(reserved(
+                    "a volume",
+                    name,
+                    "its source is not the one warrant writes",
+                ));
+            }
+            None => missing_volumes.push(volume),
+        }
+    }
+    Ok(missing_volumes)
+}
+
+/// The operation that sets the pod's Google credentials annotation to `credentials`, if it
+/// does not say so already.
+fn credentials_annotation(pod: &Value, credentials: &str) -> Option<Value> {
+    let annotations = pod.pointer("/metadata/annotations");
+    match annotations.and_then(|a| a.get(GCP_CREDENTIALS)) {
+        Some(Value::String(existing)) if existing == credentials => None,
+        Some(_) => Some(json!({
+            "op": "replace",
+            "path": format!("/metadata/annotations/{}", pointer_escape(GCP_CREDENTIALS)),
+            "value": credentials,
+        })),
+        None if annotations.is_some_and(Value::is_object) => Some(json!({
+            "op": "add",
+            "path": format!("/metadata/annotations/{}", pointer_escape(GCP_CREDENTIALS)),
+            "value": credentials,
+        })),
+        None => Some(json!({
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {GCP_CREDENTIALS: credentials},
+        })),
+    }
+}
+
+/// Adds the agent at its place among the init containers (a list of its own if the pod has
+/// none), warning of those that run before it.
+fn add_agent(mutation: &mut Mutation, spec: &Value, agent: Value, skipped: &BTreeSet<String>) {
+    match spec.get("initContainers").and_then(Value::as_array) {
+        Some(init_containers) => {
             // Last: the operations before it name the init containers by their index without it.
             let at = placement::agent_index(init_containers);
             let ahead = init_containers.get(..at).unwrap_or_default();
             mutation
                 .warnings
-                .extend(placement::run_before_agent(ahead, &skipped));
+                .extend(placement::run_before_agent(ahead, skipped));
             mutation.ops.push(
                 json!({"op": "add", "path": format!("/spec/initContainers/{at}"), "value": agent}),
             );
-        } else {
-            mutation
-                .ops
-                .push(json!({"op": "add", "path": "/spec/initContainers", "value": [agent]}));
         }
+        None => mutation
+            .ops
+            .push(json!({"op": "add", "path": "/spec/initContainers", "value": [agent]})),
     }
-    Ok(mutation)
 }
 
 /// One consumer container's mounts and variables (`field` is `containers` or
@@ -196,36 +227,7 @@ fn consumer(
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let mut wanted = vec![(TOKENS_VOLUME, TOKENS_DIR)];
-    if plan.google_credentials.is_some() {
-        wanted.push((GOOGLE_VOLUME, GOOGLE_DIR));
-    }
-    let mut new_mounts = Vec::new();
-    for (volume, path) in wanted {
-        if let Some(mount) = mounts.iter().find(|m| name_of(m) == volume) {
-            if !is_consumer_mount(mount, path) {
-                return Err(Refusal::bad(format!(
-                    "container {} mounts warrant's volume {volume} itself, not read-only at {path} as warrant mounts it: remove that mount, or opt the pod out with the label warrant.dev/inject=false",
-                    warrant_token::go_quote(name),
-                )));
-            }
-            continue;
-        }
-        if skip {
-            continue;
-        }
-        if let Some(other) = mounts
-            .iter()
-            .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(path))
-        {
-            return Err(Refusal::bad(format!(
-                "container {} mounts the volume {} at {path}, where warrant mounts its {volume}: mount it elsewhere, or opt the pod out with the label warrant.dev/inject=false",
-                warrant_token::quote_value(name),
-                warrant_token::quote_value(name_of(other)),
-            )));
-        }
-        new_mounts.push(json!({"name": volume, "mountPath": path, "readOnly": true}));
-    }
+    let new_mounts = new_mounts(name, mounts, plan, skip)?;
     if skip {
         return Ok(());
     }
@@ -271,6 +273,47 @@ fn consumer(
         new_mounts,
     );
     Ok(())
+}
+
+/// The mounts of warrant's volumes container `name` lacks (none with `skip`); one of them
+/// mounted otherwise than warrant mounts it, or another volume at warrant's path, is refused.
+fn new_mounts(
+    name: &str,
+    mounts: &[Value],
+    plan: &Plan,
+    skip: bool,
+) -> Result<Vec<Value>, Refusal> {
+    let mut wanted = vec![(TOKENS_VOLUME, TOKENS_DIR)];
+    if plan.google_credentials.is_some() {
+        wanted.push((GOOGLE_VOLUME, GOOGLE_DIR));
+    }
+    let mut new_mounts = Vec::new();
+    for (volume, path) in wanted {
+        if let Some(mount) = mounts.iter().find(|m| name_of(m) == volume) {
+            if !is_consumer_mount(mount, path) {
+                return Err(Refusal::bad(format!(
+                    "container {} mounts warrant's volume {volume} itself, not read-only at {path} as warrant mounts it: remove that mount, or opt the pod out with the label warrant.dev/inject=false",
+                    warrant_token::go_quote(name),
+                )));
+            }
+            continue;
+        }
+        if skip {
+            continue;
+        }
+        if let Some(other) = mounts
+            .iter()
+            .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(path))
+        {
+            return Err(Refusal::bad(format!(
+                "container {} mounts the volume {} at {path}, where warrant mounts its {volume}: mount it elsewhere, or opt the pod out with the label warrant.dev/inject=false",
+                warrant_token::quote_value(name),
+                warrant_token::quote_value(name_of(other)),
+            )));
+        }
+        new_mounts.push(json!({"name": volume, "mountPath": path, "readOnly": true}));
+    }
+    Ok(new_mounts)
 }
 
 /// `add` operations for `items` at the end of `object`'s array `field` (at `at`), or one that

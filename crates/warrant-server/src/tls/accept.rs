@@ -113,25 +113,8 @@ async fn serve_connection(
     connection: Arc<Connection>,
     stopping: CancellationToken,
 ) {
-    let handshake = tokio::select! {
-        result = tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)) => result,
-        () = connection.shed() => {
-            connection.closed(Closed::Shed);
-            return;
-        }
-    };
-    let stream = match handshake {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => {
-            connection.closed(Closed::HandshakeFailed);
-            tracing::debug!(target: LOG_TARGET, %peer, error = %e, "TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            connection.closed(Closed::HandshakeTimeout);
-            tracing::debug!(target: LOG_TARGET, %peer, "TLS handshake timed out");
-            return;
-        }
+    let Some(stream) = handshake(tcp, peer, acceptor, options, &connection).await else {
+        return;
     };
     let tls = stream.get_ref().1;
     // Verified by the handshake against one of the client CAs; the authenticators decide which.
@@ -215,6 +198,37 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.end(Instant::now());
+    }
+}
+
+/// The TLS handshake, within the options' timeout unless the connection is shed first; the
+/// stream, or `None` once the connection's end is counted (and a failure logged).
+async fn handshake(
+    tcp: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    acceptor: TlsAcceptor,
+    options: &ServeOptions,
+    connection: &Connection,
+) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+    let handshake = tokio::select! {
+        result = tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)) => result,
+        () = connection.shed() => {
+            connection.closed(Closed::Shed);
+            return None;
+        }
+    };
+    match handshake {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            connection.closed(Closed::HandshakeFailed);
+            tracing::debug!(target: LOG_TARGET, %peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            connection.closed(Closed::HandshakeTimeout);
+            tracing::debug!(target: LOG_TARGET, %peer, "TLS handshake timed out");
+            None
+        }
     }
 }
 
