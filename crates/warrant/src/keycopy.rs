@@ -123,8 +123,25 @@ where
         "store".into(),
         json!({"name": store, "read": read.is_none(), "error": read, "writtenBy": written_by}),
     );
+    let (line, writer) = lease_writer(secret, lease, now).await;
+    lines.push(line);
+    json.insert("writer".into(), writer);
+    if let (Some(copy), Some(seed)) = (&copy, seed) {
+        let (line, value) = copy_state(copy, seed, read.is_none().then_some(&keys), now);
+        lines.push(line);
+        json.insert("copy".into(), value);
+    }
+    Ok((keys, About { json, lines }))
+}
+
+/// Who writes the keys, as the Lease says: a line, and the JSON member `writer`.
+async fn lease_writer(
+    secret: &SecretStore,
+    lease: &ObjectName,
+    now: Timestamp,
+) -> (String, serde_json::Value) {
     let holder = LeaseHolder::read(secret.client().clone(), &lease.namespace, &lease.name).await;
-    let (line, writer) = match holder {
+    match holder {
         Ok(Some(holder)) if !holder.expired_at(now) => (
             format!(
                 "writer: {} holds the Lease {lease} (renewed at {})",
@@ -149,41 +166,44 @@ where
             format!("writer: unknown: the Lease {lease} cannot be read: {error}"),
             json!({"lease": lease.to_string(), "error": error.to_string()}),
         ),
-    };
-    lines.push(line);
-    json.insert("writer".into(), writer);
-    if let (Some(copy), Some(seed)) = (&copy, seed) {
-        let described = copy.describe();
-        let (line, value) = match seed {
-            Ok(Some(seed)) => {
-                let age = now.as_second().saturating_sub(seed.written_at.as_second());
-                let same = read.is_none().then(|| seed.keys.same_records(&keys));
-                let state = match same {
-                    Some(true) => "holding the store's keys",
-                    Some(false) => {
-                        "holding other keys than the store's (the node's warrant replaces them at its next read of the store)"
-                    }
-                    None => "listed above",
-                };
-                (
-                    format!(
-                        "{described}: written at {} ({age} s ago), {state}",
-                        seed.written_at
-                    ),
-                    json!({"dir": copy.dir(), "writtenAt": seed.written_at.to_string(), "ageSeconds": age, "sameAsStore": same}),
-                )
-            }
-            Ok(None) => (
-                format!("{described}: none yet"),
-                json!({"dir": copy.dir(), "writtenAt": null}),
-            ),
-            Err(error) => (
-                format!("{described}: cannot be read: {error}"),
-                json!({"dir": copy.dir(), "error": error.to_string()}),
-            ),
-        };
-        lines.push(line);
-        json.insert("copy".into(), value);
     }
-    Ok((keys, About { json, lines }))
+}
+
+/// How this node's copy stands (`seed`, its read), against the store's keys when they were
+/// read (`store_keys`): a line, and the JSON member `copy`.
+fn copy_state(
+    copy: &LocalCopy,
+    seed: Result<Option<Seed>, StoreError>,
+    store_keys: Option<&ManagedKeySet>,
+    now: Timestamp,
+) -> (String, serde_json::Value) {
+    let described = copy.describe();
+    match seed {
+        Ok(Some(seed)) => {
+            let age = now.as_second().saturating_sub(seed.written_at.as_second());
+            let same = store_keys.map(|keys| seed.keys.same_records(keys));
+            let state = match same {
+                Some(true) => "holding the store's keys",
+                Some(false) => {
+                    "holding other keys than the store's (the node's warrant replaces them at its next read of the store)"
+                }
+                None => "listed above",
+            };
+            (
+                format!(
+                    "{described}: written at {} ({age} s ago), {state}",
+                    seed.written_at
+                ),
+                json!({"dir": copy.dir(), "writtenAt": seed.written_at.to_string(), "ageSeconds": age, "sameAsStore": same}),
+            )
+        }
+        Ok(None) => (
+            format!("{described}: none yet"),
+            json!({"dir": copy.dir(), "writtenAt": null}),
+        ),
+        Err(error) => (
+            format!("{described}: cannot be read: {error}"),
+            json!({"dir": copy.dir(), "error": error.to_string()}),
+        ),
+    }
 }

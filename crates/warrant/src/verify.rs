@@ -30,24 +30,7 @@ use crate::cli::VerifyArgs;
 
 /// Verifies the token and prints its claims; fails with the reason if it is not valid.
 pub(crate) async fn run(args: VerifyArgs) -> Result<(), Box<dyn Error>> {
-    if args.token == "-" && args.dpop_proof.as_deref() == Some("-") {
-        return Err("the token and --dpop-proof cannot both be read from standard input".into());
-    }
-    let read_stdin = || -> Result<String, std::io::Error> {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text)?;
-        Ok(text.trim().to_owned())
-    };
-    let token = if args.token == "-" {
-        read_stdin()?
-    } else {
-        args.token.trim().to_owned()
-    };
-    let proof = match args.dpop_proof.as_deref() {
-        Some("-") => Some(read_stdin()?),
-        Some(proof) => Some(proof.trim().to_owned()),
-        None => None,
-    };
+    let (token, proof) = token_and_proof(&args)?;
     let certificate = args
         .client_certificate
         .as_deref()
@@ -55,33 +38,7 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<(), Box<dyn Error>> {
         .transpose()?;
     let client = client(args.ca_file.as_deref())?;
 
-    let issuer = args.issuer.trim_end_matches('/');
-    let discovery_url = format!("{issuer}{}", warrant_server::DISCOVERY_PATH);
-    let trust = if args.ca_file.is_some() {
-        Trust::CaFile
-    } else {
-        Trust::System
-    };
-    let discovery: Discovery = fetch(&client, &discovery_url, trust).await?;
-    // OpenID Connect Discovery §4.3: the document must name the issuer it was fetched for.
-    if discovery.issuer != args.issuer {
-        return Err(format!(
-            "{discovery_url} names issuer {:?} instead of {:?}",
-            discovery.issuer, args.issuer
-        )
-        .into());
-    }
-    let jwks: Jwks = fetch(&client, &discovery.jwks_uri, trust).await?;
-    let mut keys = Vec::new();
-    for jwk in &jwks.keys {
-        match VerifyingKey::from_jwk(jwk) {
-            Ok(key) => keys.push(key),
-            Err(e) => {
-                let kid = jwk.get("kid").and_then(Value::as_str).unwrap_or_default();
-                tracing::warn!(kid, error = %e, "skipping a JWKS key");
-            }
-        }
-    }
+    let keys = issuer_keys(&client, &args).await?;
     let audiences = if args.audiences.is_empty() {
         vec![args.issuer.clone()]
     } else {
@@ -131,6 +88,66 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<(), Box<dyn Error>> {
         ),
     }
     Ok(())
+}
+
+/// The token and the DPoP proof as given, each from standard input when `-` (not both).
+fn token_and_proof(args: &VerifyArgs) -> Result<(String, Option<String>), Box<dyn Error>> {
+    if args.token == "-" && args.dpop_proof.as_deref() == Some("-") {
+        return Err("the token and --dpop-proof cannot both be read from standard input".into());
+    }
+    let read_stdin = || -> Result<String, std::io::Error> {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        Ok(text.trim().to_owned())
+    };
+    let token = if args.token == "-" {
+        read_stdin()?
+    } else {
+        args.token.trim().to_owned()
+    };
+    let proof = match args.dpop_proof.as_deref() {
+        Some("-") => Some(read_stdin()?),
+        Some(proof) => Some(proof.trim().to_owned()),
+        None => None,
+    };
+    Ok((token, proof))
+}
+
+/// The issuer's keys, as a relying party finds them: its discovery document (which must name
+/// the issuer it was fetched for), then the JWKS it points at; a key that does not parse is
+/// skipped, said in the log.
+async fn issuer_keys(
+    client: &HttpClient,
+    args: &VerifyArgs,
+) -> Result<Vec<VerifyingKey>, Box<dyn Error>> {
+    let issuer = args.issuer.trim_end_matches('/');
+    let discovery_url = format!("{issuer}{}", warrant_server::DISCOVERY_PATH);
+    let trust = if args.ca_file.is_some() {
+        Trust::CaFile
+    } else {
+        Trust::System
+    };
+    let discovery: Discovery = fetch(client, &discovery_url, trust).await?;
+    // OpenID Connect Discovery §4.3: the document must name the issuer it was fetched for.
+    if discovery.issuer != args.issuer {
+        return Err(format!(
+            "{discovery_url} names issuer {:?} instead of {:?}",
+            discovery.issuer, args.issuer
+        )
+        .into());
+    }
+    let jwks: Jwks = fetch(client, &discovery.jwks_uri, trust).await?;
+    let mut keys = Vec::new();
+    for jwk in &jwks.keys {
+        match VerifyingKey::from_jwk(jwk) {
+            Ok(key) => keys.push(key),
+            Err(e) => {
+                let kid = jwk.get("kid").and_then(Value::as_str).unwrap_or_default();
+                tracing::warn!(kid, error = %e, "skipping a JWKS key");
+            }
+        }
+    }
+    Ok(keys)
 }
 
 /// What came with the token for its key binding.
