@@ -497,20 +497,8 @@ pub(crate) async fn open_store(
         }
         None => KeyManager::open_when_ready(store, policy, writer, metrics.clone(), clock).await?,
     };
-    let now = clock.now();
-    // The keys that sign now or will must be usable in the token: a missing or
-    // unsuitable object is a startup error, not a failure at the first signature.
-    // Unless they come from a local copy the store has not confirmed: the copy's keys
-    // are served to verify with (kube-apiserver cannot start without them), and a key
-    // the store's writer has since retired, and destroyed, signs nothing anyway.
     if let Some(holder) = holder {
-        let checked = warrant_keys::check_signing_keys(&**holder, manager.keys(), now).await;
-        match checked {
-            Err(error) if manager.health().borrow().failing_since.is_some() => {
-                tracing::error!(%error, "a key of the local copy cannot sign in the token; serving the copy's keys to verify with until the key store answers");
-            }
-            checked => checked?,
-        }
+        check_held_keys(holder, &manager, clock.now()).await?;
     }
     Ok(OpenedStore {
         manager,
@@ -518,6 +506,26 @@ pub(crate) async fn open_store(
         leadership,
         copy: copy.map(|(local, _)| local),
     })
+}
+
+/// Checks that the keys that sign now or will are usable in `holder`: a missing or unsuitable
+/// object is a startup error, not a failure at the first signature. Unless they come from a
+/// local copy the store has not confirmed: the copy's keys are served to verify with
+/// (kube-apiserver cannot start without them), and a key the store's writer has since retired,
+/// and destroyed, signs nothing anyway.
+async fn check_held_keys(
+    holder: &Holder,
+    manager: &KeyManager<Store>,
+    now: Timestamp,
+) -> Result<(), Box<dyn Error>> {
+    let checked = warrant_keys::check_signing_keys(&**holder, manager.keys(), now).await;
+    match checked {
+        Err(error) if manager.health().borrow().failing_since.is_some() => {
+            tracing::error!(%error, "a key of the local copy cannot sign in the token; serving the copy's keys to verify with until the key store answers");
+            Ok(())
+        }
+        checked => Ok(checked?),
+    }
 }
 
 /// What `--publish-discovery` needs from the keys: a feed of every key set the server
