@@ -99,9 +99,10 @@ pub(crate) async fn run(
     let objects = Objects::new(source);
     let state = AppState::new(StateParts {
         issuer: issuer.clone(),
-        objects: match args.disable_secret_binding {
-            true => objects.without_secret_binding(),
-            false => objects,
+        objects: if args.disable_secret_binding {
+            objects.without_secret_binding()
+        } else {
+            objects
         },
         authenticator,
         authorizer: auth.authorizer,
