@@ -148,6 +148,16 @@ impl ManagedKey {
     pub fn max_token_seconds(&self) -> i64 {
         self.max_token_seconds
     }
+
+    /// When this key leaves the JWKS (or, revoked, is forgotten) if it stops signing at
+    /// `retired`: once the last token it could sign then has expired, and the leeway.
+    pub fn removed_after(&self, retired: Timestamp) -> Timestamp {
+        plus(
+            retired,
+            self.max_token_seconds
+                .saturating_add(REMOVAL_LEEWAY_SECONDS),
+        )
+    }
 }
 
 impl fmt::Debug for ManagedKey {

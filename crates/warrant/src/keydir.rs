@@ -679,6 +679,7 @@ impl Listing<'_> {
             "successor": successor.map(|s| json!({
                 "createAt": s.create_at.to_string(),
                 "activateAt": s.activate_at.to_string(),
+                "predecessorRemovedAt": s.predecessor_removed_at.map(|t| t.to_string()),
             })),
             "nextChange": next_change.map(|t| t.to_string()),
             "signingStoppedAt": keys.stopped_at(now).map(|t| t.to_string()),
@@ -716,15 +717,7 @@ impl Listing<'_> {
             let (retires, removed) = match (k.retire_at, successor) {
                 (None, Some(s)) if i == last => (
                     format!("~{}", s.activate_at),
-                    format!(
-                        "~{}",
-                        s.activate_at
-                            .saturating_add(jiff::SignedDuration::from_secs(
-                                k.max_token_seconds
-                                    .saturating_add(warrant_keys::REMOVAL_LEEWAY_SECONDS),
-                            ))
-                            .unwrap_or(Timestamp::MAX)
-                    ),
+                    format!("~{}", time(s.predecessor_removed_at)),
                 ),
                 _ => (time(k.retire_at), time(k.remove_at)),
             };

@@ -6,9 +6,7 @@ use jiff::Timestamp;
 use warrant_token::{KeyError, KeyType, SigningKey};
 
 use super::policy::RotationPolicy;
-use super::{
-    KeyState, ManagedKey, ManagedKeySet, REMOVAL_LEEWAY_SECONDS, Revocation, plus, whole_second,
-};
+use super::{KeyState, ManagedKey, ManagedKeySet, Revocation, whole_second};
 
 /// Why a key could not be revoked.
 #[derive(Debug, thiserror::Error)]
@@ -107,10 +105,7 @@ impl ManagedKeySet {
         set.revoked.push(Revocation {
             kid: key.kid().to_owned(),
             revoked_at: now,
-            forget_at: plus(
-                now,
-                key.max_token_seconds.saturating_add(REMOVAL_LEEWAY_SECONDS),
-            ),
+            forget_at: key.removed_after(now),
             held_in: key.key().remote_key().map(|remote| remote.locator()),
         });
         let replaced_by = if was == KeyState::Active {

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use warrant_token::{Algorithm, SigningKey};
 
 use super::policy::RotationPolicy;
-use super::{KeyState, ManagedKey, ManagedKeySet, REMOVAL_LEEWAY_SECONDS, plus, whole_second};
+use super::{KeyState, ManagedKey, ManagedKeySet, plus, whole_second};
 use crate::KeySet;
 
 /// One key's place in the schedule, for operators (`warrant keys list`) and logs.
@@ -38,6 +38,10 @@ pub struct Successor {
     pub create_at: Timestamp,
     /// When it would start signing if created at `create_at`.
     pub activate_at: Timestamp,
+    /// When the key it succeeds would leave the JWKS, if it retires at `activate_at`: its
+    /// longest token's lifetime and the leeway later. `None` if that key has retired already
+    /// (signing stopped after it).
+    pub predecessor_removed_at: Option<Timestamp>,
 }
 
 impl ManagedKeySet {
@@ -64,12 +68,8 @@ impl ManagedKeySet {
     /// When the key at `index` is removed: after its last token's expiry and the leeway.
     fn remove_at(&self, index: usize) -> Option<Timestamp> {
         let key = self.keys.get(index)?;
-        self.retire_at(index).map(|retire| {
-            plus(
-                retire,
-                key.max_token_seconds.saturating_add(REMOVAL_LEEWAY_SECONDS),
-            )
-        })
+        self.retire_at(index)
+            .map(|retire| key.removed_after(retire))
     }
 
     pub(super) fn state_of(&self, index: usize, now: Timestamp) -> KeyState {
@@ -133,6 +133,7 @@ impl ManagedKeySet {
             return Some(Successor {
                 create_at: stop,
                 activate_at: whole_second(now.max(stop)),
+                predecessor_removed_at: None,
             });
         }
         let last = self.keys.last()?;
@@ -142,9 +143,14 @@ impl ManagedKeySet {
             whole_second(now.max(create_at)),
             policy.publish_ahead_seconds,
         ));
+        let predecessor_removed_at = self
+            .retire_at(self.keys.len() - 1)
+            .is_none()
+            .then(|| last.removed_after(activate_at));
         Some(Successor {
             create_at,
             activate_at,
+            predecessor_removed_at,
         })
     }
 

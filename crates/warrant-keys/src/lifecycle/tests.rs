@@ -53,6 +53,29 @@ fn verify(verifier: &Verifier, token: &str, now: i64) -> Result<(), TokenError> 
     verifier.verify(token, &["vault".into()], at(now)).map(drop)
 }
 
+/// The removal `keys list` plans for the last key before its successor exists is the one the
+/// schedule gives once the successor is made on time.
+#[test]
+fn the_planned_removal_is_the_one_the_rotation_makes() {
+    let p = policy();
+    let first = rotated(&ManagedKeySet::default(), &p, T0);
+    let due = first.successor(&p, at(T0)).unwrap();
+    let planned = due.predecessor_removed_at.unwrap();
+    assert_eq!(planned, at(T0 + 7 * DAY + DAY + 60));
+    let second = rotated(&first, &p, T0 + 6 * DAY);
+    assert_eq!(
+        second.schedule(at(T0 + 6 * DAY))[0].remove_at,
+        Some(planned)
+    );
+    // The next successor follows the second key, which retires when it activates.
+    let next = second.successor(&p, at(T0 + 6 * DAY)).unwrap();
+    assert_eq!(next.activate_at, at(T0 + 14 * DAY));
+    assert_eq!(
+        next.predecessor_removed_at,
+        Some(at(T0 + 14 * DAY + DAY + 60))
+    );
+}
+
 #[test]
 fn one_rotation_has_the_documented_times() {
     let p = policy();
