@@ -44,6 +44,7 @@ mod metrics;
 mod purpose;
 mod rollback;
 mod secret;
+mod shared;
 mod static_files;
 mod store;
 mod store_error;
@@ -73,6 +74,10 @@ pub use manager::{
 pub use metrics::KeyMetrics;
 pub use purpose::KeyPurpose;
 pub use secret::{MANAGED_BY, MANAGED_BY_LABEL, SecretStore, WRITTEN_BY_ANNOTATION};
+pub use shared::{
+    CopyStatus, SharedReports, SharedSecret, SharedSecretConfig, SharedSecretError, StoreStatus,
+    Unreadable, WriterStatus,
+};
 pub use static_files::{
     StaticChange, StaticKeyError, StaticKeyFiles, StaticKeys, StaticReload, StaticWatch,
     load_static,

@@ -5,17 +5,15 @@
 
 use std::cell::{Cell, RefCell};
 use std::error::Error;
-use std::io::Write;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use serde_json::json;
 use warrant_clock::Clock;
 use warrant_issuer::validate_max_expiration;
 use warrant_keys::{
-    Disposal, Disposed, Generate, HolderAdvice, KeyHolder, KeyPurpose, KeySchedule, KeyState,
-    KeyStore as _, ManagedKey, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored,
-    check_signing_keys, with_held_keys,
+    Disposal, Disposed, Generate, HolderAdvice, KeyHolder, KeyPurpose, KeyState, KeyStore as _,
+    ManagedKey, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored, check_signing_keys,
+    with_held_keys,
 };
 use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
 
@@ -55,8 +53,11 @@ async fn open_store(
     Ok((store, holder))
 }
 
+mod about;
+mod listing;
 mod stand_in;
 
+use listing::{print, print_about};
 use stand_in::Unreachable;
 
 /// Whether `revoke` reached the holder of `--key-pkcs11-uri` or `--key-kms-uri`.
@@ -319,7 +320,7 @@ async fn list(args: &KeysListArgs, now: Timestamp) -> Result<(), Box<dyn Error>>
                     .ok_or("--key-secret is required")?,
                 args.key_lease.as_ref(),
             );
-            let (keys, about) = crate::keycopy::about(
+            let (keys, about) = about::about(
                 secret,
                 &lease,
                 args.key_copy_dir.as_deref(),
@@ -493,7 +494,16 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
         store = %store.describe(),
         "KEY REVOKED: it is out of the published keys, and every server reading this store refuses its tokens as soon as it sees the change"
     );
-    match &revoked.replaced_by {
+    say_replacement(revoked.replaced_by.as_ref());
+    tracing::warn!(
+        "relying parties that cached the JWKS trust the revoked key until they fetch it again (at most the documents' max-age, an hour); see docs/keys.md"
+    );
+    print(args.output, &keys, Some(&policy), now)
+}
+
+/// Says in the log which key signs after a revoked one, if it was signing.
+fn say_replacement(replaced_by: Option<&Replacement>) {
+    match replaced_by {
         Some(Replacement::BroughtForward { kid, published_at }) => tracing::warn!(
             %kid, %published_at,
             "the next key signs from now on, without waiting for publish-ahead: a relying party that has not fetched the JWKS since it was published refuses its tokens until it does"
@@ -508,10 +518,6 @@ async fn revoke(args: &KeysRevokeArgs, now: Timestamp) -> Result<(), Box<dyn Err
         ),
         None => {}
     }
-    tracing::warn!(
-        "relying parties that cached the JWKS trust the revoked key until they fetch it again (at most the documents' max-age, an hour); see docs/keys.md"
-    );
-    print(args.output, &keys, Some(&policy), now)
 }
 
 /// `warrant keys import`: every key of a PEM store into the token, with the same kids and
@@ -595,180 +601,6 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
 async fn forget_unrecorded(holder: &dyn KeyHolder, keys: &[SigningKey], purpose: KeyPurpose) {
     for key in keys {
         dispose(holder, key, (Disposal::Forget, purpose), UNRECORDED).await;
-    }
-}
-
-fn time(t: Option<Timestamp>) -> String {
-    t.map_or_else(|| "-".to_owned(), |t| t.to_string())
-}
-
-/// Prints a key set's schedule at `now`: a table, or JSON. With a policy, the planned
-/// successor's times are shown for the last key (`~`: planned, not yet in the store).
-fn print(
-    format: ListFormat,
-    keys: &ManagedKeySet,
-    policy: Option<&RotationPolicy>,
-    now: Timestamp,
-) -> Result<(), Box<dyn Error>> {
-    print_about(format, keys, policy, now, None)
-}
-
-/// As [`print`], with what `about` says of the store beside the keys (its writer, this node's
-/// copy): its lines after the table, or its members in the JSON document.
-fn print_about(
-    format: ListFormat,
-    keys: &ManagedKeySet,
-    policy: Option<&RotationPolicy>,
-    now: Timestamp,
-    about: Option<&crate::keycopy::About>,
-) -> Result<(), Box<dyn Error>> {
-    let listing = Listing {
-        keys,
-        schedule: keys.schedule(now),
-        successor: policy.and_then(|p| keys.successor(p, now)),
-        next_change: policy.and_then(|p| keys.next_change(now, p)),
-        now,
-        about,
-    };
-    let mut out = std::io::stdout().lock();
-    match format {
-        ListFormat::Json => listing.json(&mut out),
-        ListFormat::Text => listing.text(&mut out),
-    }
-}
-
-/// What `keys list` (and the other commands, after their change) print of a key set at `now`.
-struct Listing<'a> {
-    keys: &'a ManagedKeySet,
-    schedule: Vec<KeySchedule>,
-    /// The planned successor, with a policy.
-    successor: Option<warrant_keys::Successor>,
-    next_change: Option<Timestamp>,
-    now: Timestamp,
-    about: Option<&'a crate::keycopy::About>,
-}
-
-impl Listing<'_> {
-    /// The JSON document.
-    fn json(&self, out: &mut impl Write) -> Result<(), Box<dyn Error>> {
-        let Listing {
-            keys,
-            schedule,
-            successor,
-            next_change,
-            now,
-            about,
-        } = self;
-        let (successor, next_change, now) = (*successor, *next_change, *now);
-        let entry = |k: &KeySchedule| {
-            json!({
-                "kid": k.kid,
-                "algorithm": k.algorithm.name(),
-                "state": k.state.name(),
-                "publishedAt": k.published_at.to_string(),
-                "activateAt": k.activate_at.to_string(),
-                "retireAt": k.retire_at.map(|t| t.to_string()),
-                "removeAt": k.remove_at.map(|t| t.to_string()),
-                "maxTokenSeconds": k.max_token_seconds,
-            })
-        };
-        let mut document = json!({
-            "now": now.to_string(),
-            "purpose": keys.purpose().name(),
-            "keys": schedule.iter().map(entry).collect::<Vec<_>>(),
-            "successor": successor.map(|s| json!({
-                "createAt": s.create_at.to_string(),
-                "activateAt": s.activate_at.to_string(),
-                "predecessorRemovedAt": s.predecessor_removed_at.map(|t| t.to_string()),
-            })),
-            "nextChange": next_change.map(|t| t.to_string()),
-            "signingStoppedAt": keys.stopped_at(now).map(|t| t.to_string()),
-            "revoked": keys.revocations().iter().map(|r| json!({
-                "kid": r.kid,
-                "revokedAt": r.revoked_at.to_string(),
-                "forgetAt": r.forget_at.to_string(),
-            })).collect::<Vec<_>>(),
-        });
-        if let (Some(about), Some(object)) = (about, document.as_object_mut()) {
-            object.extend(about.json.clone());
-        }
-        writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
-        Ok(())
-    }
-
-    /// The table, then what it does not show.
-    fn text(&self, out: &mut impl Write) -> Result<(), Box<dyn Error>> {
-        let Listing {
-            keys,
-            schedule,
-            successor,
-            now,
-            about,
-            ..
-        } = self;
-        let (successor, now) = (*successor, *now);
-        writeln!(
-            out,
-            "{:<44}  {:<5}  {:<7}  {:<20}  {:<20}  {:<21}  {:<21}",
-            "KID", "ALG", "STATE", "PUBLISHED", "ACTIVATES", "RETIRES", "REMOVED"
-        )?;
-        let last = schedule.len().saturating_sub(1);
-        for (i, k) in schedule.iter().enumerate() {
-            let (retires, removed) = match (k.retire_at, successor) {
-                (None, Some(s)) if i == last => (
-                    format!("~{}", s.activate_at),
-                    format!("~{}", time(s.predecessor_removed_at)),
-                ),
-                _ => (time(k.retire_at), time(k.remove_at)),
-            };
-            writeln!(
-                out,
-                "{:<44}  {:<5}  {:<7}  {:<20}  {:<20}  {:<21}  {:<21}",
-                k.kid,
-                k.algorithm.name(),
-                k.state.name(),
-                k.published_at,
-                k.activate_at,
-                retires,
-                removed
-            )?;
-        }
-        if keys.purpose() != KeyPurpose::Tokens {
-            writeln!(
-                out,
-                "\npurpose: {} ({})",
-                keys.purpose().keys(),
-                keys.purpose()
-            )?;
-        }
-        if let Some(s) = successor {
-            writeln!(
-                out,
-                "\n~ planned: the next key is created at {} and signs from {}.",
-                s.create_at.max(now),
-                s.activate_at
-            )?;
-        }
-        if let Some(since) = keys.stopped_at(now) {
-            writeln!(
-                out,
-                "\nNO KEY SIGNS since {since}: the signing key was revoked and no key could be made to take over yet; the store's writer makes one as soon as the key holder answers."
-            )?;
-        }
-        for r in keys.revocations() {
-            writeln!(
-                out,
-                "\nREVOKED {} at {}: its tokens are refused (the last of them expires at {} at the latest); the kid is remembered for good, so no key file can bring it back.",
-                r.kid, r.revoked_at, r.forget_at
-            )?;
-        }
-        if let Some(about) = about {
-            writeln!(out)?;
-            for line in &about.lines {
-                writeln!(out, "{line}")?;
-            }
-        }
-        Ok(())
     }
 }
 

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use warrant_clock::Clock;
 use warrant_keys::{
-    CopiedStore, DirStore, KeyManager, KeyMetrics, KeyPurpose, KeySet, KeyStore, Leadership,
-    LeaseConfig, LocalCopy, ManagedKeySet, RotationPolicy, SecretStore, StaticKeyFiles, StaticKeys,
-    StoreError, StoreHealth, Writer,
+    DirStore, KeyManager, KeyMetrics, KeyPurpose, KeySet, KeyStore, Leadership, LeaseConfig,
+    ManagedKeySet, RotationPolicy, SharedSecret, SharedSecretConfig, SharedSecretError,
+    StaticKeyFiles, StaticKeys, StoreError, StoreStatus, Writer,
 };
 use warrant_server::AppState;
 use warrant_token::{Algorithm, KeyType};
@@ -274,9 +274,8 @@ pub(crate) struct OpenedStore {
     pub(crate) manager: KeyManager<Store>,
     /// The store, for messages.
     pub(crate) described: String,
-    leadership: Option<Box<Elected>>,
-    /// This node's local copy of the Secret, if it keeps one.
-    copy: Option<Arc<LocalCopy>>,
+    /// With a Secret: the election of its writer and this node's local copy.
+    shared: Option<Box<SharedSecret>>,
 }
 
 /// The names of one managed key set's lines in `/readyz?verbose`.
@@ -295,53 +294,6 @@ const TOKEN_KEY_REPORTS: ReportNames = ReportNames {
     lease: "key-lease",
     copy: "key-copy",
 };
-
-/// A replica's part in electing the writer of a Secret: the election, what it is (`LEASE as
-/// IDENTITY`), and the Secret, whose last writer the followers name.
-struct Elected {
-    leadership: Leadership,
-    described: String,
-    secret: SecretStore,
-}
-
-/// This replica in the election of a Secret's writer through `lease`, with the client it
-/// reaches the cluster with and its identity.
-struct Election {
-    client: kube::Client,
-    identity: String,
-    leadership: Leadership,
-}
-
-impl Election {
-    /// Joins the election; with a local copy (`copied`), in the background, since the replica
-    /// may start before the API server answers.
-    async fn start(
-        lease: &ObjectName,
-        lease_seconds: u64,
-        copied: bool,
-        kubeconfig: Option<&Path>,
-        metrics: &KeyMetrics,
-    ) -> Result<Election, Box<dyn Error>> {
-        let client = client(kubeconfig).await?;
-        let identity = holder_identity();
-        let config = LeaseConfig {
-            namespace: lease.namespace.clone(),
-            name: lease.name.clone(),
-            identity: identity.clone(),
-            duration_seconds: lease_seconds,
-        };
-        let leadership = if copied {
-            Leadership::start_in_background(client.clone(), &config, metrics.clone())?
-        } else {
-            Leadership::start(client.clone(), &config, metrics.clone()).await?
-        };
-        Ok(Election {
-            client,
-            identity,
-            leadership,
-        })
-    }
-}
 
 /// Loads the keys: fails (so warrant does not start) if the files do not load, or the key
 /// directory or Secret cannot be read or created, or (with `holder`, the token or KMS holding
@@ -425,60 +377,24 @@ pub(crate) async fn open_store(
 ) -> Result<OpenedStore, Box<dyn Error>> {
     let now = clock.now();
     let key_holder = holder.cloned();
-    let mut copy = None;
-    let (store, writer, leadership) = match store {
+    let (store, writer, mut shared) = match store {
         ManagedStore::Dir(dir) => (
             Store::Dir(DirStore::new(dir).for_purpose(purpose)),
             Writer::Always,
             None,
         ),
-        ManagedStore::Secret {
-            secret,
-            lease,
-            lease_seconds,
-            copy: copy_dir,
-        } => {
-            let elected = Election::start(
-                lease,
-                *lease_seconds,
-                copy_dir.is_some(),
-                kubeconfig,
-                metrics,
-            )
-            .await?;
-            tracing::info!(secret = %secret, lease = %lease, identity = %elected.identity, "managed keys in a Kubernetes Secret; the replica holding the Lease writes them");
-            let secret_store =
-                SecretStore::new(elected.client.clone(), &secret.namespace, &secret.name)
-                    .with_writer(elected.identity.clone())
-                    .for_purpose(purpose);
-            let secret_store = match &key_holder {
-                Some(holder) => secret_store.with_holder(holder.clone()),
-                None => secret_store,
+        ManagedStore::Secret { .. } => {
+            let shared =
+                open_shared(store, purpose, key_holder.clone(), kubeconfig, metrics).await?;
+            let store = match shared.copied() {
+                Some(copied) => Store::Copied(copied),
+                None => Store::Secret(shared.secret().clone()),
             };
-            // Clones share what was last read: the followers' readiness report names
-            // the Secret's last writer from it.
-            let read_secret = secret_store.clone();
-            let store = match copy_dir {
-                Some(dir) => {
-                    let (local, seed) =
-                        crate::keycopy::open(dir, key_holder.clone(), purpose).await?;
-                    let store = CopiedStore::new(secret_store, local.clone());
-                    copy = Some((local, seed));
-                    Store::Copied(store)
-                }
-                None => Store::Secret(secret_store),
-            };
-            let writer = Writer::WhileLeader(elected.leadership.leading());
-            let elected = Elected {
-                leadership: elected.leadership,
-                described: format!("{lease} as {}", elected.identity),
-                secret: read_secret,
-            };
-            (store, writer, Some(Box::new(elected)))
+            (store, shared.writer(), Some(Box::new(shared)))
         }
     };
     let store = store.held_by(key_holder);
-    let seed = copy.as_mut().and_then(|(_, seed)| seed.take());
+    let seed = shared.as_mut().and_then(|shared| shared.take_seed());
     let seeded = || seed.as_ref().map(|s| s.keys.clone());
     let current = match store.load().await {
         Ok(Some(stored)) => Some(stored.keys),
@@ -503,9 +419,48 @@ pub(crate) async fn open_store(
     Ok(OpenedStore {
         manager,
         described,
-        leadership,
-        copy: copy.map(|(local, _)| local),
+        shared,
     })
+}
+
+/// Opens `--key-secret`: joins the election of its writer through the Lease and reads this
+/// node's copy (`--key-copy-dir`), with this replica's identity and the cluster's client.
+async fn open_shared(
+    store: &ManagedStore,
+    purpose: KeyPurpose,
+    holder: Option<Holder>,
+    kubeconfig: Option<&Path>,
+    metrics: &KeyMetrics,
+) -> Result<SharedSecret, Box<dyn Error>> {
+    let ManagedStore::Secret {
+        secret,
+        lease,
+        lease_seconds,
+        copy,
+    } = store
+    else {
+        return Err("a key directory is not shared".into());
+    };
+    let config = SharedSecretConfig {
+        namespace: secret.namespace.clone(),
+        name: secret.name.clone(),
+        lease: LeaseConfig {
+            namespace: lease.namespace.clone(),
+            name: lease.name.clone(),
+            identity: holder_identity(),
+            duration_seconds: *lease_seconds,
+        },
+        copy_dir: copy.clone(),
+        holder,
+        purpose,
+    };
+    let client = client(kubeconfig).await?;
+    SharedSecret::open(client, config, metrics)
+        .await
+        .map_err(|error| match error {
+            SharedSecretError::Copy(error) => format!("--key-copy-dir: {error}").into(),
+            error => error.into(),
+        })
 }
 
 /// Checks that the keys that sign now or will are usable in `holder`: a missing or unsuitable
@@ -645,8 +600,8 @@ impl OpenedStore {
     /// Whether this process writes the store: always for a key directory, while it holds the
     /// Lease for a Secret.
     pub(crate) fn writer(&self) -> Writer {
-        match &self.leadership {
-            Some(elected) => Writer::WhileLeader(elected.leadership.leading()),
+        match &self.shared {
+            Some(shared) => shared.writer(),
             None => Writer::Always,
         }
     }
@@ -665,30 +620,28 @@ impl OpenedStore {
         publish: impl Fn(KeySet) + Send + Sync + 'static,
     ) -> Result<Rotating, Box<dyn Error>> {
         let OpenedStore {
-            manager,
-            leadership,
-            copy,
-            ..
+            manager, shared, ..
         } = self;
         let health = manager.health();
         let now_clock = clock.clone();
         state.add_report(names.store, move || {
-            store_report(&health.borrow(), deadline(), now_clock.now())
+            let status = StoreStatus::Served {
+                health: health.borrow().clone(),
+                deadline: deadline(),
+            };
+            status.text(now_clock.now())
         });
-        if let Some(copy) = &copy {
-            crate::keycopy::report(state, names.copy, copy, clock.clone());
-        }
-        let leadership = leadership.map(|elected| {
-            let Elected {
-                leadership,
-                described,
-                secret,
-            } = *elected;
-            let leading = leadership.leading();
-            state.add_report(names.lease, move || {
-                lease_report(*leading.borrow(), &described, &secret)
-            });
-            leadership
+        let leadership = shared.map(|shared| {
+            let reports = shared.reports();
+            if reports.copy().is_some() {
+                let (reports, clock) = (reports.clone(), clock.clone());
+                state.add_report(names.copy, move || {
+                    let copy = reports.copy();
+                    copy.map(|c| c.text(clock.now())).unwrap_or_default()
+                });
+            }
+            state.add_report(names.lease, move || reports.writer().text());
+            shared.into_leadership()
         });
         let manager = match gate {
             Some(gate) => manager.with_gate(gate),
@@ -696,33 +649,5 @@ impl OpenedStore {
         };
         let task = manager.spawn(clock, publish)?;
         Ok(Rotating { task, leadership })
-    }
-}
-
-/// The `key-lease` line of `/readyz?verbose`: whether this replica writes the keys and, when it
-/// does not, which replica last wrote them (the Secret's `warrant.dev/written-by`, as this
-/// replica last read it: the Lease's holder, or the one before it if the holder has written
-/// nothing yet).
-fn lease_report(leading: bool, described: &str, secret: &SecretStore) -> String {
-    if leading {
-        return format!("leading ({described}): this replica writes the keys");
-    }
-    let writer = secret.written_by().map_or_else(
-        || "the key Secret names no writer yet".to_owned(),
-        |writer| format!("the key Secret was last written by {writer}"),
-    );
-    format!("following ({described}): another replica writes the keys; {writer}")
-}
-
-/// The `key-store` line of `/readyz?verbose`: how the store answers, and how long ago, and,
-/// while it does not, when the keys stop signing (see `KeyManager::signing_deadline`).
-fn store_report(health: &StoreHealth, deadline: Option<Timestamp>, now: Timestamp) -> String {
-    let summary = health.summary(now);
-    match deadline {
-        Some(deadline) if now >= deadline => format!(
-            "{summary}; signing nothing since {deadline}, when the store's writer may have retired the key (verifying goes on)"
-        ),
-        Some(deadline) => format!("{summary}; signs until {deadline} at the latest"),
-        None => summary,
     }
 }

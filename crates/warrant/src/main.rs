@@ -15,7 +15,6 @@ mod holder;
 mod hsm;
 mod injection;
 mod jsonlog;
-mod keycopy;
 mod keydir;
 mod keys;
 mod kms;
