@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args};
 use prometheus_client::registry::Registry;
+use tokio_util::task::AbortOnDropHandle;
 use warrant_auth::{
     Authenticator, Authorizer, CaBundle, ClientTrust, DEFAULT_ALWAYS_ALLOW_GROUPS,
     DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_MAX_IN_FLIGHT, DelegatedAuthentication,
@@ -185,36 +186,14 @@ pub(crate) async fn setup(
     let token_file = token_auth_file.map(|p| TokenFile::load(p)).transpose()?;
 
     let cluster = |explicit: &Option<PathBuf>| explicit.as_ref().or(kubeconfig).cloned();
-    let mut follower = None;
-    let delegated_authn =
-        if auth.delegate_authentication || auth.authentication_kubeconfig.is_some() {
-            let path = cluster(&auth.authentication_kubeconfig);
-            let client = cluster_client(path.as_deref()).await?;
-            let follow = Follow {
-                client_ca: client_ca_file.is_none(),
-                front_proxy: auth.requestheader_client_ca_file.is_none(),
-            };
-            if !auth.authentication_skip_lookup && (follow.client_ca || follow.front_proxy) {
-                follower = Some(follow_extension_authentication(
-                    client.clone(),
-                    trust.clone(),
-                    follow,
-                    registry,
-                ));
-            }
-            Some(DelegatedAuthentication::new(
-                client,
-                DelegationOptions {
-                    allow_ttl: auth.authentication_cache_ttl,
-                    deny_ttl: auth.authentication_cache_ttl,
-                    timeout: auth.delegation_timeout,
-                    max_in_flight: auth.delegation_max_in_flight,
-                    ..DelegationOptions::default()
-                },
-            ))
-        } else {
-            None
-        };
+    let (delegated_authn, follower) = delegated_authentication(
+        auth,
+        client_ca_file.is_none(),
+        cluster(&auth.authentication_kubeconfig),
+        &trust,
+        registry,
+    )
+    .await?;
     let delegated_authz =
         delegated_authorization(auth, cluster(&auth.authorization_kubeconfig)).await?;
     let policy = auth
@@ -286,6 +265,46 @@ fn client_trust(
         None => None,
     };
     Ok(ClientTrust::new(client_ca, front_proxy))
+}
+
+/// `--delegate-authentication`'s TokenReviews to the cluster of `kubeconfig`, if asked for (or
+/// implied by `--authentication-kubeconfig`), and the task that keeps `trust` in step with the
+/// cluster's client CAs that no flag gives (`no_client_ca`: `--client-ca-file` is not set),
+/// unless `--authentication-skip-lookup`.
+async fn delegated_authentication(
+    auth: &AuthArgs,
+    no_client_ca: bool,
+    kubeconfig: Option<PathBuf>,
+    trust: &ClientTrust,
+    registry: &mut Registry,
+) -> Result<
+    (
+        Option<DelegatedAuthentication>,
+        Option<AbortOnDropHandle<()>>,
+    ),
+    Box<dyn Error>,
+> {
+    if !auth.delegate_authentication && auth.authentication_kubeconfig.is_none() {
+        return Ok((None, None));
+    }
+    let client = cluster_client(kubeconfig.as_deref()).await?;
+    let follow = Follow {
+        client_ca: no_client_ca,
+        front_proxy: auth.requestheader_client_ca_file.is_none(),
+    };
+    let follower = (!auth.authentication_skip_lookup && (follow.client_ca || follow.front_proxy))
+        .then(|| follow_extension_authentication(client.clone(), trust.clone(), follow, registry));
+    let delegated = DelegatedAuthentication::new(
+        client,
+        DelegationOptions {
+            allow_ttl: auth.authentication_cache_ttl,
+            deny_ttl: auth.authentication_cache_ttl,
+            timeout: auth.delegation_timeout,
+            max_in_flight: auth.delegation_max_in_flight,
+            ..DelegationOptions::default()
+        },
+    );
+    Ok((Some(delegated), follower))
 }
 
 /// `--delegate-authorization`'s SubjectAccessReviews to the cluster of `kubeconfig`, if asked

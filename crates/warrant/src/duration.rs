@@ -99,45 +99,11 @@ fn parse_nanos(text: &str) -> Result<u128, DurationError> {
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
-        let scale: u128 = match unit {
-            "ns" => 1,
-            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
-            "ms" => 1_000_000,
-            "s" => NANOS_PER_SECOND,
-            "m" => 60 * NANOS_PER_SECOND,
-            "h" => 3_600 * NANOS_PER_SECOND,
-            "" => {
-                return Err(DurationError::NoUnit {
-                    text: text.to_owned(),
-                });
-            }
-            _ => {
-                return Err(DurationError::UnknownUnit {
-                    text: text.to_owned(),
-                    unit: unit.to_owned(),
-                });
-            }
-        };
+        let scale = unit_nanos(text, unit)?;
         let too_long = || DurationError::TooLong {
             text: text.to_owned(),
         };
-        let whole: u128 = if whole.is_empty() {
-            0
-        } else {
-            whole.parse().map_err(|_| too_long())?
-        };
-        let mut value = whole.checked_mul(scale).ok_or_else(too_long)?;
-        // The fraction, digit by digit, as Go does: what falls below a nanosecond is dropped.
-        let mut place = scale;
-        for digit in fraction.bytes() {
-            place /= 10;
-            if place == 0 {
-                break;
-            }
-            value = value
-                .checked_add(u128::from(digit - b'0') * place)
-                .ok_or_else(too_long)?;
-        }
+        let value = term_nanos(whole, fraction, scale).ok_or_else(too_long)?;
         total = total.checked_add(value).ok_or_else(too_long)?;
         // Go's limit: what an int64 of nanoseconds holds (about 292 years).
         if total > i64::MAX as u128 {
@@ -151,6 +117,50 @@ fn parse_nanos(text: &str) -> Result<u128, DurationError> {
         });
     }
     Ok(total)
+}
+
+/// The nanoseconds in one `unit` of `text`.
+fn unit_nanos(text: &str, unit: &str) -> Result<u128, DurationError> {
+    Ok(match unit {
+        "ns" => 1,
+        "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+        "ms" => 1_000_000,
+        "s" => NANOS_PER_SECOND,
+        "m" => 60 * NANOS_PER_SECOND,
+        "h" => 3_600 * NANOS_PER_SECOND,
+        "" => {
+            return Err(DurationError::NoUnit {
+                text: text.to_owned(),
+            });
+        }
+        _ => {
+            return Err(DurationError::UnknownUnit {
+                text: text.to_owned(),
+                unit: unit.to_owned(),
+            });
+        }
+    })
+}
+
+/// The nanoseconds of one term, `whole.fraction` units of `scale` nanoseconds (digits only,
+/// either may be empty); `None` if they do not fit.
+fn term_nanos(whole: &str, fraction: &str, scale: u128) -> Option<u128> {
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let mut value = whole.checked_mul(scale)?;
+    // The fraction, digit by digit, as Go does: what falls below a nanosecond is dropped.
+    let mut place = scale;
+    for digit in fraction.bytes() {
+        place /= 10;
+        if place == 0 {
+            break;
+        }
+        value = value.checked_add(u128::from(digit - b'0') * place)?;
+    }
+    Some(value)
 }
 
 /// Parses a Go duration into whole seconds, for flags kube-apiserver keeps in seconds (token

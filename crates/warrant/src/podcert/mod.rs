@@ -123,40 +123,13 @@ pub(crate) async fn prepare(
             (cas, source, Some(longest))
         }
         None => {
-            let (Some(cert), Some(key)) = (&args.ca_cert_file, &args.ca_key_file) else {
-                return Err("--pod-certificate-signer needs a CA: --pod-certificate-ca-key-dir or --pod-certificate-ca-key-secret (keys warrant makes and rotates), or --pod-certificate-ca-cert-file and --pod-certificate-ca-key-file (a CA of your own)".into());
-            };
-            let files = CaFiles {
-                cert: cert.clone(),
-                key: key.clone(),
-                bundle: args.ca_bundle_file.clone(),
-            };
-            let (failure, ca_failure) = watch::channel(None);
-            let (cas, file_watch) = files
-                .watch(failure)
-                .map_err(|e| format!("the pod certificate CA: {e}"))?;
-            let source = CaSource::Files {
-                file_watch,
-                failure: ca_failure,
-            };
+            let (cas, source) = open_files(args)?;
             (cas, source, None)
         }
     };
     let client = warrant_objects::kube::cluster_client(kubeconfig).await?;
     let metrics = SignMetrics::new(registry);
-    // Events name the replica: the Deployment's POD_NAME, else the host's name.
-    let instance = std::env::var("POD_NAME")
-        .or_else(|_| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned())
-        })
-        .ok();
-    let recorder = kube::runtime::events::Recorder::new(
-        client.clone(),
-        kube::runtime::events::Reporter {
-            controller: "warrant".to_owned(),
-            instance,
-        },
-    );
+    let recorder = event_recorder(client.clone());
     let signer = PodCertSigner {
         client: client.clone(),
         policy,
@@ -187,6 +160,44 @@ pub(crate) async fn prepare(
         metrics,
         clock: clock.clone(),
     }))
+}
+
+/// The CA of `--pod-certificate-ca-cert-file` and `--pod-certificate-ca-key-file`, watched.
+fn open_files(args: &PodCertArgs) -> Result<(watch::Receiver<CaSet>, CaSource), Box<dyn Error>> {
+    let (Some(cert), Some(key)) = (&args.ca_cert_file, &args.ca_key_file) else {
+        return Err("--pod-certificate-signer needs a CA: --pod-certificate-ca-key-dir or --pod-certificate-ca-key-secret (keys warrant makes and rotates), or --pod-certificate-ca-cert-file and --pod-certificate-ca-key-file (a CA of your own)".into());
+    };
+    let files = CaFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        bundle: args.ca_bundle_file.clone(),
+    };
+    let (failure, ca_failure) = watch::channel(None);
+    let (cas, file_watch) = files
+        .watch(failure)
+        .map_err(|e| format!("the pod certificate CA: {e}"))?;
+    let source = CaSource::Files {
+        file_watch,
+        failure: ca_failure,
+    };
+    Ok((cas, source))
+}
+
+/// The recorder of the signer's events, naming the replica: the Deployment's `POD_NAME`, else
+/// the host's name.
+fn event_recorder(client: kube::Client) -> kube::runtime::events::Recorder {
+    let instance = std::env::var("POD_NAME")
+        .or_else(|_| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned())
+        })
+        .ok();
+    kube::runtime::events::Recorder::new(
+        client,
+        kube::runtime::events::Reporter {
+            controller: "warrant".to_owned(),
+            instance,
+        },
+    )
 }
 
 /// The CA key store the flags name, if any.
@@ -322,60 +333,14 @@ impl Prepared {
         state.add_check("pod-certificates", move || {
             cannot_sign(&cas.borrow(), clock.now())
         });
-        // What keeps the CA current: the files' watch, or the key store's rotation and the
-        // roots made of its keys (started below, stopped with the signer).
-        let mut file_watch = None;
-        let mut managed = None;
-        match self.source {
-            CaSource::Files {
-                file_watch: watch,
-                failure,
-            } => {
-                // Files that changed but do not load leave the CA in force: not a readiness
-                // failure, but said in /readyz?verbose until they load.
-                state.add_report("pod-certificate-ca", move || match &*failure.borrow() {
-                    None => "ok".to_owned(),
-                    Some(why) => format!(
-                        "the CA files changed but do not load ({why}); the CA loaded before still signs"
-                    ),
-                });
-                file_watch = Some(watch);
-            }
-            CaSource::Keys {
-                opened,
-                feed,
-                roots,
-                cas,
-            } => {
-                let keys = feed.subscribe();
-                let deadline = {
-                    let keys = keys.clone();
-                    move || keys.borrow().signing_deadline()
-                };
-                let publish = move |set: KeySet| {
-                    feed.send_replace(set);
-                };
-                match opened.spawn(
-                    state,
-                    &CA_KEY_REPORTS,
-                    self.clock.clone(),
-                    None,
-                    deadline,
-                    publish,
-                ) {
-                    Ok(rotating) => managed = Some((rotating, keys, roots, cas)),
-                    Err(error) => {
-                        tracing::error!(%error, "the pod certificate CA's keys are not rotated");
-                    }
-                }
-            }
-        }
+        let (file_watch, managed) = self.source.start(state, &self.clock);
         let state = state.clone();
         Running::spawn(move |stop| async move {
             let _file_watch = file_watch;
-            let managed = managed.map(|(rotating, keys, roots, cas)| {
-                let follow = ca_keys::follow(keys, roots, cas, self.clock.clone(), stop.clone());
-                (rotating, tokio::spawn(follow))
+            let managed = managed.map(|m| {
+                let follow =
+                    ca_keys::follow(m.keys, m.roots, m.cas, self.clock.clone(), stop.clone());
+                (m.rotating, tokio::spawn(follow))
             });
             let controller = {
                 let stop = stop.clone();
@@ -399,6 +364,75 @@ impl Prepared {
                 rotating.stop().await;
             }
         })
+    }
+}
+
+/// A managed CA key set being kept current: its rotation, and what makes its key sets the CA
+/// set (followed once the signer runs).
+struct ManagedCa {
+    rotating: crate::keys::Rotating,
+    keys: watch::Receiver<KeySet>,
+    roots: Roots,
+    cas: watch::Sender<CaSet>,
+}
+
+impl CaSource {
+    /// Starts keeping the CA current: the files' watch (a change that does not load said in
+    /// `/readyz?verbose`), or the key store's rotation, reported under the CA's lines.
+    fn start(self, state: &AppState, clock: &Clock) -> (Option<FileWatch>, Option<ManagedCa>) {
+        match self {
+            CaSource::Files {
+                file_watch,
+                failure,
+            } => {
+                // Files that changed but do not load leave the CA in force: not a readiness
+                // failure, but said in /readyz?verbose until they load.
+                state.add_report("pod-certificate-ca", move || match &*failure.borrow() {
+                    None => "ok".to_owned(),
+                    Some(why) => format!(
+                        "the CA files changed but do not load ({why}); the CA loaded before still signs"
+                    ),
+                });
+                (Some(file_watch), None)
+            }
+            CaSource::Keys {
+                opened,
+                feed,
+                roots,
+                cas,
+            } => {
+                let keys = feed.subscribe();
+                let deadline = {
+                    let keys = keys.clone();
+                    move || keys.borrow().signing_deadline()
+                };
+                let publish = move |set: KeySet| {
+                    feed.send_replace(set);
+                };
+                match opened.spawn(
+                    state,
+                    &CA_KEY_REPORTS,
+                    clock.clone(),
+                    None,
+                    deadline,
+                    publish,
+                ) {
+                    Ok(rotating) => (
+                        None,
+                        Some(ManagedCa {
+                            rotating,
+                            keys,
+                            roots,
+                            cas,
+                        }),
+                    ),
+                    Err(error) => {
+                        tracing::error!(%error, "the pod certificate CA's keys are not rotated");
+                        (None, None)
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -28,8 +28,8 @@ use warrant_audit::{
 };
 use warrant_clock::Clock;
 use warrant_podcert::{
-    CaSet, Decision, Facts, Live, NamedObject, PodCertificatePolicy, PodCertificateRequest,
-    PodFacts, ServiceFacts, reason,
+    CaSet, DecideError, Decision, Facts, Issued, Live, NamedObject, PodCertificatePolicy,
+    PodCertificateRequest, PodFacts, ServiceFacts, reason,
 };
 use warrant_podcert_kube::{Outcome, Report, Sign};
 
@@ -110,6 +110,19 @@ pub(crate) struct PodCertSigner {
     pub(crate) requester: Requester,
 }
 
+/// Says in the log when more Services select the pod than the certificate names.
+fn warn_services_left_out(request: &PodCertificateRequest, issued: &Issued) {
+    if issued.services_left_out > 0 {
+        tracing::warn!(
+            namespace = %request.namespace,
+            name = %request.name,
+            dns_names = issued.dns_names.len(),
+            services_left_out = issued.services_left_out,
+            "more Services select the pod than one certificate holds; the first by name were taken"
+        );
+    }
+}
+
 impl Sign for PodCertSigner {
     async fn handle(&self, pcr: &Value) -> Outcome {
         let request = match PodCertificateRequest::from_json(pcr) {
@@ -120,23 +133,9 @@ impl Sign for PodCertSigner {
                 return Outcome::Ignore;
             }
         };
-        let policy = super::policy::capped(self.policy.current(), self.max_lifetime);
-        let set = self.cas.borrow().clone();
         let now = self.clock.now();
         let signer = request.signer_name.clone();
-        // Without a CA nothing is read: every retry of every waiting PCR would otherwise cost
-        // the API server three reads for a decision that can only wait.
-        let decision = match &set.signing {
-            Ok(ca) => {
-                let facts = self.facts(&request, &policy).await;
-                warrant_podcert::decide(&request, &facts, &policy, now, ca.as_ref()).await
-            }
-            Err(why) => Ok(Decision::Requeue {
-                reason: reason::CA_UNAVAILABLE,
-                message: format!("the pod certificate CA cannot sign: {why}"),
-            }),
-        };
-        let decision = match decision {
+        let decision = match self.decide(&request, now).await {
             Ok(decision) => decision,
             Err(error) => {
                 // warrant's own mistake or a broken CA: never the requester's; retried.
@@ -162,15 +161,7 @@ impl Sign for PodCertSigner {
                 };
             }
             Decision::Issued(issued) => {
-                if issued.services_left_out > 0 {
-                    tracing::warn!(
-                        namespace = %request.namespace,
-                        name = %request.name,
-                        dns_names = issued.dns_names.len(),
-                        services_left_out = issued.services_left_out,
-                        "more Services select the pod than one certificate holds; the first by name were taken"
-                    );
-                }
+                warn_services_left_out(&request, issued);
                 ("issued", "", issued.status.to_json())
             }
             Decision::Denied {
@@ -246,6 +237,28 @@ fn unread() -> Facts {
 }
 
 impl PodCertSigner {
+    /// Decides `request` at `now` under the policy and CA of the moment. Without a CA nothing
+    /// is read: every retry of every waiting PCR would otherwise cost the API server three
+    /// reads for a decision that can only wait.
+    async fn decide(
+        &self,
+        request: &PodCertificateRequest,
+        now: Timestamp,
+    ) -> Result<Decision, DecideError> {
+        let policy = super::policy::capped(self.policy.current(), self.max_lifetime);
+        let set = self.cas.borrow().clone();
+        match &set.signing {
+            Ok(ca) => {
+                let facts = self.facts(request, &policy).await;
+                warrant_podcert::decide(request, &facts, &policy, now, ca.as_ref()).await
+            }
+            Err(why) => Ok(Decision::Requeue {
+                reason: reason::CA_UNAVAILABLE,
+                message: format!("the pod certificate CA cannot sign: {why}"),
+            }),
+        }
+    }
+
     /// The pod, service account and node the PCR names, read now, and the Services of its
     /// namespace when the signer's policy has DNS name templates (one list: a namespace's
     /// Services are few next to its pods). Nothing is read for a PCR the decision will not
