@@ -64,26 +64,7 @@ impl DirStore {
         }
     }
 
-    /// The store holds keys for `purpose` (by default, [`KeyPurpose::Tokens`]): a key set
-    /// recorded for another is refused ([`StoreError::OtherPurpose`]).
-    pub fn for_purpose(mut self, purpose: KeyPurpose) -> Self {
-        self.purpose = Some(purpose);
-        self
-    }
-
-    /// The store is read whatever its keys are for, and its holder asked about each key for
-    /// the purpose the store records: for `warrant keys`, which works on either kind of store.
-    pub fn of_any_purpose(mut self) -> Self {
-        self.purpose = None;
-        self
-    }
-
-    /// The store's private keys are held by `holder` (an HSM); the directory records their
-    /// public keys and where they are.
-    pub fn with_holder(mut self, holder: Arc<dyn KeyHolder>) -> Self {
-        self.holder = Some(Held::new(holder));
-        self
-    }
+    store_builders!("the directory records their public keys and where they are.");
 
     /// The directory.
     pub fn dir(&self) -> &Path {

@@ -28,6 +28,8 @@
 //!   forward (`rollback.rs`). Revoking the signing key when no key can be made to take over
 //!   records the revocation and stops signing ([`SigningStopped`]) until one can.
 
+#[macro_use]
+mod builders;
 mod copy;
 mod directory;
 mod disposal;

@@ -102,26 +102,9 @@ impl SecretStore {
         }
     }
 
-    /// The store holds keys for `purpose` (by default, [`KeyPurpose::Tokens`]): a key set
-    /// recorded for another is refused ([`StoreError::OtherPurpose`]).
-    pub fn for_purpose(mut self, purpose: KeyPurpose) -> Self {
-        self.purpose = Some(purpose);
-        self
-    }
-
-    /// The store is read whatever its keys are for, and its holder asked about each key for
-    /// the purpose the store records: for `warrant keys`, which works on either kind of store.
-    pub fn of_any_purpose(mut self) -> Self {
-        self.purpose = None;
-        self
-    }
-
-    /// The store's private keys are held by `holder` (an HSM); the Secret records their public
-    /// keys and where they are, and holds no key material.
-    pub fn with_holder(mut self, holder: Arc<dyn KeyHolder>) -> Self {
-        self.holder = Some(Held::new(holder));
-        self
-    }
+    store_builders!(
+        "the Secret records their public keys and where they are, and holds no key material."
+    );
 
     /// Records `identity` (the replica's Lease identity, or an operator command) in the
     /// [`WRITTEN_BY_ANNOTATION`] of every write, so `kubectl describe` tells who wrote last.

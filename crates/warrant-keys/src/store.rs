@@ -240,26 +240,9 @@ impl MemoryStore {
         }
     }
 
-    /// A store whose private keys are held by `holder` (tests of held keys). Clones share the
-    /// contents; this one opens and writes them through `holder`.
-    pub fn with_holder(mut self, holder: Arc<dyn crate::KeyHolder>) -> Self {
-        self.holder = Some(crate::holder::Held::new(holder));
-        self
-    }
-
-    /// The store holds keys for `purpose` (by default, [`KeyPurpose::Tokens`]): a key set
-    /// recorded for another is refused ([`StoreError::OtherPurpose`]).
-    pub fn for_purpose(mut self, purpose: KeyPurpose) -> Self {
-        self.purpose = Some(purpose);
-        self
-    }
-
-    /// The store is read whatever its keys are for, and its holder asked about each key for
-    /// the purpose the store records: for `warrant keys`, which works on either kind of store.
-    pub fn of_any_purpose(mut self) -> Self {
-        self.purpose = None;
-        self
-    }
+    store_builders!(
+        "clones share the contents; this one opens and writes them through `holder` (tests of held keys)."
+    );
 
     /// The same store, as a replica whose change notifications never arrive (a watch that broke
     /// silently) reaches it: reads and writes go through, its [`watch`](KeyStore::watch) never
