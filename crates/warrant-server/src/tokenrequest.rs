@@ -9,6 +9,10 @@ use http::header::{CONTENT_TYPE, HeaderValue};
 use jiff::{SignedDuration, Timestamp};
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_objects::{Kind, LookupError, Record};
+use warrant_proto::groups::AUTHENTICATION_V1 as GROUP_VERSION;
+use warrant_proto::wire::{
+    AUTHENTICATION_V1, BoundObjectReference, ObjectMeta, TokenRequest, TokenRequestStatus,
+};
 use warrant_token::{
     Binding, Claims, Cnf, Confirmation, DEFAULT_EXPIRATION_SECONDS, Lifetime, NewToken, ObjectRef,
     ProofRequest, new_jti, validate_expiration_seconds,
@@ -19,15 +23,12 @@ use crate::body;
 use crate::claims::{ClaimSources, token_claims};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::{
-    AUTHENTICATION_V1, BoundObjectReference, ObjectMeta, TokenRequest, TokenRequestStatus,
-};
 use warrant_auth::authz::admit_token_request;
 use warrant_auth::{Attributes, Authorized, Caller, PeerCertificate, TokenAsk, User, Via};
 use warrant_issuer::{Settings, SignedToken};
 
-const GROUP: &str = "authentication.k8s.io";
-const KIND: &str = "TokenRequest";
+const GROUP: &str = GROUP_VERSION.group;
+const KIND: &str = TokenRequest::KIND;
 
 /// The handler, for `caller`, as authorized by the grant authorization left in the request's
 /// extensions (`steps::authorize`).
