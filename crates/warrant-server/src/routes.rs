@@ -4,7 +4,9 @@
 //! handler ([`crate::router`]), authorization (a matched route with its decoded parameters
 //! gives kube's attributes), metric labels, the discovery documents (`/api/v1`, `/apis/…`),
 //! and the OpenAPI documents (generated from it by a test, see `openapi.rs`). Adding an
-//! endpoint is one entry here and one handler.
+//! endpoint is one entry here and one handler. The API groups and the well-known paths it
+//! serves are warrant-proto's ([`warrant_proto::groups`], [`warrant_proto::DISCOVERY_PATH`] …),
+//! where warrant's clients read them too.
 //!
 //! A path is parsed once, by [`find`]: split at `/`, each segment `%`-decoded as Go's HTTP
 //! server decodes kube-apiserver's paths, then matched against the templates. A segment that
