@@ -1573,7 +1573,7 @@ fn check_injection(objects: &[Value], flags: &[String], what: &str) {
             service["port"], target["spec"]["ports"][0]["port"],
             "{what}"
         );
-        assert_eq!(service["path"], warrant_server::ADMISSION_PATH, "{what}");
+        assert_eq!(service["path"], warrant_proto::ADMISSION_PATH, "{what}");
         assert_eq!(
             webhook["clientConfig"], webhooks[0]["clientConfig"],
             "{what}"

@@ -14,7 +14,8 @@
 //! schedule (the `refresh` module). Each takes a typed configuration ([`credential::Config`],
 //! [`agent::Config`]); the `warrant` binary builds them from its command line, and this crate
 //! knows nothing of it. The contract between the agent and the webhook that writes its
-//! container is `warrant_server::agent_contract`.
+//! container is [`warrant_proto::agent_contract`], in the crate of the wire types both sides
+//! share; this crate does not depend on the server's.
 
 pub mod agent;
 pub mod credential;

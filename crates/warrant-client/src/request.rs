@@ -7,7 +7,7 @@
 use std::error::Error;
 
 use http_body_util::BodyExt as _;
-use warrant_server::wire::{TokenRequest, TokenRequestStatus};
+use warrant_proto::wire::{TokenRequest, TokenRequestStatus};
 use warrant_token::{BoundObjectReference, UnverifiedClaimsError};
 
 use crate::ObjectName;

@@ -459,7 +459,7 @@ fn bench_admission(c: &mut Criterion, runtime: &tokio::runtime::Runtime) {
     let request = || {
         Request::builder()
             .method(Method::POST)
-            .uri(warrant_server::ADMISSION_PATH)
+            .uri(warrant_proto::ADMISSION_PATH)
             .header("content-type", "application/json")
             .body(Body::from(review.clone()))
             .unwrap()

@@ -13,9 +13,10 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH
 use http::{HeaderMap, StatusCode};
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
+use warrant_proto::groups::GroupVersion;
 
 use crate::error::ApiError;
-use crate::routes::{Endpoint, GroupVersion, Parent, ROUTES, Resource, Route, discoverable};
+use crate::routes::{Endpoint, Parent, ROUTES, Resource, Route, discoverable};
 use crate::state::AppState;
 use warrant_issuer::Published;
 

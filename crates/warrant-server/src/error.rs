@@ -4,9 +4,8 @@
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
+use warrant_proto::wire::{Status, StatusCause, StatusDetails};
 use warrant_token::go_quote;
-
-use crate::wire::{Status, StatusCause, StatusDetails};
 
 /// An API error, rendered as a `Status` body. Boxed: errors are the rare path, and a small
 /// `Result` keeps the common one cheap.

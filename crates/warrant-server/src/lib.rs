@@ -6,7 +6,6 @@
 //! [`serve`] runs it on a TLS listener.
 
 mod admission;
-pub mod agent_contract;
 mod audit;
 mod body;
 mod claims;
@@ -27,7 +26,6 @@ mod steps;
 mod tls;
 mod tokenrequest;
 mod tokenreview;
-pub mod wire;
 
 /// What this build is: version, git commit, build date (the commit's) and platform in Go's
 /// names, as `/version` and `warrant --version` say (see build.rs).
@@ -62,8 +60,8 @@ pub mod fuzzing {
     /// Decodes `bytes` as every request body in every format, asserting what must hold for
     /// any input (no panic, short error messages that quote nothing).
     pub fn request_body(bytes: &[u8]) {
-        crate::body::check_decoder::<crate::wire::TokenRequest>(bytes);
-        crate::body::check_decoder::<crate::wire::TokenReview>(bytes);
+        crate::body::check_decoder::<warrant_proto::wire::TokenRequest>(bytes);
+        crate::body::check_decoder::<warrant_proto::wire::TokenReview>(bytes);
         crate::body::check_decoder::<crate::admission::AdmissionReview>(bytes);
     }
 
@@ -103,8 +101,6 @@ pub use connections::{
 pub use error::ApiError;
 pub use metrics::ReviewResult;
 pub use observe::serve_observe;
-pub use routes::{ADMISSION_PATH, DISCOVERY_PATH, JWKS_PATH};
-pub use spiffe::SPIFFE_BUNDLE_PATH;
 pub use state::{AppState, StateParts};
 pub use tls::{
     ServingCertificate, TlsError, TlsFiles, TlsMinVersion, TlsSettings, serve, server_config,

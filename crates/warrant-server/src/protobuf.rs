@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use prost::Message;
 use serde_json::Value;
+use warrant_proto::wire;
 
 use crate::error::ApiError;
-use crate::wire;
 
 /// The prefix of every Kubernetes protobuf body.
 const MAGIC: &[u8] = b"k8s\x00";

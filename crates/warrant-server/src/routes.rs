@@ -4,7 +4,9 @@
 //! handler ([`crate::router`]), authorization (a matched route with its decoded parameters
 //! gives kube's attributes), metric labels, the discovery documents (`/api/v1`, `/apis/…`),
 //! and the OpenAPI documents (generated from it by a test, see `openapi.rs`). Adding an
-//! endpoint is one entry here and one handler.
+//! endpoint is one entry here and one handler. The API groups and the well-known paths it
+//! serves are warrant-proto's ([`warrant_proto::groups`], [`warrant_proto::DISCOVERY_PATH`] …),
+//! where warrant's clients read them too.
 //!
 //! A path is parsed once, by [`find`]: split at `/`, each segment `%`-decoded as Go's HTTP
 //! server decodes kube-apiserver's paths, then matched against the templates. A segment that
@@ -14,56 +16,12 @@
 use std::borrow::Cow;
 
 use http::Method;
-use warrant_token::path_unescape;
-
 use warrant_auth::{Attributes, ResourceAttributes};
-
-/// An API group and version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupVersion {
-    /// The group; empty for the core group.
-    pub group: &'static str,
-    /// The version.
-    pub version: &'static str,
-    /// `group/version`, or the version alone for the core group: an object's `apiVersion`.
-    pub(crate) api_version: &'static str,
-}
-
-/// A [`GroupVersion`] from literals, its `apiVersion` joined at compile time.
-macro_rules! group_version {
-    ($version:literal) => {
-        GroupVersion {
-            group: "",
-            version: $version,
-            api_version: $version,
-        }
-    };
-    ($group:literal, $version:literal) => {
-        GroupVersion {
-            group: $group,
-            version: $version,
-            api_version: concat!($group, "/", $version),
-        }
-    };
-}
-
-/// The core group, where the TokenRequest subresource of service accounts lives.
-pub const CORE_V1: GroupVersion = group_version!("v1");
-/// `authentication.k8s.io/v1`: TokenReview, and the kind of every TokenRequest body.
-pub const AUTHENTICATION_V1: GroupVersion = group_version!("authentication.k8s.io", "v1");
-/// `authentication.k8s.io/v1beta1`: TokenReview for older webhook configurations.
-pub(crate) const AUTHENTICATION_V1BETA1: GroupVersion =
-    group_version!("authentication.k8s.io", "v1beta1");
-/// warrant's own group, for serving behind kube-apiserver's aggregator.
-pub const WARRANT_V1ALPHA1: GroupVersion = group_version!("warrant.dev", "v1alpha1");
-
-/// Where the OIDC discovery document is served (below the issuer, as OIDC has it).
-pub const DISCOVERY_PATH: &str = "/.well-known/openid-configuration";
-/// Where the JWKS is served; the discovery document's default `jwks_uri` points here.
-pub const JWKS_PATH: &str = "/openid/v1/jwks";
-/// Where kube-apiserver sends pods for token injection (a MutatingWebhookConfiguration's
-/// `clientConfig.service.path`).
-pub const ADMISSION_PATH: &str = "/mutate/pods";
+use warrant_proto::groups::{
+    AUTHENTICATION_V1, AUTHENTICATION_V1BETA1, CORE_V1, GroupVersion, WARRANT_V1ALPHA1,
+};
+use warrant_proto::{ADMISSION_PATH, DISCOVERY_PATH, JWKS_PATH, SPIFFE_BUNDLE_PATH};
+use warrant_token::path_unescape;
 
 /// What a route serves: which handler answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +208,7 @@ pub(crate) static ROUTES: &[Route] = &[
     ),
     route(JWKS_PATH, Verb::Get, Endpoint::Jwks, "jwks"),
     route(
-        crate::spiffe::SPIFFE_BUNDLE_PATH,
+        SPIFFE_BUNDLE_PATH,
         Verb::Get,
         Endpoint::SpiffeBundle,
         "spiffe-bundle",
@@ -830,11 +788,5 @@ mod tests {
         assert_eq!(endpoint("/tenant-a/version"), None);
         assert_eq!(endpoint("/tenant-ab/openid/v1/jwks"), None);
         assert_eq!(endpoint("/tenant-a"), None);
-    }
-
-    #[test]
-    fn group_versions_join_their_api_version() {
-        assert_eq!(CORE_V1.api_version, "v1");
-        assert_eq!(AUTHENTICATION_V1.api_version, "authentication.k8s.io/v1");
     }
 }

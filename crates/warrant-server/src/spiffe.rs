@@ -23,9 +23,6 @@ use crate::discovery::document;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Where the bundle is served.
-pub const SPIFFE_BUNDLE_PATH: &str = "/.well-known/spiffe-bundle";
-
 /// The roots, with the last body built from them.
 #[derive(Debug)]
 pub(crate) struct ServedRoots {

@@ -29,11 +29,13 @@ use crate::error::ApiError;
 use crate::metrics::ReviewResult;
 use crate::review::{Refused, review_token};
 use crate::state::AppState;
-use crate::wire::{KeyBinding, ObjectMeta, TokenReview, TokenReviewSpec, TokenReviewStatus};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use warrant_audit::{Decision, ServiceAccount, TokenFacts};
 use warrant_auth::Caller;
+use warrant_proto::wire::{
+    KeyBinding, ObjectMeta, TokenReview, TokenReviewSpec, TokenReviewStatus,
+};
 use warrant_token::{
     BindingError, CertificateEvidence, Claims, Cnf, DpopError, Evidence, MAX_PROOF_BYTES,
     ProofRequest, VerifiedToken, header_key_id,
@@ -84,7 +86,7 @@ pub(crate) async fn review(
     let version = check_request(&request, served)?;
 
     // 2. The proof of a key: a field of warrant.dev's review only, checked for form.
-    let own_group = served == crate::wire::WARRANT_V1ALPHA1;
+    let own_group = served == warrant_proto::wire::WARRANT_V1ALPHA1;
     keep_proof_fields(&mut request.spec, own_group);
     let proof = KeyProof::of(&request.spec)?;
 
@@ -524,7 +526,7 @@ const BOUND_TO_BOTH: &str = "service account token is bound to both a DPoP key a
 /// The versions a route accepts in a body: the authentication group's routes take v1 and
 /// v1beta1 (field-identical), warrant's own only its own.
 fn accepted_version(served: &str, given: &str) -> bool {
-    use crate::wire::{AUTHENTICATION_V1, AUTHENTICATION_V1BETA1};
+    use warrant_proto::wire::{AUTHENTICATION_V1, AUTHENTICATION_V1BETA1};
     given == served
         || (served.starts_with("authentication.k8s.io/")
             && (given == AUTHENTICATION_V1 || given == AUTHENTICATION_V1BETA1))

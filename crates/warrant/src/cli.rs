@@ -102,7 +102,7 @@ pub(crate) enum Command {
     /// adds; docs/injection.md): each FILE=AUDIENCE is a token of the pod's service account,
     /// bound to the pod, refreshed before 80 % of its lifetime and replaced atomically.
     /// `--check` is its readiness probe.
-    #[command(name = warrant_server::agent_contract::COMMAND)]
+    #[command(name = warrant_proto::agent_contract::COMMAND)]
     TokenAgent(TokenAgentArgs),
     /// Check an external signer as kube-apiserver does when it starts: Metadata and FetchKeys
     /// over the socket. Exits 0 if both answer and there are keys; otherwise says why and

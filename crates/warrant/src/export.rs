@@ -21,7 +21,7 @@ use crate::keys::{
     KeySource, ManagedStore, Store, client, current_algorithm, policy, recorded_max_token_seconds,
 };
 use crate::serve::jwks_uri;
-use warrant_server::DISCOVERY_PATH;
+use warrant_proto::DISCOVERY_PATH;
 
 /// `warrant discovery export`: a round to `--dir`, each document at its URL's path below it
 /// (the discovery document below the issuer's path, the JWKS at `jwks_uri`'s), as a `file://`

@@ -12,9 +12,10 @@ use warrant_clock::Clock;
 use warrant_issuer::{Issuer, Settings, validate_issuers, validate_max_expiration};
 use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
+use warrant_proto::JWKS_PATH;
 use warrant_server::{
-    AppState, Connections, JWKS_PATH, ServeOptions, ServingCertificate, StateParts, TlsFiles,
-    TlsSettings, default_per_address, max_connections_for, router, serve, server_config,
+    AppState, Connections, ServeOptions, ServingCertificate, StateParts, TlsFiles, TlsSettings,
+    default_per_address, max_connections_for, router, serve, server_config,
 };
 use warrant_token::{ExpirationPolicy, validate_jwks_uri};
 

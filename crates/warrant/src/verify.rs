@@ -121,7 +121,7 @@ async fn issuer_keys(
     args: &VerifyArgs,
 ) -> Result<Vec<VerifyingKey>, Box<dyn Error>> {
     let issuer = args.issuer.trim_end_matches('/');
-    let discovery_url = format!("{issuer}{}", warrant_server::DISCOVERY_PATH);
+    let discovery_url = format!("{issuer}{}", warrant_proto::DISCOVERY_PATH);
     let trust = if args.ca_file.is_some() {
         Trust::CaFile
     } else {

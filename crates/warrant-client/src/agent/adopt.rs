@@ -30,14 +30,14 @@ impl Published {
     /// go to warrant's URL (`warrant`, for messages). The JWKS is read from warrant's own path,
     /// not the document's `jwks_uri` (which may name a bucket): warrant is what the agent trusts.
     pub(super) async fn fetch(client: &::kube::Client, warrant: &str) -> Result<Self, AgentError> {
-        let discovery = get(client, warrant, warrant_server::DISCOVERY_PATH).await?;
+        let discovery = get(client, warrant, warrant_proto::DISCOVERY_PATH).await?;
         let issuer = discovery
             .get("issuer")
             .and_then(Value::as_str)
             .filter(|issuer| !issuer.is_empty())
             .ok_or_else(|| format!("warrant's discovery document at {warrant} names no issuer"))?
             .to_owned();
-        let jwks = get(client, warrant, warrant_server::JWKS_PATH).await?;
+        let jwks = get(client, warrant, warrant_proto::JWKS_PATH).await?;
         // A key warrant publishes that this build cannot read cannot have signed a token it
         // verifies: skipped.
         let keys: Vec<VerifyingKey> = jwks

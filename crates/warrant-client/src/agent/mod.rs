@@ -41,8 +41,8 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 use rustix::fs::{Mode, OFlags};
 use warrant_clock::Clock;
-use warrant_server::agent_contract;
-use warrant_server::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
+use warrant_proto::agent_contract;
+use warrant_proto::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
 use warrant_token::BoundObjectReference;
 
 use crate::endpoint;
@@ -54,7 +54,7 @@ mod adopt;
 mod tests;
 
 /// The agent's configuration: its flags, or the variables token injection sets for them
-/// (`warrant_server::agent_contract`).
+/// ([`agent_contract`]).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The tokens to keep (`--token`, `WARRANT_TOKENS`).

@@ -33,7 +33,7 @@ use std::error::Error;
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use warrant_server::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
+use warrant_proto::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
 
 use crate::endpoint;
 use crate::request::{

@@ -27,6 +27,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
+use warrant_proto::agent_contract;
 
 use super::names::{
     AGENT, GCP_CREDENTIALS, GOOGLE_DIR, GOOGLE_FILE, GOOGLE_VOLUME, KUBE_TOKEN_DIR,
@@ -34,7 +35,6 @@ use super::names::{
 };
 use super::placement;
 use super::plan::{InjectionSettings, Plan, Refusal};
-use crate::agent_contract;
 
 /// The lifetime of the pod's kube token the agent authenticates with: the kubelet refreshes
 /// it at 80 %, and 3600 (not 3607) keeps kube-apiserver from extending it to a year (which it

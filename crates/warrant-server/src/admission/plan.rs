@@ -495,7 +495,7 @@ fn stray(annotations: &Annotations<'_>, key: &str, needs: &str) -> Result<(), Re
 fn audience_value(key: &str, value: &str) -> Result<String, Refusal> {
     if value.is_empty()
         || value.len() > warrant_token::MAX_AUDIENCE_BYTES
-        || value.contains(crate::agent_contract::TOKENS_DELIMITER)
+        || value.contains(warrant_proto::agent_contract::TOKENS_DELIMITER)
         || value.chars().any(char::is_control)
     {
         return Err(Refusal::bad(format!(

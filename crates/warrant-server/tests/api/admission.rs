@@ -99,7 +99,7 @@ async fn post(api: &Api, body: String) -> Reply {
     api.send(
         Request::builder()
             .method(Method::POST)
-            .uri(warrant_server::ADMISSION_PATH)
+            .uri(warrant_proto::ADMISSION_PATH)
             .header("content-type", "application/json")
             .body(axum::body::Body::from(body))
             .unwrap(),
@@ -683,7 +683,7 @@ async fn reviews_in_flight_are_bounded() {
         futures::channel::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(1);
     let slow = Request::builder()
         .method(Method::POST)
-        .uri(warrant_server::ADMISSION_PATH)
+        .uri(warrant_proto::ADMISSION_PATH)
         .header("content-type", "application/json")
         .body(axum::body::Body::from_stream(receiver))
         .unwrap();
@@ -735,7 +735,7 @@ async fn allowed_names_refuse_everyone_else() {
     let reply = post(&api, vector("pod-annotated-sa").to_string()).await;
     assert_eq!(reply.code, StatusCode::UNAUTHORIZED, "{}", reply.text);
     let reply = api
-        .post(warrant_server::ADMISSION_PATH, vector("pod-annotated-sa"))
+        .post(warrant_proto::ADMISSION_PATH, vector("pod-annotated-sa"))
         .await;
     assert_eq!(reply.code, StatusCode::FORBIDDEN, "{}", reply.text);
     assert!(

@@ -1,12 +1,12 @@
 //! `warrant token-agent`'s command line: the token agent's flags, each with the environment
-//! variable token injection sets (`warrant_server::agent_contract`), which the command
+//! variable token injection sets (`warrant_proto::agent_contract`), which the command
 //! (`crate::agent`) turns into `warrant_client::agent::Config`.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use warrant_client::agent::TokenSpec;
-use warrant_server::agent_contract;
+use warrant_proto::agent_contract;
 
 /// `warrant token-agent`. Every flag has an environment variable, which is how token
 /// injection configures it, so that the probes (`warrant token-agent --check`, run in the

@@ -13,11 +13,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `apiVersion` of TokenRequest and of TokenReview v1.
-pub const AUTHENTICATION_V1: &str = crate::routes::AUTHENTICATION_V1.api_version;
+pub const AUTHENTICATION_V1: &str = crate::groups::AUTHENTICATION_V1.api_version;
 /// `apiVersion` of TokenReview v1beta1 (kube-apiserver's default webhook version).
-pub const AUTHENTICATION_V1BETA1: &str = crate::routes::AUTHENTICATION_V1BETA1.api_version;
+pub const AUTHENTICATION_V1BETA1: &str = crate::groups::AUTHENTICATION_V1BETA1.api_version;
 /// warrant's own API group, for serving behind kube-apiserver's aggregator.
-pub const WARRANT_V1ALPHA1: &str = crate::routes::WARRANT_V1ALPHA1.api_version;
+pub const WARRANT_V1ALPHA1: &str = crate::groups::WARRANT_V1ALPHA1.api_version;
 
 /// The parts of `metadata` that warrant reads or fills in; other fields are echoed back as sent.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -65,10 +65,13 @@ pub struct TokenRequest {
 }
 
 impl TokenRequest {
+    /// The kind, `TokenRequest`.
+    pub const KIND: &str = "TokenRequest";
+
     /// The TokenRequest a client sends for `spec`: kind and `apiVersion` set, no metadata.
     pub fn new(spec: TokenRequestSpec) -> Self {
         TokenRequest {
-            kind: Some("TokenRequest".to_owned()),
+            kind: Some(Self::KIND.to_owned()),
             api_version: Some(AUTHENTICATION_V1.to_owned()),
             spec,
             ..TokenRequest::default()
