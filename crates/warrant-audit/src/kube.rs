@@ -564,7 +564,7 @@ mod tests {
     }
 
     fn render(event: &Event) -> String {
-        String::from_utf8(crate::line(crate::Schema::Kubernetes, event, None))
+        String::from_utf8(crate::writer::line(crate::Schema::Kubernetes, event, None))
             .unwrap()
             .trim_end()
             .to_owned()
@@ -693,8 +693,12 @@ mod tests {
         );
         assert_eq!(notes["warrant.dev/service-account"], "shop/cart");
 
-        let summary =
-            String::from_utf8(crate::line(crate::Schema::Kubernetes, &event, Some(7))).unwrap();
+        let summary = String::from_utf8(crate::writer::line(
+            crate::Schema::Kubernetes,
+            &event,
+            Some(7),
+        ))
+        .unwrap();
         assert_eq!(
             assert_kube_event(summary.trim_end())["annotations"]["warrant.dev/count"],
             "7"

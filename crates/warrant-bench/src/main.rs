@@ -211,35 +211,13 @@ fn run(args: &Args) -> Result<(), Error> {
     }
     let (scenarios, with_reference) = selected(args)?;
     let protocols = protocols(args)?;
-    let load_run = !args.signer && args.soak.is_none();
-    if !args.signer && (!load_run || protocols.contains(&Protocol::Http1)) {
-        wrk::check_installed()?;
-    }
-    if load_run && protocols.contains(&Protocol::H2) {
-        h2load::check_installed()?;
-    }
+    check_tools(args, &protocols)?;
     let dir = tempfile_dir()?;
     // The server's socket, bound here and passed to each server the run starts (as systemd
     // passes one): the port, which the issuer URL holds, stays the bench's for the whole run.
     let listener = loopback_listener()?;
     let port = listener.local_addr()?.port();
-    let setup = Command::new(&args.warrant)
-        .args(["local-setup", "--dir"])
-        .arg(&dir)
-        .args(["--port", &port.to_string()])
-        .output()?;
-    if !setup.status.success() {
-        return Err(format!(
-            "local-setup failed: {}",
-            String::from_utf8_lossy(&setup.stderr)
-        )
-        .into());
-    }
-    let admin = std::fs::read_to_string(dir.join("tokens.csv"))?
-        .split(',')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let admin = local_setup(&args.warrant, &dir, port)?;
     let issuer = format!("https://127.0.0.1:{port}");
     let cluster = Cluster::new(args.pods);
     std::fs::write(dir.join("objects.yaml"), cluster.manifest())?;
@@ -281,6 +259,40 @@ fn run(args: &Args) -> Result<(), Error> {
     );
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// The load generators this run drives are installed: wrk for the soak and for HTTP/1.1 load,
+/// h2load for h2 load; none for the signer's run.
+fn check_tools(args: &Args, protocols: &[Protocol]) -> Result<(), Error> {
+    let load_run = !args.signer && args.soak.is_none();
+    if !args.signer && (!load_run || protocols.contains(&Protocol::Http1)) {
+        wrk::check_installed()?;
+    }
+    if load_run && protocols.contains(&Protocol::H2) {
+        h2load::check_installed()?;
+    }
+    Ok(())
+}
+
+/// `warrant local-setup` in `dir` for an issuer on `port`; returns the admin token it wrote.
+fn local_setup(warrant: &Path, dir: &Path, port: u16) -> Result<String, Error> {
+    let setup = Command::new(warrant)
+        .args(["local-setup", "--dir"])
+        .arg(dir)
+        .args(["--port", &port.to_string()])
+        .output()?;
+    if !setup.status.success() {
+        return Err(format!(
+            "local-setup failed: {}",
+            String::from_utf8_lossy(&setup.stderr)
+        )
+        .into());
+    }
+    Ok(std::fs::read_to_string(dir.join("tokens.csv"))?
+        .split(',')
+        .next()
+        .unwrap_or_default()
+        .to_owned())
 }
 
 /// The soak: one ES256 server with delegated authentication to a kube-apiserver that never

@@ -278,46 +278,7 @@ pub(crate) fn run(
 ) -> Result<(), Error> {
     let mut samples = vec![sample(server, "start")?];
     let stop = Arc::new(AtomicBool::new(false));
-    let ca = target.dir.join("ca.crt");
-    let h1 = Arc::new(Tls::new(&ca, &[b"http/1.1"])?);
-    let h2 = Arc::new(Tls::new(&ca, &[b"h2"])?);
-    let kinds = [
-        ("idle TCP", Arc::new(Counts::default())),
-        ("idle TLS", Arc::new(Counts::default())),
-        ("slow headers", Arc::new(Counts::default())),
-        ("abandoned lookups", Arc::new(Counts::default())),
-    ];
-    let [tcp_counts, tls_counts, slow_counts, abandon_counts] = kinds.clone().map(|(_, c)| c);
-    let mut threads = vec![
-        hold(
-            abusers.idle_tcp,
-            stop.clone(),
-            tcp_counts,
-            move || Ok(TcpStream::connect_timeout(&addr, Duration::from_secs(5))?),
-            |s| s,
-        ),
-        slow(abusers.slow, addr, h1.clone(), stop.clone(), slow_counts),
-        abandon(
-            abusers.abandon_per_second,
-            addr,
-            h1.clone(),
-            stop.clone(),
-            abandon_counts,
-        ),
-    ];
-    // Half the idle TLS connections speak HTTP/1.1, half h2.
-    for (tls, share) in [
-        (h1, abusers.idle_tls / 2),
-        (h2, abusers.idle_tls - abusers.idle_tls / 2),
-    ] {
-        threads.push(hold(
-            share,
-            stop.clone(),
-            tls_counts.clone(),
-            move || tls.connect(addr),
-            |s| &s.sock,
-        ));
-    }
+    let abuse = Abuse::start(abusers, addr, &target.dir.join("ca.crt"), &stop)?;
     // Let the abusers reach their numbers before the good clients start.
     std::thread::sleep(Duration::from_secs(5));
     samples.push(sample(server, "abusers connected")?);
@@ -331,19 +292,91 @@ pub(crate) fn run(
     )?;
     samples.push(sample(server, "end of load")?);
     stop.store(true, Ordering::Relaxed);
-    for t in threads {
+    for t in abuse.threads {
         let _ = t.join();
     }
     std::thread::sleep(settle);
     samples.push(sample(server, "settled")?);
+    report(seconds, &result, &abuse.kinds, &samples);
+    // Still answering, correctly, after all that.
+    target.preflight(Scenario::RequestPod)?;
+    target.preflight(Scenario::ReviewDistinct)?;
+    Ok(())
+}
 
+/// The abusive clients at work, one thread per kind and share, until `stop` is set.
+struct Abuse {
+    /// What each kind saw, by its name in the report.
+    kinds: [(&'static str, Arc<Counts>); 4],
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Abuse {
+    /// Starts `abusers` against `addr`, whose certificate `ca` issued.
+    fn start(
+        abusers: Abusers,
+        addr: SocketAddr,
+        ca: &Path,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Abuse, Error> {
+        let h1 = Arc::new(Tls::new(ca, &[b"http/1.1"])?);
+        let h2 = Arc::new(Tls::new(ca, &[b"h2"])?);
+        let kinds = [
+            ("idle TCP", Arc::new(Counts::default())),
+            ("idle TLS", Arc::new(Counts::default())),
+            ("slow headers", Arc::new(Counts::default())),
+            ("abandoned lookups", Arc::new(Counts::default())),
+        ];
+        let [tcp_counts, tls_counts, slow_counts, abandon_counts] = kinds.clone().map(|(_, c)| c);
+        let mut threads = vec![
+            hold(
+                abusers.idle_tcp,
+                stop.clone(),
+                tcp_counts,
+                move || Ok(TcpStream::connect_timeout(&addr, Duration::from_secs(5))?),
+                |s| s,
+            ),
+            slow(abusers.slow, addr, h1.clone(), stop.clone(), slow_counts),
+            abandon(
+                abusers.abandon_per_second,
+                addr,
+                h1.clone(),
+                stop.clone(),
+                abandon_counts,
+            ),
+        ];
+        // Half the idle TLS connections speak HTTP/1.1, half h2.
+        for (tls, share) in [
+            (h1, abusers.idle_tls / 2),
+            (h2, abusers.idle_tls - abusers.idle_tls / 2),
+        ] {
+            threads.push(hold(
+                share,
+                stop.clone(),
+                tls_counts.clone(),
+                move || tls.connect(addr),
+                |s| &s.sock,
+            ));
+        }
+        Ok(Abuse { kinds, threads })
+    }
+}
+
+/// Prints the soak's tables: the good clients' numbers, what each kind of abusive client saw,
+/// and warrant's memory and descriptors at each sample.
+fn report(
+    seconds: u64,
+    result: &wrk::Outcome,
+    kinds: &[(&'static str, Arc<Counts>)],
+    samples: &[Sample],
+) {
     println!(
         "good clients (wrk, 8 connections, {seconds} s, TokenRequest pod-bound + TokenReview): {:.0} requests/s, p50 {}, p99 {}, {} errors\n",
         result.requests_per_second, result.p50, result.p99, result.errors
     );
     println!("| abusive client | connections opened | closed by warrant | requests abandoned |");
     println!("|---|---:|---:|---:|");
-    for (name, c) in &kinds {
+    for (name, c) in kinds {
         println!(
             "| {name} | {} | {} | {} |",
             c.opened.load(Ordering::Relaxed),
@@ -353,11 +386,7 @@ pub(crate) fn run(
     }
     println!("\n| warrant | resident memory | open descriptors |");
     println!("|---|---:|---:|");
-    for s in &samples {
+    for s in samples {
         println!("| {} | {} | {} |", s.label, mib(s.rss_kib), s.fds);
     }
-    // Still answering, correctly, after all that.
-    target.preflight(Scenario::RequestPod)?;
-    target.preflight(Scenario::ReviewDistinct)?;
-    Ok(())
 }

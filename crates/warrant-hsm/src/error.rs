@@ -296,6 +296,14 @@ pub enum Unsuitable {
 }
 
 impl HsmError {
+    /// The key at `uri` is not one warrant signs with, for `problem`.
+    pub(crate) fn unsuitable(uri: &impl ToString, problem: Unsuitable) -> Self {
+        HsmError::Unsuitable {
+            uri: uri.to_string(),
+            problem,
+        }
+    }
+
     pub(crate) fn pkcs11(uri: &impl ToString, op: &'static str, cause: CkError) -> Self {
         HsmError::Pkcs11 {
             uri: uri.to_string(),

@@ -186,38 +186,7 @@ impl Pkcs11Uri {
         let mut uri = Pkcs11Uri::default();
         for attr in path.split(';').filter(|a| !a.is_empty()) {
             let (name, value) = split_attr(attr)?;
-            match name {
-                "token" => set(&mut uri.token, name, text_value(name, value)?)?,
-                "manufacturer" => set(&mut uri.manufacturer, name, text_value(name, value)?)?,
-                "model" => set(&mut uri.model, name, text_value(name, value)?)?,
-                "serial" => set(&mut uri.serial, name, text_value(name, value)?)?,
-                "object" => set(&mut uri.object, name, text_value(name, value)?)?,
-                "id" => {
-                    let id = decode(name, value)?;
-                    if id.is_empty() {
-                        return Err(UriError::Empty(name.to_owned()));
-                    }
-                    set(&mut uri.id, name, id)?;
-                }
-                "slot-id" => {
-                    let v = text_value(name, value)?;
-                    let n = v.parse::<u64>().map_err(|_| UriError::SlotId)?;
-                    set(&mut uri.slot_id, name, n)?;
-                }
-                "type" => {
-                    let t = match text_value(name, value)?.as_str() {
-                        "private" => ObjectType::Private,
-                        "public" => ObjectType::Public,
-                        "cert" => ObjectType::Cert,
-                        "secret-key" => ObjectType::SecretKey,
-                        "data" => ObjectType::Data,
-                        _ => return Err(UriError::ObjectType),
-                    };
-                    set(&mut uri.object_type, name, t)?;
-                }
-                "pin-value" => return Err(UriError::PinValue),
-                other => return Err(UriError::Unknown(quotable(other))),
-            }
+            uri.set_path_attribute(name, value)?;
         }
         for attr in query
             .into_iter()
@@ -225,35 +194,76 @@ impl Pkcs11Uri {
             .filter(|a| !a.is_empty())
         {
             let (name, value) = split_attr(attr)?;
-            match name {
-                "pin-value" => return Err(UriError::PinValue),
-                "module-name" => return Err(UriError::ModuleName),
-                "module-path" => {
-                    let path = PathBuf::from(text_value(name, value)?);
-                    if !path.is_absolute() {
-                        return Err(UriError::ModulePath);
-                    }
-                    set(&mut uri.module_path, name, path)?;
-                }
-                "pin-source" => {
-                    let v = text_value(name, value)?;
-                    let path = v
-                        .strip_prefix("file://")
-                        .or_else(|| v.strip_prefix("file:"))
-                        .unwrap_or(&v);
-                    let path = PathBuf::from(path);
-                    if !path.is_absolute() {
-                        return Err(UriError::PinSource);
-                    }
-                    set(&mut uri.pin_source, name, path)?;
-                }
-                other => return Err(UriError::Unknown(quotable(other))),
-            }
+            uri.set_query_attribute(name, value)?;
         }
         if uri.token.is_none() && uri.serial.is_none() {
             return Err(UriError::NoToken);
         }
         Ok(uri)
+    }
+
+    /// Sets the path attribute `name` (which token, which object) to its encoded `value`.
+    fn set_path_attribute(&mut self, name: &str, value: &str) -> Result<(), UriError> {
+        match name {
+            "token" => set(&mut self.token, name, text_value(name, value)?),
+            "manufacturer" => set(&mut self.manufacturer, name, text_value(name, value)?),
+            "model" => set(&mut self.model, name, text_value(name, value)?),
+            "serial" => set(&mut self.serial, name, text_value(name, value)?),
+            "object" => set(&mut self.object, name, text_value(name, value)?),
+            "id" => {
+                let id = decode(name, value)?;
+                if id.is_empty() {
+                    return Err(UriError::Empty(name.to_owned()));
+                }
+                set(&mut self.id, name, id)
+            }
+            "slot-id" => {
+                let v = text_value(name, value)?;
+                let n = v.parse::<u64>().map_err(|_| UriError::SlotId)?;
+                set(&mut self.slot_id, name, n)
+            }
+            "type" => {
+                let t = match text_value(name, value)?.as_str() {
+                    "private" => ObjectType::Private,
+                    "public" => ObjectType::Public,
+                    "cert" => ObjectType::Cert,
+                    "secret-key" => ObjectType::SecretKey,
+                    "data" => ObjectType::Data,
+                    _ => return Err(UriError::ObjectType),
+                };
+                set(&mut self.object_type, name, t)
+            }
+            "pin-value" => Err(UriError::PinValue),
+            other => Err(UriError::Unknown(quotable(other))),
+        }
+    }
+
+    /// Sets the query attribute `name` (the module, where the PIN is) to its encoded `value`.
+    fn set_query_attribute(&mut self, name: &str, value: &str) -> Result<(), UriError> {
+        match name {
+            "pin-value" => Err(UriError::PinValue),
+            "module-name" => Err(UriError::ModuleName),
+            "module-path" => {
+                let path = PathBuf::from(text_value(name, value)?);
+                if !path.is_absolute() {
+                    return Err(UriError::ModulePath);
+                }
+                set(&mut self.module_path, name, path)
+            }
+            "pin-source" => {
+                let v = text_value(name, value)?;
+                let path = v
+                    .strip_prefix("file://")
+                    .or_else(|| v.strip_prefix("file:"))
+                    .unwrap_or(&v);
+                let path = PathBuf::from(path);
+                if !path.is_absolute() {
+                    return Err(UriError::PinSource);
+                }
+                set(&mut self.pin_source, name, path)
+            }
+            other => Err(UriError::Unknown(quotable(other))),
+        }
     }
 
     /// The token label (`token=`), if given.

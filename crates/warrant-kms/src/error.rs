@@ -253,99 +253,149 @@ pub(crate) fn classify<E>(
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
+    if let Some(attempt) = without_answer(&err, kms, op) {
+        return attempt;
+    }
+    let answer = Answer {
+        status: err.raw_response().map(|r| r.status().as_u16()),
+        code: err.code().unwrap_or("Unknown").to_owned(),
+        message: err.message().unwrap_or_default().to_owned(),
+    };
+    answer.attempt(
+        kms.to_owned(),
+        op,
+        key.unwrap_or("-").to_owned(),
+        kid.map(str::to_owned),
+    )
+}
+
+/// A call that got no answer from KMS itself: the credential chain failed, or the network
+/// (timed out, not sent, an unreadable response). `None` when KMS answered with an error.
+fn without_answer<E>(
+    err: &SdkError<E, HttpResponse>,
+    kms: &str,
+    op: &'static str,
+) -> Option<Attempt>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
     let kms = kms.to_owned();
-    let key_name = key.unwrap_or("-").to_owned();
-    let kid = kid.map(str::to_owned);
-    if credentials_failure(&err) {
-        let cause = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
-        return Attempt::Final(KmsError::Credentials { kms, op, cause });
+    let cause = || aws_smithy_types::error::display::DisplayErrorContext(err).to_string();
+    if credentials_failure(err) {
+        return Some(Attempt::Final(KmsError::Credentials {
+            kms,
+            op,
+            cause: cause(),
+        }));
     }
-    match &err {
-        SdkError::ServiceError(_) => {}
-        SdkError::TimeoutError(_) => {
-            return Attempt::NoAnswer(KmsError::Unreachable {
-                kms,
-                op,
-                cause: "no answer in time".into(),
-            });
-        }
+    match err {
+        SdkError::ServiceError(_) => None,
+        SdkError::TimeoutError(_) => Some(Attempt::NoAnswer(KmsError::Unreachable {
+            kms,
+            op,
+            cause: "no answer in time".into(),
+        })),
         SdkError::DispatchFailure(failure) => {
-            let cause = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
-            if failure.is_io() || failure.is_timeout() || failure.is_other() {
-                return Attempt::NoAnswer(KmsError::Unreachable { kms, op, cause });
-            }
-            return Attempt::Final(KmsError::Unreachable { kms, op, cause });
-        }
-        SdkError::ResponseError(_) => {
-            let cause = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
-            return Attempt::NoAnswer(KmsError::Unreachable { kms, op, cause });
-        }
-        _ => {
-            let cause = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
-            return Attempt::Final(KmsError::Unreachable { kms, op, cause });
-        }
-    }
-    let status = err.raw_response().map(|r| r.status().as_u16());
-    let code = err.code().unwrap_or("Unknown").to_owned();
-    let message = err.message().unwrap_or_default().to_owned();
-    match code.as_str() {
-        "ThrottlingException" | "ThrottledException" | "TooManyRequestsException" => {
-            Attempt::Retry(KmsError::Throttled {
+            let unreachable = KmsError::Unreachable {
                 kms,
                 op,
-                attempts: 1,
-                waited: Duration::ZERO,
-            })
+                cause: cause(),
+            };
+            if failure.is_io() || failure.is_timeout() || failure.is_other() {
+                return Some(Attempt::NoAnswer(unreachable));
+            }
+            Some(Attempt::Final(unreachable))
         }
-        "KMSInternalException" | "DependencyTimeoutException" | "KeyUnavailableException" => {
-            Attempt::Retry(KmsError::Unreachable {
+        SdkError::ResponseError(_) => Some(Attempt::NoAnswer(KmsError::Unreachable {
+            kms,
+            op,
+            cause: cause(),
+        })),
+        _ => Some(Attempt::Final(KmsError::Unreachable {
+            kms,
+            op,
+            cause: cause(),
+        })),
+    }
+}
+
+/// KMS's own answer to a failed call: its HTTP status, error code and message.
+struct Answer {
+    status: Option<u16>,
+    code: String,
+    message: String,
+}
+
+impl Answer {
+    /// What KMS's error code means for the call `op` on `key` (`kid` when known): retry,
+    /// or a final word about the key, the credentials or the request.
+    fn attempt(self, kms: String, op: &'static str, key: String, kid: Option<String>) -> Attempt {
+        let Answer {
+            status,
+            code,
+            message,
+        } = self;
+        match code.as_str() {
+            "ThrottlingException" | "ThrottledException" | "TooManyRequestsException" => {
+                Attempt::Retry(KmsError::Throttled {
+                    kms,
+                    op,
+                    attempts: 1,
+                    waited: Duration::ZERO,
+                })
+            }
+            "KMSInternalException" | "DependencyTimeoutException" | "KeyUnavailableException" => {
+                Attempt::Retry(KmsError::Unreachable {
+                    kms,
+                    op,
+                    cause: format!("{code}: {message}"),
+                })
+            }
+            "DisabledException" => Attempt::Final(KmsError::KeyState {
+                key,
+                kid,
+                state: "Disabled (DisabledException)".into(),
+                advice: DISABLED_ADVICE,
+            }),
+            "KMSInvalidStateException" => Attempt::Final(KmsError::KeyState {
+                key,
+                kid,
+                state: format!(
+                    "not in a state that allows {op} (KMSInvalidStateException: {message})"
+                ),
+                advice: DISABLED_ADVICE,
+            }),
+            "NotFoundException" => Attempt::Final(KmsError::NotFound { key, kid }),
+            "AccessDeniedException" => Attempt::Final(KmsError::AccessDenied {
+                kms,
+                op,
+                key,
+                code,
+                message,
+            }),
+            "UnrecognizedClientException"
+            | "ExpiredTokenException"
+            | "InvalidSignatureException"
+            | "IncompleteSignature"
+            | "InvalidClientTokenId"
+            | "MissingAuthenticationToken" => Attempt::Final(KmsError::Credentials {
                 kms,
                 op,
                 cause: format!("{code}: {message}"),
-            })
+            }),
+            _ if status.is_some_and(|s| s >= 500) => Attempt::Retry(KmsError::Unreachable {
+                kms,
+                op,
+                cause: format!("{code}: {message}"),
+            }),
+            _ => Attempt::Final(KmsError::Service {
+                kms,
+                op,
+                key,
+                code,
+                message,
+            }),
         }
-        "DisabledException" => Attempt::Final(KmsError::KeyState {
-            key: key_name,
-            kid,
-            state: "Disabled (DisabledException)".into(),
-            advice: DISABLED_ADVICE,
-        }),
-        "KMSInvalidStateException" => Attempt::Final(KmsError::KeyState {
-            key: key_name,
-            kid,
-            state: format!("not in a state that allows {op} (KMSInvalidStateException: {message})"),
-            advice: DISABLED_ADVICE,
-        }),
-        "NotFoundException" => Attempt::Final(KmsError::NotFound { key: key_name, kid }),
-        "AccessDeniedException" => Attempt::Final(KmsError::AccessDenied {
-            kms,
-            op,
-            key: key_name,
-            code,
-            message,
-        }),
-        "UnrecognizedClientException"
-        | "ExpiredTokenException"
-        | "InvalidSignatureException"
-        | "IncompleteSignature"
-        | "InvalidClientTokenId"
-        | "MissingAuthenticationToken" => Attempt::Final(KmsError::Credentials {
-            kms,
-            op,
-            cause: format!("{code}: {message}"),
-        }),
-        _ if status.is_some_and(|s| s >= 500) => Attempt::Retry(KmsError::Unreachable {
-            kms,
-            op,
-            cause: format!("{code}: {message}"),
-        }),
-        _ => Attempt::Final(KmsError::Service {
-            kms,
-            op,
-            key: key_name,
-            code,
-            message,
-        }),
     }
 }
 

@@ -421,10 +421,21 @@ enum Verdict {
     Wait(&'static str, String),
 }
 
-/// The identity the PCR claims, against what is live: the pod (by name, with the PCR's UID,
-/// on the PCR's node, as the PCR's service account, Pending or Running, not being deleted),
-/// the service account (name and UID) and the node (name and UID).
+/// The identity the PCR claims, against what is live: the pod, the service account and the
+/// node, in that order; the first that does not hold decides.
 fn identity(pcr: &PodCertificateRequest, spec: &Spec, facts: &Facts) -> Verdict {
+    let checks: [fn(&PodCertificateRequest, &Spec, &Facts) -> Verdict; 3] =
+        [live_pod, live_service_account, live_node];
+    checks
+        .into_iter()
+        .map(|check| check(pcr, spec, facts))
+        .find(|verdict| !matches!(verdict, Verdict::Ok))
+        .unwrap_or(Verdict::Ok)
+}
+
+/// The PCR's pod as live: by name, with the PCR's UID, on the PCR's node, as the PCR's service
+/// account, Pending or Running, not being deleted.
+fn live_pod(pcr: &PodCertificateRequest, spec: &Spec, facts: &Facts) -> Verdict {
     let q = |s: &str| warrant_token::quote_value(s);
     let pod = match &facts.pod {
         Live::Unreadable(why) => return wait("pod", why),
@@ -483,22 +494,34 @@ fn identity(pcr: &PodCertificateRequest, spec: &Spec, facts: &Facts) -> Verdict 
             format!("pod {}/{} is being deleted", pcr.namespace, pod.name),
         );
     }
+    Verdict::Ok
+}
+
+/// The PCR's service account as live: name and UID.
+fn live_service_account(pcr: &PodCertificateRequest, spec: &Spec, facts: &Facts) -> Verdict {
+    let q = |s: &str| warrant_token::quote_value(s);
     match &facts.service_account {
-        Live::Unreadable(why) => return wait("service account", why),
+        Live::Unreadable(why) => wait("service account", why),
         Live::Found(sa)
-            if sa.name == spec.service_account_name && sa.uid == spec.service_account_uid => {}
-        _ => {
-            return Verdict::Deny(
-                reason::SERVICE_ACCOUNT_MISMATCH,
-                format!(
-                    "service account {}/{} with UID {} does not exist",
-                    pcr.namespace,
-                    q(&spec.service_account_name),
-                    q(&spec.service_account_uid)
-                ),
-            );
+            if sa.name == spec.service_account_name && sa.uid == spec.service_account_uid =>
+        {
+            Verdict::Ok
         }
+        _ => Verdict::Deny(
+            reason::SERVICE_ACCOUNT_MISMATCH,
+            format!(
+                "service account {}/{} with UID {} does not exist",
+                pcr.namespace,
+                q(&spec.service_account_name),
+                q(&spec.service_account_uid)
+            ),
+        ),
     }
+}
+
+/// The PCR's node as live: name and UID.
+fn live_node(_pcr: &PodCertificateRequest, spec: &Spec, facts: &Facts) -> Verdict {
+    let q = |s: &str| warrant_token::quote_value(s);
     match &facts.node {
         Live::Unreadable(why) => wait("node", why),
         Live::Found(node) if node.name == spec.node_name && node.uid == spec.node_uid => {

@@ -173,47 +173,9 @@ pub(crate) fn place(
         });
     }
     let issuer_path = issuer_url.path().trim_end_matches('/');
-    let base = if prefix.is_empty() {
-        if is_file { "" } else { issuer_path }
-    } else {
-        issuer_path
-            .strip_suffix(&format!("/{prefix}"))
-            .ok_or_else(|| PlacementError::NotUnderPrefix {
-                issuer: issuer.to_owned(),
-                prefix: prefix.to_owned(),
-            })?
-    };
+    let base = base_path(is_file, prefix, issuer, issuer_path)?;
     check_host(kind, prefix, &issuer_url, base)?;
-    let same_origin = (
-        jwks_url.scheme(),
-        jwks_url.host_str(),
-        jwks_url.port_or_known_default(),
-    ) == (
-        issuer_url.scheme(),
-        issuer_url.host_str(),
-        issuer_url.port_or_known_default(),
-    );
-    // An export's JWKS may be for another host: it is written at its URL's path all the same.
-    if !same_origin && !matches!(kind, Kind::Export { .. }) {
-        return Err(PlacementError::JwksElsewhere {
-            jwks_uri: jwks_uri.to_owned(),
-        });
-    }
-    if jwks_url.query().is_some() || jwks_url.fragment().is_some() {
-        return Err(PlacementError::JwksQuery {
-            jwks_uri: jwks_uri.to_owned(),
-        });
-    }
-    let jwks_key = jwks_url
-        .path()
-        .strip_prefix(base)
-        .filter(|rest| rest.starts_with('/'))
-        .map(|rest| rest.trim_matches('/'))
-        .filter(|rest| !rest.is_empty())
-        .ok_or_else(|| PlacementError::JwksOutsideBase {
-            jwks_uri: jwks_uri.to_owned(),
-            base: base.to_owned(),
-        })?;
+    let jwks_key = jwks_key(kind, &issuer_url, &jwks_url, jwks_uri, base)?;
     let discovery_key = if is_file {
         format!("{}/{DISCOVERY_SUFFIX}", issuer_path.trim_start_matches('/'))
     } else if prefix.is_empty() {
@@ -236,6 +198,67 @@ pub(crate) fn place(
         jwks: object_key(jwks_key)?,
         spiffe_bundle: object_key(&spiffe_key)?,
     })
+}
+
+/// The path of the base URL the target is served at: the issuer's path without `/prefix` (a
+/// directory is the web root of the issuer's host; a bucket without a prefix is served at the
+/// issuer's path).
+fn base_path<'a>(
+    is_file: bool,
+    prefix: &str,
+    issuer: &str,
+    issuer_path: &'a str,
+) -> Result<&'a str, PlacementError> {
+    if prefix.is_empty() {
+        return Ok(if is_file { "" } else { issuer_path });
+    }
+    issuer_path
+        .strip_suffix(&format!("/{prefix}"))
+        .ok_or_else(|| PlacementError::NotUnderPrefix {
+            issuer: issuer.to_owned(),
+            prefix: prefix.to_owned(),
+        })
+}
+
+/// The JWKS's object key: `jwks_url`'s path after `base`, once `jwks_url` is on the issuer's
+/// scheme, host and port (an export's may be elsewhere) and has no query or fragment.
+fn jwks_key<'a>(
+    kind: &Kind,
+    issuer_url: &Url,
+    jwks_url: &'a Url,
+    jwks_uri: &str,
+    base: &str,
+) -> Result<&'a str, PlacementError> {
+    let same_origin = (
+        jwks_url.scheme(),
+        jwks_url.host_str(),
+        jwks_url.port_or_known_default(),
+    ) == (
+        issuer_url.scheme(),
+        issuer_url.host_str(),
+        issuer_url.port_or_known_default(),
+    );
+    // An export's JWKS may be for another host: it is written at its URL's path all the same.
+    if !same_origin && !matches!(kind, Kind::Export { .. }) {
+        return Err(PlacementError::JwksElsewhere {
+            jwks_uri: jwks_uri.to_owned(),
+        });
+    }
+    if jwks_url.query().is_some() || jwks_url.fragment().is_some() {
+        return Err(PlacementError::JwksQuery {
+            jwks_uri: jwks_uri.to_owned(),
+        });
+    }
+    jwks_url
+        .path()
+        .strip_prefix(base)
+        .filter(|rest| rest.starts_with('/'))
+        .map(|rest| rest.trim_matches('/'))
+        .filter(|rest| !rest.is_empty())
+        .ok_or_else(|| PlacementError::JwksOutsideBase {
+            jwks_uri: jwks_uri.to_owned(),
+            base: base.to_owned(),
+        })
 }
 
 fn object_key(key: &str) -> Result<Path, PlacementError> {

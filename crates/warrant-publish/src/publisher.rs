@@ -500,6 +500,37 @@ fn current(read: Option<&(Bytes, Attributes)>, body: &Bytes, headers: &Attribute
             .all(|(name, value)| attributes.get(name) == Some(value))
 }
 
+/// The keys a JWKS object as read lists (none when there is no object).
+fn listed_keys(read: Option<&(Bytes, Attributes)>) -> ListedKeys {
+    read.map(|(b, _)| ListedKeys::from_jwks(b))
+        .unwrap_or_default()
+}
+
+/// In a round that does not write: what a relying party would miss in `object`, which is not
+/// current. A JWKS misses the keys it does not list (`listed`); another document only when it
+/// is `absent`.
+fn missing(
+    object: String,
+    is_jwks: bool,
+    absent: bool,
+    documents: &Documents,
+    listed: Option<&ListedKeys>,
+) -> Option<PublishError> {
+    if is_jwks {
+        let have = listed.cloned().unwrap_or_default();
+        let kids = documents.keys.missing_from(&have);
+        if !kids.is_empty() {
+            return Some(PublishError::Missing { object, kids });
+        }
+    } else if absent {
+        return Some(PublishError::Missing {
+            object,
+            kids: Vec::new(),
+        });
+    }
+    None
+}
+
 /// One target's round: returns the bytes written and the keys its JWKS lists; on failure, the
 /// error and what the JWKS was read to list, if it was read.
 async fn sync(
@@ -522,37 +553,16 @@ async fn sync(
         let object = format!("{}/{path}", target.url().trim_end_matches('/'));
         let found = read(target, path).await.map_err(|e| (e, listed.clone()))?;
         if is_jwks {
-            listed = Some(
-                found
-                    .as_ref()
-                    .map(|(b, _)| ListedKeys::from_jwks(b))
-                    .unwrap_or_default(),
-            );
+            listed = Some(listed_keys(found.as_ref()));
         }
         if current(found.as_ref(), body, &headers) {
             continue;
         }
         if !write {
-            if is_jwks {
-                let have = listed.clone().unwrap_or_default();
-                let missing = documents.keys.missing_from(&have);
-                if !missing.is_empty() {
-                    return Err((
-                        PublishError::Missing {
-                            object,
-                            kids: missing,
-                        },
-                        listed,
-                    ));
-                }
-            } else if found.is_none() {
-                return Err((
-                    PublishError::Missing {
-                        object,
-                        kids: Vec::new(),
-                    },
-                    listed,
-                ));
+            if let Some(missing) =
+                missing(object, is_jwks, found.is_none(), documents, listed.as_ref())
+            {
+                return Err((missing, listed));
             }
             continue;
         }
@@ -571,11 +581,7 @@ async fn sync(
         written += body.len();
         let back = read(target, path).await.map_err(|e| (e, listed.clone()))?;
         if is_jwks {
-            listed = Some(
-                back.as_ref()
-                    .map(|(b, _)| ListedKeys::from_jwks(b))
-                    .unwrap_or_default(),
-            );
+            listed = Some(listed_keys(back.as_ref()));
         }
         if !current(back.as_ref(), body, &headers) {
             return Err((PublishError::ReadBack { object }, listed));

@@ -201,48 +201,13 @@ impl Target {
         endpoint: &Endpoint,
         options: &[(String, String)],
     ) -> Result<Target, TargetError> {
-        let parsed = Url::parse(url).map_err(|source| TargetError::Url {
-            url: url.to_owned(),
-            source,
-        })?;
+        let parsed = parse_url(url, endpoint)?;
         let scheme = parsed.scheme().to_owned();
-        if !parsed.username().is_empty()
-            || parsed.password().is_some()
-            || parsed.query().is_some()
-            || parsed.fragment().is_some()
-        {
-            return Err(TargetError::Extras { scheme });
-        }
         let bucket = parsed.host_str().unwrap_or_default().to_owned();
         let prefix = parsed.path().trim_matches('/').to_owned();
-        if scheme != "s3" && endpoint.is_set() {
-            return Err(TargetError::EndpointNotS3 {
-                url: url.to_owned(),
-            });
-        }
-        if scheme != "file" && bucket.is_empty() {
-            return Err(TargetError::NoBucket {
-                url: url.to_owned(),
-            });
-        }
         let bucket_url = format!("{scheme}://{bucket}");
         let (kind, store) = match scheme.as_str() {
-            "s3" => {
-                let checked = endpoint.check()?;
-                let mut s3 = AmazonS3Builder::from_env();
-                let client = match &checked {
-                    Some(checked) => {
-                        s3 = s3
-                            .with_endpoint(&checked.url)
-                            .with_virtual_hosted_style_request(false);
-                        checked.client_options(client(checked.http))
-                    }
-                    None => client(false),
-                };
-                let store = bucket_store(s3, bucket_url, client, options);
-                let endpoint = checked.map(|c| c.url);
-                (Kind::S3 { bucket, endpoint }, store)
-            }
+            "s3" => s3_bucket(bucket, bucket_url, endpoint, options)?,
             "gs" => (
                 Kind::Gcs { bucket },
                 bucket_store(
@@ -449,6 +414,58 @@ macro_rules! bucket_builder {
 bucket_builder!(AmazonS3Builder, AmazonS3ConfigKey);
 bucket_builder!(GoogleCloudStorageBuilder, GoogleConfigKey);
 bucket_builder!(MicrosoftAzureBuilder, AzureConfigKey);
+
+/// `url` parsed and checked before anything opens: no user, password, query or fragment (a
+/// credential must not ride in a URL), `endpoint` only for `s3://`, a bucket unless `file://`.
+fn parse_url(url: &str, endpoint: &Endpoint) -> Result<Url, TargetError> {
+    let parsed = Url::parse(url).map_err(|source| TargetError::Url {
+        url: url.to_owned(),
+        source,
+    })?;
+    let scheme = parsed.scheme().to_owned();
+    if !parsed.username().is_empty()
+        || parsed.password().is_some()
+        || parsed.query().is_some()
+        || parsed.fragment().is_some()
+    {
+        return Err(TargetError::Extras { scheme });
+    }
+    if scheme != "s3" && endpoint.is_set() {
+        return Err(TargetError::EndpointNotS3 {
+            url: url.to_owned(),
+        });
+    }
+    if scheme != "file" && parsed.host_str().unwrap_or_default().is_empty() {
+        return Err(TargetError::NoBucket {
+            url: url.to_owned(),
+        });
+    }
+    Ok(parsed)
+}
+
+/// An `s3://` target's kind and store: AWS's own endpoints, or `endpoint` when it is set
+/// (path-style requests, with its CA and plain-HTTP rule).
+fn s3_bucket(
+    bucket: String,
+    bucket_url: String,
+    endpoint: &Endpoint,
+    options: &[(String, String)],
+) -> Result<(Kind, object_store::Result<Arc<dyn ObjectStore>>), TargetError> {
+    let checked = endpoint.check()?;
+    let mut s3 = AmazonS3Builder::from_env();
+    let client = match &checked {
+        Some(checked) => {
+            s3 = s3
+                .with_endpoint(&checked.url)
+                .with_virtual_hosted_style_request(false);
+            checked.client_options(client(checked.http))
+        }
+        None => client(false),
+    };
+    let store = bucket_store(s3, bucket_url, client, options);
+    let endpoint = checked.map(|c| c.url);
+    Ok((Kind::S3 { bucket, endpoint }, store))
+}
 
 /// A bucket's store from `builder` (the cloud's credential chain from the environment, and what
 /// the scheme adds): the target's bucket, warrant's retries, `client`, then the caller's extra

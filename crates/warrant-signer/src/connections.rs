@@ -25,12 +25,13 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
+use crate::metrics::SignerMetrics;
 use crate::peer::{Peer, PeerPolicy};
 use crate::service::Signer;
 
@@ -155,36 +156,7 @@ pub async fn serve(
                 continue;
             }
         };
-        let peer = match stream.peer_cred() {
-            Ok(cred) => Peer {
-                uid: cred.uid(),
-                gid: cred.gid(),
-                pid: cred.pid(),
-            },
-            Err(error) => {
-                metrics.connection_closed("peer_unknown");
-                tracing::warn!(%error, "refused a connection to the signing socket: the kernel did not say whose it is");
-                continue;
-            }
-        };
-        if !options.peers.allows(peer.uid, peer.gid) {
-            metrics.connection_closed("peer_not_allowed");
-            tracing::warn!(
-                uid = peer.uid,
-                gid = peer.gid,
-                pid = peer.pid.unwrap_or(0),
-                "refused a connection to the signing socket from a user and group not allowed (--signing-endpoint-allowed-uids, --signing-endpoint-allowed-gids)"
-            );
-            continue;
-        }
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            metrics.connection_closed("limit");
-            tracing::warn!(
-                uid = peer.uid,
-                pid = peer.pid.unwrap_or(0),
-                limit = options.max_connections,
-                "refused a connection to the signing socket: at the limit (--signing-endpoint-max-connections)"
-            );
+        let Some((peer, slot)) = admit(&stream, &options, &slots, &metrics) else {
             continue;
         };
         let signer = signer.clone();
@@ -208,6 +180,50 @@ pub async fn serve(
     drop(listener);
     stop.cancel();
     while connections.join_next().await.is_some() {}
+}
+
+/// Whether the process at the other end of `stream` may hold a connection: the kernel names
+/// it, `options` allow its user or group, and a slot is free. `None` (counted and logged) when
+/// it may not.
+fn admit(
+    stream: &UnixStream,
+    options: &ServeOptions,
+    slots: &Arc<Semaphore>,
+    metrics: &SignerMetrics,
+) -> Option<(Peer, OwnedSemaphorePermit)> {
+    let peer = match stream.peer_cred() {
+        Ok(cred) => Peer {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            pid: cred.pid(),
+        },
+        Err(error) => {
+            metrics.connection_closed("peer_unknown");
+            tracing::warn!(%error, "refused a connection to the signing socket: the kernel did not say whose it is");
+            return None;
+        }
+    };
+    if !options.peers.allows(peer.uid, peer.gid) {
+        metrics.connection_closed("peer_not_allowed");
+        tracing::warn!(
+            uid = peer.uid,
+            gid = peer.gid,
+            pid = peer.pid.unwrap_or(0),
+            "refused a connection to the signing socket from a user and group not allowed (--signing-endpoint-allowed-uids, --signing-endpoint-allowed-gids)"
+        );
+        return None;
+    }
+    let Ok(slot) = slots.clone().try_acquire_owned() else {
+        metrics.connection_closed("limit");
+        tracing::warn!(
+            uid = peer.uid,
+            pid = peer.pid.unwrap_or(0),
+            limit = options.max_connections,
+            "refused a connection to the signing socket: at the limit (--signing-endpoint-max-connections)"
+        );
+        return None;
+    };
+    Some((peer, slot))
 }
 
 /// Serves one connection to its end; `Some(reason)` if warrant closed it.

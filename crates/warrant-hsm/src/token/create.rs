@@ -8,7 +8,7 @@ use cryptoki::mechanism::Mechanism;
 use cryptoki::object::{Attribute, KeyType as CkKeyType, ObjectClass, ObjectHandle};
 use cryptoki::session::Session;
 use warrant_keys::KeyPurpose;
-use warrant_token::{Algorithm, KeyType, PemKey};
+use warrant_token::{Algorithm, KeyType, PemKey, SigningKey, VerifyingKey};
 
 use super::ownership::object_label;
 use super::{HsmKey, Pooled, Token};
@@ -111,70 +111,10 @@ impl Token {
     /// breaking a token it signed. Refuses an `id` already in use; leaves no object behind on
     /// failure. The PEM's bytes are not kept. Blocks.
     pub fn import_pem(&self, pem: &[u8], id: &[u8], label: &str) -> Result<HsmKey, HsmError> {
-        let signing = warrant_token::parse_pem_keys(pem)
-            .map_err(HsmError::Import)?
-            .into_iter()
-            .find_map(|k| match k {
-                PemKey::Private(k) => Some(k),
-                PemKey::Public(_) => None,
-            })
-            .ok_or(HsmError::ImportUnsupported("the PEM holds no private key"))?;
+        let signing = pem_private_key(pem)?;
         let alg = signing.algorithm();
         let public_key = signing.verifying_key().clone();
-        let pkcs8 = signing.to_pkcs8_pem().map_err(HsmError::Import)?;
-        let pkcs8 = {
-            use rustls_pki_types::pem::PemObject as _;
-            rustls_pki_types::PrivatePkcs8KeyDer::from_pem_slice(pkcs8.as_str().as_bytes())
-                .map_err(|_| HsmError::ImportUnsupported("the key does not re-encode as PKCS#8"))?
-        };
-        let pkcs8 = pkcs8.secret_pkcs8_der();
-        let (mut public, mut private) = match alg {
-            Algorithm::RS256 => {
-                let c = der::rsa_components(pkcs8)
-                    .ok_or(HsmError::ImportUnsupported("the RSA key has no components"))?;
-                let public = vec![
-                    Attribute::KeyType(CkKeyType::RSA),
-                    Attribute::Modulus(c.n.clone()),
-                    Attribute::PublicExponent(c.e.clone()),
-                ];
-                let private = vec![
-                    Attribute::KeyType(CkKeyType::RSA),
-                    Attribute::Modulus(c.n),
-                    Attribute::PublicExponent(c.e),
-                    Attribute::PrivateExponent(c.d),
-                    Attribute::Prime1(c.p),
-                    Attribute::Prime2(c.q),
-                    Attribute::Exponent1(c.dp),
-                    Attribute::Exponent2(c.dq),
-                    Attribute::Coefficient(c.qinv),
-                ];
-                (public, private)
-            }
-            Algorithm::ES256 | Algorithm::ES384 | Algorithm::ES512 => {
-                let params = der::ec_params(alg)
-                    .ok_or(HsmError::ImportUnsupported("unknown curve"))?
-                    .to_vec();
-                let len = der::coordinate_len(alg).unwrap_or_default();
-                let spki = public_key.spki_der();
-                let point = spki.get(spki.len().saturating_sub(2 * len + 1)..).ok_or(
-                    HsmError::ImportUnsupported("the EC public key is malformed"),
-                )?;
-                let scalar = der::ec_private_scalar(pkcs8).ok_or(HsmError::ImportUnsupported(
-                    "the EC key has no private scalar",
-                ))?;
-                let public = vec![
-                    Attribute::KeyType(CkKeyType::EC),
-                    Attribute::EcParams(params.clone()),
-                    Attribute::EcPoint(der::octet_string(point)),
-                ];
-                let private = vec![
-                    Attribute::KeyType(CkKeyType::EC),
-                    Attribute::EcParams(params),
-                    Attribute::Value(scalar),
-                ];
-                (public, private)
-            }
-        };
+        let (mut public, mut private) = key_attributes(&signing)?;
         public.push(Attribute::Class(ObjectClass::PUBLIC_KEY));
         public.extend(public_template(id, label));
         private.push(Attribute::Class(ObjectClass::PRIVATE_KEY));
@@ -243,6 +183,94 @@ impl Token {
             }
         }
     }
+}
+
+/// The first private key in `pem` (PKCS#8, PKCS#1 or SEC1).
+fn pem_private_key(pem: &[u8]) -> Result<SigningKey, HsmError> {
+    warrant_token::parse_pem_keys(pem)
+        .map_err(HsmError::Import)?
+        .into_iter()
+        .find_map(|k| match k {
+            PemKey::Private(k) => Some(k),
+            PemKey::Public(_) => None,
+        })
+        .ok_or(HsmError::ImportUnsupported("the PEM holds no private key"))
+}
+
+/// `signing`'s material as the attributes of its public and private objects: key type and
+/// numbers, read from its PKCS#8 form. Class, id, label and flags are the caller's to add.
+fn key_attributes(signing: &SigningKey) -> Result<(Vec<Attribute>, Vec<Attribute>), HsmError> {
+    let alg = signing.algorithm();
+    let pkcs8 = signing.to_pkcs8_pem().map_err(HsmError::Import)?;
+    let pkcs8 = {
+        use rustls_pki_types::pem::PemObject as _;
+        rustls_pki_types::PrivatePkcs8KeyDer::from_pem_slice(pkcs8.as_str().as_bytes())
+            .map_err(|_| HsmError::ImportUnsupported("the key does not re-encode as PKCS#8"))?
+    };
+    let pkcs8 = pkcs8.secret_pkcs8_der();
+    match alg {
+        Algorithm::RS256 => rsa_attributes(pkcs8),
+        Algorithm::ES256 | Algorithm::ES384 | Algorithm::ES512 => {
+            ec_attributes(alg, pkcs8, signing.verifying_key())
+        }
+    }
+}
+
+/// An RSA key's modulus and public exponent for both objects, its private numbers for the
+/// private one.
+fn rsa_attributes(pkcs8: &[u8]) -> Result<(Vec<Attribute>, Vec<Attribute>), HsmError> {
+    let c = der::rsa_components(pkcs8)
+        .ok_or(HsmError::ImportUnsupported("the RSA key has no components"))?;
+    let public = vec![
+        Attribute::KeyType(CkKeyType::RSA),
+        Attribute::Modulus(c.n.clone()),
+        Attribute::PublicExponent(c.e.clone()),
+    ];
+    let private = vec![
+        Attribute::KeyType(CkKeyType::RSA),
+        Attribute::Modulus(c.n),
+        Attribute::PublicExponent(c.e),
+        Attribute::PrivateExponent(c.d),
+        Attribute::Prime1(c.p),
+        Attribute::Prime2(c.q),
+        Attribute::Exponent1(c.dp),
+        Attribute::Exponent2(c.dq),
+        Attribute::Coefficient(c.qinv),
+    ];
+    Ok((public, private))
+}
+
+/// An EC key's curve for both objects, its public point (from `public_key`) for the public
+/// one and its private scalar for the private one.
+fn ec_attributes(
+    alg: Algorithm,
+    pkcs8: &[u8],
+    public_key: &VerifyingKey,
+) -> Result<(Vec<Attribute>, Vec<Attribute>), HsmError> {
+    let params = der::ec_params(alg)
+        .ok_or(HsmError::ImportUnsupported("unknown curve"))?
+        .to_vec();
+    let len = der::coordinate_len(alg).unwrap_or_default();
+    let spki = public_key.spki_der();
+    let point =
+        spki.get(spki.len().saturating_sub(2 * len + 1)..)
+            .ok_or(HsmError::ImportUnsupported(
+                "the EC public key is malformed",
+            ))?;
+    let scalar = der::ec_private_scalar(pkcs8).ok_or(HsmError::ImportUnsupported(
+        "the EC key has no private scalar",
+    ))?;
+    let public = vec![
+        Attribute::KeyType(CkKeyType::EC),
+        Attribute::EcParams(params.clone()),
+        Attribute::EcPoint(der::octet_string(point)),
+    ];
+    let private = vec![
+        Attribute::KeyType(CkKeyType::EC),
+        Attribute::EcParams(params),
+        Attribute::Value(scalar),
+    ];
+    Ok((public, private))
 }
 
 /// Attributes of every public key warrant creates. `CKA_PRIVATE`: only a logged-in session

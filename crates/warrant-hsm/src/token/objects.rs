@@ -234,55 +234,10 @@ impl Token {
         recorded: Option<&VerifyingKey>,
     ) -> Result<HsmKey, HsmError> {
         let handle = self.private_handle(e, s, key_uri, id)?;
-        let attrs = s
-            .session
-            .get_attributes(
-                handle,
-                &[
-                    AttributeType::KeyType,
-                    AttributeType::Sign,
-                    AttributeType::Extractable,
-                    AttributeType::Sensitive,
-                    AttributeType::EcParams,
-                    AttributeType::Label,
-                ],
-            )
-            .map_err(|err| HsmError::pkcs11(key_uri, "C_GetAttributeValue", err))?;
-        let (mut key_type, mut sign, mut extractable, mut sensitive) = (None, false, true, false);
-        let (mut params, mut label) = (None, None);
-        for a in attrs {
-            match a {
-                Attribute::KeyType(t) => key_type = Some(t),
-                Attribute::Sign(v) => sign = v,
-                Attribute::Extractable(v) => extractable = v,
-                Attribute::Sensitive(v) => sensitive = v,
-                Attribute::EcParams(v) => params = Some(v),
-                Attribute::Label(v) => label = String::from_utf8(v).ok(),
-                _ => {}
-            }
-        }
-        let key_uri = self.inner.uri.with_object(id, label.as_deref());
-        let unsuitable = |problem| HsmError::Unsuitable {
-            uri: key_uri.to_string(),
-            problem,
-        };
-        if extractable {
-            return Err(unsuitable(Unsuitable::Extractable));
-        }
-        if !sensitive {
-            return Err(unsuitable(Unsuitable::NotSensitive));
-        }
-        if !sign {
-            return Err(unsuitable(Unsuitable::CannotSign));
-        }
-        let alg = match key_type {
-            Some(t) if t == CkKeyType::RSA => Algorithm::RS256,
-            Some(t) if t == CkKeyType::EC => params
-                .as_deref()
-                .and_then(der::ec_algorithm)
-                .ok_or_else(|| unsuitable(Unsuitable::Curve))?,
-            _ => return Err(unsuitable(Unsuitable::KeyType)),
-        };
+        let private = PrivateKeyAttributes::read(s, key_uri, handle)?;
+        let key_uri = self.inner.uri.with_object(id, private.label.as_deref());
+        let unsuitable = |problem| HsmError::unsuitable(&key_uri, problem);
+        let alg = private.signing_algorithm(&key_uri)?;
         if let Some(expected) = expected
             && expected != alg
         {
@@ -305,6 +260,82 @@ impl Token {
             public,
             signature_len,
         })
+    }
+}
+
+/// What a private key object says of itself: what it may do and what key it is.
+struct PrivateKeyAttributes {
+    key_type: Option<CkKeyType>,
+    sign: bool,
+    extractable: bool,
+    sensitive: bool,
+    params: Option<Vec<u8>>,
+    /// `CKA_LABEL`, if UTF-8.
+    label: Option<String>,
+}
+
+impl PrivateKeyAttributes {
+    /// Reads the object `handle`. One the token does not answer for counts as extractable,
+    /// not sensitive and unable to sign.
+    fn read(s: &Pooled, key_uri: &Pkcs11Uri, handle: ObjectHandle) -> Result<Self, HsmError> {
+        let attrs = s
+            .session
+            .get_attributes(
+                handle,
+                &[
+                    AttributeType::KeyType,
+                    AttributeType::Sign,
+                    AttributeType::Extractable,
+                    AttributeType::Sensitive,
+                    AttributeType::EcParams,
+                    AttributeType::Label,
+                ],
+            )
+            .map_err(|err| HsmError::pkcs11(key_uri, "C_GetAttributeValue", err))?;
+        let mut read = PrivateKeyAttributes {
+            key_type: None,
+            sign: false,
+            extractable: true,
+            sensitive: false,
+            params: None,
+            label: None,
+        };
+        for a in attrs {
+            match a {
+                Attribute::KeyType(t) => read.key_type = Some(t),
+                Attribute::Sign(v) => read.sign = v,
+                Attribute::Extractable(v) => read.extractable = v,
+                Attribute::Sensitive(v) => read.sensitive = v,
+                Attribute::EcParams(v) => read.params = Some(v),
+                Attribute::Label(v) => read.label = String::from_utf8(v).ok(),
+                _ => {}
+            }
+        }
+        Ok(read)
+    }
+
+    /// The algorithm the key signs with, if it is a key warrant signs with: never
+    /// extractable, sensitive, allowed to sign, RSA or EC on a known curve.
+    fn signing_algorithm(&self, key_uri: &Pkcs11Uri) -> Result<Algorithm, HsmError> {
+        let unsuitable = |problem| HsmError::unsuitable(key_uri, problem);
+        if self.extractable {
+            return Err(unsuitable(Unsuitable::Extractable));
+        }
+        if !self.sensitive {
+            return Err(unsuitable(Unsuitable::NotSensitive));
+        }
+        if !self.sign {
+            return Err(unsuitable(Unsuitable::CannotSign));
+        }
+        match self.key_type {
+            Some(t) if t == CkKeyType::RSA => Ok(Algorithm::RS256),
+            Some(t) if t == CkKeyType::EC => self
+                .params
+                .as_deref()
+                .and_then(der::ec_algorithm)
+                .ok_or_else(|| unsuitable(Unsuitable::Curve)),
+            _ => Err(unsuitable(Unsuitable::KeyType)),
+        }
     }
 }
 

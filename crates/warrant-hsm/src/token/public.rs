@@ -131,10 +131,6 @@ pub(crate) fn read_key_object(
     key_uri: &Pkcs11Uri,
     source: ObjectHandle,
 ) -> Result<(VerifyingKey, usize), HsmError> {
-    let missing = || HsmError::ObjectMissing {
-        uri: key_uri.to_string(),
-        what: "public key",
-    };
     let attrs = s
         .session
         .get_attributes(source, &PUBLIC_KEY_ATTRIBUTES)
@@ -150,56 +146,11 @@ pub(crate) fn read_key_object(
             _ => {}
         }
     }
-    let unsuitable = |problem| HsmError::Unsuitable {
-        uri: key_uri.to_string(),
-        problem,
+    let (key, signature_len) = match key_type {
+        Some(t) if t == CkKeyType::RSA => rsa_public(key_uri, n, e)?,
+        Some(t) if t == CkKeyType::EC => ec_public(key_uri, params.as_deref(), point)?,
+        _ => return Err(HsmError::unsuitable(key_uri, Unsuitable::KeyType)),
     };
-    let parsed = match key_type {
-        Some(t) if t == CkKeyType::RSA => {
-            let (Some(n), Some(e)) = (n, e) else {
-                return Err(missing());
-            };
-            let n: Vec<u8> = n.iter().copied().skip_while(|&b| b == 0).collect();
-            let bits = n
-                .first()
-                .map_or(0, |b| n.len() * 8 - b.leading_zeros() as usize);
-            if !(2048..=8192).contains(&bits) {
-                return Err(unsuitable(Unsuitable::RsaSize(bits)));
-            }
-            let len = n.len();
-            let key = rsa::PublicKeyComponents { n, e }
-                .to_parsed_public_key(&signature::RSA_PKCS1_2048_8192_SHA256)
-                .map_err(|_| unsuitable(Unsuitable::KeyType))?;
-            (key, len)
-        }
-        Some(t) if t == CkKeyType::EC => {
-            let alg = params
-                .as_deref()
-                .and_then(der::ec_algorithm)
-                .ok_or_else(|| unsuitable(Unsuitable::Curve))?;
-            let coordinate =
-                der::coordinate_len(alg).ok_or_else(|| unsuitable(Unsuitable::Curve))?;
-            let value = point.ok_or_else(missing)?;
-            let point = der::ec_point(&value, coordinate).ok_or_else(|| HsmError::PublicKey {
-                uri: key_uri.to_string(),
-                cause: warrant_token::KeyError::Crypto("read CKA_EC_POINT"),
-            })?;
-            let verification: &'static signature::EcdsaVerificationAlgorithm = match alg {
-                Algorithm::ES384 => &signature::ECDSA_P384_SHA384_FIXED,
-                Algorithm::ES512 => &signature::ECDSA_P521_SHA512_FIXED,
-                _ => &signature::ECDSA_P256_SHA256_FIXED,
-            };
-            let key = signature::ParsedPublicKey::new(verification, point).map_err(|_| {
-                HsmError::PublicKey {
-                    uri: key_uri.to_string(),
-                    cause: warrant_token::KeyError::Crypto("parse the EC point"),
-                }
-            })?;
-            (key, 2 * coordinate)
-        }
-        _ => return Err(unsuitable(Unsuitable::KeyType)),
-    };
-    let (key, signature_len) = parsed;
     let spki = key.as_der().map_err(|_| HsmError::PublicKey {
         uri: key_uri.to_string(),
         cause: warrant_token::KeyError::Crypto("encode a public key"),
@@ -210,4 +161,66 @@ pub(crate) fn read_key_object(
             cause,
         })?;
     Ok((public, signature_len))
+}
+
+/// An RSA public key from its modulus `n` and exponent `e` (2048 to 8192 bits), and the
+/// length of its signatures.
+fn rsa_public(
+    key_uri: &Pkcs11Uri,
+    n: Option<Vec<u8>>,
+    e: Option<Vec<u8>>,
+) -> Result<(signature::ParsedPublicKey, usize), HsmError> {
+    let (Some(n), Some(e)) = (n, e) else {
+        return Err(missing(key_uri));
+    };
+    let n: Vec<u8> = n.iter().copied().skip_while(|&b| b == 0).collect();
+    let bits = n
+        .first()
+        .map_or(0, |b| n.len() * 8 - b.leading_zeros() as usize);
+    if !(2048..=8192).contains(&bits) {
+        return Err(HsmError::unsuitable(key_uri, Unsuitable::RsaSize(bits)));
+    }
+    let len = n.len();
+    let key = rsa::PublicKeyComponents { n, e }
+        .to_parsed_public_key(&signature::RSA_PKCS1_2048_8192_SHA256)
+        .map_err(|_| HsmError::unsuitable(key_uri, Unsuitable::KeyType))?;
+    Ok((key, len))
+}
+
+/// An EC public key from its curve's `params` and its `point` (`CKA_EC_POINT`), and the
+/// length of its signatures.
+fn ec_public(
+    key_uri: &Pkcs11Uri,
+    params: Option<&[u8]>,
+    point: Option<Vec<u8>>,
+) -> Result<(signature::ParsedPublicKey, usize), HsmError> {
+    let alg = params
+        .and_then(der::ec_algorithm)
+        .ok_or_else(|| HsmError::unsuitable(key_uri, Unsuitable::Curve))?;
+    let coordinate =
+        der::coordinate_len(alg).ok_or_else(|| HsmError::unsuitable(key_uri, Unsuitable::Curve))?;
+    let value = point.ok_or_else(|| missing(key_uri))?;
+    let point = der::ec_point(&value, coordinate).ok_or_else(|| HsmError::PublicKey {
+        uri: key_uri.to_string(),
+        cause: warrant_token::KeyError::Crypto("read CKA_EC_POINT"),
+    })?;
+    let verification: &'static signature::EcdsaVerificationAlgorithm = match alg {
+        Algorithm::ES384 => &signature::ECDSA_P384_SHA384_FIXED,
+        Algorithm::ES512 => &signature::ECDSA_P521_SHA512_FIXED,
+        _ => &signature::ECDSA_P256_SHA256_FIXED,
+    };
+    let key =
+        signature::ParsedPublicKey::new(verification, point).map_err(|_| HsmError::PublicKey {
+            uri: key_uri.to_string(),
+            cause: warrant_token::KeyError::Crypto("parse the EC point"),
+        })?;
+    Ok((key, 2 * coordinate))
+}
+
+/// The object at `key_uri` lacks an attribute a public key needs.
+fn missing(key_uri: &Pkcs11Uri) -> HsmError {
+    HsmError::ObjectMissing {
+        uri: key_uri.to_string(),
+        what: "public key",
+    }
 }
