@@ -1,15 +1,12 @@
-//! Whether a key holder can be called now, and the one loop that keeps it so: every holder
-//! (a PKCS#11 token, AWS KMS) reports one [`Health`], and [`keep_healthy`] drives its
-//! [`probe`](KeyHolder::probe) while healthy and its [`recover`](KeyHolder::recover) with
-//! backoff while not, under the holder's own [`RecoveryPolicy`]. Every wait is tokio's, so a
-//! paused test clock drives it.
+//! Whether a key holder can be called now: every holder (a PKCS#11 token, AWS KMS) reports
+//! one [`Health`], and says how it is to be brought back ([`RecoveryPolicy`]) and what an
+//! attempt came to ([`Recovery`]). The loop that uses them is
+//! [`keep_healthy`](crate::keep_healthy), beside the holder's trait.
 
 use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-
-use crate::holder::KeyHolder;
 
 /// Whether a holder can be called now.
 #[derive(Debug, Clone)]
@@ -74,35 +71,4 @@ pub enum Recovery {
     NotYet,
     /// Never: trying again cannot help (a refused PIN), or the runtime is shutting down.
     GiveUp,
-}
-
-/// Keeps `holder` healthy: while healthy, waits for its health to change, probing it every
-/// `probe_interval`; while not, tries to recover at once and then after each backoff (doubled
-/// up to `max_backoff`) until it does. Returns only when the holder gives up or its health is
-/// no longer followed. Spawn it once per holder and hold its handle.
-pub async fn keep_healthy(holder: &dyn KeyHolder, policy: RecoveryPolicy) {
-    let mut health = holder.health();
-    loop {
-        if health.borrow_and_update().is_healthy() {
-            tokio::select! {
-                changed = health.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                }
-                () = tokio::time::sleep(policy.probe_interval) => holder.probe().await,
-            }
-            continue;
-        }
-        let mut delay = policy.initial_backoff;
-        loop {
-            match holder.recover().await {
-                Recovery::Recovered => break,
-                Recovery::GiveUp => return,
-                Recovery::NotYet => {}
-            }
-            tokio::time::sleep(delay).await;
-            delay = delay.saturating_mul(2).min(policy.max_backoff);
-        }
-    }
 }

@@ -38,6 +38,7 @@ mod holder_check;
 mod holder_generate;
 mod holder_health;
 mod holder_metrics;
+mod holder_recovery;
 mod leader;
 mod lifecycle;
 mod listed;
@@ -60,8 +61,9 @@ pub use disposal::RETIRE_DISPOSAL_GRACE_SECONDS;
 pub use holder::{Disposal, Disposed, Held, HolderAdvice, HolderFuture, KeyHolder};
 pub use holder_check::{KeyUnusable, check_signing_keys, signing_keys};
 pub use holder_generate::{Generate, with_held_keys};
-pub use holder_health::{Health, Recovery, RecoveryPolicy, keep_healthy};
+pub use holder_health::{Health, Recovery, RecoveryPolicy};
 pub use holder_metrics::HolderOperations;
+pub use holder_recovery::keep_healthy;
 pub use leader::{Leadership, LeaseConfig, LeaseError, LeaseHolder, MIN_LEASE_SECONDS};
 pub use lifecycle::{
     FOLLOW_LAG_SECONDS, GATE_LEAD_MAX_SECONDS, Hold, KeySchedule, KeyState, LifecycleError,

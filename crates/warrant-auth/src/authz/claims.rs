@@ -50,7 +50,7 @@ use serde_json::Value;
 use serde_saphyr::Spanned;
 use warrant_token::{AWS_TAGS_CLAIM, AwsTagError, ExtraClaims, is_reserved_claim};
 
-use super::policy::Glob;
+use super::glob::Glob;
 
 /// What to do when a value's fact is missing (a label the pod does not carry, a pod for a token
 /// bound to none, `${cluster}` without `--cluster-name`).

@@ -28,6 +28,7 @@
 
 pub mod claims;
 pub(crate) mod delegated;
+mod glob;
 pub(crate) mod node;
 pub(crate) mod policy;
 pub(crate) mod selfservice;

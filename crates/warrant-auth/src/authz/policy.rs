@@ -62,6 +62,7 @@ use serde_saphyr::Spanned;
 use warrant_token::ExtraClaims;
 
 use super::claims::{ClaimsEntry, ClaimsRefusal, Facts, TokenClaims};
+use super::glob::{Glob, any};
 use super::{Attributes, Grant, ResourceAttributes, VERB_AUDIENCE, Verdict};
 use crate::authn::User;
 use warrant_watch::{FileWatch, WatchError, watch_files};
@@ -101,54 +102,6 @@ pub enum AuthorizationPolicyError {
         /// What is wrong, and where.
         message: String,
     },
-}
-
-/// A glob over names: `*` matches any run of characters (none included); everything else
-/// matches itself.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Glob(String);
-
-impl Glob {
-    /// True if `text` matches.
-    pub fn matches(&self, text: &str) -> bool {
-        glob_match(self.0.as_bytes(), text.as_bytes())
-    }
-}
-
-fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
-    // Iterative matching with one backtrack point (the last `*`): linear in practice.
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        match pattern.get(p) {
-            Some(b'*') => {
-                star = Some((p, t));
-                p += 1;
-            }
-            Some(c) if Some(c) == text.get(t) => {
-                p += 1;
-                t += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    p = sp + 1;
-                    t = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern
-        .get(p..)
-        .unwrap_or_default()
-        .iter()
-        .all(|c| *c == b'*')
-}
-
-fn any(globs: &[Glob], text: &str) -> bool {
-    globs.iter().any(|g| g.matches(text))
 }
 
 /// Who a rule is for, as RBAC names subjects.
@@ -205,7 +158,7 @@ pub struct TokenGrant {
 }
 
 fn all() -> Vec<Glob> {
-    vec![Glob("*".to_owned())]
+    vec![Glob::any_name()]
 }
 
 impl TokenGrant {
@@ -587,22 +540,6 @@ fn read(path: &Path, label: &str) -> Result<Policy, AuthorizationPolicyError> {
 mod tests {
     use super::*;
     use crate::authn::Via;
-
-    #[test]
-    fn globs() {
-        let g = |p: &str, t: &str| Glob(p.to_owned()).matches(t);
-        assert!(g("*", ""));
-        assert!(g("*", "anything"));
-        assert!(g("team-*", "team-a"));
-        assert!(g("team-*", "team-"));
-        assert!(!g("team-*", "team"));
-        assert!(g("*-prod", "a-prod"));
-        assert!(g("a*b*c", "aXXbYYc"));
-        assert!(!g("a*b*c", "aXXbYY"));
-        assert!(g("exact", "exact"));
-        assert!(!g("exact", "exactly"));
-        assert!(g("**", "x"));
-    }
 
     #[test]
     fn parse_errors_name_the_rule() {

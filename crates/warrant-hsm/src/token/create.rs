@@ -10,7 +10,7 @@ use cryptoki::session::Session;
 use warrant_keys::KeyPurpose;
 use warrant_token::{Algorithm, KeyType, PemKey, SigningKey, VerifyingKey};
 
-use super::ownership::object_label;
+use super::templates::{object_label, private_template, public_template};
 use super::{HsmKey, Pooled, Token};
 use crate::der;
 use crate::error::HsmError;
@@ -271,38 +271,6 @@ fn ec_attributes(
         Attribute::Value(scalar),
     ];
     Ok((public, private))
-}
-
-/// Attributes of every public key warrant creates. `CKA_PRIVATE`: only a logged-in session
-/// (one with the PIN) can create, see or destroy it, which is what makes it the token's proof
-/// that warrant holds the key (see `ownership.rs`); it verifies and does nothing else.
-pub(crate) fn public_template(id: &[u8], label: &str) -> Vec<Attribute> {
-    vec![
-        Attribute::Token(true),
-        Attribute::Private(true),
-        Attribute::Verify(true),
-        Attribute::Encrypt(false),
-        Attribute::Wrap(false),
-        Attribute::Id(id.to_vec()),
-        Attribute::Label(label.as_bytes().to_vec()),
-    ]
-}
-
-/// Attributes of every private key warrant creates: it stays in the token, and it signs and does
-/// nothing else (SoftHSM2 and others let a generated key decrypt, unwrap and derive by default).
-fn private_template(id: &[u8], label: &str) -> Vec<Attribute> {
-    vec![
-        Attribute::Token(true),
-        Attribute::Private(true),
-        Attribute::Sensitive(true),
-        Attribute::Extractable(false),
-        Attribute::Sign(true),
-        Attribute::Decrypt(false),
-        Attribute::Unwrap(false),
-        Attribute::Derive(false),
-        Attribute::Id(id.to_vec()),
-        Attribute::Label(label.as_bytes().to_vec()),
-    ]
 }
 
 fn destroy_all(session: &Session, handles: &[ObjectHandle]) {

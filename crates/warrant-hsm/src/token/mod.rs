@@ -31,6 +31,7 @@ mod pool;
 mod public;
 mod recovery;
 mod signing;
+mod templates;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -51,11 +52,11 @@ pub use warrant_keys::Health;
 
 pub(crate) use objects::find;
 pub use objects::{KeyAttributes, KeyEntry};
-pub use ownership::object_label;
 use pool::Pool;
 pub(crate) use pool::Pooled;
 pub(crate) use public::{PUBLIC_KEY_ATTRIBUTES, PublicObject, public_objects};
 pub use signing::HsmKey;
+pub use templates::object_label;
 
 /// How to open a token.
 #[derive(Debug, Clone)]

@@ -43,8 +43,8 @@ use cryptoki::object::{Attribute, AttributeType, ObjectClass, ObjectHandle};
 use warrant_keys::{Disposal, Disposed, KeyPurpose};
 use warrant_token::VerifyingKey;
 
-use super::create::public_template;
 use super::signing::mechanism;
+use super::templates::{object_label, public_template};
 use super::{PUBLIC_KEY_ATTRIBUTES, Pooled, PublicObject, Token, find, public_objects};
 use crate::error::HsmError;
 use crate::uri::Pkcs11Uri;
@@ -52,16 +52,6 @@ use crate::uri::Pkcs11Uri;
 /// What warrant signs to prove that a private key object is the recorded key. Not a JWS: no
 /// relying party can take the signature for a token (and it is never kept or shown).
 const CHALLENGE: &[u8] = b"warrant: does this object hold the recorded key?";
-
-/// The `CKA_LABEL` warrant gives both objects of key `kid`, kept for `purpose`: the kid alone for
-/// a token key, the purpose's name, `:` and the kid otherwise (a kid is base64url, so no label of
-/// one purpose is another's).
-pub fn object_label(purpose: KeyPurpose, kid: &str) -> String {
-    match purpose {
-        KeyPurpose::Tokens => kid.to_owned(),
-        other => format!("{}:{kid}", other.name()),
-    }
-}
 
 impl Token {
     /// Vouches for key `public` at `CKA_ID` `id`, kept for `purpose` (see the module's doc): a
