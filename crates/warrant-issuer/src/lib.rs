@@ -29,8 +29,8 @@ use warrant_token::{Claims, DetachedSignature, KeyError, SigningKey};
 
 pub use published::{DOCUMENT_MAX_AGE_SECONDS, DOCUMENT_MIN_MAX_AGE_SECONDS, Published};
 pub use settings::{
-    DEFAULT_SIGNATURE_CACHE_ENTRIES, Settings, SettingsError, first_issuer, url_path,
-    validate_issuers, validate_max_expiration,
+    DEFAULT_SIGNATURE_CACHE_ENTRIES, Settings, SettingsError, first_issuer, max_expiration_cap,
+    url_path, validate_issuers, validate_max_expiration,
 };
 pub use signatures::Lookup;
 pub use spiffe::{SPIFFE_REFRESH_HINT_SECONDS, SpiffeRoots};

@@ -102,6 +102,15 @@ pub fn validate_max_expiration(seconds: i64) -> Result<(), SettingsError> {
     }
 }
 
+/// The cap `--service-account-max-token-expiration` (seconds) sets, as kube-apiserver reads
+/// it: absent or 0 is none; anything else is checked ([`validate_max_expiration`]).
+pub fn max_expiration_cap(flag: Option<i64>) -> Result<Option<i64>, SettingsError> {
+    match flag {
+        None | Some(0) => Ok(None),
+        Some(seconds) => validate_max_expiration(seconds).map(|()| Some(seconds)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,8 +18,8 @@ pub(crate) use completion::{CompletionArgs, CompletionShell};
 pub(crate) use discovery::{DiscoveryCommand, DiscoveryExportArgs, DiscoveryPublishArgs};
 pub(crate) use key_flags::{KeyAlgorithm, KeySourceArgs, KmsArgs, Pkcs11Args, RotationArgs};
 pub(crate) use keys::{
-    KeysCommand, KeysGenerateArgs, KeysImportArgs, KeysListArgs, KeysRevokeArgs, KeysRotateArgs,
-    ListFormat, StoreArgs,
+    ImportedKeyLimits, KeysCommand, KeysGenerateArgs, KeysImportArgs, KeysListArgs, KeysRevokeArgs,
+    KeysRotateArgs, ListFormat, StoreArgs,
 };
 pub(crate) use local_setup::LocalSetupArgs;
 pub(crate) use pod_certificates::{CaKeyAlgorithm, PodCertArgs};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use warrant_clock::Clock;
-use warrant_issuer::validate_max_expiration;
+use warrant_issuer::max_expiration_cap;
 use warrant_keys::{
     Disposal, Disposed, Generate, HolderAdvice, KeyHolder, KeyPurpose, KeyState, KeyStore as _,
     ManagedKey, ManagedKeySet, Replacement, RotationPolicy, StoreError, Stored, check_signing_keys,
@@ -18,8 +18,8 @@ use warrant_keys::{
 use warrant_token::{ExpirationPolicy, SigningKey, signing_key_from_pem};
 
 use crate::cli::{
-    KeysCommand, KeysGenerateArgs, KeysImportArgs, KeysListArgs, KeysRevokeArgs, KeysRotateArgs,
-    ListFormat, RotationArgs, StoreArgs,
+    ImportedKeyLimits, KeysCommand, KeysGenerateArgs, KeysImportArgs, KeysListArgs, KeysRevokeArgs,
+    KeysRotateArgs, ListFormat, RotationArgs, StoreArgs,
 };
 use crate::holder::Holder;
 use crate::keys::{
@@ -262,7 +262,7 @@ async fn generate(args: &KeysGenerateArgs, now: Timestamp) -> Result<(), Box<dyn
             }
             .map_err(|e| format!("{}: {e}", path.display()))?;
             // What kube-apiserver could have issued with it: its tokens must keep verifying.
-            let longest = longest_issued(args.max_token_expiration, args.extend_token_expiration)?;
+            let longest = longest_issued(&args.limits)?;
             (key, longest)
         }
         None => (
@@ -545,7 +545,7 @@ async fn import(args: &KeysImportArgs, now: Timestamp) -> Result<(), Box<dyn Err
             .import_pem(&pem, KeyPurpose::Tokens)
             .await
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        let longest = longest_issued(args.max_token_expiration, args.extend_token_expiration)?;
+        let longest = longest_issued(&args.limits)?;
         let set = ManagedKeySet::first(key.clone(), now, longest);
         save_first(&held, &set, Some(holder.clone()), &key).await?;
         tracing::info!(store = %held.describe(), holder = %holder.describe(), kid = %key.kid(), "imported the signing key into the token");
@@ -608,20 +608,10 @@ async fn forget_unrecorded(holder: &dyn KeyHolder, keys: &[SigningKey], purpose:
 /// `--service-account-max-token-expiration` (0 or absent: no cap) and
 /// `--service-account-extend-token-expiration` it used: how long the key stays published once
 /// retired, so its tokens keep verifying.
-fn longest_issued(
-    max_token_expiration: Option<i64>,
-    extend: bool,
-) -> Result<i64, warrant_issuer::SettingsError> {
-    let max_seconds = match max_token_expiration {
-        None | Some(0) => None,
-        Some(seconds) => {
-            validate_max_expiration(seconds)?;
-            Some(seconds)
-        }
-    };
+fn longest_issued(limits: &ImportedKeyLimits) -> Result<i64, warrant_issuer::SettingsError> {
     Ok(ExpirationPolicy {
-        max_seconds,
-        extend,
+        max_seconds: max_expiration_cap(limits.max_token_expiration)?,
+        extend: limits.extend_token_expiration,
         ..ExpirationPolicy::default()
     }
     .longest_token_seconds())

@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use warrant_audit::Auditor;
 use warrant_auth::ClientTrust;
 use warrant_clock::Clock;
-use warrant_issuer::{Issuer, Settings, validate_issuers, validate_max_expiration};
+use warrant_issuer::{Issuer, Settings, max_expiration_cap, validate_issuers};
 use warrant_keys::{KeyMetrics, RotationPolicy};
 use warrant_objects::Objects;
 use warrant_proto::JWKS_PATH;
@@ -587,13 +587,9 @@ fn settings(args: &ServeArgs, managed_keys: bool) -> Result<Settings, Box<dyn Er
         )
         .into());
     }
-    let max_seconds = match args.max_token_expiration {
-        None | Some(0) if managed_keys => Some(keys::MANAGED_DEFAULT_MAX_TOKEN_SECONDS),
-        None | Some(0) => None,
-        Some(seconds) => {
-            validate_max_expiration(seconds)?;
-            Some(seconds)
-        }
+    let max_seconds = match max_expiration_cap(args.max_token_expiration)? {
+        None if managed_keys => Some(keys::MANAGED_DEFAULT_MAX_TOKEN_SECONDS),
+        cap => cap,
     };
     let mut expiration = ExpirationPolicy {
         max_seconds,

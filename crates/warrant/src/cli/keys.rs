@@ -68,12 +68,25 @@ pub(crate) struct KeysGenerateArgs {
     pub(crate) key_algorithm: KeyAlgorithm,
     /// Import this static signing key (PEM) as the first key instead of generating one: it
     /// goes on signing, and the managed keys rotate from it.
-    #[arg(long = "service-account-signing-key-file", value_name = "PATH")]
+    #[arg(id = IMPORTED_KEY, long = "service-account-signing-key-file", value_name = "PATH")]
     pub(crate) signing_key_file: Option<PathBuf>,
+    /// How kube-apiserver capped the imported key's tokens.
+    #[command(flatten)]
+    pub(crate) limits: ImportedKeyLimits,
+}
+
+/// The argument ID of the PEM key `keys generate` and `keys import` take: the limits below
+/// require it.
+const IMPORTED_KEY: &str = "imported_key";
+
+/// What kube-apiserver capped the tokens of a key imported from it with: how long the key must
+/// stay published once retired, so its tokens keep verifying.
+#[derive(Debug, Args)]
+pub(crate) struct ImportedKeyLimits {
     /// With an imported key: the --service-account-max-token-expiration kube-apiserver used
     /// with it, which bounds the tokens it signed (and so how long it must stay published once
     /// retired). Default: no cap, as kube-apiserver's (2^32 s).
-    #[arg(long = "service-account-max-token-expiration", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "signing_key_file")]
+    #[arg(long = "service-account-max-token-expiration", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = IMPORTED_KEY)]
     pub(crate) max_token_expiration: Option<i64>,
     /// With an imported key: the --service-account-extend-token-expiration kube-apiserver used
     /// with it (extended tokens live a year).
@@ -96,23 +109,11 @@ pub(crate) struct KeysImportArgs {
     #[command(flatten)]
     pub(crate) store: StoreArgs,
     /// Import this static signing key (PEM) as the first key of an empty store instead.
-    #[arg(long = "from-pem", value_name = "FILE")]
+    #[arg(id = IMPORTED_KEY, long = "from-pem", value_name = "FILE")]
     pub(crate) from_pem: Option<PathBuf>,
-    /// With --from-pem: the --service-account-max-token-expiration kube-apiserver used with the
-    /// key (see `keys generate`). Default: no cap.
-    #[arg(long = "service-account-max-token-expiration", value_name = "DURATION", value_parser = crate::duration::parse_seconds, requires = "from_pem")]
-    pub(crate) max_token_expiration: Option<i64>,
-    /// With --from-pem: the --service-account-extend-token-expiration kube-apiserver used.
-    #[arg(
-        long = "service-account-extend-token-expiration",
-        action = ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_value_t = true,
-        default_missing_value = "true",
-        value_name = "BOOL"
-    )]
-    pub(crate) extend_token_expiration: bool,
+    /// How kube-apiserver capped the key's tokens (with --from-pem).
+    #[command(flatten)]
+    pub(crate) limits: ImportedKeyLimits,
 }
 
 /// `warrant keys list`.
