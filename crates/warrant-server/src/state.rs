@@ -7,10 +7,11 @@ use arc_swap::ArcSwapOption;
 use prometheus_client::registry::Registry;
 use warrant_objects::Objects;
 
-use crate::admission::Webhook;
 use crate::admission::plan::InjectionSettings;
+use crate::admission::webhook::Webhook;
 
 use crate::metrics::Metrics;
+use crate::spiffe::roots::ServedRoots;
 use warrant_auth::{Authenticator, Authorizer};
 use warrant_issuer::Issuer;
 
@@ -38,7 +39,7 @@ struct Inner {
     admission: Webhook,
     /// The X.509 roots of the SPIFFE bundle; `None` (no bundle served) until
     /// [`AppState::set_spiffe_roots`].
-    spiffe: ArcSwapOption<crate::spiffe::ServedRoots>,
+    spiffe: ArcSwapOption<ServedRoots>,
 }
 
 /// A line of `/readyz?verbose` that a component computes when asked (see
@@ -124,12 +125,12 @@ impl AppState {
     /// Serves the SPIFFE bundle (`/.well-known/spiffe-bundle`) with these X.509 roots (DER,
     /// the pod certificate CA's) beside the JWKS's keys, or replaces them after a CA rotation.
     pub fn set_spiffe_roots(&self, roots: warrant_issuer::SpiffeRoots) {
-        let roots = crate::spiffe::ServedRoots::new(roots);
+        let roots = ServedRoots::new(roots);
         self.inner.spiffe.store(Some(Arc::new(roots)));
     }
 
     /// The SPIFFE bundle's roots, if it is served.
-    pub(crate) fn spiffe_roots(&self) -> Option<Arc<crate::spiffe::ServedRoots>> {
+    pub(crate) fn spiffe_roots(&self) -> Option<Arc<ServedRoots>> {
         self.inner.spiffe.load_full()
     }
 

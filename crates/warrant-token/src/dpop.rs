@@ -29,6 +29,7 @@ use thiserror::Error;
 use crate::error::KeyError;
 use crate::jws;
 use crate::keys::{Algorithm, SigningKey, VerifyingKey};
+use crate::numeric_date::numeric_date;
 
 /// The `typ` of a DPoP proof's header (RFC 9449 §4.2).
 pub const DPOP_PROOF_TYP: &str = "dpop+jwt";
@@ -354,7 +355,7 @@ struct ProofClaims {
     jti: Option<String>,
     htm: Option<String>,
     htu: Option<String>,
-    #[serde(default, deserialize_with = "crate::claims::numeric_date")]
+    #[serde(default, deserialize_with = "numeric_date")]
     iat: Option<i64>,
     ath: Option<String>,
 }

@@ -61,9 +61,11 @@ mod gojson;
 mod goquote;
 mod gourl;
 mod jws;
+mod key_binding;
 mod keys;
 mod lifetime;
 mod loopback;
+mod numeric_date;
 mod pem;
 mod remote;
 mod strict;
@@ -75,10 +77,7 @@ pub use claims::{
     SERVICE_ACCOUNT_USERNAME_PREFIX, is_service_account_username, new_jti,
     service_account_username,
 };
-pub use cnf::{
-    BindingError, CNF_JKT, CNF_X5T_S256, CertificateEvidence, Cnf, CnfError, Confirmation,
-    Evidence, certificate_thumbprint, check_binding,
-};
+pub use cnf::{CNF_JKT, CNF_X5T_S256, Cnf, CnfError, Confirmation, certificate_thumbprint};
 pub use documents::{
     render_discovery, render_jwks, render_jwks_with_certificates, validate_issuer_url,
     validate_jwks_uri,
@@ -95,6 +94,7 @@ pub use extra::{
 };
 pub use gourl::path_unescape;
 pub use jws::{DetachedSignature, header_key_id};
+pub use key_binding::{BindingError, CertificateEvidence, Evidence, check_binding};
 pub use keys::{Algorithm, KeyType, PrivateKeyPem, SigningKey, VerifyingKey, key_id};
 pub use lifetime::{
     DEFAULT_EXPIRATION_SECONDS, EXTENDED_EXPIRATION_SECONDS, ExpirationPolicy, Lifetime,

@@ -39,21 +39,19 @@ pub(crate) mod plan;
 mod policy;
 mod review;
 mod values;
+pub(crate) mod webhook;
 
 use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderValue};
 use serde_json::Value;
-use warrant_audit::loglimit::SharedThrottle;
 use warrant_auth::Caller;
 use warrant_token::{cut_value, quote_value};
 
 pub use self::callers::AdmissionCallers;
 use self::callers::{Access, access};
-use self::limits::InFlight;
 pub use self::limits::{AdmissionLimits, MAX_REVIEW_VALUES};
-use self::lookup::{AccountLookups, Found};
+use self::lookup::Found;
 pub use self::lookup::{LOOKUPS_IN_FLIGHT, REMEMBER_ABSENT};
-use self::metrics::AdmissionMetrics;
 pub use self::names::{AZURE_DEFAULT_AUTHORITY_HOST, TOKEN_AGENT_DEFAULT_AUDIENCE};
 pub use self::plan::InjectionSettings;
 use self::plan::Refusal;
@@ -98,30 +96,6 @@ impl Outcome {
             Outcome::Unchanged => "unchanged",
             Outcome::Refused => "refused",
             Outcome::Error => "error",
-        }
-    }
-}
-
-/// What the webhook keeps between reviews: its metrics, the reviews in flight, the lookups.
-#[derive(Debug)]
-pub(crate) struct Webhook {
-    pub(crate) metrics: AdmissionMetrics,
-    in_flight: InFlight,
-    accounts: AccountLookups,
-    /// Reviews not answered are logged at most once a second, with a count of those left
-    /// out: anyone may send them.
-    unanswered_logged: SharedThrottle,
-}
-
-impl Webhook {
-    /// The webhook's state, its metrics registered in `registry`.
-    pub(crate) fn register(registry: &mut prometheus_client::registry::Registry) -> Self {
-        let accounts = AccountLookups::new();
-        Webhook {
-            metrics: AdmissionMetrics::register(registry, accounts.in_flight_gauge()),
-            in_flight: InFlight::default(),
-            accounts,
-            unanswered_logged: SharedThrottle::default(),
         }
     }
 }

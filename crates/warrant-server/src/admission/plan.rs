@@ -39,7 +39,7 @@ pub struct InjectionSettings {
     pub aws_region: Option<String>,
     /// Who the webhook answers: kube-apiserver's client certificates by name, or anyone, from
     /// the cache only. The default answers no one.
-    pub callers: super::AdmissionCallers,
+    pub callers: super::callers::AdmissionCallers,
     /// What one review may cost, and how many are answered at once.
     pub limits: super::limits::AdmissionLimits,
 }
