@@ -60,34 +60,13 @@ impl Target {
     }
 }
 
-/// A client for the benchmark's server: HTTPS trusting only the benchmark's CA (`ca`).
+/// A client for the benchmark's server: HTTPS trusting only the benchmark's CA (`ca`), through
+/// warrant's one connector (warrant-http).
 pub(crate) fn https_client(
     ca: &Path,
-) -> Result<
-    hyper_util::client::legacy::Client<
-        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-        Full<Bytes>,
-    >,
-    Error,
-> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject as _;
-
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca)? {
-        roots.add(cert?)?;
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_only()
-        .enable_http1()
-        .build();
+) -> Result<hyper_util::client::legacy::Client<warrant_http::HttpsConnector, Full<Bytes>>, Error> {
+    let trust = warrant_http::Trust::only_file(ca)?;
+    let https = warrant_http::https_connector(&trust, warrant_http::Options::default())?;
     Ok(
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build(https),

@@ -297,17 +297,42 @@ pub(crate) fn token_request_path(account: &ObjectName) -> String {
     )
 }
 
-/// kube's client for `config`, without the request tracing of `kube::Client::try_from`, which
-/// logs each failed request at ERROR: a second line beside the plugin's own on the stderr
-/// client-go shows. The layers are kube's own (`ConfigExt`): the base URI (every request goes
-/// to `config`'s URL, whatever its path), the credential (a kubeconfig's token, exec plugin or
-/// refresh), extra headers; TLS is kube's connector (the CA alone where `config` names one, a
-/// client certificate). Like kube's, it follows no redirect; unlike kube's, it retries nothing:
-/// one POST, bounded by [`REQUEST_TIMEOUT`].
-pub(crate) fn quiet_client(config: ::kube::Config) -> Result<::kube::Client, ::kube::Error> {
+/// kube's client for the TokenRequest a caller authenticates with its own token: to `warrant`
+/// (https, checked by [`crate::endpoint::warrant_url`]), over warrant's one connector
+/// (warrant-http), https only, trusting the hub's CA `ca` alone where it gives one (so no public
+/// CA can vouch for warrant), the system's roots otherwise. The client itself holds no
+/// credential: the own token goes in each request ([`Caller::Token`]).
+pub(crate) fn own_token_client(
+    warrant: &str,
+    ca: Option<&[Vec<u8>]>,
+) -> Result<::kube::Client, Box<dyn Error + Send + Sync>> {
+    let trust = match ca {
+        Some(ca) => warrant_http::Trust::Only(
+            ca.iter()
+                .map(|der| rustls_pki_types::CertificateDer::from(der.clone()))
+                .collect(),
+        ),
+        None => warrant_http::Trust::System,
+    };
+    let https = warrant_http::https_connector(&trust, warrant_http::Options::default())?;
+    Ok(quiet_client(::kube::Config::new(warrant.parse()?), https)?)
+}
+
+/// kube's client for `config` over `https`, without the request tracing of
+/// `kube::Client::try_from`, which logs each failed request at ERROR: a second line beside the
+/// plugin's own on the stderr client-go shows. The layers are kube's own (`ConfigExt`): the base
+/// URI (every request goes to `config`'s URL, whatever its path), the credential (a
+/// kubeconfig's token, exec plugin or refresh), extra headers. The connector is warrant's
+/// ([`own_token_client`]) or, for a kubeconfig, kube's from the kubeconfig
+/// (`ConfigExt::rustls_https_connector`: its CA alone, its client certificate, its TLS server
+/// name). Like kube's, the client follows no redirect; unlike kube's, it retries nothing: one
+/// POST, bounded by [`REQUEST_TIMEOUT`].
+pub(crate) fn quiet_client(
+    config: ::kube::Config,
+    https: warrant_http::HttpsConnector,
+) -> Result<::kube::Client, ::kube::Error> {
     use ::kube::client::ConfigExt as _;
 
-    let https = config.rustls_https_connector()?;
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)

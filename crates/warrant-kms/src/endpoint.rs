@@ -11,7 +11,7 @@
 //! dual-stack form).
 //!
 //! **The rule**: `https://`, or plain `http://` only to a loopback address (a test server such
-//! as moto; [`warrant_token::is_loopback_host`], the rule publish's endpoints follow too):
+//! as moto; [`warrant_http::Destination`], the rule publish's endpoints follow too):
 //! every request carries the session token in a header, and a signed request can be
 //! replayed. The KMS client's connector applies the same rule to each request it sends
 //! (`http.rs`), so nothing the SDK might resolve differently sends one off the host in clear.
@@ -21,6 +21,7 @@ use std::fmt;
 use aws_config::SdkConfig;
 use aws_sdk_kms::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
 use aws_types::service_config::ServiceConfigKey;
+use warrant_http::Destination;
 
 use crate::error::KmsError;
 
@@ -167,18 +168,12 @@ pub(crate) fn quoted(url: &str) -> String {
 
 /// True when `endpoint` may be sent requests: `https://`, or `http://` to a loopback address.
 pub(crate) fn endpoint_allowed(endpoint: &http::Uri) -> Result<(), &'static str> {
-    match endpoint.scheme_str() {
-        Some("https") => Ok(()),
-        Some("http") => {
-            if endpoint.host().is_some_and(warrant_token::is_loopback_host) {
-                Ok(())
-            } else {
-                Err(
-                    "plain http:// is only sent to a loopback address (requests carry the session token in a header): use https://",
-                )
-            }
-        }
-        _ => Err("not an http:// or https:// URL"),
+    match Destination::of_uri(endpoint) {
+        Destination::Https | Destination::LoopbackHttp => Ok(()),
+        Destination::RemoteHttp => Err(
+            "plain http:// is only sent to a loopback address (requests carry the session token in a header): use https://",
+        ),
+        Destination::NotHttp => Err("not an http:// or https:// URL"),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP client the AWS SDK sends KMS's requests (and the credential providers' own) with:
-//! hyper-util's pooled client over hyper-rustls, rustls on aws-lc-rs with the platform's
-//! verifier, the same stack `warrant verify` uses. The SDK's own `default-https-client` would
+//! hyper-util's pooled client over warrant's one connector (warrant-http: rustls on aws-lc-rs,
+//! the system's roots through the platform's verifier), the one `warrant verify` and the
+//! clients use. The SDK's own `default-https-client` would
 //! bring the same rustls but turn on its `prefer-post-quantum` feature, which changes the key
 //! exchange every TLS connection of the binary offers first, the server's included
 //! (docs/decisions.md, "AWS KMS: the AWS SDK, with warrant's own HTTPS client").
@@ -12,7 +13,6 @@
 //! are plain HTTP on link-local addresses, by AWS's design.
 
 use std::error::Error;
-use std::sync::Arc;
 use std::time::Duration;
 
 use aws_smithy_runtime_api::client::http::{
@@ -25,20 +25,18 @@ use aws_smithy_runtime_api::http::Response;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::retry::ErrorKind;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector as TcpConnector;
 use hyper_util::rt::TokioExecutor;
+use warrant_http::{HttpsConnector, Options, Trust};
 
 use crate::endpoint::{endpoint_allowed, quoted};
 
-type Https = hyper_rustls::HttpsConnector<TcpConnector>;
-
-/// How long a connection to KMS may take to open (TCP and TLS).
+/// How long a connection to KMS may take to open (TCP).
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The SDK's HTTP client: one pool of connections, shared by every request. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct KmsHttp {
-    client: Client<Https, SdkBody>,
+    client: Client<HttpsConnector, SdkBody>,
     /// Plain `http://` only to a loopback address (the KMS client's copy).
     loopback_rule: bool,
 }
@@ -50,24 +48,16 @@ impl std::fmt::Debug for KmsHttp {
 }
 
 impl KmsHttp {
-    /// A client that trusts the platform's roots.
+    /// A client that trusts the platform's roots. It connects to `http://` URLs too: the
+    /// credential providers' endpoints are plain HTTP by AWS's design, and the KMS client's copy
+    /// checks each URL itself ([`KmsHttp::for_kms`]).
     pub(crate) fn new() -> Result<KmsHttp, rustls::Error> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())?;
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .dangerous() // the platform's verifier: the ordinary checks, not fewer
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
-        let mut tcp = TcpConnector::new();
-        tcp.enforce_http(false);
-        tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        tcp.set_nodelay(true);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(tcp);
+        let options = Options {
+            plain_http: true,
+            connect_timeout: Some(CONNECT_TIMEOUT),
+            nodelay: true,
+        };
+        let https = warrant_http::https_connector(&Trust::System, options)?;
         Ok(KmsHttp {
             client: Client::builder(TokioExecutor::new()).build(https),
             loopback_rule: false,

@@ -5,20 +5,23 @@
 //! the bucket's credentials (every request is signed with them, and some schemes send a
 //! session token outright) and the documents relying parties will trust, so the connection is
 //! TLS unless it never leaves the machine: plain HTTP is accepted to a loopback address
-//! (`127.0.0.0/8`, also IPv4-mapped, `::1`, `localhost`: [`warrant_token::is_loopback_host`],
-//! the rule KMS's endpoint follows too) and otherwise only with `--publish-allow-http`, an
+//! (`127.0.0.0/8`, also IPv4-mapped, `::1`, `localhost`: [`warrant_http::Destination`], the
+//! rule KMS's endpoint follows too) and otherwise only with `--publish-allow-http`, an
 //! explicit word that the network between warrant and the server is trusted (logged as a
 //! warning at startup). A name is not resolved to decide: DNS is not the operator's.
 //!
 //! A server with a private CA is trusted through `--publish-ca-file` (a PEM bundle) alone, in
 //! place of the system's roots, as kubectl's `--certificate-authority` is: no public CA can then
-//! vouch for it. The certificates are handed to object_store's client (reqwest on rustls with
-//! aws-lc-rs, the one TLS stack); the file is read once, at startup.
+//! vouch for it. The file is read as every CA file of warrant's is ([`warrant_http::ca_file`]),
+//! once, at startup; its certificates are handed to object_store's client (reqwest on rustls
+//! with aws-lc-rs, the one TLS stack), which takes no connector of warrant's own
+//! (docs/decisions.md, "The binary's HTTP clients").
 
 use std::path::PathBuf;
 
 use object_store::{Certificate, ClientOptions};
 use url::Url;
+use warrant_http::Destination;
 
 /// The flags that say how `s3://` targets reach their server. The default is none of them:
 /// Amazon S3 itself, over https, trusted through the system's roots.
@@ -80,16 +83,10 @@ pub enum EndpointError {
         /// The URL.
         url: String,
     },
-    /// The CA file cannot be read.
-    #[error("--publish-ca-file {path}: {source}")]
-    CaRead {
-        /// The file.
-        path: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The CA file holds no PEM certificate, or one that does not parse.
+    /// The CA file cannot be read, is not PEM or holds no certificate.
+    #[error("--publish-ca-file {0}")]
+    CaFile(warrant_http::CaFileError),
+    /// A certificate of the CA file is not one object_store's client accepts.
     #[error("--publish-ca-file {path}: {why}")]
     CaPem {
         /// The file.
@@ -144,7 +141,8 @@ impl Endpoint {
             url: url.clone(),
             source,
         })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
+        let destination = Destination::of(Some(parsed.scheme()), parsed.host_str());
+        if destination == Destination::NotHttp {
             return Err(EndpointError::Scheme { url: url.clone() });
         }
         if !parsed.username().is_empty()
@@ -157,18 +155,19 @@ impl Endpoint {
                 scheme: parsed.scheme().to_owned(),
             });
         }
-        let http = match parsed.scheme() {
-            "https" => false,
-            "http" if loopback(&parsed) || self.allow_http => true,
-            "http" => return Err(EndpointError::PlainHttp { url: url.clone() }),
-            _ => return Err(EndpointError::Scheme { url: url.clone() }),
+        let http = match destination {
+            Destination::Https => false,
+            Destination::LoopbackHttp => true,
+            Destination::RemoteHttp if self.allow_http => {
+                tracing::warn!(
+                    endpoint = %url,
+                    "--publish-allow-http: the bucket's credentials and the documents cross the network to this endpoint in clear"
+                );
+                true
+            }
+            Destination::RemoteHttp => return Err(EndpointError::PlainHttp { url: url.clone() }),
+            Destination::NotHttp => return Err(EndpointError::Scheme { url: url.clone() }),
         };
-        if http && !loopback(&parsed) {
-            tracing::warn!(
-                endpoint = %url,
-                "--publish-allow-http: the bucket's credentials and the documents cross the network to this endpoint in clear"
-            );
-        }
         let roots = match &self.ca_file {
             None => None,
             Some(_) if http => return Err(EndpointError::CaOverHttp { url: url.clone() }),
@@ -197,29 +196,18 @@ impl Checked {
     }
 }
 
-/// True if `url`'s host is this machine's ([`warrant_token::is_loopback_host`]).
-fn loopback(url: &Url) -> bool {
-    url.host_str().is_some_and(warrant_token::is_loopback_host)
-}
-
-/// The certificates of a PEM bundle; at least one.
+/// The certificates of the PEM bundle at `path`, for object_store's client; at least one.
 fn read_roots(path: &std::path::Path) -> Result<Vec<Certificate>, EndpointError> {
-    let shown = path.display().to_string();
-    let pem = std::fs::read(path).map_err(|source| EndpointError::CaRead {
-        path: shown.clone(),
-        source,
-    })?;
-    let roots = Certificate::from_pem_bundle(&pem).map_err(|e| EndpointError::CaPem {
-        path: shown.clone(),
-        why: format!("not a PEM certificate bundle: {e}"),
-    })?;
-    if roots.is_empty() {
-        return Err(EndpointError::CaPem {
-            path: shown,
-            why: "holds no CERTIFICATE block".into(),
-        });
-    }
-    Ok(roots)
+    let certificates = warrant_http::ca_file(path).map_err(EndpointError::CaFile)?;
+    certificates
+        .iter()
+        .map(|der| {
+            Certificate::from_der(der).map_err(|e| EndpointError::CaPem {
+                path: path.display().to_string(),
+                why: format!("a certificate object_store's client does not accept: {e}"),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -64,7 +64,6 @@ mod jws;
 mod key_binding;
 mod keys;
 mod lifetime;
-mod loopback;
 mod numeric_date;
 mod pem;
 mod remote;
@@ -101,7 +100,6 @@ pub use lifetime::{
     MAX_EXPIRATION_SECONDS, MIN_EXPIRATION_SECONDS, WARN_ONLY_EXPIRATION_SECONDS,
     validate_expiration_seconds,
 };
-pub use loopback::is_loopback_host;
 pub use pem::{PemKey, parse_pem_keys, signing_key_from_pem, verifying_keys_from_pem};
 pub use remote::{RemoteKey, RemoteSignError, RemoteSignature};
 pub use strict::{

@@ -10,17 +10,15 @@
 use std::error::Error;
 use std::io::Read as _;
 use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Uri;
 use http_body_util::{BodyExt as _, Empty};
-use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
+use warrant_http::HttpsConnector;
 
 use serde_json::Value;
 use warrant_clock::Clock;
@@ -316,30 +314,15 @@ enum Trust {
 /// two), as HTTP clients commonly do.
 const MAX_REDIRECTS: usize = 10;
 
-/// The HTTPS client: hyper-util's, over kube's rustls (aws-lc-rs).
-type HttpClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+/// The HTTPS client: hyper-util's, over warrant's one connector (warrant-http).
+type HttpClient = Client<HttpsConnector, Empty<Bytes>>;
 
 /// Why `warrant verify` could not fetch what it checks the token against.
 #[derive(Debug, thiserror::Error)]
 enum FetchError {
-    /// `--ca-file` cannot be read.
-    #[error("{path}")]
-    ReadCa {
-        /// The file.
-        path: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// `--ca-file` holds something that is not PEM certificates.
-    #[error("{path}")]
-    CaNotPem {
-        /// The file.
-        path: String,
-        /// The PEM parser's reason.
-        #[source]
-        source: rustls_pki_types::pem::Error,
-    },
+    /// `--ca-file` cannot be read, is not PEM or holds no certificate.
+    #[error(transparent)]
+    CaFile(#[from] warrant_http::CaFileError),
     /// The TLS configuration cannot be built (the platform's roots cannot be loaded, or a
     /// certificate in `--ca-file` is not one rustls accepts).
     #[error("cannot set up TLS")]
@@ -400,36 +383,19 @@ enum FetchError {
     },
 }
 
-/// The client `verify` fetches with: the system's roots, and `--ca-file`'s beside them.
+/// The client `verify` fetches with: the system's roots, and `--ca-file`'s beside them. It
+/// fetches from `http://` URLs too, anywhere: it sends no credential, and what it fetches is
+/// public.
 fn client(ca_file: Option<&Path>) -> Result<HttpClient, FetchError> {
-    let mut extra = Vec::new();
-    if let Some(path) = ca_file {
-        let pem = std::fs::read(path).map_err(|source| FetchError::ReadCa {
-            path: path.display().to_string(),
-            source,
-        })?;
-        for cert in CertificateDer::pem_slice_iter(&pem) {
-            extra.push(cert.map_err(|source| FetchError::CaNotPem {
-                path: path.display().to_string(),
-                source,
-            })?);
-        }
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let verifier =
-        rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone())
-            .map_err(FetchError::Tls)?;
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(FetchError::Tls)?
-        .dangerous() // the platform's verifier: the ordinary checks, not fewer
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .build();
+    let trust = match ca_file {
+        Some(path) => warrant_http::Trust::system_and_file(path)?,
+        None => warrant_http::Trust::System,
+    };
+    let options = warrant_http::Options {
+        plain_http: true,
+        ..warrant_http::Options::default()
+    };
+    let https = warrant_http::https_connector(&trust, options).map_err(FetchError::Tls)?;
     Ok(Client::builder(TokioExecutor::new()).build(https))
 }
 

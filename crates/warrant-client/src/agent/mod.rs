@@ -362,9 +362,7 @@ impl Agent {
         let pod_uid = config.pod_uid.clone().filter(|u| !u.is_empty()).ok_or(
             "no pod UID: give --pod-uid (or WARRANT_POD_UID, from the downward API's metadata.uid)",
         )?;
-        let mut kube_config = ::kube::Config::new(warrant.parse()?);
-        kube_config.root_cert = ca;
-        let client = request::quiet_client(kube_config)
+        let client = request::own_token_client(&warrant, ca.as_deref())
             .map_err(|e| format!("cannot set up the client for warrant at {warrant}: {e}"))?;
         Agent::new(
             Minter::new(

@@ -37,7 +37,8 @@ use warrant_proto::wire::{TokenRequest, TokenRequestSpec, TokenRequestStatus};
 
 use crate::endpoint;
 use crate::request::{
-    Caller, REQUEST_TIMEOUT, issued_at, own_identity, quiet_client, token_request_path,
+    Caller, REQUEST_TIMEOUT, issued_at, own_identity, own_token_client, quiet_client,
+    token_request_path,
 };
 use crate::text::escape_controls;
 use crate::{ObjectName, parse_object_name};
@@ -259,8 +260,15 @@ async fn caller(
             config("warrantCA").as_deref(),
             roots.as_deref().map(|certs| (certs, ca_from.as_str())),
         )?;
-        let client = quiet_client(kube_config)
-            .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
+        // The kubeconfig is this caller's trust setting (its CA, client certificate, TLS server
+        // name), which kube's connector reads whole (docs/decisions.md).
+        let client = {
+            use ::kube::client::ConfigExt as _;
+            kube_config
+                .rustls_https_connector()
+                .and_then(|https| quiet_client(kube_config, https))
+        }
+        .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
         return Ok(Caller::Kubeconfig { client, warrant });
     }
     anchors::agree_with_environment(
@@ -299,11 +307,8 @@ async fn caller(
     let token = token.trim().to_owned();
     let own = own_identity(&token)?;
     // https (checked above) to warrant's URL only, trusting the hub's CA alone where it gives
-    // one (kube's client then builds its roots from these certificates and nothing else), the
-    // system's otherwise; one POST, not retried.
-    let mut kube_config = ::kube::Config::new(warrant.parse()?);
-    kube_config.root_cert = ca;
-    let client = quiet_client(kube_config)
+    // one, the system's otherwise; one POST, not retried.
+    let client = own_token_client(&warrant, ca.as_deref())
         .map_err(|e| format!("cannot set up the client for warrant at {warrant}: {e}"))?;
     Ok(Caller::Token {
         token,
