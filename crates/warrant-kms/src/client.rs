@@ -38,10 +38,9 @@ use tokio::time::Instant;
 use warrant_clock::Clock;
 
 use crate::endpoint::{Endpoint, EndpointSource, quoted};
-use warrant_keys::{Health, Recovery, RecoveryPolicy};
+use warrant_keys::Health;
 
 use crate::error::{Attempt, KmsError, classify};
-use crate::holder::KmsHolder;
 use crate::http::KmsHttp;
 use crate::metrics::KmsMetrics;
 use crate::revoked::RevokedKeys;
@@ -153,6 +152,8 @@ impl std::fmt::Debug for Kms {
         f.write_str(&self.inner.name)
     }
 }
+
+mod recovery;
 
 impl Kms {
     /// The client for `config`. Checks the configuration only: KMS is first asked when a key
@@ -435,77 +436,6 @@ impl Kms {
         });
         if was_broken {
             tracing::info!(kms = %self.inner.name, "KMS answers again: keys held there sign again");
-        }
-    }
-
-    /// Keeps KMS's health current until dropped, with warrant-keys' one recovery loop
-    /// ([`warrant_keys::keep_healthy`]): while KMS is unavailable, asks it again with backoff
-    /// until it answers; while it is healthy, asks about each key that signs every
-    /// `probe_interval`, so that a key disabled or deleted behind warrant's back shows in
-    /// readiness, and one enabled again signs again; and about each key it disposed of as
-    /// revoked or removed, so that one enabled again in KMS is counted and logged
-    /// (`revoked.rs`).
-    pub async fn run_recovery(&self, policy: RecoveryPolicy) {
-        warrant_keys::keep_healthy(&KmsHolder::new(self.clone()), policy).await;
-    }
-
-    /// While healthy: asks about each key that signs and each key disposed of as revoked.
-    pub(crate) async fn probe_keys(&self) {
-        self.check_signers().await;
-        self.check_revoked().await;
-    }
-
-    /// While unavailable: asks KMS about the last key warrant asked about (any answer but a
-    /// credential error shows that KMS can be reached and the credentials work).
-    pub(crate) async fn recover(&self) -> Recovery {
-        if self.reachable().await.is_ok() {
-            self.healed();
-            return Recovery::Recovered;
-        }
-        Recovery::NotYet
-    }
-
-    /// Whether KMS can be reached with working credentials now: one `DescribeKey` of the last
-    /// key asked about (or of an alias that need not exist: "not found" and "access denied" are
-    /// answers too). The error is why not (unreachable, credentials failing).
-    pub async fn reachable(&self) -> Result<(), KmsError> {
-        let key = self
-            .inner
-            .last_key
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .unwrap_or_else(|| format!("alias/{}/probe", self.inner.uri.name()));
-        let client = self.inner.client.clone();
-        match self
-            .call_anyway(
-                "probe",
-                None,
-                None,
-                || client.describe_key().key_id(&key).send(),
-                Ok,
-            )
-            .await
-        {
-            Err(err) if err.breaks_health() => Err(err),
-            // Any answer, found or not, allowed or not: KMS is reachable.
-            _ => Ok(()),
-        }
-    }
-
-    /// Checks each key that signed, updating what it knows of the key's state.
-    async fn check_signers(&self) {
-        let signers: Vec<Arc<dyn Signer>> = {
-            let mut signers = self
-                .inner
-                .signers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            signers.retain(|s| s.strong_count() > 0);
-            signers.iter().filter_map(Weak::upgrade).collect()
-        };
-        for key in signers {
-            key.check_state().await;
         }
     }
 }

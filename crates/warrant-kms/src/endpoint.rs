@@ -16,8 +16,6 @@
 //! replayed. The KMS client's connector applies the same rule to each request it sends
 //! (`http.rs`), so nothing the SDK might resolve differently sends one off the host in clear.
 
-use std::fmt;
-
 use aws_config::SdkConfig;
 use aws_sdk_kms::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
 use aws_types::service_config::ServiceConfigKey;
@@ -25,43 +23,15 @@ use warrant_http::Destination;
 
 use crate::error::KmsError;
 
+pub(crate) mod source;
+
+pub use source::EndpointSource;
+use source::{ENDPOINT_ENV, KMS_ENDPOINT_ENV};
+
 /// The SDK's name for KMS, which its per-service settings are keyed by.
 const SERVICE_ID: &str = "KMS";
-/// The environment variable of the endpoint for every service (the SDK adds `_KMS` for KMS's).
-const ENDPOINT_ENV: &str = "AWS_ENDPOINT_URL";
-/// The service-specific one.
-const KMS_ENDPOINT_ENV: &str = "AWS_ENDPOINT_URL_KMS";
 /// The longest URL a message quotes.
 const MAX_QUOTED: usize = 256;
-
-/// Where the endpoint came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndpointSource {
-    /// `--kms-endpoint` ([`crate::KmsConfig::endpoint`]).
-    Flag,
-    /// `AWS_ENDPOINT_URL_KMS`.
-    KmsEnvironment,
-    /// `AWS_ENDPOINT_URL`.
-    Environment,
-    /// The shared config file: the profile's `endpoint_url`, or its `services` section's.
-    ConfigFile,
-    /// None configured: AWS's endpoint for the region.
-    Aws,
-}
-
-impl fmt::Display for EndpointSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            EndpointSource::Flag => "--kms-endpoint",
-            EndpointSource::KmsEnvironment => KMS_ENDPOINT_ENV,
-            EndpointSource::Environment => ENDPOINT_ENV,
-            EndpointSource::ConfigFile => {
-                "the AWS config file (endpoint_url of the profile or of its services section)"
-            }
-            EndpointSource::Aws => "AWS's endpoint for the region",
-        })
-    }
-}
 
 /// The endpoint KMS's requests go to.
 #[derive(Debug, Clone)]

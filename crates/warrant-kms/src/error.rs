@@ -8,7 +8,7 @@ use std::time::Duration;
 use aws_sdk_kms::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
-use crate::endpoint::EndpointSource;
+use crate::endpoint::source::EndpointSource;
 use crate::uri::KmsUriError;
 
 /// An error from the KMS key holder.
@@ -408,7 +408,21 @@ where
     E: std::error::Error + 'static,
     R: std::fmt::Debug + 'static,
 {
-    crate::http::source::<aws_credential_types::provider::error::CredentialsError>(err).is_some()
+    source::<aws_credential_types::provider::error::CredentialsError>(err).is_some()
+}
+
+/// The first error of type `E` in `err`'s chain.
+pub(crate) fn source<'a, E: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a E> {
+    let mut next = Some(err);
+    while let Some(err) = next {
+        if let Some(found) = err.downcast_ref::<E>() {
+            return Some(found);
+        }
+        next = err.source();
+    }
+    None
 }
 
 #[cfg(test)]

@@ -12,7 +12,6 @@
 //! is not bound by it: the instance metadata service and the container credentials endpoint
 //! are plain HTTP on link-local addresses, by AWS's design.
 
-use std::error::Error;
 use std::time::Duration;
 
 use aws_smithy_runtime_api::client::http::{
@@ -29,6 +28,7 @@ use hyper_util::rt::TokioExecutor;
 use warrant_http::{HttpsConnector, Options, Trust};
 
 use crate::endpoint::{endpoint_allowed, quoted};
+use crate::error::source;
 
 /// How long a connection to KMS may take to open (TCP).
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -119,18 +119,6 @@ fn connector_error(err: hyper_util::client::legacy::Error) -> ConnectorError {
         return ConnectorError::io(err.into());
     }
     ConnectorError::other(err.into(), Some(ErrorKind::TransientError))
-}
-
-/// The first error of type `E` in `err`'s chain.
-pub(crate) fn source<'a, E: Error + 'static>(err: &'a (dyn Error + 'static)) -> Option<&'a E> {
-    let mut next = Some(err);
-    while let Some(err) = next {
-        if let Some(found) = err.downcast_ref::<E>() {
-            return Some(found);
-        }
-        next = err.source();
-    }
-    None
 }
 
 #[cfg(test)]

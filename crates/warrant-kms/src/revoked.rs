@@ -17,11 +17,6 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_kms::types::KeyState;
-
-use crate::client::Kms;
-use crate::error::KmsError;
-
 /// The keys disposed of as revoked or removed, by ARN: their kid, and whether KMS last said
 /// they are enabled.
 #[derive(Debug, Default)]
@@ -45,43 +40,30 @@ impl RevokedKeys {
         });
     }
 
-    fn enabled(&self) -> usize {
+    /// How many KMS last said are enabled.
+    pub(crate) fn enabled(&self) -> usize {
         self.keys.values().filter(|k| k.enabled).count()
     }
-}
 
-impl Kms {
-    /// Asks KMS about each revoked or removed key; counts those it says are enabled.
-    pub(crate) async fn check_revoked(&self) {
-        let keys: Vec<(String, String)> = self
-            .revoked_keys()
-            .keys
-            .iter()
-            .map(|(arn, key)| (arn.clone(), key.kid.clone()))
-            .collect();
-        for (arn, kid) in keys {
-            let enabled = match self.describe(&arn, Some(&kid)).await {
-                Ok(meta) => meta.key_state() == Some(&KeyState::Enabled),
-                Err(KmsError::NotFound { .. }) => {
-                    self.revoked_keys().keys.remove(&arn);
-                    continue;
-                }
-                // Not known now (KMS's health says why): as it was.
-                Err(_) => continue,
-            };
-            let mut revoked = self.revoked_keys();
-            let Some(key) = revoked.keys.get_mut(&arn) else {
-                continue;
-            };
-            if enabled && !key.enabled {
-                tracing::error!(
-                    %kid, %arn,
-                    "a key revoked or removed from the key set is enabled in KMS: whoever may call kms:Sign on it signs tokens with a kid warrant no longer publishes; disable it (aws kms disable-key) and schedule its deletion (aws kms schedule-key-deletion), and find who enabled it (CloudTrail)"
-                );
-            }
-            key.enabled = enabled;
-        }
-        let enabled = self.revoked_keys().enabled();
-        self.metrics().revoked_keys_enabled(enabled);
+    /// Every key remembered: its ARN and kid.
+    pub(crate) fn listed(&self) -> Vec<(String, String)> {
+        let keys = self.keys.iter();
+        keys.map(|(arn, key)| (arn.clone(), key.kid.clone()))
+            .collect()
+    }
+
+    /// Forgets the key at `arn` (KMS no longer knows it).
+    pub(crate) fn forget(&mut self, arn: &str) {
+        self.keys.remove(arn);
+    }
+
+    /// Records what KMS says of the key at `arn`; true if it is enabled and was not.
+    pub(crate) fn found(&mut self, arn: &str, enabled: bool) -> bool {
+        let Some(key) = self.keys.get_mut(arn) else {
+            return false;
+        };
+        let newly = enabled && !key.enabled;
+        key.enabled = enabled;
+        newly
     }
 }
