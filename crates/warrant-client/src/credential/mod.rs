@@ -233,6 +233,42 @@ fn check_bound(
     })
 }
 
+/// The caller of `--kubeconfig`: its server is warrant, and the kubeconfig is its trust
+/// setting and credential.
+async fn kubeconfig_caller(
+    path: &std::path::Path,
+    config: &dyn Fn(&str) -> Option<String>,
+) -> Result<Caller, Box<dyn Error>> {
+    let file = ::kube::config::Kubeconfig::read_from(path)
+        .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
+    let kube_config =
+        ::kube::Config::from_custom_kubeconfig(file, &::kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
+    let from = format!("the server of kubeconfig {}", path.display());
+    let warrant = endpoint::warrant_url(&kube_config.cluster_url.to_string(), &from)?;
+    anchors::profile_warrant(config("warrant").as_deref(), &warrant, &from)?;
+    let mut roots = kube_config.root_cert.clone();
+    if let Some(roots) = roots.as_mut() {
+        roots.sort();
+    }
+    let ca_from = format!("certificate authority of kubeconfig {}", path.display());
+    anchors::profile_ca(
+        config("warrantCA").as_deref(),
+        roots.as_deref().map(|certs| (certs, ca_from.as_str())),
+    )?;
+    // The kubeconfig is this caller's trust setting (its CA, client certificate, TLS server
+    // name), which kube's connector reads whole (docs/decisions.md).
+    let client = {
+        use ::kube::client::ConfigExt as _;
+        kube_config
+            .rustls_https_connector()
+            .and_then(|https| quiet_client(kube_config, https))
+    }
+    .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
+    Ok(Caller::Kubeconfig { client, warrant })
+}
+
 /// Who calls warrant, from the hub's flags: a kubeconfig, else the own token file. The
 /// cluster's `config` (a member's profile) is only checked against them.
 async fn caller(
@@ -240,36 +276,7 @@ async fn caller(
     config: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Caller, Box<dyn Error>> {
     if let Some(path) = &settings.kubeconfig {
-        let file = ::kube::config::Kubeconfig::read_from(path)
-            .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
-        let kube_config = ::kube::Config::from_custom_kubeconfig(
-            file,
-            &::kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
-        let from = format!("the server of kubeconfig {}", path.display());
-        let warrant = endpoint::warrant_url(&kube_config.cluster_url.to_string(), &from)?;
-        anchors::profile_warrant(config("warrant").as_deref(), &warrant, &from)?;
-        let mut roots = kube_config.root_cert.clone();
-        if let Some(roots) = roots.as_mut() {
-            roots.sort();
-        }
-        let ca_from = format!("certificate authority of kubeconfig {}", path.display());
-        anchors::profile_ca(
-            config("warrantCA").as_deref(),
-            roots.as_deref().map(|certs| (certs, ca_from.as_str())),
-        )?;
-        // The kubeconfig is this caller's trust setting (its CA, client certificate, TLS server
-        // name), which kube's connector reads whole (docs/decisions.md).
-        let client = {
-            use ::kube::client::ConfigExt as _;
-            kube_config
-                .rustls_https_connector()
-                .and_then(|https| quiet_client(kube_config, https))
-        }
-        .map_err(|e| format!("cannot use kubeconfig {}: {e}", path.display()))?;
-        return Ok(Caller::Kubeconfig { client, warrant });
+        return kubeconfig_caller(path, config).await;
     }
     anchors::agree_with_environment(
         "--warrant-url",
