@@ -494,6 +494,9 @@ async fn replicas_sharing_a_ca_key_secret_make_one_key_and_write_the_bundle_once
         .await;
     let written = trust_bundle(&cluster).unwrap();
     assert_eq!(pem_count(&written), 1);
+    // The replica counts its write once the API server has answered it, a moment after the
+    // bundle can be read.
+    counted(&first, &synced("created"), 1.0).await;
     assert_eq!(first.metric(&synced("created")).await, 1.0);
     cluster
         .create_json(pcrs, pcr(dir, "from-first", POD_UID))
