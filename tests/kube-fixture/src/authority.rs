@@ -27,7 +27,7 @@ use k8s_openapi::api::authorization::v1::{
     SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
 };
 
-use crate::api::status;
+use crate::responses::status;
 
 /// The TokenReview path.
 pub const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";

@@ -48,8 +48,12 @@ mod cluster;
 mod discovery;
 pub mod objects;
 pub mod podcert;
+mod resource;
+mod responses;
 mod rules;
 mod subresources;
+mod write_request;
+mod write_state;
 mod writes;
 
 use std::net::SocketAddr;

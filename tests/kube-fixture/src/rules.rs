@@ -13,7 +13,7 @@
 
 use serde_json::Value;
 
-use crate::cluster::{Entry, ResourceType};
+use crate::resource::{Entry, ResourceType};
 
 /// Checks a write: `old` is the stored object (`None` on create), `new` the object about to be
 /// stored. Returns kube's field errors (`metadata.name: Invalid value: …`), which the fixture

@@ -10,9 +10,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::FixtureError;
-use crate::api::{not_found, qualified, status};
 use crate::cluster::Cluster;
-use crate::writes::WriteRequest;
+use crate::responses::{not_found, qualified, status};
+use crate::write_request::WriteRequest;
 
 /// `DELETE` of one object: `200` with its last state, or `404`.
 pub(crate) fn delete(cluster: &Cluster, request: &WriteRequest, name: &str) -> Response {

@@ -21,65 +21,25 @@
 // A refused write is its HTTP response, built once per request: no need to box it.
 #![allow(clippy::result_large_err)]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::api::{not_found, object_failure, qualified, status};
 use crate::cluster::{
     Cluster, EventType, HistoryItem, Line, ResourceType, Scope, encode, resource_mut, scoped,
     set_resource_version,
 };
+use crate::responses::{not_found, object_failure, qualified, status};
+use crate::write_request::WriteRequest;
+use crate::write_state::{BeforeWrite, HeldWrite, ObjectKey, Owner};
 
 /// The largest body accepted, as kube-apiserver's limit (3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
-
-/// Where an object's field owners are kept: `(group, plural, namespace, name)`.
-type ObjectKey = (&'static str, &'static str, String, String);
-
-/// The field manager that last set a field (a JSON pointer outside `metadata`, such as
-/// `/spec/holderIdentity`), by apply or by update.
-type Owner = String;
-
-/// The write side of the fixture's state.
-#[derive(Debug, Default)]
-pub(crate) struct WriteState {
-    /// Writes answer with this HTTP status instead, while set.
-    fail: Option<u16>,
-    /// Runs before the next write of a resource plural is applied.
-    before: Option<BeforeWrite>,
-    owners: HashMap<ObjectKey, BTreeMap<String, Owner>>,
-    /// Writes of this resource plural are held, while set.
-    hold: Option<String>,
-    /// Writes held and not yet released, in arrival order.
-    held: VecDeque<HeldWrite>,
-}
-
-/// A write the fixture received and holds: its body, and how to let it through (with where to
-/// report the status it is answered with).
-#[derive(Debug)]
-struct HeldWrite {
-    body: Value,
-    release: tokio::sync::oneshot::Sender<tokio::sync::oneshot::Sender<u16>>,
-}
-
-struct BeforeWrite {
-    plural: String,
-    hook: Box<dyn FnOnce(&Cluster) + Send>,
-}
-
-impl std::fmt::Debug for BeforeWrite {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BeforeWrite")
-            .field("plural", &self.plural)
-            .finish_non_exhaustive()
-    }
-}
 
 impl Cluster {
     /// While set, every write over HTTP (create, replace, patch) answers with this HTTP status
@@ -92,6 +52,12 @@ impl Cluster {
     /// `secrets`) is applied: what the hook changes (with [`Cluster::update`], say) lands first,
     /// as when another client wins a race, and the write's preconditions are checked against it.
     pub fn before_next_write(&self, plural: &str, hook: impl FnOnce(&Cluster) + Send + 'static) {
+        let (state, signals) = (Arc::downgrade(&self.state), Arc::downgrade(&self.signals));
+        let hook = move || {
+            if let (Some(state), Some(signals)) = (state.upgrade(), signals.upgrade()) {
+                hook(&Cluster { state, signals });
+            }
+        };
         self.lock().writes.before = Some(BeforeWrite {
             plural: plural.to_owned(),
             hook: Box::new(hook),
@@ -150,28 +116,6 @@ impl Cluster {
     }
 }
 
-/// What a write request asks, from its method, headers and query.
-pub(crate) struct WriteRequest {
-    pub(crate) info: ResourceType,
-    pub(crate) rules: crate::Rules,
-    pub(crate) namespace: Option<String>,
-    pub(crate) name: Option<String>,
-    /// `status` for a write to `…/NAME/status`.
-    pub(crate) subresource: Option<String>,
-    pub(crate) method: Method,
-    pub(crate) headers: HeaderMap,
-    pub(crate) params: Vec<(String, String)>,
-}
-
-impl WriteRequest {
-    fn param(&self, key: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
 /// Serves a write (any method but GET) on a registered resource.
 pub(crate) async fn handle(cluster: &Cluster, request: WriteRequest, body: Body) -> Response {
     if request.param("dryRun").is_some_and(|v| !v.is_empty()) {
@@ -211,7 +155,7 @@ pub(crate) async fn handle(cluster: &Cluster, request: WriteRequest, body: Body)
         }
     };
     if let Some(hook) = hook {
-        hook(cluster);
+        hook();
     }
     let held = {
         let mut state = cluster.lock();
