@@ -168,6 +168,11 @@ impl SharedReports {
         }
     }
 
+    /// Whether this node keeps a copy.
+    pub fn keeps_copy(&self) -> bool {
+        self.copy.is_some()
+    }
+
     /// How this node's copy stands, if it keeps one.
     pub fn copy(&self) -> Option<CopyStatus> {
         let copy = self.copy.as_ref()?;

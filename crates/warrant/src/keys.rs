@@ -383,9 +383,26 @@ pub(crate) async fn open_store(
             Writer::Always,
             None,
         ),
-        ManagedStore::Secret { .. } => {
-            let shared =
-                open_shared(store, purpose, key_holder.clone(), kubeconfig, metrics).await?;
+        ManagedStore::Secret {
+            secret,
+            lease,
+            lease_seconds,
+            copy,
+        } => {
+            let config = SharedSecretConfig {
+                namespace: secret.namespace.clone(),
+                name: secret.name.clone(),
+                lease: LeaseConfig {
+                    namespace: lease.namespace.clone(),
+                    name: lease.name.clone(),
+                    identity: holder_identity(),
+                    duration_seconds: *lease_seconds,
+                },
+                copy_dir: copy.clone(),
+                holder: key_holder.clone(),
+                purpose,
+            };
+            let shared = open_shared(config, kubeconfig, metrics).await?;
             let store = match shared.copied() {
                 Some(copied) => Store::Copied(copied),
                 None => Store::Secret(shared.secret().clone()),
@@ -423,37 +440,13 @@ pub(crate) async fn open_store(
     })
 }
 
-/// Opens `--key-secret`: joins the election of its writer through the Lease and reads this
-/// node's copy (`--key-copy-dir`), with this replica's identity and the cluster's client.
+/// Opens `--key-secret` as `config` says, through the cluster of `kubeconfig`: joins the
+/// election of its writer through the Lease and reads this node's copy (`--key-copy-dir`).
 async fn open_shared(
-    store: &ManagedStore,
-    purpose: KeyPurpose,
-    holder: Option<Holder>,
+    config: SharedSecretConfig,
     kubeconfig: Option<&Path>,
     metrics: &KeyMetrics,
 ) -> Result<SharedSecret, Box<dyn Error>> {
-    let ManagedStore::Secret {
-        secret,
-        lease,
-        lease_seconds,
-        copy,
-    } = store
-    else {
-        return Err("a key directory is not shared".into());
-    };
-    let config = SharedSecretConfig {
-        namespace: secret.namespace.clone(),
-        name: secret.name.clone(),
-        lease: LeaseConfig {
-            namespace: lease.namespace.clone(),
-            name: lease.name.clone(),
-            identity: holder_identity(),
-            duration_seconds: *lease_seconds,
-        },
-        copy_dir: copy.clone(),
-        holder,
-        purpose,
-    };
     let client = client(kubeconfig).await?;
     SharedSecret::open(client, config, metrics)
         .await
@@ -633,7 +626,7 @@ impl OpenedStore {
         });
         let leadership = shared.map(|shared| {
             let reports = shared.reports();
-            if reports.copy().is_some() {
+            if reports.keeps_copy() {
                 let (reports, clock) = (reports.clone(), clock.clone());
                 state.add_report(names.copy, move || {
                     let copy = reports.copy();
